@@ -1,0 +1,59 @@
+"""Plain value types shared by every layer: topic-partitions, offsets, records, brokers.
+
+Field names and defaults match kafka-python's ``kafka.structs`` and its ``ConsumerRecord``
+so code written against kafka-python keeps working after switching the import.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+
+class TopicPartition(NamedTuple):
+    """A topic name and a partition number."""
+
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed (or to-be-committed) offset with its metadata string and leader epoch."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """An offset found by timestamp (``offsets_for_times``)."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: Optional[int] = None
+
+
+class BrokerMetadata(NamedTuple):
+    """A broker as the cluster metadata describes it."""
+
+    node_id: Any  # int for brokers; a str like "bootstrap-0" before the first metadata
+    host: str
+    port: int
+    rack: Optional[str] = None
+
+
+class ConsumerRecord(NamedTuple):
+    """One record returned by ``poll()``, field for field as kafka-python returns it."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: list
+    checksum: Optional[int]
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
