@@ -1,0 +1,709 @@
+"""SubscriptionState: what the consumer reads and where, shared by both engines.
+
+Java's ``SubscriptionState`` with its method names in snake_case. It owns the subscription
+type (topics, pattern or manual assignment, mutually exclusive), the assigned partitions in
+assignment order, and for each one a ``TopicPartitionState``: its fetch state, position,
+high watermark / last stable offset / log start offset, pause and pending-revocation flags,
+the reset strategy while awaiting a reset, and the preferred read replica (KIP-392).
+
+Fetch states and their legal transitions (Java's ``FetchStates`` table)::
+
+    INITIALIZING     -> FETCHING, AWAIT_RESET, AWAIT_VALIDATION
+    FETCHING         -> FETCHING, AWAIT_RESET, AWAIT_VALIDATION
+    AWAIT_RESET      -> FETCHING, AWAIT_RESET
+    AWAIT_VALIDATION -> FETCHING, AWAIT_RESET, AWAIT_VALIDATION
+
+FETCHING and AWAIT_VALIDATION require a position; entering INITIALIZING or AWAIT_RESET
+clears it. An illegal transition raises ``IllegalStateError``.
+
+Thread safety: every public method holds one ``RLock``, because the KIP-848 engine's
+background thread updates assignments and watermarks while the application thread seeks,
+pauses and reads positions.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Optional, TypeVar
+
+from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
+from kproto.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kproto.consumer")
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _synchronized(method: _F) -> _F:
+    @functools.wraps(method)
+    def locked(self: "SubscriptionState", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked  # type: ignore[return-value]
+
+
+class SubscriptionType(enum.Enum):
+    NONE = "NONE"
+    AUTO_TOPICS = "AUTO_TOPICS"
+    AUTO_PATTERN = "AUTO_PATTERN"
+    AUTO_PATTERN_RE2J = "AUTO_PATTERN_RE2J"  # a regex the broker evaluates (KIP-848)
+    USER_ASSIGNED = "USER_ASSIGNED"
+
+
+class AutoOffsetResetStrategy(enum.Enum):
+    """What to do without a valid position; ``timestamp`` is ListOffsets' special value."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    NONE = "none"
+
+    @property
+    def timestamp(self) -> int:
+        if self is AutoOffsetResetStrategy.EARLIEST:
+            return -2
+        if self is AutoOffsetResetStrategy.LATEST:
+            return -1
+        raise IllegalStateError("reset strategy 'none' has no ListOffsets timestamp")
+
+    @classmethod
+    def of(cls, value: "str | AutoOffsetResetStrategy") -> "AutoOffsetResetStrategy":
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise IllegalArgumentError("unknown offset reset strategy {!r}".format(value)) from None
+
+
+class FetchState(enum.Enum):
+    INITIALIZING = "INITIALIZING"
+    FETCHING = "FETCHING"
+    AWAIT_RESET = "AWAIT_RESET"
+    AWAIT_VALIDATION = "AWAIT_VALIDATION"
+
+    @property
+    def valid_transitions(self) -> frozenset["FetchState"]:
+        return _TRANSITIONS[self]
+
+    @property
+    def requires_position(self) -> bool:
+        return self in (FetchState.FETCHING, FetchState.AWAIT_VALIDATION)
+
+    @property
+    def has_valid_position(self) -> bool:
+        return self is FetchState.FETCHING
+
+
+_TRANSITIONS: dict[FetchState, frozenset[FetchState]] = {
+    FetchState.INITIALIZING: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
+    FetchState.FETCHING: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
+    FetchState.AWAIT_RESET: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET}),
+    FetchState.AWAIT_VALIDATION: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
+}
+
+
+class LeaderAndEpoch(NamedTuple):
+    """The partition leader's node id and leader epoch as last known (either may be None)."""
+
+    leader: Optional[int] = None
+    epoch: Optional[int] = None
+
+
+class FetchPosition(NamedTuple):
+    """The offset of the next record to return, its leader epoch, and the leader then."""
+
+    offset: int
+    offset_epoch: Optional[int] = None
+    current_leader: LeaderAndEpoch = LeaderAndEpoch()
+
+
+class LogTruncation(NamedTuple):
+    """Validation found the log truncated below ``fetch_position`` (and no reset policy)."""
+
+    topic_partition: TopicPartition
+    fetch_position: FetchPosition
+    divergent_offset: Optional[OffsetAndMetadata]
+
+
+class TopicPartitionState:
+    """One assigned partition's state; only SubscriptionState touches it (under its lock)."""
+
+    __slots__ = ("fetch_state", "position", "high_watermark", "log_start_offset", "last_stable_offset",
+                 "paused", "pending_revocation", "pending_on_assigned_callback", "reset_strategy",
+                 "next_retry_time_ms", "preferred_read_replica", "preferred_read_replica_expiration_ms")
+
+    def __init__(self) -> None:
+        self.fetch_state = FetchState.INITIALIZING
+        self.position: Optional[FetchPosition] = None
+        self.high_watermark: Optional[int] = None
+        self.log_start_offset: Optional[int] = None
+        self.last_stable_offset: Optional[int] = None
+        self.paused = False
+        self.pending_revocation = False
+        self.pending_on_assigned_callback = False
+        self.reset_strategy: Optional[AutoOffsetResetStrategy] = None
+        self.next_retry_time_ms: Optional[int] = None
+        self.preferred_read_replica: Optional[int] = None
+        self.preferred_read_replica_expiration_ms: Optional[int] = None
+
+    def transition_state(self, new_state: FetchState, position: Optional[FetchPosition] = None) -> None:
+        if new_state not in self.fetch_state.valid_transitions:
+            raise IllegalStateError("illegal fetch state transition {} -> {}".format(
+                self.fetch_state.name, new_state.name))
+        if new_state.requires_position:
+            if position is None:
+                raise IllegalStateError("transitioned to {} without a position".format(new_state.name))
+            self.position = position
+        else:
+            self.position = None
+        self.fetch_state = new_state
+        self.next_retry_time_ms = None
+
+    def is_fetchable(self) -> bool:
+        return (not self.paused and not self.pending_revocation and not self.pending_on_assigned_callback
+                and self.fetch_state.has_valid_position)
+
+    def seek_validated(self, position: FetchPosition) -> None:
+        self.transition_state(FetchState.FETCHING, position)
+
+    def seek_unvalidated(self, position: FetchPosition) -> None:
+        self.seek_validated(position)
+        self.validate_position(position)
+
+    def validate_position(self, position: FetchPosition) -> None:
+        # Without both epochs there is nothing OffsetForLeaderEpoch could check.
+        if position.offset_epoch is not None and position.current_leader.epoch is not None:
+            self.transition_state(FetchState.AWAIT_VALIDATION, position)
+        else:
+            self.transition_state(FetchState.FETCHING, position)
+
+    def reset(self, strategy: AutoOffsetResetStrategy) -> None:
+        self.transition_state(FetchState.AWAIT_RESET)
+        self.reset_strategy = strategy
+
+    def awaiting_retry_backoff(self, now_ms: int) -> bool:
+        return self.next_retry_time_ms is not None and now_ms < self.next_retry_time_ms
+
+    def __repr__(self) -> str:
+        return "TopicPartitionState(fetch_state={}, position={}, paused={})".format(
+            self.fetch_state.name, self.position, self.paused)
+
+
+class SubscriptionState:
+    """Subscription, assignment and per-partition fetch state; see the module docstring."""
+
+    SUBSCRIPTION_EXCEPTION_MESSAGE = "Subscription to topics, partitions and pattern are mutually exclusive"
+
+    def __init__(self, default_reset_strategy: "str | AutoOffsetResetStrategy" = "latest") -> None:
+        self._lock = threading.RLock()
+        self._default_reset_strategy = AutoOffsetResetStrategy.of(default_reset_strategy)
+        self._subscription_type = SubscriptionType.NONE
+        self._subscribed_pattern: Optional[re.Pattern[str]] = None
+        self._subscription: frozenset[str] = frozenset()
+        # The leader of a classic group also tracks the topics every member subscribed to.
+        self._group_subscription: frozenset[str] = frozenset()
+        self._assignment: dict[TopicPartition, TopicPartitionState] = {}
+        # Bumped on every assignment change so in-flight fetches can tell they are stale.
+        self._assignment_id = 0
+        self.rebalance_listener: Any = None
+
+    # --- subscription ---------------------------------------------------------------
+
+    def _set_subscription_type(self, kind: SubscriptionType) -> None:
+        if self._subscription_type is SubscriptionType.NONE:
+            self._subscription_type = kind
+        elif self._subscription_type is not kind:
+            raise IllegalStateError(self.SUBSCRIPTION_EXCEPTION_MESSAGE)
+
+    @property
+    def subscription_type(self) -> SubscriptionType:
+        return self._subscription_type
+
+    @_synchronized
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> bool:
+        """Subscribe to a topic list; True if the subscription changed."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        for topic in topics:
+            if not isinstance(topic, str) or not topic.strip():
+                raise IllegalArgumentError("Topic collection to subscribe to cannot contain null or empty topic")
+        self._set_subscription_type(SubscriptionType.AUTO_TOPICS)
+        self.rebalance_listener = listener
+        return self._change_subscription(frozenset(topics))
+
+    @_synchronized
+    def subscribe_pattern(self, pattern: "str | re.Pattern[str]", listener: Any = None,
+                          broker_evaluated: bool = False) -> None:
+        """Subscribe to topics matching a regex (client-side, or by the broker for KIP-848)."""
+        kind = SubscriptionType.AUTO_PATTERN_RE2J if broker_evaluated else SubscriptionType.AUTO_PATTERN
+        try:
+            compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        except re.error as exc:
+            raise IllegalArgumentError("invalid subscription pattern {!r}: {}".format(pattern, exc)) from None
+        self._set_subscription_type(kind)
+        self.rebalance_listener = listener
+        self._subscribed_pattern = compiled
+
+    @_synchronized
+    def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
+        """Set the topics a client-side pattern matched in the latest metadata."""
+        if self._subscription_type is not SubscriptionType.AUTO_PATTERN:
+            raise IllegalArgumentError("Attempt to subscribe from pattern while subscription type set to "
+                                       + self._subscription_type.name)
+        return self._change_subscription(frozenset(topics))
+
+    def _change_subscription(self, topics: frozenset[str]) -> bool:
+        if topics == self._subscription:
+            return False
+        self._subscription = topics
+        return True
+
+    @_synchronized
+    def subscription(self) -> set[str]:
+        return set(self._subscription) if self.has_auto_assigned_partitions() else set()
+
+    @_synchronized
+    def subscribed_pattern(self) -> Optional[re.Pattern[str]]:
+        return self._subscribed_pattern
+
+    @_synchronized
+    def matches_subscribed_pattern(self, topic: str) -> bool:
+        return self._subscribed_pattern is not None and self._subscribed_pattern.fullmatch(topic) is not None
+
+    @_synchronized
+    def has_pattern_subscription(self) -> bool:
+        return self._subscription_type in (SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J)
+
+    @_synchronized
+    def has_auto_assigned_partitions(self) -> bool:
+        return self._subscription_type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN,
+                                           SubscriptionType.AUTO_PATTERN_RE2J)
+
+    @_synchronized
+    def has_no_subscription_or_user_assignment(self) -> bool:
+        return self._subscription_type is SubscriptionType.NONE
+
+    @_synchronized
+    def group_subscribe(self, topics: Iterable[str]) -> bool:
+        """(Classic leader) add every member's topics to the metadata this consumer tracks."""
+        if not self.has_auto_assigned_partitions():
+            raise IllegalStateError(self.SUBSCRIPTION_EXCEPTION_MESSAGE)
+        merged = self._group_subscription | frozenset(topics)
+        changed = merged != self._group_subscription
+        self._group_subscription = merged
+        return changed
+
+    @_synchronized
+    def reset_group_subscription(self) -> None:
+        self._group_subscription = frozenset()
+
+    @_synchronized
+    def metadata_topics(self) -> set[str]:
+        """Topics whose metadata the consumer needs."""
+        if self._subscription_type is SubscriptionType.USER_ASSIGNED:
+            return {tp.topic for tp in self._assignment}
+        return set(self._subscription | self._group_subscription)
+
+    @_synchronized
+    def unsubscribe(self) -> None:
+        self._subscription = frozenset()
+        self._group_subscription = frozenset()
+        self._assignment = {}
+        self._assignment_id += 1
+        self._subscribed_pattern = None
+        self._subscription_type = SubscriptionType.NONE
+        self.rebalance_listener = None
+
+    # --- assignment -----------------------------------------------------------------
+
+    @_synchronized
+    def assign_from_user(self, partitions: Iterable[TopicPartition]) -> bool:
+        """Manual assignment; True if it changed. Existing partitions keep their state."""
+        partitions = list(partitions)
+        for tp in partitions:
+            if not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str) or not tp[0].strip():
+                raise IllegalArgumentError("Topic partitions to assign to cannot have null or empty topic")
+        self._set_subscription_type(SubscriptionType.USER_ASSIGNED)
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        if set(wanted) == set(self._assignment):
+            return False
+        self._set_assignment(wanted)
+        return True
+
+    @_synchronized
+    def assign_from_subscribed(self, assignments: Iterable[TopicPartition]) -> None:
+        """An assignment from the group; every partition must belong to the subscription."""
+        if not self.has_auto_assigned_partitions():
+            raise IllegalArgumentError("Attempt to dynamically assign partitions while manual assignment in use")
+        assignments = [TopicPartition(*tp) for tp in assignments]
+        # A broker-evaluated pattern's topics are not known to the client; trust the broker.
+        if self._subscription_type is not SubscriptionType.AUTO_PATTERN_RE2J:
+            for tp in assignments:
+                if tp.topic not in self._subscription and not self.matches_subscribed_pattern(tp.topic):
+                    raise IllegalArgumentError("Assigned partition {}-{} for non-subscribed topic".format(*tp))
+        self._set_assignment(assignments)
+
+    @_synchronized
+    def assign_from_subscribed_awaiting_callback(self, full: Iterable[TopicPartition],
+                                                 added: Iterable[TopicPartition]) -> None:
+        """(KIP-848) assign ``full``; ``added`` stay unfetchable until the assigned callback ran."""
+        self.assign_from_subscribed(full)
+        for tp in added:
+            state = self._assignment.get(TopicPartition(*tp))
+            if state is not None:
+                state.pending_on_assigned_callback = True
+
+    @_synchronized
+    def enable_partitions_awaiting_callback(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            state = self._assignment.get(TopicPartition(*tp))
+            if state is not None:
+                state.pending_on_assigned_callback = False
+
+    def _set_assignment(self, partitions: list[TopicPartition]) -> None:
+        old = self._assignment
+        self._assignment = {tp: old.get(tp) or TopicPartitionState() for tp in dict.fromkeys(partitions)}
+        self._assignment_id += 1
+        log.debug("assignment is now %s", list(self._assignment))
+
+    @_synchronized
+    def assignment_id(self) -> int:
+        return self._assignment_id
+
+    @_synchronized
+    def assigned_partitions(self) -> set[TopicPartition]:
+        return set(self._assignment)
+
+    @_synchronized
+    def assigned_partitions_list(self) -> list[TopicPartition]:
+        return list(self._assignment)
+
+    @_synchronized
+    def num_assigned_partitions(self) -> int:
+        return len(self._assignment)
+
+    @_synchronized
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        return tp in self._assignment
+
+    def _state(self, tp: TopicPartition) -> TopicPartitionState:
+        state = self._assignment.get(tp)
+        if state is None:
+            raise IllegalStateError("No current assignment for partition {}-{}".format(*tp))
+        return state
+
+    @_synchronized
+    def move_partition_to_end(self, tp: TopicPartition) -> None:
+        """Round-robin fairness: a partition just returned goes to the back of the order."""
+        state = self._assignment.pop(tp, None)
+        if state is not None:
+            self._assignment[tp] = state
+
+    # --- fetchability, pause and revocation ----------------------------------------------
+
+    @_synchronized
+    def fetchable_partitions(self, predicate: Optional[Callable[[TopicPartition], bool]] = None) -> list[TopicPartition]:
+        """Assigned partitions, in assignment order, that may be fetched now."""
+        return [tp for tp, state in self._assignment.items()
+                if state.is_fetchable() and (predicate is None or predicate(tp))]
+
+    @_synchronized
+    def is_fetchable(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.is_fetchable()
+
+    @_synchronized
+    def pause(self, tp: TopicPartition) -> None:
+        self._state(tp).paused = True
+
+    @_synchronized
+    def resume(self, tp: TopicPartition) -> None:
+        self._state(tp).paused = False
+
+    @_synchronized
+    def is_paused(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.paused
+
+    @_synchronized
+    def paused_partitions(self) -> set[TopicPartition]:
+        return {tp for tp, state in self._assignment.items() if state.paused}
+
+    @_synchronized
+    def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching partitions about to be revoked (their state is kept until then)."""
+        for tp in partitions:
+            state = self._assignment.get(TopicPartition(*tp))
+            if state is not None:
+                state.pending_revocation = True
+
+    @_synchronized
+    def is_pending_revocation(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.pending_revocation
+
+    # --- positions ------------------------------------------------------------------
+
+    @_synchronized
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """User seek: the next record returned will be ``offset``; no epoch to validate."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise IllegalArgumentError("seek offset must be a non-negative integer, got {!r}".format(offset))
+        self.seek_validated(tp, FetchPosition(offset))
+
+    @_synchronized
+    def seek_validated(self, tp: TopicPartition, position: FetchPosition) -> None:
+        self._state(tp).seek_validated(position)
+
+    @_synchronized
+    def seek_unvalidated(self, tp: TopicPartition, position: FetchPosition) -> None:
+        """Set a position that needs OffsetForLeaderEpoch validation when it has epochs."""
+        self._state(tp).seek_unvalidated(position)
+
+    @_synchronized
+    def maybe_seek_unvalidated(self, tp: TopicPartition, position: FetchPosition,
+                               requested_strategy: AutoOffsetResetStrategy) -> None:
+        """Apply a ListOffsets reset result unless the partition moved on in the meantime."""
+        state = self._assignment.get(tp)
+        if state is None:
+            log.debug("skipping reset of %s: no longer assigned", tp)
+        elif state.fetch_state is not FetchState.AWAIT_RESET:
+            log.debug("skipping reset of %s: no longer awaiting a reset", tp)
+        elif state.reset_strategy is not requested_strategy:
+            log.debug("skipping reset of %s: strategy changed", tp)
+        else:
+            state.seek_unvalidated(position)
+
+    @_synchronized
+    def position(self, tp: TopicPartition) -> Optional[FetchPosition]:
+        return self._state(tp).position
+
+    @_synchronized
+    def valid_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
+        state = self._state(tp)
+        return state.position if state.fetch_state.has_valid_position else None
+
+    @_synchronized
+    def update_position(self, tp: TopicPartition, position: FetchPosition) -> None:
+        """Advance the position (the collector, after returning records)."""
+        state = self._state(tp)
+        if not state.fetch_state.has_valid_position:
+            raise IllegalStateError("Cannot set a new position without a valid current position")
+        state.position = position
+
+    @_synchronized
+    def has_valid_position(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.fetch_state.has_valid_position
+
+    @_synchronized
+    def has_all_fetch_positions(self) -> bool:
+        return all(state.fetch_state.has_valid_position for state in self._assignment.values())
+
+    @_synchronized
+    def fetch_state(self, tp: TopicPartition) -> FetchState:
+        return self._state(tp).fetch_state
+
+    @_synchronized
+    def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The offsets to commit: each valid position with its leader epoch."""
+        return {tp: OffsetAndMetadata(state.position.offset, "",
+                                      -1 if state.position.offset_epoch is None else state.position.offset_epoch)
+                for tp, state in self._assignment.items()
+                if state.fetch_state.has_valid_position and state.position is not None}
+
+    # --- resets ---------------------------------------------------------------------
+
+    @property
+    def default_reset_strategy(self) -> AutoOffsetResetStrategy:
+        return self._default_reset_strategy
+
+    @_synchronized
+    def has_default_offset_reset_policy(self) -> bool:
+        return self._default_reset_strategy is not AutoOffsetResetStrategy.NONE
+
+    @_synchronized
+    def request_offset_reset(self, tp: TopicPartition,
+                             strategy: "str | AutoOffsetResetStrategy | None" = None) -> None:
+        strategy = self._default_reset_strategy if strategy is None else AutoOffsetResetStrategy.of(strategy)
+        self._state(tp).reset(strategy)
+
+    @_synchronized
+    def request_offset_reset_if_partition_assigned(self, tp: TopicPartition) -> None:
+        if tp in self._assignment:
+            self._assignment[tp].reset(self._default_reset_strategy)
+
+    @_synchronized
+    def is_offset_reset_needed(self, tp: TopicPartition) -> bool:
+        return self._state(tp).fetch_state is FetchState.AWAIT_RESET
+
+    @_synchronized
+    def reset_strategy(self, tp: TopicPartition) -> Optional[AutoOffsetResetStrategy]:
+        return self._state(tp).reset_strategy
+
+    @_synchronized
+    def initializing_partitions(self) -> set[TopicPartition]:
+        """Partitions with no position yet (the committed offset should be fetched)."""
+        return {tp for tp, state in self._assignment.items() if state.fetch_state is FetchState.INITIALIZING}
+
+    @_synchronized
+    def reset_initializing_positions(self, predicate: Optional[Callable[[TopicPartition], bool]] = None) -> None:
+        """Move INITIALIZING partitions (no committed offset) to AWAIT_RESET by the default policy.
+
+        Raises ``NoOffsetForPartitionError`` naming them if the policy is 'none'.
+        """
+        undefined = []
+        for tp, state in self._assignment.items():
+            if state.fetch_state is FetchState.INITIALIZING and (predicate is None or predicate(tp)):
+                if self._default_reset_strategy is AutoOffsetResetStrategy.NONE:
+                    undefined.append(tp)
+                else:
+                    state.reset(self._default_reset_strategy)
+        if undefined:
+            raise NoOffsetForPartitionError("Undefined offset with no reset policy for partitions: {}".format(
+                ", ".join("{}-{}".format(*tp) for tp in undefined)))
+
+    @_synchronized
+    def partitions_needing_reset(self, now_ms: int) -> set[TopicPartition]:
+        return {tp for tp, state in self._assignment.items()
+                if state.fetch_state is FetchState.AWAIT_RESET and not state.awaiting_retry_backoff(now_ms)}
+
+    @_synchronized
+    def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_allowed_ms: int) -> None:
+        for tp in partitions:
+            state = self._assignment.get(tp)
+            if state is not None:
+                state.next_retry_time_ms = next_allowed_ms
+
+    request_failed = set_next_allowed_retry
+
+    # --- validation (OffsetForLeaderEpoch) -------------------------------------------
+
+    @_synchronized
+    def maybe_validate_position_for_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> bool:
+        """Note the current leader; True if the partition now awaits validation."""
+        state = self._state(tp)
+        if state.fetch_state is FetchState.AWAIT_RESET or leader.leader is None:
+            return False
+        if state.position is not None and state.position.current_leader != leader:
+            state.validate_position(state.position._replace(current_leader=leader))
+            state.preferred_read_replica = None
+        return state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    @_synchronized
+    def awaiting_validation(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    @_synchronized
+    def partitions_needing_validation(self, now_ms: int) -> set[TopicPartition]:
+        return {tp for tp, state in self._assignment.items()
+                if state.fetch_state is FetchState.AWAIT_VALIDATION and not state.awaiting_retry_backoff(now_ms)}
+
+    @_synchronized
+    def complete_validation(self, tp: TopicPartition) -> None:
+        state = self._state(tp)
+        if state.fetch_state is FetchState.AWAIT_VALIDATION:
+            state.transition_state(FetchState.FETCHING, state.position)
+
+    @_synchronized
+    def maybe_complete_validation(self, tp: TopicPartition, requested_position: FetchPosition,
+                                  end_offset: int, leader_epoch: int) -> Optional[LogTruncation]:
+        """Apply an OffsetForLeaderEpoch answer (``end_offset``/``leader_epoch``, -1 if undefined).
+
+        Returns a ``LogTruncation`` when the log diverged and there is no reset policy;
+        with a policy the position moves to the divergence point (or a reset is requested).
+        """
+        state = self._assignment.get(tp)
+        if state is None or state.fetch_state is not FetchState.AWAIT_VALIDATION:
+            log.debug("skipping validation of %s: not awaiting validation", tp)
+            return None
+        current = state.position
+        if current != requested_position:
+            log.debug("skipping validation of %s: position changed to %s", tp, current)
+            return None
+        if end_offset < 0 or leader_epoch < 0:
+            if self.has_default_offset_reset_policy():
+                state.reset(self._default_reset_strategy)
+                return None
+            return LogTruncation(tp, requested_position, None)
+        if end_offset < current.offset:
+            if self.has_default_offset_reset_policy():
+                state.seek_validated(FetchPosition(end_offset, leader_epoch, current.current_leader))
+                return None
+            return LogTruncation(tp, requested_position, OffsetAndMetadata(end_offset, "", leader_epoch))
+        state.transition_state(FetchState.FETCHING, current)
+        return None
+
+    # --- watermarks and replicas ----------------------------------------------------------
+
+    @_synchronized
+    def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
+        if tp in self._assignment:
+            self._assignment[tp].high_watermark = high_watermark
+
+    @_synchronized
+    def update_log_start_offset(self, tp: TopicPartition, log_start_offset: int) -> None:
+        if tp in self._assignment:
+            self._assignment[tp].log_start_offset = log_start_offset
+
+    @_synchronized
+    def update_last_stable_offset(self, tp: TopicPartition, last_stable_offset: int) -> None:
+        if tp in self._assignment:
+            self._assignment[tp].last_stable_offset = last_stable_offset
+
+    @_synchronized
+    def high_watermark(self, tp: TopicPartition) -> Optional[int]:
+        return self._state(tp).high_watermark
+
+    @_synchronized
+    def log_start_offset(self, tp: TopicPartition) -> Optional[int]:
+        return self._state(tp).log_start_offset
+
+    @_synchronized
+    def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
+        return self._state(tp).last_stable_offset
+
+    @_synchronized
+    def partition_end_offset(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
+        state = self._state(tp)
+        return state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
+
+    @_synchronized
+    def partition_lag(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
+        """Records between the position and the end (LSO under read_committed); None if unknown."""
+        state = self._state(tp)
+        end = state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
+        if end is None or state.position is None:
+            return None
+        return end - state.position.offset
+
+    @_synchronized
+    def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: int) -> None:
+        state = self._assignment.get(tp)
+        if state is not None:
+            state.preferred_read_replica = replica_id
+            state.preferred_read_replica_expiration_ms = expiration_ms
+
+    @_synchronized
+    def preferred_read_replica(self, tp: TopicPartition, now_ms: int) -> Optional[int]:
+        """The follower to fetch from (KIP-392), or None once its lease expired."""
+        state = self._assignment.get(tp)
+        if state is None or state.preferred_read_replica is None:
+            return None
+        if state.preferred_read_replica_expiration_ms is not None and now_ms > state.preferred_read_replica_expiration_ms:
+            state.preferred_read_replica = None
+            return None
+        return state.preferred_read_replica
+
+    @_synchronized
+    def clear_preferred_read_replica(self, tp: TopicPartition) -> Optional[int]:
+        state = self._assignment.get(tp)
+        if state is None:
+            return None
+        old, state.preferred_read_replica = state.preferred_read_replica, None
+        return old

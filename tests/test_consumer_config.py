@@ -1,0 +1,112 @@
+"""ConsumerConfig: kafka-python's defaults, and every bad setting refused at construction."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from kproto.consumer.config import DEFAULT_CONFIG, ConsumerConfig
+from kproto.errors import KafkaConfigurationError
+
+kafka_group = pytest.importorskip("kafka.consumer.group")
+
+
+def test_accepts_every_kafka_python_key_with_its_default():
+    theirs = kafka_group.KafkaConsumer.DEFAULT_CONFIG
+    missing = set(theirs) - set(DEFAULT_CONFIG)
+    assert not missing
+    # Plain values must match; class/callable defaults are kproto's own equivalents.
+    skip = {"client_id", "partition_assignment_strategy", "kafka_client", "default_offset_commit_callback",
+            "selector"}
+    for key, value in theirs.items():
+        if key not in skip:
+            assert DEFAULT_CONFIG[key] == value, key
+
+
+def test_defaults_and_access():
+    config = ConsumerConfig(group_id="g")
+    assert config["fetch_min_bytes"] == 1 and config.max_poll_records == 500
+    assert config.group_protocol == "classic"
+    assert config.user_supplied == frozenset({"group_id"})
+    assert dict(config)["group_id"] == "g"
+    with pytest.raises(AttributeError):
+        config.fetch_min_bytes = 5
+
+
+def test_unknown_key_named():
+    with pytest.raises(KafkaConfigurationError, match="fetch_min_byte"):
+        ConsumerConfig(fetch_min_byte=1)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("fetch_min_bytes", -1),
+    ("fetch_min_bytes", "1"),
+    ("fetch_max_bytes", 2**31),
+    ("max_poll_records", 0),
+    ("max_poll_records", True),
+    ("check_crcs", "yes"),
+    ("isolation_level", "READ_COMMITTED_PLEASE"),
+    ("auto_offset_reset", "sometimes"),
+    ("group_protocol", "modern"),
+    ("security_protocol", "TLS"),
+    ("bootstrap_servers", []),
+    ("bootstrap_servers", [""]),
+    ("key_deserializer", 42),
+    ("consumer_timeout_ms", -5),
+    ("consumer_timeout_ms", float("nan")),
+    ("partition_assignment_strategy", ["fastest"]),
+    ("partition_assignment_strategy", []),
+    ("api_version", "three"),
+    ("group_id", ""),
+    ("ssl_context", "ctx"),
+])
+def test_bad_values_name_the_setting(key, value):
+    with pytest.raises(KafkaConfigurationError, match=key):
+        ConsumerConfig({key: value})
+
+
+@pytest.mark.parametrize("configs, words", [
+    (dict(heartbeat_interval_ms=45000, session_timeout_ms=45000), "heartbeat_interval_ms"),
+    (dict(fetch_max_wait_ms=40000), "request_timeout_ms"),
+    (dict(request_timeout_ms=600000), "connections_max_idle_ms"),
+    (dict(group_protocol="consumer", session_timeout_ms=10000), "session_timeout_ms"),
+    (dict(group_protocol="consumer", partition_assignment_strategy=["range"]), "partition_assignment_strategy"),
+    (dict(group_remote_assignor="uniform"), "group_remote_assignor"),
+    (dict(group_instance_id="a"), "group_instance_id"),
+    (dict(reconnect_backoff_ms=5000, reconnect_backoff_max_ms=100), "reconnect_backoff"),
+    (dict(security_protocol="SASL_SSL"), "sasl_mechanism"),
+])
+def test_contradictions(configs, words):
+    with pytest.raises(KafkaConfigurationError, match=words):
+        ConsumerConfig(configs)
+
+
+def test_normalisations():
+    config = ConsumerConfig(auto_offset_reset="smallest", group_protocol="CONSUMER",
+                            group_remote_assignor="uniform", api_version="3.7", group_id="g")
+    assert config.auto_offset_reset == "earliest"
+    assert config.group_protocol == "consumer"
+    assert config.api_version == (3, 7)
+    # No group: nothing to auto-commit to.
+    assert ConsumerConfig().enable_auto_commit is False
+    assert ConsumerConfig(group_id="g").enable_auto_commit is True
+    # The frame guard is raised to cover a full fetch.
+    config = ConsumerConfig(fetch_max_bytes=200_000_000, receive_message_max_bytes=1000)
+    assert config.receive_message_max_bytes == 200_000_000 + config.max_partition_fetch_bytes
+
+
+def test_deserializer_forms():
+    class Java:
+        def deserialize(self, topic, data):
+            return data
+
+    assert ConsumerConfig(value_deserializer=bytes.decode).value_deserializer is bytes.decode
+    assert isinstance(ConsumerConfig(key_deserializer=Java()).key_deserializer, Java)
+
+
+def test_replace_revalidates():
+    config = ConsumerConfig(group_id="g", max_poll_records=10)
+    assert config.replace(max_poll_records=20).max_poll_records == 20
+    assert config.replace(max_poll_records=20).group_id == "g"
+    with pytest.raises(KafkaConfigurationError):
+        config.replace(max_poll_records=-1)

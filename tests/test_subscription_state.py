@@ -1,0 +1,285 @@
+"""SubscriptionState: exclusivity, the fetch-state transition table, positions, resets."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from kproto.consumer.subscription_state import (
+    AutoOffsetResetStrategy, FetchPosition, FetchState, LeaderAndEpoch, SubscriptionState,
+    SubscriptionType, TopicPartitionState,
+)
+from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
+from kproto.structs import OffsetAndMetadata, TopicPartition
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+OTHER = TopicPartition("u", 0)
+
+LEGAL = {
+    FetchState.INITIALIZING: {FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION},
+    FetchState.FETCHING: {FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION},
+    FetchState.AWAIT_RESET: {FetchState.FETCHING, FetchState.AWAIT_RESET},
+    FetchState.AWAIT_VALIDATION: {FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION},
+}
+
+
+def _state_in(fetch_state: FetchState) -> TopicPartitionState:
+    state = TopicPartitionState()
+    if fetch_state is FetchState.FETCHING:
+        state.transition_state(FetchState.FETCHING, FetchPosition(5))
+    elif fetch_state is FetchState.AWAIT_RESET:
+        state.reset(AutoOffsetResetStrategy.EARLIEST)
+    elif fetch_state is FetchState.AWAIT_VALIDATION:
+        state.transition_state(FetchState.AWAIT_VALIDATION, FetchPosition(5, 1, LeaderAndEpoch(1, 2)))
+    assert state.fetch_state is fetch_state
+    return state
+
+
+@pytest.mark.parametrize("source", list(FetchState))
+@pytest.mark.parametrize("target", list(FetchState))
+def test_transition_table(source, target):
+    state = _state_in(source)
+    position = FetchPosition(7, 1, LeaderAndEpoch(1, 2))
+    if target in LEGAL[source]:
+        state.transition_state(target, position)
+        assert state.fetch_state is target
+        # Position is kept exactly when the target state requires one.
+        assert state.position == (position if target.requires_position else None)
+    else:
+        with pytest.raises(IllegalStateError, match="illegal fetch state transition"):
+            state.transition_state(target, position)
+        assert state.fetch_state is source
+
+
+def test_position_required():
+    with pytest.raises(IllegalStateError):
+        TopicPartitionState().transition_state(FetchState.FETCHING, None)
+
+
+@pytest.mark.parametrize("first, second", [
+    (lambda s: s.subscribe(["t"]), lambda s: s.assign_from_user([TP0])),
+    (lambda s: s.assign_from_user([TP0]), lambda s: s.subscribe(["t"])),
+    (lambda s: s.subscribe(["t"]), lambda s: s.subscribe_pattern("t.*")),
+    (lambda s: s.subscribe_pattern("t.*"), lambda s: s.assign_from_user([TP0])),
+    (lambda s: s.subscribe_pattern("t.*", broker_evaluated=True), lambda s: s.subscribe_pattern("t.*")),
+])
+def test_subscription_types_exclusive(first, second):
+    subs = SubscriptionState()
+    first(subs)
+    with pytest.raises(IllegalStateError, match="Subscription to topics, partitions and pattern are mutually exclusive"):
+        second(subs)
+    subs.unsubscribe()
+    assert subs.subscription_type is SubscriptionType.NONE
+    second(subs)  # allowed again after unsubscribe
+
+
+def test_subscribe_and_assign_from_subscribed():
+    subs = SubscriptionState()
+    listener = object()
+    assert subs.subscribe(["t", "u"], listener) is True
+    assert subs.subscribe(["u", "t"], listener) is False
+    assert subs.subscription() == {"t", "u"} and subs.rebalance_listener is listener
+    with pytest.raises(IllegalArgumentError):
+        subs.subscribe(["t", ""])
+    subs.assign_from_subscribed([TP0, OTHER])
+    assert subs.assigned_partitions() == {TP0, OTHER}
+    with pytest.raises(IllegalArgumentError, match="non-subscribed topic"):
+        subs.assign_from_subscribed([TopicPartition("x", 0)])
+    # A retained partition keeps its position across a reassignment.
+    subs.seek(TP0, 42)
+    subs.assign_from_subscribed([TP0, TP1])
+    assert subs.position(TP0) == FetchPosition(42)
+    assert subs.fetch_state(TP1) is FetchState.INITIALIZING
+
+
+def test_pattern_subscription():
+    subs = SubscriptionState()
+    subs.subscribe_pattern(re.compile(r"orders-\d+"))
+    assert subs.matches_subscribed_pattern("orders-1") and not subs.matches_subscribed_pattern("orders-x")
+    assert subs.subscribe_from_pattern(["orders-1"]) is True
+    subs.assign_from_subscribed([TopicPartition("orders-1", 0)])
+    with pytest.raises(IllegalArgumentError):
+        subs.subscribe_pattern("[")
+    manual = SubscriptionState()
+    manual.assign_from_user([TP0])
+    with pytest.raises(IllegalArgumentError):
+        manual.assign_from_subscribed([TP0])
+
+
+def test_fetchable_partitions_excludes_paused_revoking_and_positionless():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0, TP1, OTHER])
+    assert subs.fetchable_partitions() == []
+    for tp in (TP0, TP1, OTHER):
+        subs.seek(tp, 0)
+    assert subs.fetchable_partitions() == [TP0, TP1, OTHER]
+    subs.pause(TP1)
+    assert subs.paused_partitions() == {TP1}
+    subs.mark_pending_revocation([OTHER])
+    assert subs.fetchable_partitions() == [TP0]
+    subs.resume(TP1)
+    assert subs.fetchable_partitions(lambda tp: tp.partition == 1) == [TP1]
+    subs.request_offset_reset(TP0)
+    assert TP0 not in subs.fetchable_partitions()
+
+
+def test_pending_on_assigned_callback():
+    subs = SubscriptionState()
+    subs.subscribe(["t"])
+    subs.assign_from_subscribed_awaiting_callback([TP0, TP1], added=[TP1])
+    subs.seek(TP0, 1)
+    subs.seek(TP1, 1)
+    assert subs.fetchable_partitions() == [TP0]
+    subs.enable_partitions_awaiting_callback([TP1])
+    assert subs.fetchable_partitions() == [TP0, TP1]
+
+
+def test_seek_and_positions():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0])
+    with pytest.raises(IllegalStateError):
+        subs.seek(OTHER, 1)
+    with pytest.raises(IllegalArgumentError):
+        subs.seek(TP0, -1)
+    with pytest.raises(IllegalStateError, match="valid current position"):
+        subs.update_position(TP0, FetchPosition(3))
+    subs.seek(TP0, 10)
+    assert subs.has_valid_position(TP0) and subs.has_all_fetch_positions()
+    subs.update_position(TP0, FetchPosition(12, 3))
+    assert subs.all_consumed() == {TP0: OffsetAndMetadata(12, "", 3)}
+    # An unvalidated position with both epochs awaits validation and is not consumed yet.
+    subs.seek_unvalidated(TP0, FetchPosition(20, 4, LeaderAndEpoch(1, 5)))
+    assert subs.awaiting_validation(TP0) and not subs.has_valid_position(TP0)
+    assert subs.all_consumed() == {}
+    assert subs.partitions_needing_validation(0) == {TP0}
+    subs.complete_validation(TP0)
+    assert subs.valid_position(TP0) == FetchPosition(20, 4, LeaderAndEpoch(1, 5))
+    # Without epochs there is nothing to validate.
+    subs.seek_unvalidated(TP0, FetchPosition(21))
+    assert subs.has_valid_position(TP0)
+
+
+def test_resets_with_backoff_and_strategies():
+    subs = SubscriptionState("earliest")
+    subs.assign_from_user([TP0, TP1])
+    assert subs.initializing_partitions() == {TP0, TP1}
+    subs.reset_initializing_positions()
+    assert subs.partitions_needing_reset(0) == {TP0, TP1}
+    assert subs.reset_strategy(TP0) is AutoOffsetResetStrategy.EARLIEST
+    subs.request_offset_reset(TP1, "latest")
+    subs.set_next_allowed_retry([TP0], 100)
+    assert subs.partitions_needing_reset(50) == {TP1}
+    assert subs.partitions_needing_reset(100) == {TP0, TP1}
+    # A ListOffsets answer for a strategy that changed meanwhile is dropped.
+    subs.maybe_seek_unvalidated(TP1, FetchPosition(9), AutoOffsetResetStrategy.EARLIEST)
+    assert subs.is_offset_reset_needed(TP1)
+    subs.maybe_seek_unvalidated(TP1, FetchPosition(9), AutoOffsetResetStrategy.LATEST)
+    assert subs.position(TP1) == FetchPosition(9)
+    assert AutoOffsetResetStrategy.EARLIEST.timestamp == -2 and AutoOffsetResetStrategy.LATEST.timestamp == -1
+    with pytest.raises(IllegalArgumentError):
+        subs.request_offset_reset(TP0, "middle")
+
+
+def test_reset_policy_none_names_partitions():
+    subs = SubscriptionState("none")
+    subs.assign_from_user([TP0])
+    with pytest.raises(NoOffsetForPartitionError, match="t-0"):
+        subs.reset_initializing_positions()
+
+
+def test_leader_change_triggers_validation():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0])
+    subs.seek_validated(TP0, FetchPosition(10, 2, LeaderAndEpoch(1, 2)))
+    assert subs.maybe_validate_position_for_current_leader(TP0, LeaderAndEpoch(1, 2)) is False
+    assert subs.maybe_validate_position_for_current_leader(TP0, LeaderAndEpoch(None, None)) is False
+    assert subs.maybe_validate_position_for_current_leader(TP0, LeaderAndEpoch(2, 3)) is True
+    assert subs.position(TP0).current_leader == LeaderAndEpoch(2, 3)
+
+
+@pytest.mark.parametrize("policy, end_offset, epoch, expect", [
+    ("earliest", 8, 2, "moved"),          # truncated below position: reposition
+    ("none", 8, 2, "truncation"),         # no policy: report the divergent offset
+    ("earliest", 15, 2, "valid"),         # log reaches past the position
+    ("earliest", -1, -1, "reset"),        # undefined epoch: reset per policy
+    ("none", -1, -1, "truncation-unknown"),
+])
+def test_maybe_complete_validation(policy, end_offset, epoch, expect):
+    subs = SubscriptionState(policy)
+    subs.assign_from_user([TP0])
+    position = FetchPosition(10, 2, LeaderAndEpoch(1, 3))
+    subs.seek_unvalidated(TP0, position)
+    result = subs.maybe_complete_validation(TP0, position, end_offset, epoch)
+    if expect == "moved":
+        assert result is None and subs.valid_position(TP0).offset == 8
+    elif expect == "truncation":
+        assert result.divergent_offset == OffsetAndMetadata(8, "", 2) and result.fetch_position == position
+    elif expect == "valid":
+        assert result is None and subs.valid_position(TP0) == position
+    elif expect == "reset":
+        assert result is None and subs.is_offset_reset_needed(TP0)
+    else:
+        assert result.divergent_offset is None
+
+
+def test_stale_validation_answer_ignored():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0])
+    position = FetchPosition(10, 2, LeaderAndEpoch(1, 3))
+    subs.seek_unvalidated(TP0, position)
+    subs.seek_unvalidated(TP0, FetchPosition(50, 2, LeaderAndEpoch(1, 3)))
+    assert subs.maybe_complete_validation(TP0, position, 3, 2) is None
+    assert subs.awaiting_validation(TP0) and subs.position(TP0).offset == 50
+
+
+def test_watermarks_lag_and_read_replica():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0])
+    subs.seek(TP0, 5)
+    subs.update_high_watermark(TP0, 20)
+    subs.update_last_stable_offset(TP0, 15)
+    subs.update_log_start_offset(TP0, 2)
+    subs.update_high_watermark(OTHER, 99)  # not assigned: ignored
+    assert subs.partition_lag(TP0, "read_uncommitted") == 15
+    assert subs.partition_lag(TP0, "read_committed") == 10
+    assert subs.log_start_offset(TP0) == 2
+    subs.update_preferred_read_replica(TP0, 3, expiration_ms=1000)
+    assert subs.preferred_read_replica(TP0, 999) == 3
+    assert subs.preferred_read_replica(TP0, 1001) is None
+
+
+def test_assignment_changes_and_metadata_topics():
+    subs = SubscriptionState()
+    assert subs.assign_from_user([TP0, OTHER]) is True
+    first = subs.assignment_id()
+    assert subs.assign_from_user([OTHER, TP0]) is False
+    assert subs.metadata_topics() == {"t", "u"}
+    subs.assign_from_user([TP0])
+    assert subs.assignment_id() > first
+    grouped = SubscriptionState()
+    grouped.subscribe(["t"])
+    assert grouped.group_subscribe(["t", "x"]) is True
+    assert grouped.metadata_topics() == {"t", "x"}
+
+
+def test_concurrent_updates_are_consistent():
+    subs = SubscriptionState()
+    partitions = [TopicPartition("t", p) for p in range(8)]
+    subs.assign_from_user(partitions)
+    for tp in partitions:
+        subs.seek(tp, 0)
+
+    def advance(tp):
+        for offset in range(1, 300):
+            subs.update_position(tp, FetchPosition(offset))
+            subs.fetchable_partitions()
+
+    threads = [threading.Thread(target=advance, args=(tp,)) for tp in partitions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {om.offset for om in subs.all_consumed().values()} == {299}
