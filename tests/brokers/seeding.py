@@ -1,0 +1,179 @@
+"""Deterministic test data written by an independent producer (confluent-kafka).
+
+Owns the record recipe (:func:`record_for`), :func:`produce_records` (n records across
+partitions with one codec, offsets taken from delivery reports) and
+:func:`produce_transactions` (a committed and an aborted transaction). Everything here
+takes a bootstrap string, so a plain script (e.g. a golden-data generator) can use it
+without pytest.
+
+The recipe varies what a record reader must handle: null keys, null values (tombstones),
+empty values, zero to two headers (one with a null value), multi-byte UTF-8, and values
+long enough for the codecs to compress.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+log = logging.getLogger("kproto.tests.brokers")
+
+#: The codecs a test can ask for, by the name confluent-kafka's compression.type uses.
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+#: Kafka's codec ids (the attributes bits of a batch).
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+#: First record's timestamp (ms) unless a caller picks another: 2024-01-01T00:00:00Z.
+BASE_TIMESTAMP_MS = 1_704_067_200_000
+
+
+@dataclass(frozen=True)
+class WrittenRecord:
+    """One record as the broker acknowledged it (what a consumer must read back)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int  # CreateTime, ms
+    index: int  # position in the producer's sequence (the recipe's ``i``)
+
+
+def record_for(i: int, *, tag: str = "r") -> tuple[bytes | None, bytes | None,
+                                                  tuple[tuple[str, bytes | None], ...]]:
+    """Key, value and headers of record ``i`` (pure function of ``i`` and ``tag``)."""
+    key = None if i % 7 == 3 else "{}-key-{}".format(tag, i).encode()
+    if i % 11 == 5:
+        value: bytes | None = None
+    elif i % 13 == 6:
+        value = b""
+    else:
+        # Repetitive enough to compress, long enough to span a few hundred bytes.
+        value = ("{}-value-{}-".format(tag, i) + "ünïcode-" * (i % 17 + 1)).encode()
+    n_headers = i % 3
+    headers: tuple[tuple[str, bytes | None], ...] = tuple(
+        ("h{}".format(j), None if (i + j) % 5 == 4 else "hv-{}-{}".format(i, j).encode())
+        for j in range(n_headers))
+    return key, value, headers
+
+
+def _producer(bootstrap_servers: str, codec: str, extra: dict | None = None):
+    from confluent_kafka import Producer
+
+    if codec not in CODECS:
+        raise ValueError("codec must be one of {}".format(CODECS))
+    conf = {
+        "bootstrap.servers": bootstrap_servers,
+        "compression.type": codec,
+        # Several records per batch (so readers see multi-record batches) but bounded,
+        # so a partition of a few hundred records still has several batches.
+        "linger.ms": 5,
+        "batch.num.messages": 25,
+        "enable.idempotence": False,
+        "acks": "all",
+        "broker.address.family": "v4",
+        "log_level": 3,
+    }
+    conf.update(extra or {})
+    return Producer(conf)
+
+
+def _send(producer, topic: str, partitions: Sequence[int], n: int, start_index: int,
+          tag: str, timestamp_base: int, sink: list) -> None:
+    def on_delivery(err, msg, i):
+        if err is not None:
+            sink.append(RuntimeError("delivery of record {} failed: {}".format(i, err)))
+        else:
+            sink.append((i, msg.partition(), msg.offset()))
+
+    for i in range(start_index, start_index + n):
+        key, value, headers = record_for(i, tag=tag)
+        partition = partitions[(i - start_index) % len(partitions)]
+        producer.produce(topic, value=value, key=key, partition=partition,
+                         headers=list(headers), timestamp=timestamp_base + i,
+                         on_delivery=lambda err, msg, i=i: on_delivery(err, msg, i))
+        producer.poll(0)
+
+
+def _collect(topic: str, sink: list, tag: str, timestamp_base: int) -> list[WrittenRecord]:
+    errors = [e for e in sink if isinstance(e, Exception)]
+    if errors:
+        raise errors[0]
+    out = []
+    for i, partition, offset in sink:
+        key, value, headers = record_for(i, tag=tag)
+        out.append(WrittenRecord(topic, partition, offset, key, value, headers,
+                                 timestamp_base + i, i))
+    out.sort(key=lambda r: (r.partition, r.offset))
+    return out
+
+
+def produce_records(bootstrap_servers: str, topic: str, n: int, *,
+                    partitions: Sequence[int] = (0,), codec: str = "none",
+                    start_index: int = 0, tag: str = "r",
+                    timestamp_base: int = BASE_TIMESTAMP_MS, timeout: float = 30.0,
+                    producer_config: dict | None = None) -> list[WrittenRecord]:
+    """Produce records ``start_index .. start_index+n-1`` of the recipe round-robin over
+    ``partitions`` with compression ``codec``; return them sorted by (partition, offset).
+
+    The topic must exist (create it first: the mock and Tansu auto-create with defaults
+    you probably do not want). Raises if any delivery fails or does not finish in time.
+    """
+    producer = _producer(bootstrap_servers, codec, producer_config)
+    sink: list = []
+    _send(producer, topic, list(partitions), n, start_index, tag, timestamp_base, sink)
+    remaining = producer.flush(timeout)
+    if remaining:
+        raise TimeoutError("{} records to {} undelivered after {}s".format(
+            remaining, topic, timeout))
+    records = _collect(topic, sink, tag, timestamp_base)
+    if len(records) != n:
+        raise RuntimeError("expected {} delivery reports, got {}".format(n, len(records)))
+    return records
+
+
+@dataclass(frozen=True)
+class Transactions:
+    """What :func:`produce_transactions` wrote: the committed and the aborted records.
+
+    Control batches (the commit/abort markers) take one offset each after every
+    transaction's records in each partition it touched; they are not listed here.
+    """
+
+    committed: list[WrittenRecord]
+    aborted: list[WrittenRecord]
+
+
+def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int = 10,
+                         aborted: int = 10, partitions: Sequence[int] = (0,),
+                         codec: str = "none", start_index: int = 0,
+                         transactional_id: str | None = None,
+                         timestamp_base: int = BASE_TIMESTAMP_MS,
+                         timeout: float = 30.0) -> Transactions:
+    """Write ``committed`` records in one committed transaction, then ``aborted`` records
+    (indices following on) in an aborted one, with a transactional confluent-kafka
+    producer. Records use tag "txc" (committed) and "txa" (aborted) in the recipe.
+    """
+    txn_id = transactional_id or "kproto-seed-{}-{}".format(topic, time.monotonic_ns())
+    producer = _producer(bootstrap_servers, codec, {
+        "transactional.id": txn_id, "enable.idempotence": True,
+        "transaction.timeout.ms": 60000})
+    producer.init_transactions(timeout)
+    results = []
+    for tag, n, first, commit in (("txc", committed, start_index, True),
+                                  ("txa", aborted, start_index + committed, False)):
+        sink: list = []
+        producer.begin_transaction()
+        _send(producer, topic, list(partitions), n, first, tag, timestamp_base, sink)
+        if producer.flush(timeout):
+            raise TimeoutError("transactional records to {} undelivered".format(topic))
+        if commit:
+            producer.commit_transaction(timeout)
+        else:
+            producer.abort_transaction(timeout)
+        results.append(_collect(topic, sink, tag, timestamp_base))
+    return Transactions(committed=results[0], aborted=results[1])

@@ -1,0 +1,127 @@
+"""Shared pytest configuration: real brokers for the test suite.
+
+Registers the ``needs`` marker and the ``--brokers`` option and provides the broker
+fixtures documented in :mod:`tests.brokers` (read its docstring for the API).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES
+
+BROKER_KINDS = ("mock", "tansu", "apache_kafka")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--brokers", default=",".join(BROKER_KINDS),
+        help="comma-separated broker kinds the `broker` fixture runs on "
+             "(default: %(default)s)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs(*capabilities): the test runs only on brokers offering every capability "
+        "(one of: {}); others skip with the reason".format(", ".join(sorted(CAPABILITIES))))
+    config.addinivalue_line(
+        "markers", "broker_kinds(*kinds): restrict the `broker` fixture to these kinds")
+
+
+def _needs(node) -> frozenset[str]:
+    wanted: set[str] = set()
+    for mark in node.iter_markers("needs"):
+        wanted.update(mark.args)
+    unknown = wanted - set(CAPABILITIES)
+    if unknown:
+        raise pytest.UsageError("{}: unknown capability {} in @pytest.mark.needs; known: {}"
+                                .format(node.nodeid, sorted(unknown), sorted(CAPABILITIES)))
+    return frozenset(wanted)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "broker" not in metafunc.fixturenames:
+        return
+    selected = [k.strip() for k in metafunc.config.getoption("--brokers").split(",")
+                if k.strip()]
+    bad = set(selected) - set(BROKER_KINDS)
+    if bad:
+        raise pytest.UsageError("--brokers: unknown kind(s) {}".format(sorted(bad)))
+    mark = metafunc.definition.get_closest_marker("broker_kinds")
+    kinds = [k for k in selected if mark is None or k in mark.args]
+    metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
+
+
+@pytest.fixture(scope="session")
+def mock_cluster():
+    """A librdkafka mock cluster of 3 brokers shared by the whole session."""
+    from tests.brokers.mock_cluster import MockCluster
+
+    cluster = MockCluster(3)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def mock_cluster_factory():
+    """``make(broker_count=3) -> MockCluster``: fresh clusters, destroyed after the test."""
+    from tests.brokers.mock_cluster import MockCluster
+
+    made: list[MockCluster] = []
+
+    def make(broker_count: int = 3) -> MockCluster:
+        cluster = MockCluster(broker_count)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def tansu_broker():
+    """One Tansu broker process shared by the session (errors if it cannot start)."""
+    from tests.brokers.tansu import TansuBroker
+
+    broker = TansuBroker()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka():
+    """Apache Kafka 4 in Docker, shared by the session; skips where Docker is absent."""
+    from tests.brokers.apache import ApacheKafka, docker_unavailable_reason
+
+    reason = docker_unavailable_reason()
+    if reason is not None:
+        pytest.skip("apache_kafka: " + reason)
+    broker = ApacheKafka()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest):
+    """The test's broker: one parameter per kind (mock, tansu, apache_kafka).
+
+    Kinds lacking a capability the test ``needs`` skip before any broker starts. A test
+    that needs ``fault_injection`` gets a fresh 3-broker mock cluster of its own (so the
+    errors it injects cannot leak into other tests); otherwise brokers are session-wide.
+    """
+    kind = request.param
+    needs = _needs(request.node)
+    missing = needs - BROKER_CAPABILITIES[kind]
+    if missing:
+        pytest.skip("{} lacks {}".format(
+            kind, "; ".join("{} ({})".format(c, CAPABILITIES[c]) for c in sorted(missing))))
+    if kind == "mock" and "fault_injection" in needs:
+        from tests.brokers.mock_cluster import MockCluster
+
+        cluster = MockCluster(3)
+        request.addfinalizer(cluster.close)
+        return cluster
+    return request.getfixturevalue({"mock": "mock_cluster", "tansu": "tansu_broker",
+                                    "apache_kafka": "apache_kafka"}[kind])

@@ -1,0 +1,124 @@
+"""The broker fixtures themselves: seeding writes what it says, marker skips, lifecycle."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.brokers import seeding
+from tests.brokers.base import BROKER_CAPABILITIES
+
+
+def _read_back(bootstrap: str, topic: str, partitions: list[int], expected: int,
+               isolation: str = "read_uncommitted"):
+    """Read a topic with confluent-kafka's consumer (the peer implementation)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kproto-readback",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "broker.address.family": "v4", "log_level": 3})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        got = []
+        idle = 0
+        # Stop after `expected` records or after 20 empty polls (never loops forever).
+        while len(got) < expected and idle < 20:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                idle += 1
+                continue
+            assert msg.error() is None, msg.error()
+            got.append(msg)
+        return got
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", seeding.CODECS)
+def test_produce_writes_the_recipe_with_each_codec(broker, codec):
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 12, codec=codec)
+    assert [r.index for r in sorted(written, key=lambda r: r.index)] == list(range(12))
+    assert {r.partition for r in written} == {0, 1}
+    for partition in (0, 1):
+        offsets = [r.offset for r in written if r.partition == partition]
+        assert offsets == list(range(len(offsets)))
+    got = _read_back(broker.bootstrap_servers, topic, [0, 1], len(written))
+    by_pos = {(m.partition(), m.offset()): m for m in got}
+    assert len(by_pos) == len(written)
+    for r in written:
+        m = by_pos[(r.partition, r.offset)]
+        key, value, headers = seeding.record_for(r.index)
+        assert (r.key, r.value, r.headers) == (key, value, headers)
+        assert m.key() == r.key and m.value() == r.value
+        assert tuple(m.headers() or ()) == r.headers
+        assert m.timestamp()[1] == r.timestamp
+
+
+def test_record_recipe_covers_the_awkward_cases():
+    records = [seeding.record_for(i) for i in range(40)]
+    assert any(k is None for k, _, _ in records)
+    assert any(v is None for _, v, _ in records)
+    assert any(v == b"" for _, v, _ in records)
+    assert any(len(h) == 2 for _, _, h in records)
+    assert any(hv is None for _, _, h in records for _, hv in h)
+    assert records == [seeding.record_for(i) for i in range(40)]
+
+
+@pytest.mark.needs("transactions")
+def test_transactions_commit_and_abort(broker):
+    topic = broker.new_topic(partitions=1)
+    txns = broker.produce_transactions(topic, committed=4, aborted=3)
+    assert [r.offset for r in txns.committed] == [0, 1, 2, 3]
+    # The commit marker takes offset 4.
+    assert [r.offset for r in txns.aborted] == [5, 6, 7]
+    committed = _read_back(broker.bootstrap_servers, topic, [0], 4, "read_committed")
+    assert [m.value() for m in committed] == [r.value for r in txns.committed]
+    everything = _read_back(broker.bootstrap_servers, topic, [0], 7)
+    assert [m.offset() for m in everything] == [0, 1, 2, 3, 5, 6, 7]
+
+
+@pytest.mark.needs("kip848", "offset_for_leader_epoch")
+def test_needs_marker_selects_capable_brokers(broker):
+    assert {"kip848", "offset_for_leader_epoch"} <= broker.capabilities
+    assert broker.name != "tansu"
+
+
+@pytest.mark.needs("fault_injection")
+def test_fault_injection_gets_a_private_mock_cluster(broker, mock_cluster):
+    assert broker.name == "mock"
+    assert broker is not mock_cluster
+    assert broker.bootstrap_servers != mock_cluster.bootstrap_servers
+
+
+def test_capability_table_names_are_known():
+    from tests.brokers.base import CAPABILITIES
+
+    for caps in BROKER_CAPABILITIES.values():
+        assert caps <= set(CAPABILITIES)
+
+
+def test_tansu_leaves_nothing_behind_and_stops_by_pid():
+    from tests.brokers.tansu import TansuBroker
+
+    b = TansuBroker()
+    pid, workdir = b.pid, b._workdir
+    assert os.path.isdir(workdir)
+    b.close()
+    assert not os.path.exists(workdir)
+    # The pid is reaped: no such process any more (or a different, unrelated one).
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_mock_cluster_close_releases_its_ports(mock_cluster_factory):
+    import socket
+
+    cluster = mock_cluster_factory(2)
+    addresses = cluster.addresses
+    assert len(addresses) == 2 and all(h == "127.0.0.1" for h, _ in addresses)
+    socket.create_connection(addresses[0], timeout=2).close()
+    cluster.close()
+    with pytest.raises(OSError):
+        socket.create_connection(addresses[0], timeout=2).close()
