@@ -85,7 +85,8 @@ partition, broker_id)``, ``set_partition_follower_wmarks(topic, partition, low, 
 ``set_coordinator("group"|"transaction", key, broker_id)``, ``set_apiversion(api_key,
 min, max)``, ``start_request_tracking()`` / ``stop_request_tracking()`` /
 ``clear_requests()`` / ``requests() -> [TrackedRequest(broker_id, api_key,
-timestamp_us)]`` in arrival order (librdkafka does not record the API version),
+timestamp_us)]`` in arrival order (librdkafka records no API version, and stopping
+tracking forgets the record: read it first),
 ``group_initial_rebalance_delay(ms)``, ``set_group_consumer_heartbeat_interval(ms)``,
 ``set_group_consumer_session_timeout(ms)``, ``set_target_assignment(group_id, {member_id:
 [(topic, partition), ...]})`` (KIP-848), ``broker_count``.

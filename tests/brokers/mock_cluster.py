@@ -382,7 +382,8 @@ class MockCluster(Broker):
         self._lib.rd_kafka_mock_start_request_tracking(self._mc())
 
     def stop_request_tracking(self) -> None:
-        """Stop recording; what was recorded stays until :meth:`clear_requests`."""
+        """Stop recording. librdkafka 2.16 also forgets what was recorded (its header says
+        the record is kept): read :meth:`requests` first."""
         self._lib.rd_kafka_mock_stop_request_tracking(self._mc())
 
     def clear_requests(self) -> None:

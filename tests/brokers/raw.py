@@ -1,0 +1,124 @@
+"""Plain-socket requests to a test broker with kproto's generated messages.
+
+Owns :func:`exchange` (send one size-prefixed frame, read one back), :func:`roundtrip`
+(encode a ``kproto.messages`` request with its header, decode the response) and the
+golden-data helpers :func:`fetch_partition` / :func:`fetch_partition_bytes` (one Fetch of
+a partition from its leader, found through confluent-kafka's metadata so that these
+helpers do not depend on kproto's own metadata code). No kproto.net: the smoke tests and
+golden-data scripts must work before (and independently of) the network client.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from tests.brokers._net import _recv_exact
+
+#: Responses bigger than this are refused (a test never fetches that much).
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+class RawProtocolError(RuntimeError):
+    """The broker closed the connection or sent a frame we cannot accept."""
+
+
+def exchange(address: tuple[str, int], frame: bytes, timeout: float = 10.0) -> bytes:
+    """Send ``frame`` (header + body, without the size prefix); return the response
+    frame (without its size prefix)."""
+    with socket.create_connection(address, timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        head = _recv_exact(s, 4)
+        if head is None:
+            raise RawProtocolError("{}:{} closed the connection without answering".format(
+                *address))
+        (size,) = struct.unpack(">i", head)
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise RawProtocolError("response size {} out of range".format(size))
+        data = _recv_exact(s, size)
+        if data is None:
+            raise RawProtocolError("{}:{} closed the connection mid-response".format(*address))
+        return data
+
+
+def encode_frame(request: Any, version: int, correlation_id: int = 1,
+                 client_id: str = "kproto-tests") -> bytes:
+    """Request header (the version the API and version call for) + encoded body."""
+    from kproto.protocol import headers
+
+    hv = headers.request_header_version(request.api_key, version)
+    return headers.encode_request_header(request.api_key, version, correlation_id,
+                                         client_id, hv) + request.encode(version)
+
+
+def roundtrip(address: tuple[str, int], request: Any, version: int, *,
+              decode_version: int | None = None, correlation_id: int = 1,
+              timeout: float = 10.0) -> tuple[Any, bytes]:
+    """Send ``request`` at ``version``; return (decoded response, raw response frame).
+
+    ``decode_version`` decodes the body as another version (e.g. 0 for the KIP-511
+    ApiVersions fallback). The correlation id is checked.
+    """
+    from kproto.protocol import headers
+
+    frame = exchange(address, encode_frame(request, version, correlation_id), timeout)
+    hv = headers.response_header_version(request.api_key, version)
+    got_id, pos = headers.decode_response_header(frame, hv)
+    if got_id != correlation_id:
+        raise RawProtocolError("correlation id {} != {}".format(got_id, correlation_id))
+    body = memoryview(frame)[pos:]
+    dv = version if decode_version is None else decode_version
+    return request.response_class.decode(body, dv), frame
+
+
+def partition_leader(bootstrap_servers: str, topic: str, partition: int) -> tuple[str, int]:
+    """(host, port) of the partition's leader, from confluent-kafka's metadata."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap_servers,
+                      "broker.address.family": "v4"}).list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or partition not in t.partitions:
+        raise RawProtocolError("no metadata for {}-{}: {}".format(
+            topic, partition, t.error if t else "unknown topic"))
+    leader = md.brokers[t.partitions[partition].leader]
+    return leader.host, leader.port
+
+
+def fetch_partition(bootstrap_servers: str, topic: str, partition: int, offset: int = 0, *,
+                    version: int = 12, max_bytes: int = 8 * 1024 * 1024,
+                    isolation_level: int = 0, max_wait_ms: int = 500) -> Any:
+    """One Fetch (topic by name, so version <= 12) of a partition from its leader;
+    returns the decoded partition entry of the response (error_code, high_watermark,
+    last_stable_offset, aborted_transactions, records, ...)."""
+    from kproto.messages import FetchRequest
+
+    if version > 12:
+        raise ValueError("Fetch v13+ names topics by id; use version <= 12")
+    req = FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+        isolation_level=isolation_level, session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+            FetchRequest.FetchPartition(partition=partition, current_leader_epoch=-1,
+                                        fetch_offset=offset, log_start_offset=-1,
+                                        partition_max_bytes=max_bytes)])],
+        forgotten_topics_data=[], rack_id="")
+    resp, _ = roundtrip(partition_leader(bootstrap_servers, topic, partition), req, version)
+    if resp.error_code:
+        raise RawProtocolError("Fetch error {}".format(resp.error_code))
+    for t in resp.responses:
+        for p in t.partitions:
+            if p.partition_index == partition:
+                return p
+    raise RawProtocolError("Fetch response has no entry for {}-{}".format(topic, partition))
+
+
+def fetch_partition_bytes(bootstrap_servers: str, topic: str, partition: int,
+                          offset: int = 0, **kwargs) -> bytes:
+    """The ``records`` bytes of :func:`fetch_partition` (b"" when there are none);
+    raises if the partition entry carries an error."""
+    p = fetch_partition(bootstrap_servers, topic, partition, offset, **kwargs)
+    if p.error_code:
+        raise RawProtocolError("Fetch {}-{} error {}".format(topic, partition, p.error_code))
+    return bytes(p.records) if p.records is not None else b""
