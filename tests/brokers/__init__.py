@@ -41,7 +41,7 @@ kip848 (ConsumerGroupHeartbeat)     yes   no     yes
 offset_for_leader_epoch             yes   no     yes
 transactions                        yes   yes    yes
 aborted_transactions_in_fetch       no    no     yes
-valid_control_batch_crc             no    (no)   yes
+valid_control_batch_crc             no    yes    yes
 list_offsets_latest_is_log_end      yes   no     yes
 create_topics_api                   no    yes    yes
 fault_injection                     yes   no     no
@@ -106,7 +106,11 @@ Known behaviour to design tests around (measured):
   data: keep test topics well below that.
 - Neither the mock nor Tansu sends the aborted-transactions list in Fetch responses, so
   read_committed filtering must also be tested on Fetch responses kproto encodes itself.
-  The mock's transaction markers carry CRC 0.
+  The mock's transaction markers carry CRC 0 (Tansu's are correct).
+- The mock answers each Fetch with at most one record batch per partition (Tansu and
+  Kafka fill up to the byte limits), so a reader needs several Fetches for a mock log.
+- Both keep the producer's batches as written: codec, attributes and CRC come back
+  unchanged, so compressed batches of every codec reach the reader.
 - Tansu's ListOffsets(LATEST) answers the last batch's base offset + 1, not the log end
   (its Fetch high watermark is right).
 - The mock answers an ApiVersions request newer than it supports with the v0-format

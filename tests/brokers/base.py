@@ -44,7 +44,8 @@ BROKER_CAPABILITIES: dict[str, frozenset[str]] = {
         "classic_groups", "kip848", "offset_for_leader_epoch", "transactions",
         "list_offsets_latest_is_log_end", "fault_injection", "multi_broker",
         "fast_classic_rebalance"}),
-    "tansu": frozenset({"classic_groups", "transactions", "create_topics_api"}),
+    "tansu": frozenset({"classic_groups", "transactions", "create_topics_api",
+                        "valid_control_batch_crc"}),
     "apache_kafka": frozenset({
         "classic_groups", "kip848", "offset_for_leader_epoch", "transactions",
         "aborted_transactions_in_fetch", "valid_control_batch_crc",
