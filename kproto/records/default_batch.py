@@ -1,0 +1,355 @@
+"""RecordBatch v2 (magic 2) decoding: the batch header eagerly, the records lazily.
+
+Owns ``RecordBatch`` (Java's DefaultRecordBatch): the 61-byte header is unpacked with one
+``struct.unpack_from`` when the batch is reached; the records are decompressed and decoded
+only when ``records`` is iterated, one record per ``next()``, so a consumer that stops at
+``max_poll_records`` never builds the rest.
+
+Layout (Kafka's DefaultRecordBatch)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 |
+    crc uint32 (CRC-32C of everything after it) | attributes int16 | lastOffsetDelta int32 |
+    baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16 |
+    baseSequence int32 | recordCount int32 | records...
+
+    record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+            keyLength varint | key | valueLength varint | value | headerCount varint |
+            [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]
+
+The record loop is the hottest code of kproto: it works on one ``bytes`` object with an
+integer position, binds everything it uses to locals, decodes one- and two-byte varints
+inline (nearly every length and delta in practice) and calls a helper only for longer
+ones. Bounds are not checked per field: indexing past the end raises IndexError, slicing
+past the end is caught by the per-record check that the fields end exactly where the
+record's length said; both become ``CorruptRecordError``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from kproto import codecs
+from kproto.errors import CorruptMessageError, CorruptRecordError
+from kproto.records.crc32c import crc32c
+from kproto.records.record import (CREATE_TIME, LOG_APPEND_TIME, ControlRecord, Record)
+
+__all__ = ["RecordBatch", "HEADER_SIZE", "ATTR_COMPRESSION_MASK", "ATTR_TIMESTAMP_TYPE",
+           "ATTR_TRANSACTIONAL", "ATTR_CONTROL", "ATTR_DELETE_HORIZON"]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+CRC_START = 21  # the CRC covers attributes .. end of batch
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40
+
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+_new_tuple = tuple.__new__
+
+
+class _Malformed(Exception):
+    """Internal: a record's fields do not match its declared length or count."""
+
+
+def _varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
+    """A varint of 3+ bytes (or any length) at ``pos``: (raw unsigned value, new pos)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise _Malformed("varint longer than 10 bytes")
+
+
+def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
+                  base_timestamp: int, timestamp_type: int, log_append_time: int,
+                  batch: "RecordBatch") -> Iterator[Record]:
+    new = _new_tuple
+    R = Record
+    slow = _varint_slow
+    n = 0
+    try:
+        while pos < end:
+            # Every varint below: 1 byte if < 0x80, 2 bytes inline, else the helper.
+            # Zigzag decoding is (v >> 1) ^ -(v & 1).
+            v = buf[pos]
+            if v < 0x80:
+                pos += 1
+            else:
+                b = buf[pos + 1]
+                if b < 0x80:
+                    v = (v & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(buf, pos)
+            rec_end = pos + ((v >> 1) ^ -(v & 1))
+            if rec_end <= pos or rec_end > end:
+                raise _Malformed("record length out of range")
+            # attributes: unused by every Kafka version so far
+            v = buf[pos + 1]
+            if v < 0x80:
+                pos += 2
+            else:
+                b = buf[pos + 2]
+                if b < 0x80:
+                    v = (v & 0x7F) | (b << 7)
+                    pos += 3
+                else:
+                    v, pos = slow(buf, pos + 1)
+            timestamp = log_append_time if log_append_time is not None else \
+                base_timestamp + ((v >> 1) ^ -(v & 1))
+            v = buf[pos]
+            if v < 0x80:
+                pos += 1
+            else:
+                b = buf[pos + 1]
+                if b < 0x80:
+                    v = (v & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(buf, pos)
+            offset = base_offset + ((v >> 1) ^ -(v & 1))
+            # key
+            v = buf[pos]
+            if v < 0x80:
+                pos += 1
+            else:
+                b = buf[pos + 1]
+                if b < 0x80:
+                    v = (v & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(buf, pos)
+            ksize = (v >> 1) ^ -(v & 1)
+            if ksize >= 0:
+                key = buf[pos:pos + ksize]
+                pos += ksize
+            elif ksize == -1:
+                key = None
+            else:
+                raise _Malformed("negative key length")
+            # value
+            v = buf[pos]
+            if v < 0x80:
+                pos += 1
+            else:
+                b = buf[pos + 1]
+                if b < 0x80:
+                    v = (v & 0x7F) | (b << 7)
+                    pos += 2
+                else:
+                    v, pos = slow(buf, pos)
+            vsize = (v >> 1) ^ -(v & 1)
+            if vsize >= 0:
+                value = buf[pos:pos + vsize]
+                pos += vsize
+            elif vsize == -1:
+                value = None
+            else:
+                raise _Malformed("negative value length")
+            # headers: almost always none
+            v = buf[pos]
+            pos += 1
+            if v == 0:
+                headers = []
+                hsize = -1
+            else:
+                if v >= 0x80:
+                    v, pos = slow(buf, pos - 1)
+                hcount = (v >> 1) ^ -(v & 1)
+                # Each header takes at least two bytes: a count beyond that is corrupt
+                # (and must not drive a long loop).
+                if hcount < 0 or 2 * hcount > rec_end - pos:
+                    raise _Malformed("bad header count")
+                headers, hsize, pos = _read_headers(buf, pos, hcount)
+            if pos != rec_end:
+                raise _Malformed("record fields do not match the record length")
+            n += 1
+            yield new(R, (offset, timestamp, timestamp_type, key, value, headers, None,
+                          ksize, vsize, hsize))
+        if n != count:
+            raise _Malformed("batch declares {} records, holds {}".format(count, n))
+    except (IndexError, _Malformed, UnicodeDecodeError) as exc:
+        raise batch._corrupt("malformed record: {}".format(exc)) from exc
+
+
+def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
+    headers = []
+    size = 0
+    for _ in range(count):
+        v, pos = _varint_slow(buf, pos)
+        klen = (v >> 1) ^ -(v & 1)
+        if klen < 0:
+            raise _Malformed("negative header key length")
+        key = buf[pos:pos + klen].decode("utf-8")
+        pos += klen
+        v, pos = _varint_slow(buf, pos)
+        vlen = (v >> 1) ^ -(v & 1)
+        if vlen >= 0:
+            value = buf[pos:pos + vlen]
+            pos += vlen
+            size += klen + vlen
+        elif vlen == -1:
+            value = None
+            size += klen
+        else:
+            raise _Malformed("negative header value length")
+        headers.append((key, value))
+    return headers, size, pos
+
+
+class RecordBatch:
+    """One v2 record batch inside a fetch's bytes; header fields are plain attributes.
+
+    ``records`` (or iterating the batch) decodes the records lazily; ``ensure_valid()``
+    checks the CRC. ``topic``/``partition`` only label errors.
+    """
+
+    __slots__ = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+                 "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+                 "producer_id", "producer_epoch", "base_sequence", "record_count",
+                 "size_in_bytes", "topic", "partition", "max_decompressed_size",
+                 "_data", "_start", "_end")
+
+    def __init__(self, data: bytes, start: int, end: int, topic: str | None = None,
+                 partition: int | None = None,
+                 max_decompressed_size: int = codecs.DEFAULT_MAX_SIZE) -> None:
+        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic,
+         self.crc, self.attributes, self.last_offset_delta, self.base_timestamp,
+         self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
+         self.record_count) = _HEADER.unpack_from(data, start)
+        self.size_in_bytes = end - start
+        self.topic = topic
+        self.partition = partition
+        self.max_decompressed_size = max_decompressed_size
+        self._data = data
+        self._start = start
+        self._end = end
+
+    # --- attributes ------------------------------------------------------------------
+    @property
+    def compression_type(self) -> int:
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & ATTR_TIMESTAMP_TYPE else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control_batch(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & ATTR_DELETE_HORIZON)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon (stored in base_timestamp when the flag is set), else None."""
+        return self.base_timestamp if self.attributes & ATTR_DELETE_HORIZON else None
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after this batch (compaction may have removed its last records)."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def leader_epoch(self) -> int:
+        """Alias of partition_leader_epoch (kafka-python's name)."""
+        return self.partition_leader_epoch
+
+    # --- validation ------------------------------------------------------------------
+    def compute_crc(self) -> int:
+        return crc32c(memoryview(self._data)[self._start + CRC_START:self._end])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def ensure_valid(self) -> None:
+        """Raise CorruptRecordError unless the stored CRC matches the batch bytes."""
+        computed = self.compute_crc()
+        if computed != self.crc:
+            raise self._corrupt("CRC-32C mismatch: stored {:#010x}, computed {:#010x}".format(
+                self.crc, computed))
+
+    def _corrupt(self, message: str) -> CorruptRecordError:
+        return CorruptRecordError("record batch at offset {}: {}".format(
+            self.base_offset, message), topic=self.topic, partition=self.partition,
+            offset=self.base_offset)
+
+    # --- records ---------------------------------------------------------------------
+    @property
+    def records(self) -> Iterator[Record]:
+        """A fresh iterator over the records, decoding each one as it is reached."""
+        start = self._start + HEADER_SIZE
+        end = self._end
+        buf = self._data
+        codec = self.attributes & ATTR_COMPRESSION_MASK
+        if self.record_count < 0:
+            raise self._corrupt("negative record count")
+        if codec:
+            if codec not in codecs.CODEC_NAMES:
+                raise self._corrupt("unknown compression codec id {}".format(codec))
+            try:
+                buf = codecs.decompress(codec, memoryview(buf)[start:end],
+                                        max_size=self.max_decompressed_size)
+            except CorruptMessageError as exc:
+                raise self._corrupt(str(exc)) from exc
+            start = 0
+            end = len(buf)
+        log_append_time = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
+        return _iter_records(buf, start, end, self.record_count, self.base_offset,
+                             self.base_timestamp, self.timestamp_type, log_append_time, self)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records
+
+    def control_records(self) -> Iterator[ControlRecord]:
+        """The decoded markers of a control batch (one per record)."""
+        for rec in self.records:
+            key = rec.key or b""
+            value = rec.value or b""
+            if len(key) < 4:
+                raise self._corrupt("control record key too short")
+            version, ctype = _CONTROL_KEY.unpack_from(key)
+            # EndTxnMarker value: version int16, coordinatorEpoch int32 (absent for types
+            # other than commit/abort, which Java ignores).
+            coordinator_epoch = -1
+            if len(value) >= 6:
+                _, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
+            elif ctype in (0, 1):
+                raise self._corrupt("control record value too short")
+            yield ControlRecord(rec.offset, rec.timestamp, version, ctype, coordinator_epoch)
+
+    def control_record(self) -> ControlRecord | None:
+        """The (first) marker of a control batch, or None if this is not one or it is empty."""
+        if not self.attributes & ATTR_CONTROL:
+            return None
+        for marker in self.control_records():
+            return marker
+        return None
+
+    def __repr__(self) -> str:
+        return ("RecordBatch(base_offset={}, last_offset={}, records={}, codec={}, size={}, "
+                "control={}, transactional={})".format(
+                    self.base_offset, self.last_offset, self.record_count,
+                    codecs.CODEC_NAMES.get(self.compression_type, self.compression_type),
+                    self.size_in_bytes, self.is_control_batch, self.is_transactional))
