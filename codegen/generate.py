@@ -1,0 +1,200 @@
+"""Generate kproto/messages/ from spec/: one command, the output is committed.
+
+    python codegen/generate.py                      # spec/ -> kproto/messages/
+    python codegen/generate.py --spec S --out DIR   # e.g. every schema, into a scratch dir
+
+One module per API (request, response and their structs), one per header/data schema, and an
+``__init__`` with ``API_KEYS``. Any schema of Kafka's message-definition format works, so adding
+an API is ``python codegen/import_spec.py Name && python codegen/generate.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `codegen` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from codegen.emit import HEADER, IMPORTS, ModuleEmitter, fmt_name  # noqa: E402
+from codegen.schema import FIXED, Field, Message, Struct, load_all, parse_default  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TYPE_HINTS = {"int8": "int", "int16": "int", "int32": "int", "int64": "int", "uint16": "int",
+              "uint32": "int", "float64": "float", "bool": "bool", "string": "str",
+              "bytes": "bytes", "records": "bytes | memoryview", "uuid": "UUID"}
+
+
+def hint(f: Field) -> str:
+    base = f.struct.class_name if f.struct is not None else TYPE_HINTS[f.base_type]
+    text = "list[{}]".format(base) if f.is_array else base
+    if not f.nullable.empty:
+        text += " | None"
+    return text
+
+
+def emit_class(msg: Message, st: Struct, top: bool) -> list[str]:
+    fields = ", ".join("{} ({})".format(f.attr, f.versions.text()) for f in st.fields)
+    lines = ["class {}(ProtocolStruct):".format(st.class_name),
+             '    """{}{}.'.format(st.display, "" if top else ", a struct of " + msg.name)]
+    if fields:
+        lines.append("")
+        lines.append("    Fields (versions): {}".format(fields))
+    lines.append('    """')
+    lines.append("")
+    slots = tuple(f.attr for f in st.fields) + ("_unknown_tagged_fields",)
+    lines.append("    __slots__ = {!r}".format(slots))
+    lines.append("    _name = {!r}".format(st.display))
+    lines.append("    _fields = {!r}".format(tuple(f.attr for f in st.fields)))
+    defaults, factories, params, assigns = [], [], [], []
+    for f in st.fields:
+        default, factory = parse_default(f)
+        if factory:
+            factories.append("{!r}: {}".format(f.attr, default))
+            params.append("{}: {} = NOTSET".format(f.attr, hint(f)))
+            assigns += ["        if {} is not NOTSET:".format(f.attr),
+                        "            self.{0} = {0}".format(f.attr)]
+        else:
+            defaults.append("{!r}: {}".format(f.attr, default))
+            params.append("{}: {} = {}".format(f.attr, hint(f), default))
+            assigns.append("        self.{0} = {0}".format(f.attr))
+    lines.append("    _defaults = {{{}}}".format(", ".join(defaults)))
+    lines.append("    _factories = {{{}}}".format(", ".join(factories)))
+    if top:
+        valid = msg.valid
+        lines.append("    _first_version = {}".format(valid.lo))
+        if msg.api_key is not None:
+            lines.append("    api_key = {}".format(msg.api_key))
+        lines.append("    min_version = {}".format(valid.lo))
+        lines.append("    max_version = {}".format(valid.hi))
+        lines.append("    flexible_min_version = {}".format(
+            None if msg.flexible.empty or msg.flexible.lo > valid.hi else max(msg.flexible.lo,
+                                                                                 valid.lo)))
+        for nested in msg.structs:
+            if nested is not st:
+                lines.append("    {} = {}".format(nested.name, nested.class_name))
+    lines.append("")
+    if params:
+        lines.append("    def __init__(")
+        lines.append("        self,")
+        lines.append("        *,")
+        lines += ["        {},".format(p) for p in params]
+        lines.append("    ) -> None:")
+        lines += assigns
+    else:
+        lines.append("    def __init__(self) -> None:")
+        lines.append("        pass")
+    lines.append("")
+    lines.append("")
+    return lines
+
+
+def emit_module(messages: list[Message]) -> str:
+    emitter = ModuleEmitter()
+    tables: list[str] = []
+    for msg in messages:
+        decoders, encoders = [], []
+        for v in msg.versions():
+            decoders.append(emitter.decoder(msg, msg.root, v))
+            encoders.append(emitter.encoder(msg, msg.root, v))
+        tables.append("{}._decoders = ({},)".format(msg.name, ", ".join(decoders)))
+        tables.append("{}._encoders = ({},)".format(msg.name, ", ".join(encoders)))
+    requests = {m.api_key: m for m in messages if m.kind == "request"}
+    for m in messages:
+        if m.kind == "response" and m.api_key in requests:
+            tables.append("{}.response_class = {}".format(requests[m.api_key].name, m.name))
+            tables.append("{}.request_class = {}".format(m.name, requests[m.api_key].name))
+
+    names = ", ".join("{} v{}-{}".format(m.name, m.valid.lo, m.valid.hi) for m in messages)
+    api = messages[0]
+    if api.api_key is not None:
+        title = "Kafka API {} (key {}): {}.".format(api.module, api.api_key, names)
+    else:
+        title = "Kafka {} schema: {}.".format(api.kind, names)
+    out = [HEADER, '"""{}'.format(title), "",
+           "Classes with __slots__, schema defaults and per-version encode/decode functions;",
+           "see kproto.protocol.base for the shared behaviour.", '"""', "", IMPORTS]
+    for fmt in emitter.formats:
+        n = fmt_name(fmt)
+        out.append("_S_{0} = _struct.Struct({1!r})\n_u_{0} = _S_{0}.unpack_from\n"
+                   "_p_{0} = _S_{0}.pack".format(n, fmt))
+    out.append("\n")
+    for msg in messages:
+        for st in msg.structs:
+            out += emit_class(msg, st, st is msg.root)
+    out += emitter.functions
+    out.append("")
+    out += tables
+    all_names = [m.name for m in messages]
+    out.append("")
+    out.append("__all__ = {!r}".format(all_names))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def emit_init(modules: dict[str, list[Message]]) -> str:
+    out = [HEADER, '"""Kafka protocol messages generated from spec/ (one module per API).',
+           "",
+           "``API_KEYS`` maps each API key to its (request class, response class).", '"""', "",
+           "from __future__ import annotations", ""]
+    exported: list[str] = []
+    keys: list[tuple[int, str, str]] = []
+    for module, messages in sorted(modules.items()):
+        names = sorted(m.name for m in messages)
+        out.append("from kproto.messages.{} import {}".format(module, ", ".join(names)))
+        exported += names
+        req = [m for m in messages if m.kind == "request"]
+        resp = [m for m in messages if m.kind == "response"]
+        if req and resp:
+            keys.append((req[0].api_key, req[0].name, resp[0].name))
+    out.append("")
+    out.append("API_KEYS: dict[int, tuple[type, type]] = {")
+    for key, req_name, resp_name in sorted(keys):
+        out.append("    {}: ({}, {}),".format(key, req_name, resp_name))
+    out.append("}")
+    out.append("")
+    out.append("__all__ = [")
+    for name in ["API_KEYS"] + sorted(exported):
+        out.append("    {!r},".format(name))
+    out.append("]")
+    return "\n".join(out) + "\n"
+
+
+def generate(spec_dir: Path, out_dir: Path) -> list[Path]:
+    """Write the generated package for every schema in ``spec_dir``; return the files written."""
+    modules: dict[str, list[Message]] = {}
+    for msg in load_all(spec_dir):
+        modules.setdefault(msg.module, []).append(msg)
+    for messages in modules.values():  # request before response
+        messages.sort(key=lambda m: ({"request": 0, "response": 1}.get(m.kind, 2), m.name))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for module, messages in sorted(modules.items()):
+        path = out_dir / (module + ".py")
+        path.write_text(emit_module(messages), encoding="utf-8")
+        written.append(path)
+    init = out_dir / "__init__.py"
+    init.write_text(emit_init(modules), encoding="utf-8")
+    written.append(init)
+    # Remove generated modules whose schema is gone (never hand-written files).
+    for path in out_dir.glob("*.py"):
+        if path not in written and path.read_text(encoding="utf-8").startswith(HEADER):
+            path.unlink()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", type=Path, default=ROOT / "spec")
+    parser.add_argument("--out", type=Path, default=ROOT / "kproto" / "messages")
+    args = parser.parse_args(argv)
+    written = generate(args.spec, args.out)
+    print("generated {} modules into {}".format(len(written), args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["generate", "emit_module", "emit_init", "FIXED"]
