@@ -1,0 +1,183 @@
+"""The request-manager contract of the background thread, and retry backoff.
+
+Owns ``RequestManager`` (Java's ``RequestManager``: ``poll(now_ms) -> PollResult`` does no
+I/O, ``maximum_time_to_wait(now_ms)`` bounds how long the network thread may block),
+``PollResult``, ``UnsentRequest`` (a request staged for the network client, answered
+through a future) and ``RequestState`` (Java's ``RequestState``: one request at a time per
+manager, with exponential backoff after failures).
+
+The network thread collects every manager's unsent requests, hands them to the network
+client, and completes each ``UnsentRequest`` with the response body or an exception. A
+manager learns about the outcome only through the callbacks it chained on that future.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from concurrent.futures import Future
+from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
+
+log = logging.getLogger("kproto.kip848")
+
+# Java's Long.MAX_VALUE stands for "no need to wake up for me"; any large int does here.
+MAX_WAIT_MS = 2**63 - 1
+
+
+class UnsentRequest:
+    """A request a manager wants sent, to ``node_id`` (None: the least-loaded node).
+
+    ``future`` completes with the decoded response body, or with the exception that failed
+    it (a disconnect, a timeout); ``completion_time_ms`` is the time the network thread
+    completed it, which managers use for their backoff bookkeeping.
+    """
+
+    __slots__ = ("request", "node_id", "version", "future", "completion_time_ms", "timer")
+
+    def __init__(self, request: Any, node_id: Optional[int], version: Optional[int] = None) -> None:
+        self.request = request
+        self.node_id = node_id
+        self.version = version
+        self.future: Future = Future()
+        self.completion_time_ms: Optional[int] = None
+        # Set by the network thread when it stages the request (request.timeout.ms).
+        self.timer = None
+
+    def when_complete(self, callback: Callable[[Any, Optional[BaseException]], None]) -> "UnsentRequest":
+        """Chain ``callback(response, error)``; exactly one of the two is not None."""
+
+        def _done(future: Future) -> None:
+            error = future.exception()
+            callback(None if error is not None else future.result(), error)
+
+        self.future.add_done_callback(_done)
+        return self
+
+    def complete(self, response: Any, now_ms: int) -> None:
+        self.completion_time_ms = now_ms
+        if not self.future.done():
+            self.future.set_result(response)
+
+    def complete_exceptionally(self, error: BaseException, now_ms: int) -> None:
+        self.completion_time_ms = now_ms
+        if not self.future.done():
+            self.future.set_exception(error)
+
+    def __repr__(self) -> str:
+        return "UnsentRequest({}, node_id={})".format(type(self.request).__name__, self.node_id)
+
+
+class PollResult:
+    """What a manager returns from ``poll``: its next wake-up time and requests to send."""
+
+    __slots__ = ("time_until_next_poll_ms", "unsent_requests")
+
+    def __init__(self, time_until_next_poll_ms: int = MAX_WAIT_MS,
+                 unsent_requests: Sequence[UnsentRequest] = ()) -> None:
+        self.time_until_next_poll_ms = time_until_next_poll_ms
+        self.unsent_requests = list(unsent_requests)
+
+    def __repr__(self) -> str:
+        return "PollResult(time_until_next_poll_ms={}, unsent_requests={})".format(
+            self.time_until_next_poll_ms, self.unsent_requests)
+
+
+PollResult.EMPTY = PollResult()  # type: ignore[attr-defined]
+
+
+@runtime_checkable
+class RequestManager(Protocol):
+    """Polled once per network-thread iteration, on the background thread only."""
+
+    def poll(self, now_ms: int) -> PollResult:
+        """The requests to send now; never does I/O."""
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        """How long the network thread may block without this manager missing a deadline."""
+
+
+class ExponentialBackoff:
+    """Java's ``ExponentialBackoff``: ``initial * multiplier**attempts``, capped, with jitter."""
+
+    def __init__(self, initial_ms: int, multiplier: float, max_ms: int, jitter: float,
+                 rng: Optional[random.Random] = None) -> None:
+        self.initial_ms = initial_ms
+        self.multiplier = multiplier
+        self.max_ms = max(initial_ms, max_ms)
+        self.jitter = jitter
+        self._rng = rng or random.Random()
+
+    def backoff(self, attempts: int) -> int:
+        if self.max_ms <= self.initial_ms:
+            return self.initial_ms
+        term = self.initial_ms * (self.multiplier ** min(attempts, 64))
+        if self.jitter > 0:
+            term *= self._rng.uniform(1 - self.jitter, 1 + self.jitter)
+        return int(min(term, self.max_ms))
+
+
+class RequestState:
+    """One-at-a-time request bookkeeping with backoff after failures.
+
+    A request may be sent when none is in flight and the backoff since the last failed
+    response has elapsed. A successful response clears the backoff.
+    """
+
+    RETRY_BACKOFF_EXP_BASE = 2
+    RETRY_BACKOFF_JITTER = 0.2
+
+    def __init__(self, owner: str, retry_backoff_ms: int, retry_backoff_max_ms: int,
+                 jitter: float = RETRY_BACKOFF_JITTER) -> None:
+        self.owner = owner
+        self.exponential_backoff = ExponentialBackoff(
+            retry_backoff_ms, self.RETRY_BACKOFF_EXP_BASE, retry_backoff_max_ms, jitter)
+        self.last_sent_ms = -1
+        self.last_received_ms = -1
+        self.num_attempts = 0
+        self.backoff_ms = 0
+
+    def reset(self) -> None:
+        """Forget the history: the next request may go out immediately."""
+        self.last_sent_ms = -1
+        self.last_received_ms = -1
+        self.num_attempts = 0
+        self.backoff_ms = self.exponential_backoff.backoff(0)
+
+    def can_send_request(self, now_ms: int) -> bool:
+        if self.last_sent_ms == -1:
+            return True
+        if self.request_in_flight():
+            log.debug("%s: a request is already in flight", self.owner)
+            return False
+        return self.request_backoff_expired(now_ms)
+
+    def request_in_flight(self) -> bool:
+        return self.last_sent_ms > -1 and self.last_received_ms < self.last_sent_ms
+
+    def request_backoff_expired(self, now_ms: int) -> bool:
+        return self.remaining_backoff_ms(now_ms) <= 0
+
+    def remaining_backoff_ms(self, now_ms: int) -> int:
+        if self.num_attempts == 0:
+            return 0
+        return max(0, self.backoff_ms - (now_ms - self.last_received_ms))
+
+    def on_send_attempt(self, now_ms: int) -> None:
+        # A response (even at the same millisecond) must compare as newer than the send.
+        self.last_sent_ms = now_ms
+        self.last_received_ms = min(self.last_received_ms, now_ms - 1)
+
+    def on_successful_attempt(self, now_ms: int) -> None:
+        self.last_received_ms = now_ms
+        self.backoff_ms = 0
+        self.num_attempts = 0
+
+    def on_failed_attempt(self, now_ms: int) -> None:
+        self.last_received_ms = now_ms
+        self.backoff_ms = self.exponential_backoff.backoff(self.num_attempts)
+        self.num_attempts += 1
+
+    def __repr__(self) -> str:
+        return "{}(owner={}, last_sent_ms={}, last_received_ms={}, num_attempts={}, backoff_ms={})".format(
+            type(self).__name__, self.owner, self.last_sent_ms, self.last_received_ms,
+            self.num_attempts, self.backoff_ms)

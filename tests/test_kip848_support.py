@@ -1,0 +1,142 @@
+"""Shared pieces of the KIP-848 sans-IO tests: a fake clock, a recording rebalance listener,
+the application thread's side of the callback events, and heartbeat responses."""
+
+from __future__ import annotations
+
+import queue
+import uuid
+from typing import Any, Optional
+
+from kproto.consumer.kip848.events import (
+    BackgroundEventHandler,
+    ConsumerRebalanceListenerCallbackCompletedEvent,
+    ConsumerRebalanceListenerCallbackNeededEvent,
+    ErrorEvent,
+    drain,
+)
+from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
+from kproto.consumer.subscription_state import SubscriptionState
+
+try:  # the generated messages (response objects exactly as the network client decodes them)
+    from kproto.messages import ConsumerGroupHeartbeatResponse
+except ImportError:  # pragma: no cover - only while kproto.messages is being generated
+    from types import SimpleNamespace
+
+    class ConsumerGroupHeartbeatResponse(SimpleNamespace):  # type: ignore[no-redef]
+        Assignment = SimpleNamespace
+        TopicPartitions = SimpleNamespace
+
+TOPIC_IDS = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in ("alpha", "beta", "gamma")}
+
+
+class FakeClock:
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now = now_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+class RecordingListener:
+    """Records every callback, in order, into a shared log (with optional failures)."""
+
+    def __init__(self, log: list, fail: Optional[str] = None) -> None:
+        self.log = log
+        self.fail = fail
+
+    def _record(self, name: str, partitions: Any) -> None:
+        self.log.append((name, sorted(partitions)))
+        if self.fail == name:
+            raise RuntimeError("callback {} failed".format(name))
+
+    def on_partitions_revoked(self, partitions: Any) -> None:
+        self._record("revoked", partitions)
+
+    def on_partitions_assigned(self, partitions: Any) -> None:
+        self._record("assigned", partitions)
+
+    def on_partitions_lost(self, partitions: Any) -> None:
+        self._record("lost", partitions)
+
+
+class Metadata:
+    """The topic-id -> name view of the cluster metadata the membership manager reads."""
+
+    def __init__(self, *known: str) -> None:
+        self.names = {TOPIC_IDS[name]: name for name in known}
+        self.update_requests = 0
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> Optional[str]:
+        return self.names.get(topic_id)
+
+    def request_update(self) -> None:
+        self.update_requests += 1
+
+    def learn(self, name: str) -> None:
+        self.names[TOPIC_IDS[name]] = name
+
+
+class Harness:
+    """A membership manager with a real SubscriptionState and the app thread's callback loop."""
+
+    def __init__(self, *known_topics: str, listener_log: Optional[list] = None, fail: Optional[str] = None,
+                 commit=None, instance_id: Optional[str] = None, subscribe=("alpha", "beta", "gamma")) -> None:
+        self.clock = FakeClock()
+        self.log: list = listener_log if listener_log is not None else []
+        self.background_queue: "queue.Queue" = queue.Queue()
+        self.subscriptions = SubscriptionState()
+        self.listener = RecordingListener(self.log, fail)
+        if subscribe:
+            self.subscriptions.subscribe(list(subscribe), self.listener)
+        self.metadata = Metadata(*known_topics)
+        self.manager = ConsumerMembershipManager(
+            "group-1", self.subscriptions, BackgroundEventHandler(self.background_queue),
+            topic_name_for_id=self.metadata.topic_name_for_id,
+            request_metadata_update=self.metadata.request_update,
+            group_instance_id=instance_id, auto_commit_before_rebalance=commit, time_ms=self.clock)
+        self.errors: list = []
+
+    def run_application_callbacks(self) -> int:
+        """Do what the application thread does with background events; returns how many ran."""
+        ran = 0
+        for event in drain(self.background_queue):
+            if isinstance(event, ConsumerRebalanceListenerCallbackNeededEvent):
+                error = None
+                try:
+                    getattr(self.listener, event.method_name.value)(set(event.partitions))
+                except Exception as exc:  # the listener's error goes back with the completion
+                    error = exc
+                ran += 1
+                # The completion crosses back as an application event, processed by the
+                # background thread (here: directly).
+                self.manager.consumer_rebalance_listener_callback_completed(
+                    ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error))
+            elif isinstance(event, ErrorEvent):
+                self.errors.append(event.error)
+        return ran
+
+    def join(self) -> None:
+        self.manager.on_subscription_updated()
+        self.manager.on_consumer_poll()
+
+    def owned(self) -> list:
+        return sorted(self.subscriptions.assigned_partitions())
+
+
+def heartbeat_response(member_id: Optional[str] = None, epoch: int = 1, interval_ms: int = 3000,
+                       assignment: Optional[dict] = None, error_code: int = 0,
+                       error_message: Optional[str] = None) -> Any:
+    """A ConsumerGroupHeartbeatResponse; ``assignment`` maps topic names to partitions."""
+    if assignment is None:
+        assigned = None
+    else:
+        assigned = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=[
+            ConsumerGroupHeartbeatResponse.TopicPartitions(topic_id=TOPIC_IDS[name], partitions=list(parts))
+            for name, parts in assignment.items()])
+    return ConsumerGroupHeartbeatResponse(
+        error_code=error_code, error_message=error_message, member_id=member_id, member_epoch=epoch,
+        heartbeat_interval_ms=interval_ms, assignment=assigned)
