@@ -1,0 +1,147 @@
+"""Sans-IO position validation after a leader change (OffsetForLeaderEpoch, KIP-320).
+
+Owns: which positions need validating, the OffsetForLeaderEpoch request per leader node,
+per-partition response handling (Java's OffsetsForLeaderEpochClient), and applying the
+answers: when the leader's end offset
+for our position's epoch is below our position the log was truncated, and we either
+reposition there (a reset policy is set) or report ``LogTruncationError`` with the
+divergent offset (policy ``none``). The decision itself is
+SubscriptionState.maybe_complete_validation's; this module asks and reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, NamedTuple, Optional
+
+from kproto import errors
+from kproto.messages import OffsetForLeaderEpochRequest as Req
+from kproto.structs import OffsetAndMetadata, TopicPartition
+
+from . import _codes
+
+log = logging.getLogger("kproto.consumer.offsets")
+
+OFFSET_FOR_LEADER_EPOCH_API_KEY = 23
+# The first version a consumer may use (KIP-320, Kafka 2.3); older brokers skip validation.
+MIN_CONSUMER_VERSION = 3
+CONSUMER_REPLICA_ID = -1
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class EpochEndOffset(NamedTuple):
+    """The leader's answer for one partition: the end offset of the requested epoch."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass
+class OffsetForEpochResult:
+    """One OffsetForLeaderEpoch response, sorted (Java's OffsetForEpochResult)."""
+
+    end_offsets: dict[TopicPartition, EpochEndOffset] = field(default_factory=dict)
+    partitions_to_retry: set[TopicPartition] = field(default_factory=set)
+
+
+def needs_request(position: Any) -> bool:
+    """Only a position that knows its epoch can be validated (else it is trusted)."""
+    return position is not None and position.offset_epoch is not None
+
+
+def group_validation_requests(positions: Mapping[TopicPartition, Any]
+                              ) -> dict[int, dict[TopicPartition, Any]]:
+    """Split positions by the leader node each one was fetched from (``current_leader``)."""
+    by_node: dict[int, dict[TopicPartition, Any]] = {}
+    for tp, position in positions.items():
+        leader = position.current_leader.leader
+        if leader is None or not needs_request(position):
+            continue
+        by_node.setdefault(leader, {})[tp] = position
+    return by_node
+
+
+def build_offset_for_leader_epoch_request(positions: Mapping[TopicPartition, Any], version: int) -> Any:
+    """An OffsetForLeaderEpochRequest asking, per partition, where ``position.offset_epoch`` ends.
+
+    ``current_leader_epoch`` fences us against a stale leader (FENCED_LEADER_EPOCH).
+    """
+    if version < MIN_CONSUMER_VERSION:
+        raise errors.IllegalArgumentError(
+            "a consumer needs OffsetForLeaderEpoch v{}+, not v{}".format(MIN_CONSUMER_VERSION, version))
+    topics: dict[str, list[Any]] = {}
+    for tp, position in positions.items():
+        if not needs_request(position):
+            continue
+        epoch = position.current_leader.epoch
+        topics.setdefault(tp.topic, []).append(Req.OffsetForLeaderPartition(
+            partition=tp.partition, current_leader_epoch=UNDEFINED_EPOCH if epoch is None else epoch,
+            leader_epoch=position.offset_epoch))
+    return Req(replica_id=CONSUMER_REPLICA_ID,
+               topics=[Req.OffsetForLeaderTopic(topic=name, partitions=parts) for name, parts in topics.items()])
+
+
+def handle_offset_for_leader_epoch_response(response: Any,
+                                            requested: Iterable[TopicPartition]) -> OffsetForEpochResult:
+    """Sort the answers; leadership errors are retried, topic authorization is fatal."""
+    result = OffsetForEpochResult()
+    unauthorized: set[str] = set()
+    wanted = set(requested)
+    for topic in response.topics:
+        for part in topic.partitions:
+            tp = TopicPartition(topic.topic, part.partition)
+            if tp not in wanted:
+                continue
+            wanted.discard(tp)
+            code = part.error_code
+            if code == _codes.NONE:
+                result.end_offsets[tp] = EpochEndOffset(part.leader_epoch, part.end_offset)
+            elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+                unauthorized.add(tp.topic)
+            else:
+                if code not in _codes.PARTITION_RETRIABLE:
+                    log.warning("OffsetForLeaderEpoch for %s failed with unexpected error %d; will retry",
+                                tp, code)
+                result.partitions_to_retry.add(tp)
+    if unauthorized:
+        raise errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
+            "not authorized to read topics {}".format(sorted(unauthorized)))
+    result.partitions_to_retry.update(wanted)
+    return result
+
+
+def apply_validation(subscriptions: Any, result: OffsetForEpochResult,
+                     requested: Mapping[TopicPartition, Any], now_ms: int,
+                     retry_backoff_ms: int) -> dict[TopicPartition, Optional[OffsetAndMetadata]]:
+    """Apply one response to the SubscriptionState; returns the truncations found.
+
+    The decision per partition is ``SubscriptionState.maybe_complete_validation``'s: no
+    truncation -> FETCHING; truncation with a reset policy -> seek to the divergence point
+    (or reset when the leader does not know the epoch); truncation under policy ``none`` ->
+    reported here, mapped to the divergent offset (None when unknown), for the caller to
+    raise with ``truncation_error``. Partitions to retry wait ``retry_backoff_ms``.
+    """
+    if result.partitions_to_retry:
+        subscriptions.set_next_allowed_retry(result.partitions_to_retry, now_ms + retry_backoff_ms)
+    truncations: dict[TopicPartition, Optional[OffsetAndMetadata]] = {}
+    for tp, end in result.end_offsets.items():
+        truncation = subscriptions.maybe_complete_validation(tp, requested[tp], end.end_offset, end.leader_epoch)
+        if truncation is not None:
+            log.info("Truncation detected for %s at fetch position %s (divergent offset %s)",
+                     tp, truncation.fetch_position, truncation.divergent_offset)
+            truncations[tp] = truncation.divergent_offset
+    return truncations
+
+
+def truncation_error(truncations: Mapping[TopicPartition, Optional[OffsetAndMetadata]],
+                     positions: Mapping[TopicPartition, Any]) -> errors.LogTruncationError:
+    """A ``LogTruncationError`` whose ``divergent_offsets`` holds the known divergence points."""
+    parts = []
+    for tp, divergent in sorted(truncations.items()):
+        at = positions[tp].offset if tp in positions else "?"
+        parts.append("{}-{} at fetch offset {}{}".format(
+            tp.topic, tp.partition, at, "" if divergent is None else ", divergent offset {}".format(divergent.offset)))
+    divergent_offsets = {tp: d for tp, d in truncations.items() if d is not None}
+    return errors.LogTruncationError("truncation detected: " + "; ".join(parts), divergent_offsets)

@@ -1,0 +1,276 @@
+"""The classic engine's offset lookups over a NetworkClient (Java's OffsetFetcher).
+
+Owns the I/O half of ListOffsets and OffsetForLeaderEpoch for the thread that drives the
+NetworkClient: blocking ``offsets_for_times`` / ``beginning_offsets`` / ``end_offsets``
+(send per leader, poll until done or the timeout, retry with backoff and metadata
+refreshes), and the asynchronous position maintenance the poll loop calls each round:
+``validate_positions_if_needed`` and ``reset_positions_if_needed`` (fire requests, apply
+answers in callbacks, surface a fatal error on the next call), and
+``update_fetch_positions`` tying them together with committed offsets. The decisions are
+the sans-IO modules' (offset_fetcher_utils, leader_epoch_validation); this module only
+sends, waits and routes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from kproto import errors
+from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+from . import leader_epoch_validation as lev
+from .committed_offsets import refresh_committed_offsets
+from . import offset_fetcher_utils as utils
+
+log = logging.getLogger("kproto.consumer.offsets")
+
+
+class OffsetFetcher:
+    """ListOffsets and OffsetForLeaderEpoch for one consumer, driven from its polling thread.
+
+    ``client`` is a NetworkClient (``send(node_id, request, version)`` -> Future,
+    ``poll(timeout_ms, future)``, ``api_version(api_key, node_id)``), ``metadata`` its
+    ClusterMetadata, ``subscriptions`` the SubscriptionState. ``clock`` returns
+    milliseconds (monotonic), injectable for tests.
+    """
+
+    def __init__(self, client: Any, subscriptions: Any, metadata: Any = None, *,
+                 isolation_level: Any = "read_uncommitted", request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100, clock: Optional[Callable[[], float]] = None) -> None:
+        self._client = client
+        self._subscriptions = subscriptions
+        self._metadata = metadata if metadata is not None else client.cluster
+        self._isolation_level = utils.isolation_level_code(isolation_level)
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._clock = clock or (lambda: time.monotonic() * 1000.0)
+        # A fatal error from an asynchronous reset/validation, raised on the next call
+        # (Java's cachedResetPositionsException / cachedOffsetForLeaderException).
+        self._cached_reset_error: Optional[BaseException] = None
+        self._cached_validation_error: Optional[BaseException] = None
+
+    # --- blocking lookups -----------------------------------------------------------
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout_ms: int) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+        """The earliest offset whose timestamp is >= each given one (None if there is none)."""
+        utils.validate_timestamps(timestamps)
+        fetched = self._fetch_offsets_by_times(timestamps, timeout_ms, require_timestamp=True)
+        return utils.to_offsets_for_times(timestamps, fetched)
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        return self._offsets_at(partitions, utils.EARLIEST_TIMESTAMP, timeout_ms)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+        """The end offset of each partition (the LSO under read_committed, else the high watermark)."""
+        return self._offsets_at(partitions, utils.LATEST_TIMESTAMP, timeout_ms)
+
+    def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int,
+                    timeout_ms: int) -> dict[TopicPartition, int]:
+        wanted = list(partitions)
+        for tp in wanted:
+            if not isinstance(tp, TopicPartition):
+                raise errors.IllegalArgumentError("expected TopicPartition, got {!r}".format(tp))
+        fetched = self._fetch_offsets_by_times({tp: timestamp for tp in wanted}, timeout_ms, require_timestamp=False)
+        return utils.to_offsets(wanted, fetched)
+
+    def _fetch_offsets_by_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int,
+                                require_timestamp: bool) -> dict[TopicPartition, utils.ListOffsetData]:
+        """Ask the leaders until every partition is answered (or has no offset) or time is up."""
+        if timeout_ms is None or timeout_ms < 0:
+            raise errors.IllegalArgumentError("timeout_ms must be >= 0, not {!r}".format(timeout_ms))
+        deadline = self._clock() + timeout_ms
+        remaining = dict(timestamps)
+        fetched: dict[TopicPartition, utils.ListOffsetData] = {}
+        while remaining:
+            pending, no_leader = self._send_list_offsets(remaining, require_timestamp)
+            need_metadata = bool(no_leader)
+            last_error: Optional[BaseException] = None
+            for future, version, requested in pending:
+                self._poll_until(future, deadline)
+                if not future.is_done:
+                    break
+                if future.failed():
+                    if not future.retriable():
+                        raise future.exception
+                    last_error = future.exception
+                    need_metadata = need_metadata or getattr(future.exception, "invalid_metadata", False)
+                    continue
+                result = utils.handle_list_offsets_response(future.value, version, requested)
+                fetched.update(result.fetched_offsets)
+                for tp in list(result.fetched_offsets) + list(result.no_offset):
+                    remaining.pop(tp, None)
+                need_metadata = need_metadata or result.metadata_update_needed
+            if not remaining:
+                break
+            if self._clock() >= deadline:
+                raise errors.KafkaTimeoutError("failed to get offsets by times in {} ms{}".format(
+                    timeout_ms, "" if last_error is None else " (last error: {})".format(last_error)))
+            self._backoff(deadline, need_metadata)
+        return fetched
+
+    def _send_list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamp: bool):
+        by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
+        pending = []
+        for node_id, partitions in by_node.items():
+            version = utils.choose_version(
+                ListOffsetsRequest, self._broker_versions(utils.LIST_OFFSETS_API_KEY, node_id),
+                utils.list_offsets_min_version(self._isolation_level, require_timestamp))
+            request = utils.build_list_offsets_request(partitions, self._isolation_level, version,
+                                                       self._request_timeout_ms)
+            pending.append((self._client.send(node_id, request, version), version, set(partitions)))
+        return pending, no_leader
+
+    # --- asynchronous position maintenance (the poll loop) ------------------------------
+
+    def update_fetch_positions(self, timeout_ms: int,
+                               fetch_committed: Optional[Callable[[set[TopicPartition], int],
+                                                                  Optional[Mapping[TopicPartition, Optional[OffsetAndMetadata]]]]] = None
+                               ) -> bool:
+        """Find a position for every assigned partition (Java's updateFetchPositions).
+
+        Validate positions after leader changes; if some partitions still have no position,
+        seed them from committed offsets (``fetch_committed(partitions, timeout_ms)``, the
+        coordinator's OffsetFetch, None if it did not finish), move the rest to AWAIT_RESET
+        per ``auto_offset_reset`` (``NoOffsetForPartitionError`` under ``none``) and start
+        the ListOffsets resets. Returns True when every partition has a position.
+        """
+        self.validate_positions_if_needed()
+        if self._subscriptions.has_all_fetch_positions():
+            return True
+        initializing = self._subscriptions.initializing_partitions()
+        if fetch_committed is not None and initializing:
+            offsets = fetch_committed(initializing, timeout_ms)
+            if offsets is None:
+                return False
+            refresh_committed_offsets(self._subscriptions, self._metadata, offsets)
+        self._subscriptions.reset_initializing_positions()
+        self.reset_positions_if_needed()
+        return self._subscriptions.has_all_fetch_positions()
+
+    def reset_positions_if_needed(self) -> None:
+        """Send ListOffsets for partitions awaiting a reset; answers seek in callbacks."""
+        error, self._cached_reset_error = self._cached_reset_error, None
+        if error is not None:
+            raise error
+        now = int(self._clock())
+        timestamps = utils.partitions_to_reset(self._subscriptions, now)
+        if not timestamps:
+            return
+        by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
+        if no_leader:
+            self._subscriptions.request_failed(no_leader, now + self._retry_backoff_ms)
+            self._metadata.request_update()
+        for node_id, partitions in by_node.items():
+            requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
+            try:
+                version = utils.choose_version(
+                    ListOffsetsRequest, self._broker_versions(utils.LIST_OFFSETS_API_KEY, node_id),
+                    utils.list_offsets_min_version(self._isolation_level, False))
+            except errors.KafkaError as exc:
+                self._cached_reset_error = exc
+                continue
+            request = utils.build_list_offsets_request(partitions, self._isolation_level, version,
+                                                       self._request_timeout_ms)
+            # No second request for these until this one is answered or times out.
+            self._subscriptions.set_next_allowed_retry(requested, now + self._request_timeout_ms)
+            future = self._client.send(node_id, request, version)
+            future.add_callback(self._on_reset_response, version, requested)
+            future.add_errback(self._on_reset_failure, requested)
+
+    def _on_reset_response(self, version: int, requested: dict[TopicPartition, int], response: Any) -> None:
+        try:
+            result = utils.handle_list_offsets_response(response, version, requested)
+        except errors.KafkaError as exc:
+            self._on_reset_failure(requested, exc)
+            return
+        utils.apply_reset_result(self._subscriptions, self._metadata, requested, result,
+                                 int(self._clock()), self._retry_backoff_ms)
+        if result.metadata_update_needed:
+            self._metadata.request_update()
+
+    def _on_reset_failure(self, requested: dict[TopicPartition, int], exc: BaseException) -> None:
+        self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
+        self._metadata.request_update()
+        if not getattr(exc, "retriable", False):
+            if self._cached_reset_error is None:
+                self._cached_reset_error = exc
+            else:
+                log.error("Discarding ListOffsets error %s: another one is pending", exc)
+
+    def validate_positions_if_needed(self) -> None:
+        """Check positions against their leader's epoch history after leader changes."""
+        error, self._cached_validation_error = self._cached_validation_error, None
+        if error is not None:
+            raise error
+        subs = self._subscriptions
+        for tp in subs.assigned_partitions():
+            subs.maybe_validate_position_for_current_leader(tp, utils.current_leader(self._metadata, tp))
+        now = int(self._clock())
+        positions = {tp: subs.position(tp) for tp in subs.partitions_needing_validation(now)}
+        positions = {tp: pos for tp, pos in positions.items() if pos is not None}
+        for tp, pos in positions.items():
+            if not lev.needs_request(pos):
+                subs.complete_validation(tp)  # no epoch to check against: trust it
+        for node_id, node_positions in lev.group_validation_requests(positions).items():
+            broker = self._broker_versions(lev.OFFSET_FOR_LEADER_EPOCH_API_KEY, node_id)
+            ours = OffsetForLeaderEpochRequest
+            broker_max = broker if isinstance(broker, int) or broker is None else broker[1]
+            if broker_max is not None and broker_max < lev.MIN_CONSUMER_VERSION:
+                # Brokers before 2.3 (and some compatible servers) cannot validate: trust the position.
+                log.debug("Node %s cannot validate positions (OffsetForLeaderEpoch v%s); skipping %s",
+                          node_id, broker_max, sorted(node_positions))
+                for tp in node_positions:
+                    subs.complete_validation(tp)
+                continue
+            version = utils.choose_version(ours, broker, lev.MIN_CONSUMER_VERSION)
+            request = lev.build_offset_for_leader_epoch_request(node_positions, version)
+            subs.set_next_allowed_retry(node_positions, now + self._request_timeout_ms)
+            future = self._client.send(node_id, request, version)
+            future.add_callback(self._on_validation_response, node_positions)
+            future.add_errback(self._on_validation_failure, node_positions)
+
+    def _on_validation_response(self, requested: dict[TopicPartition, Any], response: Any) -> None:
+        try:
+            result = lev.handle_offset_for_leader_epoch_response(response, requested)
+        except errors.KafkaError as exc:
+            self._on_validation_failure(requested, exc)
+            return
+        now = int(self._clock())
+        truncations = lev.apply_validation(self._subscriptions, result, requested, now, self._retry_backoff_ms)
+        if result.partitions_to_retry:
+            self._metadata.request_update()
+        if truncations and self._cached_validation_error is None:
+            self._cached_validation_error = lev.truncation_error(truncations, requested)
+
+    def _on_validation_failure(self, requested: dict[TopicPartition, Any], exc: BaseException) -> None:
+        self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
+        self._metadata.request_update()
+        if not getattr(exc, "retriable", False) and self._cached_validation_error is None:
+            self._cached_validation_error = exc
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _broker_versions(self, api_key: int, node_id: int) -> Any:
+        """The broker's supported versions of ``api_key`` (max, (min, max) or None if unknown)."""
+        return self._client.api_version(api_key, node_id)
+
+    def _poll_until(self, future: Any, deadline: float) -> None:
+        while not future.is_done:
+            left = deadline - self._clock()
+            if left <= 0:
+                return
+            self._client.poll(timeout_ms=left, future=future)
+
+    def _backoff(self, deadline: float, need_metadata: bool) -> None:
+        """Wait out the retry backoff, refreshing metadata meanwhile when leaders moved."""
+        wait_until = min(deadline, self._clock() + self._retry_backoff_ms)
+        if need_metadata:
+            self._poll_until(self._metadata.request_update(), deadline)
+        while self._clock() < wait_until:
+            self._client.poll(timeout_ms=wait_until - self._clock())
+

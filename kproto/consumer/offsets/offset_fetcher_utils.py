@@ -1,0 +1,299 @@
+"""Sans-IO ListOffsets logic shared by both engines (Java's OffsetFetcherUtils).
+
+Owns: grouping of partitions by
+leader node, ListOffsets request building per version, per-partition response handling
+(which errors are retried, which need a metadata refresh, which are fatal), turning the
+results into ``offsets_for_times`` / ``beginning_offsets`` / ``end_offsets`` answers, and
+applying reset results to the SubscriptionState. No I/O and no clock of its own: callers
+pass ``now_ms`` and send the requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, NamedTuple, Optional
+
+from kproto import errors
+from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
+from kproto.messages import ListOffsetsRequest
+from kproto.structs import OffsetAndTimestamp, TopicPartition
+
+from . import _codes
+
+log = logging.getLogger("kproto.consumer.offsets")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+UNKNOWN_OFFSET = -1
+# ListOffsets' ReplicaId for an ordinary consumer.
+CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+LIST_OFFSETS_API_KEY = 2
+
+
+class ListOffsetData(NamedTuple):
+    """One partition's ListOffsets answer: the offset, its timestamp and leader epoch."""
+
+    offset: int
+    timestamp: Optional[int]
+    leader_epoch: Optional[int]
+
+
+@dataclass
+class ListOffsetResult:
+    """What one ListOffsets response settled (Java's ListOffsetResult).
+
+    ``fetched_offsets`` holds the partitions that have an answer; a partition whose answer
+    is "no such offset" (e.g. no record at or after a timestamp) is in ``no_offset``;
+    ``partitions_to_retry`` must be asked again, after a metadata refresh if
+    ``metadata_update_needed``.
+    """
+
+    fetched_offsets: dict[TopicPartition, ListOffsetData] = field(default_factory=dict)
+    partitions_to_retry: set[TopicPartition] = field(default_factory=set)
+    no_offset: set[TopicPartition] = field(default_factory=set)
+    metadata_update_needed: bool = False
+
+
+def format_partitions(partitions: Iterable[TopicPartition]) -> str:
+    """``a-0, a-1, b-0``: partitions as Kafka's messages print them."""
+    return ", ".join("{}-{}".format(tp.topic, tp.partition) for tp in sorted(partitions))
+
+
+def isolation_level_code(isolation_level: Any) -> int:
+    """0 for read_uncommitted, 1 for read_committed (accepts the names or the codes)."""
+    if isolation_level in (READ_UNCOMMITTED, "read_uncommitted"):
+        return READ_UNCOMMITTED
+    if isolation_level in (READ_COMMITTED, "read_committed"):
+        return READ_COMMITTED
+    raise errors.KafkaConfigurationError(
+        "isolation_level must be 'read_uncommitted' or 'read_committed', not {!r}".format(isolation_level))
+
+
+def list_offsets_min_version(isolation_level: int, require_timestamp: bool) -> int:
+    """The oldest ListOffsets version that can carry the request (as Java's Builder.forConsumer).
+
+    v2 added the isolation level, v1 the per-offset timestamp a by-time lookup needs.
+    """
+    if isolation_level == READ_COMMITTED:
+        return 2
+    return 1 if require_timestamp else 0
+
+
+def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0) -> int:
+    """The highest version both kproto's ``request_cls`` and the broker support.
+
+    ``broker_versions`` is the broker's max version or a ``(min, max)`` pair (None means
+    unknown: use ours). Raises ``UnsupportedVersionError`` when the broker is too old for
+    ``min_version``.
+    """
+    ours_min, ours_max = request_cls.min_version, request_cls.max_version
+    if broker_versions is None:
+        broker_min, broker_max = ours_min, ours_max
+    elif isinstance(broker_versions, int):
+        broker_min, broker_max = 0, broker_versions
+    else:
+        broker_min, broker_max = broker_versions
+    version = min(ours_max, broker_max)
+    if version < max(min_version, ours_min, broker_min):
+        raise errors.for_code(_codes.UNSUPPORTED_VERSION)(
+            "{} needs v{}+, the broker supports up to v{}".format(
+                request_cls.__name__, max(min_version, ours_min), broker_max))
+    return version
+
+
+def current_leader(metadata: Any, tp: TopicPartition) -> LeaderAndEpoch:
+    """The partition's leader node and epoch from ClusterMetadata (None when unknown)."""
+    leader = metadata.leader_for_partition(tp)
+    if leader is None or leader < 0:
+        return LeaderAndEpoch(None, None)
+    epoch = metadata.leader_epoch_for_partition(tp)
+    return LeaderAndEpoch(leader, None if epoch is None or epoch < 0 else epoch)
+
+
+def group_list_offsets_requests(
+    timestamps: Mapping[TopicPartition, int], metadata: Any,
+) -> tuple[dict[int, dict[TopicPartition, tuple[int, int]]], set[TopicPartition]]:
+    """Split ``{tp: timestamp}`` by leader node (Java's groupListOffsetRequests).
+
+    Returns ``({node_id: {tp: (timestamp, current_leader_epoch)}}, partitions_without_leader)``;
+    the second set needs a metadata refresh before it can be asked.
+    """
+    by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+    no_leader: set[TopicPartition] = set()
+    for tp, timestamp in timestamps.items():
+        leader = current_leader(metadata, tp)
+        if leader.leader is None:
+            log.debug("Leader for %s unknown; refreshing metadata before ListOffsets", tp)
+            no_leader.add(tp)
+            continue
+        epoch = -1 if leader.epoch is None else leader.epoch
+        by_node.setdefault(leader.leader, {})[tp] = (timestamp, epoch)
+    return by_node, no_leader
+
+
+def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, int]],
+                               isolation_level: int, version: int, timeout_ms: int = 30000) -> Any:
+    """A ListOffsetsRequest for ``{tp: (timestamp, current_leader_epoch)}`` to send at ``version``.
+
+    Fields a version lacks (isolation level < v2, leader epoch < v4, timeout < v10) stay at
+    their defaults, which the encoder leaves out; v0's ``max_num_offsets`` defaults to 1.
+    """
+    if isolation_level == READ_COMMITTED and version < 2:
+        raise errors.IllegalArgumentError("read_committed needs ListOffsets v2+, not v{}".format(version))
+    topics: dict[str, list[Any]] = {}
+    for tp, (timestamp, leader_epoch) in partitions.items():
+        part = ListOffsetsRequest.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp)
+        if version >= 4:  # the leader epoch fences a stale leader; older brokers ignore it
+            part.current_leader_epoch = leader_epoch
+        topics.setdefault(tp.topic, []).append(part)
+    request = ListOffsetsRequest(
+        replica_id=CONSUMER_REPLICA_ID,
+        topics=[ListOffsetsRequest.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])
+    if version >= 2:
+        request.isolation_level = isolation_level
+    if version >= 10:
+        request.timeout_ms = timeout_ms
+    return request
+
+
+def handle_list_offsets_response(response: Any, version: int,
+                                 requested: Iterable[TopicPartition]) -> ListOffsetResult:
+    """Sort one ListOffsets response's partitions into answers, retries and "no offset".
+
+    Raises ``TopicAuthorizationFailedError`` (code 29) naming the topics we may not read;
+    every other partition error is retried, with a metadata refresh for leadership errors
+    (as Java's OffsetFetcherUtils.handleListOffsetResponse does). A requested partition the
+    response leaves out is retried too.
+    """
+    result = ListOffsetResult()
+    unauthorized: set[str] = set()
+    wanted = set(requested)
+    for topic in response.topics:
+        for part in topic.partitions:
+            tp = TopicPartition(topic.name, part.partition_index)
+            if tp not in wanted:
+                log.debug("Ignoring ListOffsets answer for unrequested %s", tp)
+                continue
+            wanted.discard(tp)
+            code = part.error_code
+            if code == _codes.NONE:
+                data = _partition_offset(part, version)
+                if data is None:
+                    result.no_offset.add(tp)
+                else:
+                    result.fetched_offsets[tp] = data
+            elif code == _codes.UNSUPPORTED_FOR_MESSAGE_FORMAT:
+                # A pre-0.10 message format has no timestamps: treated as "no offset found".
+                log.debug("ListOffsets for %s unsupported by the message format", tp)
+                result.no_offset.add(tp)
+            elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+                unauthorized.add(tp.topic)
+            elif code in _codes.PARTITION_RETRIABLE:
+                log.debug("ListOffsets for %s failed with error %d; will retry", tp, code)
+                result.partitions_to_retry.add(tp)
+                result.metadata_update_needed = True
+            else:
+                log.warning("ListOffsets for %s failed with unexpected error %d (%s); will retry",
+                            tp, code, errors.for_code(code).__name__)
+                result.partitions_to_retry.add(tp)
+    if unauthorized:
+        raise errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
+            "not authorized to read topics {}".format(sorted(unauthorized)))
+    if wanted:
+        log.debug("ListOffsets response left out %s; will retry", format_partitions(wanted))
+        result.partitions_to_retry.update(wanted)
+    return result
+
+
+def _partition_offset(part: Any, version: int) -> Optional[ListOffsetData]:
+    if version == 0:
+        offsets = part.old_style_offsets
+        if not offsets:
+            return None
+        offset, timestamp, epoch = offsets[0], None, None
+    else:
+        offset, timestamp = part.offset, part.timestamp
+        epoch = part.leader_epoch if version >= 4 else -1
+    if offset == UNKNOWN_OFFSET:
+        return None
+    return ListOffsetData(offset, timestamp, None if epoch is None or epoch < 0 else epoch)
+
+
+# --- turning results into the façade's answers ------------------------------------------
+
+
+def to_offsets_for_times(requested: Iterable[TopicPartition],
+                         fetched: Mapping[TopicPartition, ListOffsetData]
+                         ) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+    """``offsets_for_times``' answer: every requested partition, None where no offset exists."""
+    out: dict[TopicPartition, Optional[OffsetAndTimestamp]] = {}
+    for tp in requested:
+        data = fetched.get(tp)
+        out[tp] = None if data is None else OffsetAndTimestamp(
+            data.offset, -1 if data.timestamp is None else data.timestamp, data.leader_epoch)
+    return out
+
+
+def to_offsets(requested: Iterable[TopicPartition],
+               fetched: Mapping[TopicPartition, ListOffsetData]) -> dict[TopicPartition, int]:
+    """``beginning_offsets``/``end_offsets``' answer; a missing partition is a protocol fault."""
+    out = {}
+    for tp in requested:
+        data = fetched.get(tp)
+        if data is None:
+            raise errors.ProtocolError("the broker returned no offset for {}".format(tp))
+        out[tp] = data.offset
+    return out
+
+
+def validate_timestamps(timestamps: Mapping[TopicPartition, int]) -> None:
+    """``offsets_for_times`` takes non-negative timestamps only (as Java and kafka-python)."""
+    for tp, ts in timestamps.items():
+        if not isinstance(tp, TopicPartition):
+            raise errors.IllegalArgumentError("expected TopicPartition keys, got {!r}".format(tp))
+        if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+            raise errors.IllegalArgumentError(
+                "the target time for {} must be an int >= 0, not {!r}".format(tp, ts))
+
+
+# --- position resets (applied to the SubscriptionState) ----------------------------------
+
+
+def partitions_to_reset(subscriptions: Any, now_ms: int) -> dict[TopicPartition, int]:
+    """``{tp: timestamp}`` for the partitions awaiting a reset whose retry time has come.
+
+    (Partitions still INITIALIZING reach AWAIT_RESET, or ``NoOffsetForPartitionError``
+    under policy ``none``, through ``SubscriptionState.reset_initializing_positions``.)
+    """
+    out = {}
+    for tp in subscriptions.partitions_needing_reset(now_ms):
+        strategy = subscriptions.reset_strategy(tp)
+        if strategy is not None and strategy is not AutoOffsetResetStrategy.NONE:
+            out[tp] = strategy.timestamp
+    return out
+
+
+def apply_reset_result(subscriptions: Any, metadata: Any, requested: Mapping[TopicPartition, int],
+                       result: ListOffsetResult, now_ms: int, retry_backoff_ms: int) -> None:
+    """Seek each answered partition; back off the ones that must be asked again.
+
+    A partition whose strategy changed (or that was unassigned) while the request was in
+    flight is left alone: ``maybe_seek_unvalidated`` checks the requested strategy.
+    """
+    for tp, data in result.fetched_offsets.items():
+        strategy = _strategy_for(requested[tp])
+        position = FetchPosition(data.offset, data.leader_epoch, current_leader(metadata, tp))
+        subscriptions.maybe_seek_unvalidated(tp, position, strategy)
+    # "No offset" for earliest/latest only happens on a broken broker: ask again later.
+    retry = set(result.partitions_to_retry) | set(result.no_offset)
+    if retry:
+        subscriptions.request_failed(retry, now_ms + retry_backoff_ms)
+
+
+def _strategy_for(timestamp: int) -> AutoOffsetResetStrategy:
+    if timestamp == EARLIEST_TIMESTAMP:
+        return AutoOffsetResetStrategy.EARLIEST
+    return AutoOffsetResetStrategy.LATEST
