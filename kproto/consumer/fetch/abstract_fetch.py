@@ -1,0 +1,254 @@
+"""AbstractFetch: which partitions to fetch from which node, and what to do with the answer.
+
+Java's ``AbstractFetch``, shared by the classic engine's ``Fetcher`` and the KIP-848
+engine's fetch request manager. Sans-IO: it builds ``FetchRequest`` messages and takes
+decoded ``FetchResponse`` messages; sending them is the subclass's business.
+
+It owns one ``FetchSessionHandler`` per node and the set of nodes with a fetch in flight.
+``prepare_fetch_requests`` groups the fetchable partitions that have no buffered data by
+their leader (or preferred read replica), and skips a node that has a request in flight
+or that leads a partition with buffered data (fetching the others would drop the buffered
+ones from the broker's session). ``handle_fetch_success`` advances the session and
+buffers one ``CompletedFetch`` per partition; ``handle_fetch_failure`` resets the
+session so the next request is full.
+
+Leaders: a position carries the leader it was validated against; a position without one
+(a user seek before metadata arrived) fetches from the metadata's current leader, or asks
+for a metadata refresh when there is none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Optional
+
+from kproto import errors
+from kproto.consumer.fetch.completed_fetch import CompletedFetch
+from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.fetch.fetch_session_handler import (ZERO_UUID, FetchRequestData, FetchSessionHandler,
+                                                         PartitionData)
+from kproto.consumer.subscription_state import SubscriptionState
+from kproto.structs import TopicPartition
+
+log = logging.getLogger("kproto.consumer.fetch")
+
+FETCH_API_KEY = 1
+# Topic ids replace names from v13; without an id for every partition stay at v12.
+LAST_VERSION_WITHOUT_TOPIC_IDS = 12
+INVALID_LOG_START_OFFSET = -1
+_FETCH_SESSION_TOPIC_ID_ERROR = 106
+_NOT_LEADER_OR_FOLLOWER = 6
+_FENCED_LEADER_EPOCH = 74
+
+
+class AbstractFetch:
+    """Fetch request building and response handling; see the module docstring.
+
+    ``metadata`` is the cluster metadata (``kproto.net.ClusterMetadata`` or anything with
+    ``leader_for_partition``, ``leader_epoch_for_partition``, ``topic_id`` and
+    ``request_update``).
+    """
+
+    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
+                 fetch_buffer: FetchBuffer, time_ms: Callable[[], int]) -> None:
+        self.fetch_config = config
+        self.subscriptions = subscriptions
+        self.metadata = metadata
+        self.fetch_buffer = fetch_buffer
+        self._time_ms = time_ms
+        self.session_handlers: dict[int, FetchSessionHandler] = {}
+        self.nodes_with_pending_fetch_requests: set[int] = set()
+
+    # --- hooks for the engine ------------------------------------------------------------
+
+    def is_unavailable(self, node_id: int) -> bool:
+        """Whether the node cannot take a request now (the engine's network client knows)."""
+        return False
+
+    # --- building requests ---------------------------------------------------------------
+
+    def _leader(self, tp: TopicPartition, position_leader: Optional[int]) -> Optional[int]:
+        if position_leader is not None and position_leader >= 0:
+            return position_leader
+        leader = self.metadata.leader_for_partition(tp)
+        return leader if leader is not None and leader >= 0 else None
+
+    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+        replica = self.subscriptions.preferred_read_replica(tp, now_ms)
+        return leader if replica is None else replica
+
+    def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int) -> set[int]:
+        nodes = set()
+        for tp in buffered:
+            if not self.subscriptions.is_assigned(tp):
+                continue
+            position = self.subscriptions.position(tp)
+            leader = self._leader(tp, position.current_leader.leader if position else None)
+            if leader is not None:
+                nodes.add(self.select_read_replica(tp, leader, now_ms))
+        return nodes
+
+    def prepare_fetch_requests(self, now_ms: Optional[int] = None) -> dict[int, FetchRequestData]:
+        """One FetchRequestData per node to fetch from now (advances each node's session)."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        buffered = self.fetch_buffer.buffered_partitions()
+        unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
+        if not unbuffered:
+            return {}
+        buffered_nodes = self._buffered_nodes(buffered, now_ms)
+        builders: dict[int, FetchSessionHandler.Builder] = {}
+        need_metadata = False
+        for tp in unbuffered:
+            position = self.subscriptions.position(tp)
+            if position is None:
+                raise errors.IllegalStateError("Missing position for fetchable partition {}-{}".format(*tp))
+            leader = self._leader(tp, position.current_leader.leader)
+            if leader is None:
+                log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
+                need_metadata = True
+                continue
+            node = self.select_read_replica(tp, leader, now_ms)
+            if self.is_unavailable(node):
+                log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
+            elif node in self.nodes_with_pending_fetch_requests:
+                log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)
+            elif node in buffered_nodes:
+                log.debug("skipping fetch for %s: node %s leads partitions with buffered data", tp, node)
+            else:
+                builder = builders.get(node)
+                if builder is None:
+                    handler = self.session_handlers.get(node)
+                    if handler is None:
+                        handler = FetchSessionHandler(node, self.fetch_config.enable_incremental_fetch_sessions)
+                        self.session_handlers[node] = handler
+                    builder = builders[node] = handler.new_builder()
+                topic_id = self.metadata.topic_id(tp.topic) or ZERO_UUID
+                epoch = position.current_leader.epoch
+                builder.add(tp, PartitionData(topic_id, position.offset, INVALID_LOG_START_OFFSET,
+                                              self.fetch_config.fetch_size, -1 if epoch is None else epoch))
+        if need_metadata:
+            self.metadata.request_update()
+        return {node: builder.build() for node, builder in builders.items()}
+
+    @staticmethod
+    def request_version(data: FetchRequestData, max_version: int) -> int:
+        """The version to send: the broker's highest, capped at 12 without topic ids."""
+        return max_version if data.can_use_topic_ids else min(max_version, LAST_VERSION_WITHOUT_TOPIC_IDS)
+
+    def create_fetch_request(self, data: FetchRequestData, version: int) -> Any:
+        """The FetchRequest message for one node's FetchRequestData at ``version``."""
+        from kproto.messages import FetchRequest
+
+        config = self.fetch_config
+        by_id = version >= 13
+        topics: list[Any] = []
+        index: dict[Any, Any] = {}
+        for tp, part in data.to_send.items():
+            key = part.topic_id if by_id else tp.topic
+            topic = index.get(key)
+            if topic is None:
+                topic = index[key] = FetchRequest.FetchTopic(topic=tp.topic, topic_id=part.topic_id, partitions=[])
+                topics.append(topic)
+            topic.partitions.append(FetchRequest.FetchPartition(
+                partition=tp.partition, current_leader_epoch=part.current_leader_epoch,
+                fetch_offset=part.fetch_offset, last_fetched_epoch=part.last_fetched_epoch,
+                log_start_offset=part.log_start_offset, partition_max_bytes=part.max_bytes))
+        forgotten: list[Any] = []
+        findex: dict[Any, Any] = {}
+        for topic_id, tp in data.forgotten(version):
+            key = topic_id if by_id else tp.topic
+            entry = findex.get(key)
+            if entry is None:
+                entry = findex[key] = FetchRequest.ForgottenTopic(topic=tp.topic, topic_id=topic_id, partitions=[])
+                forgotten.append(entry)
+            entry.partitions.append(tp.partition)
+        return FetchRequest(replica_id=-1, max_wait_ms=config.max_wait_ms, min_bytes=config.min_bytes,
+                            max_bytes=config.max_bytes, isolation_level=config.isolation_level_id,
+                            session_id=data.metadata.session_id, session_epoch=data.metadata.epoch,
+                            topics=topics, forgotten_topics_data=forgotten, rack_id=config.client_rack)
+
+    def mark_pending(self, node_id: int) -> None:
+        self.nodes_with_pending_fetch_requests.add(node_id)
+
+    # --- handling responses --------------------------------------------------------------
+
+    def handle_fetch_success(self, node_id: int, data: FetchRequestData, response: Any, version: int) -> None:
+        """Advance the node's session and buffer one CompletedFetch per returned partition."""
+        try:
+            handler = self.session_handlers.get(node_id)
+            if handler is None:
+                log.error("fetch response from node %s with no fetch session handler", node_id)
+                return
+            partitions = self._response_partitions(response, version, handler.session_topic_names)
+            error_code = getattr(response, "error_code", 0)
+            ok = handler.handle_response(error_code, getattr(response, "session_id", 0),
+                                         {tp for tp, _ in partitions["named"]}, partitions["ids"], version,
+                                         getattr(response, "throttle_time_ms", 0))
+            if not ok:
+                if error_code == _FETCH_SESSION_TOPIC_ID_ERROR:
+                    self.metadata.request_update()
+                return
+            buffered = self.fetch_buffer.buffered_partitions()
+            completed = []
+            config = self.fetch_config
+            for tp, part in partitions["named"]:
+                request = data.session_partitions.get(tp)
+                if request is None:
+                    raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
+                        "full" if data.metadata.is_full else "session", *tp))
+                if tp in buffered:
+                    # Cannot happen while nodes with buffered data are skipped; the data
+                    # will be fetched again since the position has not moved.
+                    log.warning("dropping fetched data for %s: it is already buffered", tp)
+                    continue
+                if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
+                    self.metadata.request_update()
+                completed.append(CompletedFetch(
+                    tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
+                    check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
+                    value_deserializer=config.value_deserializer))
+            self.fetch_buffer.add_all(completed)
+        finally:
+            self.nodes_with_pending_fetch_requests.discard(node_id)
+
+    @staticmethod
+    def _response_partitions(response: Any, version: int, topic_names: dict) -> dict[str, Any]:
+        named: list[tuple[TopicPartition, Any]] = []
+        ids = set()
+        for topic in getattr(response, "responses", None) or ():
+            if version >= 13:
+                ids.add(topic.topic_id)
+                name = topic_names.get(topic.topic_id)
+                if name is None:
+                    continue  # unknown id: the session handler reports it
+            else:
+                name = topic.topic
+            for part in topic.partitions:
+                named.append((TopicPartition(name, part.partition_index), part))
+        return {"named": named, "ids": ids}
+
+    def handle_fetch_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
+        """The request failed as a whole: the next one to this node is full again."""
+        try:
+            handler = self.session_handlers.get(node_id)
+            if handler is not None:
+                handler.handle_error(error)
+                for tp in list(handler.session_partitions):
+                    self.subscriptions.clear_preferred_read_replica(tp)
+            if isinstance(error, errors.KafkaError) and error.invalid_metadata:
+                self.metadata.request_update()
+        finally:
+            self.nodes_with_pending_fetch_requests.discard(node_id)
+
+    # --- closing ---------------------------------------------------------------------
+
+    def prepare_close_fetch_session_requests(self) -> dict[int, FetchRequestData]:
+        """For each node with an open session, the request that closes it (epoch -1)."""
+        out = {}
+        for node, handler in self.session_handlers.items():
+            data = handler.close_request_data()
+            if data is not None:
+                out[node] = data
+        return out

@@ -1,0 +1,244 @@
+"""CompletedFetch: one partition's data from one fetch response, and its parse state.
+
+Java's ``CompletedFetch``. It owns the fetched bytes of one partition, the offset of the
+next record to hand out (``next_fetch_offset``), the iteration over ``kproto.records``
+batches (records are decoded only when taken), and the read_committed bookkeeping: the
+response's aborted transactions (ordered by first offset) and the producer ids whose
+batches are currently being skipped.
+
+Rules, as in Java's ``nextFetchedRecord``:
+
+* records below ``next_fetch_offset`` are skipped (a batch may start before the position);
+* control batches are never returned; under read_committed an ABORT marker ends the
+  producer's aborted range, and a transactional batch of an aborted producer is skipped
+  whole by moving ``next_fetch_offset`` past it;
+* after the last batch, ``next_fetch_offset`` is the batch's ``next_offset`` (v2 keeps the
+  last offset even when compaction removed the last records, so the consumer never
+  refetches the same batch forever);
+* a corrupt batch or a failing deserializer raises only if no record was returned yet by
+  this call; the next call raises again without skipping anything.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
+
+from kproto.errors import KafkaError
+from kproto.records import read_batches
+from kproto.structs import ConsumerRecord, TopicPartition
+
+log = logging.getLogger("kproto.consumer.fetch")
+
+READ_COMMITTED = 1  # the FetchRequest IsolationLevel byte
+_new_record = tuple.__new__
+
+
+class RecordDeserializationError(KafkaError):
+    """A key or value deserializer failed; seek past ``offset`` to continue."""
+
+    def __init__(self, message: str, topic_partition: TopicPartition, offset: int) -> None:
+        super().__init__(message)
+        self.topic_partition = topic_partition
+        self.offset = offset
+
+
+Deserialize = Callable[[str, list, Optional[bytes]], Any]
+
+
+def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
+    """Normalise a deserializer to ``f(topic, headers, data)``; None when there is none.
+
+    Accepts kafka-python's forms: a callable taking the bytes, or an object with
+    ``deserialize(topic, headers, data)`` or ``deserialize(topic, data)``.
+    """
+    if deserializer is None:
+        return None
+    method = getattr(deserializer, "deserialize", None)
+    if method is None:
+        return lambda topic, headers, data: deserializer(data)
+    try:
+        takes_headers = len(inspect.signature(method).parameters) >= 3
+    except (TypeError, ValueError):
+        takes_headers = True
+    if takes_headers:
+        return method
+    return lambda topic, headers, data: method(topic, data)
+
+
+class CompletedFetch:
+    """One partition's fetched data; the FetchCollector takes records from it."""
+
+    def __init__(self, tp: TopicPartition, partition_data: Any, fetch_offset: int, request_version: int, *,
+                 isolation_level: int = 0, check_crcs: bool = True,
+                 key_deserializer: Optional[Deserialize] = None,
+                 value_deserializer: Optional[Deserialize] = None) -> None:
+        self.partition = tp
+        self.partition_data = partition_data
+        self.request_version = request_version
+        self.next_fetch_offset = fetch_offset
+        self.last_epoch: Optional[int] = None
+        self.is_consumed = False
+        self.initialized = False
+        self.records_read = 0
+        self.bytes_read = 0
+        self.error_code: int = getattr(partition_data, "error_code", 0)
+        self.high_watermark: int = getattr(partition_data, "high_watermark", -1)
+        self.last_stable_offset: int = getattr(partition_data, "last_stable_offset", -1)
+        self.log_start_offset: int = getattr(partition_data, "log_start_offset", -1)
+        self.preferred_read_replica: int = getattr(partition_data, "preferred_read_replica", -1)
+        records = getattr(partition_data, "records", None)
+        self.records: bytes | memoryview = records if records is not None else b""
+        self._isolation_level = isolation_level
+        self._check_crcs = check_crcs
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._batches: Optional[Iterator[Any]] = None
+        self._current_batch: Any = None
+        self._records: Optional[Iterator[Any]] = None
+        self._corrupt_error: Optional[BaseException] = None
+        # The last record taken before its deserialization failed, retried on the next call.
+        self._pending_record: Any = None
+        self._aborted_producer_ids: set[int] = set()
+        self._aborted_transactions: list[tuple[int, int]] = []
+        if isolation_level == READ_COMMITTED:
+            for txn in getattr(partition_data, "aborted_transactions", None) or ():
+                self._aborted_transactions.append((txn.first_offset, txn.producer_id))
+            heapq.heapify(self._aborted_transactions)
+
+    @property
+    def records_size(self) -> int:
+        return len(self.records)
+
+    def set_initialized(self) -> None:
+        self.initialized = True
+
+    def drain(self) -> None:
+        """Mark this fetch consumed (stale, errored or fully read); nothing more comes out."""
+        if not self.is_consumed:
+            self.is_consumed = True
+            self._records = None
+            self._batches = None
+            self._pending_record = None
+
+    def has_batches(self) -> bool:
+        """Whether the data holds at least one whole batch (raises RecordTooLargeError if the
+        first batch was cut off by the fetch size)."""
+        reader = read_batches(self.records, check_crcs=False, topic=self.partition.topic,
+                              partition=self.partition.partition)
+        for _ in reader:
+            return True
+        return False
+
+    # --- taking records -------------------------------------------------------------
+
+    def fetch_records(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records from ``next_fetch_offset`` on, advancing it."""
+        if self._corrupt_error is not None:
+            # The same failure every time until the user seeks past it.
+            raise KafkaError("Received exception when fetching the next record from {}-{}. If needed, please seek "
+                             "past the record to continue consumption.".format(*self.partition)) from self._corrupt_error
+        out: list[ConsumerRecord] = []
+        if self.is_consumed or max_records <= 0:
+            return out
+        topic, partition = self.partition
+        plain = self._key_deserializer is None and self._value_deserializer is None
+        try:
+            if self._pending_record is not None:
+                out.append(self._parse_record(self._pending_record))
+                self._pending_record = None
+                self.next_fetch_offset = out[-1].offset + 1
+            while len(out) < max_records:
+                if self._records is None and not self._next_batch():
+                    break
+                prefix = (topic, partition, -1 if self.last_epoch is None else self.last_epoch)
+                position = self.next_fetch_offset
+                for record in self._records:  # type: ignore[union-attr]
+                    if record.offset < position:
+                        continue  # the batch started before the position
+                    if plain:
+                        out.append(_new_record(ConsumerRecord, prefix + record))
+                    else:
+                        self._pending_record = record
+                        out.append(self._parse_record(record))
+                        self._pending_record = None
+                    position = record.offset + 1
+                    self.next_fetch_offset = position
+                    if len(out) >= max_records:
+                        break
+                else:
+                    self._records = None
+        except RecordDeserializationError:
+            if not out:
+                raise
+        except KafkaError as exc:
+            self._corrupt_error = exc
+            if not out:
+                raise KafkaError("Received exception when fetching the next record from {}-{}. If needed, please "
+                                 "seek past the record to continue consumption.".format(topic, partition)) from exc
+        self.records_read += len(out)
+        return out
+
+    def _parse_record(self, record: Any) -> ConsumerRecord:
+        topic, partition = self.partition
+        key_des, value_des = self._key_deserializer, self._value_deserializer
+        try:
+            key = record.key if key_des is None else key_des(topic, record.headers, record.key)
+            value = record.value if value_des is None else value_des(topic, record.headers, record.value)
+        except Exception as exc:
+            raise RecordDeserializationError(
+                "Error deserializing key/value for partition {}-{} at offset {}. If needed, please seek past the "
+                "record to continue consumption.".format(topic, partition, record.offset),
+                self.partition, record.offset) from exc
+        return ConsumerRecord(topic, partition, -1 if self.last_epoch is None else self.last_epoch, record.offset,
+                              record.timestamp, record.timestamp_type, key, value, record.headers, record.checksum,
+                              record.serialized_key_size, record.serialized_value_size,
+                              record.serialized_header_size)
+
+    def _next_batch(self) -> bool:
+        """Move to the next batch with records to return; False (and drained) at the end."""
+        read_committed = self._isolation_level == READ_COMMITTED
+        if self._batches is None:
+            self._batches = iter(read_batches(self.records, check_crcs=self._check_crcs,
+                                              topic=self.partition.topic, partition=self.partition.partition))
+        while True:
+            batch = next(self._batches, None)
+            if batch is None:
+                if self._current_batch is not None:
+                    self.next_fetch_offset = max(self.next_fetch_offset, self._current_batch.next_offset)
+                self.drain()
+                return False
+            self._current_batch = batch
+            epoch = batch.partition_leader_epoch
+            self.last_epoch = epoch if epoch >= 0 else None
+            if read_committed and batch.producer_id >= 0:
+                self._consume_aborted_transactions_up_to(batch.last_offset)
+                if batch.is_control_batch:
+                    marker = batch.control_record()
+                    if marker is not None and marker.is_abort:
+                        self._aborted_producer_ids.discard(batch.producer_id)
+                elif batch.is_transactional and batch.producer_id in self._aborted_producer_ids:
+                    log.debug("skipping aborted batch of %s from producer %d, offsets %d to %d", self.partition,
+                              batch.producer_id, batch.base_offset, batch.last_offset)
+                    self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
+                    continue
+            if batch.is_control_batch:
+                # Markers are never returned; step past them so the position can advance.
+                self.next_fetch_offset = max(self.next_fetch_offset, batch.next_offset)
+                continue
+            if batch.next_offset <= self.next_fetch_offset:
+                continue  # wholly before the position: no need to decode it
+            self._records = iter(batch.records)
+            return True
+
+    def _consume_aborted_transactions_up_to(self, offset: int) -> None:
+        heap = self._aborted_transactions
+        while heap and heap[0][0] <= offset:
+            self._aborted_producer_ids.add(heapq.heappop(heap)[1])
+
+    def __repr__(self) -> str:
+        return "CompletedFetch(partition={}-{}, next_fetch_offset={}, consumed={})".format(
+            self.partition.topic, self.partition.partition, self.next_fetch_offset, self.is_consumed)

@@ -1,0 +1,141 @@
+"""FetchBuffer: the completed fetches waiting to be collected, shared between threads.
+
+Java's ``FetchBuffer``. It owns the queue of ``CompletedFetch`` objects, the one being
+read now (``next_in_line_fetch``), and a condition the application thread waits on until
+data arrives or ``wakeup()`` is called. In the KIP-848 engine the background thread adds
+fetches and the application thread collects them; in the classic engine both happen on
+the caller's thread and the lock is uncontended.
+
+Invariant: at most one CompletedFetch per partition is buffered (queued or next in line
+and not yet consumed). The fetch builder keeps it by not fetching partitions that are
+buffered; adding a second one is a bug and raises ``IllegalStateError``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Optional
+
+from kproto.consumer.fetch.completed_fetch import CompletedFetch
+from kproto.errors import IllegalStateError
+from kproto.structs import TopicPartition
+
+log = logging.getLogger("kproto.consumer.fetch")
+
+
+class FetchBuffer:
+    """Thread-safe queue of completed fetches with a wake-up condition."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._not_empty = threading.Condition(self._lock)
+        self._completed: collections.deque[CompletedFetch] = collections.deque()
+        self._next_in_line: Optional[CompletedFetch] = None
+        self._woken_up = False
+        self._closed = False
+
+    def _buffered(self) -> set[TopicPartition]:
+        parts = {cf.partition for cf in self._completed}
+        if self._next_in_line is not None and not self._next_in_line.is_consumed:
+            parts.add(self._next_in_line.partition)
+        return parts
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return not self._completed
+
+    def has_completed_fetches(self, predicate: Callable[[CompletedFetch], bool]) -> bool:
+        with self._lock:
+            return any(predicate(cf) for cf in self._completed)
+
+    def add(self, completed_fetch: CompletedFetch) -> None:
+        self.add_all([completed_fetch])
+
+    def add_all(self, completed_fetches: Iterable[CompletedFetch]) -> None:
+        fetches = list(completed_fetches)
+        if not fetches:
+            return
+        with self._lock:
+            buffered = self._buffered()
+            for cf in fetches:
+                if cf.partition in buffered:
+                    raise IllegalStateError("a completed fetch for {}-{} is already buffered".format(*cf.partition))
+                buffered.add(cf.partition)
+            self._completed.extend(fetches)
+            self._woken_up = True
+            self._not_empty.notify_all()
+
+    def peek(self) -> Optional[CompletedFetch]:
+        with self._lock:
+            return self._completed[0] if self._completed else None
+
+    def poll(self) -> Optional[CompletedFetch]:
+        with self._lock:
+            return self._completed.popleft() if self._completed else None
+
+    @property
+    def next_in_line_fetch(self) -> Optional[CompletedFetch]:
+        with self._lock:
+            return self._next_in_line
+
+    def set_next_in_line_fetch(self, completed_fetch: Optional[CompletedFetch]) -> None:
+        with self._lock:
+            self._next_in_line = completed_fetch
+
+    def await_not_empty(self, timeout_s: Optional[float]) -> bool:
+        """Block until a fetch is buffered, ``wakeup()`` is called or the timeout passes.
+
+        Returns True if woken by data or ``wakeup()``, False on timeout. ``None`` waits
+        without limit.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while not self._woken_up and not self._completed and not self._closed:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._not_empty.wait(remaining)
+            self._woken_up = False
+            return True
+
+    await_wakeup = await_not_empty
+
+    def wakeup(self) -> None:
+        """Release a thread blocked in ``await_not_empty`` (the consumer's ``wakeup()``)."""
+        with self._lock:
+            self._woken_up = True
+            self._not_empty.notify_all()
+
+    def buffered_partitions(self) -> set[TopicPartition]:
+        """Partitions with data queued or being read (the fetch builder skips their nodes)."""
+        with self._lock:
+            return self._buffered()
+
+    def retain_all(self, partitions: set[TopicPartition]) -> None:
+        """Drop buffered data for partitions no longer in ``partitions`` (after unassignment)."""
+        with self._lock:
+            dropped = [cf for cf in self._completed if cf.partition not in partitions]
+            if dropped:
+                self._completed = collections.deque(cf for cf in self._completed if cf.partition in partitions)
+                log.debug("dropped buffered fetches for %s", [cf.partition for cf in dropped])
+            if self._next_in_line is not None and self._next_in_line.partition not in partitions:
+                self._next_in_line.drain()
+                self._next_in_line = None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._completed.clear()
+            if self._next_in_line is not None:
+                self._next_in_line.drain()
+            self._next_in_line = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._completed.clear()
+            self._next_in_line = None
+            self._not_empty.notify_all()

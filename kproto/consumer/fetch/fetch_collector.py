@@ -1,0 +1,242 @@
+"""FetchCollector: turns buffered CompletedFetches into the records one poll() returns.
+
+Java's ``FetchCollector``. It owns the rules that make positions trustworthy:
+
+* at most ``max_poll_records`` records per collection, across partitions;
+* a fetch is used only if its fetch offset equals the partition's current position
+  (otherwise it is stale: a seek, reset or reassignment happened after it was sent);
+* a position advances only after records were taken for the caller, to the offset after
+  the last one (or past skipped control/aborted batches); an empty result leaves every
+  position unchanged;
+* data of a partition no longer assigned or fetchable is dropped; a paused partition's
+  data stays buffered for a later poll;
+* per-partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset`` (or raises
+  with 'none'); leadership and unknown-topic errors ask for a metadata refresh; a first
+  batch larger than the fetch size raises ``RecordTooLargeError`` telling the user to
+  raise ``max_partition_fetch_bytes``; authorization and corruption errors raise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Optional
+
+from kproto import errors
+from kproto.consumer.fetch.completed_fetch import CompletedFetch
+from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
+from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kproto.consumer.fetch")
+
+# Partition error codes (Kafka's Errors enum) the collector handles without raising.
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+REPLICA_NOT_AVAILABLE = 9
+KAFKA_STORAGE_ERROR = 56
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+OFFSET_NOT_AVAILABLE = 78
+UNKNOWN_TOPIC_ID = 100
+INCONSISTENT_TOPIC_ID = 103
+UNKNOWN_SERVER_ERROR = -1
+_REFRESH_METADATA = frozenset({NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH,
+                               OFFSET_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+                               INCONSISTENT_TOPIC_ID})
+
+
+class Fetch:
+    """What one collection produced: records per partition and the next offsets."""
+
+    __slots__ = ("records", "position_advanced", "num_records", "next_offsets")
+
+    def __init__(self) -> None:
+        self.records: dict[TopicPartition, list[ConsumerRecord]] = {}
+        self.position_advanced = False
+        self.num_records = 0
+        self.next_offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+
+    def add(self, tp: TopicPartition, records: list[ConsumerRecord], position_advanced: bool,
+            next_offset: OffsetAndMetadata) -> None:
+        if records:
+            self.records.setdefault(tp, []).extend(records)
+            self.num_records += len(records)
+        self.position_advanced = self.position_advanced or position_advanced
+        self.next_offsets[tp] = next_offset
+
+    def is_empty(self) -> bool:
+        return self.num_records == 0 and not self.position_advanced
+
+
+class FetchCollector:
+    """Collects records from a FetchBuffer under SubscriptionState's positions."""
+
+    def __init__(self, subscriptions: SubscriptionState, max_poll_records: int, isolation_level: str = "read_uncommitted",
+                 max_partition_fetch_bytes: int = 1048576,
+                 request_metadata_update: Optional[Callable[[], None]] = None,
+                 metadata_max_age_ms: int = 300000, time_ms: Optional[Callable[[], int]] = None) -> None:
+        self._subscriptions = subscriptions
+        self._max_poll_records = max_poll_records
+        self._isolation_level = isolation_level
+        self._max_partition_fetch_bytes = max_partition_fetch_bytes
+        self._request_metadata_update = request_metadata_update or (lambda: None)
+        self._metadata_max_age_ms = metadata_max_age_ms
+        self._time_ms = time_ms or (lambda: 0)
+
+    def collect_fetch(self, fetch_buffer: FetchBuffer, max_records: Optional[int] = None) -> Fetch:
+        """Take up to ``max_records`` (default ``max_poll_records``) records from the buffer."""
+        fetch = Fetch()
+        paused: list[CompletedFetch] = []
+        remaining = self._max_poll_records if max_records is None else max_records
+        try:
+            while remaining > 0:
+                next_in_line = fetch_buffer.next_in_line_fetch
+                if next_in_line is None or next_in_line.is_consumed:
+                    completed = fetch_buffer.peek()
+                    if completed is None:
+                        break
+                    if not completed.initialized:
+                        try:
+                            fetch_buffer.set_next_in_line_fetch(self.initialize(completed))
+                        except Exception:
+                            # Drop a fetch that failed with no data so it cannot fail every
+                            # poll; keep it if records were already collected this round.
+                            if fetch.is_empty() and completed.records_size == 0:
+                                fetch_buffer.poll()
+                            raise
+                    else:
+                        fetch_buffer.set_next_in_line_fetch(completed)
+                    fetch_buffer.poll()
+                elif self._subscriptions.is_paused(next_in_line.partition):
+                    log.debug("skipping fetched data of paused partition %s; keeping it for later", next_in_line.partition)
+                    paused.append(next_in_line)
+                    fetch_buffer.set_next_in_line_fetch(None)
+                else:
+                    remaining -= self._fetch_records(next_in_line, remaining, fetch)
+        except errors.KafkaError:
+            if fetch.is_empty():
+                raise
+        finally:
+            fetch_buffer.add_all(paused)
+        return fetch
+
+    def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch) -> int:
+        tp = completed.partition
+        subs = self._subscriptions
+        if not subs.is_assigned(tp):
+            log.debug("not returning fetched records for %s: no longer assigned", tp)
+        elif not subs.is_fetchable(tp):
+            log.debug("not returning fetched records for %s: no longer fetchable", tp)
+        else:
+            position = subs.position(tp)
+            if position is None:
+                raise errors.IllegalStateError("Missing position for fetchable partition {}-{}".format(*tp))
+            if completed.next_fetch_offset == position.offset:
+                records = completed.fetch_records(max_records)
+                advanced = False
+                if completed.next_fetch_offset > position.offset:
+                    subs.update_position(tp, FetchPosition(completed.next_fetch_offset, completed.last_epoch,
+                                                           position.current_leader))
+                    advanced = True
+                epoch = -1 if completed.last_epoch is None else completed.last_epoch
+                fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
+                if records:
+                    # Round-robin: the next fetch puts other partitions first.
+                    subs.move_partition_to_end(tp)
+                return len(records)
+            log.debug("ignoring fetched records for %s at offset %d: the position is %s", tp,
+                      completed.next_fetch_offset, position)
+        completed.drain()
+        return 0
+
+    # --- initialization -------------------------------------------------------------------
+
+    def initialize(self, completed: CompletedFetch) -> Optional[CompletedFetch]:
+        """Check a fresh fetch against the current position and apply its partition error.
+
+        Returns the fetch to read from, or None (it is stale or carried an error).
+        """
+        tp = completed.partition
+        try:
+            if completed.error_code == NONE:
+                return self._initialize_success(completed)
+            self._handle_error(completed)
+            return None
+        finally:
+            if completed.error_code != NONE:
+                completed.drain()
+
+    def _initialize_success(self, completed: CompletedFetch) -> Optional[CompletedFetch]:
+        tp = completed.partition
+        subs = self._subscriptions
+        fetch_offset = completed.next_fetch_offset
+        position = subs.position(tp) if subs.is_assigned(tp) else None
+        if position is None or position.offset != fetch_offset:
+            log.debug("discarding stale fetch response for %s at offset %d (position %s)", tp, fetch_offset, position)
+            completed.drain()
+            return None
+        if completed.records_size > 0:
+            try:
+                has_batches = completed.has_batches()
+            except errors.RecordTooLargeError as exc:
+                raise errors.RecordTooLargeError(
+                    "There are some messages at [Partition=Offset]: {{{}-{}={}}} whose size ({} bytes) is larger than "
+                    "the fetch size {} and hence cannot be returned. Increase the fetch size on the client (using "
+                    "max_partition_fetch_bytes)".format(tp.topic, tp.partition, fetch_offset,
+                                                        getattr(exc, "batch_size", "?"),
+                                                        self._max_partition_fetch_bytes)) from exc
+            if not has_batches:
+                raise errors.KafkaError("Failed to make progress reading messages at {}-{}={}. Received a non-empty "
+                                        "fetch response from the server, but no complete records were found."
+                                        .format(tp.topic, tp.partition, fetch_offset))
+        if completed.high_watermark >= 0:
+            subs.update_high_watermark(tp, completed.high_watermark)
+        if completed.log_start_offset >= 0:
+            subs.update_log_start_offset(tp, completed.log_start_offset)
+        if completed.last_stable_offset >= 0:
+            subs.update_last_stable_offset(tp, completed.last_stable_offset)
+        if completed.preferred_read_replica >= 0:
+            expiry = self._time_ms() + self._metadata_max_age_ms
+            subs.update_preferred_read_replica(tp, completed.preferred_read_replica, expiry)
+        completed.set_initialized()
+        return completed
+
+    def _handle_error(self, completed: CompletedFetch) -> None:
+        tp = completed.partition
+        code = completed.error_code
+        subs = self._subscriptions
+        if code in _REFRESH_METADATA:
+            log.debug("error %s fetching %s; refreshing metadata", errors.for_code(code).__name__, tp)
+            self._request_metadata_update()
+            subs.clear_preferred_read_replica(tp)
+        elif code == OFFSET_OUT_OF_RANGE:
+            if subs.clear_preferred_read_replica(tp) is not None:
+                log.debug("offset out of range on the read replica for %s; back to the leader", tp)
+                return
+            position = subs.position(tp) if subs.is_assigned(tp) else None
+            if position is None or position.offset != completed.next_fetch_offset:
+                log.debug("discarding stale out-of-range response for %s", tp)
+                return
+            message = "Fetch position {} is out of range for partition {}-{}".format(position, tp.topic, tp.partition)
+            if subs.has_default_offset_reset_policy():
+                log.info("%s, resetting offset", message)
+                subs.request_offset_reset_if_partition_assigned(tp)
+            else:
+                exc = errors.OffsetOutOfRangeError(message)
+                exc.offset_out_of_range_partitions = {tp: completed.next_fetch_offset}  # type: ignore[attr-defined]
+                raise exc
+        elif code == UNKNOWN_LEADER_EPOCH:
+            log.debug("received unknown leader epoch fetching %s; retrying", tp)
+        elif code == UNKNOWN_SERVER_ERROR:
+            log.warning("unknown server error fetching %s; retrying", tp)
+        elif code == errors.TopicAuthorizationFailedError.errno:
+            raise errors.TopicAuthorizationFailedError("Not authorized to read from topic {}".format(tp.topic))
+        elif code == errors.CorruptRecordException.errno:
+            raise errors.CorruptRecordException("Encountered corrupt message when fetching offset {} for "
+                                                "topic-partition {}-{}".format(completed.next_fetch_offset, *tp))
+        else:
+            raise errors.IllegalStateError("Unexpected error code {} ({}) while fetching from partition {}-{}".format(
+                code, errors.for_code(code).__name__, *tp))
