@@ -1,0 +1,250 @@
+"""One broker connection's socket side: connect, TLS handshake, reads and writes.
+
+Owns the socket lifecycle of one node (Java's ``ClusterConnectionStates`` entry plus the
+socket of its ``KafkaChannel``): the addresses DNS gave for the host, tried in turn; a
+non-blocking connect with a deadline; the TLS handshake; moving bytes between the socket
+and the sans-IO :class:`~kproto.net.connection.Connection`; and the reconnect backoff
+(exponential, jittered, between ``reconnect_backoff_ms`` and ``reconnect_backoff_max_ms``).
+It never touches the selector or a lock: the network client calls it from its poll loop
+and reads ``interest()`` to know what to wait for.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import logging
+import random
+import selectors
+import socket
+import ssl
+from typing import Any
+
+from kproto import errors
+from kproto.net.connection import Connection
+
+log = logging.getLogger("kproto.net")
+
+_RECV_CHUNK = 256 * 1024
+# Bounds one readiness event's work so a broker streaming data cannot starve the others.
+_MAX_READS_PER_EVENT = 64
+_IN_PROGRESS = {errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, errno.EAGAIN}
+
+
+class ConnectionState(enum.Enum):
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    HANDSHAKE = "tls-handshake"
+    API_VERSIONS = "api-versions"   # connected; negotiating versions
+    READY = "ready"
+
+
+class BrokerConnection:
+    """Socket state of one node. All methods are called with the client's lock held."""
+
+    def __init__(self, node_id: Any, host: str, port: int, config: dict[str, Any],
+                 ssl_context: ssl.SSLContext | None) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.config = config
+        self.ssl_context = ssl_context
+        self.state = ConnectionState.DISCONNECTED
+        self.sock: socket.socket | None = None
+        self.proto: Connection | None = None
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.failures = 0
+        self.backoff_until_ms = 0.0
+        self.connect_deadline_ms = float("inf")
+        self.last_activity_ms = 0.0
+        self.last_error: BaseException | None = None
+        self._addresses: list[tuple] = []
+        self._address_index = 0
+        self._tls_wants = selectors.EVENT_WRITE
+
+    def __repr__(self) -> str:
+        return "<BrokerConnection node={} {}:{} {}>".format(
+            self.node_id, self.host, self.port, self.state.value)
+
+    # --- state ------------------------------------------------------------------------
+
+    def is_connected(self) -> bool:
+        return self.state in (ConnectionState.API_VERSIONS, ConnectionState.READY)
+
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    def can_connect(self, now_ms: float) -> bool:
+        return self.state is ConnectionState.DISCONNECTED and now_ms >= self.backoff_until_ms
+
+    def connection_delay(self, now_ms: float) -> float:
+        """Ms until a connection attempt is allowed; inf if connecting or connected."""
+        if self.state is ConnectionState.DISCONNECTED:
+            return max(self.backoff_until_ms - now_ms, 0.0)
+        return float("inf")
+
+    def interest(self) -> int:
+        """The selector events this connection waits for now (0: not registered)."""
+        if self.sock is None:
+            return 0
+        if self.state is ConnectionState.CONNECTING:
+            return selectors.EVENT_WRITE
+        if self.state is ConnectionState.HANDSHAKE:
+            return self._tls_wants
+        events = selectors.EVENT_READ
+        if self.proto is not None and self.proto.has_pending_output():
+            events |= selectors.EVENT_WRITE
+        return events
+
+    # --- connecting -------------------------------------------------------------------
+
+    def connect(self, now_ms: float) -> None:
+        """Start a non-blocking connect to the next address (resolving DNS first if needed)."""
+        if not self._addresses or self._address_index >= len(self._addresses):
+            try:
+                infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+            except OSError as exc:
+                raise errors.KafkaConnectionError("cannot resolve {}:{}: {}".format(
+                    self.host, self.port, exc)) from exc
+            # Deduplicate while keeping the resolver's order (IPv4/IPv6 preference).
+            seen, self._addresses = set(), []
+            for family, _, proto, _, sockaddr in infos:
+                if (family, sockaddr) not in seen:
+                    seen.add((family, sockaddr))
+                    self._addresses.append((family, proto, sockaddr))
+            self._address_index = 0
+            if not self._addresses:
+                raise errors.KafkaConnectionError("no address for {}:{}".format(self.host, self.port))
+        family, proto, sockaddr = self._addresses[self._address_index]
+        self._address_index += 1
+        sock = socket.socket(family, socket.SOCK_STREAM, proto)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.config.get("receive_buffer_bytes"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config["receive_buffer_bytes"])
+        if self.config.get("send_buffer_bytes"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config["send_buffer_bytes"])
+        rc = sock.connect_ex(sockaddr)
+        if rc not in (0, *_IN_PROGRESS):
+            sock.close()
+            raise errors.KafkaConnectionError("connect to {} failed: {}".format(
+                sockaddr, errno.errorcode.get(rc, rc)))
+        self.sock = sock
+        self.state = ConnectionState.CONNECTING
+        self.connect_deadline_ms = now_ms + self.config["socket_connection_setup_timeout_ms"]
+        self.last_activity_ms = now_ms
+        log.debug("node %s: connecting to %s", self.node_id, sockaddr)
+
+    def has_more_addresses(self) -> bool:
+        return self._address_index < len(self._addresses)
+
+    def finish_connect(self, now_ms: float) -> bool:
+        """The socket became writable while connecting: True once TCP (and TLS) are up."""
+        assert self.sock is not None
+        if self.state is ConnectionState.CONNECTING:
+            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise errors.KafkaConnectionError("connect to {}:{} failed: {}".format(
+                    self.host, self.port, errno.errorcode.get(err, err)))
+            if self.ssl_context is None:
+                return True
+            self.sock = self.ssl_context.wrap_socket(
+                self.sock, server_hostname=self.host, do_handshake_on_connect=False)
+            self.state = ConnectionState.HANDSHAKE
+        try:
+            self.sock.do_handshake()  # type: ignore[attr-defined]
+        except ssl.SSLWantReadError:
+            self._tls_wants = selectors.EVENT_READ
+            return False
+        except ssl.SSLWantWriteError:
+            self._tls_wants = selectors.EVENT_WRITE
+            return False
+        except (ssl.SSLError, OSError) as exc:
+            raise errors.KafkaConnectionError("TLS handshake with {}:{} failed: {}".format(
+                self.host, self.port, exc)) from exc
+        log.debug("node %s: TLS established (%s)", self.node_id, self.sock.version())  # type: ignore[attr-defined]
+        return True
+
+    def connected(self, proto: Connection, now_ms: float) -> None:
+        self.proto = proto
+        self.state = ConnectionState.API_VERSIONS
+        self.last_activity_ms = now_ms
+
+    def negotiated(self, api_versions: dict[int, tuple[int, int]]) -> None:
+        self.api_versions = api_versions
+        self.state = ConnectionState.READY
+        self.failures = 0
+        self._address_index = 0
+
+    # --- I/O --------------------------------------------------------------------------
+
+    def write(self, now_ms: float) -> None:
+        """Write as much queued output as the socket takes."""
+        assert self.sock is not None and self.proto is not None
+        while self.proto.has_pending_output():
+            try:
+                sent = self.sock.send(self.proto.pending_output())
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                return
+            except OSError as exc:
+                raise errors.KafkaConnectionError("write to node {} failed: {}".format(
+                    self.node_id, exc)) from exc
+            if sent == 0:
+                return
+            self.proto.advance_output(sent)
+            self.last_activity_ms = now_ms
+
+    def read(self, now_ms: float) -> list:
+        """Read what is available; return the completed (InFlightRequest, response) pairs."""
+        assert self.sock is not None and self.proto is not None
+        done: list = []
+        for _ in range(_MAX_READS_PER_EVENT):
+            try:
+                data = self.sock.recv(_RECV_CHUNK)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                break
+            except OSError as exc:
+                raise errors.KafkaConnectionError("read from node {} failed: {}".format(
+                    self.node_id, exc)) from exc
+            if not data:
+                raise errors.KafkaConnectionError("node {} closed the connection".format(self.node_id))
+            self.last_activity_ms = now_ms
+            done.extend(self.proto.receive(data))
+        return done
+
+    # --- closing ----------------------------------------------------------------------
+
+    def close(self, now_ms: float, *, failed: bool) -> list:
+        """Close the socket; return the requests that were in flight. ``failed`` backs off."""
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self.sock = None
+        pending = self.proto.close() if self.proto is not None else []
+        self.proto = None
+        self.state = ConnectionState.DISCONNECTED
+        self.api_versions = {}
+        self.connect_deadline_ms = float("inf")
+        if failed:
+            self.failures += 1
+            self._address_index = 0
+            self.backoff_until_ms = now_ms + reconnect_backoff_ms(
+                self.failures, self.config["reconnect_backoff_ms"],
+                self.config["reconnect_backoff_max_ms"])
+        else:
+            self.backoff_until_ms = now_ms + self.config["reconnect_backoff_ms"]
+        return pending
+
+
+def reconnect_backoff_ms(failures: int, base_ms: float, max_ms: float,
+                         rng: random.Random | None = None) -> float:
+    """Exponential backoff after ``failures`` consecutive failures, +-20% jitter, clamped.
+
+    Jitter spreads the reconnects of many clients after a broker restart; the clamp keeps
+    the result inside [base, max] as the settings promise.
+    """
+    exp = base_ms * (2 ** max(failures - 1, 0)) if base_ms > 0 else 0.0
+    jitter = (rng or random).uniform(0.8, 1.2)
+    return min(max(exp * jitter, base_ms), max(max_ms, base_ms))

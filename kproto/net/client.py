@@ -1,0 +1,691 @@
+"""NetworkClient: many broker connections driven by one ``selectors`` loop.
+
+Owns the node table (one :class:`BrokerConnection` per node id), the requests queued for
+nodes that are not ready yet, ApiVersions negotiation on every new connection, request
+and connect timeouts, idle-connection close, the metadata refresh loop feeding
+:class:`ClusterMetadata`, and the wakeup socketpair. Java's ``NetworkClient`` and
+``ConsumerNetworkClient`` in one, with their names in snake_case.
+
+Threading model. Any thread may call ``send()``; it only queues bytes in the sans-IO
+connection under ``_lock`` and wakes a thread blocked in ``select``. All socket I/O and
+selector changes happen inside ``poll()``, which one thread at a time runs (``_io_lock``;
+a second poller wakes the first and waits its turn). ``_lock`` is never held across the
+blocking ``select``, and futures are completed (callbacks run) with no lock held, so a
+callback may call ``send()``. This is what lets the classic engine's heartbeat thread
+send Heartbeats while the application thread polls.
+
+Failure semantics: a connection that closes fails every request in flight on it with a
+retriable ``KafkaConnectionError`` (a request past its deadline with
+``RequestTimeoutError``); a request for a node in reconnect backoff fails at once with
+``NodeNotReadyError`` (fail fast, the caller decides when to retry).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import selectors
+import socket
+import threading
+import time
+from typing import Any, Iterable
+
+from kproto import __version__, errors
+from kproto.messages import API_KEYS, ApiVersionsRequest, MetadataRequest
+from kproto.net.broker import BrokerConnection, ConnectionState
+from kproto.net.connection import DEFAULT_RECEIVE_MESSAGE_MAX_BYTES, Connection, InFlightRequest
+from kproto.net.future import Future
+from kproto.net.metadata import ClusterMetadata
+from kproto.net.tls import build_ssl_context
+from kproto.structs import BrokerMetadata
+
+log = logging.getLogger("kproto.net")
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "bootstrap_servers": "localhost:9092",
+    "client_id": "kproto",
+    "client_software_name": "kproto",
+    "client_software_version": __version__,
+    "request_timeout_ms": 30_000,
+    "connections_max_idle_ms": 540_000,
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 1_000,
+    "socket_connection_setup_timeout_ms": 10_000,
+    "max_in_flight_requests_per_connection": 5,
+    "receive_message_max_bytes": DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+    "receive_buffer_bytes": None,
+    "send_buffer_bytes": None,
+    "metadata_max_age_ms": 300_000,
+    "retry_backoff_ms": 100,
+    "allow_auto_create_topics": False,
+    "security_protocol": "PLAINTEXT",
+    "ssl_context": None,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_password": None,
+    "ssl_crlfile": None,
+    "ssl_ciphers": None,
+    "ssl_check_hostname": True,
+}
+
+_API_VERSIONS_KEY = ApiVersionsRequest.api_key
+_METADATA_KEY = MetadataRequest.api_key
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``"a:9092,b"`` or ``["a:9092", "[::1]:9093"]`` -> [(host, port), ...] (default 9092)."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):  # [ipv6]:port
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":") or "9092"
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        else:
+            host, port = item, "9092"
+        try:
+            out.append((host, int(port)))
+        except ValueError:
+            raise errors.KafkaConfigurationError("bad bootstrap server {!r}".format(item)) from None
+    if not out:
+        raise errors.KafkaConfigurationError("bootstrap_servers is empty")
+    return out
+
+
+class _Unsent:
+    __slots__ = ("request", "version", "future", "deadline_ms", "timeout_ms")
+
+    def __init__(self, request: Any, version: int | None, future: Future, deadline_ms: float,
+                 timeout_ms: float) -> None:
+        self.request = request
+        self.version = version
+        self.future = future
+        self.deadline_ms = deadline_ms
+        self.timeout_ms = timeout_ms
+
+
+class NetworkClient:
+    """Non-blocking client for many brokers; see the module docstring for the threading."""
+
+    def __init__(self, **configs: Any) -> None:
+        # Unknown keys are ignored so the consumer can hand over its whole configuration.
+        self.config = {k: configs.get(k, v) for k, v in DEFAULT_CONFIG.items()}
+        self._ssl_context = build_ssl_context(self.config)
+        bootstrap = [BrokerMetadata("bootstrap-{}".format(i), host, port, None)
+                     for i, (host, port) in enumerate(
+                         parse_bootstrap_servers(self.config["bootstrap_servers"]))]
+        self.cluster = ClusterMetadata(metadata_max_age_ms=self.config["metadata_max_age_ms"],
+                                       retry_backoff_ms=self.config["retry_backoff_ms"],
+                                       bootstrap_brokers=bootstrap)
+        self._lock = threading.RLock()
+        self._io_lock = threading.RLock()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._registered: dict[Any, tuple[socket.socket, int]] = {}
+        self._nodes: dict[Any, BrokerConnection] = {}
+        self._unsent: dict[Any, collections.deque[_Unsent]] = collections.defaultdict(collections.deque)
+        self._completed: list[tuple[Future, Any, BaseException | None]] = []
+        self._internal: dict[int, str] = {}  # id(InFlightRequest.future) -> "api_versions"/"metadata"
+        self._metadata_in_flight: Any = None  # node id of the Metadata request out, if any
+        self._selecting = False
+        self._closed = False
+
+    # --- public API -------------------------------------------------------------------
+
+    def send(self, node_id: Any, request: Any, *, version: int | None = None,
+             timeout_ms: float | None = None) -> Future:
+        """Queue ``request`` for ``node_id``; the future completes with the decoded response.
+
+        ``version=None`` uses the highest version both sides support (capped at the request
+        class's ``max_version``). The connection is opened if needed. Fails fast with
+        ``NodeNotReadyError`` while the node is in reconnect backoff.
+        """
+        future = Future()
+        timeout = self.config["request_timeout_ms"] if timeout_ms is None else timeout_ms
+        with self._lock:
+            if self._closed:
+                return future.failure(errors.IllegalStateError("network client is closed"))
+            now = _now_ms()
+            try:
+                node = self._node(node_id)
+            except errors.KafkaError as exc:
+                return future.failure(exc)
+            if node.state is ConnectionState.DISCONNECTED and not node.can_connect(now):
+                return future.failure(errors.NodeNotReadyError(
+                    "node {} is in reconnect backoff for {:.0f} ms".format(
+                        node_id, node.backoff_until_ms - now)))
+            self._unsent[node_id].append(_Unsent(request, version, future, now + timeout, timeout))
+            if node.is_ready():
+                self._flush_unsent(node, now)
+            wake = self._selecting
+        if wake:
+            self.wakeup()
+        return future
+
+    def poll(self, timeout_ms: float | None = None, future: Future | None = None) -> list:
+        """Do network I/O; return the responses completed by this call.
+
+        Blocks up to ``timeout_ms`` (default ``request_timeout_ms``); with ``future``,
+        returns as soon as it is done (or the timeout passes).
+        """
+        if timeout_ms is None:
+            timeout_ms = self.config["request_timeout_ms"]
+        deadline = _now_ms() + timeout_ms
+        responses: list = []
+        while True:
+            remaining = max(deadline - _now_ms(), 0.0)
+            if future is not None and future.is_done:
+                remaining = 0.0
+            responses.extend(self._poll_once(remaining))
+            if future is None or future.is_done or _now_ms() >= deadline:
+                return responses
+
+    def wakeup(self) -> None:
+        """Make a ``poll()`` blocked in another thread return soon (safe from any thread)."""
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, InterruptedError, OSError):
+            pass  # the pipe is full (already woken) or closed
+
+    def ready(self, node_id: Any) -> bool:
+        """Is the node ready for a request now? Starts connecting if it may."""
+        with self._lock:
+            if self.is_ready(node_id):
+                return True
+            node = self._nodes.get(node_id)
+            if node is None or node.can_connect(_now_ms()):
+                self._maybe_connect(node_id)
+                wake = self._selecting
+            else:
+                wake = False
+        if wake:
+            self.wakeup()
+        return False
+
+    def is_ready(self, node_id: Any) -> bool:
+        with self._lock:
+            node = self._nodes.get(node_id)
+            return (node is not None and node.is_ready() and node.proto is not None
+                    and node.proto.can_send_more())
+
+    def is_disconnected(self, node_id: Any) -> bool:
+        with self._lock:
+            node = self._nodes.get(node_id)
+            return node is None or node.state is ConnectionState.DISCONNECTED
+
+    def connection_state(self, node_id: Any) -> ConnectionState:
+        with self._lock:
+            node = self._nodes.get(node_id)
+            return ConnectionState.DISCONNECTED if node is None else node.state
+
+    def connection_failed(self, node_id: Any) -> BaseException | None:
+        """The error that closed the node's last connection, if it is disconnected."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            if node is None or node.state is not ConnectionState.DISCONNECTED:
+                return None
+            return node.last_error
+
+    def connection_delay(self, node_id: Any) -> float:
+        """Ms before a connection attempt to the node is allowed (inf: connecting/connected)."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            return 0.0 if node is None else node.connection_delay(_now_ms())
+
+    def in_flight_request_count(self, node_id: Any = None) -> int:
+        with self._lock:
+            nodes = [self._nodes.get(node_id)] if node_id is not None else list(self._nodes.values())
+            return sum(n.proto.in_flight_count for n in nodes if n is not None and n.proto)
+
+    def pending_request_count(self, node_id: Any = None) -> int:
+        """Requests queued and not yet written to a socket."""
+        with self._lock:
+            if node_id is not None:
+                return len(self._unsent.get(node_id, ()))
+            return sum(len(q) for q in self._unsent.values())
+
+    def least_loaded_node(self) -> Any:
+        """A node to send to when any will do: fewest in flight among ready ones, else one
+        that is connecting, else one that may connect now; None if all are backing off."""
+        with self._lock:
+            now = _now_ms()
+            candidates = [b.node_id for b in self.cluster.brokers()]
+            random.shuffle(candidates)
+            best, best_load = None, None
+            connecting = connectable = None
+            for node_id in candidates:
+                node = self._nodes.get(node_id)
+                if node is None or node.state is ConnectionState.DISCONNECTED:
+                    if connectable is None and (node is None or node.can_connect(now)):
+                        connectable = node_id
+                    continue
+                if node.is_ready():
+                    load = node.proto.in_flight_count + len(self._unsent.get(node_id, ()))
+                    if best_load is None or load < best_load:
+                        best, best_load = node_id, load
+                elif connecting is None:
+                    connecting = node_id
+            for choice in (best, connecting, connectable):
+                if choice is not None:
+                    return choice
+            return None
+
+    def api_version(self, api_key: int, node_id: Any = None) -> int | None:
+        """The highest version of an API usable with the node (or with every ready node)."""
+        request_class = API_KEYS[api_key][0]
+        with self._lock:
+            nodes = ([self._nodes.get(node_id)] if node_id is not None
+                     else [n for n in self._nodes.values() if n.is_ready()])
+            best = None
+            for node in nodes:
+                if node is None or not node.api_versions:
+                    return None
+                version = _highest_common(request_class, node.api_versions)
+                if version is None:
+                    return None
+                best = version if best is None else min(best, version)
+            return best
+
+    def broker_api_versions(self, node_id: Any) -> dict[int, tuple[int, int]]:
+        """The (min, max) versions the node advertised, by API key."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            return dict(node.api_versions) if node is not None else {}
+
+    def request_metadata_update(self) -> Future:
+        """Ask for a metadata refresh on the next poll; completes after it is applied."""
+        with self._lock:
+            future = self.cluster.request_update()
+            wake = self._selecting
+        if wake:
+            self.wakeup()
+        return future
+
+    def close(self, node_id: Any = None) -> None:
+        """Close one node's connection, or (no argument) every connection and the client."""
+        self.wakeup()
+        with self._io_lock, self._lock:
+            now = _now_ms()
+            targets = [node_id] if node_id is not None else list(self._nodes)
+            for nid in targets:
+                node = self._nodes.get(nid)
+                if node is not None:
+                    self._close_node(node, now, errors.KafkaConnectionError(
+                        "connection to node {} closed by the client".format(nid)), failed=False)
+            if node_id is None and not self._closed:
+                self._closed = True
+                for queue in self._unsent.values():
+                    for item in queue:
+                        self._completed.append((item.future, None, errors.Cancelled("client closed")))
+                self._unsent.clear()
+                self._selector.close()
+                self._wake_r.close()
+                self._wake_w.close()
+        self._complete_futures()
+
+    # --- the poll loop ----------------------------------------------------------------
+
+    def _poll_once(self, timeout_ms: float) -> list:
+        if not self._io_lock.acquire(blocking=False):
+            # Another thread is in select: wake it and wait for our turn.
+            self.wakeup()
+            self._io_lock.acquire()
+        try:
+            with self._lock:
+                if self._closed:
+                    raise errors.IllegalStateError("network client is closed")
+                now = _now_ms()
+                timeout_ms = min(timeout_ms, self._maybe_update_metadata(now))
+                self._write_all(now)
+                timeout_ms = min(timeout_ms, self._next_timeout_ms(now))
+                self._sync_selector()
+                self._selecting = True
+            try:
+                events = self._selector.select(max(timeout_ms, 0.0) / 1000.0)
+            finally:
+                with self._lock:
+                    self._selecting = False
+            with self._lock:
+                now = _now_ms()
+                for key, mask in events:
+                    if key.data is None:
+                        self._drain_wakeup()
+                    else:
+                        self._handle_io(key.data, mask, now)
+                self._handle_timeouts(now)
+                self._write_all(now)
+        finally:
+            self._io_lock.release()
+        return self._complete_futures()
+
+    def _complete_futures(self) -> list:
+        with self._lock:
+            done, self._completed = self._completed, []
+        responses = []
+        for future, value, exc in done:
+            if future.is_done:
+                continue
+            if exc is None:
+                future.success(value)
+                responses.append(value)
+            else:
+                future.failure(exc)
+        return responses
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while self._wake_r.recv(1024):
+                pass
+        except (BlockingIOError, InterruptedError, OSError):
+            pass
+
+    def _sync_selector(self) -> None:
+        for node_id, node in self._nodes.items():
+            want = node.interest()
+            have = self._registered.get(node_id)
+            if have is not None and (want == 0 or have[0] is not node.sock):
+                self._unregister(node_id)
+                have = None
+            if want == 0:
+                continue
+            if have is None:
+                self._selector.register(node.sock, want, node_id)
+                self._registered[node_id] = (node.sock, want)
+            elif have[1] != want:
+                self._selector.modify(node.sock, want, node_id)
+                self._registered[node_id] = (node.sock, want)
+
+    def _unregister(self, node_id: Any) -> None:
+        have = self._registered.pop(node_id, None)
+        if have is not None:
+            try:
+                self._selector.unregister(have[0])
+            except (KeyError, ValueError, OSError):
+                pass
+
+    def _next_timeout_ms(self, now: float) -> float:
+        timeout = float("inf")
+        for node_id, node in self._nodes.items():
+            if node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE):
+                timeout = min(timeout, node.connect_deadline_ms - now)
+            if node.proto is not None:
+                timeout = min(timeout, node.proto.next_deadline_ms() - now)
+                if node.is_ready() and node.proto.in_flight_count == 0:
+                    timeout = min(timeout, node.last_activity_ms
+                                  + self.config["connections_max_idle_ms"] - now)
+            for item in self._unsent.get(node_id, ()):
+                timeout = min(timeout, item.deadline_ms - now)
+        return max(timeout, 0.0)
+
+    def _handle_io(self, node_id: Any, mask: int, now: float) -> None:
+        node = self._nodes.get(node_id)
+        if node is None or node.sock is None:
+            return
+        try:
+            if node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE):
+                if node.finish_connect(now):
+                    self._on_connected(node, now)
+                return
+            if mask & selectors.EVENT_READ:
+                for ifr, response in node.read(now):
+                    self._on_response(node, ifr, response, now)
+            if mask & selectors.EVENT_WRITE and node.proto is not None:
+                node.write(now)
+        except errors.KafkaError as exc:
+            self._connection_error(node, exc, now)
+
+    def _connection_error(self, node: BrokerConnection, exc: errors.KafkaError, now: float) -> None:
+        connecting = node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
+        if connecting and node.has_more_addresses() and isinstance(exc, errors.KafkaConnectionError):
+            # Try the next address DNS gave for this host before calling it a failure.
+            log.debug("node %s: %s; trying the next address", node.node_id, exc)
+            self._unregister(node.node_id)
+            node.close(now, failed=False)
+            try:
+                node.connect(now)
+                return
+            except errors.KafkaError as again:
+                exc = again
+        if isinstance(exc, errors.ProtocolError):
+            log.warning("node %s broke the protocol: %s; closing the connection", node.node_id, exc)
+            failure: errors.KafkaError = errors.KafkaConnectionError(str(exc))
+            failure.__cause__ = exc
+        else:
+            log.info("node %s (%s:%s): %s", node.node_id, node.host, node.port, exc)
+            failure = exc
+        self._close_node(node, now, failure, failed=True)
+
+    def _close_node(self, node: BrokerConnection, now: float, exc: BaseException, *,
+                    failed: bool, timed_out: set[int] | None = None) -> None:
+        self._unregister(node.node_id)
+        node.last_error = exc if failed else None
+        for ifr in node.close(now, failed=failed):
+            kind = self._internal.pop(id(ifr.future), None)
+            if kind == "metadata":
+                self._metadata_in_flight = None
+                self.cluster.failed_update(exc, now)
+            if timed_out is not None and ifr.correlation_id in timed_out:
+                err: BaseException = errors.RequestTimeoutError(
+                    "{} to node {} got no response in {:.0f} ms".format(
+                        type(ifr.request).__name__, node.node_id, now - ifr.send_time_ms))
+            else:
+                err = exc
+            self._completed.append((ifr.future, None, err))
+        # Requests not yet written share the fate of the connection they were waiting for.
+        for item in self._unsent.pop(node.node_id, ()):
+            self._completed.append((item.future, None, exc))
+
+    def _handle_timeouts(self, now: float) -> None:
+        for node in list(self._nodes.values()):
+            if (node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
+                    and now >= node.connect_deadline_ms):
+                self._connection_error(node, errors.KafkaConnectionError(
+                    "connecting to node {} ({}:{}) timed out".format(
+                        node.node_id, node.host, node.port)), now)
+                continue
+            if node.proto is not None:
+                expired = node.proto.expired(now)
+                if expired:
+                    # The connection is in an unknown state (Java disconnects too).
+                    self._close_node(node, now, errors.KafkaConnectionError(
+                        "connection to node {} closed after a request timeout".format(
+                            node.node_id)), failed=True,
+                        timed_out={ifr.correlation_id for ifr in expired})
+                    continue
+                if (node.is_ready() and node.proto.in_flight_count == 0
+                        and not self._unsent.get(node.node_id)
+                        and now - node.last_activity_ms >= self.config["connections_max_idle_ms"]):
+                    log.debug("node %s: closing idle connection", node.node_id)
+                    self._close_node(node, now, errors.KafkaConnectionError("idle"), failed=False)
+                    node.backoff_until_ms = now
+                    continue
+            queue = self._unsent.get(node.node_id)
+            while queue and queue[0].deadline_ms <= now:
+                item = queue.popleft()
+                self._completed.append((item.future, None, errors.KafkaTimeoutError(
+                    "{} for node {} was not sent within {:.0f} ms".format(
+                        type(item.request).__name__, node.node_id, item.timeout_ms))))
+            if queue:  # items later in the queue may have shorter timeouts
+                for item in [i for i in queue if i.deadline_ms <= now]:
+                    queue.remove(item)
+                    self._completed.append((item.future, None, errors.KafkaTimeoutError(
+                        "{} for node {} was not sent in time".format(
+                            type(item.request).__name__, node.node_id))))
+
+    def _write_all(self, now: float) -> None:
+        for node in list(self._nodes.values()):
+            if node.proto is not None and node.sock is not None and node.proto.has_pending_output():
+                try:
+                    node.write(now)
+                except errors.KafkaError as exc:
+                    self._connection_error(node, exc, now)
+        for node_id, queue in list(self._unsent.items()):
+            if queue:
+                self._maybe_connect(node_id)
+
+    # --- connections --------------------------------------------------------------------
+
+    def _node(self, node_id: Any) -> BrokerConnection:
+        node = self._nodes.get(node_id)
+        broker = self.cluster.broker_metadata(node_id)
+        if node is None:
+            if broker is None:
+                raise errors.UnknownBrokerIdError("node {} is not in the cluster metadata".format(node_id))
+            node = BrokerConnection(node_id, broker.host, broker.port, self.config, self._ssl_context)
+            self._nodes[node_id] = node
+        elif (broker is not None and node.state is ConnectionState.DISCONNECTED
+              and (broker.host, broker.port) != (node.host, node.port)):
+            node.host, node.port = broker.host, broker.port  # the broker moved
+        return node
+
+    def _maybe_connect(self, node_id: Any) -> None:
+        try:
+            node = self._node(node_id)
+        except errors.KafkaError as exc:
+            for item in self._unsent.pop(node_id, ()):
+                self._completed.append((item.future, None, exc))
+            return
+        now = _now_ms()
+        if not node.can_connect(now):
+            return
+        try:
+            node.connect(now)
+        except errors.KafkaError as exc:
+            self._connection_error(node, exc, now)
+
+    def _on_connected(self, node: BrokerConnection, now: float) -> None:
+        proto = Connection(node.node_id, client_id=self.config["client_id"],
+                           max_in_flight_requests=self.config["max_in_flight_requests_per_connection"],
+                           receive_message_max_bytes=self.config["receive_message_max_bytes"])
+        node.connected(proto, now)
+        log.debug("node %s: connected; negotiating API versions", node.node_id)
+        self._send_api_versions(node, ApiVersionsRequest.max_version, now)
+
+    def _send_api_versions(self, node: BrokerConnection, version: int, now: float) -> None:
+        request = ApiVersionsRequest(client_software_name=self.config["client_software_name"],
+                                     client_software_version=self.config["client_software_version"])
+        ifr = node.proto.send(request, version, now_ms=now,
+                              timeout_ms=self.config["request_timeout_ms"])
+        self._internal[id(ifr.future)] = "api_versions"
+        node.write(now)
+
+    def _on_response(self, node: BrokerConnection, ifr: InFlightRequest, response: Any,
+                     now: float) -> None:
+        kind = self._internal.pop(id(ifr.future), None)
+        if kind == "api_versions":
+            self._on_api_versions(node, ifr, response, now)
+        elif kind == "metadata":
+            self._metadata_in_flight = None
+            self.cluster.update(response, now)
+            self._completed.append((ifr.future, response, None))
+        else:
+            self._completed.append((ifr.future, response, None))
+        if node.is_ready():
+            self._flush_unsent(node, now)
+
+    def _on_api_versions(self, node: BrokerConnection, ifr: InFlightRequest, response: Any,
+                         now: float) -> None:
+        versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        if response.error_code == errors.UnsupportedVersionError.errno:
+            # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
+            broker = versions.get(_API_VERSIONS_KEY)
+            retry = min(broker[1], ApiVersionsRequest.max_version) if broker else 0
+            if retry >= ifr.api_version:
+                retry = 0 if ifr.api_version > 0 else -1
+            if retry >= 0:
+                log.debug("node %s: ApiVersions v%d unsupported; retrying with v%d",
+                          node.node_id, ifr.api_version, retry)
+                self._send_api_versions(node, retry, now)
+                return
+        if response.error_code:
+            raise errors.for_code(response.error_code)(
+                "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))
+        node.negotiated(versions)
+        log.debug("node %s: ready (%d APIs)", node.node_id, len(versions))
+
+    def _flush_unsent(self, node: BrokerConnection, now: float) -> None:
+        queue = self._unsent.get(node.node_id)
+        while queue and node.proto is not None and node.proto.can_send_more():
+            item = queue.popleft()
+            try:
+                version = item.version
+                if version is None:
+                    version = _highest_common(type(item.request), node.api_versions)
+                    if version is None:
+                        raise errors.UnsupportedVersionError(
+                            "node {} supports no version of {} that kproto has".format(
+                                node.node_id, type(item.request).__name__))
+                node.proto.send(item.request, version, now_ms=now,
+                                timeout_ms=max(item.deadline_ms - now, 0.0), future=item.future)
+            except errors.KafkaError as exc:
+                self._completed.append((item.future, None, exc))
+
+    # --- metadata -------------------------------------------------------------------------
+
+    def _maybe_update_metadata(self, now: float) -> float:
+        """Send a Metadata request when one is due; return ms until the next check."""
+        if self._metadata_in_flight is not None:
+            return float("inf")
+        ttl = self.cluster.ttl(now)
+        if ttl > 0:
+            return ttl
+        node_id = self.least_loaded_node()
+        if node_id is None:
+            # Every candidate is backing off: wake when the first may connect again.
+            delays = [self._nodes[b.node_id].connection_delay(now) for b in self.cluster.brokers()
+                      if b.node_id in self._nodes]
+            return max(min(delays, default=0.0), float(self.config["reconnect_backoff_ms"]), 1.0)
+        node = self._node(node_id)
+        if not node.is_ready():
+            self._maybe_connect(node_id)
+            return float("inf") if node.state is not ConnectionState.DISCONNECTED else \
+                node.connection_delay(now)
+        if not node.proto.can_send_more():
+            return float("inf")
+        version = _highest_common(MetadataRequest, node.api_versions)
+        if version is None:
+            self.cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
+            return self.config["retry_backoff_ms"]
+        request = build_metadata_request(self.cluster.topics_of_interest(), version,
+                                         self.config["allow_auto_create_topics"])
+        ifr = node.proto.send(request, version, now_ms=now,
+                              timeout_ms=self.config["request_timeout_ms"])
+        self._internal[id(ifr.future)] = "metadata"
+        self._metadata_in_flight = node_id
+        self.cluster.attempt(now)
+        return float("inf")
+
+
+def build_metadata_request(topics: set[str] | None, version: int, allow_auto_create: bool) -> Any:
+    """A MetadataRequest for these topics (None: all topics; empty: brokers only)."""
+    if topics is None:
+        topic_list = None if version >= 1 else []
+    else:
+        topic_list = [MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)]
+    fields: dict[str, Any] = {"topics": topic_list}
+    if version >= 4:
+        fields["allow_auto_topic_creation"] = allow_auto_create
+    return MetadataRequest(**fields)
+
+
+def _highest_common(request_class: Any, broker_versions: dict[int, tuple[int, int]]) -> int | None:
+    """The highest version both kproto's message class and the broker support, or None."""
+    span = broker_versions.get(request_class.api_key)
+    if span is None:
+        return None
+    low = max(span[0], request_class.min_version)
+    high = min(span[1], request_class.max_version)
+    return high if high >= low else None

@@ -1,0 +1,265 @@
+"""The sans-IO Kafka connection: framing, correlation ids and the in-flight queue.
+
+No sockets here (the h11 model): requests go in as message objects and come out as
+bytes (``pending_output`` / ``advance_output``); bytes from the peer go in
+(``receive``) and come out as ``(InFlightRequest, response)`` pairs. Byte-at-a-time
+feeds, partial writes and several responses in one read all work the same way. The
+network client wraps one of these around each socket (Java's ``KafkaChannel`` with
+``NetworkSend``/``NetworkReceive`` and ``InFlightRequests``).
+
+Invariants:
+- responses arrive in request order on a connection, so the first frame received must
+  answer the oldest request in flight; anything else is a ``CorrelationIdError``, after
+  which the connection is unusable (the caller closes it);
+- a frame whose size prefix is negative or over ``receive_message_max_bytes`` is refused
+  as soon as its 4-byte prefix is read, before any of it is buffered;
+- after ``close()`` nothing is sent or received and every request in flight is handed
+  back to be failed.
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+from typing import Any
+
+from kproto import errors
+from kproto.net import wire
+from kproto.net.future import Future
+from kproto.protocol import headers
+
+_SIZE = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_API_VERSIONS_KEY = 18
+_UNSUPPORTED_VERSION = 35
+
+DEFAULT_RECEIVE_MESSAGE_MAX_BYTES = 100 * 1024 * 1024
+
+
+class InFlightRequest:
+    """A request written (or queued to be written) and waiting for its response."""
+
+    __slots__ = ("correlation_id", "api_key", "api_version", "request", "future",
+                 "send_time_ms", "deadline_ms", "size")
+
+    def __init__(self, correlation_id: int, api_key: int, api_version: int, request: Any,
+                 future: Future, send_time_ms: float, deadline_ms: float, size: int) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.request = request
+        self.future = future
+        self.send_time_ms = send_time_ms
+        self.deadline_ms = deadline_ms
+        self.size = size
+
+    def __repr__(self) -> str:
+        return "<InFlightRequest {} v{} corr={}>".format(
+            type(self.request).__name__, self.api_version, self.correlation_id)
+
+
+class Connection:
+    """Protocol state of one broker connection, with no I/O."""
+
+    def __init__(self, node_id: Any = None, *, client_id: str | None = "kproto",
+                 max_in_flight_requests: int = 5,
+                 receive_message_max_bytes: int = DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+                 first_correlation_id: int = 0, strict: bool = False) -> None:
+        if max_in_flight_requests < 1:
+            raise errors.IllegalArgumentError("max_in_flight_requests must be >= 1")
+        self.node_id = node_id
+        self.client_id = client_id
+        self.max_in_flight_requests = max_in_flight_requests
+        self.receive_message_max_bytes = receive_message_max_bytes
+        # Java's client ignores bytes after a response's last field, and librdkafka's mock
+        # cluster sends one extra byte after flexible Metadata responses; `strict` refuses them.
+        self.strict = strict
+        self.closed = False
+        self._next_correlation_id = first_correlation_id
+        self._in_flight: collections.deque[InFlightRequest] = collections.deque()
+        # Outgoing frames not yet (fully) written; _out_pos is how much of the first is sent.
+        self._out: collections.deque[memoryview] = collections.deque()
+        self._out_pos = 0
+        # Incoming frame being assembled: 4-byte size prefix, then exactly `size` bytes.
+        self._prefix = bytearray()
+        self._frame: bytearray | None = None
+        self._filled = 0
+
+    # --- sending ------------------------------------------------------------------
+
+    def can_send_more(self) -> bool:
+        return not self.closed and len(self._in_flight) < self.max_in_flight_requests
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def in_flight(self) -> list[InFlightRequest]:
+        return list(self._in_flight)
+
+    def send(self, request: Any, api_version: int, *, now_ms: float = 0.0,
+             timeout_ms: float = float("inf"), future: Future | None = None) -> InFlightRequest:
+        """Frame ``request`` at ``api_version`` and queue its bytes; track it in flight."""
+        if self.closed:
+            raise errors.IllegalStateError("connection to node {} is closed".format(self.node_id))
+        if len(self._in_flight) >= self.max_in_flight_requests:
+            raise errors.TooManyInFlightRequests(
+                "node {} has {} requests in flight".format(self.node_id, len(self._in_flight)))
+        api_key = request.api_key
+        if not request.min_version <= api_version <= request.max_version:
+            raise errors.UnsupportedVersionError("{} has no version {}".format(
+                type(request).__name__, api_version))
+        correlation_id = self._next_correlation_id
+        # Correlation ids are int32 on the wire; wrap instead of overflowing.
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        header = headers.encode_request_header(
+            api_key, api_version, correlation_id, self.client_id,
+            headers.request_header_version(api_key, api_version))
+        body = request.encode(api_version)
+        size = len(header) + len(body)
+        self._out.append(memoryview(_SIZE.pack(size) + header + body))
+        ifr = InFlightRequest(correlation_id, api_key, api_version, request,
+                              future if future is not None else Future(), now_ms,
+                              now_ms + timeout_ms, size + 4)
+        self._in_flight.append(ifr)
+        wire.trace_request(self.node_id, correlation_id, request, api_version)
+        return ifr
+
+    def pending_output(self) -> memoryview:
+        """The bytes to write next (empty when everything queued has been written)."""
+        if not self._out:
+            return memoryview(b"")
+        return self._out[0][self._out_pos:]
+
+    def has_pending_output(self) -> bool:
+        return bool(self._out)
+
+    def advance_output(self, n: int) -> None:
+        """``n`` bytes of ``pending_output()`` were written."""
+        while n > 0 and self._out:
+            left = len(self._out[0]) - self._out_pos
+            if n < left:
+                self._out_pos += n
+                return
+            n -= left
+            self._out.popleft()
+            self._out_pos = 0
+        if n > 0:
+            raise errors.IllegalStateError("advanced past the queued output")
+
+    # --- receiving ----------------------------------------------------------------
+
+    def receive(self, data: bytes | bytearray | memoryview) -> list[tuple[InFlightRequest, Any]]:
+        """Feed bytes read from the peer; return the responses they complete, in order.
+
+        Raises ``InvalidReceiveError`` / ``CorrelationIdError`` / ``CorruptMessageError``
+        when the peer broke the protocol; the caller must then ``close()`` the connection.
+        """
+        if self.closed:
+            raise errors.IllegalStateError("connection to node {} is closed".format(self.node_id))
+        view = memoryview(data).cast("B")
+        done: list[tuple[InFlightRequest, Any]] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._frame is None:
+                take = min(4 - len(self._prefix), end - pos)
+                self._prefix += view[pos:pos + take]
+                pos += take
+                if len(self._prefix) < 4:
+                    break
+                (size,) = _SIZE.unpack(self._prefix)
+                self._prefix.clear()
+                if size < 4 or size > self.receive_message_max_bytes:
+                    raise errors.InvalidReceiveError(
+                        "node {} sent a frame of {} bytes (limit {})".format(
+                            self.node_id, size, self.receive_message_max_bytes))
+                self._frame = bytearray(size)
+                self._filled = 0
+            take = min(len(self._frame) - self._filled, end - pos)
+            self._frame[self._filled:self._filled + take] = view[pos:pos + take]
+            self._filled += take
+            pos += take
+            if self._filled == len(self._frame):
+                frame, self._frame = self._frame, None
+                done.append(self._complete(frame))
+        return done
+
+    def _complete(self, frame: bytearray) -> tuple[InFlightRequest, Any]:
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        if not self._in_flight:
+            raise errors.CorrelationIdError("node {} sent a response (correlation id {}) with no "
+                                            "request in flight".format(self.node_id, correlation_id))
+        ifr = self._in_flight[0]
+        if correlation_id != ifr.correlation_id:
+            raise errors.CorrelationIdError(
+                "node {} answered correlation id {} but the oldest request in flight is {}".format(
+                    self.node_id, correlation_id, ifr.correlation_id))
+        self._in_flight.popleft()
+        header_version = headers.response_header_version(ifr.api_key, ifr.api_version)
+        _, offset = headers.decode_response_header(memoryview(frame), header_version)
+        response = decode_response(ifr.request.response_class, memoryview(frame)[offset:],
+                                   ifr.api_version, strict=self.strict)
+        wire.trace_response(self.node_id, correlation_id, response, ifr.api_version)
+        return ifr, response
+
+    # --- timeouts and closing -----------------------------------------------------
+
+    def expired(self, now_ms: float) -> list[InFlightRequest]:
+        """Requests in flight whose deadline has passed (they stay tracked until close)."""
+        return [ifr for ifr in self._in_flight if ifr.deadline_ms <= now_ms]
+
+    def next_deadline_ms(self) -> float:
+        return min((ifr.deadline_ms for ifr in self._in_flight), default=float("inf"))
+
+    def close(self) -> list[InFlightRequest]:
+        """Stop; hand back every request still in flight (the caller fails their futures)."""
+        self.closed = True
+        pending = list(self._in_flight)
+        self._in_flight.clear()
+        self._out.clear()
+        self._out_pos = 0
+        self._frame = None
+        self._prefix.clear()
+        return pending
+
+
+def decode_response(response_class: Any, body: memoryview, api_version: int, *,
+                    strict: bool = False) -> Any:
+    """Decode a response body, with the ApiVersions fallback of KIP-511.
+
+    A broker that does not support the ApiVersions version it was sent answers with a
+    v0-format body (error UNSUPPORTED_VERSION plus the versions it does support) whatever
+    version was asked for; Kafka brokers and librdkafka's mock cluster both do this. The
+    error code is the first field in every version, so peek at it before choosing.
+    """
+    if (response_class.api_key == _API_VERSIONS_KEY and api_version > 0 and len(body) >= 2
+            and _INT16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION):
+        try:
+            return response_class.decode(body, 0, allow_trailing=not strict)
+        except errors.CorruptMessageError:
+            return _decode_api_versions_fallback(response_class, body)
+    return response_class.decode(body, api_version, allow_trailing=not strict)
+
+
+def _decode_api_versions_fallback(response_class: Any, body: memoryview) -> Any:
+    """The fallback body librdkafka's mock cluster sends: not quite v0.
+
+    Measured (librdkafka 2.x): error code, the array count as ONE byte, entries of three
+    int16 (api key, min, max) without tagged fields, then a 4-byte throttle time. Only
+    layouts that account for every byte are accepted, so this stays a strict parser.
+    """
+    data = bytes(body)
+    if len(data) >= 3:
+        for count in dict.fromkeys((data[2], data[2] - 1)):  # raw count, or compact N+1
+            for entry_size in (6, 7):  # with or without an (empty) tagged-field byte
+                rest = len(data) - 3 - count * entry_size
+                if count < 0 or rest not in (0, 4, 5):
+                    continue
+                keys = []
+                for i in range(count):
+                    key, low, high = struct.unpack_from(">hhh", data, 3 + i * entry_size)
+                    keys.append(response_class.ApiVersion(api_key=key, min_version=low,
+                                                          max_version=high))
+                return response_class(error_code=_UNSUPPORTED_VERSION, api_keys=keys)
+    raise errors.CorruptMessageError("unparseable ApiVersions fallback body",
+                                     api="ApiVersionsResponse", version=0)

@@ -1,0 +1,303 @@
+"""ClusterMetadata: what the client knows of the cluster, and when it must ask again.
+
+Owns the brokers, each partition's leader and leader epoch, topic ids (both directions),
+the topics of interest (or "all topics" for pattern subscriptions) and the refresh
+schedule: a refresh is due when one was requested (on demand, or on an error that means
+the metadata is stale, or on a newer leader epoch seen elsewhere) or when the data is
+older than ``metadata_max_age_ms``. It does no I/O: the network client asks ``ttl()``
+when to send a Metadata request, builds it from ``topics_of_interest()`` and feeds the
+answer to ``update()`` (Java's ``Metadata`` + ``MetadataCache``; names from kafka-python's
+``ClusterMetadata``). Accessed under the network client's lock.
+
+Leader epochs only move forward: a response that carries an older epoch for a partition
+than one already known (a lagging broker answered) keeps the known leader and asks for
+another refresh, as Java's ``Metadata.updateLatestMetadata`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable, Iterable
+
+from kproto import errors
+from kproto.net.future import Future
+from kproto.structs import BrokerMetadata, TopicPartition
+
+log = logging.getLogger("kproto.net.metadata")
+
+# A leader id of -1 means "no leader right now" (election in progress).
+NO_LEADER = -1
+
+
+class PartitionMetadata:
+    """One partition as the last accepted Metadata response described it."""
+
+    __slots__ = ("topic", "partition", "leader", "leader_epoch", "replicas", "isr",
+                 "offline_replicas", "error_code")
+
+    def __init__(self, topic: str, partition: int, leader: int, leader_epoch: int,
+                 replicas: list[int], isr: list[int], offline_replicas: list[int],
+                 error_code: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.offline_replicas = offline_replicas
+        self.error_code = error_code
+
+    def __repr__(self) -> str:
+        return "PartitionMetadata({}-{}, leader={}, epoch={})".format(
+            self.topic, self.partition, self.leader, self.leader_epoch)
+
+
+class ClusterMetadata:
+    """Brokers, partition leaders and epochs, topic ids, and the refresh schedule."""
+
+    def __init__(self, *, metadata_max_age_ms: int = 300_000, retry_backoff_ms: int = 100,
+                 bootstrap_brokers: Iterable[BrokerMetadata] = ()) -> None:
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._bootstrap = {b.node_id: b for b in bootstrap_brokers}
+        self._brokers: dict[int, BrokerMetadata] = {}
+        self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}
+        self.internal_topics: set[str] = set()
+        self.unauthorized_topics: set[str] = set()
+        self.invalid_topics: set[str] = set()
+        self.unknown_topics: set[str] = set()
+        self.cluster_id: str | None = None
+        self.controller_id: int | None = None
+        self._topics: set[str] = set()
+        self._need_all_topics = False
+        self._need_update = True
+        self._last_refresh_ms = -float("inf")
+        self._last_attempt_ms = -float("inf")
+        self._waiters: list[Future] = []
+        self._listeners: list[Callable[[ClusterMetadata], Any]] = []
+        self.update_count = 0
+
+    # --- reads ------------------------------------------------------------------------
+
+    def brokers(self) -> set[BrokerMetadata]:
+        """Known brokers; the bootstrap servers until the first metadata arrives."""
+        return set(self._brokers.values()) if self._brokers else set(self._bootstrap.values())
+
+    def broker_metadata(self, node_id: Any) -> BrokerMetadata | None:
+        return self._brokers.get(node_id) or self._bootstrap.get(node_id)
+
+    def is_bootstrap(self, node_id: Any) -> bool:
+        return node_id in self._bootstrap
+
+    def topics(self, exclude_internal_topics: bool = True) -> set[str]:
+        names = set(self._partitions)
+        return names - self.internal_topics if exclude_internal_topics else names
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        parts = self._partitions.get(topic)
+        return set(parts) if parts is not None else None
+
+    def available_partitions_for_topic(self, topic: str) -> set[int] | None:
+        parts = self._partitions.get(topic)
+        if parts is None:
+            return None
+        return {p for p, meta in parts.items() if meta.leader != NO_LEADER}
+
+    def partition_metadata(self, tp: TopicPartition) -> PartitionMetadata | None:
+        return self._partitions.get(tp.topic, {}).get(tp.partition)
+
+    def leader_for_partition(self, tp: TopicPartition) -> int | None:
+        """The leader's node id; -1 while it has no leader; None if the partition is unknown."""
+        meta = self.partition_metadata(tp)
+        return None if meta is None else meta.leader
+
+    def leader_epoch_for_partition(self, tp: TopicPartition) -> int:
+        meta = self.partition_metadata(tp)
+        return -1 if meta is None else meta.leader_epoch
+
+    def partitions_for_broker(self, node_id: int) -> set[TopicPartition]:
+        return {TopicPartition(t, p) for t, parts in self._partitions.items()
+                for p, meta in parts.items() if meta.leader == node_id}
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return self._topic_ids.get(topic)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_names.get(topic_id)
+
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        return dict(self._topic_ids)
+
+    # --- what to ask for ----------------------------------------------------------------
+
+    def set_topics(self, topics: Iterable[str]) -> Future:
+        """Replace the topics of interest; asks for a refresh if that adds any."""
+        topics = set(topics)
+        if topics - self._topics or (topics and not self._topics):
+            self._topics = topics
+            return self.request_update()
+        self._topics = topics
+        return Future().success(self)
+
+    def add_topic(self, topic: str) -> Future:
+        return self.set_topics(self._topics | {topic})
+
+    def need_all_topic_metadata(self, value: bool = True) -> None:
+        """Fetch every topic (pattern subscriptions) instead of the topics of interest."""
+        if value and not self._need_all_topics:
+            self._need_update = True
+        self._need_all_topics = value
+
+    def topics_of_interest(self) -> set[str] | None:
+        """The topics to ask for; None means all topics."""
+        return None if self._need_all_topics else set(self._topics)
+
+    # --- the refresh schedule ------------------------------------------------------------
+
+    def request_update(self) -> Future:
+        """Ask for a refresh soon; the future completes (with self) after the next update."""
+        self._need_update = True
+        future = Future()
+        self._waiters.append(future)
+        return future
+
+    def need_update(self) -> bool:
+        return self._need_update
+
+    def ttl(self, now_ms: float) -> float:
+        """Milliseconds until a Metadata request is due (0: now), backing off after a failure."""
+        if self._need_update:
+            due = 0.0
+        else:
+            due = self._last_refresh_ms + self.metadata_max_age_ms - now_ms
+        backoff = self._last_attempt_ms + self.retry_backoff_ms - now_ms
+        return max(due, backoff, 0.0)
+
+    def attempt(self, now_ms: float) -> None:
+        """A Metadata request was sent now (no other one before the backoff passes)."""
+        self._last_attempt_ms = now_ms
+
+    def failed_update(self, exception: BaseException, now_ms: float) -> None:
+        """The Metadata request failed; fail whoever waits on it and retry after the backoff."""
+        self._last_attempt_ms = now_ms
+        waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            future.failure(exception)
+
+    def update_last_seen_epoch_if_newer(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        """A response elsewhere carried a leader epoch; a newer one than known means refresh."""
+        meta = self.partition_metadata(tp)
+        if leader_epoch >= 0 and meta is not None and leader_epoch > meta.leader_epoch:
+            log.debug("leader epoch of %s moved %d -> %d: refreshing metadata", tp,
+                      meta.leader_epoch, leader_epoch)
+            self.request_update()
+            return True
+        return False
+
+    def maybe_request_update_for_error(self, error: Any) -> bool:
+        """Ask for a refresh if an error (class, instance or code) says metadata is stale."""
+        if isinstance(error, int):
+            error = errors.for_code(error)
+        if getattr(error, "invalid_metadata", False):
+            self.request_update()
+            return True
+        return False
+
+    def add_listener(self, listener: Callable[[ClusterMetadata], Any]) -> None:
+        """Call ``listener(self)`` after every accepted update."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ClusterMetadata], Any]) -> None:
+        self._listeners.remove(listener)
+
+    # --- applying a response ---------------------------------------------------------------
+
+    def update(self, response: Any, now_ms: float) -> None:
+        """Apply a MetadataResponse (any version)."""
+        brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, getattr(b, "rack", None))
+                   for b in response.brokers}
+        asked_all = self._need_all_topics
+        partitions: dict[str, dict[int, PartitionMetadata]] = {}
+        topic_ids: dict[str, uuid.UUID] = {}
+        internal, unauthorized, invalid, unknown = set(), set(), set(), set()
+        stale_epoch = retry_soon = False
+        for topic in response.topics:
+            name = topic.name
+            tid = getattr(topic, "topic_id", None)
+            if name is None and tid is not None:
+                name = self._topic_names.get(tid)
+            if name is None:
+                continue
+            if topic.error_code:
+                err = errors.for_code(topic.error_code)
+                if err is errors.TopicAuthorizationFailedError:
+                    unauthorized.add(name)
+                elif err is errors.InvalidTopicError:
+                    invalid.add(name)
+                elif err is errors.UnknownTopicOrPartitionError:
+                    unknown.add(name)
+                else:
+                    # LEADER_NOT_AVAILABLE while a topic is being created, and friends.
+                    retry_soon = retry_soon or err.retriable
+                if err is not errors.LeaderNotAvailableError or not topic.partitions:
+                    log.debug("metadata for topic %s: %s", name, err.__name__)
+                    continue
+            if tid is not None and tid.int != 0:
+                topic_ids[name] = tid
+            if getattr(topic, "is_internal", False):
+                internal.add(name)
+            known = self._partitions.get(name, {})
+            parts: dict[int, PartitionMetadata] = {}
+            for p in topic.partitions:
+                epoch = getattr(p, "leader_epoch", -1)
+                old = known.get(p.partition_index)
+                if old is not None and epoch >= 0 and old.leader_epoch > epoch:
+                    # A lagging broker answered: keep the newer knowledge, ask again.
+                    parts[p.partition_index] = old
+                    stale_epoch = True
+                    continue
+                parts[p.partition_index] = PartitionMetadata(
+                    name, p.partition_index, p.leader_id, epoch, list(p.replica_nodes),
+                    list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or ()),
+                    p.error_code)
+                if p.error_code and errors.for_code(p.error_code).invalid_metadata:
+                    retry_soon = True
+            partitions[name] = parts
+        if not asked_all:
+            # Keep what we knew of topics this response did not cover (not asked this time).
+            for name, parts in self._partitions.items():
+                if name not in partitions and name not in unknown and name in self._topics:
+                    partitions.setdefault(name, parts)
+        self._brokers = brokers
+        self._partitions = partitions
+        self._topic_ids = {**{n: i for n, i in self._topic_ids.items() if n in partitions},
+                           **topic_ids}
+        self._topic_names = {i: n for n, i in self._topic_ids.items()}
+        self.internal_topics = internal
+        self.unauthorized_topics = unauthorized
+        self.invalid_topics = invalid
+        self.unknown_topics = unknown
+        self.cluster_id = getattr(response, "cluster_id", None)
+        controller = getattr(response, "controller_id", -1)
+        self.controller_id = controller if controller is not None and controller >= 0 else None
+        self._last_refresh_ms = now_ms
+        self._last_attempt_ms = now_ms
+        self._need_update = stale_epoch or retry_soon
+        self.update_count += 1
+        log.debug("metadata updated: %d brokers, %d topics%s", len(brokers), len(partitions),
+                  " (refresh again soon)" if self._need_update else "")
+        waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            future.success(self)
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:
+                log.exception("metadata listener %r failed", listener)
+
+    def __repr__(self) -> str:
+        return "ClusterMetadata(brokers={}, topics={}, need_update={})".format(
+            len(self._brokers), len(self._partitions), self._need_update)

@@ -1,0 +1,44 @@
+"""TLS for broker connections, with the standard ``ssl`` module.
+
+Owns turning the ``security_protocol``/``ssl_*`` settings into an ``ssl.SSLContext``.
+Verification is on by default (the system trust store, or ``ssl_cafile``), and so is
+host-name checking; ``ssl_check_hostname=False`` turns off only the host-name check, the
+certificate chain is still verified. A ready ``ssl_context`` is used as given.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from kproto import errors
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+
+
+def build_ssl_context(config: dict[str, Any]) -> ssl.SSLContext | None:
+    """The context for ``security_protocol="SSL"`` (None for PLAINTEXT)."""
+    protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise errors.KafkaConfigurationError(
+            "security_protocol {!r} is not supported (one of {})".format(
+                protocol, ", ".join(SECURITY_PROTOCOLS)))
+    if protocol == "PLAINTEXT":
+        return None
+    given = config.get("ssl_context")
+    if given is not None:
+        return given
+    try:
+        context = ssl.create_default_context(cafile=config.get("ssl_cafile"))
+        context.check_hostname = bool(config.get("ssl_check_hostname", True))
+        if config.get("ssl_certfile"):
+            context.load_cert_chain(config["ssl_certfile"], config.get("ssl_keyfile"),
+                                    config.get("ssl_password"))
+        if config.get("ssl_crlfile"):
+            context.load_verify_locations(config["ssl_crlfile"])
+            context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+        if config.get("ssl_ciphers"):
+            context.set_ciphers(config["ssl_ciphers"])
+    except (OSError, ssl.SSLError) as exc:
+        raise errors.KafkaConfigurationError("invalid TLS settings: {}".format(exc)) from exc
+    return context

@@ -1,0 +1,242 @@
+"""The sans-IO connection: framing, partial I/O, correlation, in-flight limits, the trace.
+
+A tiny in-memory "broker" below reads request frames and writes response frames, so each
+test is a deterministic byte-level exchange with no sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+
+import pytest
+
+from kproto import errors
+from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, HeartbeatRequest,
+                             HeartbeatResponse, MetadataRequest, MetadataResponse)
+from kproto.net.connection import Connection
+from kproto.protocol import headers
+
+
+def drain(conn: Connection, chunk: int | None = None) -> bytes:
+    """Everything the connection wants to write, taken ``chunk`` bytes at a time."""
+    out = bytearray()
+    while conn.has_pending_output():
+        view = conn.pending_output()
+        take = len(view) if chunk is None else min(chunk, len(view))
+        out += view[:take]
+        conn.advance_output(take)
+    return bytes(out)
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    frames, pos = [], 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        frames.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    assert pos == len(data)
+    return frames
+
+
+def request_ids(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id): the first fields of every request header."""
+    return struct.unpack_from(">hhi", frame, 0)
+
+
+def response_frame(api_key: int, version: int, correlation_id: int, response) -> bytes:
+    header = struct.pack(">i", correlation_id)
+    if headers.response_header_version(api_key, version) >= 1:
+        header += b"\x00"  # no tagged fields
+    body = response.encode(version)
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def heartbeat_response(code: int = 0) -> HeartbeatResponse:
+    return HeartbeatResponse(error_code=code)
+
+
+def send_heartbeats(conn: Connection, n: int, version: int = 4) -> list:
+    return [conn.send(HeartbeatRequest(group_id="g", generation_id=i, member_id="m"), version)
+            for i in range(n)]
+
+
+def test_request_frame_written_one_byte_at_a_time_is_the_whole_frame():
+    conn = Connection("n1", client_id="kproto-test")
+    conn.send(ApiVersionsRequest(client_software_name="kproto", client_software_version="1"), 3)
+    whole = bytes(conn.pending_output())
+    assert drain(conn, chunk=1) == whole
+    assert not conn.has_pending_output()
+    (frame,) = split_frames(whole)
+    assert request_ids(frame) == (18, 3, 0)
+    # v2 request header: client id is a (non-compact) string after the correlation id.
+    (id_len,) = struct.unpack_from(">h", frame, 8)
+    assert frame[10:10 + id_len] == b"kproto-test"
+
+
+def test_response_fed_byte_at_a_time_completes_only_on_its_last_byte():
+    conn = Connection("n1")
+    ifr = conn.send(ApiVersionsRequest(), 3)
+    drain(conn)
+    reply = ApiVersionsResponse(error_code=0, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=1, min_version=4, max_version=17)])
+    data = response_frame(18, 3, ifr.correlation_id, reply)
+    for i in range(len(data) - 1):
+        assert conn.receive(data[i:i + 1]) == []
+    ((done, response),) = conn.receive(data[-1:])
+    assert done is ifr
+    assert response.api_keys[0].max_version == 17
+    assert conn.in_flight_count == 0
+
+
+def test_flexible_response_header_fed_byte_at_a_time():
+    conn = Connection("n1")
+    ifr = conn.send(MetadataRequest(topics=None), 12)
+    drain(conn)
+    reply = MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(
+        node_id=3, host="h", port=9092)], topics=[])
+    data = response_frame(3, 12, ifr.correlation_id, reply)
+    got = []
+    for b in data:
+        got += conn.receive(bytes([b]))
+    ((done, response),) = got
+    assert done is ifr and response.brokers[0].node_id == 3
+
+
+def test_several_responses_in_one_read_and_a_partial_one_after_them():
+    conn = Connection("n1", max_in_flight_requests=5)
+    sent = send_heartbeats(conn, 3)
+    frames = split_frames(drain(conn))
+    assert [request_ids(f)[2] for f in frames] == [0, 1, 2]
+    data = b"".join(response_frame(12, 4, i, heartbeat_response(i)) for i in range(3))
+    cut = len(data) - 3
+    first = conn.receive(data[:cut])
+    assert [ifr for ifr, _ in first] == sent[:2]
+    assert [r.error_code for _, r in first] == [0, 1]
+    ((last, response),) = conn.receive(data[cut:])
+    assert last is sent[2] and response.error_code == 2
+
+
+def test_response_to_a_newer_request_first_is_a_correlation_error():
+    conn = Connection("n1")
+    sent = send_heartbeats(conn, 2)
+    drain(conn)
+    with pytest.raises(errors.CorrelationIdError) as info:
+        conn.receive(response_frame(12, 4, sent[1].correlation_id, heartbeat_response()))
+    assert "oldest request in flight is 0" in str(info.value)
+    assert isinstance(info.value, errors.ProtocolError)
+    # The caller closes the connection; both requests come back to be failed.
+    assert conn.close() == sent
+    with pytest.raises(errors.IllegalStateError):
+        conn.receive(b"\x00")
+    with pytest.raises(errors.IllegalStateError):
+        send_heartbeats(conn, 1)
+
+
+def test_response_with_nothing_in_flight_is_a_correlation_error():
+    conn = Connection("n1")
+    with pytest.raises(errors.CorrelationIdError):
+        conn.receive(response_frame(12, 4, 0, heartbeat_response()))
+
+
+@pytest.mark.parametrize("size", [1001, 2**31 - 1, -1, 0, 3])
+def test_bad_frame_size_is_refused_from_its_prefix_alone(size):
+    conn = Connection("n1", receive_message_max_bytes=1000)
+    send_heartbeats(conn, 1)
+    drain(conn)
+    # Only the 4-byte prefix is fed: the refusal cannot depend on buffering the body.
+    with pytest.raises(errors.InvalidReceiveError):
+        conn.receive(struct.pack(">i", size))
+
+
+def test_frame_at_the_limit_is_accepted():
+    conn = Connection("n1", receive_message_max_bytes=1000)
+    ifr = send_heartbeats(conn, 1)[0]
+    drain(conn)
+    data = response_frame(12, 4, ifr.correlation_id, heartbeat_response())
+    conn.receive_message_max_bytes = len(data) - 4
+    assert len(conn.receive(data)) == 1
+
+
+def test_in_flight_limit():
+    conn = Connection("n1", max_in_flight_requests=2)
+    sent = send_heartbeats(conn, 2)
+    assert not conn.can_send_more()
+    with pytest.raises(errors.TooManyInFlightRequests):
+        send_heartbeats(conn, 1)
+    drain(conn)
+    conn.receive(response_frame(12, 4, sent[0].correlation_id, heartbeat_response()))
+    assert conn.can_send_more()
+    (third,) = send_heartbeats(conn, 1)
+    assert third.correlation_id == 2
+
+
+def test_version_outside_the_message_class_is_refused():
+    conn = Connection("n1")
+    with pytest.raises(errors.UnsupportedVersionError):
+        conn.send(HeartbeatRequest(group_id="g"), HeartbeatRequest.max_version + 1)
+    assert conn.in_flight_count == 0 and not conn.has_pending_output()
+
+
+def test_correlation_ids_wrap_at_int32():
+    conn = Connection("n1", first_correlation_id=2**31 - 1)
+    a, b = send_heartbeats(conn, 2)
+    assert (a.correlation_id, b.correlation_id) == (2**31 - 1, 0)
+    drain(conn)
+    conn.receive(response_frame(12, 4, a.correlation_id, heartbeat_response()))
+    ((done, _),) = conn.receive(response_frame(12, 4, 0, heartbeat_response()))
+    assert done is b
+
+
+def test_api_versions_answered_in_the_v0_format_is_decoded_kip_511():
+    # A broker that lacks ApiVersions v3 answers in v0 format with UNSUPPORTED_VERSION and
+    # the versions it has (what librdkafka's mock cluster and Kafka brokers do).
+    conn = Connection("n1")
+    ifr = conn.send(ApiVersionsRequest(client_software_name="kproto"), 3)
+    drain(conn)
+    fallback = ApiVersionsResponse(error_code=35, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)])
+    body = fallback.encode(0)
+    frame = struct.pack(">ii", 4 + len(body), ifr.correlation_id) + body  # header v0 always
+    ((_, response),) = conn.receive(frame)
+    assert response.error_code == 35
+    assert [(k.api_key, k.max_version) for k in response.api_keys] == [(18, 2)]
+
+
+def test_garbage_body_is_a_corrupt_message_error():
+    conn = Connection("n1")
+    ifr = conn.send(MetadataRequest(topics=None), 12)
+    drain(conn)
+    body = b"\xff" * 9
+    with pytest.raises(errors.CorruptMessageError):
+        conn.receive(struct.pack(">ii", 5 + len(body), ifr.correlation_id) + b"\x00" + body)
+
+
+def test_expired_requests_and_next_deadline():
+    conn = Connection("n1")
+    a = conn.send(HeartbeatRequest(group_id="g"), 4, now_ms=1000, timeout_ms=500)
+    b = conn.send(HeartbeatRequest(group_id="g"), 4, now_ms=1100, timeout_ms=100)
+    assert conn.next_deadline_ms() == 1200
+    assert conn.expired(1199) == []
+    assert conn.expired(1200) == [b]
+    assert conn.expired(1500) == [a, b]
+
+
+def test_wire_trace_logs_field_trees(caplog):
+    conn = Connection("n7")
+    with caplog.at_level(logging.DEBUG, logger="kproto.wire"):
+        ifr = conn.send(HeartbeatRequest(group_id="grp", generation_id=5, member_id="m-1"), 4)
+        drain(conn)
+        conn.receive(response_frame(12, 4, ifr.correlation_id, heartbeat_response(27)))
+    out, back = [r.getMessage() for r in caplog.records if r.name == "kproto.wire"]
+    assert out.startswith(">> node=n7 HeartbeatRequest v4 correlation_id=0")
+    assert "'group_id': 'grp'" in out and "'generation_id': 5" in out
+    assert back.startswith("<< node=n7 HeartbeatResponse v4 correlation_id=0")
+    assert "'error_code': 27" in back
+
+
+def test_wire_trace_is_silent_above_debug(caplog):
+    conn = Connection("n7")
+    with caplog.at_level(logging.INFO, logger="kproto.wire"):
+        send_heartbeats(conn, 1)
+    assert not [r for r in caplog.records if r.name == "kproto.wire"]
