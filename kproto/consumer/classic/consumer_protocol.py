@@ -7,7 +7,8 @@ as Java's ``ConsumerProtocol`` and librdkafka write them: a leading int16 versio
 the sticky assignors' own user-data formats (``StickyAssignorUserData`` v0/v1 and the
 cooperative-sticky generation int32), needed to interoperate with older members.
 
-Java's rules kept here:
+The body is encoded and decoded by the generated ``kproto.messages`` classes; this module
+adds the version prefix and Java's rules:
 - a version above 3 is read (and written) as version 3: newer versions only append fields,
   so a newer member's bytes decode with the fields we know and the rest ignored;
 - topics are written sorted (``String.compareTo``), owned partitions sorted by topic then
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from kproto.errors import CorruptMessageError, IllegalArgumentError
+from kproto.messages import ConsumerProtocolAssignment as _MsgAssignment
+from kproto.messages import ConsumerProtocolSubscription as _MsgSubscription
 from kproto.structs import TopicPartition
 
 from kproto.consumer.classic.assignors._java import (
@@ -122,26 +125,12 @@ def _sorted_grouped(partitions: Iterable[TopicPartition]) -> List[Tuple[str, Lis
 # --- writing ----------------------------------------------------------------------------
 
 
-def _w_string(out: List[bytes], s: Optional[str], nullable: bool = False) -> None:
-    if s is None:
-        if not nullable:
-            raise IllegalArgumentError("a non-nullable string field is None")
-        out.append(_I16.pack(-1))
-        return
+def _w_string(out: List[bytes], s: str) -> None:
     b = s.encode("utf-8")
     if len(b) > 0x7FFF:
         raise IllegalArgumentError("string of {} bytes is longer than 32767".format(len(b)))
     out.append(_I16.pack(len(b)))
     out.append(b)
-
-
-def _w_bytes(out: List[bytes], b: Optional[bytes]) -> None:
-    if b is None:
-        out.append(_I32.pack(-1))
-    else:
-        b = bytes(b)
-        out.append(_I32.pack(len(b)))
-        out.append(b)
 
 
 def _w_topic_partitions(out: List[bytes], groups: Sequence[Tuple[str, Sequence[int]]]) -> None:
@@ -165,36 +154,35 @@ def encode_subscription(subscription: Any, version: int = HIGHEST_VERSION) -> by
     """
     sub = coerce_subscription(subscription)
     version = _check_version(version)
-    out: List[bytes] = [_I16.pack(version)]
-    topics = sorted(sub.topics, key=java_str_key)
-    out.append(_I32.pack(len(topics)))
-    for t in topics:
-        _w_string(out, t)
-    _w_bytes(out, sub.user_data)
-    if version >= 1:
-        _w_topic_partitions(out, _sorted_grouped(sub.owned_partitions))
-    if version >= 2:
-        out.append(_I32.pack(sub.generation_id))
-    if version >= 3:
-        _w_string(out, sub.rack_id, nullable=True)
-    return b"".join(out)
+    body = _MsgSubscription(
+        topics=sorted(sub.topics, key=java_str_key),
+        user_data=None if sub.user_data is None else bytes(sub.user_data),
+        owned_partitions=[_MsgSubscription.TopicPartition(topic=t, partitions=ps)
+                          for t, ps in _sorted_grouped(sub.owned_partitions)] if version >= 1 else [],
+        generation_id=sub.generation_id if version >= 2 else DEFAULT_GENERATION,
+        rack_id=sub.rack_id if version >= 3 else None,
+    )
+    return _I16.pack(version) + body.encode(version)
 
 
 def encode_assignment(assignment: Any, version: int = HIGHEST_VERSION) -> bytes:
     """Version-prefixed ``ConsumerProtocolAssignment`` bytes (topics in Java's HashMap order)."""
     a = coerce_assignment(assignment)
     version = _check_version(version)
-    out: List[bytes] = [_I16.pack(version)]
-    _w_topic_partitions(out, _java_grouped(a.partitions_list))
-    _w_bytes(out, a.user_data)
-    return b"".join(out)
+    body = _MsgAssignment(
+        assigned_partitions=[_MsgAssignment.TopicPartition(topic=t, partitions=ps)
+                             for t, ps in _java_grouped(a.partitions_list)],
+        user_data=None if a.user_data is None else bytes(a.user_data),
+    )
+    return _I16.pack(version) + body.encode(version)
 
 
 # --- reading ----------------------------------------------------------------------------
 
 
 class _Reader:
-    """Bounds-checked big-endian reader; every failure is a ``CorruptMessageError``."""
+    """Bounds-checked reader for the sticky user data (not a Kafka message schema, so not
+    generated); every failure is a ``CorruptMessageError``."""
 
     __slots__ = ("buf", "pos", "what")
 
@@ -216,28 +204,17 @@ class _Reader:
         self.pos += n
         return v
 
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
     def i32(self) -> int:
         return _I32.unpack(self._take(4))[0]
 
-    def string(self, nullable: bool = False) -> Optional[str]:
-        n = self.i16()
+    def string(self) -> str:
+        n = _I16.unpack(self._take(2))[0]
         if n < 0:
-            if nullable:
-                return None
             raise self._fail("non-nullable string is null")
         try:
             return str(self._take(n), "utf-8")
         except UnicodeDecodeError as e:
             raise self._fail("invalid UTF-8 in string") from e
-
-    def nbytes(self) -> Optional[bytes]:
-        n = self.i32()
-        if n < 0:
-            return None
-        return bytes(self._take(n))
 
     def count(self, min_size: int) -> int:
         n = self.i32()
@@ -252,7 +229,6 @@ class _Reader:
         result: List[TopicPartition] = []
         for _ in range(self.count(6)):
             topic = self.string()
-            assert topic is not None
             for _ in range(self.count(4)):
                 result.append(TopicPartition(topic, self.i32()))
         return result
@@ -260,41 +236,39 @@ class _Reader:
 
 def read_version(data: Any, what: str = "ConsumerProtocol") -> int:
     """The leading int16 version of a ConsumerProtocol blob (negative versions rejected)."""
-    r = _Reader(data, what)
-    v = r.i16()
-    if v < LOWEST_VERSION:
-        raise CorruptMessageError("unsupported version {}".format(v), api=what, offset=0)
-    return v
+    return _split_version(data, what)[0]
+
+
+def _split_version(data: Any, what: str) -> Tuple[int, memoryview]:
+    mv = memoryview(data if isinstance(data, (bytes, bytearray, memoryview)) else bytes(data)).cast("B")
+    if len(mv) < 2:
+        raise CorruptMessageError("no version: {} bytes".format(len(mv)), api=what, offset=0)
+    version = _I16.unpack_from(mv, 0)[0]
+    if version < LOWEST_VERSION:
+        raise CorruptMessageError("unsupported version {}".format(version), api=what, offset=0)
+    return version, mv[2:]
 
 
 def decode_subscription(data: Any) -> Subscription:
-    """Parse version-prefixed subscription bytes (any version >= 0; above 3 read as 3)."""
-    r = _Reader(data, "ConsumerProtocolSubscription")
-    wire_version = r.i16()
-    if wire_version < LOWEST_VERSION:
-        raise CorruptMessageError("unsupported version {}".format(wire_version),
-                                  api="ConsumerProtocolSubscription", offset=0)
-    version = min(wire_version, HIGHEST_VERSION)
-    topics = [r.string() for _ in range(r.count(2))]
-    user_data = r.nbytes()
-    owned = r.topic_partitions() if version >= 1 else []
-    generation_id = r.i32() if version >= 2 else DEFAULT_GENERATION
-    rack_id = r.string(nullable=True) if version >= 3 else None
-    return Subscription(topics=topics, user_data=user_data, owned_partitions=owned,  # type: ignore[arg-type]
+    """Parse version-prefixed subscription bytes (any version >= 0; above 3 read as 3, and
+    bytes after the known fields ignored, as Java does)."""
+    wire_version, body = _split_version(data, "ConsumerProtocolSubscription")
+    msg = _MsgSubscription.decode(body, min(wire_version, HIGHEST_VERSION), allow_trailing=True)
+    owned = [TopicPartition(tp.topic, p) for tp in msg.owned_partitions for p in tp.partitions]
+    generation_id = msg.generation_id
+    return Subscription(topics=list(msg.topics),
+                        user_data=None if msg.user_data is None else bytes(msg.user_data),
+                        owned_partitions=owned,
                         generation_id=generation_id if generation_id >= 0 else DEFAULT_GENERATION,
-                        rack_id=rack_id or None, version=wire_version)
+                        rack_id=msg.rack_id or None, version=wire_version)
 
 
 def decode_assignment(data: Any) -> Assignment:
-    """Parse version-prefixed assignment bytes (any version >= 0). Empty bytes: no assignment."""
-    r = _Reader(data, "ConsumerProtocolAssignment")
-    wire_version = r.i16()
-    if wire_version < LOWEST_VERSION:
-        raise CorruptMessageError("unsupported version {}".format(wire_version),
-                                  api="ConsumerProtocolAssignment", offset=0)
-    partitions = r.topic_partitions()
-    user_data = r.nbytes()
-    return Assignment(partitions, user_data, wire_version)
+    """Parse version-prefixed assignment bytes (any version >= 0)."""
+    wire_version, body = _split_version(data, "ConsumerProtocolAssignment")
+    msg = _MsgAssignment.decode(body, min(wire_version, HIGHEST_VERSION), allow_trailing=True)
+    partitions = [TopicPartition(tp.topic, p) for tp in msg.assigned_partitions for p in tp.partitions]
+    return Assignment(partitions, None if msg.user_data is None else bytes(msg.user_data), wire_version)
 
 
 # --- sticky assignors' user data --------------------------------------------------------

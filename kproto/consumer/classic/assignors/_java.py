@@ -53,10 +53,12 @@ def _spread(h: int) -> int:
     return h ^ (h >> 16)
 
 
-def default_capacity(n: int) -> int:
-    """Table size of a ``new HashMap<>()`` after ``n`` distinct puts (load factor 0.75)."""
-    cap = 16
-    while n > cap * 3 // 4:
+def default_capacity(n: int, initial_capacity: int = 16) -> int:
+    """Table size of a ``new HashMap<>(initial_capacity)`` after ``n`` distinct puts."""
+    cap = 1
+    while cap < initial_capacity:  # HashMap.tableSizeFor
+        cap *= 2
+    while n > cap * 3 // 4:  # load factor 0.75
         cap *= 2
     return cap
 
@@ -71,10 +73,11 @@ def hash_order(keys: Iterable[K], hasher: Callable[[K], int], capacity: int) -> 
     return sorted(keys, key=lambda k: _spread(hasher(k)) & mask)
 
 
-def member_hash_order(member_ids: Iterable[str]) -> List[str]:
-    """Iteration order of a default-constructed ``HashMap<String, ?>`` of member ids."""
+def member_hash_order(member_ids: Iterable[str], initial_capacity: int = 16) -> List[str]:
+    """Iteration order of a ``HashMap<String, ?>`` of member ids (default-constructed, as
+    the coordinator's, unless ``initial_capacity`` says otherwise)."""
     ids = list(member_ids)
-    return hash_order(ids, java_string_hash, default_capacity(len(ids)))
+    return hash_order(ids, java_string_hash, default_capacity(len(ids), initial_capacity))
 
 
 class JavaHashSet(Generic[K]):

@@ -163,6 +163,9 @@ class JavaStyleAssignor(AbstractPartitionAssignor):
     """Java's ``AbstractPartitionAssignor``: gathers partitions per subscribed topic, calls
     ``assign_partitions`` and wraps each member's partitions in an ``Assignment``."""
 
+    #: Use rack-aware logic even when every partition is on every rack (Java's test hook).
+    prefer_rack_aware_logic: bool = False
+
     def assign(self, cluster: Any, members: Any) -> Dict[str, Assignment]:
         group = normalize_members(members)
         subscriptions: Dict[str, Subscription] = {m.member_id: m.metadata for m in group}
@@ -185,11 +188,14 @@ class JavaStyleAssignor(AbstractPartitionAssignor):
 
 
 def use_rack_aware_assignment(consumer_racks: Set[str], partition_racks: Set[str],
-                              racks_per_partition: Mapping[Any, Set[str]]) -> bool:
+                              racks_per_partition: Mapping[Any, Set[str]], prefer: bool = False) -> bool:
     """KIP-881: rack-aware only if some consumer rack is a replica rack and not every
-    partition has replicas on all racks (otherwise every choice is equally local)."""
+    partition has replicas on all racks (otherwise every choice is equally local).
+    ``prefer`` (Java's test-only ``preferRackAwareLogic``) skips the second condition."""
     if not consumer_racks or consumer_racks.isdisjoint(partition_racks):
         return False
+    if prefer:
+        return True
     return not all(r == partition_racks for r in racks_per_partition.values())
 
 

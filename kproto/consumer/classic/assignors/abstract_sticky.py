@@ -45,7 +45,7 @@ class RackInfo:
     when ``use_rack_aware_assignment`` says matching racks can make a difference."""
 
     def __init__(self, partition_infos: List[PartitionInfo], subscriptions: Dict[str, Subscription],
-                 member_order: List[str]) -> None:
+                 member_order: List[str], prefer_rack_aware: bool = False) -> None:
         consumers_by_rack: Dict[str, List[str]] = {}
         for mid in member_order:
             rack = subscriptions[mid].rack_id
@@ -58,7 +58,8 @@ class RackInfo:
                 racks = {r for r in info.replica_racks if r is not None}
                 partition_racks[TopicPartition(info.topic, info.partition)] = racks
                 partition_rack_names |= racks
-        if use_rack_aware_assignment(set(consumers_by_rack), partition_rack_names, partition_racks):
+        if use_rack_aware_assignment(set(consumers_by_rack), partition_rack_names, partition_racks,
+                                     prefer_rack_aware):
             self.consumer_racks = {c: rack for rack, cs in consumers_by_rack.items() for c in cs}
             self.partition_racks = partition_racks
         else:
@@ -98,6 +99,11 @@ class RackInfo:
 class AbstractStickyAssignor(JavaStyleAssignor):
     """Sticky assignment: as balanced as possible, then moving as few partitions as possible."""
 
+    #: Initial capacity of the Java HashMap holding the subscriptions. The coordinator uses
+    #: a default one (16); some of Java's unit tests size it to the member count, which
+    #: changes the order members are visited in. Only for reproducing those tests.
+    subscriptions_map_initial_capacity: int = 16
+
     def __init__(self) -> None:
         # Like Java's field, kept across rebalances of this assignor instance.
         self.max_generation = DEFAULT_GENERATION
@@ -113,15 +119,18 @@ class AbstractStickyAssignor(JavaStyleAssignor):
                           subscriptions: Dict[str, Subscription]) -> Dict[str, List[TopicPartition]]:
         from kproto.consumer.classic.assignors.general_sticky import GeneralAssignmentBuilder
 
-        order = member_hash_order(subscriptions)
+        # Java iterates the subscriptions HashMap, and (constrained) a default HashMap of
+        # owned partitions filled in that order.
+        order = member_hash_order(subscriptions, self.subscriptions_map_initial_capacity)
+        owned_order = member_hash_order(order)
         all_partitions = [p for infos in partitions_per_topic.values() for p in infos]
-        rack_info = RackInfo(all_partitions, subscriptions, order)
+        rack_info = RackInfo(all_partitions, subscriptions, order, self.prefer_rack_aware_logic)
         owned, multiple_owners, all_equal = self._all_subscriptions_equal(
             set(partitions_per_topic), subscriptions, order)
         if all_equal:
             log.debug("All members subscribe to the same topics: constrained assignment")
             self.partitions_transferring_ownership = {}
-            builder = ConstrainedAssignmentBuilder(partitions_per_topic, rack_info, owned, order,
+            builder = ConstrainedAssignmentBuilder(partitions_per_topic, rack_info, owned, owned_order,
                                                    multiple_owners, self.partitions_transferring_ownership)
             return builder.build()
         log.debug("Members subscribe to different topics: general assignment")

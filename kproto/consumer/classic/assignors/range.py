@@ -27,7 +27,8 @@ class _TopicState:
     """Java's ``TopicAssignmentState``: one topic's quotas and what is left to assign."""
 
     def __init__(self, topic: str, infos: List[PartitionInfo],
-                 members: List[Tuple[str, Optional[str]]], consumer_racks: Dict[str, str]) -> None:
+                 members: List[Tuple[str, Optional[str]]], consumer_racks: Dict[str, str],
+                 prefer_rack_aware: bool) -> None:
         self.topic = topic
         ordered = sorted(members, key=lambda m: member_sort_key(m[0], m[1]))
         # member id -> rack (None if none); dict keeps Java's LinkedHashMap order
@@ -48,7 +49,7 @@ class _TopicState:
                 self.partition_racks[TopicPartition(topic, info.partition)] = racks
                 all_partition_racks |= racks
         self.needs_rack_aware = use_rack_aware_assignment(all_consumer_racks, all_partition_racks,
-                                                          self.partition_racks)
+                                                          self.partition_racks, prefer_rack_aware)
 
     def racks_match(self, consumer: str, tp: TopicPartition) -> bool:
         rack = self.consumers.get(consumer)
@@ -83,7 +84,8 @@ class RangePartitionAssignor(JavaStyleAssignor):
                 consumers_per_topic.setdefault(topic, []).append((mid, sub.group_instance_id))
             if sub.rack_id:
                 consumer_racks[mid] = sub.rack_id
-        states = [_TopicState(t, infos, consumers_per_topic.get(t, []), consumer_racks)
+        states = [_TopicState(t, infos, consumers_per_topic.get(t, []), consumer_racks,
+                              self.prefer_rack_aware_logic)
                   for t, infos in partitions_per_topic.items() if infos]
         assignment: Dict[str, List[TopicPartition]] = {mid: [] for mid in subscriptions}
 
