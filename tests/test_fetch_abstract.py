@@ -1,0 +1,204 @@
+"""AbstractFetch: per-node request building, skipping rules, wire encoding, responses.
+
+Cluster metadata is a real ``kproto.net.ClusterMetadata`` fed a MetadataResponse; requests
+and responses go through kproto's generated encoders and decoders.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kproto.consumer.config import ConsumerConfig
+from kproto.consumer.fetch.abstract_fetch import AbstractFetch
+from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.fetch.fetch_collector import FetchCollector
+from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.fetch.fetch_session_handler import FetchMetadata
+from kproto.consumer.subscription_state import FetchPosition, LeaderAndEpoch, SubscriptionState
+from kproto.errors import KafkaConnectionError
+from kproto.messages import FetchRequest, FetchResponse, MetadataResponse
+from kproto.net.metadata import ClusterMetadata
+from kproto.records import build_batch
+from kproto.structs import TopicPartition
+
+TOPIC_ID = uuid.UUID(int=0xABC)
+# Partition -> leader node: t-0 and t-2 on node 1, t-1 on node 2.
+LEADERS = {0: 1, 1: 2, 2: 1}
+T = [TopicPartition("t", p) for p in range(3)]
+
+
+def cluster(topic_id=TOPIC_ID):
+    md = ClusterMetadata()
+    md.set_topics(["t"])
+    response = MetadataResponse(
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=n, host="127.0.0.1", port=9000 + n) for n in (1, 2)],
+        topics=[MetadataResponse.MetadataResponseTopic(
+            name="t", topic_id=topic_id,
+            partitions=[MetadataResponse.MetadataResponsePartition(
+                partition_index=p, leader_id=leader, leader_epoch=4, replica_nodes=[leader], isr_nodes=[leader])
+                for p, leader in LEADERS.items()])])
+    wire = response.encode(12)
+    md.update(MetadataResponse.decode(wire, 12), 0)
+    return md
+
+
+def make(topic_id=TOPIC_ID, **config):
+    fetch_config = FetchConfig.from_config(ConsumerConfig(fetch_max_wait_ms=250, fetch_min_bytes=10,
+                                                          client_rack="r1", isolation_level="read_committed",
+                                                          **config))
+    subs = SubscriptionState()
+    subs.assign_from_user(T)
+    for tp in T:
+        subs.seek(tp, 5)
+    fetch = AbstractFetch(fetch_config, subs, cluster(topic_id), FetchBuffer(), time_ms=lambda: 0)
+    return fetch, subs
+
+
+def response_for(fetch_requests, node, version, session_id=0, records=None, error_code=0, partition_errors=None):
+    """A broker-like response for the partitions a request names, through the real codec."""
+    data = fetch_requests[node]
+    topics = {}
+    for tp, part in data.session_partitions.items():
+        if tp not in data.to_send and data.metadata.is_full is False:
+            continue
+        entry = topics.setdefault(tp.topic, FetchResponse.FetchableTopicResponse(
+            topic=tp.topic, topic_id=part.topic_id, partitions=[]))
+        entry.partitions.append(FetchResponse.PartitionData(
+            partition_index=tp.partition, high_watermark=20,
+            error_code=(partition_errors or {}).get(tp, 0),
+            records=(records or {}).get(tp, b"")))
+    response = FetchResponse(error_code=error_code, session_id=session_id, responses=list(topics.values()))
+    return FetchResponse.decode(response.encode(version), version)
+
+
+def test_one_request_per_leader_node():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    assert set(requests) == {1, 2}
+    assert list(requests[1].to_send) == [T[0], T[2]] and list(requests[2].to_send) == [T[1]]
+    part = requests[1].to_send[T[0]]
+    assert (part.fetch_offset, part.max_bytes, part.topic_id) == (5, 1048576, TOPIC_ID)
+
+
+def test_request_fields_on_the_wire():
+    fetch, _ = make()
+    data = fetch.prepare_fetch_requests()[1]
+    version = fetch.request_version(data, 16)
+    assert version == 16
+    decoded = FetchRequest.decode(fetch.create_fetch_request(data, version).encode(version), version)
+    assert (decoded.max_wait_ms, decoded.min_bytes, decoded.max_bytes, decoded.isolation_level) == (250, 10, 52428800, 1)
+    assert (decoded.session_id, decoded.session_epoch, decoded.rack_id) == (0, 0, "r1")
+    (topic,) = decoded.topics
+    assert topic.topic_id == TOPIC_ID
+    assert [(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch) for p in topic.partitions] \
+        == [(0, 5, 1048576, -1), (2, 5, 1048576, -1)]
+
+
+def test_without_topic_ids_version_capped_at_12_and_names_used():
+    fetch, _ = make(topic_id=uuid.UUID(int=0))
+    data = fetch.prepare_fetch_requests()[2]
+    assert data.can_use_topic_ids is False and fetch.request_version(data, 17) == 12
+    decoded = FetchRequest.decode(fetch.create_fetch_request(data, 12).encode(12), 12)
+    assert decoded.topics[0].topic == "t"
+
+
+def test_skips_nodes_in_flight_and_nodes_with_buffered_data():
+    fetch, subs = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.mark_pending(2)
+    assert fetch.prepare_fetch_requests() == {}
+    # Node 2 answers with data for t-1; node 1 is still in flight.
+    fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=9,
+                                                            records={T[1]: build_batch([(None, b"x")], base_offset=5)}), 16)
+    assert fetch.fetch_buffer.buffered_partitions() == {T[1]}
+    assert fetch.prepare_fetch_requests() == {}  # node 1 in flight, node 2 hosts buffered data
+    collector = FetchCollector(subs, 500)
+    assert collector.collect_fetch(fetch.fetch_buffer).num_records == 1
+    again = fetch.prepare_fetch_requests()
+    assert set(again) == {2}
+    assert again[2].metadata == FetchMetadata(9, 1) and list(again[2].to_send) == [T[1]]
+
+
+def test_paused_partition_is_forgotten_in_the_session():
+    fetch, subs = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer)  # the empty fetches
+    subs.pause(T[2])
+    nxt = fetch.prepare_fetch_requests()[1]
+    assert nxt.metadata == FetchMetadata(3, 1) and nxt.to_send == {}
+    decoded = FetchRequest.decode(fetch.create_fetch_request(nxt, 16).encode(16), 16)
+    assert [(f.topic_id, f.partitions) for f in decoded.forgotten_topics_data] == [(TOPIC_ID, [2])]
+
+
+def test_preferred_read_replica_and_position_leader_choose_the_node():
+    fetch, subs = make()
+    subs.update_preferred_read_replica(T[0], 2, 10**9)
+    subs.seek_validated(T[1], FetchPosition(5, 4, LeaderAndEpoch(1, 4)))
+    requests = fetch.prepare_fetch_requests()
+    assert set(requests[2].to_send) == {T[0]}
+    assert set(requests[1].to_send) == {T[1], T[2]}
+    assert requests[1].to_send[T[1]].current_leader_epoch == 4
+
+
+def test_no_leader_requests_metadata_update():
+    fetch, subs = make()
+    subs.assign_from_user([TopicPartition("unknown", 0)])
+    subs.seek(TopicPartition("unknown", 0), 0)
+    fetch.metadata._need_update = False
+    assert fetch.prepare_fetch_requests() == {}
+    assert fetch.metadata.need_update()
+
+
+def test_session_error_response_buffers_nothing_and_next_is_full():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    fetch.fetch_buffer.clear()
+    second = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_success(1, second[1], response_for(second, 1, 16, error_code=71), 16)
+    assert fetch.fetch_buffer.buffered_partitions() == set()
+    assert 1 not in fetch.nodes_with_pending_fetch_requests
+    third = fetch.prepare_fetch_requests()
+    assert third[1].metadata == FetchMetadata(3, 0) and set(third[1].to_send) == {T[0], T[2]}
+
+
+def test_failure_resets_session_and_clears_pending():
+    fetch, subs = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    fetch.fetch_buffer.clear()
+    subs.update_preferred_read_replica(T[0], 1, 10**9)
+    nxt = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_failure(1, nxt[1], KafkaConnectionError("reset"))
+    assert 1 not in fetch.nodes_with_pending_fetch_requests
+    assert fetch.session_handlers[1].next_metadata.is_full
+    assert subs.preferred_read_replica(T[0], 0) is None
+    assert fetch.metadata.need_update()
+
+
+def test_not_leader_partition_error_requests_metadata():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.metadata._need_update = False
+    fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, partition_errors={T[1]: 6}), 16)
+    assert fetch.metadata.need_update()
+
+
+def test_close_requests_only_for_open_sessions():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=0), 16)
+    close = fetch.prepare_close_fetch_session_requests()
+    assert set(close) == {1} and close[1].metadata == FetchMetadata(3, -1)
+    decoded = FetchRequest.decode(fetch.create_fetch_request(close[1], 16).encode(16), 16)
+    assert (decoded.session_id, decoded.session_epoch, decoded.topics) == (3, -1, [])

@@ -1,0 +1,221 @@
+"""FetchCollector and FetchBuffer: max_poll_records, position rules, stale data, errors."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kproto import errors
+from kproto.consumer.fetch.completed_fetch import CompletedFetch
+from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.fetch.fetch_collector import FetchCollector
+from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
+from kproto.messages import FetchResponse
+from kproto.records import build_batch, build_control_batch
+from kproto.structs import TopicPartition
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def batch(base, n):
+    return build_batch([(None, b"v%d" % (base + i)) for i in range(n)], base_offset=base)
+
+
+def cf(tp, fetch_offset, records=b"", error_code=0, hw=100, lso=-1, log_start=-1, replica=-1):
+    part = FetchResponse.PartitionData(partition_index=tp.partition, error_code=error_code, high_watermark=hw,
+                                       last_stable_offset=lso, log_start_offset=log_start,
+                                       preferred_read_replica=replica, records=records)
+    return CompletedFetch(tp, part, fetch_offset, 12)
+
+
+class Refresh:
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self):
+        self.count += 1
+
+
+def setup(policy="earliest", max_poll_records=500, positions=None):
+    subs = SubscriptionState(policy)
+    subs.assign_from_user([T0, T1])
+    for tp, offset in (positions or {T0: 0, T1: 0}).items():
+        subs.seek(tp, offset)
+    refresh = Refresh()
+    collector = FetchCollector(subs, max_poll_records, max_partition_fetch_bytes=1000,
+                               request_metadata_update=refresh, time_ms=lambda: 1000)
+    return subs, FetchBuffer(), collector, refresh
+
+
+def offsets(fetch, tp):
+    return [r.offset for r in fetch.records.get(tp, [])]
+
+
+def test_max_poll_records_across_partitions_and_positions():
+    subs, buf, collector, _ = setup(max_poll_records=4)
+    buf.add_all([cf(T0, 0, batch(0, 3)), cf(T1, 0, batch(0, 3))])
+    first = collector.collect_fetch(buf)
+    assert first.num_records == 4
+    assert offsets(first, T0) == [0, 1, 2] and offsets(first, T1) == [0]
+    assert subs.position(T0).offset == 3 and subs.position(T1).offset == 1
+    second = collector.collect_fetch(buf)
+    assert offsets(second, T1) == [1, 2] and subs.position(T1).offset == 3
+    assert collector.collect_fetch(buf).is_empty()
+    assert buf.buffered_partitions() == set()
+    # max_records overrides max_poll_records for one call.
+    buf.add(cf(T0, 3, batch(3, 5)))
+    assert collector.collect_fetch(buf, max_records=2).num_records == 2
+
+
+def test_watermarks_updated_on_initialize():
+    subs, buf, collector, _ = setup()
+    buf.add(cf(T0, 0, batch(0, 1), hw=10, lso=8, log_start=2, replica=3))
+    collector.collect_fetch(buf)
+    assert subs.high_watermark(T0) == 10 and subs.last_stable_offset(T0) == 8 and subs.log_start_offset(T0) == 2
+    assert subs.preferred_read_replica(T0, 1000) == 3
+
+
+def test_stale_fetch_after_seek_is_dropped_position_unchanged():
+    subs, buf, collector, _ = setup()
+    buf.add(cf(T0, 0, batch(0, 3)))
+    subs.seek(T0, 50)
+    fetch = collector.collect_fetch(buf)
+    assert fetch.is_empty() and subs.position(T0).offset == 50
+    assert buf.buffered_partitions() == set()
+
+
+def test_seek_between_collections_drops_rest_of_fetch():
+    subs, buf, collector, _ = setup(max_poll_records=2)
+    buf.add(cf(T0, 0, batch(0, 5)))
+    assert offsets(collector.collect_fetch(buf), T0) == [0, 1]
+    subs.seek(T0, 0)
+    assert collector.collect_fetch(buf).is_empty()
+    assert subs.position(T0).offset == 0 and buf.buffered_partitions() == set()
+
+
+def test_revoked_or_unassigned_partition_data_dropped():
+    subs, buf, collector, _ = setup()
+    buf.add_all([cf(T0, 0, batch(0, 2)), cf(T1, 0, batch(0, 2))])
+    subs.mark_pending_revocation([T1])
+    fetch = collector.collect_fetch(buf)
+    assert offsets(fetch, T0) == [0, 1] and T1 not in fetch.records
+    subs.assign_from_user([T1])
+    buf.add(cf(T0, 2, batch(2, 2)))
+    assert collector.collect_fetch(buf).is_empty()
+
+
+def test_paused_partition_data_kept_for_later():
+    subs, buf, collector, _ = setup(max_poll_records=1)
+    buf.add(cf(T0, 0, batch(0, 3)))
+    assert offsets(collector.collect_fetch(buf), T0) == [0]
+    subs.pause(T0)
+    assert collector.collect_fetch(buf).is_empty()
+    assert buf.buffered_partitions() == {T0}
+    subs.resume(T0)
+    assert offsets(collector.collect_fetch(buf), T0) == [1]
+
+
+def test_control_only_fetch_advances_position_without_records():
+    subs, buf, collector, _ = setup()
+    marker = build_control_batch(base_offset=0, producer_id=1, producer_epoch=0, commit=True)
+    buf.add(cf(T0, 0, marker))
+    fetch = collector.collect_fetch(buf)
+    assert fetch.num_records == 0 and fetch.position_advanced
+    assert subs.position(T0).offset == 1
+
+
+def test_offset_out_of_range_resets_per_policy():
+    subs, buf, collector, _ = setup("earliest")
+    buf.add(cf(T0, 0, error_code=1))
+    assert collector.collect_fetch(buf).is_empty()
+    assert subs.is_offset_reset_needed(T0)
+
+
+def test_offset_out_of_range_without_policy_raises_once():
+    subs, buf, collector, _ = setup("none")
+    buf.add(cf(T0, 0, error_code=1))
+    with pytest.raises(errors.OffsetOutOfRangeError) as info:
+        collector.collect_fetch(buf)
+    assert info.value.offset_out_of_range_partitions == {T0: 0}
+    assert collector.collect_fetch(buf).is_empty()  # the errored fetch was removed
+
+
+def test_stale_offset_out_of_range_ignored():
+    subs, buf, collector, _ = setup("none")
+    buf.add(cf(T0, 0, error_code=1))
+    subs.seek(T0, 7)
+    assert collector.collect_fetch(buf).is_empty()
+    assert subs.position(T0).offset == 7
+
+
+@pytest.mark.parametrize("code", [6, 3, 74, 100, 9])
+def test_leadership_and_unknown_topic_errors_refresh_metadata(code):
+    subs, buf, collector, refresh = setup()
+    subs.update_preferred_read_replica(T0, 2, 10**9)
+    buf.add(cf(T0, 0, error_code=code))
+    assert collector.collect_fetch(buf).is_empty()
+    assert refresh.count == 1 and subs.preferred_read_replica(T0, 1000) is None
+    assert subs.position(T0).offset == 0
+
+
+def test_errors_after_records_are_deferred():
+    subs, buf, collector, _ = setup("none")
+    buf.add_all([cf(T0, 0, batch(0, 2)), cf(T1, 0, error_code=29)])
+    fetch = collector.collect_fetch(buf)
+    assert offsets(fetch, T0) == [0, 1]
+    with pytest.raises(errors.TopicAuthorizationFailedError, match="topic t"):
+        collector.collect_fetch(buf)
+
+
+def test_record_too_large_tells_user_what_to_raise():
+    subs, buf, collector, _ = setup()
+    buf.add(cf(T0, 0, batch(0, 50)[:200]))
+    with pytest.raises(errors.RecordTooLargeError, match="max_partition_fetch_bytes") as info:
+        collector.collect_fetch(buf)
+    assert "t-0=0" in str(info.value)
+    # Seeking elsewhere makes the buffered data stale instead of failing forever.
+    subs.seek(T0, 100)
+    assert collector.collect_fetch(buf).is_empty()
+
+
+def test_unexpected_error_code_is_clear():
+    subs, buf, collector, _ = setup()
+    buf.add(cf(T0, 0, error_code=87))
+    with pytest.raises(errors.IllegalStateError, match="Unexpected error code 87"):
+        collector.collect_fetch(buf)
+
+
+def test_buffer_one_fetch_per_partition():
+    buf = FetchBuffer()
+    buf.add(cf(T0, 0, batch(0, 1)))
+    with pytest.raises(errors.IllegalStateError, match="already buffered"):
+        buf.add(cf(T0, 1, batch(1, 1)))
+    buf.retain_all({T1})
+    assert buf.buffered_partitions() == set()
+    buf.add(cf(T0, 1, batch(1, 1)))
+
+
+def test_buffer_wakes_waiter_on_data_and_on_wakeup():
+    buf = FetchBuffer()
+    assert buf.await_not_empty(0) is False
+    results = []
+    started = threading.Event()
+
+    def waiter():
+        started.set()
+        results.append(buf.await_not_empty(None))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    started.wait()
+    buf.add(cf(T0, 0, batch(0, 1)))
+    thread.join()
+    assert results == [True]
+    buf.poll()
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    started.wait()
+    buf.wakeup()
+    thread.join()
+    assert results == [True, True]

@@ -1,0 +1,168 @@
+"""CompletedFetch over batches written by kproto.records' builder (and kafka-python's)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kproto.consumer.fetch.completed_fetch import CompletedFetch, RecordDeserializationError, make_deserialize
+from kproto.errors import KafkaError
+from kproto.messages import FetchResponse
+from kproto.records import RecordBatchBuilder, build_batch, build_control_batch
+from kproto.structs import ConsumerRecord, TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def batch(base, n, **kwargs):
+    return build_batch([(b"k%d" % (base + i), b"v%d" % (base + i)) for i in range(n)], base_offset=base,
+                       timestamp_type=0, **kwargs)
+
+
+def txn_batch(base, n, pid):
+    return batch(base, n, producer_id=pid, producer_epoch=0, is_transactional=True)
+
+
+def marker(offset, pid, commit):
+    return build_control_batch(base_offset=offset, producer_id=pid, producer_epoch=0, commit=commit)
+
+
+def completed(records, fetch_offset=0, aborted=(), read_committed=False, **kwargs):
+    part = FetchResponse.PartitionData(
+        partition_index=0, high_watermark=100, records=records,
+        aborted_transactions=[FetchResponse.AbortedTransaction(producer_id=p, first_offset=o) for p, o in aborted])
+    return CompletedFetch(TP, part, fetch_offset, 12, isolation_level=1 if read_committed else 0, **kwargs)
+
+
+def offsets(records):
+    return [r.offset for r in records]
+
+
+def test_records_in_order_with_fields():
+    data = build_batch([(b"key", b"value", [("h", b"1")], 1234)], base_offset=7, partition_leader_epoch=3)
+    cf = completed(data, fetch_offset=7)
+    (rec,) = cf.fetch_records(10)
+    assert rec == ConsumerRecord("t", 0, 3, 7, 1234, 0, b"key", b"value", [("h", b"1")], None, 3, 5, 2)
+    assert cf.next_fetch_offset == 8 and cf.last_epoch == 3 and cf.is_consumed
+
+
+def test_skips_records_below_fetch_offset_and_honours_max():
+    cf = completed(batch(0, 5) + batch(5, 5), fetch_offset=3)
+    assert offsets(cf.fetch_records(4)) == [3, 4, 5, 6]
+    assert cf.next_fetch_offset == 7 and not cf.is_consumed
+    assert offsets(cf.fetch_records(100)) == [7, 8, 9]
+    assert cf.fetch_records(100) == [] and cf.is_consumed
+
+
+def test_next_offset_after_compacted_tail():
+    # Offsets 0,1 and a last offset delta of 4 (records 2-4 compacted away).
+    builder = RecordBatchBuilder(base_offset=0)
+    builder.append(b"a", b"1", offset=0)
+    builder.append(b"b", b"2", offset=1)
+    builder.append(b"c", b"3", offset=4)
+    data = builder.build()
+    cf = completed(data)
+    assert offsets(cf.fetch_records(10)) == [0, 1, 4]
+    assert cf.next_fetch_offset == 5
+
+
+def test_control_batches_never_returned_read_uncommitted():
+    data = txn_batch(0, 2, pid=9) + marker(2, 9, commit=True) + batch(3, 1)
+    cf = completed(data)
+    assert offsets(cf.fetch_records(10)) == [0, 1, 3]
+
+
+def test_read_committed_skips_aborted_transactions():
+    # pid 1 commits (0-1, marker 2), pid 2 aborts (3-4, marker 5), pid 2 commits later (6, marker 7),
+    # a non-transactional batch at 8.
+    data = (txn_batch(0, 2, 1) + marker(2, 1, True) + txn_batch(3, 2, 2) + marker(5, 2, False)
+            + txn_batch(6, 1, 2) + marker(7, 2, True) + batch(8, 1))
+    cf = completed(data, aborted=[(2, 3)], read_committed=True)
+    assert offsets(cf.fetch_records(100)) == [0, 1, 6, 8]
+    assert cf.next_fetch_offset == 9
+    # read_uncommitted sees the aborted records too (markers still hidden).
+    assert offsets(completed(data, aborted=[(2, 3)]).fetch_records(100)) == [0, 1, 3, 4, 6, 8]
+
+
+def test_read_committed_aborted_tail_still_advances():
+    data = txn_batch(0, 3, 4) + marker(3, 4, False)
+    cf = completed(data, aborted=[(4, 0)], read_committed=True)
+    assert cf.fetch_records(10) == []
+    assert cf.next_fetch_offset == 4 and cf.is_consumed
+
+
+def test_interleaved_producers_only_aborted_one_skipped():
+    data = txn_batch(0, 1, 1) + txn_batch(1, 1, 2) + txn_batch(2, 1, 1) + marker(3, 1, False) + marker(4, 2, True)
+    cf = completed(data, aborted=[(1, 0)], read_committed=True)
+    assert offsets(cf.fetch_records(10)) == [1]
+
+
+def test_deserializers_all_forms():
+    class Old:
+        def deserialize(self, topic, data):
+            return ("old", topic, data)
+
+    class New:
+        def deserialize(self, topic, headers, data):
+            return ("new", headers, data)
+
+    data = build_batch([(b"1", b'{"a": 1}', [("h", b"x")])], base_offset=0)
+    cf = completed(data, key_deserializer=make_deserialize(Old()), value_deserializer=make_deserialize(json.loads))
+    (rec,) = cf.fetch_records(1)
+    assert rec.key == ("old", "t", b"1") and rec.value == {"a": 1} and rec.serialized_value_size == 8
+    (rec,) = completed(data, key_deserializer=make_deserialize(New())).fetch_records(1)
+    assert rec.key == ("new", [("h", b"x")], b"1")
+    assert make_deserialize(None) is None
+
+
+def test_deserializer_failure_raised_only_without_records():
+    data = build_batch([(None, b"1"), (None, b"bad"), (None, b"3")], base_offset=0)
+    cf = completed(data, value_deserializer=make_deserialize(int))
+    first = cf.fetch_records(10)
+    assert [r.value for r in first] == [1]  # stops before the bad record, returns what it has
+    with pytest.raises(RecordDeserializationError) as info:
+        cf.fetch_records(10)
+    assert info.value.offset == 1 and info.value.topic_partition == TP
+    with pytest.raises(RecordDeserializationError):
+        cf.fetch_records(10)  # no silent skipping
+    assert cf.next_fetch_offset == 1
+
+
+def test_corrupt_batch_raises_clear_error():
+    data = bytearray(batch(0, 3))
+    data[-2] ^= 0xFF  # flip the last value byte: CRC mismatch, still decodable
+    cf = completed(bytes(data))
+    with pytest.raises(KafkaError, match="seek past the record"):
+        cf.fetch_records(10)
+    with pytest.raises(KafkaError):
+        cf.fetch_records(10)
+    # Without CRC checks the bytes decode.
+    assert len(completed(bytes(data), check_crcs=False).fetch_records(10)) == 3
+
+
+def test_corrupt_second_batch_returns_first_then_raises():
+    bad = bytearray(batch(3, 2))
+    bad[-1] ^= 0xFF
+    cf = completed(batch(0, 3) + bytes(bad))
+    assert offsets(cf.fetch_records(10)) == [0, 1, 2]
+    with pytest.raises(KafkaError):
+        cf.fetch_records(10)
+
+
+def test_partial_trailing_batch_is_ignored():
+    data = batch(0, 2) + batch(2, 2)[:-5]
+    cf = completed(data)
+    assert offsets(cf.fetch_records(10)) == [0, 1]
+    assert cf.next_fetch_offset == 2
+
+
+def test_batches_from_kafka_python_builder():
+    builder_mod = pytest.importorskip("kafka.record.memory_records")
+    builder = builder_mod.MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for i in range(3):
+        builder.append(timestamp=1000 + i, key=None, value=b"x%d" % i, headers=[])
+    builder.close()
+    cf = completed(builder.buffer())
+    assert [(r.offset, r.timestamp, r.value) for r in cf.fetch_records(10)] == [
+        (0, 1000, b"x0"), (1, 1001, b"x1"), (2, 1002, b"x2")]
