@@ -17,14 +17,7 @@ from kproto.consumer.kip848.events import (
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.subscription_state import SubscriptionState
 
-try:  # the generated messages (response objects exactly as the network client decodes them)
-    from kproto.messages import ConsumerGroupHeartbeatResponse
-except ImportError:  # pragma: no cover - only while kproto.messages is being generated
-    from types import SimpleNamespace
-
-    class ConsumerGroupHeartbeatResponse(SimpleNamespace):  # type: ignore[no-redef]
-        Assignment = SimpleNamespace
-        TopicPartitions = SimpleNamespace
+from kproto.messages import ConsumerGroupHeartbeatResponse
 
 TOPIC_IDS = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in ("alpha", "beta", "gamma")}
 

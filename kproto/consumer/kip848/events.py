@@ -429,7 +429,8 @@ def wait_for(future: Future, deadline_ms: int, time_ms: Callable[[], int] = mono
     The reaper normally fails the future at its deadline; the bound here keeps the caller
     from hanging if the background thread cannot run it.
     """
-    remaining_s = max(0, deadline_ms - time_ms()) / 1000.0
+    # Clamped: a "forever" deadline must not overflow the lock's timeout.
+    remaining_s = min(max(0, deadline_ms - time_ms()) / 1000.0, threading.TIMEOUT_MAX)
     try:
         return future.result(timeout=remaining_s)
     except concurrent.futures.TimeoutError:

@@ -24,8 +24,31 @@ log = logging.getLogger("kproto.kip848")
 MAX_WAIT_MS = 2**63 - 1
 
 
+class RequestBuilder:
+    """A request whose body depends on the version the network client negotiates.
+
+    ``request_class`` gives the api key and version range; ``build(version)`` the message.
+    Most requests are plain message objects; this is for the few whose fields moved
+    between versions (FindCoordinator's ``key`` became ``coordinator_keys`` in v4).
+    """
+
+    __slots__ = ("request_class", "_build")
+
+    def __init__(self, request_class: type, build: Callable[[int], Any]) -> None:
+        self.request_class = request_class
+        self._build = build
+
+    def build(self, version: int) -> Any:
+        return self._build(version)
+
+    def __repr__(self) -> str:
+        return "RequestBuilder({})".format(self.request_class.__name__)
+
+
 class UnsentRequest:
     """A request a manager wants sent, to ``node_id`` (None: the least-loaded node).
+
+    ``request`` is a message object (``kproto.messages``) or a ``RequestBuilder``.
 
     ``future`` completes with the decoded response body, or with the exception that failed
     it (a disconnect, a timeout); ``completion_time_ms`` is the time the network thread
@@ -64,7 +87,9 @@ class UnsentRequest:
             self.future.set_exception(error)
 
     def __repr__(self) -> str:
-        return "UnsentRequest({}, node_id={})".format(type(self.request).__name__, self.node_id)
+        name = self.request.request_class.__name__ if isinstance(self.request, RequestBuilder) \
+            else type(self.request).__name__
+        return "UnsentRequest({}, node_id={})".format(name, self.node_id)
 
 
 class PollResult:

@@ -1,0 +1,128 @@
+"""Group coordinator discovery for the KIP-848 engine (Java's ``CoordinatorRequestManager``).
+
+Owns the known coordinator (or None) and the FindCoordinator request state: one request
+at a time, to the least-loaded node, with exponential backoff after failures. Other
+managers read ``coordinator``, and call ``mark_coordinator_unknown`` on NOT_COORDINATOR /
+COORDINATOR_NOT_AVAILABLE and ``handle_coordinator_disconnect`` when a request to it
+failed; the next ``poll`` then looks for it again.
+
+A fatal FindCoordinator error (e.g. GROUP_AUTHORIZATION_FAILED) is kept until the
+heartbeat manager takes it with ``get_and_clear_fatal_error`` and surfaces it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NamedTuple, Optional
+
+from kproto.consumer.kip848.request_manager import (
+    MAX_WAIT_MS,
+    PollResult,
+    RequestBuilder,
+    RequestState,
+    UnsentRequest,
+)
+from kproto.errors import IllegalStateError, KafkaConnectionError, error_for
+from kproto.messages import FindCoordinatorRequest
+
+log = logging.getLogger("kproto.kip848")
+
+COORDINATOR_KEY_TYPE_GROUP = 0
+# FindCoordinator v4 replaced the single ``key`` with the batched ``coordinator_keys``.
+_BATCHED_KEYS_MIN_VERSION = 4
+
+
+class Coordinator(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+
+
+class CoordinatorRequestManager:
+    """Finds the group coordinator and remembers it until told it is gone."""
+
+    def __init__(self, group_id: str, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
+                 jitter: float = RequestState.RETRY_BACKOFF_JITTER) -> None:
+        self.group_id = group_id
+        self.request_state = RequestState("FindCoordinator", retry_backoff_ms, retry_backoff_max_ms, jitter)
+        self.coordinator: Optional[Coordinator] = None
+        self.time_marked_unknown_ms: Optional[int] = None
+        self._fatal_error: Optional[BaseException] = None
+        self._closing = False
+
+    def poll(self, now_ms: int) -> PollResult:
+        if self._closing or self.coordinator is not None:
+            return PollResult.EMPTY  # type: ignore[attr-defined]
+        if self.request_state.can_send_request(now_ms):
+            return PollResult(MAX_WAIT_MS, [self._make_find_coordinator_request(now_ms)])
+        return PollResult(self.request_state.remaining_backoff_ms(now_ms))
+
+    def maximum_time_to_wait(self, now_ms: int) -> int:
+        return MAX_WAIT_MS
+
+    def signal_close(self) -> None:
+        """On close: the group work is done, stop looking for the coordinator."""
+        self._closing = True
+
+    def _make_find_coordinator_request(self, now_ms: int) -> UnsentRequest:
+        self.request_state.on_send_attempt(now_ms)
+        builder = RequestBuilder(FindCoordinatorRequest, self._build_request)
+        unsent = UnsentRequest(builder, node_id=None)
+
+        def _on_complete(response: Any, error: Optional[BaseException]) -> None:
+            done_ms = unsent.completion_time_ms if unsent.completion_time_ms is not None else now_ms
+            if error is not None:
+                self._on_failed_response(done_ms, error)
+            else:
+                self._on_response(done_ms, response)
+
+        return unsent.when_complete(_on_complete)
+
+    def _build_request(self, version: int) -> FindCoordinatorRequest:
+        if version >= _BATCHED_KEYS_MIN_VERSION:
+            return FindCoordinatorRequest(key_type=COORDINATOR_KEY_TYPE_GROUP, coordinator_keys=[self.group_id])
+        return FindCoordinatorRequest(key=self.group_id, key_type=COORDINATOR_KEY_TYPE_GROUP)
+
+    def _on_response(self, now_ms: int, response: Any) -> None:
+        if response.coordinators:
+            entry = next((c for c in response.coordinators if c.key == self.group_id), None)
+            if entry is None:
+                self._on_failed_response(now_ms, IllegalStateError(
+                    "FindCoordinator response has no coordinator for group {!r}".format(self.group_id)))
+                return
+        else:  # v0-3: the answer is in the top-level fields
+            entry = response
+        error = error_for(entry.error_code, entry.error_message or None)
+        if error is not None:
+            self._on_failed_response(now_ms, error)
+            return
+        self.coordinator = Coordinator(entry.node_id, entry.host, entry.port)
+        log.info("Discovered group coordinator %s for group %s", self.coordinator, self.group_id)
+        self.request_state.on_successful_attempt(now_ms)
+
+    def _on_failed_response(self, now_ms: int, error: BaseException) -> None:
+        self.request_state.on_failed_attempt(now_ms)
+        self.mark_coordinator_unknown("FindCoordinator failed: {}".format(error), now_ms)
+        if getattr(error, "retriable", False):
+            log.debug("FindCoordinator failed with a retriable error, will retry: %s", error)
+            return
+        log.warning("FindCoordinator failed with a fatal error: %s", error)
+        self._fatal_error = error
+
+    def mark_coordinator_unknown(self, cause: str, now_ms: int) -> None:
+        if self.coordinator is not None:
+            log.info("Group coordinator %s is unavailable or invalid (%s); rediscovering it",
+                     self.coordinator, cause)
+            self.coordinator = None
+            self.time_marked_unknown_ms = now_ms
+        elif self.time_marked_unknown_ms is None:
+            self.time_marked_unknown_ms = now_ms
+
+    def handle_coordinator_disconnect(self, error: BaseException, now_ms: int) -> None:
+        """A request to the coordinator failed; a lost connection means look for it again."""
+        if isinstance(error, KafkaConnectionError):
+            self.mark_coordinator_unknown(str(error), now_ms)
+
+    def get_and_clear_fatal_error(self) -> Optional[BaseException]:
+        error, self._fatal_error = self._fatal_error, None
+        return error
