@@ -225,41 +225,48 @@ class Connection:
 
 def decode_response(response_class: Any, body: memoryview, api_version: int, *,
                     strict: bool = False) -> Any:
-    """Decode a response body, with the ApiVersions fallback of KIP-511.
+    """Decode a response body, with the ApiVersions fallbacks.
 
-    A broker that does not support the ApiVersions version it was sent answers with a
-    v0-format body (error UNSUPPORTED_VERSION plus the versions it does support) whatever
-    version was asked for; Kafka brokers and librdkafka's mock cluster both do this. The
-    error code is the first field in every version, so peek at it before choosing.
+    KIP-511: a broker that does not support the ApiVersions version it was sent answers
+    with a v0-format body (error UNSUPPORTED_VERSION plus the versions it does support)
+    whatever version was asked for. The error code is the first field in every version,
+    so peek at it before choosing. librdkafka's mock cluster writes its own layout for
+    both that fallback and its flexible (v3+) answers; see ``_decode_api_versions_loose``.
     """
-    if (response_class.api_key == _API_VERSIONS_KEY and api_version > 0 and len(body) >= 2
-            and _INT16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION):
-        try:
-            return response_class.decode(body, 0, allow_trailing=not strict)
-        except errors.CorruptMessageError:
-            return _decode_api_versions_fallback(response_class, body)
-    return response_class.decode(body, api_version, allow_trailing=not strict)
+    allow_trailing = not strict
+    if response_class.api_key != _API_VERSIONS_KEY or api_version == 0 or len(body) < 2:
+        return response_class.decode(body, api_version, allow_trailing=allow_trailing)
+    (error_code,) = _INT16.unpack_from(body, 0)
+    version = 0 if error_code == _UNSUPPORTED_VERSION else api_version
+    try:
+        return response_class.decode(body, version, allow_trailing=allow_trailing)
+    except errors.CorruptMessageError as exc:
+        loose = _decode_api_versions_loose(response_class, body, error_code)
+        if loose is None:
+            raise exc from None
+        return loose
 
 
-def _decode_api_versions_fallback(response_class: Any, body: memoryview) -> Any:
-    """The fallback body librdkafka's mock cluster sends: not quite v0.
+def _decode_api_versions_loose(response_class: Any, body: memoryview, error_code: int) -> Any:
+    """The ApiVersions body librdkafka's mock cluster sends (measured, librdkafka 2.x).
 
-    Measured (librdkafka 2.x): error code, the array count as ONE byte, entries of three
-    int16 (api key, min, max) without tagged fields, then a 4-byte throttle time. Only
-    layouts that account for every byte are accepted, so this stays a strict parser.
+    Error code, the array count as ONE byte, entries of three int16 (api key, min, max)
+    without tagged fields, then a 4-byte throttle time: neither v0 nor v3. Only layouts
+    that account for every byte are accepted, so this cannot read arbitrary garbage as
+    a version table. None if the body fits no layout.
     """
     data = bytes(body)
-    if len(data) >= 3:
-        for count in dict.fromkeys((data[2], data[2] - 1)):  # raw count, or compact N+1
-            for entry_size in (6, 7):  # with or without an (empty) tagged-field byte
-                rest = len(data) - 3 - count * entry_size
-                if count < 0 or rest not in (0, 4, 5):
-                    continue
-                keys = []
-                for i in range(count):
-                    key, low, high = struct.unpack_from(">hhh", data, 3 + i * entry_size)
-                    keys.append(response_class.ApiVersion(api_key=key, min_version=low,
-                                                          max_version=high))
-                return response_class(error_code=_UNSUPPORTED_VERSION, api_keys=keys)
-    raise errors.CorruptMessageError("unparseable ApiVersions fallback body",
-                                     api="ApiVersionsResponse", version=0)
+    if len(data) < 3:
+        return None
+    for count in dict.fromkeys((data[2], data[2] - 1)):  # raw count, or compact N+1
+        for entry_size in (6, 7):  # without or with an (empty) tagged-field byte
+            rest = len(data) - 3 - count * entry_size
+            if count < 0 or rest not in (0, 4, 5):
+                continue
+            keys = []
+            for i in range(count):
+                key, low, high = struct.unpack_from(">hhh", data, 3 + i * entry_size)
+                keys.append(response_class.ApiVersion(api_key=key, min_version=low,
+                                                      max_version=high))
+            return response_class(error_code=error_code, api_keys=keys)
+    return None

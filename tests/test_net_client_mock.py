@@ -1,0 +1,316 @@
+"""NetworkClient against librdkafka's mock cluster (3 brokers, real sockets on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kproto import errors
+from kproto.messages import (ApiVersionsRequest, FetchRequest, HeartbeatRequest, MetadataRequest,
+                             MetadataResponse)
+from kproto.net.broker import ConnectionState
+from kproto.net.client import NetworkClient
+from kproto.structs import TopicPartition
+
+METADATA, FETCH, HEARTBEAT, API_VERSIONS = 3, 1, 12, 18
+
+
+@pytest.fixture
+def clients():
+    made: list[NetworkClient] = []
+
+    def make(cluster, **config) -> NetworkClient:
+        config.setdefault("request_timeout_ms", 10_000)
+        client = NetworkClient(bootstrap_servers=cluster.bootstrap_servers, **config)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def wait(client: NetworkClient, future, timeout_ms: float = 20_000):
+    client.poll(timeout_ms, future=future)
+    assert future.is_done, "no answer within {} ms".format(timeout_ms)
+    if future.failed():
+        raise future.exception
+    return future.value
+
+
+def poll_until(client: NetworkClient, predicate, timeout_ms: float = 20_000) -> bool:
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        client.poll(100)
+    return True
+
+
+def test_bootstrap_then_metadata_gives_brokers_leaders_epochs_and_topic_ids(mock_cluster, clients):
+    topic = mock_cluster.new_topic(partitions=3)
+    client = clients(mock_cluster)
+    wait(client, client.cluster.set_topics([topic]))
+    cluster = client.cluster
+    assert {b.node_id for b in cluster.brokers()} == {1, 2, 3}
+    assert {(b.host, b.port) for b in cluster.brokers()} == set(mock_cluster.addresses)
+    assert cluster.partitions_for_topic(topic) == {0, 1, 2}
+    for p in range(3):
+        assert cluster.leader_for_partition(TopicPartition(topic, p)) in {1, 2, 3}
+        assert cluster.leader_epoch_for_partition(TopicPartition(topic, p)) >= 0
+    topic_id = cluster.topic_id(topic)
+    assert topic_id is not None and topic_id.int != 0
+    assert cluster.topic_name(topic_id) == topic
+    assert cluster.partitions_for_topic("no-such-topic") is None
+
+
+def test_send_negotiates_the_highest_common_version(mock_cluster_factory, clients):
+    cluster = mock_cluster_factory(3)
+    cluster.set_apiversion(METADATA, 0, 4)
+    cluster.set_apiversion(HEARTBEAT, 0, 2)
+    client = clients(cluster)
+    wait(client, client.request_metadata_update())
+    node = sorted(b.node_id for b in client.cluster.brokers())[0]
+    response = wait(client, client.send(node, MetadataRequest(topics=[])))
+    assert isinstance(response, MetadataResponse)
+    assert client.api_version(METADATA, node) == 4
+    assert client.broker_api_versions(node)[METADATA] == (0, 4)
+    assert client.api_version(HEARTBEAT, node) == 2
+    # Capped at what kproto's message class has even if a broker offered more.
+    assert client.api_version(FETCH, node) == min(client.broker_api_versions(node)[FETCH][1],
+                                                   FetchRequest.max_version)
+    # An explicit version is sent as asked (the fuzzing use).
+    older = wait(client, client.send(node, MetadataRequest(topics=[]), version=1))
+    assert [b.node_id for b in older.brokers] and older.cluster_id is None
+
+
+def test_api_versions_fallback_body_of_the_mock_is_understood(mock_cluster_factory, clients):
+    # The mock answers ApiVersions v3/v4 in its fallback format unless told it supports
+    # them; both paths must end with a ready connection.
+    cluster = mock_cluster_factory(1)
+    client = clients(cluster)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(1, ApiVersionsRequest(), version=0)).error_code == 0
+    versions = client.broker_api_versions(1)
+    assert versions[API_VERSIONS][1] < ApiVersionsRequest.max_version  # so the fallback ran
+    cluster.set_apiversion(API_VERSIONS, 0, 3)
+    fresh = clients(cluster)
+    wait(fresh, fresh.request_metadata_update())
+    assert wait(fresh, fresh.send(1, MetadataRequest(topics=[]))).brokers
+    assert fresh.broker_api_versions(1)[API_VERSIONS] == (0, 3)
+
+
+def test_unknown_node_fails_at_once(mock_cluster, clients):
+    client = clients(mock_cluster)
+    future = client.send(42, MetadataRequest(topics=[]))
+    assert future.failed() and isinstance(future.exception, errors.UnknownBrokerIdError)
+
+
+def test_request_timeout_fails_the_request_and_closes_the_connection(mock_cluster_factory, clients):
+    cluster = mock_cluster_factory(3)
+    client = clients(cluster)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(2, MetadataRequest(topics=[])))
+    cluster.broker_rtt(2, 3_000)
+    slow = client.send(2, MetadataRequest(topics=[]), timeout_ms=300)
+    other = client.send(2, MetadataRequest(topics=[]), timeout_ms=60_000)
+    client.poll(20_000, future=slow)
+    assert isinstance(slow.exception, errors.RequestTimeoutError)
+    assert slow.retriable()
+    # The connection was closed: the other request in flight failed too, retriably.
+    client.poll(0)
+    assert other.failed() and isinstance(other.exception, errors.KafkaConnectionError)
+    assert client.in_flight_request_count(2) == 0
+    cluster.broker_rtt(2, 0)
+    assert poll_until(client, lambda: client.connection_delay(2) == 0)
+    assert wait(client, client.send(2, MetadataRequest(topics=[]))).brokers
+
+
+def test_broker_down_fails_fast_backs_off_idle_and_comes_back(mock_cluster_factory, clients):
+    cluster = mock_cluster_factory(3)
+    client = clients(cluster, reconnect_backoff_ms=200, reconnect_backoff_max_ms=800)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(3, MetadataRequest(topics=[])))
+    cluster.broker_down(3)
+    # Requests to it fail (connection closed or refused), none hangs.
+    failures = []
+    for _ in range(3):
+        future = client.send(3, HeartbeatRequest(group_id="g", member_id="m"))
+        client.poll(10_000, future=future)
+        assert future.failed()
+        failures.append(future.exception)
+    assert all(getattr(exc, "retriable", False) for exc in failures)
+    assert any(isinstance(exc, errors.NodeNotReadyError) for exc in failures) or \
+        client.connection_delay(3) > 0
+    # While the node is backing off a request fails at once, without any I/O.
+    if client.connection_delay(3) > 0:
+        immediate = client.send(3, MetadataRequest(topics=[]))
+        assert isinstance(immediate.exception, errors.NodeNotReadyError)
+    # Waiting does not spin: reconnect attempts are spaced by the backoff.
+    cpu, wall = time.process_time(), time.monotonic()
+    while time.monotonic() - wall < 1.5:
+        client.ready(3)
+        client.poll(100)
+    assert time.process_time() - cpu < 1.0
+    assert client.connection_failed(3) is not None or not client.is_ready(3)
+    cluster.broker_up(3)
+    assert poll_until(client, lambda: client.ready(3))
+    assert wait(client, client.send(3, MetadataRequest(topics=[]))).brokers
+
+
+def test_poll_with_nothing_to_do_sleeps(mock_cluster, clients):
+    client = clients(mock_cluster, metadata_max_age_ms=60_000)
+    wait(client, client.request_metadata_update())
+    cpu = time.process_time()
+    client.poll(1_000)
+    assert time.process_time() - cpu < 0.5
+
+
+def test_leader_move_is_seen_through_metadata(mock_cluster_factory, clients):
+    cluster = mock_cluster_factory(3)
+    topic = cluster.new_topic(partitions=1)
+    client = clients(cluster)
+    wait(client, client.cluster.set_topics([topic]))
+    tp = TopicPartition(topic, 0)
+    old_leader = client.cluster.leader_for_partition(tp)
+    old_epoch = client.cluster.leader_epoch_for_partition(tp)
+    new_leader = next(b for b in (1, 2, 3) if b != old_leader)
+    cluster.set_partition_leader(topic, 0, new_leader)
+    # A newer epoch seen elsewhere (e.g. in a Fetch response) triggers the refresh.
+    assert client.cluster.update_last_seen_epoch_if_newer(tp, old_epoch + 1)
+    assert client.cluster.need_update()
+    assert poll_until(client, lambda: client.cluster.leader_for_partition(tp) == new_leader)
+    assert client.cluster.leader_epoch_for_partition(tp) > old_epoch
+    assert tp in client.cluster.partitions_for_broker(new_leader)
+
+
+def test_not_leader_error_requests_a_refresh(mock_cluster, clients):
+    client = clients(mock_cluster, metadata_max_age_ms=600_000)
+    wait(client, client.request_metadata_update())
+    assert not client.cluster.need_update()
+    before = client.cluster.update_count
+    assert client.cluster.maybe_request_update_for_error(errors.NotLeaderOrFollowerError.errno)
+    assert client.cluster.maybe_request_update_for_error(errors.UnknownTopicOrPartitionError())
+    assert not client.cluster.maybe_request_update_for_error(errors.RebalanceInProgressError)
+    assert poll_until(client, lambda: client.cluster.update_count > before)
+
+
+def test_idle_connection_is_closed(mock_cluster, clients):
+    client = clients(mock_cluster, connections_max_idle_ms=300)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(1, MetadataRequest(topics=[])))
+    assert client.connection_state(1) is ConnectionState.READY
+    assert poll_until(client, lambda: client.is_disconnected(1), timeout_ms=10_000)
+    # Closing an idle connection is not a failure: it may reconnect at once.
+    assert client.connection_failed(1) is None
+    assert wait(client, client.send(1, MetadataRequest(topics=[]))).brokers
+
+
+def test_closing_a_connection_fails_its_requests_retriably(mock_cluster_factory, clients):
+    cluster = mock_cluster_factory(3)
+    client = clients(cluster)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(1, MetadataRequest(topics=[])))
+    cluster.broker_rtt(1, 5_000)
+    future = client.send(1, MetadataRequest(topics=[]))
+    client.poll(50)
+    client.close(1)
+    assert future.failed() and isinstance(future.exception, errors.KafkaConnectionError)
+    assert future.exception.retriable
+
+
+def test_wakeup_interrupts_a_blocked_poll(mock_cluster, clients):
+    client = clients(mock_cluster, metadata_max_age_ms=600_000)
+    wait(client, client.request_metadata_update())
+    returned = threading.Event()
+
+    def poller():
+        client.poll(120_000)
+        returned.set()
+
+    thread = threading.Thread(target=poller, daemon=True)
+    thread.start()
+    for _ in range(600):  # keep waking until the poller returns (it may not be in select yet)
+        client.wakeup()
+        if returned.wait(0.05):
+            break
+    assert returned.is_set()
+    thread.join()
+
+
+def test_heartbeat_thread_and_application_thread_share_the_client(mock_cluster, clients):
+    client = clients(mock_cluster, metadata_max_age_ms=600_000)
+    wait(client, client.request_metadata_update())
+    results: list = []
+    stop = threading.Event()
+
+    def heartbeat():
+        while not stop.is_set() and len(results) < 20:
+            future = client.send(2, HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
+            client.poll(5_000, future=future)
+            results.append(future)
+
+    thread = threading.Thread(target=heartbeat, daemon=True)
+    thread.start()
+    app = []
+    for _ in range(20):
+        future = client.send(1, MetadataRequest(topics=[]))
+        client.poll(5_000, future=future)
+        app.append(future)
+    thread.join(60)
+    stop.set()
+    assert not thread.is_alive()
+    assert all(f.succeeded() for f in app)
+    assert len(results) == 20 and all(f.succeeded() for f in results)
+    # The mock has no such group: the broker answered, which is what matters here.
+    assert all(f.value.error_code != 0 for f in results)
+
+
+def test_all_addresses_of_a_host_are_tried(mock_cluster, clients, monkeypatch):
+    import socket
+
+    host, port = mock_cluster.addresses[0]
+    real = socket.getaddrinfo
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead_port = closed.getsockname()[1]
+    closed.close()
+
+    def resolve(name, *args, **kwargs):
+        if name == "kproto-two-addresses.invalid":
+            # First an address where nothing listens, then the broker.
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", dead_port)),
+                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", (host, port))]
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    client = NetworkClient(bootstrap_servers="kproto-two-addresses.invalid:{}".format(port))
+    try:
+        wait(client, client.request_metadata_update())
+        assert len(client.cluster.brokers()) == 3
+    finally:
+        client.close()
+
+
+def test_no_reachable_bootstrap_server_backs_off_without_spinning():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port),
+                           reconnect_backoff_ms=100, reconnect_backoff_max_ms=400)
+    try:
+        future = client.request_metadata_update()
+        cpu = time.process_time()
+        client.poll(1_500, future=future)
+        assert time.process_time() - cpu < 0.75
+        assert isinstance(client.connection_failed("bootstrap-0"), errors.KafkaConnectionError)
+        assert client.connection_delay("bootstrap-0") > 0 or client.connection_state(
+            "bootstrap-0") is not ConnectionState.READY
+    finally:
+        client.close()
+    assert future.failed() or not future.is_done
