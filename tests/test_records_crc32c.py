@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kproto.records import crc32c
-from kproto.records.crc32c import FOLD_THRESHOLD, _crc32c_fold, crc32c_table
+from kproto.records.crc32c import FOLD_THRESHOLD, _crc32c_fold, _crc32c_small, crc32c_table
 
 
 # RFC 3720 (iSCSI) appendix B.4 test vectors and the usual "123456789" check value.
@@ -33,7 +33,9 @@ def test_fold_matches_table_loop(size):
     data = os.urandom(size)
     expected = crc32c_table(data)
     assert _crc32c_fold(data, 0) == expected
+    assert _crc32c_small(data, 0) == expected
     assert crc32c(data) == expected
+    assert _crc32c_small(data, 0xDEADBEEF) == crc32c_table(data, 0xDEADBEEF)
     # continuing from a non-zero running CRC
     assert _crc32c_fold(data, 0xDEADBEEF) == crc32c_table(data, 0xDEADBEEF)
 
