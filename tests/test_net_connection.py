@@ -240,3 +240,65 @@ def test_wire_trace_is_silent_above_debug(caplog):
     with caplog.at_level(logging.INFO, logger="kproto.wire"):
         send_heartbeats(conn, 1)
     assert not [r for r in caplog.records if r.name == "kproto.wire"]
+
+
+def test_librdkafka_mock_api_versions_layouts_are_decoded():
+    # Bytes measured from librdkafka 2.x's mock cluster: error code, a one-byte array count,
+    # entries of three int16 without tagged fields, a 4-byte throttle time.
+    fallback = bytes.fromhex("0023" "01" "0012" "0000" "0003" "00000000")
+    conn = Connection("n1")
+    ifr = conn.send(ApiVersionsRequest(), 4)
+    drain(conn)
+    frame = struct.pack(">ii", 4 + len(fallback), ifr.correlation_id) + fallback
+    ((_, response),) = conn.receive(frame)
+    assert response.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, 0, 3)]
+    # Its answer to v3 (when it supports v3) has the same layout with error 0.
+    entries = [(0, 0, 10), (1, 0, 16), (18, 0, 3)]
+    ok = struct.pack(">hB", 0, len(entries)) + b"".join(
+        struct.pack(">hhh", *e) for e in entries) + b"\x00" * 4
+    ifr = conn.send(ApiVersionsRequest(), 3)
+    drain(conn)
+    ((_, response),) = conn.receive(struct.pack(">ii", 4 + len(ok), ifr.correlation_id) + ok)
+    assert response.error_code == 0
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == entries
+
+
+def test_unparseable_api_versions_body_is_still_a_corrupt_message_error():
+    conn = Connection("n1")
+    ifr = conn.send(ApiVersionsRequest(), 3)
+    drain(conn)
+    body = b"\x00\x00\x05\x01\x02"
+    with pytest.raises(errors.CorruptMessageError):
+        conn.receive(struct.pack(">ii", 4 + len(body), ifr.correlation_id) + body)
+
+
+def test_trailing_bytes_after_a_response_are_refused_only_when_strict():
+    for strict in (False, True):
+        conn = Connection("n1", strict=strict)
+        ifr = conn.send(HeartbeatRequest(group_id="g"), 4)
+        drain(conn)
+        frame = bytearray(response_frame(12, 4, ifr.correlation_id, heartbeat_response()))
+        frame += b"\x00"
+        frame[0:4] = struct.pack(">i", len(frame) - 4)
+        if strict:
+            with pytest.raises(errors.CorruptMessageError):
+                conn.receive(bytes(frame))
+        else:
+            ((_, response),) = conn.receive(bytes(frame))
+            assert response.error_code == 0
+
+
+def test_reconnect_backoff_grows_with_jitter_inside_its_bounds():
+    import random
+
+    from kproto.net.broker import reconnect_backoff_ms
+
+    rng = random.Random(4)
+    for failures in range(1, 12):
+        values = {reconnect_backoff_ms(failures, 50, 1000, rng) for _ in range(50)}
+        assert all(50 <= v <= 1000 for v in values)
+        if failures <= 3:
+            assert len(values) > 1  # jittered, not a constant
+    assert max(reconnect_backoff_ms(1, 50, 1000, rng) for _ in range(50)) <= 60
+    assert min(reconnect_backoff_ms(10, 50, 1000, rng) for _ in range(50)) == 1000

@@ -1,0 +1,153 @@
+"""ClusterMetadata fed MetadataResponse objects: leaders, epochs, ids, refresh schedule."""
+
+from __future__ import annotations
+
+import uuid
+
+from kproto import errors
+from kproto.messages import MetadataResponse
+from kproto.net.client import build_metadata_request
+from kproto.net.metadata import ClusterMetadata
+from kproto.structs import BrokerMetadata, TopicPartition
+
+Broker = MetadataResponse.MetadataResponseBroker
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+TID = uuid.UUID("12345678-1234-5678-1234-567812345678")
+
+
+def response(leaders: dict[int, tuple[int, int]], *, topic="t", topic_id=TID, error=0,
+             extra_topics=()):
+    """A Metadata v12 response: partition -> (leader, epoch) for one topic."""
+    parts = [Partition(partition_index=p, leader_id=leader, leader_epoch=epoch,
+                       replica_nodes=[1, 2], isr_nodes=[1, 2]) for p, (leader, epoch) in leaders.items()]
+    topics = [Topic(name=topic, topic_id=topic_id, error_code=error, partitions=parts)]
+    topics += list(extra_topics)
+    msg = MetadataResponse(brokers=[Broker(node_id=1, host="h1", port=9092, rack="r1"),
+                                    Broker(node_id=2, host="h2", port=9093)],
+                           cluster_id="c", controller_id=2, topics=topics)
+    # Through the wire format, as the client sees it.
+    return MetadataResponse.decode(msg.encode(12), 12)
+
+
+def fresh() -> ClusterMetadata:
+    return ClusterMetadata(metadata_max_age_ms=1000, retry_backoff_ms=100,
+                           bootstrap_brokers=[BrokerMetadata("bootstrap-0", "b", 9092)])
+
+
+def test_bootstrap_brokers_until_the_first_update():
+    md = fresh()
+    assert {b.node_id for b in md.brokers()} == {"bootstrap-0"}
+    assert md.ttl(0) == 0  # a refresh is due at once
+    waiter = md.request_update()
+    md.update(response({0: (1, 5), 1: (2, 7)}), now_ms=10)
+    assert waiter.succeeded() and waiter.value is md
+    assert md.brokers() == {BrokerMetadata(1, "h1", 9092, "r1"), BrokerMetadata(2, "h2", 9093, None)}
+    assert md.cluster_id == "c" and md.controller_id == 2
+    assert md.leader_for_partition(TopicPartition("t", 1)) == 2
+    assert md.leader_epoch_for_partition(TopicPartition("t", 0)) == 5
+    assert md.partitions_for_broker(1) == {TopicPartition("t", 0)}
+    assert md.topic_id("t") == TID and md.topic_name(TID) == "t"
+    assert md.is_bootstrap("bootstrap-0") and md.broker_metadata("bootstrap-0") is not None
+
+
+def test_refresh_schedule_follows_max_age_and_backoff():
+    md = fresh()
+    md.update(response({0: (1, 0)}), now_ms=1000)
+    assert not md.need_update()
+    assert md.ttl(1000) == 1000 and md.ttl(1500) == 500 and md.ttl(2000) == 0
+    md.request_update()
+    assert md.ttl(1050) == 50  # within retry_backoff_ms of the last attempt
+    assert md.ttl(1100) == 0
+    failed = md.request_update()
+    md.failed_update(errors.KafkaConnectionError("x"), now_ms=1200)
+    assert isinstance(failed.exception, errors.KafkaConnectionError)
+    assert md.ttl(1200) == 100 and md.need_update()
+
+
+def test_older_leader_epoch_from_a_lagging_broker_is_ignored_and_refreshes_again():
+    md = fresh()
+    md.update(response({0: (1, 5)}), now_ms=0)
+    md.update(response({0: (2, 4)}), now_ms=10)
+    tp = TopicPartition("t", 0)
+    assert md.leader_for_partition(tp) == 1 and md.leader_epoch_for_partition(tp) == 5
+    assert md.need_update()
+    md.update(response({0: (2, 6)}), now_ms=20)
+    assert md.leader_for_partition(tp) == 2 and md.leader_epoch_for_partition(tp) == 6
+    assert not md.need_update()
+
+
+def test_newer_epoch_seen_elsewhere_requests_a_refresh():
+    md = fresh()
+    md.update(response({0: (1, 5)}), now_ms=0)
+    tp = TopicPartition("t", 0)
+    assert not md.update_last_seen_epoch_if_newer(tp, 5)
+    assert not md.update_last_seen_epoch_if_newer(tp, -1)
+    assert not md.need_update()
+    assert md.update_last_seen_epoch_if_newer(tp, 6)
+    assert md.need_update()
+
+
+def test_topic_errors_sort_topics_into_their_sets():
+    md = fresh()
+    md.set_topics(["t", "gone", "secret", "bad name"])
+    md.update(response({0: (1, 0)}, extra_topics=[
+        Topic(name="gone", error_code=3), Topic(name="secret", error_code=29),
+        Topic(name="bad name", error_code=17)]), now_ms=0)
+    assert md.unknown_topics == {"gone"}
+    assert md.unauthorized_topics == {"secret"}
+    assert md.invalid_topics == {"bad name"}
+    assert md.topics() == {"t"}
+    assert md.partitions_for_topic("gone") is None
+
+
+def test_leader_not_available_keeps_partitions_and_retries_soon():
+    md = fresh()
+    md.update(response({0: (-1, 3)}, error=5), now_ms=0)
+    assert md.partitions_for_topic("t") == {0}
+    assert md.available_partitions_for_topic("t") == set()
+    assert md.leader_for_partition(TopicPartition("t", 0)) == -1
+    assert md.need_update()
+
+
+def test_topics_of_interest_and_all_topics():
+    md = fresh()
+    md.update(response({0: (1, 0)}), now_ms=0)
+    assert md.topics_of_interest() == set()
+    future = md.set_topics(["a", "b"])
+    assert not future.is_done and md.need_update()
+    md.update(response({0: (1, 0)}), now_ms=1)
+    assert future.succeeded()
+    assert md.set_topics(["a"]).succeeded()  # nothing new to learn
+    md.need_all_topic_metadata()
+    assert md.topics_of_interest() is None and md.need_update()
+
+
+def test_listeners_run_after_each_update_and_a_failing_one_is_contained():
+    md = fresh()
+    seen = []
+    md.add_listener(lambda m: seen.append(m.update_count))
+    md.add_listener(lambda m: 1 / 0)
+    md.update(response({0: (1, 0)}), now_ms=0)
+    md.update(response({0: (1, 0)}), now_ms=1)
+    assert seen == [1, 2]
+
+
+def test_errors_that_mean_stale_metadata_request_a_refresh():
+    md = fresh()
+    md.update(response({0: (1, 0)}), now_ms=0)
+    assert not md.maybe_request_update_for_error(errors.RebalanceInProgressError)
+    assert not md.need_update()
+    assert md.maybe_request_update_for_error(6)
+    assert md.need_update()
+
+
+def test_metadata_request_shapes():
+    assert build_metadata_request(None, 12, False).topics is None
+    assert build_metadata_request(None, 0, False).topics == []  # v0: empty means all
+    req = build_metadata_request({"b", "a"}, 12, False)
+    assert [t.name for t in req.topics] == ["a", "b"]
+    assert req.allow_auto_topic_creation is False
+    assert build_metadata_request(set(), 12, False).topics == []
+    for version in (0, 1, 4, 12):
+        build_metadata_request({"a"}, version, False).encode(version)
