@@ -42,21 +42,22 @@ def awaiting(policy, offset=100, offset_epoch=3, new_leader=LeaderAndEpoch(2, 5)
     return subs
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_request_carries_the_position_epoch_and_the_current_leader_epoch(version):
     positions = {T0: FetchPosition(100, 3, LeaderAndEpoch(2, 5)), U0: FetchPosition(7, 1, LeaderAndEpoch(2, None)),
                  T1: FetchPosition(9, None, LeaderAndEpoch(2, 5))}
     req = wire(lev.build_offset_for_leader_epoch_request(positions, version), version)
-    assert req.replica_id == -1  # a consumer, not a follower (-2 would be a debug client)
+    if version >= 3:
+        assert req.replica_id == -1  # a consumer, not a follower (-2 would be a debug client)
     sent = {TopicPartition(t.topic, p.partition): (p.leader_epoch, p.current_leader_epoch)
             for t in req.topics for p in t.partitions}
     # A position with no epoch cannot be validated and is not asked about.
     assert sent == {T0: (3, 5), U0: (1, -1)}
 
 
-def test_consumers_never_use_versions_before_3():
+def test_versions_without_the_current_leader_epoch_are_refused():
     with pytest.raises(errors.IllegalArgumentError):
-        lev.build_offset_for_leader_epoch_request({T0: FetchPosition(1, 1, LeaderAndEpoch(1, 1))}, 2)
+        lev.build_offset_for_leader_epoch_request({T0: FetchPosition(1, 1, LeaderAndEpoch(1, 1))}, 1)
 
 
 def test_grouping_by_the_leader_the_position_was_fetched_from():

@@ -24,8 +24,10 @@ from . import _codes
 log = logging.getLogger("kproto.consumer.offsets")
 
 OFFSET_FOR_LEADER_EPOCH_API_KEY = 23
-# The first version a consumer may use (KIP-320, Kafka 2.3); older brokers skip validation.
-MIN_CONSUMER_VERSION = 3
+# v2 added the current leader epoch that lets a consumer ask (KIP-320). Java waits for v3
+# (Kafka 2.3, where ReplicaId appeared); librdkafka uses v2, and so does kproto, so that
+# brokers stopping at v2 (the librdkafka mock) still validate. Older brokers: no validation.
+MIN_CONSUMER_VERSION = 2
 CONSUMER_REPLICA_ID = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -79,8 +81,10 @@ def build_offset_for_leader_epoch_request(positions: Mapping[TopicPartition, Any
         topics.setdefault(tp.topic, []).append(Req.OffsetForLeaderPartition(
             partition=tp.partition, current_leader_epoch=UNDEFINED_EPOCH if epoch is None else epoch,
             leader_epoch=position.offset_epoch))
-    return Req(replica_id=CONSUMER_REPLICA_ID,
-               topics=[Req.OffsetForLeaderTopic(topic=name, partitions=parts) for name, parts in topics.items()])
+    request = Req(topics=[Req.OffsetForLeaderTopic(topic=name, partitions=parts) for name, parts in topics.items()])
+    if version >= 3:
+        request.replica_id = CONSUMER_REPLICA_ID
+    return request
 
 
 def handle_offset_for_leader_epoch_response(response: Any,

@@ -31,9 +31,8 @@ log = logging.getLogger("kproto.consumer.offsets")
 class OffsetFetcher:
     """ListOffsets and OffsetForLeaderEpoch for one consumer, driven from its polling thread.
 
-    ``client`` is a NetworkClient (``send(node_id, request, version)`` -> Future,
-    ``poll(timeout_ms, future)``, ``api_version(api_key, node_id)``), ``metadata`` its
-    ClusterMetadata, ``subscriptions`` the SubscriptionState. ``clock`` returns
+    ``client`` is a NetworkClient (``ready``, ``send`` -> Future, ``poll``,
+    ``broker_api_versions``, ``request_metadata_update``), ``metadata`` its ClusterMetadata, ``subscriptions`` the SubscriptionState. ``clock`` returns
     milliseconds (monotonic), injectable for tests.
     """
 
@@ -87,7 +86,8 @@ class OffsetFetcher:
         remaining = dict(timestamps)
         fetched: dict[TopicPartition, utils.ListOffsetData] = {}
         while remaining:
-            pending, no_leader = self._send_list_offsets(remaining, require_timestamp)
+            self._ensure_topics(remaining)
+            pending, unsent, no_leader = self._send_list_offsets(remaining, require_timestamp)
             need_metadata = bool(no_leader)
             last_error: Optional[BaseException] = None
             for future, version, requested in pending:
@@ -110,20 +110,31 @@ class OffsetFetcher:
             if self._clock() >= deadline:
                 raise errors.KafkaTimeoutError("failed to get offsets by times in {} ms{}".format(
                     timeout_ms, "" if last_error is None else " (last error: {})".format(last_error)))
+            # Not-ready leaders are connecting: the backoff's poll lets them finish.
+            log.debug("ListOffsets: %d partitions left (%d waiting for a connection)", len(remaining), len(unsent))
             self._backoff(deadline, need_metadata)
         return fetched
 
+    def _ensure_topics(self, partitions: Iterable[TopicPartition]) -> None:
+        """Lookups may name topics the consumer is not subscribed to: add them to the metadata."""
+        unknown = {tp.topic for tp in partitions if self._metadata.partitions_for_topic(tp.topic) is None}
+        for topic in unknown:
+            self._metadata.add_topic(topic)
+
     def _send_list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamp: bool):
+        """Send one ListOffsets per ready leader; returns (pending, not sent yet, leaderless)."""
         by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
-        pending = []
+        pending, unsent = [], set()
         for node_id, partitions in by_node.items():
-            version = utils.choose_version(
-                ListOffsetsRequest, self._broker_versions(utils.LIST_OFFSETS_API_KEY, node_id),
-                utils.list_offsets_min_version(self._isolation_level, require_timestamp))
+            version = self._version_for(node_id, ListOffsetsRequest,
+                                        utils.list_offsets_min_version(self._isolation_level, require_timestamp))
+            if version is None:
+                unsent.update(partitions)
+                continue
             request = utils.build_list_offsets_request(partitions, self._isolation_level, version,
                                                        self._request_timeout_ms)
-            pending.append((self._client.send(node_id, request, version), version, set(partitions)))
-        return pending, no_leader
+            pending.append((self._client.send(node_id, request, version=version), version, set(partitions)))
+        return pending, unsent, no_leader
 
     # --- asynchronous position maintenance (the poll loop) ------------------------------
 
@@ -163,22 +174,25 @@ class OffsetFetcher:
             return
         by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
         if no_leader:
+            self._ensure_topics(no_leader)
             self._subscriptions.request_failed(no_leader, now + self._retry_backoff_ms)
-            self._metadata.request_update()
+            self._client.request_metadata_update()
         for node_id, partitions in by_node.items():
             requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
             try:
-                version = utils.choose_version(
-                    ListOffsetsRequest, self._broker_versions(utils.LIST_OFFSETS_API_KEY, node_id),
-                    utils.list_offsets_min_version(self._isolation_level, False))
+                version = self._version_for(node_id, ListOffsetsRequest,
+                                            utils.list_offsets_min_version(self._isolation_level, False))
             except errors.KafkaError as exc:
-                self._cached_reset_error = exc
+                self._on_reset_failure(requested, exc)
+                continue
+            if version is None:  # connecting: try again after the backoff
+                self._subscriptions.request_failed(requested, now + self._retry_backoff_ms)
                 continue
             request = utils.build_list_offsets_request(partitions, self._isolation_level, version,
                                                        self._request_timeout_ms)
             # No second request for these until this one is answered or times out.
             self._subscriptions.set_next_allowed_retry(requested, now + self._request_timeout_ms)
-            future = self._client.send(node_id, request, version)
+            future = self._client.send(node_id, request, version=version)
             future.add_callback(self._on_reset_response, version, requested)
             future.add_errback(self._on_reset_failure, requested)
 
@@ -191,11 +205,11 @@ class OffsetFetcher:
         utils.apply_reset_result(self._subscriptions, self._metadata, requested, result,
                                  int(self._clock()), self._retry_backoff_ms)
         if result.metadata_update_needed:
-            self._metadata.request_update()
+            self._client.request_metadata_update()
 
     def _on_reset_failure(self, requested: dict[TopicPartition, int], exc: BaseException) -> None:
         self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
-        self._metadata.request_update()
+        self._client.request_metadata_update()
         if not getattr(exc, "retriable", False):
             if self._cached_reset_error is None:
                 self._cached_reset_error = exc
@@ -217,20 +231,22 @@ class OffsetFetcher:
             if not lev.needs_request(pos):
                 subs.complete_validation(tp)  # no epoch to check against: trust it
         for node_id, node_positions in lev.group_validation_requests(positions).items():
-            broker = self._broker_versions(lev.OFFSET_FOR_LEADER_EPOCH_API_KEY, node_id)
-            ours = OffsetForLeaderEpochRequest
-            broker_max = broker if isinstance(broker, int) or broker is None else broker[1]
-            if broker_max is not None and broker_max < lev.MIN_CONSUMER_VERSION:
-                # Brokers before 2.3 (and some compatible servers) cannot validate: trust the position.
-                log.debug("Node %s cannot validate positions (OffsetForLeaderEpoch v%s); skipping %s",
-                          node_id, broker_max, sorted(node_positions))
+            if not self._client.ready(node_id):
+                subs.set_next_allowed_retry(node_positions, now + self._retry_backoff_ms)
+                continue
+            broker = self._client.broker_api_versions(node_id).get(OffsetForLeaderEpochRequest.api_key)
+            if broker is None or broker[1] < lev.MIN_CONSUMER_VERSION:
+                # Brokers before 2.3 (and servers without the API, like Tansu) cannot
+                # validate: trust the position, as Java does.
+                log.debug("Node %s cannot validate positions; trusting %s", node_id,
+                          utils.format_partitions(node_positions))
                 for tp in node_positions:
                     subs.complete_validation(tp)
                 continue
-            version = utils.choose_version(ours, broker, lev.MIN_CONSUMER_VERSION)
+            version = utils.choose_version(OffsetForLeaderEpochRequest, broker, lev.MIN_CONSUMER_VERSION)
             request = lev.build_offset_for_leader_epoch_request(node_positions, version)
             subs.set_next_allowed_retry(node_positions, now + self._request_timeout_ms)
-            future = self._client.send(node_id, request, version)
+            future = self._client.send(node_id, request, version=version)
             future.add_callback(self._on_validation_response, node_positions)
             future.add_errback(self._on_validation_failure, node_positions)
 
@@ -243,21 +259,29 @@ class OffsetFetcher:
         now = int(self._clock())
         truncations = lev.apply_validation(self._subscriptions, result, requested, now, self._retry_backoff_ms)
         if result.partitions_to_retry:
-            self._metadata.request_update()
+            self._client.request_metadata_update()
         if truncations and self._cached_validation_error is None:
             self._cached_validation_error = lev.truncation_error(truncations, requested)
 
     def _on_validation_failure(self, requested: dict[TopicPartition, Any], exc: BaseException) -> None:
         self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
-        self._metadata.request_update()
+        self._client.request_metadata_update()
         if not getattr(exc, "retriable", False) and self._cached_validation_error is None:
             self._cached_validation_error = exc
 
     # --- helpers -----------------------------------------------------------------------
 
-    def _broker_versions(self, api_key: int, node_id: int) -> Any:
-        """The broker's supported versions of ``api_key`` (max, (min, max) or None if unknown)."""
-        return self._client.api_version(api_key, node_id)
+    def _version_for(self, node_id: Any, request_cls: Any, min_version: int) -> Optional[int]:
+        """The version to send to ``node_id``; None while it is still connecting.
+
+        Raises ``UnsupportedVersionError`` when the broker lacks the API or is too old.
+        """
+        if not self._client.ready(node_id):
+            return None
+        broker = self._client.broker_api_versions(node_id).get(request_cls.api_key)
+        if broker is None:
+            raise errors.UnsupportedVersionError("node {} does not support {}".format(node_id, request_cls.__name__))
+        return utils.choose_version(request_cls, broker, min_version)
 
     def _poll_until(self, future: Any, deadline: float) -> None:
         while not future.is_done:
@@ -270,7 +294,7 @@ class OffsetFetcher:
         """Wait out the retry backoff, refreshing metadata meanwhile when leaders moved."""
         wait_until = min(deadline, self._clock() + self._retry_backoff_ms)
         if need_metadata:
-            self._poll_until(self._metadata.request_update(), deadline)
+            self._poll_until(self._client.request_metadata_update(), deadline)
         while self._clock() < wait_until:
             self._client.poll(timeout_ms=wait_until - self._clock())
 
