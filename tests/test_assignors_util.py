@@ -86,3 +86,56 @@ def verify_rack_assignment(assignor, num_partitions: Dict[str, int], replication
 def is_fully_balanced(assignment: Dict[str, List[TopicPartition]]) -> bool:
     sizes = [len(v) for v in assignment.values()]
     return not sizes or max(sizes) - min(sizes) <= 1
+
+
+def verify_validity_and_balance(subscriptions: Dict[str, Subscription],
+                                assignment: Dict[str, List[TopicPartition]]) -> None:
+    """Java's ``verifyValidityAndBalance``: members only get subscribed topics, no partition
+    twice, and a member 2+ partitions behind another shares no topic with it."""
+    assert set(subscriptions) == set(assignment)
+    members = sorted(assignment)
+    for i, c in enumerate(members):
+        parts = assignment[c]
+        assert all(p.topic in subscriptions[c].topics for p in parts), (c, parts)
+        for other in members[i + 1:]:
+            others = assignment[other]
+            assert not set(parts) & set(others), (c, other)
+            if abs(len(parts) - len(others)) <= 1:
+                continue
+            assert not {p.topic for p in parts} & {p.topic for p in others}, (c, other, assignment)
+
+
+class StickyFixture:
+    """Java's AbstractStickyAssignorTest set-up for one rack configuration."""
+
+    def __init__(self, assignor, rack_config: str = "NO_RACKS") -> None:
+        self.assignor = assignor
+        self.next_partition_index = 0
+        if rack_config == "NO_RACKS":  # tests that never call initializeRacks
+            self.rf, self.num_broker_racks, self.has_consumer_rack = 2, 0, False
+        else:
+            self.rf = 3
+            self.num_broker_racks = 3 if rack_config != "NO_BROKER_RACK" else 0
+            self.has_consumer_rack = rack_config != "NO_CONSUMER_RACK"
+            assignor.prefer_rack_aware_logic = True
+
+    def infos(self, topic: str, n: int) -> List[PartitionInfo]:
+        index = self.next_partition_index
+        self.next_partition_index += 1
+        return partition_infos_by_rack_count(topic, n, self.rf, self.num_broker_racks, index)
+
+    def rack(self, index: int) -> Optional[str]:
+        num = self.num_broker_racks if self.num_broker_racks > 0 else len(ALL_RACKS)
+        return ALL_RACKS[index % num] if self.has_consumer_rack else None
+
+    def sub(self, topics, index: int) -> Subscription:
+        return Subscription(list(topics), None, [], -1, self.rack(index))
+
+    def sub_v2(self, topics, partitions, generation: int, index: int) -> Subscription:
+        """buildSubscriptionV2Above: eager sticky sends user data too; neither sends a rack."""
+        from kproto.consumer.classic.assignors.sticky import StickyPartitionAssignor
+        from kproto.consumer.classic.consumer_protocol import encode_sticky_user_data
+
+        user_data = (encode_sticky_user_data(partitions, generation)
+                     if isinstance(self.assignor, StickyPartitionAssignor) else None)
+        return Subscription(list(topics), user_data, list(partitions), generation, None)
