@@ -25,6 +25,7 @@ reflected back.
 
 from __future__ import annotations
 
+import bisect
 import struct
 
 __all__ = ["crc32c", "crc32c_table"]
@@ -82,33 +83,42 @@ def _mod_p(v: int) -> int:
     return v
 
 
-# _XPOW[j] = x^(2^j) mod P, built by squaring; 2^40 bits (128 GiB) is beyond any input.
-_XPOW = [2]
-for _ in range(40):
-    _XPOW.append(_mod_p(_clmul(_XPOW[-1], _XPOW[-1])))
-
-# A fold costs one shift and one XOR of the big integer per set bit of the constant, and
-# any fold distance k a little below 2^j halves the input just as well. So for each j the
-# fold uses, among k in (2^j - _FOLD_CHOICES, 2^j], the k whose x^k mod P has the fewest
-# set bits (typically 7-9 instead of 16): about twice as fast as k = 2^j.
-_FOLD_CHOICES = 256
-_fold_plans: dict[int, tuple[int, tuple[int, ...]]] = {}
+# The fold chain. Folding V (nbits) at distance k gives H·c + L with H = V >> k, c = x^k
+# mod P; it fits in k bits when nbits <= 2k - 31 (H has nbits - k bits, c 32). So a chain
+# k_0 = 64 < k_1 < k_2 < ... with k_{i+1} <= 2·k_i - 31 takes any input down to 64 bits
+# with one fold per level, each halving it. Within that bound each k_{i+1} is picked
+# among the _FOLD_CHOICES largest allowed values as the one whose constant has the fewest
+# set bits (a fold costs one shift and one XOR of the big integer per set bit): 7-9
+# instead of the 16 of a random constant, about twice as fast.
+_FOLD_CHOICES = 128
+_FOLD_LEVELS = 36  # k reaches ~2^36 bits (8 GiB), beyond any input
 
 
-def _fold_plan(j: int) -> tuple[int, tuple[int, ...]]:
-    """(k, set bit positions of x^k mod P) for folds of inputs of 2^j..2^(j+1) bits."""
-    plan = _fold_plans.get(j)
-    if plan is None:
-        c = _XPOW[j]
-        best_k, best_c = 1 << j, c
-        for d in range(1, min(_FOLD_CHOICES, 1 << (j - 1))):
-            # x^(k-1) = x^k / x mod P: P's constant term is 1, so add P when c is odd.
-            c = (c ^ _POLY) >> 1 if c & 1 else c >> 1
-            if bin(c).count("1") < bin(best_c).count("1"):
-                best_k, best_c = (1 << j) - d, c
-        plan = (best_k, tuple(i for i in range(32) if best_c >> i & 1))
-        _fold_plans[j] = plan
-    return plan
+def _build_fold_chain() -> tuple[list[int], list[tuple[int, tuple[int, ...]]]]:
+    k, c = 64, _mod_p(1 << 64)
+    # limits[i]: the largest nbits the fold at chain[i] accepts
+    limits = [2 * k - 31]
+    chain = [(k, tuple(i for i in range(32) if c >> i & 1))]  # (k, set bits of x^k mod P)
+    for _ in range(_FOLD_LEVELS):
+        top = 2 * k - 31
+        # x^(2k) = (x^k)^2, then step down one power at a time to x^top and below:
+        # x^(j-1) = x^j / x mod P (P's constant term is 1: add P when odd, then shift).
+        cj = _mod_p(_clmul(c, c))
+        for _ in range(31):
+            cj = (cj ^ _POLY) >> 1 if cj & 1 else cj >> 1
+        best_k, best_c = top, cj
+        # (never below 1.5·k, so every level still grows the chain)
+        for j in range(top - 1, max(top - _FOLD_CHOICES, (3 * k) // 2), -1):
+            cj = (cj ^ _POLY) >> 1 if cj & 1 else cj >> 1
+            if bin(cj).count("1") < bin(best_c).count("1"):
+                best_k, best_c = j, cj
+        k, c = best_k, best_c
+        chain.append((k, tuple(i for i in range(32) if c >> i & 1)))
+        limits.append(2 * k - 31)
+    return limits, chain
+
+
+_FOLD_LIMITS, _FOLD_CHAIN = _build_fold_chain()
 
 
 # Normal-order (MSB-first) table: _TABLE_N[b] = b(x)·x^32 mod P, for the final 64->32 bit
@@ -132,23 +142,16 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
     # (the previous CRC with the final XOR undone) in normal bit order.
     s = _reflect32(crc ^ 0xFFFFFFFF)
     v = (m << 32) ^ (s << n)
-    plans = _fold_plans
     nbits = v.bit_length()
-    while nbits > 64:
-        # Fold at k just below the largest power of two under nbits: H has at most about
-        # half the bits. (A second, tiny fold at the same level removes the <= 31+256
-        # bits the product adds on top.)
-        j = (nbits - 1).bit_length() - 1
-        plan = plans.get(j) or _fold_plan(j)
-        k = plan[0]
-        h = v >> k
-        # Accumulate H·c apart from L: when H is small (the second fold of a level) its
-        # shifted copies stay small and only one XOR touches the big L.
-        acc = 0
-        for i in plan[1]:
-            acc ^= h << i
-        v = acc ^ (v & ((1 << k) - 1))
-        nbits = v.bit_length()
+    if nbits > 64:
+        # The first chain level whose fold accepts nbits bits, then every level below.
+        level = bisect.bisect_left(_FOLD_LIMITS, nbits)
+        for k, bits in reversed(_FOLD_CHAIN[:level + 1]):
+            h = v >> k
+            acc = 0
+            for i in bits:
+                acc ^= h << i
+            v = acc ^ (v & ((1 << k) - 1))
     # v < 2^64: v = hi·x^32 + lo; hi·x^32 mod P by the MSB-first table over hi's 4 bytes.
     hi = v >> 32
     r = 0
