@@ -69,7 +69,10 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   -> Transactions(committed=[...], aborted=[...])``: one committed, then one aborted
   transaction (tags "txc"/"txa"). All three brokers accept transactional producers;
 - ``raw_fetch(topic, partition, offset=0, ...) -> bytes``: the records bytes of one Fetch
-  from the partition leader, for golden data (:mod:`tests.brokers.raw`);
+  from the partition leader, for golden data. :mod:`tests.brokers.raw` also has
+  ``roundtrip(address, request, version)`` (any ``kproto.messages`` request over a plain
+  socket, decoded strictly), ``response_body(...)`` (undecoded), ``fetch_partition(...)``
+  (the decoded partition entry) and ``partition_leader(bootstrap, topic, partition)``;
 - ``close()``.
 
 The mock cluster adds fault injection and inspection (see :class:`MockCluster`):
@@ -116,6 +119,13 @@ Known behaviour to design tests around (measured):
 - The mock answers an ApiVersions request newer than it supports with the v0-format
   fallback body (KIP-511).
 - Tansu settles classic-group rebalances slowly (~15 s for two members).
+- Mock fault injection, as measured: a pushed request error becomes the top-level error
+  code where the response has one (ApiVersions, Fetch v7+, FindCoordinator);
+  ``push_partition_request_errors`` is honoured by Fetch (partition error_code) but not
+  by ListOffsets; error ``-195`` closes the connection unanswered; a FindCoordinator
+  error response carries a null Host (non-nullable in the schema).
+- The mock appends one byte after flexible Metadata responses (decode with
+  ``allow_trailing=True``); it speaks ApiVersions v0-2, Tansu v0-4.
 - The mock and Tansu auto-create unknown topics on Metadata/Produce with default
   settings: create topics explicitly first.
 """

@@ -31,7 +31,7 @@ def docker_unavailable_reason() -> str | None:
         finally:
             client.close()
     except Exception as exc:  # any failure to reach the engine means "no Docker here"
-        return "no Docker engine reachable ({}: {})".format(type(exc).__name__, exc)
+        return "no Docker engine reachable ({})".format(str(exc).split(":")[0] or exc)
     return None
 
 

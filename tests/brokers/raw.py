@@ -1,7 +1,8 @@
 """Plain-socket requests to a test broker with kproto's generated messages.
 
-Owns :func:`exchange` (send one size-prefixed frame, read one back), :func:`roundtrip`
-(encode a ``kproto.messages`` request with its header, decode the response) and the
+Owns :func:`exchange` (send one size-prefixed frame, read one back),
+:func:`response_body` / :func:`roundtrip` (encode a ``kproto.messages`` request with its
+header; return the response body, or decode it) and the
 golden-data helpers :func:`fetch_partition` / :func:`fetch_partition_bytes` (one Fetch of
 a partition from its leader, found through confluent-kafka's metadata so that these
 helpers do not depend on kproto's own metadata code). No kproto.net: the smoke tests and
@@ -52,14 +53,10 @@ def encode_frame(request: Any, version: int, correlation_id: int = 1,
                                          client_id, hv) + request.encode(version)
 
 
-def roundtrip(address: tuple[str, int], request: Any, version: int, *,
-              decode_version: int | None = None, correlation_id: int = 1,
-              timeout: float = 10.0) -> tuple[Any, bytes]:
-    """Send ``request`` at ``version``; return (decoded response, raw response frame).
-
-    ``decode_version`` decodes the body as another version (e.g. 0 for the KIP-511
-    ApiVersions fallback). The correlation id is checked.
-    """
+def response_body(address: tuple[str, int], request: Any, version: int, *,
+                  correlation_id: int = 1, timeout: float = 10.0) -> memoryview:
+    """Send ``request`` at ``version`` and return the response body (after the response
+    header, whose correlation id is checked), undecoded."""
     from kproto.protocol import headers
 
     frame = exchange(address, encode_frame(request, version, correlation_id), timeout)
@@ -67,9 +64,18 @@ def roundtrip(address: tuple[str, int], request: Any, version: int, *,
     got_id, pos = headers.decode_response_header(frame, hv)
     if got_id != correlation_id:
         raise RawProtocolError("correlation id {} != {}".format(got_id, correlation_id))
-    body = memoryview(frame)[pos:]
-    dv = version if decode_version is None else decode_version
-    return request.response_class.decode(body, dv), frame
+    return memoryview(frame)[pos:]
+
+
+def roundtrip(address: tuple[str, int], request: Any, version: int, *,
+              correlation_id: int = 1, timeout: float = 10.0,
+              allow_trailing: bool = False) -> Any:
+    """Send ``request`` at ``version`` and decode the response at the same version
+    (strictly unless ``allow_trailing``: the mock appends a byte to some flexible
+    responses)."""
+    body = response_body(address, request, version, correlation_id=correlation_id,
+                         timeout=timeout)
+    return request.response_class.decode(body, version, allow_trailing=allow_trailing)
 
 
 def partition_leader(bootstrap_servers: str, topic: str, partition: int) -> tuple[str, int]:
@@ -104,7 +110,7 @@ def fetch_partition(bootstrap_servers: str, topic: str, partition: int, offset: 
                                         fetch_offset=offset, log_start_offset=-1,
                                         partition_max_bytes=max_bytes)])],
         forgotten_topics_data=[], rack_id="")
-    resp, _ = roundtrip(partition_leader(bootstrap_servers, topic, partition), req, version)
+    resp = roundtrip(partition_leader(bootstrap_servers, topic, partition), req, version)
     if resp.error_code:
         raise RawProtocolError("Fetch error {}".format(resp.error_code))
     for t in resp.responses:
