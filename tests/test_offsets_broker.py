@@ -334,3 +334,50 @@ def test_coordinator_errors_from_a_real_coordinator(broker, client):
     resp = roundtrip(client, coordinator, co.build_offset_fetch_request(group, [tp], fetch_version), fetch_version)
     result = co.handle_offset_fetch_response(resp, fetch_version, group, [tp])
     assert isinstance(result.error, errors.CoordinatorLoadInProgressError) and result.retriable
+
+
+@pytest.mark.needs("classic_groups")
+def test_positions_come_from_committed_offsets_then_the_reset_policy(broker, client):
+    topic = broker.new_topic(partitions=2)
+    broker.produce(topic, 20)
+    group = "offsets-init-" + topic
+    coordinator = find_coordinator(client, group)
+    t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    version = client.api_version(OffsetCommitRequest.api_key, coordinator)
+    request = commit_mod.build_offset_commit_request(group, {t0: OffsetAndMetadata(4)}, version)
+    assert commit_mod.handle_offset_commit_response(roundtrip(client, coordinator, request, version), group).succeeded
+
+    def fetch_committed(partitions, timeout_ms):
+        v = client.api_version(OffsetFetchRequest.api_key, coordinator)
+        resp = roundtrip(client, coordinator, co.build_offset_fetch_request(group, partitions, v), v)
+        result = co.handle_offset_fetch_response(resp, v, group, partitions)
+        assert result.error is None
+        return result.offsets
+
+    subs = SubscriptionState("earliest")
+    subs.assign_from_user([t0, t1])
+    client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
+    fetcher = OffsetFetcher(client, subs, client.cluster, retry_backoff_ms=20)
+    for _ in range(200):
+        if fetcher.update_fetch_positions(TIMEOUT_MS, fetch_committed):
+            break
+        client.poll(timeout_ms=50)
+    # t0 resumes at its committed offset; t1 has none and starts at the earliest.
+    assert {tp: subs.position(tp).offset for tp in (t0, t1)} == {t0: 4, t1: 0}
+
+
+@pytest.mark.broker_kinds("apache_kafka")
+def test_offsets_for_times_finds_the_first_record_at_or_after(broker, client):
+    # Only Apache Kafka answers timestamp lookups here (the mock and Tansu ignore timestamps).
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 20)
+    fetcher = OffsetFetcher(client, SubscriptionState("earliest"), client.cluster)
+    target = written[len(written) // 2].timestamp
+    expected = {}
+    for tp in (TopicPartition(topic, 0), TopicPartition(topic, 1)):
+        later = [r for r in written if r.partition == tp.partition and r.timestamp >= target]
+        expected[tp] = (min(later, key=lambda r: r.offset).offset, ) if later else None
+    found = fetcher.offsets_for_times({tp: target for tp in expected}, TIMEOUT_MS)
+    assert {tp: (None if v is None else (v.offset,)) for tp, v in found.items()} == expected
+    beyond = fetcher.offsets_for_times({tp: max(r.timestamp for r in written) + 1 for tp in expected}, TIMEOUT_MS)
+    assert beyond == {tp: None for tp in expected}

@@ -18,6 +18,7 @@ from kproto.messages import OffsetCommitRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from . import _codes
+from .offset_fetcher_utils import topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -113,8 +114,7 @@ def handle_offset_commit_response(response: Any, group_id: str, *, group_protoco
                 "OffsetCommit for group %s failed on %s: %s", group_id, tp, verdict.error)
         return verdict
     if unauthorized:
-        result.error = errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
-            "not authorized to commit to topics {}".format(sorted(unauthorized)))
+        result.error = topic_authorization_error(unauthorized, "commit to")
     return result
 
 

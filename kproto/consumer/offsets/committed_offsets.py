@@ -19,7 +19,7 @@ from kproto.messages import OffsetFetchRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from . import _codes
-from .offset_fetcher_utils import current_leader, format_partitions
+from .offset_fetcher_utils import current_leader, format_partitions, topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -127,8 +127,7 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
                 return OffsetFetchResult(error=errors.for_code(code)(
                     "unexpected error fetching the committed offset of {}".format(tp)))
     if unauthorized:
-        return OffsetFetchResult(error=errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
-            "not authorized to read topics {}".format(sorted(unauthorized))))
+        return OffsetFetchResult(error=topic_authorization_error(unauthorized))
     if unstable:
         return OffsetFetchResult(error=errors.for_code(_codes.UNSTABLE_OFFSET_COMMIT)(
             "a pending transactional commit holds the offsets of {}".format(format_partitions(unstable))), retriable=True)

@@ -20,6 +20,7 @@ from kproto.messages import OffsetForLeaderEpochRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from . import _codes
+from .offset_fetcher_utils import answered_partitions, format_partitions, topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -93,25 +94,18 @@ def handle_offset_for_leader_epoch_response(response: Any,
     result = OffsetForEpochResult()
     unauthorized: set[str] = set()
     wanted = set(requested)
-    for topic in response.topics:
-        for part in topic.partitions:
-            tp = TopicPartition(topic.topic, part.partition)
-            if tp not in wanted:
-                continue
-            wanted.discard(tp)
-            code = part.error_code
-            if code == _codes.NONE:
-                result.end_offsets[tp] = EpochEndOffset(part.leader_epoch, part.end_offset)
-            elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
-                unauthorized.add(tp.topic)
-            else:
-                if code not in _codes.PARTITION_RETRIABLE:
-                    log.warning("OffsetForLeaderEpoch for %s failed with unexpected error %d; will retry",
-                                tp, code)
-                result.partitions_to_retry.add(tp)
+    for tp, part in answered_partitions(response.topics, wanted, "topic", "partition"):
+        code = part.error_code
+        if code == _codes.NONE:
+            result.end_offsets[tp] = EpochEndOffset(part.leader_epoch, part.end_offset)
+        elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+            unauthorized.add(tp.topic)
+        else:
+            if code not in _codes.PARTITION_RETRIABLE:
+                log.warning("OffsetForLeaderEpoch for %s failed with unexpected error %d; will retry", tp, code)
+            result.partitions_to_retry.add(tp)
     if unauthorized:
-        raise errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
-            "not authorized to read topics {}".format(sorted(unauthorized)))
+        raise topic_authorization_error(unauthorized)
     result.partitions_to_retry.update(wanted)
     return result
 
@@ -145,7 +139,7 @@ def truncation_error(truncations: Mapping[TopicPartition, Optional[OffsetAndMeta
     parts = []
     for tp, divergent in sorted(truncations.items()):
         at = positions[tp].offset if tp in positions else "?"
-        parts.append("{}-{} at fetch offset {}{}".format(
-            tp.topic, tp.partition, at, "" if divergent is None else ", divergent offset {}".format(divergent.offset)))
+        parts.append("{} at fetch offset {}{}".format(
+            format_partitions([tp]), at, "" if divergent is None else ", divergent offset {}".format(divergent.offset)))
     divergent_offsets = {tp: d for tp, d in truncations.items() if d is not None}
     return errors.LogTruncationError("truncation detected: " + "; ".join(parts), divergent_offsets)

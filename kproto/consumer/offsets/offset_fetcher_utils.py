@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, NamedTuple, Optional
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
@@ -60,6 +60,30 @@ class ListOffsetResult:
 def format_partitions(partitions: Iterable[TopicPartition]) -> str:
     """``a-0, a-1, b-0``: partitions as Kafka's messages print them."""
     return ", ".join("{}-{}".format(tp.topic, tp.partition) for tp in sorted(partitions))
+
+
+def answered_partitions(topics: Iterable[Any], wanted: set[TopicPartition], topic_field: str = "name",
+                        partition_field: str = "partition_index") -> Iterator[tuple[TopicPartition, Any]]:
+    """``(tp, partition_entry)`` for each requested partition a response answers.
+
+    Answered partitions are removed from ``wanted`` (what is left was left out); answers
+    for partitions nobody asked about are skipped.
+    """
+    for topic in topics:
+        name = getattr(topic, topic_field)
+        for part in topic.partitions:
+            tp = TopicPartition(name, getattr(part, partition_field))
+            if tp in wanted:
+                wanted.discard(tp)
+                yield tp, part
+            else:
+                log.debug("Ignoring an answer for unrequested partition %s", tp)
+
+
+def topic_authorization_error(topics: Iterable[str], action: str = "read") -> errors.KafkaError:
+    """``TopicAuthorizationFailedError`` naming the topics (Java's TopicAuthorizationException)."""
+    return errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
+        "not authorized to {} topics {}".format(action, ", ".join(sorted(topics))))
 
 
 def isolation_level_code(isolation_level: Any) -> int:
@@ -171,37 +195,30 @@ def handle_list_offsets_response(response: Any, version: int,
     result = ListOffsetResult()
     unauthorized: set[str] = set()
     wanted = set(requested)
-    for topic in response.topics:
-        for part in topic.partitions:
-            tp = TopicPartition(topic.name, part.partition_index)
-            if tp not in wanted:
-                log.debug("Ignoring ListOffsets answer for unrequested %s", tp)
-                continue
-            wanted.discard(tp)
-            code = part.error_code
-            if code == _codes.NONE:
-                data = _partition_offset(part, version)
-                if data is None:
-                    result.no_offset.add(tp)
-                else:
-                    result.fetched_offsets[tp] = data
-            elif code == _codes.UNSUPPORTED_FOR_MESSAGE_FORMAT:
-                # A pre-0.10 message format has no timestamps: treated as "no offset found".
-                log.debug("ListOffsets for %s unsupported by the message format", tp)
+    for tp, part in answered_partitions(response.topics, wanted):
+        code = part.error_code
+        if code == _codes.NONE:
+            data = _partition_offset(part, version)
+            if data is None:
                 result.no_offset.add(tp)
-            elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
-                unauthorized.add(tp.topic)
-            elif code in _codes.PARTITION_RETRIABLE:
-                log.debug("ListOffsets for %s failed with error %d; will retry", tp, code)
-                result.partitions_to_retry.add(tp)
-                result.metadata_update_needed = True
             else:
-                log.warning("ListOffsets for %s failed with unexpected error %d (%s); will retry",
-                            tp, code, errors.for_code(code).__name__)
-                result.partitions_to_retry.add(tp)
+                result.fetched_offsets[tp] = data
+        elif code == _codes.UNSUPPORTED_FOR_MESSAGE_FORMAT:
+            # A pre-0.10 message format has no timestamps: treated as "no offset found".
+            log.debug("ListOffsets for %s unsupported by the message format", tp)
+            result.no_offset.add(tp)
+        elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+            unauthorized.add(tp.topic)
+        elif code in _codes.PARTITION_RETRIABLE:
+            log.debug("ListOffsets for %s failed with error %d; will retry", tp, code)
+            result.partitions_to_retry.add(tp)
+            result.metadata_update_needed = True
+        else:
+            log.warning("ListOffsets for %s failed with unexpected error %d (%s); will retry",
+                        tp, code, errors.for_code(code).__name__)
+            result.partitions_to_retry.add(tp)
     if unauthorized:
-        raise errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
-            "not authorized to read topics {}".format(sorted(unauthorized)))
+        raise topic_authorization_error(unauthorized)
     if wanted:
         log.debug("ListOffsets response left out %s; will retry", format_partitions(wanted))
         result.partitions_to_retry.update(wanted)
