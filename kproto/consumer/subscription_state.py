@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 import logging
 import re
 import threading
@@ -45,6 +46,14 @@ def _synchronized(method: _F) -> _F:
         with self._lock:
             return method(self, *args, **kwargs)
     return locked  # type: ignore[return-value]
+
+
+def _synchronize_public_methods(cls: type) -> type:
+    """Make every public method hold the instance's RLock (Java: all methods synchronized)."""
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(value):
+            setattr(cls, name, _synchronized(value))
+    return cls
 
 
 class SubscriptionType(enum.Enum):
@@ -194,6 +203,7 @@ class TopicPartitionState:
             self.fetch_state.name, self.position, self.paused)
 
 
+@_synchronize_public_methods
 class SubscriptionState:
     """Subscription, assignment and per-partition fetch state; see the module docstring."""
 
@@ -224,7 +234,6 @@ class SubscriptionState:
     def subscription_type(self) -> SubscriptionType:
         return self._subscription_type
 
-    @_synchronized
     def subscribe(self, topics: Iterable[str], listener: Any = None) -> bool:
         """Subscribe to a topic list; True if the subscription changed."""
         topics = [topics] if isinstance(topics, str) else list(topics)
@@ -235,7 +244,6 @@ class SubscriptionState:
         self.rebalance_listener = listener
         return self._change_subscription(frozenset(topics))
 
-    @_synchronized
     def subscribe_pattern(self, pattern: "str | re.Pattern[str]", listener: Any = None,
                           broker_evaluated: bool = False) -> None:
         """Subscribe to topics matching a regex (client-side, or by the broker for KIP-848)."""
@@ -248,7 +256,6 @@ class SubscriptionState:
         self.rebalance_listener = listener
         self._subscribed_pattern = compiled
 
-    @_synchronized
     def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
         """Set the topics a client-side pattern matched in the latest metadata."""
         if self._subscription_type is not SubscriptionType.AUTO_PATTERN:
@@ -262,32 +269,25 @@ class SubscriptionState:
         self._subscription = topics
         return True
 
-    @_synchronized
     def subscription(self) -> set[str]:
         return set(self._subscription) if self.has_auto_assigned_partitions() else set()
 
-    @_synchronized
     def subscribed_pattern(self) -> Optional[re.Pattern[str]]:
         return self._subscribed_pattern
 
-    @_synchronized
     def matches_subscribed_pattern(self, topic: str) -> bool:
         return self._subscribed_pattern is not None and self._subscribed_pattern.fullmatch(topic) is not None
 
-    @_synchronized
     def has_pattern_subscription(self) -> bool:
         return self._subscription_type in (SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J)
 
-    @_synchronized
     def has_auto_assigned_partitions(self) -> bool:
         return self._subscription_type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN,
                                            SubscriptionType.AUTO_PATTERN_RE2J)
 
-    @_synchronized
     def has_no_subscription_or_user_assignment(self) -> bool:
         return self._subscription_type is SubscriptionType.NONE
 
-    @_synchronized
     def group_subscribe(self, topics: Iterable[str]) -> bool:
         """(Classic leader) add every member's topics to the metadata this consumer tracks."""
         if not self.has_auto_assigned_partitions():
@@ -297,18 +297,15 @@ class SubscriptionState:
         self._group_subscription = merged
         return changed
 
-    @_synchronized
     def reset_group_subscription(self) -> None:
         self._group_subscription = frozenset()
 
-    @_synchronized
     def metadata_topics(self) -> set[str]:
         """Topics whose metadata the consumer needs."""
         if self._subscription_type is SubscriptionType.USER_ASSIGNED:
             return {tp.topic for tp in self._assignment}
         return set(self._subscription | self._group_subscription)
 
-    @_synchronized
     def unsubscribe(self) -> None:
         self._subscription = frozenset()
         self._group_subscription = frozenset()
@@ -320,7 +317,6 @@ class SubscriptionState:
 
     # --- assignment -----------------------------------------------------------------
 
-    @_synchronized
     def assign_from_user(self, partitions: Iterable[TopicPartition]) -> bool:
         """Manual assignment; True if it changed. Existing partitions keep their state."""
         partitions = list(partitions)
@@ -334,7 +330,6 @@ class SubscriptionState:
         self._set_assignment(wanted)
         return True
 
-    @_synchronized
     def assign_from_subscribed(self, assignments: Iterable[TopicPartition]) -> None:
         """An assignment from the group; every partition must belong to the subscription."""
         if not self.has_auto_assigned_partitions():
@@ -347,7 +342,6 @@ class SubscriptionState:
                     raise IllegalArgumentError("Assigned partition {}-{} for non-subscribed topic".format(*tp))
         self._set_assignment(assignments)
 
-    @_synchronized
     def assign_from_subscribed_awaiting_callback(self, full: Iterable[TopicPartition],
                                                  added: Iterable[TopicPartition]) -> None:
         """(KIP-848) assign ``full``; ``added`` stay unfetchable until the assigned callback ran."""
@@ -357,7 +351,6 @@ class SubscriptionState:
             if state is not None:
                 state.pending_on_assigned_callback = True
 
-    @_synchronized
     def enable_partitions_awaiting_callback(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             state = self._assignment.get(TopicPartition(*tp))
@@ -370,23 +363,18 @@ class SubscriptionState:
         self._assignment_id += 1
         log.debug("assignment is now %s", list(self._assignment))
 
-    @_synchronized
     def assignment_id(self) -> int:
         return self._assignment_id
 
-    @_synchronized
     def assigned_partitions(self) -> set[TopicPartition]:
         return set(self._assignment)
 
-    @_synchronized
     def assigned_partitions_list(self) -> list[TopicPartition]:
         return list(self._assignment)
 
-    @_synchronized
     def num_assigned_partitions(self) -> int:
         return len(self._assignment)
 
-    @_synchronized
     def is_assigned(self, tp: TopicPartition) -> bool:
         return tp in self._assignment
 
@@ -396,7 +384,6 @@ class SubscriptionState:
             raise IllegalStateError("No current assignment for partition {}-{}".format(*tp))
         return state
 
-    @_synchronized
     def move_partition_to_end(self, tp: TopicPartition) -> None:
         """Round-robin fairness: a partition just returned goes to the back of the order."""
         state = self._assignment.pop(tp, None)
@@ -405,35 +392,28 @@ class SubscriptionState:
 
     # --- fetchability, pause and revocation ----------------------------------------------
 
-    @_synchronized
     def fetchable_partitions(self, predicate: Optional[Callable[[TopicPartition], bool]] = None) -> list[TopicPartition]:
         """Assigned partitions, in assignment order, that may be fetched now."""
         return [tp for tp, state in self._assignment.items()
                 if state.is_fetchable() and (predicate is None or predicate(tp))]
 
-    @_synchronized
     def is_fetchable(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
         return state is not None and state.is_fetchable()
 
-    @_synchronized
     def pause(self, tp: TopicPartition) -> None:
         self._state(tp).paused = True
 
-    @_synchronized
     def resume(self, tp: TopicPartition) -> None:
         self._state(tp).paused = False
 
-    @_synchronized
     def is_paused(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
         return state is not None and state.paused
 
-    @_synchronized
     def paused_partitions(self) -> set[TopicPartition]:
         return {tp for tp, state in self._assignment.items() if state.paused}
 
-    @_synchronized
     def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching partitions about to be revoked (their state is kept until then)."""
         for tp in partitions:
@@ -441,30 +421,25 @@ class SubscriptionState:
             if state is not None:
                 state.pending_revocation = True
 
-    @_synchronized
     def is_pending_revocation(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
         return state is not None and state.pending_revocation
 
     # --- positions ------------------------------------------------------------------
 
-    @_synchronized
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """User seek: the next record returned will be ``offset``; no epoch to validate."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise IllegalArgumentError("seek offset must be a non-negative integer, got {!r}".format(offset))
         self.seek_validated(tp, FetchPosition(offset))
 
-    @_synchronized
     def seek_validated(self, tp: TopicPartition, position: FetchPosition) -> None:
         self._state(tp).seek_validated(position)
 
-    @_synchronized
     def seek_unvalidated(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Set a position that needs OffsetForLeaderEpoch validation when it has epochs."""
         self._state(tp).seek_unvalidated(position)
 
-    @_synchronized
     def maybe_seek_unvalidated(self, tp: TopicPartition, position: FetchPosition,
                                requested_strategy: AutoOffsetResetStrategy) -> None:
         """Apply a ListOffsets reset result unless the partition moved on in the meantime."""
@@ -478,16 +453,13 @@ class SubscriptionState:
         else:
             state.seek_unvalidated(position)
 
-    @_synchronized
     def position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         return self._state(tp).position
 
-    @_synchronized
     def valid_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         state = self._state(tp)
         return state.position if state.fetch_state.has_valid_position else None
 
-    @_synchronized
     def update_position(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Advance the position (the collector, after returning records)."""
         state = self._state(tp)
@@ -495,20 +467,16 @@ class SubscriptionState:
             raise IllegalStateError("Cannot set a new position without a valid current position")
         state.position = position
 
-    @_synchronized
     def has_valid_position(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
         return state is not None and state.fetch_state.has_valid_position
 
-    @_synchronized
     def has_all_fetch_positions(self) -> bool:
         return all(state.fetch_state.has_valid_position for state in self._assignment.values())
 
-    @_synchronized
     def fetch_state(self, tp: TopicPartition) -> FetchState:
         return self._state(tp).fetch_state
 
-    @_synchronized
     def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """The offsets to commit: each valid position with its leader epoch."""
         return {tp: OffsetAndMetadata(state.position.offset, "",
@@ -522,35 +490,28 @@ class SubscriptionState:
     def default_reset_strategy(self) -> AutoOffsetResetStrategy:
         return self._default_reset_strategy
 
-    @_synchronized
     def has_default_offset_reset_policy(self) -> bool:
         return self._default_reset_strategy is not AutoOffsetResetStrategy.NONE
 
-    @_synchronized
     def request_offset_reset(self, tp: TopicPartition,
                              strategy: "str | AutoOffsetResetStrategy | None" = None) -> None:
         strategy = self._default_reset_strategy if strategy is None else AutoOffsetResetStrategy.of(strategy)
         self._state(tp).reset(strategy)
 
-    @_synchronized
     def request_offset_reset_if_partition_assigned(self, tp: TopicPartition) -> None:
         if tp in self._assignment:
             self._assignment[tp].reset(self._default_reset_strategy)
 
-    @_synchronized
     def is_offset_reset_needed(self, tp: TopicPartition) -> bool:
         return self._state(tp).fetch_state is FetchState.AWAIT_RESET
 
-    @_synchronized
     def reset_strategy(self, tp: TopicPartition) -> Optional[AutoOffsetResetStrategy]:
         return self._state(tp).reset_strategy
 
-    @_synchronized
     def initializing_partitions(self) -> set[TopicPartition]:
         """Partitions with no position yet (the committed offset should be fetched)."""
         return {tp for tp, state in self._assignment.items() if state.fetch_state is FetchState.INITIALIZING}
 
-    @_synchronized
     def reset_initializing_positions(self, predicate: Optional[Callable[[TopicPartition], bool]] = None) -> None:
         """Move INITIALIZING partitions (no committed offset) to AWAIT_RESET by the default policy.
 
@@ -567,12 +528,10 @@ class SubscriptionState:
             raise NoOffsetForPartitionError("Undefined offset with no reset policy for partitions: {}".format(
                 ", ".join("{}-{}".format(*tp) for tp in undefined)))
 
-    @_synchronized
     def partitions_needing_reset(self, now_ms: int) -> set[TopicPartition]:
         return {tp for tp, state in self._assignment.items()
                 if state.fetch_state is FetchState.AWAIT_RESET and not state.awaiting_retry_backoff(now_ms)}
 
-    @_synchronized
     def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_allowed_ms: int) -> None:
         for tp in partitions:
             state = self._assignment.get(tp)
@@ -583,7 +542,6 @@ class SubscriptionState:
 
     # --- validation (OffsetForLeaderEpoch) -------------------------------------------
 
-    @_synchronized
     def maybe_validate_position_for_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> bool:
         """Note the current leader; True if the partition now awaits validation."""
         state = self._state(tp)
@@ -594,23 +552,19 @@ class SubscriptionState:
             state.preferred_read_replica = None
         return state.fetch_state is FetchState.AWAIT_VALIDATION
 
-    @_synchronized
     def awaiting_validation(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
         return state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION
 
-    @_synchronized
     def partitions_needing_validation(self, now_ms: int) -> set[TopicPartition]:
         return {tp for tp, state in self._assignment.items()
                 if state.fetch_state is FetchState.AWAIT_VALIDATION and not state.awaiting_retry_backoff(now_ms)}
 
-    @_synchronized
     def complete_validation(self, tp: TopicPartition) -> None:
         state = self._state(tp)
         if state.fetch_state is FetchState.AWAIT_VALIDATION:
             state.transition_state(FetchState.FETCHING, state.position)
 
-    @_synchronized
     def maybe_complete_validation(self, tp: TopicPartition, requested_position: FetchPosition,
                                   end_offset: int, leader_epoch: int) -> Optional[LogTruncation]:
         """Apply an OffsetForLeaderEpoch answer (``end_offset``/``leader_epoch``, -1 if undefined).
@@ -641,39 +595,31 @@ class SubscriptionState:
 
     # --- watermarks and replicas ----------------------------------------------------------
 
-    @_synchronized
     def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         if tp in self._assignment:
             self._assignment[tp].high_watermark = high_watermark
 
-    @_synchronized
     def update_log_start_offset(self, tp: TopicPartition, log_start_offset: int) -> None:
         if tp in self._assignment:
             self._assignment[tp].log_start_offset = log_start_offset
 
-    @_synchronized
     def update_last_stable_offset(self, tp: TopicPartition, last_stable_offset: int) -> None:
         if tp in self._assignment:
             self._assignment[tp].last_stable_offset = last_stable_offset
 
-    @_synchronized
     def high_watermark(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).high_watermark
 
-    @_synchronized
     def log_start_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).log_start_offset
 
-    @_synchronized
     def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).last_stable_offset
 
-    @_synchronized
     def partition_end_offset(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
         state = self._state(tp)
         return state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
 
-    @_synchronized
     def partition_lag(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
         """Records between the position and the end (LSO under read_committed); None if unknown."""
         state = self._state(tp)
@@ -682,14 +628,12 @@ class SubscriptionState:
             return None
         return end - state.position.offset
 
-    @_synchronized
     def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: int) -> None:
         state = self._assignment.get(tp)
         if state is not None:
             state.preferred_read_replica = replica_id
             state.preferred_read_replica_expiration_ms = expiration_ms
 
-    @_synchronized
     def preferred_read_replica(self, tp: TopicPartition, now_ms: int) -> Optional[int]:
         """The follower to fetch from (KIP-392), or None once its lease expired."""
         state = self._assignment.get(tp)
@@ -700,7 +644,6 @@ class SubscriptionState:
             return None
         return state.preferred_read_replica
 
-    @_synchronized
     def clear_preferred_read_replica(self, tp: TopicPartition) -> Optional[int]:
         state = self._assignment.get(tp)
         if state is None:
