@@ -135,18 +135,6 @@ def test_injected_fetch_error_is_top_level(cluster):
         raw.fetch_partition(cluster.bootstrap_servers, topic, 0)
 
 
-def _batch_headers(data: bytes):
-    """(base offset, last offset delta, attributes) of each v2 batch, read by hand."""
-    pos, out = 0, []
-    while pos + 61 <= len(data):
-        base, length = struct.unpack_from(">qi", data, pos)
-        (attributes,) = struct.unpack_from(">h", data, pos + 21)
-        (last_delta,) = struct.unpack_from(">i", data, pos + 23)
-        out.append((base, last_delta, attributes))
-        pos += 12 + length
-    return out
-
-
 @pytest.mark.parametrize("codec", seeding.CODECS)
 def test_raw_fetch_returns_the_producers_batches(broker, codec):
     topic = broker.new_topic(partitions=1)
@@ -154,12 +142,12 @@ def test_raw_fetch_returns_the_producers_batches(broker, codec):
     offset, batches = 0, []
     # The mock returns one batch per Fetch; keep fetching until the log end.
     while offset < len(written):
-        found = _batch_headers(broker.raw_fetch(topic, 0, offset))
+        found = raw.batch_headers(broker.raw_fetch(topic, 0, offset))
         assert found, "no batch at offset {}".format(offset)
         batches += found
-        offset = found[-1][0] + found[-1][1] + 1
+        offset = found[-1].base_offset + found[-1].last_offset_delta + 1
     assert offset == len(written)
-    assert {attributes & 7 for _, _, attributes in batches} == {seeding.CODEC_IDS[codec]}
+    assert {b.codec for b in batches} == {seeding.CODEC_IDS[codec]}
 
 
 def test_raw_fetch_of_an_empty_partition_is_empty(broker):

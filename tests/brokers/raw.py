@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.brokers._net import _recv_exact
 
@@ -128,3 +128,40 @@ def fetch_partition_bytes(bootstrap_servers: str, topic: str, partition: int,
     if p.error_code:
         raise RawProtocolError("Fetch {}-{} error {}".format(topic, partition, p.error_code))
     return bytes(p.records) if p.records is not None else b""
+
+
+class BatchHeader(NamedTuple):
+    """The fixed header fields of one v2 record batch, read without kproto.records."""
+
+    base_offset: int
+    last_offset_delta: int
+    attributes: int
+    crc: int
+    crc_covered: bytes  # the bytes the CRC-32C covers (attributes to the batch end)
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & 7
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+
+def batch_headers(data: bytes) -> list[BatchHeader]:
+    """Headers of the whole v2 batches in ``data`` (a trailing partial batch is ignored,
+    as a Fetch may cut the last one). An independent check on what brokers return."""
+    out, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        end = pos + 12 + length
+        if length < 49 or end > len(data):
+            break
+        crc, attributes, last_delta = struct.unpack_from(">Ihi", data, pos + 17)
+        out.append(BatchHeader(base, last_delta, attributes, crc, bytes(data[pos + 21:end])))
+        pos = end
+    return out

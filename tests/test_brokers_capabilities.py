@@ -1,0 +1,90 @@
+"""The capability table (tests.brokers.base.BROKER_CAPABILITIES) checked against the brokers.
+
+Each capability a broker claims is shown to work, and each it lacks is shown to be
+missing (or to behave in the documented, measured way), so the table cannot drift from
+what the brokers really do.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kproto.messages import ApiVersionsRequest, ListOffsetsRequest
+from kproto.records import crc32c
+from tests.brokers import raw
+
+API_CREATE_TOPICS, API_OFFSET_FOR_LEADER_EPOCH, API_CONSUMER_GROUP_HEARTBEAT = 19, 23, 68
+API_JOIN_GROUP = 11
+LATEST = -1
+
+
+def _advertised(broker) -> set[int]:
+    response = raw.roundtrip(broker.addresses[0], ApiVersionsRequest(), 0)
+    return {k.api_key for k in response.api_keys}
+
+
+def test_advertised_apis_match_the_capabilities(broker):
+    apis = _advertised(broker)
+    caps = broker.capabilities
+    assert ("kip848" in caps) == (API_CONSUMER_GROUP_HEARTBEAT in apis)
+    assert ("offset_for_leader_epoch" in caps) == (API_OFFSET_FOR_LEADER_EPOCH in apis)
+    assert ("create_topics_api" in caps) == (API_CREATE_TOPICS in apis)
+    assert ("classic_groups" in caps) == (API_JOIN_GROUP in apis)
+
+
+def test_multi_broker_matches_the_bootstrap_list(broker):
+    assert ("multi_broker" in broker.capabilities) == (len(broker.addresses) > 1)
+
+
+def _all_batches(broker, topic: str, end: int, **fetch_kwargs) -> list[raw.BatchHeader]:
+    offset, batches = 0, []
+    while offset < end:  # the mock answers one batch per Fetch
+        found = raw.batch_headers(broker.raw_fetch(topic, 0, offset, **fetch_kwargs))
+        assert found, "no batch at offset {}".format(offset)
+        batches += found
+        offset = found[-1].base_offset + found[-1].last_offset_delta + 1
+    return batches
+
+
+def test_list_offsets_latest(broker):
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 30)
+    end = written[-1].offset + 1
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=LATEST)])])
+    leader = raw.partition_leader(broker.bootstrap_servers, topic, 0)
+    answer = raw.roundtrip(leader, request, 5).topics[0].partitions[0]
+    assert answer.error_code == 0
+    if "list_offsets_latest_is_log_end" in broker.capabilities:
+        assert answer.offset == end
+    else:
+        # Tansu (measured): the last batch's base offset + 1.
+        last = _all_batches(broker, topic, end)[-1]
+        assert answer.offset == last.base_offset + 1
+    assert raw.fetch_partition(broker.bootstrap_servers, topic, 0).high_watermark == end
+
+
+@pytest.mark.needs("transactions")
+def test_transaction_markers_and_aborted_lists(broker):
+    topic = broker.new_topic(partitions=1)
+    txns = broker.produce_transactions(topic, committed=3, aborted=3)
+    end = txns.aborted[-1].offset + 2  # the abort marker follows the aborted records
+    batches = _all_batches(broker, topic, end)
+    markers = [b for b in batches if b.is_control]
+    assert [m.base_offset for m in markers] == [txns.committed[-1].offset + 1,
+                                                txns.aborted[-1].offset + 1]
+    assert all(b.is_transactional for b in batches)
+    if "valid_control_batch_crc" in broker.capabilities:
+        assert all(crc32c(b.crc_covered) == b.crc for b in batches)
+    else:
+        # The mock (measured): data batches are right, markers carry CRC 0.
+        assert all(crc32c(b.crc_covered) == b.crc for b in batches if not b.is_control)
+        assert {m.crc for m in markers} == {0}
+    committed = raw.fetch_partition(broker.bootstrap_servers, topic, 0, isolation_level=1)
+    aborted_list = [(a.producer_id, a.first_offset) for a in committed.aborted_transactions or []]
+    if "aborted_transactions_in_fetch" in broker.capabilities:
+        assert [first for _, first in aborted_list] == [txns.aborted[0].offset]
+    else:
+        assert aborted_list == []
+    assert committed.last_stable_offset == end
