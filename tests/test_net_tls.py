@@ -1,0 +1,209 @@
+"""TLS end to end: kproto -> TLS-terminating proxy (started here) -> a real broker.
+
+The proxy is a few threads with the ``ssl`` module on 127.0.0.1; the certificates are made
+at test time with the ``openssl`` command. The broker is a 1-broker mock cluster; the
+requests go to the bootstrap node, which is the proxy (the brokers the metadata lists are
+plaintext and are not contacted).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+from kproto import errors
+from kproto.messages import MetadataRequest
+from kproto.net.client import NetworkClient
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+
+
+def make_cert(directory, name: str, san: str) -> tuple[str, str]:
+    cert, key = str(directory / (name + ".pem")), str(directory / (name + ".key"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "1", "-subj", "/CN=" + name,
+                    "-addext", "subjectAltName=" + san],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+class TlsProxy:
+    """Accepts TLS on 127.0.0.1 and forwards the plaintext to ``upstream``."""
+
+    def __init__(self, upstream: tuple[str, int], context: ssl.SSLContext) -> None:
+        self.upstream = upstream
+        self.context = context
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.handshake_errors: list[BaseException] = []
+        self._sockets: list[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            self._sockets.append(raw)
+            thread = threading.Thread(target=self._serve, args=(raw,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        try:
+            raw.settimeout(10)
+            tls = self.context.wrap_socket(raw, server_side=True)
+            tls.settimeout(None)
+        except (ssl.SSLError, OSError) as exc:
+            self.handshake_errors.append(exc)
+            raw.close()
+            return
+        up = socket.create_connection(self.upstream)
+        self._sockets += [tls, up]
+        pump = threading.Thread(target=self._pump, args=(up, tls), daemon=True)
+        self._threads.append(pump)
+        pump.start()
+        self._pump(tls, up)
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        # shutdown() (not just close()) wakes threads blocked in accept()/recv().
+        for s in [self.listener, *self._sockets]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        for thread in self._threads:
+            thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tls")
+    server = make_cert(directory, "localhost", "DNS:localhost")
+    client = make_cert(directory, "kproto-client", "DNS:kproto-client")
+    return {"server": server, "client": client}
+
+
+@pytest.fixture
+def proxy(mock_cluster_factory, certs):
+    def start(*, require_client_cert: bool = False) -> TlsProxy:
+        cluster = mock_cluster_factory(1)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*certs["server"])
+        if require_client_cert:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(certs["client"][0])
+        p = TlsProxy(cluster.addresses[0], context)
+        started.append(p)
+        return p
+
+    started: list[TlsProxy] = []
+    yield start
+    for p in started:
+        p.close()
+
+
+def roundtrip(client: NetworkClient):
+    future = client.send("bootstrap-0", MetadataRequest(topics=[]))
+    client.poll(20_000, future=future)
+    assert future.is_done
+    return future
+
+
+def test_requests_and_responses_flow_through_tls(proxy, certs):
+    p = proxy()
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port),
+                           security_protocol="SSL", ssl_cafile=certs["server"][0])
+    try:
+        future = roundtrip(client)
+        assert future.succeeded(), future.exception
+        assert [b.node_id for b in future.value.brokers] == [1]
+        assert client.api_version(3, "bootstrap-0") is not None  # negotiated over TLS
+    finally:
+        client.close()
+
+
+def test_verification_is_on_by_default(proxy):
+    p = proxy()
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+                           reconnect_backoff_ms=50)
+    try:
+        future = roundtrip(client)
+        assert future.failed() and isinstance(future.exception, errors.KafkaConnectionError)
+        assert "certificate" in str(future.exception).lower()
+    finally:
+        client.close()
+
+
+def test_host_name_is_checked_unless_turned_off(proxy, certs):
+    p = proxy()
+    # The certificate names "localhost", not 127.0.0.1.
+    strict = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(p.port), security_protocol="SSL",
+                           ssl_cafile=certs["server"][0])
+    loose = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(p.port), security_protocol="SSL",
+                          ssl_cafile=certs["server"][0], ssl_check_hostname=False)
+    try:
+        failed = roundtrip(strict)
+        assert failed.failed() and isinstance(failed.exception, errors.KafkaConnectionError)
+        assert roundtrip(loose).succeeded()
+    finally:
+        strict.close()
+        loose.close()
+
+
+def test_client_certificate_for_mutual_tls(proxy, certs):
+    p = proxy(require_client_cert=True)
+    without = NetworkClient(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+                            ssl_cafile=certs["server"][0])
+    with_cert = NetworkClient(bootstrap_servers="localhost:{}".format(p.port),
+                              security_protocol="SSL", ssl_cafile=certs["server"][0],
+                              ssl_certfile=certs["client"][0], ssl_keyfile=certs["client"][1])
+    try:
+        assert roundtrip(without).failed()
+        assert roundtrip(with_cert).succeeded()
+    finally:
+        without.close()
+        with_cert.close()
+
+
+def test_a_given_ssl_context_is_used_as_is(proxy, certs):
+    p = proxy()
+    context = ssl.create_default_context(cafile=certs["server"][0])
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+                           ssl_context=context)
+    try:
+        assert roundtrip(client).succeeded()
+    finally:
+        client.close()
+
+
+def test_bad_tls_settings_are_configuration_errors(tmp_path):
+    with pytest.raises(errors.KafkaConfigurationError):
+        NetworkClient(bootstrap_servers="localhost:1", security_protocol="SASL_SSL")
+    with pytest.raises(errors.KafkaConfigurationError):
+        NetworkClient(bootstrap_servers="localhost:1", security_protocol="SSL",
+                      ssl_cafile=str(tmp_path / "missing.pem"))
