@@ -156,21 +156,26 @@ class CompletedFetch:
                     break
                 prefix = (topic, partition, -1 if self.last_epoch is None else self.last_epoch)
                 position = self.next_fetch_offset
+                need = max_records - len(out)
+                taken = 0
+                append = out.append
                 for record in self._records:  # type: ignore[union-attr]
                     if record.offset < position:
                         continue  # the batch started before the position
                     if plain:
-                        out.append(_new_record(ConsumerRecord, prefix + record))
+                        append(_new_record(ConsumerRecord, prefix + record))
                     else:
                         self._pending_record = record
-                        out.append(self._parse_record(record))
+                        append(self._parse_record(record))
                         self._pending_record = None
-                    position = record.offset + 1
-                    self.next_fetch_offset = position
-                    if len(out) >= max_records:
+                        self.next_fetch_offset = record.offset + 1
+                    taken += 1
+                    if taken >= need:
                         break
                 else:
                     self._records = None
+                if taken:
+                    self.next_fetch_offset = out[-1].offset + 1
         except RecordDeserializationError:
             if not out:
                 raise
