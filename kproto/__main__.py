@@ -1,0 +1,139 @@
+"""Command line: ``python -m kproto consume ...`` (the README's main job).
+
+``consume`` prints records of a topic like kafka-console-consumer, or JSON lines with
+``--json``. Without ``--bootstrap-server`` it starts the embedded Tansu broker
+(``kproto[embedded]``), seeds a sample topic with an independent producer and consumes it,
+so a fresh machine can see kproto work end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import sys
+import time
+from typing import Any, Optional, Sequence
+
+SAMPLE_TOPIC = "kproto-sample"
+
+
+def _text(data: Optional[bytes]) -> Optional[str]:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode()
+
+
+def _format(record: Any, as_json: bool, print_key: bool) -> str:
+    if as_json:
+        return json.dumps({
+            "topic": record.topic, "partition": record.partition, "offset": record.offset,
+            "timestamp": record.timestamp, "timestamp_type": record.timestamp_type,
+            "key": _text(record.key), "value": _text(record.value),
+            "headers": [[k, _text(v)] for k, v in record.headers],
+        })
+    value = _text(record.value)
+    return "{}\t{}".format(_text(record.key), value) if print_key else str(value)
+
+
+def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
+    """Run the consume command; returns the number of records printed."""
+    from kproto import KafkaConsumer, TopicPartition
+
+    broker = None
+    bootstrap = args.bootstrap_server
+    topic = args.topic
+    max_messages = args.max_messages
+    from_beginning = args.from_beginning
+    if bootstrap is None:
+        from kproto.embedded import TansuBroker, seed_topic
+
+        broker = TansuBroker().start()
+        bootstrap = broker.bootstrap_servers
+        topic = topic or SAMPLE_TOPIC
+        seeded = seed_topic(bootstrap, topic, args.sample_records, partitions=3)
+        print("kproto: embedded broker on {}, seeded {} records into {!r}".format(
+            bootstrap, seeded, topic), file=sys.stderr)
+        from_beginning = True
+        if max_messages is None:
+            max_messages = seeded
+    if topic is None:
+        raise SystemExit("consume: --topic is required when --bootstrap-server is given")
+    configs = dict(bootstrap_servers=bootstrap, client_id="kproto-console-consumer",
+                   auto_offset_reset="earliest" if from_beginning else "latest",
+                   group_protocol=args.group_protocol, enable_auto_commit=args.group is not None)
+    if args.group:
+        configs["group_id"] = args.group
+    printed = 0
+    consumer = KafkaConsumer(**configs)
+    try:
+        if args.group:
+            consumer.subscribe([topic])
+        else:
+            partitions = None
+            deadline = time.monotonic() + 10
+            while partitions is None and time.monotonic() < deadline:
+                partitions = consumer.partitions_for_topic(topic)
+                if partitions is None:
+                    time.sleep(0.1)
+            if not partitions:
+                raise SystemExit("consume: topic {!r} not found on {}".format(topic, bootstrap))
+            consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
+        idle_deadline = time.monotonic() + args.timeout_ms / 1000
+        while max_messages is None or printed < max_messages:
+            batch = consumer.poll(timeout_ms=500)
+            if batch:
+                idle_deadline = time.monotonic() + args.timeout_ms / 1000
+            for records in batch.values():
+                for record in records:
+                    out.write(_format(record, args.json, args.print_key) + "\n")
+                    printed += 1
+                    if max_messages is not None and printed >= max_messages:
+                        break
+            if args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
+                break
+        out.flush()
+    finally:
+        consumer.close()
+        if broker is not None:
+            broker.stop()
+    print("kproto: consumed {} records".format(printed), file=sys.stderr)
+    return printed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kproto",
+                                     description="kproto: a pure-Python Kafka consumer")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("consume", help="print the records of a topic")
+    c.add_argument("--bootstrap-server", help="host:port[,host:port]; omit to use an embedded broker")
+    c.add_argument("--topic", help="topic to consume (default with the embedded broker: %s)" % SAMPLE_TOPIC)
+    c.add_argument("--group", help="consumer group id (subscribe with group management)")
+    c.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
+    c.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    c.add_argument("--max-messages", type=int, help="stop after this many records")
+    c.add_argument("--timeout-ms", type=int, default=10000,
+                   help="stop after this long without records (-1: never)")
+    c.add_argument("--json", action="store_true", help="print JSON lines with every field")
+    c.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    c.add_argument("--sample-records", type=int, default=1000,
+                   help="records to seed into the embedded broker's sample topic")
+    c.add_argument("--debug", action="store_true", help="log at DEBUG (kproto.wire shows the protocol)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command == "consume":
+        consume(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""The public ``KafkaConsumer`` façade: thread confinement and delegation to an engine.
+
+As in Java's ``KafkaConsumer``, the façade holds one ``ConsumerDelegate`` built by
+``create_consumer_delegate`` from ``group_protocol`` ("classic" -> the classic engine,
+"consumer" -> the KIP-848 engine) and forwards every call to it. The method names,
+arguments and return values are kafka-python's, so switching a program from
+kafka-python to kproto is a change of import.
+
+A consumer is used from one thread. Every public method except ``wakeup()`` takes a
+light ownership "lock" that raises ``ConcurrentModificationError`` instead of blocking
+when another thread holds it (Java's ``acquire()``/``release()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
+
+from kproto.errors import ConcurrentModificationError, IllegalStateError
+from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+log = logging.getLogger("kproto.consumer")
+
+
+class ConsumerDelegate(Protocol):
+    """What an engine implements; the façade forwards each public method to it."""
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None,
+                  listener: Any = None) -> None: ...
+    def unsubscribe(self) -> None: ...
+    def subscription(self) -> Optional[set]: ...
+    def assign(self, partitions: Iterable[TopicPartition]) -> None: ...
+    def assignment(self) -> set: ...
+    def poll(self, timeout_ms: int, max_records: Optional[int],
+             update_offsets: bool) -> dict[TopicPartition, list[ConsumerRecord]]: ...
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+    def seek_to_beginning(self, partitions: tuple) -> None: ...
+    def seek_to_end(self, partitions: tuple) -> None: ...
+    def position(self, partition: TopicPartition, timeout_ms: Optional[int]) -> Optional[int]: ...
+    def highwater(self, partition: TopicPartition) -> Optional[int]: ...
+    def committed(self, partition: TopicPartition, metadata: bool,
+                  timeout_ms: Optional[int]) -> Any: ...
+    def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]],
+               timeout_ms: Optional[int]) -> None: ...
+    def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]],
+                     callback: Optional[Callable]) -> Any: ...
+    def pause(self, partitions: tuple) -> None: ...
+    def resume(self, partitions: tuple) -> None: ...
+    def paused(self) -> set: ...
+    def beginning_offsets(self, partitions: Iterable[TopicPartition],
+                          timeout_ms: Optional[int]) -> dict[TopicPartition, int]: ...
+    def end_offsets(self, partitions: Iterable[TopicPartition],
+                    timeout_ms: Optional[int]) -> dict[TopicPartition, int]: ...
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout_ms: Optional[int]) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]: ...
+    def partitions_for_topic(self, topic: str) -> Optional[set]: ...
+    def topics(self) -> set: ...
+    def bootstrap_connected(self) -> bool: ...
+    def group_metadata(self) -> Any: ...
+    def metrics(self, raw: bool) -> dict: ...
+    def wakeup(self) -> None: ...
+    def close(self, autocommit: bool, timeout_ms: Optional[int]) -> None: ...
+
+
+def create_consumer_delegate(config: Any) -> ConsumerDelegate:
+    """Java's ConsumerDelegateCreator: pick the engine from ``group_protocol``."""
+    protocol = str(config["group_protocol"]).lower()
+    if protocol == "consumer":
+        from kproto.consumer.kip848.async_kafka_consumer import AsyncKafkaConsumer
+        return AsyncKafkaConsumer(config)
+    from kproto.consumer.classic.classic_kafka_consumer import ClassicKafkaConsumer
+    return ClassicKafkaConsumer(config)
+
+
+class _ThreadConfinement:
+    """Java's light CAS lock: one owning thread, re-entrant, never blocks."""
+
+    __slots__ = ("_lock", "_owner", "_depth")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: Optional[int] = None
+        self._depth = 0
+
+    def acquire(self) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            if self._owner is not None and self._owner != me:
+                raise ConcurrentModificationError(
+                    "KafkaConsumer is not safe for multi-threaded access: it is in use by "
+                    "another thread (only wakeup() may be called from other threads)")
+            self._owner = me
+            self._depth += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+
+
+class KafkaConsumer:
+    """Consume records from Kafka: a drop-in for kafka-python's ``KafkaConsumer``.
+
+    ``KafkaConsumer(*topics, **configs)``: topics given here are subscribed at once.
+    Configuration keys and defaults are kafka-python's (see ``kproto.consumer.config``),
+    plus ``group_protocol`` ("classic" or "consumer"), as in the Java client.
+    """
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        from kproto.consumer.config import ConsumerConfig
+
+        self._closed = False
+        self._confinement = _ThreadConfinement()
+        self.config = ConsumerConfig(configs)
+        self._delegate: ConsumerDelegate = create_consumer_delegate(self.config)
+        self._iterator: Optional[Iterator[ConsumerRecord]] = None
+        if topics:
+            self.subscribe(topics)
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _call(self, name: str, *args: Any) -> Any:
+        self._confinement.acquire()
+        try:
+            if self._closed and name != "close":
+                raise IllegalStateError("This consumer has already been closed.")
+            return getattr(self._delegate, name)(*args)
+        finally:
+            self._confinement.release()
+
+    # -- subscription and assignment ----------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None,
+                  listener: Any = None) -> None:
+        """Subscribe to a list of topics or a regex pattern (group management)."""
+        if isinstance(topics, str):
+            topics = [topics]
+        self._call("subscribe", tuple(topics), pattern, listener)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription (or manual assignment); leaves the group if in one."""
+        self._call("unsubscribe")
+
+    def subscription(self) -> Optional[set]:
+        """The subscribed topic names, or None when not subscribed."""
+        return self._call("subscription")
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manually assign partitions (no group management)."""
+        self._call("assign", list(partitions))
+
+    def assignment(self) -> set:
+        """The partitions currently assigned to this consumer."""
+        return self._call("assignment")
+
+    # -- consuming ----------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 0, max_records: Optional[int] = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Fetch records; returns ``{TopicPartition: [ConsumerRecord, ...]}``."""
+        if timeout_ms is None or timeout_ms < 0:
+            raise ValueError("timeout_ms must be a non-negative number of milliseconds")
+        if max_records is not None and max_records < 1:
+            raise ValueError("max_records must be a positive integer")
+        return self._call("poll", int(timeout_ms), max_records, update_offsets)
+
+    def __iter__(self) -> "KafkaConsumer":
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        timeout_ms = self.config["consumer_timeout_ms"]
+        import time
+
+        deadline = None if timeout_ms == float("inf") else time.monotonic() + timeout_ms / 1000
+        while True:
+            if self._iterator is not None:
+                try:
+                    return next(self._iterator)
+                except StopIteration:
+                    self._iterator = None
+            remaining = 1000 if deadline is None else int(max(0.0, deadline - time.monotonic()) * 1000)
+            batch = self.poll(timeout_ms=min(remaining, 1000))
+            if batch:
+                self._iterator = iter([r for records in batch.values() for r in records])
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StopIteration
+
+    # -- positions ----------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Set the position of an assigned partition."""
+        self._call("seek", partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Reset positions to the earliest offset (all assigned partitions if none given)."""
+        self._call("seek_to_beginning", partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Reset positions to the latest offset (all assigned partitions if none given)."""
+        self._call("seek_to_end", partitions)
+
+    def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
+        """The offset of the next record that will be fetched for ``partition``."""
+        return self._call("position", partition, timeout_ms)
+
+    def highwater(self, partition: TopicPartition) -> Optional[int]:
+        """The last known high watermark of ``partition`` (None before a fetch returned)."""
+        return self._call("highwater", partition)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching from these partitions until resumed."""
+        self._call("pause", partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Resume fetching from paused partitions."""
+        self._call("resume", partitions)
+
+    def paused(self) -> set:
+        """The partitions paused with ``pause()``."""
+        return self._call("paused")
+
+    # -- offsets ------------------------------------------------------------------------
+
+    def committed(self, partition: TopicPartition, metadata: bool = False,
+                  timeout_ms: Optional[int] = None) -> Any:
+        """The last committed offset of ``partition`` (OffsetAndMetadata if ``metadata``)."""
+        return self._call("committed", partition, metadata, timeout_ms)
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
+               timeout_ms: Optional[int] = None) -> None:
+        """Commit offsets (the consumed positions by default), blocking until done."""
+        self._call("commit", offsets, timeout_ms)
+
+    def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
+                     callback: Optional[Callable] = None) -> Any:
+        """Commit offsets without blocking; ``callback(offsets, response_or_error)``."""
+        return self._call("commit_async", offsets, callback)
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition],
+                          timeout_ms: Optional[int] = None) -> dict[TopicPartition, int]:
+        """The earliest offsets of the given partitions."""
+        return self._call("beginning_offsets", list(partitions), timeout_ms)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition],
+                    timeout_ms: Optional[int] = None) -> dict[TopicPartition, int]:
+        """The end offsets (offset of the next record to be written) of the partitions."""
+        return self._call("end_offsets", list(partitions), timeout_ms)
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout_ms: Optional[int] = None) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+        """The earliest offsets whose timestamps are >= the given ones."""
+        return self._call("offsets_for_times", dict(timestamps), timeout_ms)
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def partitions_for_topic(self, topic: str) -> Optional[set]:
+        """The partition numbers of ``topic``, or None if it is unknown."""
+        return self._call("partitions_for_topic", topic)
+
+    def topics(self) -> set:
+        """The names of the topics the cluster has."""
+        return self._call("topics")
+
+    def bootstrap_connected(self) -> bool:
+        """Whether a connection to a bootstrap server is established."""
+        return self._call("bootstrap_connected")
+
+    def group_metadata(self) -> Any:
+        """A snapshot of this consumer's group membership (group, generation, member id)."""
+        return self._call("group_metadata")
+
+    def metrics(self, raw: bool = False) -> dict:
+        """Client metrics, as far as kproto keeps them."""
+        return self._call("metrics", raw)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Interrupt a blocking call from another thread: it raises WakeupException."""
+        self._delegate.wakeup()
+
+    def close(self, autocommit: bool = True, timeout_ms: Optional[int] = None) -> None:
+        """Commit (if auto-commit is on and ``autocommit``), leave the group, close sockets."""
+        if self._closed:
+            return
+        try:
+            self._call("close", autocommit, timeout_ms)
+        finally:
+            self._closed = True
+
+    def __enter__(self) -> "KafkaConsumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
