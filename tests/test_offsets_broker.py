@@ -381,3 +381,37 @@ def test_offsets_for_times_finds_the_first_record_at_or_after(broker, client):
     assert {tp: (None if v is None else (v.offset,)) for tp, v in found.items()} == expected
     beyond = fetcher.offsets_for_times({tp: max(r.timestamp for r in written) + 1 for tp in expected}, TIMEOUT_MS)
     assert beyond == {tp: None for tp in expected}
+
+
+@pytest.mark.needs("fault_injection")
+def test_fatal_reset_error_surfaces_on_the_next_call_and_retriable_ones_do_not(broker, client):
+    topic = broker.new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    broker.produce(topic, 5)
+    subs = SubscriptionState("earliest")
+    subs.assign_from_user([tp])
+    fetcher = OffsetFetcher(client, subs, client.cluster, retry_backoff_ms=20)
+    broker.push_request_errors(LIST_OFFSETS, [6, 29])  # NOT_LEADER (retried), then TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(errors.TopicAuthorizationFailedError):
+        for _ in range(200):
+            fetcher.update_fetch_positions(TIMEOUT_MS)
+            client.poll(timeout_ms=50)
+    # The error is reported once; the partition is still awaiting its reset, which now succeeds.
+    settle(fetcher, subs)
+    assert subs.position(tp).offset == 0
+
+
+@pytest.mark.broker_kinds("mock")
+@pytest.mark.needs("offset_for_leader_epoch", "fault_injection")
+def test_validation_errors_are_retried(broker, client):
+    tp, old = _truncated_partition(broker, client)
+    subs = SubscriptionState("none")
+    subs.assign_from_user([tp])
+    subs.seek_validated(tp, FetchPosition(9, old.epoch, old))
+    broker.start_request_tracking()
+    broker.push_request_errors(23, [6, 74])  # NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
+    _validate(client, subs, tp)
+    asked = [r for r in broker.requests() if r.api_key == 23]
+    broker.stop_request_tracking()
+    assert subs.fetch_state(tp) is FetchState.FETCHING and subs.position(tp).offset == 9
+    assert len(asked) == 3
