@@ -166,3 +166,26 @@ def test_batches_from_kafka_python_builder():
     cf = completed(builder.buffer())
     assert [(r.offset, r.timestamp, r.value) for r in cf.fetch_records(10)] == [
         (0, 1000, b"x0"), (1, 1001, b"x1"), (2, 1002, b"x2")]
+
+
+@pytest.mark.needs("transactions", "valid_control_batch_crc")
+def test_read_committed_over_a_real_transactional_producers_batches(broker):
+    """Batches and markers written by confluent-kafka's transactional producer, in a Fetch
+    response kproto encodes with the aborted-transaction list local brokers leave out."""
+    topic = broker.new_topic(partitions=1)
+    txns = broker.produce_transactions(topic, committed=6, aborted=4)
+    raw = broker.raw_fetch(topic, 0)
+    first_aborted = txns.aborted[0].offset
+    from kproto.records import read_batches
+
+    (pid,) = {b.producer_id for b in read_batches(raw) if b.base_offset <= first_aborted <= b.last_offset}
+    response = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic=topic, partitions=[
+        FetchResponse.PartitionData(partition_index=0, high_watermark=100, last_stable_offset=100, records=raw,
+                                    aborted_transactions=[FetchResponse.AbortedTransaction(
+                                        producer_id=pid, first_offset=first_aborted)])])])
+    part = FetchResponse.decode(response.encode(12), 12).responses[0].partitions[0]
+    tp = TopicPartition(topic, 0)
+    committed = CompletedFetch(tp, part, 0, 12, isolation_level=1).fetch_records(100)
+    assert [(r.offset, r.key, r.value) for r in committed] == [(w.offset, w.key, w.value) for w in txns.committed]
+    uncommitted = CompletedFetch(tp, part, 0, 12, isolation_level=0).fetch_records(100)
+    assert [r.offset for r in uncommitted] == [w.offset for w in txns.committed + txns.aborted]
