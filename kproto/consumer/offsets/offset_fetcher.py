@@ -22,8 +22,8 @@ from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 from . import leader_epoch_validation as lev
-from .committed_offsets import refresh_committed_offsets
 from . import offset_fetcher_utils as utils
+from .committed_offsets import refresh_committed_offsets
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -32,8 +32,8 @@ class OffsetFetcher:
     """ListOffsets and OffsetForLeaderEpoch for one consumer, driven from its polling thread.
 
     ``client`` is a NetworkClient (``ready``, ``send`` -> Future, ``poll``,
-    ``broker_api_versions``, ``request_metadata_update``), ``metadata`` its ClusterMetadata, ``subscriptions`` the SubscriptionState. ``clock`` returns
-    milliseconds (monotonic), injectable for tests.
+    ``broker_api_versions``, ``request_metadata_update``), ``metadata`` its ClusterMetadata,
+    ``subscriptions`` the SubscriptionState. ``clock`` returns monotonic milliseconds.
     """
 
     def __init__(self, client: Any, subscriptions: Any, metadata: Any = None, *,
