@@ -103,10 +103,11 @@ def test_tansu_leaves_nothing_behind_and_stops_by_pid():
     from tests.brokers.tansu import TansuBroker
 
     b = TansuBroker()
-    pid, workdir = b.pid, b._workdir
-    assert os.path.isdir(workdir)
+    pid = b.pid
+    # Its working directory is already gone: it can write nothing anywhere we would
+    # have to clean up.
+    assert not os.path.exists(os.readlink("/proc/{}/cwd".format(pid)).replace(" (deleted)", ""))
     b.close()
-    assert not os.path.exists(workdir)
     # The pid is reaped: no such process any more (or a different, unrelated one).
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -122,3 +123,24 @@ def test_mock_cluster_close_releases_its_ports(mock_cluster_factory):
     cluster.close()
     with pytest.raises(OSError):
         socket.create_connection(addresses[0], timeout=2).close()
+
+
+def test_tansu_dies_with_a_killed_parent():
+    import subprocess
+    import sys
+
+    code = ("import os; from tests.brokers.tansu import TansuBroker\n"
+            "b = TansuBroker(); print(b.pid, flush=True); os._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    pid = int(out.stdout.split()[0])
+    from tests.brokers._net import wait_until
+
+    def gone() -> bool:
+        try:
+            with open("/proc/{}/stat".format(pid)) as f:
+                return f.read().split(")")[-1].split()[0] == "Z"  # dead, awaiting reaping
+        except FileNotFoundError:
+            return True
+
+    assert wait_until(gone, timeout=10)

