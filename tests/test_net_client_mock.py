@@ -314,3 +314,20 @@ def test_no_reachable_bootstrap_server_backs_off_without_spinning():
     finally:
         client.close()
     assert future.failed() or not future.is_done
+
+
+def test_poll_returns_the_responses_it_completed_and_callbacks_run(mock_cluster, clients):
+    client = clients(mock_cluster, metadata_max_age_ms=600_000)
+    wait(client, client.request_metadata_update())
+    seen = []
+    futures = [client.send(node, MetadataRequest(topics=[])).add_callback(seen.append)
+               for node in (1, 2, 3)]
+    returned = []
+    while not all(f.is_done for f in futures):
+        returned += client.poll(10_000, future=futures[-1])
+    assert all(f.succeeded() for f in futures)
+    assert sorted(map(id, returned)) == sorted(id(f.value) for f in futures)
+    assert sorted(map(id, seen)) == sorted(map(id, returned))
+    errbacks = []
+    client.send(99, MetadataRequest(topics=[])).add_errback(errbacks.append)
+    assert isinstance(errbacks[0], errors.UnknownBrokerIdError)

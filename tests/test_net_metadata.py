@@ -6,8 +6,7 @@ import uuid
 
 from kproto import errors
 from kproto.messages import MetadataResponse
-from kproto.net.client import build_metadata_request
-from kproto.net.metadata import ClusterMetadata
+from kproto.net.metadata import ClusterMetadata, build_metadata_request
 from kproto.structs import BrokerMetadata, TopicPartition
 
 Broker = MetadataResponse.MetadataResponseBroker

@@ -29,46 +29,19 @@ import selectors
 import socket
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any
 
-from kproto import __version__, errors
+from kproto import errors
 from kproto.messages import API_KEYS, ApiVersionsRequest, MetadataRequest
 from kproto.net.broker import BrokerConnection, ConnectionState
-from kproto.net.connection import DEFAULT_RECEIVE_MESSAGE_MAX_BYTES, Connection, InFlightRequest
+from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
+from kproto.net.connection import Connection, InFlightRequest, highest_common_version
 from kproto.net.future import Future
-from kproto.net.metadata import ClusterMetadata
+from kproto.net.metadata import ClusterMetadata, build_metadata_request
 from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
 
 log = logging.getLogger("kproto.net")
-
-DEFAULT_CONFIG: dict[str, Any] = {
-    "bootstrap_servers": "localhost:9092",
-    "client_id": "kproto",
-    "client_software_name": "kproto",
-    "client_software_version": __version__,
-    "request_timeout_ms": 30_000,
-    "connections_max_idle_ms": 540_000,
-    "reconnect_backoff_ms": 50,
-    "reconnect_backoff_max_ms": 1_000,
-    "socket_connection_setup_timeout_ms": 10_000,
-    "max_in_flight_requests_per_connection": 5,
-    "receive_message_max_bytes": DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
-    "receive_buffer_bytes": None,
-    "send_buffer_bytes": None,
-    "metadata_max_age_ms": 300_000,
-    "retry_backoff_ms": 100,
-    "allow_auto_create_topics": False,
-    "security_protocol": "PLAINTEXT",
-    "ssl_context": None,
-    "ssl_cafile": None,
-    "ssl_certfile": None,
-    "ssl_keyfile": None,
-    "ssl_password": None,
-    "ssl_crlfile": None,
-    "ssl_ciphers": None,
-    "ssl_check_hostname": True,
-}
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
 _METADATA_KEY = MetadataRequest.api_key
@@ -76,30 +49,6 @@ _METADATA_KEY = MetadataRequest.api_key
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """``"a:9092,b"`` or ``["a:9092", "[::1]:9093"]`` -> [(host, port), ...] (default 9092)."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if item.startswith("["):  # [ipv6]:port
-            host, _, rest = item[1:].partition("]")
-            port = rest.lstrip(":") or "9092"
-        elif item.count(":") == 1:
-            host, port = item.split(":")
-        else:
-            host, port = item, "9092"
-        try:
-            out.append((host, int(port)))
-        except ValueError:
-            raise errors.KafkaConfigurationError("bad bootstrap server {!r}".format(item)) from None
-    if not out:
-        raise errors.KafkaConfigurationError("bootstrap_servers is empty")
-    return out
 
 
 class _Unsent:
@@ -293,7 +242,7 @@ class NetworkClient:
             for node in nodes:
                 if node is None or not node.api_versions:
                     return None
-                version = _highest_common(request_class, node.api_versions)
+                version = highest_common_version(request_class, node.api_versions)
                 if version is None:
                     return None
                 best = version if best is None else min(best, version)
@@ -513,17 +462,12 @@ class NetworkClient:
                     node.backoff_until_ms = now
                     continue
             queue = self._unsent.get(node.node_id)
-            while queue and queue[0].deadline_ms <= now:
-                item = queue.popleft()
-                self._completed.append((item.future, None, errors.KafkaTimeoutError(
-                    "{} for node {} was not sent within {:.0f} ms".format(
-                        type(item.request).__name__, node.node_id, item.timeout_ms))))
-            if queue:  # items later in the queue may have shorter timeouts
+            if queue:  # not FIFO by deadline: each request has its own timeout
                 for item in [i for i in queue if i.deadline_ms <= now]:
                     queue.remove(item)
                     self._completed.append((item.future, None, errors.KafkaTimeoutError(
-                        "{} for node {} was not sent in time".format(
-                            type(item.request).__name__, node.node_id))))
+                        "{} for node {} was not sent within {:.0f} ms".format(
+                            type(item.request).__name__, node.node_id, item.timeout_ms))))
 
     def _write_all(self, now: float) -> None:
         for node in list(self._nodes.values()):
@@ -623,7 +567,7 @@ class NetworkClient:
             try:
                 version = item.version
                 if version is None:
-                    version = _highest_common(type(item.request), node.api_versions)
+                    version = highest_common_version(type(item.request), node.api_versions)
                     if version is None:
                         raise errors.UnsupportedVersionError(
                             "node {} supports no version of {} that kproto has".format(
@@ -655,7 +599,7 @@ class NetworkClient:
                 node.connection_delay(now)
         if not node.proto.can_send_more():
             return float("inf")
-        version = _highest_common(MetadataRequest, node.api_versions)
+        version = highest_common_version(MetadataRequest, node.api_versions)
         if version is None:
             self.cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
             return self.config["retry_backoff_ms"]
@@ -667,25 +611,3 @@ class NetworkClient:
         self._metadata_in_flight = node_id
         self.cluster.attempt(now)
         return float("inf")
-
-
-def build_metadata_request(topics: set[str] | None, version: int, allow_auto_create: bool) -> Any:
-    """A MetadataRequest for these topics (None: all topics; empty: brokers only)."""
-    if topics is None:
-        topic_list = None if version >= 1 else []
-    else:
-        topic_list = [MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)]
-    fields: dict[str, Any] = {"topics": topic_list}
-    if version >= 4:
-        fields["allow_auto_topic_creation"] = allow_auto_create
-    return MetadataRequest(**fields)
-
-
-def _highest_common(request_class: Any, broker_versions: dict[int, tuple[int, int]]) -> int | None:
-    """The highest version both kproto's message class and the broker support, or None."""
-    span = broker_versions.get(request_class.api_key)
-    if span is None:
-        return None
-    low = max(span[0], request_class.min_version)
-    high = min(span[1], request_class.max_version)
-    return high if high >= low else None

@@ -21,6 +21,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from kproto import errors
+from kproto.messages import MetadataRequest
 from kproto.net.future import Future
 from kproto.structs import BrokerMetadata, TopicPartition
 
@@ -301,3 +302,15 @@ class ClusterMetadata:
     def __repr__(self) -> str:
         return "ClusterMetadata(brokers={}, topics={}, need_update={})".format(
             len(self._brokers), len(self._partitions), self._need_update)
+
+
+def build_metadata_request(topics: set[str] | None, version: int, allow_auto_create: bool) -> Any:
+    """A MetadataRequest for these topics (None: all topics; empty: brokers only)."""
+    if topics is None:
+        topic_list = None if version >= 1 else []
+    else:
+        topic_list = [MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)]
+    fields: dict[str, Any] = {"topics": topic_list}
+    if version >= 4:
+        fields["allow_auto_topic_creation"] = allow_auto_create
+    return MetadataRequest(**fields)

@@ -1,0 +1,19 @@
+"""The network layer: a selector-driven client for many brokers over a sans-IO core.
+
+- :class:`~kproto.net.connection.Connection`: the sans-IO protocol state of one connection
+  (framing, correlation ids, requests in flight); no sockets.
+- :class:`~kproto.net.client.NetworkClient`: sockets, ``selectors``, ApiVersions
+  negotiation, timeouts, reconnect backoff, TLS, metadata refresh; thread-safe ``send``.
+- :class:`~kproto.net.metadata.ClusterMetadata`: brokers, leaders, epochs, topic ids.
+- :class:`~kproto.net.future.Future`: the result of a request, with callbacks.
+- ``kproto.wire`` logger (:mod:`kproto.net.wire`): every request/response as a field tree.
+"""
+
+from kproto.net.broker import ConnectionState
+from kproto.net.client import NetworkClient
+from kproto.net.connection import Connection, InFlightRequest
+from kproto.net.future import Future
+from kproto.net.metadata import ClusterMetadata
+
+__all__ = ["NetworkClient", "ClusterMetadata", "Future", "Connection", "InFlightRequest",
+           "ConnectionState"]

@@ -1,0 +1,64 @@
+"""NetworkClient settings: names and defaults (kafka-python's and Java's), bootstrap parsing.
+
+Owns the configuration keys the network layer reads. Unknown keys are ignored by the
+client, so the consumer can hand over its whole configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from kproto import __version__, errors
+from kproto.net.connection import DEFAULT_RECEIVE_MESSAGE_MAX_BYTES
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "bootstrap_servers": "localhost:9092",
+    "client_id": "kproto",
+    "client_software_name": "kproto",
+    "client_software_version": __version__,
+    "request_timeout_ms": 30_000,
+    "connections_max_idle_ms": 540_000,
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 1_000,
+    "socket_connection_setup_timeout_ms": 10_000,
+    "max_in_flight_requests_per_connection": 5,
+    "receive_message_max_bytes": DEFAULT_RECEIVE_MESSAGE_MAX_BYTES,
+    "receive_buffer_bytes": None,
+    "send_buffer_bytes": None,
+    "metadata_max_age_ms": 300_000,
+    "retry_backoff_ms": 100,
+    "allow_auto_create_topics": False,
+    "security_protocol": "PLAINTEXT",
+    "ssl_context": None,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_password": None,
+    "ssl_crlfile": None,
+    "ssl_ciphers": None,
+    "ssl_check_hostname": True,
+}
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``"a:9092,b"`` or ``["a:9092", "[::1]:9093"]`` -> [(host, port), ...] (default 9092)."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):  # [ipv6]:port
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":") or "9092"
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        else:
+            host, port = item, "9092"
+        try:
+            out.append((host, int(port)))
+        except ValueError:
+            raise errors.KafkaConfigurationError("bad bootstrap server {!r}".format(item)) from None
+    if not out:
+        raise errors.KafkaConfigurationError("bootstrap_servers is empty")
+    return out
