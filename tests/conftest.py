@@ -10,6 +10,9 @@ import pytest
 
 from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES
 
+# pytester runs inner pytest sessions (the needs-marker tests use it).
+pytest_plugins = ["pytester"]
+
 BROKER_KINDS = ("mock", "tansu", "apache_kafka")
 
 

@@ -144,3 +144,22 @@ def test_tansu_dies_with_a_killed_parent():
             return True
 
     assert wait_until(gone, timeout=10)
+
+
+def test_needs_marker_skips_with_reasons_and_rejects_unknown_names(pytester):
+    pytester.makeconftest("from tests.conftest import *\n")
+    pytester.makepyfile(test_inner='''
+import pytest
+
+@pytest.mark.needs("kip848")
+def test_group(broker):
+    assert broker.name == "mock"
+
+@pytest.mark.needs("no_such_capability")
+def test_typo(broker):
+    pass
+''')
+    result = pytester.runpytest("--brokers=mock,tansu", "-rs")
+    result.assert_outcomes(passed=1, skipped=1, errors=2)
+    result.stdout.fnmatch_lines(["*tansu lacks kip848*"])
+    result.stdout.fnmatch_lines(["*unknown capability*no_such_capability*"])
