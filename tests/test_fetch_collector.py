@@ -219,3 +219,44 @@ def test_buffer_wakes_waiter_on_data_and_on_wakeup():
     buf.wakeup()
     thread.join()
     assert results == [True, True]
+
+
+def test_paused_data_does_not_wake_a_waiter():
+    subs, buf, collector, _ = setup()
+    buf.add(cf(T0, 0, batch(0, 2)))
+    assert buf.await_not_empty(0) is True  # the add woke it
+    subs.pause(T0)
+    assert collector.collect_fetch(buf).is_empty()
+    assert buf.await_not_empty(0) is False  # only paused data: nothing new to wake for
+    buf.add(cf(T1, 0, batch(0, 1)))
+    assert buf.await_not_empty(0) is True
+
+
+def test_background_thread_feeds_while_application_collects():
+    # The KIP-848 shape: one thread adds fetches (one per partition at a time), the other
+    # waits and collects; every record arrives once, in order, and positions end right.
+    subs, buf, collector, _ = setup(max_poll_records=3)
+    chunks = {tp: [cf(tp, base, batch(base, 5)) for base in range(0, 50, 5)] for tp in (T0, T1)}
+    got = {T0: [], T1: []}
+    done = threading.Event()
+
+    def feeder():
+        pending = {tp: list(items) for tp, items in chunks.items()}
+        while any(pending.values()):
+            buffered = buf.buffered_partitions()
+            ready = [tp for tp in pending if pending[tp] and tp not in buffered
+                     and subs.position(tp).offset == pending[tp][0].next_fetch_offset]
+            buf.add_all([pending[tp].pop(0) for tp in ready])
+            if not ready:
+                done.wait(0.001)
+        done.set()
+
+    thread = threading.Thread(target=feeder)
+    thread.start()
+    while not (done.is_set() and not buf.buffered_partitions()):
+        buf.await_not_empty(0.05)
+        for tp, records in collector.collect_fetch(buf).records.items():
+            got[tp].extend(r.offset for r in records)
+    thread.join()
+    assert got == {T0: list(range(50)), T1: list(range(50))}
+    assert subs.position(T0).offset == 50 and subs.position(T1).offset == 50

@@ -6,6 +6,9 @@ data arrives or ``wakeup()`` is called. In the KIP-848 engine the background thr
 fetches and the application thread collects them; in the classic engine both happen on
 the caller's thread and the lock is uncontended.
 
+``retain_all``/``clear`` are called by the collecting thread (assign, unsubscribe, seek
+handling), which also owns ``next_in_line_fetch``; the fetching thread only adds.
+
 Invariant: at most one CompletedFetch per partition is buffered (queued or next in line
 and not yet consumed). The fetch builder keeps it by not fetching partitions that are
 buffered; adding a second one is a bug and raises ``IllegalStateError``.
@@ -55,7 +58,9 @@ class FetchBuffer:
     def add(self, completed_fetch: CompletedFetch) -> None:
         self.add_all([completed_fetch])
 
-    def add_all(self, completed_fetches: Iterable[CompletedFetch]) -> None:
+    def add_all(self, completed_fetches: Iterable[CompletedFetch], notify: bool = True) -> None:
+        """Queue fetches; ``notify=False`` (paused data put back) does not wake a waiter,
+        so a poll with only paused data waits instead of spinning."""
         fetches = list(completed_fetches)
         if not fetches:
             return
@@ -66,8 +71,9 @@ class FetchBuffer:
                     raise IllegalStateError("a completed fetch for {}-{} is already buffered".format(*cf.partition))
                 buffered.add(cf.partition)
             self._completed.extend(fetches)
-            self._woken_up = True
-            self._not_empty.notify_all()
+            if notify:
+                self._woken_up = True
+                self._not_empty.notify_all()
 
     def peek(self) -> Optional[CompletedFetch]:
         with self._lock:
@@ -87,14 +93,14 @@ class FetchBuffer:
             self._next_in_line = completed_fetch
 
     def await_not_empty(self, timeout_s: Optional[float]) -> bool:
-        """Block until a fetch is buffered, ``wakeup()`` is called or the timeout passes.
+        """Block until a fetch is added, ``wakeup()`` is called or the timeout passes.
 
-        Returns True if woken by data or ``wakeup()``, False on timeout. ``None`` waits
-        without limit.
+        Returns True if woken (by new data, now or since the last wait, or ``wakeup()``),
+        False on timeout. ``None`` waits without limit.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
-            while not self._woken_up and not self._completed and not self._closed:
+            while not self._woken_up and not self._closed:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False

@@ -120,7 +120,7 @@ class FetchCollector:
             if fetch.is_empty():
                 raise
         finally:
-            fetch_buffer.add_all(paused)
+            fetch_buffer.add_all(paused, notify=False)
         return fetch
 
     def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch) -> int:
