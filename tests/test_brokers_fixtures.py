@@ -163,3 +163,13 @@ def test_typo(broker):
     result.assert_outcomes(passed=1, skipped=1, errors=2)
     result.stdout.fnmatch_lines(["*tansu lacks kip848*"])
     result.stdout.fnmatch_lines(["*unknown capability*no_such_capability*"])
+
+
+def test_docker_absence_is_a_reason_not_a_crash(monkeypatch):
+    from tests.brokers._net import free_port
+    from tests.brokers.apache import docker_unavailable_reason
+
+    # Nothing listens on this port, so no Docker engine can answer there.
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:{}".format(free_port()))
+    reason = docker_unavailable_reason()
+    assert reason is not None and reason.startswith("no Docker engine reachable")

@@ -29,7 +29,8 @@ Declaring what a test needs::
 
 runs on every broker that has all of them and skips the rest with a reason such as
 ``tansu lacks kip848 (KIP-848 consumer groups (ConsumerGroupHeartbeat))``, before that
-broker starts. An unknown capability name is a usage error. ``needs("fault_injection")``
+broker starts. An unknown capability name is an error. ``needs`` acts through the
+``broker`` fixture only (a test using ``mock_cluster`` directly has chosen its broker). ``needs("fault_injection")``
 gives the test its own fresh 3-broker mock cluster. ``@pytest.mark.broker_kinds("mock")``
 restricts the kinds outright. Capabilities (``tests.brokers.base.CAPABILITIES``):
 

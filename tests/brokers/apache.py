@@ -35,6 +35,17 @@ def docker_unavailable_reason() -> str | None:
     return None
 
 
+def _metadata_lists_a_broker(bootstrap: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(
+            timeout=5)
+    except Exception:  # KafkaException while the broker is still starting
+        return False
+    return bool(md.brokers)
+
+
 class ApacheKafka(Broker):
     """A single-node Apache Kafka 4 in KRaft mode; :meth:`close` removes the container."""
 
@@ -71,7 +82,10 @@ class ApacheKafka(Broker):
         self._container = container
         self._container.start()
         try:
-            if not wait_until(lambda: api_versions_v0_probe("127.0.0.1", p, 2.0),
+            # Listening is not enough: wait until the broker has registered with its
+            # controller and Metadata lists it.
+            if not wait_until(lambda: api_versions_v0_probe("127.0.0.1", p, 2.0)
+                              and _metadata_lists_a_broker("127.0.0.1:{}".format(p)),
                               startup_timeout, interval=0.5):
                 logs = b"".join(self._container.get_logs()).decode(errors="replace")
                 raise RuntimeError("Apache Kafka not answering on 127.0.0.1:{} after {:.0f}s:"
