@@ -101,3 +101,25 @@ def test_fetcher_out_of_range_requests_reset(broker):
     finally:
         fetcher.close(timeout_ms=2000)
         client.close()
+
+
+# Only Apache Kafka keeps fetch sessions (the mock and Tansu answer session id 0).
+@pytest.mark.broker_kinds("apache_kafka")
+def test_fetcher_uses_incremental_sessions(broker):
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 60)
+    client, subs, fetcher = _consumer_parts(broker, topic, max_poll_records=10)
+    try:
+        got = _consume(client, fetcher, len(written))
+        assert sorted((r.partition, r.offset) for r in got) == [(w.partition, w.offset) for w in written]
+        (handler,) = fetcher.session_handlers.values()
+        assert handler.next_metadata.session_id != 0 and handler.next_metadata.epoch >= 1
+        # Seeking back is an altered partition in the same session, and the data comes again.
+        tp = TopicPartition(topic, 0)
+        subs.seek(tp, 0)
+        want = sum(1 for w in written if w.partition == 0)
+        again = [r for r in _consume(client, fetcher, want) if r.partition == 0]
+        assert [r.offset for r in again][:want] == [w.offset for w in written if w.partition == 0]
+    finally:
+        fetcher.close(timeout_ms=2000)
+        client.close()
