@@ -54,6 +54,12 @@ def test_incremental_like_zlib_crc32(data, draw):
     assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
 
 
+def test_large_inputs_folded_in_pieces():
+    data = os.urandom(600_000)  # three pieces of at most 256 KiB
+    assert crc32c(data) == _crc32c_fold(data, 0) == crc32c_table(data)
+    assert crc32c(data, 7) == crc32c_table(data, 7)
+
+
 def test_accepts_bytearray_and_memoryview():
     data = os.urandom(5000)
     assert crc32c(bytearray(data)) == crc32c(memoryview(data)) == crc32c(data)
