@@ -86,7 +86,7 @@ def _mod_p(v: int) -> int:
 # set bits (a fold costs one shift and one XOR of the big integer per set bit): 7-9
 # instead of the 16 of a random constant, about twice as fast.
 _FOLD_CHOICES = 128
-_FOLD_LEVELS = 36  # k reaches ~2^36 bits (8 GiB), beyond any input
+_FOLD_LEVELS = 20  # the last limit is ~2^26 bits (8 MiB); crc32c folds 256 KiB pieces
 
 
 def _build_fold_chain() -> tuple[list[int], list[tuple[int, tuple[int, ...]]]]:
@@ -135,6 +135,8 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
         rv <<= 64 - w  # the same polynomial at width 64 (only tiny inputs; crc32c never)
         w = 64
     level = bisect.bisect_left(_FOLD_LIMITS, w) if w > 64 else -1
+    if level >= len(_FOLD_CHAIN):
+        raise ValueError("_crc32c_fold takes at most {} bytes".format(_FOLD_LIMITS[-1] // 8 - 4))
     for k, bits in reversed(_FOLD_CHAIN[:level + 1]):
         # V = H·x^k + L at width w -> H·(x^k mod P) + L at width k. Reversed: L is the
         # top k bits, H the low w - k bits, and H·x^t lands shifted left by 2k - w - t.
