@@ -77,10 +77,27 @@ def test_commit_sync_then_fetch(broker, setup):
 def test_commit_async_reports_through_the_callback(broker, setup):
     t0, _ = setup.tps
     seen = []
+    # Asynchronous commits never wait for a coordinator lookup: a grouped consumer has one.
+    setup.lookup.ensure_coordinator_ready(TIMEOUT_MS)
     future = setup.offsets.commit_offsets_async({t0: OffsetAndMetadata(9)}, lambda o, e: seen.append((o, e)))
     setup.client.poll(timeout_ms=TIMEOUT_MS, future=future)
     assert seen == [({t0: OffsetAndMetadata(9)}, None)]
     assert setup.offsets.fetch_committed_offsets([t0], TIMEOUT_MS)[t0].offset == 9
+
+
+@pytest.mark.broker_kinds("mock")
+def test_commit_async_without_a_coordinator_fails_fast_and_retriably(broker, setup):
+    class NoCoordinator:
+        def ensure_coordinator_ready(self, timeout_ms):
+            return None
+
+        def mark_coordinator_unknown(self, reason):
+            pass
+
+    seen = []
+    offsets = GroupOffsets(setup.client, setup.group, NoCoordinator())
+    assert offsets.commit_offsets_async({setup.tps[0]: OffsetAndMetadata(1)}, lambda o, e: seen.append(e)) is None
+    assert len(seen) == 1 and isinstance(seen[0], errors.CoordinatorNotAvailableError) and seen[0].retriable
 
 
 @pytest.mark.needs("fault_injection")
