@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 
 from kproto.consumer.config import ConsumerConfig
 from kproto.consumer.fetch.abstract_fetch import AbstractFetch

@@ -10,7 +10,7 @@ from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import FetchCollector
-from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
+from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages import FetchResponse
 from kproto.records import build_batch, build_control_batch
 from kproto.structs import TopicPartition

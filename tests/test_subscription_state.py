@@ -146,7 +146,9 @@ def test_seek_and_positions():
         subs.seek(TP0, -1)
     with pytest.raises(IllegalStateError, match="valid current position"):
         subs.update_position(TP0, FetchPosition(3))
+    assert subs.position_or_none(OTHER) is None and subs.position_or_none(TP0) is None
     subs.seek(TP0, 10)
+    assert subs.position_or_none(TP0) == FetchPosition(10)
     assert subs.has_valid_position(TP0) and subs.has_all_fetch_positions()
     subs.update_position(TP0, FetchPosition(12, 3))
     assert subs.all_consumed() == {TP0: OffsetAndMetadata(12, "", 3)}

@@ -456,6 +456,11 @@ class SubscriptionState:
     def position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         return self._state(tp).position
 
+    def position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
+        """The position, or None if there is none or the partition is not assigned."""
+        state = self._assignment.get(tp)
+        return None if state is None else state.position
+
     def valid_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         state = self._state(tp)
         return state.position if state.fetch_state.has_valid_position else None

@@ -82,10 +82,10 @@ class AbstractFetch:
     def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int) -> set[int]:
         nodes = set()
         for tp in buffered:
-            if not self.subscriptions.is_assigned(tp):
+            position = self.subscriptions.position_or_none(tp)
+            if position is None:
                 continue
-            position = self.subscriptions.position(tp)
-            leader = self._leader(tp, position.current_leader.leader if position else None)
+            leader = self._leader(tp, position.current_leader.leader)
             if leader is not None:
                 nodes.add(self.select_read_replica(tp, leader, now_ms))
         return nodes
@@ -101,9 +101,9 @@ class AbstractFetch:
         builders: dict[int, FetchSessionHandler.Builder] = {}
         need_metadata = False
         for tp in unbuffered:
-            position = self.subscriptions.position(tp)
+            position = self.subscriptions.position_or_none(tp)
             if position is None:
-                raise errors.IllegalStateError("Missing position for fetchable partition {}-{}".format(*tp))
+                continue  # unassigned or reset by another thread since fetchable_partitions()
             leader = self._leader(tp, position.current_leader.leader)
             if leader is None:
                 log.debug("no leader known for %s (position %s); requesting metadata", tp, position)

@@ -84,7 +84,6 @@ class CompletedFetch:
         self.is_consumed = False
         self.initialized = False
         self.records_read = 0
-        self.bytes_read = 0
         self.error_code: int = getattr(partition_data, "error_code", 0)
         self.high_watermark: int = getattr(partition_data, "high_watermark", -1)
         self.last_stable_offset: int = getattr(partition_data, "last_stable_offset", -1)
@@ -124,14 +123,17 @@ class CompletedFetch:
             self._batches = None
             self._pending_record = None
 
+    def _read_batches(self, check_crcs: bool) -> Iterator[Any]:
+        # The reader wants bytes; convert the response's memoryview once, not per reader.
+        if type(self.records) is not bytes:
+            self.records = bytes(self.records)
+        return iter(read_batches(self.records, check_crcs=check_crcs, topic=self.partition.topic,
+                                 partition=self.partition.partition))
+
     def has_batches(self) -> bool:
         """Whether the data holds at least one whole batch (raises RecordTooLargeError if the
         first batch was cut off by the fetch size)."""
-        reader = read_batches(self.records, check_crcs=False, topic=self.partition.topic,
-                              partition=self.partition.partition)
-        for _ in reader:
-            return True
-        return False
+        return next(self._read_batches(check_crcs=False), None) is not None
 
     # --- taking records -------------------------------------------------------------
 
@@ -207,8 +209,7 @@ class CompletedFetch:
         """Move to the next batch with records to return; False (and drained) at the end."""
         read_committed = self._isolation_level == READ_COMMITTED
         if self._batches is None:
-            self._batches = iter(read_batches(self.records, check_crcs=self._check_crcs,
-                                              topic=self.partition.topic, partition=self.partition.partition))
+            self._batches = self._read_batches(self._check_crcs)
         while True:
             batch = next(self._batches, None)
             if batch is None:

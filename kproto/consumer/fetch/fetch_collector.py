@@ -126,14 +126,11 @@ class FetchCollector:
     def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch) -> int:
         tp = completed.partition
         subs = self._subscriptions
-        if not subs.is_assigned(tp):
-            log.debug("not returning fetched records for %s: no longer assigned", tp)
-        elif not subs.is_fetchable(tp):
-            log.debug("not returning fetched records for %s: no longer fetchable", tp)
+        # Read once: the KIP-848 background thread may change the assignment meanwhile.
+        position = subs.position_or_none(tp) if subs.is_fetchable(tp) else None
+        if position is None:
+            log.debug("not returning fetched records for %s: no longer assigned or fetchable", tp)
         else:
-            position = subs.position(tp)
-            if position is None:
-                raise errors.IllegalStateError("Missing position for fetchable partition {}-{}".format(*tp))
             if completed.next_fetch_offset == position.offset:
                 records = completed.fetch_records(max_records)
                 advanced = False
@@ -159,7 +156,6 @@ class FetchCollector:
 
         Returns the fetch to read from, or None (it is stale or carried an error).
         """
-        tp = completed.partition
         try:
             if completed.error_code == NONE:
                 return self._initialize_success(completed)
@@ -173,7 +169,7 @@ class FetchCollector:
         tp = completed.partition
         subs = self._subscriptions
         fetch_offset = completed.next_fetch_offset
-        position = subs.position(tp) if subs.is_assigned(tp) else None
+        position = subs.position_or_none(tp)
         if position is None or position.offset != fetch_offset:
             log.debug("discarding stale fetch response for %s at offset %d (position %s)", tp, fetch_offset, position)
             completed.drain()
@@ -216,7 +212,7 @@ class FetchCollector:
             if subs.clear_preferred_read_replica(tp) is not None:
                 log.debug("offset out of range on the read replica for %s; back to the leader", tp)
                 return
-            position = subs.position(tp) if subs.is_assigned(tp) else None
+            position = subs.position_or_none(tp)
             if position is None or position.offset != completed.next_fetch_offset:
                 log.debug("discarding stale out-of-range response for %s", tp)
                 return
