@@ -65,7 +65,10 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   ``WrittenRecord`` has topic, partition, offset, key, value, headers (tuple of (str,
   bytes|None)), timestamp (CreateTime ms), index. Keys/values/headers follow
   ``seeding.record_for(i, tag=...)``: null keys, null and empty values, 0-2 headers (some
-  with null values) and multi-byte UTF-8 appear deterministically;
+  with null values) and multi-byte UTF-8 appear deterministically. Records are
+  deterministic, batch boundaries are not (the producer batches up to 25 records per 5
+  ms); ``producer_config={"batch.num.messages": 1}`` gives one record per batch. Only v2
+  batches are written (librdkafka's legacy-format fallbacks are not reliable here);
 - ``produce_transactions(topic, committed=10, aborted=10, partitions=(0,), codec="none")
   -> Transactions(committed=[...], aborted=[...])``: one committed, then one aborted
   transaction (tags "txc"/"txa"). All three brokers accept transactional producers;
