@@ -234,3 +234,39 @@ def test_reset_result_is_dropped_when_the_strategy_changed_meanwhile():
     utils.apply_reset_result(subs, StaticMetadata({}), requested, result, 0, 100)
     assert subs.fetch_state(T0) is FetchState.AWAIT_RESET
     assert subs.position(T1).offset == 60 and subs.fetch_state(T1) is FetchState.FETCHING
+
+
+# --- the blocking wrapper refuses bad arguments before any I/O --------------------------
+
+
+@pytest.fixture
+def idle_fetcher():
+    from kproto.consumer.offsets.offset_fetcher import OffsetFetcher
+    from kproto.net.client import NetworkClient
+
+    client = NetworkClient(bootstrap_servers="127.0.0.1:9")  # never contacted by these calls
+    yield OffsetFetcher(client, SubscriptionState("earliest"), client.cluster)
+    client.close()
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: f.beginning_offsets([("a", 0)], 1000),
+    lambda f: f.end_offsets([T0], -1),
+    lambda f: f.end_offsets([T0], None),
+    lambda f: f.offsets_for_times({T0: -5}, 1000),
+])
+def test_bad_arguments_are_refused(idle_fetcher, call):
+    with pytest.raises(errors.IllegalArgumentError):
+        call(idle_fetcher)
+
+
+def test_nothing_asked_nothing_sent(idle_fetcher):
+    assert idle_fetcher.offsets_for_times({}, 1000) == {}
+    assert idle_fetcher.end_offsets([], 1000) == {}
+
+
+def test_unknown_isolation_level_is_a_configuration_error():
+    from kproto.consumer.offsets.offset_fetcher import OffsetFetcher
+
+    with pytest.raises(errors.KafkaConfigurationError):
+        OffsetFetcher(None, SubscriptionState(), object(), isolation_level="dirty")

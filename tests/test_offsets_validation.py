@@ -12,7 +12,7 @@ import pytest
 from kproto import errors
 from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.subscription_state import FetchPosition, FetchState, LeaderAndEpoch, SubscriptionState
-from kproto.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from kproto.messages import OffsetForLeaderEpochResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 T0, T1, U0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
