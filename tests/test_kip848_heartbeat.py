@@ -34,6 +34,18 @@ MAX_POLL_INTERVAL_MS = 60_000
 BACKOFF_MS = 100
 
 
+class Sent:
+    """An UnsentRequest with its message built for ``version`` (and checked encodable)."""
+
+    def __init__(self, unsent, version: int) -> None:
+        assert isinstance(unsent.request, RequestBuilder)
+        self.request, self.version = unsent.request.build(version)
+        self.request.encode(self.version)  # must be valid on the wire
+        self.node_id = unsent.node_id
+        self.complete = unsent.complete
+        self.complete_exceptionally = unsent.complete_exceptionally
+
+
 class Engine:
     """Coordinator + membership + heartbeat managers wired as the network thread wires them."""
 
@@ -60,11 +72,9 @@ class Engine:
             key="group-1", node_id=node_id, host="127.0.0.1", port=9092)]), self.clock())
         assert self.coordinator.coordinator.node_id == node_id
 
-    def heartbeats(self) -> list:
-        result = self.heartbeat.poll(self.clock())
-        for unsent in result.unsent_requests:
-            unsent.request.encode(ConsumerGroupHeartbeatRequest.max_version)  # must be valid on the wire
-        return result.unsent_requests
+    def heartbeats(self, version: int = ConsumerGroupHeartbeatRequest.max_version) -> list:
+        """The heartbeats a poll produces, built as the network client would at ``version``."""
+        return [Sent(unsent, version) for unsent in self.heartbeat.poll(self.clock()).unsent_requests]
 
     def one_heartbeat(self):
         sent = self.heartbeats()
@@ -94,11 +104,12 @@ def test_find_coordinator_builds_the_right_request_per_version() -> None:
     e = Engine()
     (unsent,) = e.coordinator.poll(e.clock()).unsent_requests
     assert isinstance(unsent.request, RequestBuilder)
-    old, new = unsent.request.build(3), unsent.request.build(4)
+    (old, v_old), (new, v_new) = unsent.request.build(3), unsent.request.build(6)
+    assert (v_old, v_new) == (3, 6)
     assert (old.key, old.key_type) == ("group-1", 0)
     assert (new.coordinator_keys, new.key_type) == (["group-1"], 0)
     old.encode(3)
-    new.encode(FindCoordinatorRequest.max_version)
+    new.encode(v_new)
     # Answered in the pre-v4 shape (top-level fields).
     unsent.complete(FindCoordinatorResponse(node_id=5, host="127.0.0.1", port=9093), e.clock())
     assert e.coordinator.coordinator == (5, "127.0.0.1", 9093)
@@ -135,7 +146,8 @@ def test_join_sends_full_state_then_only_changes() -> None:
     assert req.subscribed_topic_names == ["alpha", "beta"]
     assert req.rebalance_timeout_ms == MAX_POLL_INTERVAL_MS
     assert (req.server_assignor, req.rack_id) == ("uniform", "rack-a")
-    assert req.topic_partitions == [] and req.subscribed_topic_regex is None
+    # v1: names and regex travel together, an empty regex meaning none.
+    assert req.topic_partitions == [] and req.subscribed_topic_regex == ""
     assert e.heartbeats() == []  # one in flight
 
     e.answer(join, epoch=1, assignment={"alpha": [0, 1]}, interval_ms=5000)
@@ -187,7 +199,17 @@ def test_broker_evaluated_regex_is_sent_on_join_only() -> None:
     e.answer(join, epoch=1, assignment={}, interval_ms=1000)
     e.h.manager.maybe_reconcile(can_commit=True)
     e.h.run_application_callbacks()
-    assert e.one_heartbeat().request.subscribed_topic_regex is None
+    ack = e.one_heartbeat().request
+    assert ack.subscribed_topic_regex is None and ack.subscribed_topic_names is None
+
+
+def test_version_zero_heartbeats_carry_no_regex() -> None:
+    e = Engine("alpha")
+    e.find_coordinator()
+    e.h.join()
+    (join,) = e.heartbeats(version=0)
+    assert join.request.subscribed_topic_names == ["alpha", "beta", "gamma"]
+    assert join.request.subscribed_topic_regex is None
 
 
 @pytest.mark.parametrize("instance_id,leave_epoch", [(None, -1), ("static-1", -2)])
@@ -308,4 +330,5 @@ def test_leave_group_heartbeat_is_sent_at_once() -> None:
     e.h.run_application_callbacks()
     leave = e.one_heartbeat()  # well before the interval
     assert leave.request.member_epoch == -1 and done.done()
+    assert (leave.request.subscribed_topic_names, leave.request.topic_partitions) == (None, None)
     assert e.h.manager.state is S.UNSUBSCRIBED and e.heartbeats() == []

@@ -78,10 +78,11 @@ class CoordinatorRequestManager:
 
         return unsent.when_complete(_on_complete)
 
-    def _build_request(self, version: int) -> FindCoordinatorRequest:
+    def _build_request(self, version: int) -> tuple[FindCoordinatorRequest, int]:
         if version >= _BATCHED_KEYS_MIN_VERSION:
-            return FindCoordinatorRequest(key_type=COORDINATOR_KEY_TYPE_GROUP, coordinator_keys=[self.group_id])
-        return FindCoordinatorRequest(key=self.group_id, key_type=COORDINATOR_KEY_TYPE_GROUP)
+            return FindCoordinatorRequest(key_type=COORDINATOR_KEY_TYPE_GROUP,
+                                          coordinator_keys=[self.group_id]), version
+        return FindCoordinatorRequest(key=self.group_id, key_type=COORDINATOR_KEY_TYPE_GROUP), version
 
     def _on_response(self, now_ms: int, response: Any) -> None:
         if response.coordinators:

@@ -440,8 +440,13 @@ def wait_for(future: Future, deadline_ms: int, time_ms: Callable[[], int] = mono
 class BackgroundEventHandler:
     """The background thread's end of the background-event queue."""
 
-    def __init__(self, background_event_queue: "queue.Queue[BackgroundEvent]") -> None:
+    def __init__(self, background_event_queue: "queue.Queue[BackgroundEvent]",
+                 wake_application: Callable[[], None] = lambda: None) -> None:
         self.queue = background_event_queue
+        # The application thread may be blocked waiting for fetched data: a callback to
+        # run or an error to raise must not wait for that wait to time out.
+        self._wake_application = wake_application
 
     def add(self, event: BackgroundEvent) -> None:
         self.queue.put(event)
+        self._wake_application()

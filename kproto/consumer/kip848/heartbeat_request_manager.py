@@ -30,7 +30,7 @@ from kproto.consumer.kip848.coordinator_request_manager import CoordinatorReques
 from kproto.consumer.kip848.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.kip848.member_state import MemberState
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
-from kproto.consumer.kip848.request_manager import PollResult, RequestState, UnsentRequest
+from kproto.consumer.kip848.request_manager import PollResult, RequestBuilder, RequestState, UnsentRequest
 from kproto.consumer.kip848.timer import Timer
 from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import UnsupportedVersionError, error_for, for_code
@@ -124,6 +124,10 @@ class HeartbeatState:
         request = ConsumerGroupHeartbeatRequest(
             group_id=m.group_id, member_id=m.member_id, member_epoch=m.member_epoch,
             instance_id=m.group_instance_id)
+        if m.member_epoch < 0:
+            # A leave heartbeat: the coordinator needs nothing else (and the subscription
+            # may already be cleared).
+            return request
 
         if send_all or sent.rebalance_timeout_ms != m.rebalance_timeout_ms:
             request.rebalance_timeout_ms = m.rebalance_timeout_ms
@@ -157,6 +161,24 @@ class HeartbeatState:
                 for topic_id, parts in sorted(local.partitions.items(), key=lambda item: str(item[0]))]
             sent.local_assignment = local
         return request
+
+
+def for_version(request: ConsumerGroupHeartbeatRequest, version: int) -> ConsumerGroupHeartbeatRequest:
+    """Adjust the subscription fields to the version the coordinator speaks.
+
+    From v1 the topic names and the regex travel together (an empty regex means "none"):
+    librdkafka's mock coordinator insists on it and Kafka accepts it. v0 has no regex.
+    """
+    if version >= 1:
+        if request.subscribed_topic_names is not None and request.subscribed_topic_regex is None:
+            request.subscribed_topic_regex = ""
+        elif request.subscribed_topic_regex is not None and request.subscribed_topic_names is None:
+            request.subscribed_topic_names = []
+    elif request.subscribed_topic_regex:
+        raise UnsupportedVersionError("a regex subscription needs ConsumerGroupHeartbeat v1 (Kafka 4.0+)")
+    else:
+        request.subscribed_topic_regex = None
+    return request
 
 
 class ConsumerHeartbeatRequestManager:
@@ -238,7 +260,9 @@ class ConsumerHeartbeatRequestManager:
     # --- requests and responses ----------------------------------------------------------------
 
     def _make_heartbeat_request(self, now_ms: int, node_id: int, ignore_response: bool) -> UnsentRequest:
-        unsent = UnsentRequest(self.heartbeat_state.build_request(), node_id)
+        request = self.heartbeat_state.build_request()
+        unsent = UnsentRequest(RequestBuilder(ConsumerGroupHeartbeatRequest,
+                                              lambda version: (for_version(request, version), version)), node_id)
         if ignore_response:
             unsent.when_complete(lambda response, error: log.debug(
                 "Response to the leave heartbeat (ignored): %s", error if error is not None else response))

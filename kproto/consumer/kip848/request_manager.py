@@ -27,19 +27,21 @@ MAX_WAIT_MS = 2**63 - 1
 class RequestBuilder:
     """A request whose body depends on the version the network client negotiates.
 
-    ``request_class`` gives the api key and version range; ``build(version)`` the message.
-    Most requests are plain message objects; this is for the few whose fields moved
-    between versions (FindCoordinator's ``key`` became ``coordinator_keys`` in v4).
+    ``request_class`` gives the api key; ``build(max_version)``, called with the highest
+    version the node and kproto share, returns ``(message, version_to_send)``. Most
+    requests are plain message objects; this is for the few whose fields moved between
+    versions (FindCoordinator's ``key`` became ``coordinator_keys`` in v4) or whose version
+    depends on the content (Fetch stays at v12 without topic ids).
     """
 
     __slots__ = ("request_class", "_build")
 
-    def __init__(self, request_class: type, build: Callable[[int], Any]) -> None:
+    def __init__(self, request_class: type, build: Callable[[int], tuple[Any, int]]) -> None:
         self.request_class = request_class
         self._build = build
 
-    def build(self, version: int) -> Any:
-        return self._build(version)
+    def build(self, max_version: int) -> tuple[Any, int]:
+        return self._build(max_version)
 
     def __repr__(self) -> str:
         return "RequestBuilder({})".format(self.request_class.__name__)

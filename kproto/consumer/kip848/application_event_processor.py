@@ -1,0 +1,203 @@
+"""What each application event does, on the background thread (Java's
+``ApplicationEventProcessor``).
+
+Owns the dispatch from event type to request-manager calls, and the AsyncPollEvent's
+stages in the seed's order: (1) reconciliation check with commits allowed, (2) auto-commit
+timer, membership poll hook and the poll timer reset, (3) update fetch positions, then
+(4) fetch requests, each stage marked on the event so the application thread knows when it
+may read the fetch buffer. A completable event's future is completed here (or failed with
+the exception that stopped it); the reaper fails it at its deadline otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from typing import Any, Callable, Optional
+
+from kproto.consumer.kip848 import events as ev
+from kproto.consumer.kip848.local_assignment import when_complete
+from kproto.errors import IllegalStateError
+
+log = logging.getLogger("kproto.kip848")
+
+
+def chain(source: Future, target: Future, transform: Callable[[Any], Any] = lambda value: value) -> None:
+    """Complete ``target`` with ``source``'s outcome (unless the reaper got there first)."""
+
+    def _copy(error: Optional[BaseException]) -> None:
+        if target.done():
+            return
+        if error is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(transform(source.result()))
+
+    when_complete(source, _copy)
+
+
+class ApplicationEventProcessor:
+    """``process(event)``; managers that the consumer does not have are None."""
+
+    def __init__(self, subscriptions: Any, metadata: Any, *, fetch_request_manager: Any,
+                 offsets_request_manager: Any, coordinator_request_manager: Any = None,
+                 commit_request_manager: Any = None, heartbeat_request_manager: Any = None,
+                 membership_manager: Any = None, wake_application: Callable[[], None] = lambda: None) -> None:
+        self.subscriptions = subscriptions
+        self.metadata = metadata
+        self.fetch = fetch_request_manager
+        self.offsets = offsets_request_manager
+        self.coordinator = coordinator_request_manager
+        self.commit = commit_request_manager
+        self.heartbeat = heartbeat_request_manager
+        self.membership = membership_manager
+        self._wake_application = wake_application
+
+    def process(self, event: ev.ApplicationEvent) -> None:
+        handler = getattr(self, "_process_" + type(event).__name__, None)
+        if handler is None:
+            raise IllegalStateError("no handler for application event {}".format(type(event).__name__))
+        handler(event)
+
+    # --- poll ----------------------------------------------------------------------------
+
+    def _process_AsyncPollEvent(self, event: ev.AsyncPollEvent) -> None:
+        try:
+            if self.membership is not None:
+                self.membership.maybe_reconcile(can_commit=True)
+            event.mark_reconciliation_check_complete()
+            if self.commit is not None:
+                self.commit.update_timer_and_maybe_commit(event.poll_time_ms)
+            if self.membership is not None:
+                self.membership.on_consumer_poll()
+            if self.heartbeat is not None:
+                self.heartbeat.reset_poll_timer(event.poll_time_ms)
+            positions = self.offsets.update_fetch_positions(event.deadline_ms)
+        except Exception as exc:
+            event.complete_exceptionally(exc)
+            self._wake_application()
+            return
+
+        def _after_positions(error: Optional[BaseException]) -> None:
+            if error is not None:
+                event.complete_exceptionally(error)
+            else:
+                event.mark_validate_positions_complete()
+                self.fetch.create_fetch_requests()
+                event.complete_successfully()
+            self._wake_application()
+
+        when_complete(positions, _after_positions)
+
+    def _process_CreateFetchRequestsEvent(self, event: ev.CreateFetchRequestsEvent) -> None:
+        chain(self.fetch.create_fetch_requests(), event.future)
+
+    def _process_CheckAndUpdatePositionsEvent(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
+        chain(self.offsets.update_fetch_positions(event.deadline_ms), event.future)
+
+    # --- commits and committed offsets ---------------------------------------------------
+
+    def _commit_manager(self) -> Any:
+        if self.commit is None:
+            raise IllegalStateError("committing offsets needs a group_id")
+        return self.commit
+
+    def _commit_offsets(self, event: ev.CommitEvent) -> dict:
+        offsets = event.offsets if event.offsets is not None else self.subscriptions.all_consumed()
+        if not event.offsets_ready.done():
+            event.offsets_ready.set_result(offsets)
+        return offsets
+
+    def _process_AsyncCommitEvent(self, event: ev.AsyncCommitEvent) -> None:
+        offsets = self._commit_offsets(event)
+        chain(self._commit_manager().commit_async(offsets), event.future, lambda _: offsets)
+
+    def _process_SyncCommitEvent(self, event: ev.SyncCommitEvent) -> None:
+        offsets = self._commit_offsets(event)
+        chain(self._commit_manager().commit_sync(offsets, event.deadline_ms), event.future, lambda _: offsets)
+
+    def _process_FetchCommittedOffsetsEvent(self, event: ev.FetchCommittedOffsetsEvent) -> None:
+        chain(self._commit_manager().fetch_offsets(set(event.partitions), event.deadline_ms), event.future)
+
+    def _process_CommitOnCloseEvent(self, event: ev.CommitOnCloseEvent) -> None:
+        if self.commit is not None:
+            self.commit.signal_close()
+
+    # --- positions -----------------------------------------------------------------------
+
+    def _process_ResetOffsetEvent(self, event: ev.ResetOffsetEvent) -> None:
+        for tp in event.partitions:
+            self.subscriptions.request_offset_reset(tp, event.offset_reset_strategy)
+        event.future.set_result(None)
+
+    def _process_SeekUnvalidatedEvent(self, event: ev.SeekUnvalidatedEvent) -> None:
+        from kproto.consumer.offsets.offset_fetcher_utils import current_leader
+        from kproto.consumer.subscription_state import FetchPosition
+
+        if not self.subscriptions.is_assigned(event.partition):
+            raise IllegalStateError("No current assignment for partition {}".format(event.partition))
+        position = FetchPosition(event.offset, event.offset_epoch, current_leader(self.metadata, event.partition))
+        self.subscriptions.seek_unvalidated(event.partition, position)
+        event.future.set_result(None)
+
+    def _process_PausePartitionsEvent(self, event: ev.PausePartitionsEvent) -> None:
+        for tp in event.partitions:
+            self.subscriptions.pause(tp)
+        event.future.set_result(None)
+
+    def _process_ResumePartitionsEvent(self, event: ev.ResumePartitionsEvent) -> None:
+        for tp in event.partitions:
+            self.subscriptions.resume(tp)
+        event.future.set_result(None)
+
+    # --- subscriptions ------------------------------------------------------------------
+
+    def _process_AssignmentChangeEvent(self, event: ev.AssignmentChangeEvent) -> None:
+        if self.commit is not None:
+            # Commit what was consumed from the partitions being replaced (auto-commit only).
+            self.commit.update_timer_and_maybe_commit(event.current_time_ms)
+        self.subscriptions.assign_from_user(event.partitions)
+        self.metadata.set_topics({tp.topic for tp in event.partitions})
+        event.future.set_result(None)
+
+    def _process_TopicSubscriptionChangeEvent(self, event: ev.TopicSubscriptionChangeEvent) -> None:
+        self._require_membership()
+        self.subscriptions.subscribe(sorted(event.topics), event.listener)
+        self.metadata.set_topics(event.topics)
+        self.membership.on_subscription_updated()
+        event.future.set_result(None)
+
+    def _process_TopicRe2jPatternSubscriptionChangeEvent(self, event: ev.TopicRe2jPatternSubscriptionChangeEvent) -> None:
+        self._require_membership()
+        self.subscriptions.subscribe_pattern(event.pattern, event.listener, broker_evaluated=True)
+        # The broker picks the topics: the client needs metadata for all to resolve ids.
+        self.metadata.need_all_topic_metadata(True)
+        self.metadata.request_update()
+        self.membership.on_subscription_updated()
+        event.future.set_result(None)
+
+    def _process_UnsubscribeEvent(self, event: ev.UnsubscribeEvent) -> None:
+        if self.membership is not None:
+            chain(self.membership.leave_group(), event.future)
+        else:
+            self.subscriptions.unsubscribe()
+            event.future.set_result(None)
+
+    def _process_LeaveGroupOnCloseEvent(self, event: ev.LeaveGroupOnCloseEvent) -> None:
+        if self.membership is None or event.membership_operation != "leave":
+            event.future.set_result(None)
+            return
+        chain(self.membership.leave_group(), event.future)
+
+    def _process_StopFindCoordinatorOnCloseEvent(self, event: ev.StopFindCoordinatorOnCloseEvent) -> None:
+        if self.coordinator is not None:
+            self.coordinator.signal_close()
+
+    def _process_ConsumerRebalanceListenerCallbackCompletedEvent(
+            self, event: ev.ConsumerRebalanceListenerCallbackCompletedEvent) -> None:
+        self._require_membership()
+        self.membership.consumer_rebalance_listener_callback_completed(event)
+
+    def _require_membership(self) -> None:
+        if self.membership is None:
+            raise IllegalStateError("subscribing needs a group_id (group management)")

@@ -1,0 +1,390 @@
+"""The KIP-848 engine's application side (Java's ``AsyncKafkaConsumer``).
+
+Owns everything the application thread does for ``group_protocol="consumer"``: it never
+touches the network. Calls become application events (blocking ones wait on the event's
+future until their timeout); ``poll()`` follows the seed's AsyncPollEvent rules:
+
+- one AsyncPollEvent in flight; on the first pass of a poll a completed one is cleared
+  (its error raised), except that one whose buffered records are still being returned is
+  kept, so ``poll(0)`` returns buffered data without spinning;
+- the fetch buffer is read only after the in-flight event validated positions;
+- background events are processed here: errors are raised, rebalance-listener callbacks
+  run and their completion goes back as an event;
+- after a non-empty return, a prefetch event asks for the next fetches;
+- the wait for data is bounded by the background thread's ``maximum_time_to_wait`` (at
+  most half the remaining poll timer) so the poll timer never expires while blocked.
+
+The background thread, its managers and the network client are built in
+``_initialize_resources``, which runs on that thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
+from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.kip848 import events as ev
+from kproto.consumer.kip848.consumer_network_thread import ConsumerNetworkThread
+from kproto.consumer.kip848.request_managers import build_resources
+from kproto.consumer.kip848.timer import monotonic_ms
+from kproto.consumer.offsets import OffsetFetcher
+from kproto.consumer.subscription_state import SubscriptionState
+from kproto.errors import IllegalStateError, KafkaError, WakeupException
+from kproto.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("kproto.kip848")
+
+
+class AsyncKafkaConsumer:
+    """The ``ConsumerDelegate`` of the KIP-848 engine; see the module docstring."""
+
+    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], int] = monotonic_ms) -> None:
+        self.config = config
+        self._time_ms = time_ms
+        self.group_id: Optional[str] = config["group_id"]
+        self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
+        self.retry_backoff_ms: int = config["retry_backoff_ms"]
+        self.subscriptions = SubscriptionState(config["auto_offset_reset"])
+        self.fetch_buffer = FetchBuffer()
+        self.fetch_config = FetchConfig.from_config(config)
+        self.application_event_queue: "queue.Queue" = queue.Queue()
+        self.background_event_queue: "queue.Queue" = queue.Queue()
+        self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
+                                                    time_ms)
+        self.application_event_handler = ev.ApplicationEventHandler(
+            self.application_event_queue, self.network_thread.wakeup, time_ms)
+        self._commit_callbacks: "queue.Queue" = queue.Queue()
+        self._inflight_poll: Optional[ev.AsyncPollEvent] = None
+        self._wakeup_requested = False
+        self._closed = False
+        self.network_thread.start()
+        try:
+            self.network_thread.wait_for_initialization()
+        except BaseException:
+            self._closed = True
+            raise
+        resources = self.network_thread.resources
+        self.client = resources.client
+        self.membership = resources.membership_manager
+        self.fetch_collector = FetchCollector(
+            self.subscriptions, self.fetch_config.max_poll_records, self.fetch_config.isolation_level,
+            self.fetch_config.fetch_size, self.client.request_metadata_update,
+            self.fetch_config.metadata_max_age_ms, time_ms)
+        # Lookups that block (offsets_for_times, ...) use the network client from this
+        # thread: NetworkClient is thread-safe and serialises its poll() callers.
+        self.offset_fetcher = OffsetFetcher(self.client, self.subscriptions,
+                                            isolation_level=config["isolation_level"],
+                                            request_timeout_ms=config["request_timeout_ms"],
+                                            retry_backoff_ms=self.retry_backoff_ms)
+
+    def _initialize_resources(self) -> Any:
+        background_handler = ev.BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
+        return build_resources(self.config, self.subscriptions, self.fetch_buffer, self.fetch_config,
+                               background_handler, self._time_ms)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _deadline(self, timeout_ms: Optional[int]) -> int:
+        timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout < 0:
+            raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
+        return self._time_ms() + timeout
+
+    def _add_and_get(self, event: ev.CompletableApplicationEvent) -> Any:
+        return self.application_event_handler.add_and_get(event)
+
+    def _require_group(self) -> None:
+        if not self.group_id:
+            raise KafkaError("this operation needs a group_id (committed offsets live in a group)")
+
+    def _check_wakeup(self) -> None:
+        if self._wakeup_requested:
+            self._wakeup_requested = False
+            raise WakeupException()
+
+    def _process_background_events(self) -> None:
+        """Raise surfaced errors; run rebalance callbacks here, on the application thread."""
+        first_error: Optional[BaseException] = None
+        for event in ev.drain(self.background_event_queue):
+            if isinstance(event, ev.ErrorEvent):
+                first_error = first_error or event.error
+            elif isinstance(event, ev.ConsumerRebalanceListenerCallbackNeededEvent):
+                error = self._invoke_rebalance_listener(event)
+                self.application_event_handler.add(
+                    ev.ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error))
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+
+    def _invoke_rebalance_listener(self, event: ev.ConsumerRebalanceListenerCallbackNeededEvent
+                                   ) -> Optional[BaseException]:
+        listener = self.subscriptions.rebalance_listener
+        if listener is None:
+            return None
+        method = getattr(listener, event.method_name.value, None)
+        if method is None and event.method_name is ev.ConsumerRebalanceListenerMethodName.ON_PARTITIONS_LOST:
+            method = getattr(listener, "on_partitions_revoked", None)  # Java's default for lost
+        if method is None:
+            return None
+        try:
+            method(set(event.partitions))
+        except Exception as exc:
+            log.error("User provided listener failed on %s(%s): %s", event.method_name.value,
+                      list(event.partitions), exc)
+            return exc
+        return None
+
+    def _execute_commit_callbacks(self) -> None:
+        for callback, offsets, error in ev.drain(self._commit_callbacks):
+            callback(offsets, error if error is not None else offsets)
+
+    # --- subscription and assignment -----------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None, listener: Any = None) -> None:
+        self._require_group()
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        if pattern is not None and topics:
+            raise IllegalStateError("You must choose only one way to configure your consumer: "
+                                    "topics or pattern")
+        deadline = self._deadline(None)
+        if pattern is not None:
+            # KIP-848: the broker evaluates the regex (ConsumerGroupHeartbeat v1).
+            self._add_and_get(ev.TopicRe2jPatternSubscriptionChangeEvent(pattern, listener, deadline))
+        elif not topics:
+            self.unsubscribe()
+        else:
+            self._add_and_get(ev.TopicSubscriptionChangeEvent(topics, listener, deadline))
+
+    def unsubscribe(self) -> None:
+        self.fetch_buffer.retain_all(set())
+        if self.subscriptions.has_no_subscription_or_user_assignment():
+            return
+        event = ev.UnsubscribeEvent(self._deadline(None))
+        self.application_event_handler.add(event)
+        # Run the revocation callbacks the leave needs while waiting for it.
+        while not event.future.done():
+            self._process_background_events()
+            try:
+                event.future.result(timeout=self.retry_backoff_ms / 1000.0)
+            except TimeoutError:
+                continue
+        event.future.result()
+
+    def subscription(self) -> Optional[set]:
+        topics = self.subscriptions.subscription()
+        return set(topics) if topics else None
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        partitions = list(partitions)
+        if not partitions:
+            self.unsubscribe()
+            return
+        self.fetch_buffer.retain_all(set(partitions))
+        self._add_and_get(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
+
+    def assignment(self) -> set:
+        return self.subscriptions.assigned_partitions()
+
+    # --- poll -----------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, max_records: Optional[int] = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list]:
+        if self.subscriptions.has_no_subscription_or_user_assignment():
+            raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+        deadline = self._deadline(timeout_ms)
+        first_pass = True
+        while True:
+            self._check_wakeup()
+            self._check_inflight_poll(deadline, first_pass)
+            first_pass = False
+            self._execute_commit_callbacks()
+            self._process_background_events()
+            fetch = self._collect_fetch(max_records)
+            if not fetch.is_empty():
+                # Ask for the next batch while the application processes this one.
+                self.application_event_handler.add(ev.CreateFetchRequestsEvent(self._deadline(None)))
+                return fetch.records
+            remaining = deadline - self._time_ms()
+            if remaining <= 0:
+                return {}
+            wait = min(remaining, self.network_thread.cached_maximum_time_to_wait_ms)
+            inflight = self._inflight_poll
+            if inflight is None or not inflight.is_complete() or not self.subscriptions.has_all_fetch_positions():
+                wait = min(wait, self.retry_backoff_ms)
+            self.fetch_buffer.await_not_empty(max(wait, min(remaining, 10)) / 1000.0)
+
+    def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> None:
+        inflight = self._inflight_poll
+        if inflight is not None and inflight.is_complete():
+            error = inflight.error()
+            if error is not None:
+                self._inflight_poll = None
+                raise error
+            # Keep a completed event whose records are still buffered (poll(0) must return
+            # them, not start validating positions again); otherwise start a new round.
+            if self.fetch_buffer.is_empty() or not first_pass:
+                self._inflight_poll = None
+        if self._inflight_poll is None:
+            event = ev.AsyncPollEvent(deadline_ms, self._time_ms())
+            self._inflight_poll = event
+            self.application_event_handler.add(event)
+
+    def _collect_fetch(self, max_records: Optional[int]) -> Fetch:
+        inflight = self._inflight_poll
+        if inflight is not None and not inflight.is_validate_positions_complete():
+            return Fetch()  # the background thread may still be writing positions
+        return self.fetch_collector.collect_fetch(self.fetch_buffer, max_records)
+
+    # --- positions -------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise KafkaError("seek offset must be a non-negative integer, got {!r}".format(offset))
+        self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - {partition})
+        self._add_and_get(ev.SeekUnvalidatedEvent(partition, offset, None, self._deadline(None)))
+
+    def seek_to_beginning(self, partitions: tuple) -> None:
+        self._reset(partitions, "earliest")
+
+    def seek_to_end(self, partitions: tuple) -> None:
+        self._reset(partitions, "latest")
+
+    def _reset(self, partitions: tuple, strategy: str) -> None:
+        partitions = set(partitions) or self.subscriptions.assigned_partitions()
+        self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - partitions)
+        self._add_and_get(ev.ResetOffsetEvent(partitions, strategy, self._deadline(None)))
+
+    def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
+        if not self.subscriptions.is_assigned(partition):
+            raise IllegalStateError("You can only check the position for partitions assigned to this consumer.")
+        deadline = self._deadline(timeout_ms)
+        while True:
+            position = self.subscriptions.valid_position(partition)
+            if position is not None:
+                return position.offset
+            self._add_and_get(ev.CheckAndUpdatePositionsEvent(deadline))
+            self._process_background_events()
+            if self._time_ms() >= deadline:
+                return None
+            self.fetch_buffer.await_not_empty(min(self.retry_backoff_ms, max(0, deadline - self._time_ms())) / 1000.0)
+
+    def highwater(self, partition: TopicPartition) -> Optional[int]:
+        return self.subscriptions.high_watermark(partition)
+
+    def pause(self, partitions: tuple) -> None:
+        self._add_and_get(ev.PausePartitionsEvent(partitions, self._deadline(None)))
+
+    def resume(self, partitions: tuple) -> None:
+        self._add_and_get(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
+
+    def paused(self) -> set:
+        return self.subscriptions.paused_partitions()
+
+    # --- commits ----------------------------------------------------------------------------
+
+    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: Optional[int] = None) -> Any:
+        self._require_group()
+        offsets = self._add_and_get(ev.FetchCommittedOffsetsEvent([partition], self._deadline(timeout_ms)))
+        committed = offsets.get(partition)
+        if committed is None:
+            return None
+        return committed if metadata else committed.offset
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
+               timeout_ms: Optional[int] = None) -> None:
+        self._require_group()
+        try:
+            self._add_and_get(ev.SyncCommitEvent(self._deadline(timeout_ms), offsets))
+        finally:
+            self._execute_commit_callbacks()
+
+    def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
+                     callback: Optional[Callable] = None) -> Future:
+        self._require_group()
+        event = ev.AsyncCommitEvent(self._deadline(None), offsets)
+        if callback is not None:
+            def _queue_callback(future: Future) -> None:
+                error = future.exception()
+                done = None if error is not None else future.result()
+                self._commit_callbacks.put((callback, done if done is not None else offsets, error))
+            event.future.add_done_callback(_queue_callback)
+        self.application_event_handler.add(event)
+        return event.future
+
+    # --- lookups (blocking, see __init__) ------------------------------------------------
+
+    def _lookup_timeout(self, timeout_ms: Optional[int]) -> int:
+        return self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+        return self.offset_fetcher.beginning_offsets(partitions, self._lookup_timeout(timeout_ms))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+        return self.offset_fetcher.end_offsets(partitions, self._lookup_timeout(timeout_ms))
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int]) -> dict:
+        return self.offset_fetcher.offsets_for_times(timestamps, self._lookup_timeout(timeout_ms))
+
+    def partitions_for_topic(self, topic: str) -> Optional[set]:
+        return self.client.cluster.partitions_for_topic(topic)
+
+    def topics(self) -> set:
+        return self.client.cluster.topics()
+
+    def bootstrap_connected(self) -> bool:
+        return any(self.client.is_ready(b.node_id) for b in self.client.cluster.brokers())
+
+    def group_metadata(self) -> Any:
+        if self.membership is None:
+            return None
+        return {"group_id": self.group_id, "generation_id": self.membership.member_epoch,
+                "member_id": self.membership.member_id, "group_instance_id": self.membership.group_instance_id}
+
+    def metrics(self, raw: bool = False) -> dict:
+        return {}
+
+    def wakeup(self) -> None:
+        self._wakeup_requested = True
+        self.fetch_buffer.wakeup()
+
+    # --- close ------------------------------------------------------------------------------
+
+    def close(self, autocommit: bool = True, timeout_ms: Optional[int] = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
+        try:
+            if self.group_id and autocommit and self.config["enable_auto_commit"] \
+                    and self.subscriptions.assigned_partitions():
+                try:
+                    self._add_and_get(ev.SyncCommitEvent(deadline, None))
+                except KafkaError as exc:
+                    log.warning("Final auto-commit on close failed: %s", exc)
+            self.application_event_handler.add(ev.CommitOnCloseEvent())
+            if self.membership is not None:
+                leave = ev.LeaveGroupOnCloseEvent(deadline)
+                self.application_event_handler.add(leave)
+                while not leave.future.done() and self._time_ms() < deadline:
+                    self._run_callbacks_quietly()
+                    try:
+                        leave.future.result(timeout=self.retry_backoff_ms / 1000.0)
+                    except (TimeoutError, KafkaError):
+                        pass
+            self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
+            self._execute_commit_callbacks()
+        finally:
+            self.network_thread.close(max(0, deadline - self._time_ms()))
+            self.fetch_buffer.close()
+            self.client.close()
+
+    def _run_callbacks_quietly(self) -> None:
+        try:
+            self._process_background_events()
+        except Exception as exc:  # close() still completes; the error is logged
+            log.warning("Error while closing: %s", exc)

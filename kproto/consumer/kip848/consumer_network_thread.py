@@ -1,0 +1,161 @@
+"""The background thread of the KIP-848 engine (Java's ``ConsumerNetworkThread``).
+
+Owns the loop that drives everything behind the application's back. Each ``run_once``:
+
+1. drains the application-event queue and processes each event (completable events are
+   handed to the reaper so they fail at their deadline);
+2. polls every request manager, in the seed's order (coordinator, commit, heartbeat,
+   membership, offsets, topic metadata, fetch), and stages their requests;
+3. does one network step, blocking at most until the earliest manager deadline;
+4. caches the smallest ``maximum_time_to_wait`` for the application thread;
+5. reaps expired completable events.
+
+An exception in one iteration is logged and the loop goes on. Resources (network client,
+managers) are built inside the thread by ``initialize``; an error there reaches the
+constructor of the consumer through ``wait_for_initialization``. The thread is a daemon
+named ``consumer_background_thread``. On close it runs the managers until their last
+requests (the leave heartbeat, closing fetch sessions) are sent or the close timeout
+passes, then fails every event still pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+from kproto.consumer.kip848.events import CompletableApplicationEvent, CompletableEventReaper, drain
+from kproto.consumer.kip848.request_manager import MAX_WAIT_MS
+from kproto.consumer.kip848.timer import monotonic_ms
+from kproto.errors import KafkaError
+
+log = logging.getLogger("kproto.kip848")
+
+BACKGROUND_THREAD_NAME = "consumer_background_thread"
+# The longest single network step, so close() and new events are never kept waiting long
+# even if a wakeup is lost.
+MAX_POLL_TIMEOUT_MS = 5000
+
+
+class Resources:
+    """What ``initialize`` builds inside the thread."""
+
+    def __init__(self, network_client_delegate: Any, request_managers: Sequence[Any],
+                 application_event_processor: Any, close_requests: Callable[[], list] = lambda: [],
+                 client: Any = None, membership_manager: Any = None) -> None:
+        self.client = client
+        self.membership_manager = membership_manager
+        self.network_client_delegate = network_client_delegate
+        self.request_managers = list(request_managers)
+        self.application_event_processor = application_event_processor
+        self.close_requests = close_requests
+
+
+class ConsumerNetworkThread(threading.Thread):
+    def __init__(self, application_event_queue: "queue.Queue", initialize: Callable[[], Resources],
+                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+        super().__init__(name=BACKGROUND_THREAD_NAME, daemon=True)
+        self.application_event_queue = application_event_queue
+        self._initialize = initialize
+        self._time_ms = time_ms
+        self.reaper = CompletableEventReaper()
+        self.resources: Optional[Resources] = None
+        self.initialization_error: Optional[BaseException] = None
+        self._initialized = threading.Event()
+        self._running = True
+        self._close_timeout_ms = 0
+        self.cached_maximum_time_to_wait_ms = MAX_WAIT_MS
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def wait_for_initialization(self, timeout_s: Optional[float] = None) -> None:
+        """Block until the thread built its resources; re-raise what failed there."""
+        if not self._initialized.wait(timeout_s):
+            raise KafkaError("the consumer background thread did not start")
+        if self.initialization_error is not None:
+            raise self.initialization_error
+
+    def run(self) -> None:
+        try:
+            self.resources = self._initialize()
+        except BaseException as exc:  # handed to the constructor, which raises it
+            self.initialization_error = exc
+            self._initialized.set()
+            return
+        self._initialized.set()
+        try:
+            while self._running:
+                try:
+                    self.run_once()
+                except Exception:
+                    log.exception("Unexpected error in the consumer background thread; continuing")
+        finally:
+            self._cleanup()
+
+    def close(self, timeout_ms: int) -> None:
+        """Stop the loop (after the close requests went out, at most ``timeout_ms``)."""
+        self._close_timeout_ms = timeout_ms
+        self._running = False
+        self.wakeup()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout_ms / 1000.0 + MAX_POLL_TIMEOUT_MS / 1000.0)
+
+    def wakeup(self) -> None:
+        resources = self.resources
+        if resources is not None:
+            resources.network_client_delegate.wakeup()
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def run_once(self) -> None:
+        resources = self.resources
+        now = self._time_ms()
+        self._process_application_events(resources)
+        poll_wait = MAX_POLL_TIMEOUT_MS
+        for manager in resources.request_managers:
+            wait = resources.network_client_delegate.add_all(manager.poll(now))
+            poll_wait = min(poll_wait, wait)
+        resources.network_client_delegate.poll(max(0, poll_wait), now)
+        now = self._time_ms()
+        self.cached_maximum_time_to_wait_ms = min(
+            [manager.maximum_time_to_wait(now) for manager in resources.request_managers] or [MAX_WAIT_MS])
+        self.reaper.reap(now)
+
+    def _process_application_events(self, resources: Resources) -> None:
+        for event in drain(self.application_event_queue):
+            if isinstance(event, CompletableApplicationEvent):
+                self.reaper.add(event)
+            try:
+                resources.application_event_processor.process(event)
+            except Exception as exc:
+                log.warning("Error processing %s: %s", type(event).__name__, exc)
+                future = getattr(event, "future", None)
+                if future is not None and not future.done():
+                    future.set_exception(exc)
+
+    def _cleanup(self) -> None:
+        resources = self.resources
+        try:
+            if resources is not None:
+                self._run_at_close(resources)
+        except Exception:
+            log.exception("Error while closing the consumer background thread")
+        finally:
+            self.reaper.reap_incomplete(drain(self.application_event_queue))
+            log.debug("The consumer background thread has closed")
+
+    def _run_at_close(self, resources: Resources) -> None:
+        """Let the managers send their last requests (the leave heartbeat) before exiting."""
+        deadline = self._time_ms() + self._close_timeout_ms
+        delegate = resources.network_client_delegate
+        self._process_application_events(resources)
+        now = self._time_ms()
+        for manager in resources.request_managers:
+            delegate.add_all(manager.poll(now))
+        delegate.add_all(resources.close_requests())
+        while delegate.has_pending_requests():
+            remaining = deadline - self._time_ms()
+            if remaining <= 0:
+                break
+            delegate.poll(min(remaining, 100))

@@ -1,0 +1,96 @@
+"""The background thread's wrapper over ``kproto.net.NetworkClient`` (Java's
+``NetworkClientDelegate``).
+
+Owns the unsent-request queue: the request managers' ``UnsentRequest``s wait here until
+their node is known (None: the least-loaded node), connected and has negotiated API
+versions; then they are sent and their future is completed from the network client's
+response callback. A request that cannot be sent within ``request_timeout_ms`` fails with
+``KafkaTimeoutError``. ``poll`` is the loop's one network step.
+
+Only the background thread calls this class, except ``wakeup`` (any thread).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any, Callable, Iterable, Optional
+
+from kproto.consumer.kip848.request_manager import PollResult, RequestBuilder, UnsentRequest
+from kproto.consumer.kip848.timer import Timer, monotonic_ms
+from kproto.errors import KafkaTimeoutError
+
+log = logging.getLogger("kproto.kip848")
+
+# While requests wait for a connection, look again at least this often.
+_UNSENT_RECHECK_MS = 50
+
+
+class NetworkClientDelegate:
+    def __init__(self, client: Any, request_timeout_ms: int = 30000,
+                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+        self.client = client
+        self.request_timeout_ms = request_timeout_ms
+        self._time_ms = time_ms
+        self.unsent_requests: collections.deque[UnsentRequest] = collections.deque()
+
+    def add_all(self, requests: "PollResult | Iterable[UnsentRequest]") -> int:
+        """Stage requests; returns the manager's time until next poll (PollResult) or max."""
+        items = requests.unsent_requests if isinstance(requests, PollResult) else list(requests)
+        now = self._time_ms()
+        for unsent in items:
+            unsent.timer = Timer(now, self.request_timeout_ms)
+            self.unsent_requests.append(unsent)
+        return requests.time_until_next_poll_ms if isinstance(requests, PollResult) else 0
+
+    def poll(self, timeout_ms: int, now_ms: Optional[int] = None) -> None:
+        """Send what can be sent, do one network step (blocking up to ``timeout_ms``)."""
+        self._try_send_all(self._time_ms() if now_ms is None else now_ms)
+        if self.unsent_requests:
+            timeout_ms = min(timeout_ms, _UNSENT_RECHECK_MS)
+        self.client.poll(timeout_ms=max(0, timeout_ms))
+        # Sends that became possible during the step (a connection finished) go out now.
+        self._try_send_all(self._time_ms())
+
+    def wakeup(self) -> None:
+        self.client.wakeup()
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.unsent_requests) or self.client.in_flight_request_count() > 0
+
+    def _try_send_all(self, now_ms: int) -> None:
+        waiting: collections.deque[UnsentRequest] = collections.deque()
+        while self.unsent_requests:
+            unsent = self.unsent_requests.popleft()
+            unsent.timer.update(now_ms)
+            if unsent.timer.is_expired():
+                unsent.complete_exceptionally(KafkaTimeoutError(
+                    "{} could not be sent within {} ms".format(unsent, self.request_timeout_ms)), now_ms)
+                continue
+            if not self._try_send(unsent, now_ms):
+                waiting.append(unsent)
+        self.unsent_requests = waiting
+
+    def _try_send(self, unsent: UnsentRequest, now_ms: int) -> bool:
+        node_id = unsent.node_id if unsent.node_id is not None else self.client.least_loaded_node()
+        if node_id is None:
+            return False
+        # ready() also starts connecting, so a later pass can send.
+        if not self.client.ready(node_id):
+            failure = self.client.connection_failed(node_id)
+            if failure is not None and unsent.node_id is not None:
+                # A known node refusing connections: fail fast, the manager decides.
+                unsent.complete_exceptionally(failure, now_ms)
+                return True
+            return False
+        request = unsent.request
+        version = unsent.version
+        if isinstance(request, RequestBuilder):
+            max_version = self.client.api_version(request.request_class.api_key, node_id)
+            if max_version is None:
+                return False  # still negotiating, or the node lacks the API (send fails below)
+            request, version = request.build(max_version)
+        future = self.client.send(node_id, request, version=version)
+        future.add_callback(lambda response: unsent.complete(response, self._time_ms()))
+        future.add_errback(lambda error: unsent.complete_exceptionally(error, self._time_ms()))
+        return True

@@ -1,0 +1,86 @@
+"""Builds the KIP-848 engine's background resources (Java's ``RequestManagers``).
+
+Owns the wiring, done once on the background thread: the network client and its
+delegate, the request managers in the order the loop polls them (coordinator, commit,
+heartbeat, membership, offsets, fetch; the group ones only with a ``group_id``), the
+listeners between them (the commit manager follows the member epoch; the membership
+manager commits through it before revoking), and the application event processor.
+Topic metadata is refreshed by the network client's own metadata loop, so there is no
+separate topic-metadata manager.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.kip848.application_event_processor import ApplicationEventProcessor
+from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
+from kproto.consumer.kip848.consumer_network_thread import Resources
+from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.kip848.events import BackgroundEventHandler
+from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
+from kproto.consumer.kip848.heartbeat_request_manager import ConsumerHeartbeatRequestManager
+from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
+from kproto.consumer.kip848.network_client_delegate import NetworkClientDelegate
+from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
+from kproto.consumer.offsets import OffsetFetcher
+from kproto.net.client import NetworkClient
+
+# Java's retry.backoff.max.ms default; kafka-python has no such setting.
+RETRY_BACKOFF_MAX_MS = 1000
+
+
+def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer: FetchBuffer,
+                    fetch_config: FetchConfig, background_event_handler: BackgroundEventHandler,
+                    time_ms: Callable[[], int]) -> Resources:
+    client = NetworkClient(**dict(config))
+    metadata = client.cluster
+    now = time_ms()
+    retry_backoff_ms = config["retry_backoff_ms"]
+    delegate = NetworkClientDelegate(client, config["request_timeout_ms"], time_ms)
+
+    coordinator = commit = heartbeat = membership = None
+    group_id = config["group_id"]
+    if group_id:
+        coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, RETRY_BACKOFF_MAX_MS)
+        auto_commit = bool(config["enable_auto_commit"])
+        commit = CommitRequestManager(
+            group_id, subscriptions, coordinator, auto_commit_enabled=auto_commit,
+            auto_commit_interval_ms=config["auto_commit_interval_ms"],
+            group_instance_id=config["group_instance_id"], retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS,
+            require_stable=config["isolation_level"] == "read_committed", now_ms=now, time_ms=time_ms)
+        membership = ConsumerMembershipManager(
+            group_id, subscriptions, background_event_handler,
+            topic_name_for_id=metadata.topic_name, request_metadata_update=client.request_metadata_update,
+            group_instance_id=config["group_instance_id"], rack_id=config["client_rack"] or None,
+            server_assignor=config["group_remote_assignor"],
+            rebalance_timeout_ms=config["max_poll_interval_ms"],
+            auto_commit_before_rebalance=commit.maybe_auto_commit_sync_before_rebalance if auto_commit else None,
+            time_ms=time_ms)
+        membership.register_state_listener(commit)
+        heartbeat = ConsumerHeartbeatRequestManager(
+            now, coordinator, membership, subscriptions, background_event_handler,
+            max_poll_interval_ms=config["max_poll_interval_ms"], retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS)
+
+    offset_fetcher = OffsetFetcher(client, subscriptions, isolation_level=config["isolation_level"],
+                                   request_timeout_ms=config["request_timeout_ms"],
+                                   retry_backoff_ms=retry_backoff_ms)
+    offsets = OffsetsRequestManager(subscriptions, metadata, offset_fetcher, commit)
+
+    def node_unavailable(node_id: int) -> bool:
+        # A node that failed and is backing off; a node still connecting is "available":
+        # the delegate holds its request until the connection is ready.
+        return client.connection_failed(node_id) is not None and client.connection_delay(node_id) > 0
+
+    fetch = FetchRequestManager(fetch_config, subscriptions, metadata, fetch_buffer, node_unavailable, time_ms)
+    processor = ApplicationEventProcessor(
+        subscriptions, metadata, fetch_request_manager=fetch, offsets_request_manager=offsets,
+        coordinator_request_manager=coordinator, commit_request_manager=commit,
+        heartbeat_request_manager=heartbeat, membership_manager=membership, wake_application=fetch_buffer.wakeup)
+    managers = [m for m in (coordinator, commit, heartbeat, membership, offsets, fetch) if m is not None]
+    return Resources(delegate, managers, processor, close_requests=fetch.close_fetch_sessions,
+                     client=client, membership_manager=membership)
