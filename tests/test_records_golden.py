@@ -92,3 +92,32 @@ def test_golden_agrees_with_kafka_python(name):
     ours = [(r.offset, r.timestamp, r.key, r.value, r.headers)
             for r in read_batches(data, check_crcs=False).records()]
     assert ours == theirs
+
+
+@pytest.mark.parametrize("name,module,extra", [("mock-lz4", "lz4", "kproto[lz4]"),
+                                               ("mock-zstd", "zstandard", "kproto[zstd]"),
+                                               ("mock-snappy", "snappy", "kproto[snappy]")])
+def test_missing_codec_package_while_reading(name, module, extra):
+    """Batch headers still read; decoding the records names the pip extra to install."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules[{m!r}] = None\n"
+        "from kproto.errors import UnsupportedCodecError\n"
+        "from kproto.records import read_batches\n"
+        "data = open({p!r}, 'rb').read()\n"
+        "batches = list(read_batches(data))\n"
+        "print(len(batches), sum(b.record_count for b in batches))\n"
+        "try:\n"
+        "    list(batches[0].records)\n"
+        "except UnsupportedCodecError as e:\n"
+        "    print(e)\n"
+    ).format(m=module, p=os.path.join(DATA, name + ".bin"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    counts, message = out.stdout.splitlines()
+    assert counts.split()[1] == str(len(_load(name)[1]["records"]))
+    assert extra in message
