@@ -331,3 +331,34 @@ def test_poll_returns_the_responses_it_completed_and_callbacks_run(mock_cluster,
     errbacks = []
     client.send(99, MetadataRequest(topics=[])).add_errback(errbacks.append)
     assert isinstance(errbacks[0], errors.UnknownBrokerIdError)
+
+
+def test_connect_that_never_completes_times_out():
+    import socket
+
+    # A listener whose accept queue is full: the kernel drops further SYNs, so a connect
+    # stays in progress until the client's setup timeout gives up on it.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        fillers.append(s)
+    client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port),
+                           socket_connection_setup_timeout_ms=200, reconnect_backoff_ms=1_000,
+                           reconnect_backoff_max_ms=1_000)
+    try:
+        client.request_metadata_update()
+        assert poll_until(client, lambda: client.connection_failed("bootstrap-0") is not None,
+                          timeout_ms=20_000)
+        failure = client.connection_failed("bootstrap-0")
+        assert isinstance(failure, errors.KafkaConnectionError) and "timed out" in str(failure)
+        assert client.connection_delay("bootstrap-0") > 0
+    finally:
+        client.close()
+        for s in fillers + [server]:
+            s.close()

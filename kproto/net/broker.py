@@ -210,6 +210,22 @@ class BrokerConnection:
                 raise errors.KafkaConnectionError("node {} closed the connection".format(self.node_id))
             self.last_activity_ms = now_ms
             done.extend(self.proto.receive(data))
+        else:
+            # Read cap reached. A TLS socket may hold decrypted bytes that select() cannot
+            # see (at most one TLS record): take them now or they would wait for new data.
+            pending = self.sock.pending() if isinstance(self.sock, ssl.SSLSocket) else 0
+            while pending:
+                try:
+                    data = self.sock.recv(pending)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    break
+                except OSError as exc:
+                    raise errors.KafkaConnectionError("read from node {} failed: {}".format(
+                        self.node_id, exc)) from exc
+                if not data:
+                    break
+                done.extend(self.proto.receive(data))
+                pending = self.sock.pending()
         return done
 
     # --- closing ----------------------------------------------------------------------
