@@ -95,6 +95,26 @@ def test_normalisations():
     assert config.receive_message_max_bytes == 200_000_000 + config.max_partition_fetch_bytes
 
 
+@pytest.mark.parametrize("strategy", [
+    "range", ["Range", "cooperative-sticky"], "cooperative-sticky,range",
+    ["org.apache.kafka.clients.consumer.StickyAssignor"],
+])
+def test_assignor_spellings_the_classic_engine_resolves(strategy):
+    assert ConsumerConfig(partition_assignment_strategy=strategy).partition_assignment_strategy
+
+
+def test_assignor_classes_and_instances():
+    class Mine:
+        name = "mine"
+
+        def assign(self, cluster, members):
+            return {}
+
+    assert ConsumerConfig(partition_assignment_strategy=Mine).partition_assignment_strategy == (Mine,)
+    mine = Mine()
+    assert ConsumerConfig(partition_assignment_strategy=[mine, "range"]).partition_assignment_strategy == (mine, "range")
+
+
 def test_deserializer_forms():
     class Java:
         def deserialize(self, topic, data):

@@ -36,6 +36,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "GSSAPI", "OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DNS_LOOKUPS = ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only", "default")
 ASSIGNOR_NAMES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+_JAVA_ASSIGNOR_NAMES = frozenset("org.apache.kafka.clients.consumer." + name for name in (
+    "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "CooperativeStickyAssignor"))
 
 
 def _default_offset_commit_callback(offsets: Any, response: Any) -> bool:
@@ -206,16 +208,24 @@ def _timeout_ms(key: str, value: Any) -> Any:
 
 
 def _assignors(key: str, value: Any) -> Any:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not items:
+    # The shapes the classic engine's resolver takes: names (also Java's class names, or a
+    # comma-separated string), assignor classes or instances, alone or in a list.
+    if isinstance(value, str):
+        items: list[Any] = [part for part in value.split(",") if part.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
         raise _fail(key, value, "a non-empty list of assignor names or assignor classes/instances")
     for item in items:
         if isinstance(item, str):
-            if item not in ASSIGNOR_NAMES:
+            name = item.strip()
+            if name.lower() not in ASSIGNOR_NAMES and name not in _JAVA_ASSIGNOR_NAMES:
                 raise _fail(key, item, "an assignor name among " + ", ".join(ASSIGNOR_NAMES))
-        elif item is None or isinstance(item, (int, float, bytes)):
+        elif item is None or isinstance(item, (bool, int, float, bytes)):
             raise _fail(key, item, "an assignor name, class or instance")
-    return tuple(items)
+    return value if isinstance(value, str) else tuple(items)
 
 
 def _api_version(key: str, value: Any) -> Any:
