@@ -29,7 +29,7 @@ class StaticMetadata:
 
     def __init__(self, leaders):
         self.leaders = leaders  # tp -> (leader, epoch)
-        self.updates = 0
+        self.seen_epochs = {}
 
     def leader_for_partition(self, tp):
         return self.leaders[tp][0] if tp in self.leaders else None
@@ -37,8 +37,8 @@ class StaticMetadata:
     def leader_epoch_for_partition(self, tp):
         return self.leaders[tp][1] if tp in self.leaders else -1
 
-    def request_update(self):
-        self.updates += 1
+    def update_last_seen_epoch_if_newer(self, tp, epoch):
+        self.seen_epochs[tp] = epoch
 
 
 def response(parts, version):
@@ -219,6 +219,7 @@ def test_reset_results_seek_and_failures_back_off():
     # With an epoch the new position must be validated against the leader first.
     assert subs.position(T0) == FetchPosition(77, 4, LeaderAndEpoch(1, 4))
     assert subs.fetch_state(T0) is FetchState.AWAIT_VALIDATION
+    assert meta.seen_epochs == {T0: 4}  # a newer epoch would trigger a metadata refresh
     assert subs.fetch_state(T1) is FetchState.AWAIT_RESET
     assert utils.partitions_to_reset(subs, 1249) == {}
     assert utils.partitions_to_reset(subs, 1250) == {T1: utils.EARLIEST_TIMESTAMP}

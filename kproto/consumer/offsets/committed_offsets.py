@@ -172,9 +172,8 @@ def refresh_committed_offsets(subscriptions: Any, metadata: Any,
         if committed is None or not subscriptions.is_assigned(tp):
             continue
         epoch = committed.leader_epoch if committed.leader_epoch is not None and committed.leader_epoch >= 0 else None
-        update_epoch = getattr(metadata, "update_last_seen_epoch_if_newer", None)
-        if epoch is not None and callable(update_epoch):
-            update_epoch(tp, epoch)
+        if epoch is not None:
+            metadata.update_last_seen_epoch_if_newer(tp, epoch)
         subscriptions.seek_unvalidated(tp, FetchPosition(committed.offset, epoch, current_leader(metadata, tp)))
         seeked.add(tp)
     return seeked

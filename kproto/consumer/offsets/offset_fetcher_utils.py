@@ -301,6 +301,9 @@ def apply_reset_result(subscriptions: Any, metadata: Any, requested: Mapping[Top
     flight is left alone: ``maybe_seek_unvalidated`` checks the requested strategy.
     """
     for tp, data in result.fetched_offsets.items():
+        if data.leader_epoch is not None:
+            # An epoch newer than our metadata's means leadership moved: refresh it.
+            metadata.update_last_seen_epoch_if_newer(tp, data.leader_epoch)
         strategy = _strategy_for(requested[tp])
         position = FetchPosition(data.offset, data.leader_epoch, current_leader(metadata, tp))
         subscriptions.maybe_seek_unvalidated(tp, position, strategy)
