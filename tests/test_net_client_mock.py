@@ -362,3 +362,14 @@ def test_connect_that_never_completes_times_out():
         client.close()
         for s in fillers + [server]:
             s.close()
+
+
+def test_all_topics_metadata_for_pattern_subscriptions(mock_cluster, clients):
+    first, second = mock_cluster.new_topic(partitions=1), mock_cluster.new_topic(partitions=2)
+    client = clients(mock_cluster)
+    wait(client, client.request_metadata_update())
+    assert first not in client.cluster.topics()  # only topics of interest so far (none)
+    client.cluster.need_all_topic_metadata()
+    wait(client, client.request_metadata_update())
+    assert {first, second} <= client.cluster.topics()
+    assert client.cluster.partitions_for_topic(second) == {0, 1}

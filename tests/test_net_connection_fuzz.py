@@ -1,0 +1,62 @@
+"""Property tests of the sans-IO connection: any chunking gives the same responses, and
+arbitrary bytes from a peer raise only kproto errors."""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kproto import errors
+from kproto.messages import HeartbeatRequest, HeartbeatResponse, MetadataRequest, MetadataResponse
+from kproto.net.connection import Connection
+from tests.test_net_connection import drain, response_frame
+
+
+def _exchange(conn: Connection, n: int):
+    """n alternating Heartbeat v4 / Metadata v12 requests and their response frames."""
+    sent, frames = [], []
+    for i in range(n):
+        if i % 2:
+            ifr = conn.send(MetadataRequest(topics=[]), 12)
+            reply = MetadataResponse(brokers=[MetadataResponse.MetadataResponseBroker(
+                node_id=i, host="h" * i, port=i)], topics=[])
+            frames.append(response_frame(3, 12, ifr.correlation_id, reply))
+        else:
+            ifr = conn.send(HeartbeatRequest(group_id="g", generation_id=i), 4)
+            frames.append(response_frame(12, 4, ifr.correlation_id, HeartbeatResponse(error_code=i)))
+        sent.append(ifr)
+    drain(conn)
+    return sent, b"".join(frames)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), cuts=st.lists(st.integers(0, 2000), max_size=12))
+def test_any_chunking_yields_the_same_responses_in_order(n, cuts):
+    conn = Connection("n", max_in_flight_requests=6)
+    sent, data = _exchange(conn, n)
+    bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    got = []
+    for a, b in zip(bounds, bounds[1:]):
+        got += conn.receive(data[a:b])
+    assert [ifr for ifr, _ in got] == sent
+    for i, (_, response) in enumerate(got):
+        if i % 2:
+            assert response.brokers[0].node_id == i
+        else:
+            assert response.error_code == i
+    assert conn.in_flight_count == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=200), prefix=st.booleans())
+def test_arbitrary_peer_bytes_raise_only_kproto_errors(data, prefix):
+    conn = Connection("n", receive_message_max_bytes=10_000)
+    sent, _ = _exchange(conn, 2)
+    if prefix:  # a well-formed frame header around garbage, so the decoders see it
+        data = struct.pack(">ii", 4 + len(data), sent[0].correlation_id) + data
+    try:
+        conn.receive(data)
+    except errors.KafkaError:
+        pass
