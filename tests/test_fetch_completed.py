@@ -189,3 +189,14 @@ def test_read_committed_over_a_real_transactional_producers_batches(broker):
     assert [(r.offset, r.key, r.value) for r in committed] == [(w.offset, w.key, w.value) for w in txns.committed]
     uncommitted = CompletedFetch(tp, part, 0, 12, isolation_level=0).fetch_records(100)
     assert [r.offset for r in uncommitted] == [w.offset for w in txns.committed + txns.aborted]
+
+
+def test_undecodable_record_mid_batch_keeps_position_right():
+    data = bytearray(batch(0, 3))
+    data[-1] = 0xFF  # the last record's header count becomes an unterminated varint
+    cf = completed(bytes(data), check_crcs=False)
+    assert offsets(cf.fetch_records(10)) == [0, 1]
+    assert cf.next_fetch_offset == 2  # past what was returned, not past the bad record
+    with pytest.raises(KafkaError, match="seek past the record"):
+        cf.fetch_records(10)
+    assert cf.next_fetch_offset == 2

@@ -181,9 +181,14 @@ class CompletedFetch:
         except RecordDeserializationError:
             if not out:
                 raise
+            self.next_fetch_offset = max(self.next_fetch_offset, out[-1].offset + 1)
         except KafkaError as exc:
             self._corrupt_error = exc
-            if not out:
+            if out:
+                # What was taken before the corrupt record is returned; the position must
+                # move past it or it would be returned again.
+                self.next_fetch_offset = max(self.next_fetch_offset, out[-1].offset + 1)
+            else:
                 raise KafkaError("Received exception when fetching the next record from {}-{}. If needed, please "
                                  "seek past the record to continue consumption.".format(topic, partition)) from exc
         self.records_read += len(out)
