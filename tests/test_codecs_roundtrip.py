@@ -4,11 +4,9 @@ module as an independent writer/reader), bounded decompression and lazy imports.
 import os
 import subprocess
 import sys
-import zlib
 
 import pytest
 
-from kproto import codecs
 from kproto.codecs import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
 from kproto.errors import CorruptMessageError, UnsupportedCodecError
 
