@@ -41,13 +41,12 @@ def end_offsets_written(written):
     return dict(ends)
 
 
-def settle(fetcher, subs, deadline_polls=200):
+def settle(client, fetcher, subs, rounds=200):
     """Drive the asynchronous resets/validations the way the poll loop does."""
-    for _ in range(deadline_polls):
-        done = fetcher.update_fetch_positions(TIMEOUT_MS)
-        if done:
+    for _ in range(rounds):
+        if fetcher.update_fetch_positions(TIMEOUT_MS):
             return
-        fetcher._client.poll(timeout_ms=50)
+        client.poll(timeout_ms=50)
     raise AssertionError("positions never settled: {}".format(
         {tp: subs.fetch_state(tp) for tp in subs.assigned_partitions()}))
 
@@ -90,11 +89,11 @@ def test_resets_position_partitions_at_earliest_then_latest(broker, client):
     subs = SubscriptionState("earliest")
     subs.assign_from_user(tps)
     fetcher = OffsetFetcher(client, subs, client.cluster, retry_backoff_ms=50)
-    settle(fetcher, subs)
+    settle(client, fetcher, subs)
     assert {tp: subs.position(tp).offset for tp in tps} == {tp: 0 for tp in tps}
     for tp in tps:
         subs.request_offset_reset(tp, "latest")  # seek_to_end
-    settle(fetcher, subs)
+    settle(client, fetcher, subs)
     assert {tp: subs.position(tp).offset for tp in tps} == ends
     assert all(subs.fetch_state(tp) is FetchState.FETCHING for tp in tps)
 
@@ -397,7 +396,7 @@ def test_fatal_reset_error_surfaces_on_the_next_call_and_retriable_ones_do_not(b
             fetcher.update_fetch_positions(TIMEOUT_MS)
             client.poll(timeout_ms=50)
     # The error is reported once; the partition is still awaiting its reset, which now succeeds.
-    settle(fetcher, subs)
+    settle(client, fetcher, subs)
     assert subs.position(tp).offset == 0
 
 
