@@ -302,3 +302,27 @@ def test_reconnect_backoff_grows_with_jitter_inside_its_bounds():
             assert len(values) > 1  # jittered, not a constant
     assert max(reconnect_backoff_ms(1, 50, 1000, rng) for _ in range(50)) <= 60
     assert min(reconnect_backoff_ms(10, 50, 1000, rng) for _ in range(50)) == 1000
+
+
+def test_answers_before_a_bad_frame_are_not_lost():
+    conn = Connection("n1")
+    sent = send_heartbeats(conn, 3)
+    drain(conn)
+    good = response_frame(12, 4, sent[0].correlation_id, heartbeat_response(7))
+    wrong = response_frame(12, 4, sent[2].correlation_id, heartbeat_response())
+    with pytest.raises(errors.CorrelationIdError) as info:
+        conn.receive(good + wrong)
+    ((ifr, response),) = info.value.completed
+    assert ifr is sent[0] and response.error_code == 7
+    assert conn.close() == sent[1:]
+
+
+def test_a_frame_that_fails_to_decode_leaves_its_request_in_flight():
+    conn = Connection("n1")
+    ifr = conn.send(MetadataRequest(topics=None), 12)
+    drain(conn)
+    body = b"\x00" + b"\xff" * 9
+    with pytest.raises(errors.CorruptMessageError) as info:
+        conn.receive(struct.pack(">ii", 4 + len(body), ifr.correlation_id) + body)
+    assert info.value.completed == []
+    assert conn.close() == [ifr]

@@ -194,39 +194,46 @@ class BrokerConnection:
             self.proto.advance_output(sent)
             self.last_activity_ms = now_ms
 
-    def read(self, now_ms: float) -> list:
-        """Read what is available; return the completed (InFlightRequest, response) pairs."""
+    def read(self, now_ms: float) -> tuple[list, errors.KafkaError | None]:
+        """Read what is available: the completed (InFlightRequest, response) pairs, and
+        the error that ended the connection if one did (pairs completed before it kept)."""
         assert self.sock is not None and self.proto is not None
         done: list = []
-        for _ in range(_MAX_READS_PER_EVENT):
-            try:
-                data = self.sock.recv(_RECV_CHUNK)
-            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                break
-            except OSError as exc:
-                raise errors.KafkaConnectionError("read from node {} failed: {}".format(
-                    self.node_id, exc)) from exc
-            if not data:
-                raise errors.KafkaConnectionError("node {} closed the connection".format(self.node_id))
-            self.last_activity_ms = now_ms
-            done.extend(self.proto.receive(data))
-        else:
-            # Read cap reached. A TLS socket may hold decrypted bytes that select() cannot
-            # see (at most one TLS record): take them now or they would wait for new data.
-            pending = self.sock.pending() if isinstance(self.sock, ssl.SSLSocket) else 0
-            while pending:
-                try:
-                    data = self.sock.recv(pending)
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    break
-                except OSError as exc:
-                    raise errors.KafkaConnectionError("read from node {} failed: {}".format(
-                        self.node_id, exc)) from exc
-                if not data:
+        try:
+            for _ in range(_MAX_READS_PER_EVENT):
+                data = self._recv(_RECV_CHUNK)
+                if data is None:
                     break
                 done.extend(self.proto.receive(data))
-                pending = self.sock.pending()
-        return done
+                self.last_activity_ms = now_ms
+            else:
+                # Read cap reached. A TLS socket may hold decrypted bytes select() cannot
+                # see (at most one TLS record): take them now or they wait for new data.
+                pending = self.sock.pending() if isinstance(self.sock, ssl.SSLSocket) else 0
+                while pending:
+                    data = self._recv(pending)
+                    if data is None:
+                        break
+                    done.extend(self.proto.receive(data))
+                    pending = self.sock.pending()  # type: ignore[attr-defined]
+        except errors.KafkaError as exc:
+            done.extend(getattr(exc, "completed", ()))
+            return done, exc
+        return done, None
+
+    def _recv(self, size: int) -> bytes | None:
+        """Bytes from the socket; None if none are available now."""
+        assert self.sock is not None
+        try:
+            data = self.sock.recv(size)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return None
+        except OSError as exc:
+            raise errors.KafkaConnectionError("read from node {} failed: {}".format(
+                self.node_id, exc)) from exc
+        if not data:
+            raise errors.KafkaConnectionError("node {} closed the connection".format(self.node_id))
+        return data
 
     # --- closing ----------------------------------------------------------------------
 

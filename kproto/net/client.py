@@ -388,9 +388,17 @@ class NetworkClient:
                 if node.finish_connect(now):
                     self._on_connected(node, now)
                 return
+            error = None
             if mask & selectors.EVENT_READ:
-                for ifr, response in node.read(now):
-                    self._on_response(node, ifr, response, now)
+                pairs, error = node.read(now)
+                # Deliver every answer that arrived, even when a later frame was bad.
+                for ifr, response in pairs:
+                    try:
+                        self._on_response(node, ifr, response, now)
+                    except errors.KafkaError as exc:
+                        error = error or exc
+            if error is not None:
+                raise error
             if mask & selectors.EVENT_WRITE and node.proto is not None:
                 node.write(now)
         except errors.KafkaError as exc:

@@ -154,11 +154,21 @@ class Connection:
 
         Raises ``InvalidReceiveError`` / ``CorrelationIdError`` / ``CorruptMessageError``
         when the peer broke the protocol; the caller must then ``close()`` the connection.
+        The exception's ``completed`` attribute holds the pairs completed by earlier frames
+        of the same data, so no answered request is lost; the request whose frame failed
+        stays in flight (``close()`` hands it back).
         """
         if self.closed:
             raise errors.IllegalStateError("connection to node {} is closed".format(self.node_id))
-        view = memoryview(data).cast("B")
         done: list[tuple[InFlightRequest, Any]] = []
+        try:
+            self._receive(memoryview(data).cast("B"), done)
+        except errors.KafkaError as exc:
+            exc.completed = done  # type: ignore[attr-defined]
+            raise
+        return done
+
+    def _receive(self, view: memoryview, done: list) -> None:
         pos, end = 0, len(view)
         while pos < end:
             if self._frame is None:
@@ -182,7 +192,6 @@ class Connection:
             if self._filled == len(self._frame):
                 frame, self._frame = self._frame, None
                 done.append(self._complete(frame))
-        return done
 
     def _complete(self, frame: bytearray) -> tuple[InFlightRequest, Any]:
         (correlation_id,) = _SIZE.unpack_from(frame, 0)
@@ -194,11 +203,12 @@ class Connection:
             raise errors.CorrelationIdError(
                 "node {} answered correlation id {} but the oldest request in flight is {}".format(
                     self.node_id, correlation_id, ifr.correlation_id))
-        self._in_flight.popleft()
         header_version = headers.response_header_version(ifr.api_key, ifr.api_version)
         _, offset = headers.decode_response_header(memoryview(frame), header_version)
         response = decode_response(ifr.request.response_class, memoryview(frame)[offset:],
                                    ifr.api_version, strict=self.strict)
+        # Only now: a frame that fails to decode leaves its request in flight to be failed.
+        self._in_flight.popleft()
         wire.trace_response(self.node_id, correlation_id, response, ifr.api_version)
         return ifr, response
 
