@@ -225,13 +225,19 @@ def _lz4_fix_header(data: bytes, broken: bool) -> bytes:
 
 def _lz4_decompress(data: bytes, max_size: int) -> bytes:
     frame = _module(LZ4)
-    # Legacy (magic 0) frames carry a wrong header checksum; a correct one is left alone.
-    data = _lz4_fix_header(data, broken=False)
     d = frame.LZ4FrameDecompressor()
     try:
         out = d.decompress(data, max_length=max_size + 1)
     except RuntimeError as exc:
-        raise CorruptMessageError("invalid lz4 data: {}".format(exc)) from exc
+        if "headerChecksum" not in str(exc):
+            raise CorruptMessageError("invalid lz4 data: {}".format(exc)) from exc
+        # A legacy (magic 0) frame with Kafka 0.8's header checksum: put the right one in
+        # and try again (only then, so normal frames skip the Python xxh32).
+        d = frame.LZ4FrameDecompressor()
+        try:
+            out = d.decompress(_lz4_fix_header(data, broken=False), max_length=max_size + 1)
+        except RuntimeError as exc2:
+            raise CorruptMessageError("invalid lz4 data: {}".format(exc2)) from exc2
     if len(out) > max_size:
         raise _too_big(LZ4, max_size)
     if not d.eof:
