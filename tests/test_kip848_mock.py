@@ -1,0 +1,183 @@
+"""The KIP-848 engine against real brokers that speak ConsumerGroupHeartbeat.
+
+Runs on librdkafka's mock cluster (and Apache Kafka where Docker exists) through the public
+``KafkaConsumer`` with ``group_protocol="consumer"``. Records are written by
+confluent-kafka's producer. Loops wait for a condition with a generous deadline; nothing
+asserts on durations.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kproto.consumer.kafka_consumer import KafkaConsumer
+from kproto.consumer.kip848.member_state import MemberState
+from kproto.structs import TopicPartition as TP
+
+pytestmark = [pytest.mark.broker]
+
+DEADLINE_S = 60
+
+
+class Listener:
+    def __init__(self, name: str, log: list) -> None:
+        self.name = name
+        self.log = log
+
+    def on_partitions_revoked(self, partitions):
+        self.log.append((self.name, "revoked", sorted(partitions)))
+
+    def on_partitions_assigned(self, partitions):
+        self.log.append((self.name, "assigned", sorted(partitions)))
+
+    def on_partitions_lost(self, partitions):
+        self.log.append((self.name, "lost", sorted(partitions)))
+
+
+def make_consumer(broker, group: str, **overrides) -> KafkaConsumer:
+    config = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, group_protocol="consumer",
+                  auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
+    config.update(overrides)
+    return KafkaConsumer(**config)
+
+
+def drive(consumers, until, seen: dict, timeout_s: float = DEADLINE_S) -> None:
+    """Poll every consumer in turn until ``until()`` holds; records go into ``seen``."""
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        assert time.monotonic() < deadline, "condition not reached; seen {} records".format(
+            sum(len(v) for v in seen.values()))
+        for consumer in consumers:
+            for tp, records in consumer.poll(timeout_ms=100).items():
+                for record in records:
+                    seen.setdefault((tp.partition, record.offset), []).append(consumer)
+
+
+def membership(consumer: KafkaConsumer):
+    return consumer._delegate.membership
+
+
+@pytest.mark.needs("kip848")
+def test_consumes_every_record_commits_and_a_successor_resumes_there(broker) -> None:
+    topic = broker.new_topic(partitions=3, prefix="k848")
+    written = broker.produce(topic, 60)
+    group = "g-" + topic
+    consumer = make_consumer(broker, group)
+    consumer.subscribe([topic])
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(written), seen)
+    assert sorted(seen) == sorted((r.partition, r.offset) for r in written)
+    assert membership(consumer).state is MemberState.STABLE
+    consumer.commit()
+    ends = {}
+    for r in written:
+        ends[r.partition] = max(ends.get(r.partition, -1), r.offset + 1)
+    assert {tp.partition: consumer.committed(tp) for tp in consumer.assignment()} == ends
+    consumer.close()
+
+    more = broker.produce(topic, 6, start_index=60)
+    successor = make_consumer(broker, group)
+    successor.subscribe([topic])
+    later: dict = {}
+    drive([successor], lambda: len(later) >= len(more), later)
+    assert sorted(later) == sorted((r.partition, r.offset) for r in more)
+    successor.close()
+
+
+@pytest.mark.needs("kip848")
+def test_two_members_share_the_partitions_and_rebalance_in_order(broker) -> None:
+    topic = broker.new_topic(partitions=4, prefix="k848")
+    written = broker.produce(topic, 40)
+    group = "g-" + topic
+    log: list = []
+    first = make_consumer(broker, group)
+    first.subscribe([topic], listener=Listener("first", log))
+    seen: dict = {}
+    drive([first], lambda: len(first.assignment()) == 4, seen)
+
+    second = make_consumer(broker, group)
+    second.subscribe([topic], listener=Listener("second", log))
+
+    def shared() -> bool:
+        a, b = first.assignment(), second.assignment()
+        return bool(a) and bool(b) and len(a | b) == 4 and membership(first).state is MemberState.STABLE \
+            and membership(second).state is MemberState.STABLE
+
+    drive([first, second], shared, seen)
+    assert not first.assignment() & second.assignment()
+    drive([first, second], lambda: len(seen) == len(written), seen)
+    assert sorted(seen) == sorted((r.partition, r.offset) for r in written)
+    # The first member gave partitions up through on_partitions_revoked before the second
+    # was told about them.
+    revoked = next(i for i, e in enumerate(log) if e[:2] == ("first", "revoked"))
+    given = [i for i, e in enumerate(log) if e[:2] == ("second", "assigned") and e[2]]
+    assert given and given[-1] > revoked
+    assert set(log[revoked][2]) == set(second.assignment())
+    second.close()
+    first.close()
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_target_assignment_is_reconciled_in_the_seed_order(broker) -> None:
+    topic = broker.new_topic(partitions=3, prefix="k848")
+    broker.produce(topic, 9)
+    group = "g-" + topic
+    log: list = []
+    consumer = make_consumer(broker, group)
+    consumer.subscribe([topic], listener=Listener("c", log))
+    seen: dict = {}
+    drive([consumer], lambda: len(consumer.assignment()) == 3, seen)
+    log.clear()
+    broker.set_target_assignment(group, {membership(consumer).member_id: [(topic, 1)]})
+    drive([consumer], lambda: consumer.assignment() == {TP(topic, 1)}
+          and membership(consumer).state is MemberState.STABLE, seen)
+    assert log == [("c", "revoked", [TP(topic, 0), TP(topic, 2)]), ("c", "assigned", [])]
+    consumer.close()
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_fenced_member_loses_its_partitions_rejoins_and_loses_no_record(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    written = broker.produce(topic, 20)
+    group = "g-" + topic
+    log: list = []
+    consumer = make_consumer(broker, group)
+    consumer.subscribe([topic], listener=Listener("c", log))
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == 20, seen)
+    broker.set_group_consumer_heartbeat_interval(100)
+    broker.push_request_errors(68, [110])  # FENCED_MEMBER_EPOCH on the next heartbeat
+    more = broker.produce(topic, 10, start_index=20)
+    drive([consumer], lambda: any(e[1] == "lost" for e in log) and len(seen) == 30
+          and membership(consumer).state is MemberState.STABLE, seen)
+    assert ("c", "lost", [TP(topic, 0), TP(topic, 1)]) in log
+    assert membership(consumer).member_epoch > 0  # a member again, after rejoining with epoch 0
+    assert sorted(seen) == sorted((r.partition, r.offset) for r in written + more)
+    consumer.close()
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_expired_poll_timer_leaves_and_the_next_poll_rejoins(broker) -> None:
+    topic = broker.new_topic(partitions=1, prefix="k848")
+    broker.produce(topic, 5)
+    broker.set_group_consumer_heartbeat_interval(100)
+    group = "g-" + topic
+    log: list = []
+    consumer = make_consumer(broker, group, max_poll_interval_ms=1500)
+    consumer.subscribe([topic], listener=Listener("c", log))
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == 5, seen)
+    deadline = time.monotonic() + DEADLINE_S
+    while membership(consumer).state is not MemberState.STALE:  # the application stopped polling
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert membership(consumer).member_epoch == -1
+    log.clear()
+    more = broker.produce(topic, 3, start_index=5)
+    drive([consumer], lambda: len(seen) == 8 and membership(consumer).state is MemberState.STABLE, seen)
+    assert log[0] == ("c", "lost", [TP(topic, 0)])
+    assert ("c", "assigned", [TP(topic, 0)]) in log
+    assert {(r.partition, r.offset) for r in more} <= set(seen)
+    consumer.close()
