@@ -416,13 +416,15 @@ class NetworkClient:
                 return
             except errors.KafkaError as again:
                 exc = again
-        if isinstance(exc, errors.ProtocolError):
-            log.warning("node %s broke the protocol: %s; closing the connection", node.node_id, exc)
-            failure: errors.KafkaError = errors.KafkaConnectionError(str(exc))
-            failure.__cause__ = exc
-        else:
+        if isinstance(exc, errors.KafkaConnectionError):
             log.info("node %s (%s:%s): %s", node.node_id, node.host, node.port, exc)
-            failure = exc
+            failure: errors.KafkaError = exc
+        else:
+            # A broken protocol (bad frame, correlation, corrupt body) or failed negotiation:
+            # the connection is unusable; what was in flight may succeed on a new one.
+            log.warning("node %s: %s; closing the connection", node.node_id, exc)
+            failure = errors.KafkaConnectionError(str(exc))
+            failure.__cause__ = exc
         self._close_node(node, now, failure, failed=True)
 
     def _close_node(self, node: BrokerConnection, now: float, exc: BaseException, *,
