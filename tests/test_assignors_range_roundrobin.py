@@ -361,3 +361,22 @@ def test_custom_assignor_kafka_python_style():
     out = a.assign(ClusterView({"a": 2}), _members([("m2", None, ["a"]), ("m1", None, ["a"])]))
     assert _partitions(out) == {"m1": {tp("a", 0), tp("a", 1)}, "m2": set()}
     assert a.supported_protocols() == [RebalanceProtocol.EAGER]
+
+
+def test_kafka_python_assignor_classes_work_unchanged():
+    # kafka-python's own assignors (installed) take our members and cluster view, and what
+    # they return is accepted as an assignment; their results match ours. (Dynamic members
+    # only: kafka-python 3.0's itertools.groupby over unsorted members drops some when static
+    # and dynamic members are interleaved.)
+    from kafka.coordinator.assignors.range import RangePartitionAssignor as KPRange
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as KPRoundRobin
+
+    from kproto.consumer.classic.consumer_protocol import coerce_assignment, coerce_subscription
+
+    cluster = ClusterView({"t0": 3, "t1": 5})
+    members = _members([("b", None, ["t0", "t1"]), ("a", None, ["t0"]), ("c", None, ["t1", "t0"])])
+    for kp_cls, ours in ((KPRange, RangePartitionAssignor()), (KPRoundRobin, RoundRobinPartitionAssignor())):
+        (kp,) = resolve_assignors([kp_cls])
+        theirs = {m: set(coerce_assignment(a).partitions()) for m, a in kp.assign(cluster, members).items()}
+        assert theirs == _partitions(ours.assign(cluster, members))
+        assert coerce_subscription(kp.metadata({"t0"})).topics == ["t0"]

@@ -293,30 +293,39 @@ def _rack_verify(a, topics, rf, broker_racks, consumer_racks, ct, expected, mism
     verify_rack_assignment(a, topics, rf, broker_racks, consumer_racks, ct, expected, mismatched, owned)
 
 
+def _verify_twice(a, topics, ct, rf, br, cr, expected, mismatched):
+    """Java's verifyUniformSubscription/verifyNonEqualSubscription: from scratch, then with
+    the expected assignment as the previous one."""
+    _rack_verify(a, topics, rf, br, cr, ct, expected, mismatched)
+    _rack_verify(a, topics, rf, br, cr, ct, expected, mismatched, expected)
+
+
+def _racks_that_change_nothing(a, topics, ct, plain):
+    """The rack layouts where Java expects the non-rack-aware result."""
+    _verify_twice(a, topics, ct, 3, null_racks(3), racks(3), plain, -1)
+    _verify_twice(a, topics, ct, 3, racks(3), null_racks(3), plain, -1)
+    a.prefer_rack_aware_logic = True
+    _verify_twice(a, topics, ct, 3, racks(3), racks(3), plain, 0)
+    _verify_twice(a, topics, ct, 4, racks(4), racks(3), plain, 0)
+    a.prefer_rack_aware_logic = False
+    _verify_twice(a, topics, ct, 3, racks(3), racks(3), plain, 0)
+    _verify_twice(a, topics, ct, 3, racks(3), ["d", "e", "f"], plain, -1)
+    _verify_twice(a, topics, ct, 3, racks(3), [None, "e", "f"], plain, -1)
+
+
+MISALIGNED = ["t1-0, t1-1, t1-2, t1-3, t1-4", "t1-5, t2-0, t2-1, t2-2, t2-3", "t2-4, t2-5, t2-6, t3-0, t3-1"]
+
+
 def test_rack_aware_uniform_subscription():
     a = StickyPartitionAssignor()
     topics = {"t1": 6, "t2": 7, "t3": 2}
     ct = [["t1", "t2", "t3"]] * 3
     plain = ["t1-0, t1-3, t2-0, t2-3, t2-6", "t1-1, t1-4, t2-1, t2-4, t3-0", "t1-2, t1-5, t2-2, t2-5, t3-1"]
-
-    def both(rf, br, cr, expected, mismatched):
-        _rack_verify(a, topics, rf, br, cr, ct, expected, mismatched)
-        _rack_verify(a, topics, rf, br, cr, ct, expected, mismatched, expected)
-
-    both(3, null_racks(3), racks(3), plain, -1)
-    both(3, racks(3), null_racks(3), plain, -1)
-    a.prefer_rack_aware_logic = True
-    both(3, racks(3), racks(3), plain, 0)
-    both(4, racks(4), racks(3), plain, 0)
-    a.prefer_rack_aware_logic = False
-    both(3, racks(3), racks(3), plain, 0)
-    both(3, racks(3), ["d", "e", "f"], plain, -1)
-    both(3, racks(3), [None, "e", "f"], plain, -1)
-    both(1, racks(3), racks(3), plain, 0)
-    both(2, racks(3), racks(3), plain, 0)
-    both(3, racks(2), racks(3), plain, 5)
-    owned = ["t1-0, t1-1, t1-2, t1-3, t1-4", "t1-5, t2-0, t2-1, t2-2, t2-3", "t2-4, t2-5, t2-6, t3-0, t3-1"]
-    _rack_verify(a, topics, 1, racks(3), racks(3), ct, plain, 0, owned)
+    _racks_that_change_nothing(a, topics, ct, plain)
+    _verify_twice(a, topics, ct, 1, racks(3), racks(3), plain, 0)
+    _verify_twice(a, topics, ct, 2, racks(3), racks(3), plain, 0)
+    _verify_twice(a, topics, ct, 3, racks(2), racks(3), plain, 5)
+    _rack_verify(a, topics, 1, racks(3), racks(3), ct, plain, 0, MISALIGNED)
     a.prefer_rack_aware_logic = True
     _rack_verify(a, topics, 3, racks(3), racks(3), ct, plain, 0, plain)
 
@@ -326,31 +335,16 @@ def test_rack_aware_non_equal_subscription():
     topics = {"t1": 6, "t2": 7, "t3": 2}
     ct = [["t1", "t2", "t3"], ["t1", "t2", "t3"], ["t1", "t3"]]
     plain = ["t1-5, t2-0, t2-2, t2-4, t2-6", "t1-3, t2-1, t2-3, t2-5, t3-0", "t1-0, t1-1, t1-2, t1-4, t3-1"]
-
-    def both(rf, br, cr, expected, mismatched):
-        _rack_verify(a, topics, rf, br, cr, ct, expected, mismatched)
-        _rack_verify(a, topics, rf, br, cr, ct, expected, mismatched, expected)
-
-    both(3, null_racks(3), racks(3), plain, -1)
-    both(3, racks(3), null_racks(3), plain, -1)
-    a.prefer_rack_aware_logic = True
-    both(3, racks(3), racks(3), plain, 0)
-    both(4, racks(4), racks(3), plain, 0)
-    a.prefer_rack_aware_logic = False
-    both(3, racks(3), racks(3), plain, 0)
-    both(3, racks(3), ["d", "e", "f"], plain, -1)
-    both(3, racks(3), [None, "e", "f"], plain, -1)
-    both(1, racks(3), racks(3), ["t1-3, t2-0, t2-2, t2-3, t2-6", "t1-4, t2-1, t2-4, t2-5, t3-0",
-                                 "t1-0, t1-1, t1-2, t1-5, t3-1"], 4)
-    both(2, racks(3), racks(3), ["t1-3, t2-0, t2-2, t2-5, t2-6", "t1-0, t2-1, t2-3, t2-4, t3-0",
-                                 "t1-1, t1-2, t1-4, t1-5, t3-1"], 0)
-    both(3, racks(2), racks(3), plain, 5)
-    owned = ["t1-0, t1-1, t1-2, t1-3, t1-4", "t1-5, t2-0, t2-1, t2-2, t2-3", "t2-4, t2-5, t2-6, t3-0, t3-1"]
-    _rack_verify(a, topics, 1, racks(3), racks(3), ct, ["t1-3, t2-0, t2-2, t2-3, t2-6", "t1-4, t2-1, t2-4, t2-5, t3-0",
-                                                        "t1-0, t1-1, t1-2, t1-5, t3-1"], 4, owned)
+    _racks_that_change_nothing(a, topics, ct, plain)
+    rf1 = ["t1-3, t2-0, t2-2, t2-3, t2-6", "t1-4, t2-1, t2-4, t2-5, t3-0", "t1-0, t1-1, t1-2, t1-5, t3-1"]
+    _verify_twice(a, topics, ct, 1, racks(3), racks(3), rf1, 4)
+    _verify_twice(a, topics, ct, 2, racks(3), racks(3), ["t1-3, t2-0, t2-2, t2-5, t2-6", "t1-0, t2-1, t2-3, t2-4, t3-0",
+                                                         "t1-1, t1-2, t1-4, t1-5, t3-1"], 0)
+    _verify_twice(a, topics, ct, 3, racks(2), racks(3), plain, 5)
+    _rack_verify(a, topics, 1, racks(3), racks(3), ct, rf1, 4, MISALIGNED)
     for prefer in (False, True):
         a.prefer_rack_aware_logic = prefer
-        _rack_verify(a, topics, 3, racks(3), racks(3), ct, plain, 0, owned)
+        _rack_verify(a, topics, 3, racks(3), racks(3), ct, plain, 0, MISALIGNED)
 
 
 # --- the StickyAssignor documentation's examples and its user data ---------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
 from kproto.consumer.classic.assignors._java import java_str_key, member_hash_order
