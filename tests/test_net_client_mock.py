@@ -373,3 +373,21 @@ def test_all_topics_metadata_for_pattern_subscriptions(mock_cluster, clients):
     wait(client, client.request_metadata_update())
     assert {first, second} <= client.cluster.topics()
     assert client.cluster.partitions_for_topic(second) == {0, 1}
+
+
+def test_a_stale_metadata_error_in_any_response_requests_a_refresh(mock_cluster_factory, clients):
+    from kproto.messages import ListOffsetsRequest
+
+    cluster = mock_cluster_factory(3)
+    topic = cluster.new_topic(partitions=1)
+    client = clients(cluster, metadata_max_age_ms=600_000)
+    wait(client, client.cluster.set_topics([topic]))
+    before = client.cluster.update_count
+    leader = client.cluster.leader_for_partition(TopicPartition(topic, 0))
+    cluster.push_request_errors(2, [errors.NotLeaderOrFollowerError.errno])
+    request = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
+        name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
+            partition_index=0, timestamp=-2)])])
+    response = wait(client, client.send(leader, request))
+    assert response.topics[0].partitions[0].error_code == 6  # per partition, not top level
+    assert poll_until(client, lambda: client.cluster.update_count > before)

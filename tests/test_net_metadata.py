@@ -150,3 +150,20 @@ def test_metadata_request_shapes():
     assert build_metadata_request(set(), 12, False).topics == []
     for version in (0, 1, 4, 12):
         build_metadata_request({"a"}, version, False).encode(version)
+
+
+def test_stale_metadata_errors_are_found_at_any_depth():
+    from kproto.messages import FetchResponse, HeartbeatResponse
+    from kproto.net.metadata import response_needs_metadata_update
+
+    def fetch(code):
+        return FetchResponse(responses=[FetchResponse.FetchableTopicResponse(
+            topic="t", partitions=[FetchResponse.PartitionData(partition_index=0, error_code=0),
+                                   FetchResponse.PartitionData(partition_index=1, error_code=code)])])
+
+    assert response_needs_metadata_update(fetch(6))       # NOT_LEADER_OR_FOLLOWER
+    assert response_needs_metadata_update(fetch(74))      # FENCED_LEADER_EPOCH
+    assert not response_needs_metadata_update(fetch(1))   # OFFSET_OUT_OF_RANGE
+    assert not response_needs_metadata_update(fetch(0))
+    assert response_needs_metadata_update(HeartbeatResponse(error_code=3))
+    assert not response_needs_metadata_update(HeartbeatResponse(error_code=27))

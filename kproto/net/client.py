@@ -37,7 +37,8 @@ from kproto.net.broker import BrokerConnection, ConnectionState
 from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
 from kproto.net.connection import Connection, InFlightRequest, highest_common_version
 from kproto.net.future import Future
-from kproto.net.metadata import ClusterMetadata, build_metadata_request
+from kproto.net.metadata import (ClusterMetadata, build_metadata_request,
+                                  response_needs_metadata_update)
 from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
 
@@ -546,6 +547,8 @@ class NetworkClient:
             self.cluster.update(response, now)
             self._completed.append((ifr.future, response, None))
         else:
+            if response_needs_metadata_update(response):
+                self.cluster.request_update()
             self._completed.append((ifr.future, response, None))
         if node.is_ready():
             self._flush_unsent(node, now)

@@ -304,6 +304,31 @@ class ClusterMetadata:
             len(self._brokers), len(self._partitions), self._need_update)
 
 
+def response_needs_metadata_update(response: Any, _depth: int = 0) -> bool:
+    """Does any ``error_code`` in the response mean the metadata is stale?
+
+    NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, FENCED/UNKNOWN_LEADER_EPOCH and the
+    other ``invalid_metadata`` codes, at any depth (Fetch and ListOffsets report them per
+    partition). Walks the decoded fields only; record bytes are never looked into.
+    """
+    fields = getattr(response, "_fields", None)
+    if fields is None or _depth > 8:
+        return False
+    for name in fields:
+        value = getattr(response, name)
+        if name == "error_code":
+            if value and errors.for_code(value).invalid_metadata:
+                return True
+        elif isinstance(value, list):
+            if value and hasattr(value[0], "_fields") and any(
+                    response_needs_metadata_update(item, _depth + 1) for item in value):
+                return True
+        elif hasattr(value, "_fields"):
+            if response_needs_metadata_update(value, _depth + 1):
+                return True
+    return False
+
+
 def build_metadata_request(topics: set[str] | None, version: int, allow_auto_create: bool) -> Any:
     """A MetadataRequest for these topics (None: all topics; empty: brokers only)."""
     if topics is None:
