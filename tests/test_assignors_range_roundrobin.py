@@ -375,7 +375,7 @@ def test_kafka_python_assignor_classes_work_unchanged():
     # interleaved, its roundrobin fails when a member skips a topic.)
     cluster = ClusterView({"t0": 3, "t1": 5})
     mixed = _members([("b", None, ["t0", "t1"]), ("a", None, ["t0"]), ("c", None, ["t1", "t0"])])
-    equal = _members([("b", None, ["t0", "t1"]), ("a", "i1", ["t0", "t1"]), ("c", None, ["t1", "t0"])])
+    equal = _members([("b", None, ["t0", "t1"]), ("a", None, ["t0", "t1"]), ("c", None, ["t1", "t0"])])
     for kp_cls, ours, members in ((KPRange, RangePartitionAssignor(), mixed),
                                   (KPRoundRobin, RoundRobinPartitionAssignor(), equal)):
         (kp,) = resolve_assignors([kp_cls])
