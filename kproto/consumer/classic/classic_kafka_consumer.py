@@ -1,0 +1,459 @@
+"""The classic engine's consumer (Java's ``ClassicKafkaConsumer``): one thread does everything.
+
+Owns the ``NetworkClient``, the ``SubscriptionState``, the ``Fetcher``, the
+``OffsetFetcher`` and, when ``group_id`` is set, the group's ``ConsumerCoordinator``
+(``self.coordinator``; None without a group). Every call runs on the caller's thread;
+only the coordinator's heartbeat thread (its business) runs elsewhere.
+
+``poll()`` is the seed's loop:
+
+1. ``maybe_trigger_wakeup`` - a ``wakeup()`` from another thread raises ``WakeupException``;
+2. ``update_assignment_metadata_if_needed`` - ``coordinator.poll`` when grouped (join,
+   sync, rebalance callbacks, auto-commit), then ``update_fetch_positions`` (validate
+   positions after leader changes, committed offsets when grouped, ListOffsets resets);
+3. ``poll_for_fetches`` - buffered records first; otherwise ``send_fetches`` and one
+   ``client.poll`` at a time until records arrive or the timer expires;
+4. pipelining - before records are returned the next fetches are sent and written to
+   the sockets, so the broker works while the application processes this batch.
+
+The coordinator is plugged in through ``ClassicCoordinator`` below (the surface this
+module calls); without the module ``kproto.consumer.classic.consumer_coordinator`` a
+grouped consumer raises a clear error where group management is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+
+from kproto import errors
+from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.fetch.fetch_collector import Fetch
+from kproto.consumer.fetch.fetcher import Fetcher
+from kproto.consumer.offsets import OffsetFetcher
+from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
+from kproto.net.client import NetworkClient
+from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+log = logging.getLogger("kproto.consumer.classic")
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class ClassicCoordinator(Protocol):
+    """What ``ClassicKafkaConsumer`` calls on the group coordinator (Java's ConsumerCoordinator).
+
+    Built as ``ConsumerCoordinator(client, subscriptions, config)``; every method runs on
+    the application thread. Timeouts are milliseconds; None results mean "not finished
+    before the timeout".
+    """
+
+    def poll(self, timeout_ms: float, wait_for_join_group: bool = True) -> bool:
+        """Find the coordinator, (re)join and sync if needed, run rebalance callbacks and
+        auto-commit; True when the group state allows fetching (always, under assign())."""
+
+    def time_to_next_poll(self, now_ms: float) -> float:
+        """Ms until ``poll`` has work (heartbeat, auto-commit); bounds the fetch wait."""
+
+    def fetch_committed_offsets(self, partitions: set[TopicPartition], timeout_ms: float
+                                ) -> Optional[Mapping[TopicPartition, Optional[OffsetAndMetadata]]]:
+        """OffsetFetch for the group; None when it did not finish in time."""
+
+    def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                            timeout_ms: float) -> None:
+        """Commit and wait (retrying retriable errors); raises on failure or timeout."""
+
+    def commit_offsets_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                             callback: Optional[Callable[[Any, Any], Any]]) -> Any:
+        """Send a commit; ``callback(offsets, offsets_or_exception)`` runs from a later poll."""
+
+    def maybe_leave_group(self, reason: str) -> None:
+        """LeaveGroup (unsubscribe); a no-op outside group management or for static members."""
+
+    def group_metadata(self) -> Any:
+        """Group id, generation, member id and instance id snapshot."""
+
+    def close(self, timeout_ms: float, autocommit: bool) -> None:
+        """Final auto-commit (if ``autocommit`` and enabled), leave the group, stop heartbeats."""
+
+
+def _create_coordinator(client: NetworkClient, subscriptions: SubscriptionState,
+                        config: Mapping[str, Any]) -> Optional[ClassicCoordinator]:
+    """The group coordinator when ``group_id`` is set and the module exists, else None."""
+    if not config["group_id"]:
+        return None
+    try:
+        from kproto.consumer.classic.consumer_coordinator import ConsumerCoordinator
+    except ImportError:
+        log.warning("kproto.consumer.classic.consumer_coordinator is not available: group %r works "
+                    "without committed offsets or group management", config["group_id"])
+        return None
+    return ConsumerCoordinator(client, subscriptions, config)
+
+
+def _check_partition(partition: Any) -> TopicPartition:
+    if not isinstance(partition, TopicPartition):
+        raise TypeError("partition must be a TopicPartition namedtuple, not {!r}".format(partition))
+    return partition
+
+
+class ClassicKafkaConsumer:
+    """The ``ConsumerDelegate`` of ``group_protocol="classic"``; see the module docstring."""
+
+    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], float] = _monotonic_ms) -> None:
+        self.config = config
+        self._time_ms = time_ms
+        self.group_id: Optional[str] = config["group_id"]
+        self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
+        self.retry_backoff_ms: int = config["retry_backoff_ms"]
+        self.isolation_level: str = config["isolation_level"]
+        self.subscriptions = SubscriptionState(config["auto_offset_reset"])
+        self.client = NetworkClient(**dict(config))
+        self.metadata = self.client.cluster
+        self.fetch_config = FetchConfig.from_config(config)
+        # The Fetcher stamps wall-clock times on positions (preferred replica expiry) and
+        # takes its own clock; everything timed here uses the monotonic one.
+        self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config)
+        self.offset_fetcher = OffsetFetcher(self.client, self.subscriptions,
+                                            isolation_level=self.isolation_level,
+                                            request_timeout_ms=config["request_timeout_ms"],
+                                            retry_backoff_ms=self.retry_backoff_ms)
+        self._wakeup_requested = False
+        self._closed = False
+        try:
+            self.coordinator: Optional[ClassicCoordinator] = _create_coordinator(
+                self.client, self.subscriptions, config)
+        except BaseException:
+            self.client.close()
+            raise
+        # Topics looked up by partitions_for_topic/offset lookups stay in the metadata.
+        self._lookup_topics: set[str] = set()
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _deadline(self, timeout_ms: Optional[float]) -> float:
+        timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise errors.IllegalArgumentError("timeout_ms must be a number >= 0, not {!r}".format(timeout_ms))
+        return self._time_ms() + timeout
+
+    def _remaining(self, deadline: float) -> float:
+        return max(0.0, deadline - self._time_ms())
+
+    def maybe_trigger_wakeup(self) -> None:
+        """Raise ``WakeupException`` once for each ``wakeup()`` (Java's ConsumerNetworkClient)."""
+        if self._wakeup_requested:
+            self._wakeup_requested = False
+            raise errors.WakeupException()
+
+    def _client_poll(self, timeout_ms: float, future: Any = None) -> None:
+        """One network step that honours wakeup() before and after blocking."""
+        self.maybe_trigger_wakeup()
+        self.client.poll(timeout_ms=timeout_ms, future=future)
+        self.maybe_trigger_wakeup()
+
+    def _require_group(self) -> ClassicCoordinator:
+        if not self.group_id:
+            # kafka-python raises IllegalStateError('Requires group_id') here.
+            raise errors.IllegalStateError("Requires group_id: committed offsets live in a consumer group; "
+                                           "construct the consumer with group_id=... to commit or read them")
+        if self.coordinator is None:
+            raise errors.IllegalStateError(
+                "group {!r}: the classic group coordinator is not available in this build".format(self.group_id))
+        return self.coordinator
+
+    def _update_metadata_topics(self) -> None:
+        self.metadata.set_topics(self.subscriptions.metadata_topics() | self._lookup_topics)
+
+    def _await_metadata(self, future: Any, deadline: float) -> None:
+        while not future.is_done and self._time_ms() < deadline:
+            self._client_poll(self._remaining(deadline), future)
+
+    # --- subscription and assignment ------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None, listener: Any = None) -> None:
+        coordinator = self._require_group()
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        if pattern is not None and topics:
+            raise errors.IllegalStateError("You must choose only one way to configure your consumer: "
+                                           "topics or pattern")
+        if pattern is None and not topics:
+            self.unsubscribe()
+            return
+        for topic in topics:
+            if not isinstance(topic, str) or not topic.strip():
+                raise errors.IllegalArgumentError("Topic collection to subscribe to cannot contain null or "
+                                                  "empty topic")
+        if pattern is not None:
+            self.subscriptions.subscribe_pattern(pattern, listener)
+            self.metadata.need_all_topic_metadata(True)
+            self.metadata.request_update()
+        else:
+            self.fetcher.clear_buffered_data_for_unassigned_partitions()
+            if self.subscriptions.subscribe(topics, listener):
+                self._update_metadata_topics()
+        on_subscribe = getattr(coordinator, "on_subscribe", None)
+        if on_subscribe is not None:
+            on_subscribe()
+
+    def unsubscribe(self) -> None:
+        self.fetcher.fetch_buffer.retain_all(set())
+        if self.coordinator is not None:
+            self.coordinator.maybe_leave_group("the consumer unsubscribed")
+        self.subscriptions.unsubscribe()
+        self.metadata.need_all_topic_metadata(False)
+        self._update_metadata_topics()
+
+    def subscription(self) -> Optional[set]:
+        topics = self.subscriptions.subscription()
+        return set(topics) if topics else None
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        partitions = list(partitions)
+        if not partitions:
+            self.unsubscribe()
+            return
+        for tp in partitions:
+            _check_partition(tp)
+        self.fetcher.fetch_buffer.retain_all(set(partitions))
+        # Java commits the positions of the partitions being dropped before a manual
+        # reassignment when auto-commit is on.
+        on_assign = getattr(self.coordinator, "maybe_auto_commit_offsets_async", None)
+        if on_assign is not None:
+            on_assign(self._time_ms())
+        if self.subscriptions.assign_from_user(partitions):
+            self._update_metadata_topics()
+
+    def assignment(self) -> set:
+        return self.subscriptions.assigned_partitions()
+
+    # --- poll -------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int, max_records: Optional[int] = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list]:
+        if self.subscriptions.has_no_subscription_or_user_assignment():
+            raise errors.IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+        deadline = self._deadline(timeout_ms)
+        while True:
+            self.maybe_trigger_wakeup()
+            self.update_assignment_metadata_if_needed(deadline, wait_for_join_group=False)
+            fetch = self.poll_for_fetches(deadline, max_records)
+            if not fetch.is_empty():
+                # Pipelining: the next fetches travel while the caller handles these.
+                if self.fetcher.send_fetches() > 0 or self.client.pending_request_count():
+                    self.client.poll(timeout_ms=0)
+                return fetch.records
+            if self._time_ms() >= deadline:
+                return {}
+
+    def update_assignment_metadata_if_needed(self, deadline: float, wait_for_join_group: bool = True) -> bool:
+        """Java's updateAssignmentMetadataIfNeeded: group work, then positions."""
+        if self.coordinator is not None and not self.coordinator.poll(self._remaining(deadline),
+                                                                      wait_for_join_group):
+            return False
+        return self.update_fetch_positions(deadline)
+
+    def update_fetch_positions(self, deadline: float) -> bool:
+        """Validate, seed from committed offsets (grouped) and reset positions; True if all known."""
+        fetch_committed = self.coordinator.fetch_committed_offsets if self.coordinator is not None else None
+        return self.offset_fetcher.update_fetch_positions(self._remaining(deadline), fetch_committed)
+
+    def poll_for_fetches(self, deadline: float, max_records: Optional[int]) -> Fetch:
+        """Buffered records, else send fetches and wait for one network event at most."""
+        fetch = self.fetcher.collect_fetch(max_records)
+        if not fetch.is_empty():
+            return fetch
+        self.fetcher.send_fetches()
+        timeout = self._remaining(deadline)
+        if self.coordinator is not None:
+            timeout = min(timeout, self.coordinator.time_to_next_poll(self._time_ms()))
+        if not self.subscriptions.has_all_fetch_positions():
+            # Positions come from resets answered in callbacks: look again soon.
+            timeout = min(timeout, self.retry_backoff_ms)
+        self._client_poll(timeout)
+        return self.fetcher.collect_fetch(max_records)
+
+    # --- positions ---------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        _check_partition(partition)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise errors.IllegalArgumentError("seek offset must be a non-negative integer, not {!r}".format(offset))
+        if not self.subscriptions.is_assigned(partition):
+            raise errors.IllegalStateError("No current assignment for partition {}".format(partition))
+        log.debug("Seeking to offset %d for partition %s", offset, partition)
+        self.subscriptions.seek(partition, offset)
+
+    def seek_to_beginning(self, partitions: tuple) -> None:
+        self._request_reset(partitions, AutoOffsetResetStrategy.of("earliest"))
+
+    def seek_to_end(self, partitions: tuple) -> None:
+        self._request_reset(partitions, AutoOffsetResetStrategy.of("latest"))
+
+    def _request_reset(self, partitions: tuple, strategy: AutoOffsetResetStrategy) -> None:
+        for tp in partitions:
+            _check_partition(tp)
+            if not self.subscriptions.is_assigned(tp):
+                raise errors.IllegalStateError("No current assignment for partition {}".format(tp))
+        for tp in partitions or self.subscriptions.assigned_partitions():
+            self.subscriptions.request_offset_reset(tp, strategy)
+
+    def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
+        """The next offset to fetch; blocks until it is known, None after ``timeout_ms``."""
+        _check_partition(partition)
+        if not self.subscriptions.is_assigned(partition):
+            raise errors.IllegalStateError("You can only check the position for partitions assigned to this "
+                                           "consumer.")
+        deadline = self._deadline(timeout_ms)
+        while True:
+            position = self.subscriptions.valid_position(partition)
+            if position is not None:
+                return position.offset
+            self.update_fetch_positions(deadline)
+            position = self.subscriptions.valid_position(partition)
+            if position is not None:
+                return position.offset
+            remaining = self._remaining(deadline)
+            if remaining <= 0:
+                return None
+            self._client_poll(min(remaining, self.retry_backoff_ms))
+
+    def highwater(self, partition: TopicPartition) -> Optional[int]:
+        _check_partition(partition)
+        if not self.subscriptions.is_assigned(partition):
+            raise errors.IllegalStateError("Partition is not assigned")
+        return self.subscriptions.high_watermark(partition)
+
+    def pause(self, partitions: tuple) -> None:
+        for tp in partitions:
+            _check_partition(tp)
+            self.subscriptions.pause(tp)
+
+    def resume(self, partitions: tuple) -> None:
+        for tp in partitions:
+            _check_partition(tp)
+            self.subscriptions.resume(tp)
+
+    def paused(self) -> set:
+        return self.subscriptions.paused_partitions()
+
+    # --- commits -------------------------------------------------------------------------------
+
+    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: Optional[int] = None) -> Any:
+        _check_partition(partition)
+        coordinator = self._require_group()
+        deadline = self._deadline(timeout_ms)
+        offsets = coordinator.fetch_committed_offsets({partition}, self._remaining(deadline))
+        if offsets is None:
+            raise errors.KafkaTimeoutError("Timeout fetching committed offsets of {}".format(partition))
+        committed = offsets.get(partition)
+        if committed is None:
+            return None
+        return committed if metadata else committed.offset
+
+    def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
+               timeout_ms: Optional[int] = None) -> None:
+        coordinator = self._require_group()
+        deadline = self._deadline(timeout_ms)
+        offsets = self.subscriptions.all_consumed() if offsets is None else self._check_offsets(offsets)
+        coordinator.commit_offsets_sync(offsets, self._remaining(deadline))
+
+    def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
+                     callback: Optional[Callable] = None) -> Any:
+        coordinator = self._require_group()
+        offsets = self.subscriptions.all_consumed() if offsets is None else self._check_offsets(offsets)
+        return coordinator.commit_offsets_async(offsets, callback)
+
+    @staticmethod
+    def _check_offsets(offsets: Mapping[TopicPartition, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+        checked = {}
+        for tp, meta in dict(offsets).items():
+            _check_partition(tp)
+            if isinstance(meta, int) and not isinstance(meta, bool):
+                meta = OffsetAndMetadata(meta, "", -1)
+            if not isinstance(meta, OffsetAndMetadata) or meta.offset < 0:
+                raise errors.IllegalArgumentError("offset to commit for {} must be an OffsetAndMetadata with a "
+                                                  "non-negative offset, not {!r}".format(tp, meta))
+            checked[tp] = meta
+        return checked
+
+    # --- lookups --------------------------------------------------------------------------------
+
+    def _lookup_timeout(self, timeout_ms: Optional[int]) -> float:
+        return self._remaining(self._deadline(timeout_ms))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+        return self.offset_fetcher.beginning_offsets(partitions, self._lookup_timeout(timeout_ms))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+        return self.offset_fetcher.end_offsets(partitions, self._lookup_timeout(timeout_ms))
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          timeout_ms: Optional[int]) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+        return self.offset_fetcher.offsets_for_times(timestamps, self._lookup_timeout(timeout_ms))
+
+    def partitions_for_topic(self, topic: str) -> Optional[set]:
+        """The topic's partition ids; fetches its metadata (up to default_api_timeout_ms) if unknown."""
+        if not isinstance(topic, str) or not topic:
+            raise errors.IllegalArgumentError("topic must be a non-empty string, not {!r}".format(topic))
+        partitions = self.metadata.partitions_for_topic(topic)
+        if partitions is not None:
+            return set(partitions)
+        self._lookup_topics.add(topic)
+        deadline = self._deadline(None)
+        self._update_metadata_topics()
+        self._await_metadata(self.client.request_metadata_update(), deadline)
+        partitions = self.metadata.partitions_for_topic(topic)
+        return set(partitions) if partitions is not None else None
+
+    def topics(self) -> set:
+        """Every topic of the cluster (one all-topics Metadata request)."""
+        deadline = self._deadline(None)
+        pattern = self.subscriptions.has_pattern_subscription()
+        self.metadata.need_all_topic_metadata(True)
+        try:
+            self._await_metadata(self.client.request_metadata_update(), deadline)
+        finally:
+            if not pattern:
+                self.metadata.need_all_topic_metadata(False)
+        return set(self.metadata.topics(self.config["exclude_internal_topics"]))
+
+    def bootstrap_connected(self) -> bool:
+        return any(self.client.is_ready(b.node_id) for b in self.metadata.brokers())
+
+    def group_metadata(self) -> Any:
+        if self.coordinator is None:
+            return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
+        return self.coordinator.group_metadata()
+
+    def metrics(self, raw: bool = False) -> dict:
+        return {}
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """From any thread: the blocked (or next) call that polls raises ``WakeupException``."""
+        self._wakeup_requested = True
+        self.client.wakeup()
+
+    def close(self, autocommit: bool = True, timeout_ms: Optional[int] = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._wakeup_requested = False
+        deadline = self._time_ms() + (30000 if timeout_ms is None else max(0, timeout_ms))
+        try:
+            if self.coordinator is not None:
+                try:
+                    self.coordinator.close(self._remaining(deadline), autocommit)
+                except errors.KafkaError as exc:
+                    log.warning("Closing the group coordinator failed: %s", exc)
+            try:
+                self.fetcher.close(min(self._remaining(deadline), self.config["request_timeout_ms"]))
+            except errors.KafkaError as exc:
+                log.warning("Closing fetch sessions failed: %s", exc)
+        finally:
+            self.client.close()
