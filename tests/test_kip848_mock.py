@@ -181,3 +181,45 @@ def test_expired_poll_timer_leaves_and_the_next_poll_rejoins(broker) -> None:
     assert ("c", "assigned", [TP(topic, 0)]) in log
     assert {(r.partition, r.offset) for r in more} <= set(seen)
     consumer.close()
+
+
+@pytest.mark.needs("kip848")
+def test_broker_evaluated_regex_subscription(broker) -> None:
+    prefix = "rx{}".format(time.monotonic_ns() % 10**9)
+    topic = broker.new_topic(partitions=2, prefix=prefix)
+    written = broker.produce(topic, 12)
+    consumer = make_consumer(broker, "g-" + topic)
+    consumer.subscribe(pattern=prefix + ".*")
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(written), seen)
+    assert consumer.assignment() == {TP(topic, 0), TP(topic, 1)}
+    consumer.close()
+
+
+@pytest.mark.needs("kip848")
+def test_mixed_group_with_a_librdkafka_member(broker) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = broker.new_topic(partitions=4, prefix="k848")
+    broker.produce(topic, 8)
+    group = "g-" + topic
+    ours = make_consumer(broker, group)
+    ours.subscribe([topic])
+    seen: dict = {}
+    drive([ours], lambda: len(ours.assignment()) == 4, seen)
+    theirs = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        theirs.subscribe([topic])
+        state = {}
+
+        def split() -> bool:
+            theirs.poll(0.05)
+            state["theirs"] = {TP(topic, p.partition) for p in theirs.assignment()}
+            return bool(state["theirs"]) and not (state["theirs"] & ours.assignment()) \
+                and len(state["theirs"] | ours.assignment()) == 4
+
+        drive([ours], split, seen)
+        assert membership(ours).state is MemberState.STABLE
+    finally:
+        theirs.close()
+    ours.close()
