@@ -341,7 +341,7 @@ class AsyncKafkaConsumer:
 
     def group_metadata(self) -> Any:
         if self.membership is None:
-            return None
+            return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
         return {"group_id": self.group_id, "generation_id": self.membership.member_epoch,
                 "member_id": self.membership.member_id, "group_instance_id": self.membership.group_instance_id}
 

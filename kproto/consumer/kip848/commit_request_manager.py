@@ -3,7 +3,7 @@
 
 Owns the queue of OffsetCommit / OffsetFetch requests to the group coordinator, each
 retried with backoff until it succeeds, fails with a non-retriable error, or reaches its
-deadline (an async commit is tried once more only for coordinator errors); the auto-commit
+deadline (an async commit, which has none, is retried once after a retriable error); the auto-commit
 timer (``update_timer_and_maybe_commit``, called for every application poll); and the
 commit before revocation (``maybe_auto_commit_sync_before_rebalance``), which treats
 STALE_MEMBER_EPOCH as retriable with the newer epoch and UNKNOWN_TOPIC_OR_PARTITION as
