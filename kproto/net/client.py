@@ -616,10 +616,14 @@ class NetworkClient:
         if version is None:
             self.cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
             return self.config["retry_backoff_ms"]
-        request = build_metadata_request(self.cluster.topics_of_interest(), version,
-                                         self.config["allow_auto_create_topics"])
-        ifr = node.proto.send(request, version, now_ms=now,
-                              timeout_ms=self.config["request_timeout_ms"])
+        try:
+            request = build_metadata_request(self.cluster.topics_of_interest(), version,
+                                             self.config["allow_auto_create_topics"])
+            ifr = node.proto.send(request, version, now_ms=now,
+                                  timeout_ms=self.config["request_timeout_ms"])
+        except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
+            self.cluster.failed_update(exc, now)
+            return self.config["retry_backoff_ms"]
         self._internal[id(ifr.future)] = "metadata"
         self._metadata_in_flight = node_id
         self.cluster.attempt(now)
