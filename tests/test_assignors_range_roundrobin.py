@@ -23,6 +23,7 @@ from kproto.errors import KafkaConfigurationError
 from tests.test_assignors_util import (
     ALL_RACKS,
     null_racks,
+    parse_tps,
     partition_infos_by_rack_count,
     racks,
     tp,
@@ -382,3 +383,28 @@ def test_kafka_python_assignor_classes_work_unchanged():
         theirs = {m: set(coerce_assignment(a).partitions()) for m, a in kp.assign(cluster, members).items()}
         assert theirs == _partitions(ours.assign(cluster, members))
         assert coerce_subscription(kp.metadata({"t0"})).topics == ["t0"]
+
+
+def test_rack_aware_range_through_cluster_metadata():
+    # Racks read from kproto.net's ClusterMetadata (replica node ids + broker racks) give
+    # Java's rack-aware result (RangeAssignorTest, replication factor 1 on racks a, b, c).
+    from kproto.messages import MetadataResponse
+    from kproto.net.metadata import ClusterMetadata
+
+    brokers = [MetadataResponse.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=9092 + i, rack=r)
+               for i, r in enumerate("abc")]
+    topics, next_index = [], 0
+    for name, n in (("t1", 6), ("t2", 7), ("t3", 2)):
+        parts = [MetadataResponse.MetadataResponsePartition(partition_index=p, leader_id=(p + next_index) % 3,
+                                                            replica_nodes=[(p + next_index) % 3],
+                                                            isr_nodes=[(p + next_index) % 3])
+                 for p in range(n)]
+        topics.append(MetadataResponse.MetadataResponseTopic(name=name, partitions=parts))
+        next_index += n
+    cluster = ClusterMetadata()
+    cluster.update(MetadataResponse(brokers=brokers, topics=topics), 0)
+    every = ["t1", "t2", "t3"]
+    members = [GroupMember("consumer%d" % i, None, Subscription(every, rack_id=r)) for i, r in enumerate("abc")]
+    result = {m: sorted(a.partitions()) for m, a in RangePartitionAssignor().assign(cluster, members).items()}
+    expected = ["t1-0, t1-3, t2-0, t2-3, t2-6", "t1-1, t1-4, t2-1, t2-4, t3-0", "t1-2, t1-5, t2-2, t2-5, t3-1"]
+    assert result == {"consumer%d" % i: sorted(parse_tps(e)) for i, e in enumerate(expected)}

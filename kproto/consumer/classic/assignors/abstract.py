@@ -15,8 +15,9 @@ of ``JavaStyleAssignor`` implement Java's simpler
 instead.
 
 What ``assign`` receives: ``cluster`` has ``partitions_for_topic(topic) -> set[int] | None``
-and optionally ``partition_racks(topic) -> {partition: set[rack]}`` (the racks of the
-partition's replicas, for KIP-881 rack-aware assignment); ``members`` is a list of
+and, for KIP-881 rack-aware assignment, either ``partition_racks(topic) -> {partition:
+racks of its replicas}`` or ``partition_metadata(tp).replicas`` plus
+``broker_metadata(node_id).rack`` (what ``kproto.net``'s ClusterMetadata offers); ``members`` is a list of
 ``GroupMember`` (``member_id``, ``group_instance_id``, ``metadata``: a decoded
 ``Subscription``) in JoinGroup response order. For kafka-python 2.x compatibility a dict
 ``{member_id: subscription}`` is accepted too.
@@ -91,18 +92,39 @@ class ClusterView:
         return {p: self._racks.get((topic, p), ()) for p in self._partitions.get(topic, ())}
 
 
+def _replica_racks_from_metadata(cluster: Any, topic: str, partitions: Iterable[int]
+                                 ) -> Dict[int, Tuple[Optional[str], ...]]:
+    """Replica racks from a ``kproto.net`` ClusterMetadata-like object: the partition's
+    replica node ids (``partition_metadata(tp).replicas``) and each broker's ``rack``
+    (``broker_metadata(node_id)``; unknown brokers have no rack, like Java's Node)."""
+    racks: Dict[int, Tuple[Optional[str], ...]] = {}
+    for p in partitions:
+        meta = cluster.partition_metadata(TopicPartition(topic, p))
+        replicas = getattr(meta, "replicas", None) or ()
+        brokers = (cluster.broker_metadata(node) for node in replicas)
+        racks[p] = tuple(getattr(b, "rack", None) if b is not None else None for b in brokers)
+    return racks
+
+
 def partitions_per_topic(cluster: Any, topics: Iterable[str]) -> Dict[str, List[PartitionInfo]]:
     """Java's ``AbstractPartitionAssignor.assign(Cluster, ...)`` preparation: for each
     subscribed topic with metadata, its partitions sorted by number (topics without
-    metadata or without partitions are left out)."""
+    metadata or without partitions are left out), with their replicas' racks when the
+    cluster tells them (``partition_racks(topic)``, or ClusterMetadata's partition and
+    broker metadata)."""
     result: Dict[str, List[PartitionInfo]] = {}
     racks_of = getattr(cluster, "partition_racks", None)
+    from_metadata = hasattr(cluster, "partition_metadata") and hasattr(cluster, "broker_metadata")
     for topic in topics:
         parts = cluster.partitions_for_topic(topic)
         if not parts:
             log.debug("Skipping assignment for topic %s since no metadata is available", topic)
             continue
-        racks: Mapping[int, Collection[Optional[str]]] = racks_of(topic) if racks_of else {}
+        racks: Mapping[int, Collection[Optional[str]]] = {}
+        if racks_of is not None:
+            racks = racks_of(topic)
+        elif from_metadata:
+            racks = _replica_racks_from_metadata(cluster, topic, parts)
         result[topic] = [PartitionInfo(topic, p, tuple(racks.get(p, ()) or ())) for p in sorted(parts)]
     return result
 
