@@ -181,6 +181,15 @@ class RecordTooLargeError(KafkaError):
     """A record batch is larger than the fetch size; raise ``max_partition_fetch_bytes``."""
 
 
+class RecordDeserializationError(KafkaError):
+    """A key or value deserializer failed; seek past ``offset`` to continue."""
+
+    def __init__(self, message: str, topic_partition: object = None, offset: int = -1) -> None:
+        super().__init__(message)
+        self.topic_partition = topic_partition
+        self.offset = offset
+
+
 # --- broker error codes --------------------------------------------------------------
 
 

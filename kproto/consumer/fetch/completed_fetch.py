@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
-from kproto.errors import KafkaError
+from kproto.errors import KafkaError, RecordDeserializationError
 from kproto.records import read_batches
 from kproto.structs import ConsumerRecord, TopicPartition
 
@@ -35,15 +35,6 @@ log = logging.getLogger("kproto.consumer.fetch")
 
 READ_COMMITTED = 1  # the FetchRequest IsolationLevel byte
 _new_record = tuple.__new__
-
-
-class RecordDeserializationError(KafkaError):
-    """A key or value deserializer failed; seek past ``offset`` to continue."""
-
-    def __init__(self, message: str, topic_partition: TopicPartition, offset: int) -> None:
-        super().__init__(message)
-        self.topic_partition = topic_partition
-        self.offset = offset
 
 
 Deserialize = Callable[[str, list, Optional[bytes]], Any]
