@@ -223,3 +223,49 @@ def test_mixed_group_with_a_librdkafka_member(broker) -> None:
     finally:
         theirs.close()
     ours.close()
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_three_members_join_and_leave_with_manual_commits_and_process_everything(broker) -> None:
+    broker.set_group_consumer_heartbeat_interval(100)
+    topic = broker.new_topic(partitions=6, prefix="k848")
+    written = broker.produce(topic, 3000)
+    group = "g-" + topic
+    processed: set = set()
+    owned_at_epoch: list = []  # (member, epoch, partitions) seen after every poll
+    members: list = []
+
+    def step(consumer: KafkaConsumer) -> None:
+        records = consumer.poll(timeout_ms=50, max_records=100)
+        for tp, batch in records.items():
+            processed.update((tp.partition, r.offset) for r in batch)
+        if records:
+            consumer.commit()  # at-least-once: commit after processing
+        m = membership(consumer)
+        if m.state is MemberState.STABLE:
+            owned_at_epoch.append((m.member_id, m.member_epoch, frozenset(consumer.assignment())))
+
+    def run(until, timeout_s: float = DEADLINE_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not until():
+            assert time.monotonic() < deadline, "stuck with {} of {} processed".format(len(processed), len(written))
+            for consumer in list(members):
+                step(consumer)
+
+    for _ in range(3):
+        consumer = make_consumer(broker, group)
+        consumer.subscribe([topic])
+        members.append(consumer)
+        target = len(processed) + 300
+        run(lambda: len(processed) >= min(target, len(written)))
+    leaving = members.pop(0)
+    leaving.close()  # its partitions move to the others, from its committed offsets
+    run(lambda: len(processed) == len(written))
+    assert processed == {(r.partition, r.offset) for r in written}
+    assert len({member for member, _, parts in owned_at_epoch if parts}) == 3  # all three took part
+    for i, (member_a, epoch_a, parts_a) in enumerate(owned_at_epoch):
+        for member_b, epoch_b, parts_b in owned_at_epoch[i + 1:]:
+            if member_a != member_b and epoch_a == epoch_b:
+                assert not parts_a & parts_b, (epoch_a, parts_a & parts_b)
+    for consumer in members:
+        consumer.close()
