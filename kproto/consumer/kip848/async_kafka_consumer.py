@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import queue
-from concurrent.futures import Future
+import threading
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
@@ -61,6 +62,8 @@ class AsyncKafkaConsumer:
         self._commit_callbacks: "queue.Queue" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
         self._wakeup_requested = False
+        self._wakeup_lock = threading.Lock()
+        self._active_future: Optional[Future] = None
         self._closed = False
         self.network_thread.start()
         try:
@@ -96,7 +99,16 @@ class AsyncKafkaConsumer:
         return self._time_ms() + timeout
 
     def _add_and_get(self, event: ev.CompletableApplicationEvent) -> Any:
-        return self.application_event_handler.add_and_get(event)
+        """Wait for ``event``; a ``wakeup()`` from another thread fails the wait (Java's
+        WakeupTrigger: the future is completed with WakeupException)."""
+        with self._wakeup_lock:
+            self._check_wakeup()
+            self._active_future = event.future
+        try:
+            return self.application_event_handler.add_and_get(event)
+        finally:
+            with self._wakeup_lock:
+                self._active_future = None
 
     def _require_group(self) -> None:
         if not self.group_id:
@@ -349,7 +361,16 @@ class AsyncKafkaConsumer:
         return {}
 
     def wakeup(self) -> None:
-        self._wakeup_requested = True
+        """From any thread: the blocked (or next) blocking call raises WakeupException."""
+        with self._wakeup_lock:
+            future = self._active_future
+            if future is not None and not future.done():
+                try:
+                    future.set_exception(WakeupException())
+                except InvalidStateError:
+                    self._wakeup_requested = True  # it completed meanwhile: wake the next call
+            else:
+                self._wakeup_requested = True
         self.fetch_buffer.wakeup()
 
     # --- close ------------------------------------------------------------------------------

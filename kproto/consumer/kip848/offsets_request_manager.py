@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kproto.consumer.kip848.local_assignment import completed_future, when_complete
 from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult
+from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.consumer.offsets import OffsetFetcher, refresh_committed_offsets
 from kproto.errors import KafkaError
 
@@ -30,7 +31,10 @@ log = logging.getLogger("kproto.kip848")
 
 class OffsetsRequestManager:
     def __init__(self, subscriptions: Any, metadata: Any, offset_fetcher: OffsetFetcher,
-                 commit_request_manager: Any = None) -> None:
+                 commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
+                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+        self.default_api_timeout_ms = default_api_timeout_ms
+        self._time_ms = time_ms
         self.subscriptions = subscriptions
         self.metadata = metadata
         self.offset_fetcher = offset_fetcher
@@ -60,6 +64,12 @@ class OffsetsRequestManager:
 
         def _after_committed(error: Optional[BaseException]) -> None:
             try:
+                if error is not None and getattr(error, "retriable", False):
+                    # Not fatal for poll(): positions stay missing, the next poll asks again.
+                    log.debug("Fetching committed offsets failed, will retry: %s", error)
+                    self._pending_committed = None
+                    result.set_result(False)
+                    return
                 if error is not None:
                     raise error
                 offsets = committed.result()
@@ -80,6 +90,9 @@ class OffsetsRequestManager:
         pending = self._pending_committed
         if pending is not None and not pending[1].done() and pending[0] == partitions:
             return pending[1]
+        # Its own deadline: a poll(0) must not make the OffsetFetch expire at once; the
+        # request is shared by the polls that follow until it completes.
+        deadline_ms = max(deadline_ms, self._time_ms() + self.default_api_timeout_ms)
         future = self.commit_request_manager.fetch_offsets(set(partitions), deadline_ms)
         self._pending_committed = (partitions, future)
         return future

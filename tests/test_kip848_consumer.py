@@ -1,0 +1,88 @@
+"""The KIP-848 engine's application side: wakeup, poll(0), and misuse errors.
+
+Wakeup tests need no broker (nothing answers on the bootstrap address, so the calls block);
+the poll(0) test reads from the mock cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kproto.consumer.kafka_consumer import KafkaConsumer
+from kproto.errors import IllegalStateError, KafkaError, WakeupException
+from kproto.structs import TopicPartition as TP
+
+NOWHERE = "127.0.0.1:1"
+
+
+def _wake_when_blocked(consumer: KafkaConsumer, blocked) -> threading.Thread:
+    def run() -> None:
+        deadline = time.monotonic() + 30
+        while not blocked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        consumer.wakeup()
+
+    thread = threading.Thread(target=run, name="waker", daemon=True)
+    thread.start()
+    return thread
+
+
+def test_wakeup_interrupts_a_blocking_call() -> None:
+    consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_id="g", group_protocol="consumer")
+    try:
+        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._active_future is not None)
+        with pytest.raises(WakeupException):
+            consumer.committed(TP("t", 0), timeout_ms=60_000)
+        waker.join()
+    finally:
+        consumer.close(timeout_ms=0)
+
+
+def test_wakeup_interrupts_poll() -> None:
+    consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_id="g", group_protocol="consumer")
+    try:
+        consumer.assign([TP("t", 0)])
+        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._inflight_poll is not None)
+        with pytest.raises(WakeupException):
+            consumer.poll(timeout_ms=60_000)
+        waker.join()
+    finally:
+        consumer.close(timeout_ms=0)
+
+
+def test_poll_without_subscription_and_commit_without_group_are_refused() -> None:
+    consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_protocol="consumer")
+    try:
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            consumer.poll(timeout_ms=0)
+        with pytest.raises(KafkaError, match="group_id"):
+            consumer.commit()
+        with pytest.raises(KafkaError, match="group_id"):
+            consumer.subscribe(["t"])
+    finally:
+        consumer.close(timeout_ms=0)
+
+
+@pytest.mark.needs("kip848")
+def test_poll_zero_returns_buffered_records_without_spinning(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    written = broker.produce(topic, 40)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
+                             group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False,
+                             fetch_max_wait_ms=100, max_poll_records=3)
+    try:
+        consumer.subscribe([topic])
+        seen = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < len(written):
+            assert time.monotonic() < deadline, "poll(0) made no progress: {} records".format(len(seen))
+            for tp, records in consumer.poll(timeout_ms=0).items():
+                assert len(records) <= 3
+                seen.update((tp.partition, r.offset) for r in records)
+            time.sleep(0.005)  # an application doing other work between polls
+        assert seen == {(r.partition, r.offset) for r in written}
+    finally:
+        consumer.close()
