@@ -10,10 +10,17 @@ import time
 
 import pytest
 
-from kproto.consumer.classic.assignors import ClusterView, CooperativeStickyAssignor, GroupMember
+from kproto.consumer.classic.assignors import (
+    ClusterView,
+    CooperativeStickyAssignor,
+    RebalanceProtocol,
+    group_protocols,
+    perform_assignment,
+)
 from kproto.consumer.classic.consumer_protocol import (
     Assignment,
     Subscription,
+    decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
@@ -149,8 +156,10 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
         assert member.wait_assignments(1) == given
 
         # 3. we rejoin; a cooperative member keeps its partitions and reports them + generation
+        assignor = CooperativeStickyAssignor()
         generation = leader.generation
-        resp = leader.join(encode_subscription(Subscription([TOPIC], None, ours, generation)))
+        ((_, our_metadata),) = group_protocols([assignor], [TOPIC], ours, generation)
+        resp = leader.join(our_metadata)
         rd_id, rd_bytes = _the_other(resp, leader.member_id)
         sub = decode_subscription(rd_bytes)
         assert sorted(sub.owned_partitions) == given and sub.generation_id == generation
@@ -158,23 +167,21 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
 
         # 4. our cooperative-sticky assignor leads: 3/1 is unbalanced, one partition moves
         #    to us; round 1 only revokes it from librdkafka
-        assignor = CooperativeStickyAssignor()
-        members = [GroupMember(m.member_id, m.group_instance_id, decode_subscription(bytes(m.metadata)))
-                   for m in resp.members]
-        result = {m: a.partitions() for m, a in assignor.assign(ClusterView({TOPIC: 4}), members).items()}
+        out = perform_assignment(assignor, ClusterView({TOPIC: 4}), resp.members, RebalanceProtocol.COOPERATIVE)
+        result = {m: sorted(decode_assignment(b).partitions()) for m, b in out.items()}
         kept = result[rd_id]
         assert len(kept) == 2 and set(kept) < set(given) and result[leader.member_id] == ours
         moving = sorted(set(given) - set(kept))
-        leader.sync({m: encode_assignment(Assignment(p)) for m, p in result.items()})
+        leader.sync(out)
         assert member.wait_revocations(1) == moving
 
         # 5. librdkafka rejoins after revoking; round 2 hands the partition over
-        resp = leader.join(encode_subscription(Subscription([TOPIC], None, ours, leader.generation)))
-        members = [GroupMember(m.member_id, m.group_instance_id, decode_subscription(bytes(m.metadata)))
-                   for m in resp.members]
+        ((_, our_metadata),) = group_protocols([assignor], [TOPIC], ours, leader.generation)
+        resp = leader.join(our_metadata)
         assert sorted(decode_subscription(_the_other(resp, leader.member_id)[1]).owned_partitions) == kept
-        result = {m: a.partitions() for m, a in assignor.assign(ClusterView({TOPIC: 4}), members).items()}
-        assert sorted(result[leader.member_id]) == sorted(ours + moving) and sorted(result[rd_id]) == kept
-        leader.sync({m: encode_assignment(Assignment(p)) for m, p in result.items()})
+        out = perform_assignment(assignor, ClusterView({TOPIC: 4}), resp.members, RebalanceProtocol.COOPERATIVE)
+        result = {m: sorted(decode_assignment(b).partitions()) for m, b in out.items()}
+        assert result[leader.member_id] == sorted(ours + moving) and result[rd_id] == kept
+        leader.sync(out)
     finally:
         member.close()

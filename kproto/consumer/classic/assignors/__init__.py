@@ -25,6 +25,9 @@ _LAZY = {
     "resolve_assignors": "resolve",
     "select_rebalance_protocol": "resolve",
     "BUILTIN_ASSIGNORS": "resolve",
+    "group_protocols": "leader",
+    "decode_members": "leader",
+    "perform_assignment": "leader",
 }
 
 
