@@ -269,3 +269,17 @@ def test_three_members_join_and_leave_with_manual_commits_and_process_everything
                 assert not parts_a & parts_b, (epoch_a, parts_a & parts_b)
     for consumer in members:
         consumer.close()
+
+
+@pytest.mark.needs("kip848")
+def test_static_member_leaves_with_epoch_minus_two(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    written = broker.produce(topic, 10)
+    consumer = make_consumer(broker, "g-" + topic, group_instance_id="instance-1")
+    consumer.subscribe([topic])
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(written), seen)
+    member = membership(consumer)
+    assert member.member_epoch > 0
+    consumer.close()
+    assert member.member_epoch == -2 and member.state is MemberState.UNSUBSCRIBED
