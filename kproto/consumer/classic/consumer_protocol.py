@@ -109,8 +109,8 @@ def group_partitions_by_topic(partitions: Iterable[TopicPartition]) -> List[Tupl
 
 
 def _java_grouped(partitions: Iterable[TopicPartition]) -> List[Tuple[str, List[int]]]:
-    # Java's CollectionUtils.groupPartitionsByTopic builds a HashMap<String, List<Integer>>,
-    # so the topics come out in HashMap order; partitions keep their list order.
+    # The sticky assignor's user data goes through CollectionUtils.groupPartitionsByTopic, a
+    # HashMap<String, List<Integer>>: topics in HashMap order, partitions in list order.
     groups = group_partitions_by_topic(partitions)
     order = hash_order([t for t, _ in groups], java_string_hash, default_capacity(len(groups)))
     as_dict = dict(groups)
@@ -166,12 +166,13 @@ def encode_subscription(subscription: Any, version: int = HIGHEST_VERSION) -> by
 
 
 def encode_assignment(assignment: Any, version: int = HIGHEST_VERSION) -> bytes:
-    """Version-prefixed ``ConsumerProtocolAssignment`` bytes (topics in Java's HashMap order)."""
+    """Version-prefixed ``ConsumerProtocolAssignment`` bytes: partitions grouped by topic in
+    the order the topics first appear, as Java's keyed collection does."""
     a = coerce_assignment(assignment)
     version = _check_version(version)
     body = _MsgAssignment(
         assigned_partitions=[_MsgAssignment.TopicPartition(topic=t, partitions=ps)
-                             for t, ps in _java_grouped(a.partitions_list)],
+                             for t, ps in group_partitions_by_topic(a.partitions_list)],
         user_data=None if a.user_data is None else bytes(a.user_data),
     )
     return _I16.pack(version) + body.encode(version)
