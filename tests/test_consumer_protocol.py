@@ -171,6 +171,14 @@ def test_sticky_user_data_equals_kafka_python(owned_map, generation):
     assert decode_sticky_user_data(expected) == (partitions, generation)
 
 
+def test_sticky_user_data_topics_in_java_hashmap_order():
+    # StickyAssignor groups through CollectionUtils.groupPartitionsByTopic, a HashMap: "a"
+    # (hash 97) comes before "b" (98) in a 16-bucket table whatever the input order.
+    data = encode_sticky_user_data([TopicPartition("b", 1), TopicPartition("a", 0)], 3)
+    assert data == (b"\x00\x00\x00\x02" + b"\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00"
+                    + b"\x00\x01b\x00\x00\x00\x01\x00\x00\x00\x01" + b"\x00\x00\x00\x03")
+
+
 def test_sticky_user_data_versions():
     parts = [TopicPartition("t", 0), TopicPartition("t", 1)]
     v0 = encode_sticky_user_data(parts, None)
