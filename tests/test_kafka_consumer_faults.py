@@ -1,0 +1,132 @@
+"""KafkaConsumer (classic engine) under broker faults, bad configuration and misuse.
+
+Faults run on fresh librdkafka mock clusters (leader moves, a broker down, injected
+Fetch errors): every record must arrive exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kproto import KafkaConsumer, TopicPartition, errors
+from tests.test_kafka_consumer_assign import assert_same, consume
+
+NOT_LEADER_OR_FOLLOWER = 6
+FETCH_API_KEY = 1
+
+
+def _consumer(cluster, **configs) -> KafkaConsumer:
+    configs.setdefault("auto_offset_reset", "earliest")
+    configs.setdefault("fetch_max_wait_ms", 50)
+    configs.setdefault("retry_backoff_ms", 20)
+    configs.setdefault("reconnect_backoff_ms", 20)
+    configs.setdefault("reconnect_backoff_max_ms", 200)
+    configs.setdefault("metadata_max_age_ms", 5000)
+    return KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, **configs)
+
+
+def test_leader_moves_and_broker_down_lose_and_repeat_nothing(mock_cluster_factory):
+    cluster = mock_cluster_factory(3)
+    topic = cluster.new_topic(partitions=4)
+    for p in range(4):
+        cluster.set_partition_leader(topic, p, 1 + p % 3)
+    written = cluster.produce(topic, 1200)
+    with _consumer(cluster, max_poll_records=50) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(4)])
+        records = consume(consumer, 300)
+        # Every partition moves to the next broker.
+        for p in range(4):
+            cluster.set_partition_leader(topic, p, 1 + (p + 1) % 3)
+        records += consume(consumer, 300)
+        # Broker 2 goes down; its partitions move to broker 3 (the others stay).
+        cluster.broker_down(2)
+        for p in range(4):
+            cluster.set_partition_leader(topic, p, 3 if 1 + (p + 1) % 3 == 2 else 1 + (p + 1) % 3)
+        records += consume(consumer, len(written) - len(records), timeout_s=60)
+        cluster.broker_up(2)
+        assert consumer.poll(timeout_ms=300) == {}
+    assert_same(records, written)
+
+
+def test_injected_not_leader_errors_are_survived(mock_cluster_factory):
+    cluster = mock_cluster_factory(3)
+    topic = cluster.new_topic(partitions=2)
+    written = cluster.produce(topic, 400)
+    with _consumer(cluster, max_poll_records=40) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(2)])
+        records = consume(consumer, 100)
+        cluster.push_partition_request_errors(topic, 0, FETCH_API_KEY, [NOT_LEADER_OR_FOLLOWER] * 3)
+        cluster.push_partition_request_errors(topic, 1, FETCH_API_KEY, [NOT_LEADER_OR_FOLLOWER] * 3)
+        records += consume(consumer, len(written) - len(records))
+        assert consumer.poll(timeout_ms=300) == {}
+    assert_same(records, written)
+
+
+@pytest.mark.parametrize("configs", [
+    {"max_poll_records": 0},
+    {"max_poll_records": -5},
+    {"fetch_max_wait_ms": "soon"},
+    {"auto_offset_reset": "sometimes"},
+    {"isolation_level": "read_dirty"},
+    {"group_protocol": "gossip"},
+    {"request_timeout_ms": 2**40},
+    {"check_crcs": "yes"},
+    {"no_such_setting": 1},
+    {"key_deserializer": 42},
+    {"heartbeat_interval_ms": 50000, "session_timeout_ms": 10000},
+    {"bootstrap_servers": ""},
+], ids=lambda c: ",".join(sorted(c)))
+def test_hostile_config_raises_at_construction(configs):
+    with pytest.raises(errors.KafkaConfigurationError):
+        KafkaConsumer(**configs)
+
+
+def test_misuse_raises_clear_errors(mock_cluster):
+    topic = mock_cluster.new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    consumer = _consumer(mock_cluster)
+    try:
+        with pytest.raises(errors.IllegalStateError):
+            consumer.poll(timeout_ms=10)  # nothing assigned
+        with pytest.raises(errors.IllegalStateError, match="group_id"):
+            consumer.commit()
+        with pytest.raises(errors.IllegalStateError, match="group_id"):
+            consumer.commit_async()
+        with pytest.raises(errors.IllegalStateError, match="group_id"):
+            consumer.committed(tp)
+        with pytest.raises(errors.IllegalStateError):
+            consumer.subscribe([topic])  # group management needs a group
+        with pytest.raises(errors.IllegalStateError):
+            consumer.position(tp)  # not assigned
+        with pytest.raises(TypeError):
+            consumer.position((topic, 0, 1))
+        consumer.assign([tp])
+        with pytest.raises(errors.IllegalArgumentError):
+            consumer.seek(tp, -1)
+        with pytest.raises(errors.IllegalStateError):
+            consumer.seek(TopicPartition(topic, 9), 0)
+        with pytest.raises(ValueError):
+            consumer.poll(timeout_ms=-1)
+        assert consumer.assignment() == {tp}
+    finally:
+        consumer.close()
+    with pytest.raises(errors.IllegalStateError):
+        consumer.poll(timeout_ms=10)
+    consumer.close()  # twice is fine
+
+
+def test_close_is_prompt_with_an_unreachable_broker():
+    # A port nobody listens on: construction and close must not hang.
+    from tests.brokers._net import free_port
+
+    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(free_port()),
+                             request_timeout_ms=1000, default_api_timeout_ms=1000)
+    consumer.assign([TopicPartition("t", 0)])
+    assert consumer.poll(timeout_ms=200) == {}
+    with pytest.raises(errors.KafkaTimeoutError):
+        consumer.beginning_offsets([TopicPartition("t", 0)], timeout_ms=300)
+    started = time.monotonic()
+    consumer.close(timeout_ms=500)
+    assert time.monotonic() - started < 10
