@@ -166,6 +166,9 @@ def test_assignment_of_an_unknown_topic_id_waits_for_metadata() -> None:
     h.manager.on_heartbeat_request_generated()
     assert h.manager.state is S.RECONCILING  # the target still has unresolved partitions
     h.manager.poll(h.clock())
+    assert h.owned() == [TP("alpha", 0)] and h.metadata.update_requests == 1  # at most once per backoff
+    h.clock.advance(100)
+    h.manager.poll(h.clock())
     assert h.owned() == [TP("alpha", 0)] and h.metadata.update_requests == 2
     h.metadata.learn("gamma")
     h.manager.poll(h.clock())  # adding partitions may run from the background loop

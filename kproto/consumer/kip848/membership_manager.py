@@ -57,6 +57,7 @@ log = logging.getLogger("kproto.kip848")
 JOIN_GROUP_MEMBER_EPOCH = 0
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+METADATA_REQUEST_BACKOFF_MS = 100
 
 Method = ConsumerRebalanceListenerMethodName
 
@@ -106,6 +107,7 @@ class ConsumerMembershipManager:
         self._assigned_topic_names: dict[uuid.UUID, str] = {}
         self._reconciliation_in_progress = False
         self._rejoined_while_reconciliation_in_progress = False
+        self._next_metadata_request_ms = 0
         self._subscription_updated = False
         self.is_poll_timer_expired = False
         self._leave_group_in_progress: Optional[Future] = None
@@ -493,7 +495,14 @@ class ConsumerMembershipManager:
                 log.error("on_partitions_revoked failed: %s", error)
             if self._maybe_abort_reconciliation():
                 return
-            assign_result = self._assign_partitions(assigned_by_id, added)
+            try:
+                assign_result = self._assign_partitions(assigned_by_id, added)
+            except Exception as exc:
+                # e.g. the subscription changed under the assignment: retried on the next
+                # reconciliation (the target is still not reconciled).
+                log.error("Could not apply the assignment %s: %s", sorted(tp for _, tp in assigned_by_id), exc)
+                self._reconciliation_in_progress = False
+                return
 
             def _after_assign(assign_error: Optional[BaseException]) -> None:
                 if assign_error is not None:
@@ -545,9 +554,13 @@ class ConsumerMembershipManager:
                 continue
             ready.update((topic_id, TopicPartition(name, p)) for p in partitions)
         if unresolved:
-            log.debug("Topic ids %s of the target assignment are not in metadata yet; requesting "
-                      "a metadata update", unresolved)
-            self._request_metadata_update()
+            now = self._time_ms()
+            # Called on every loop pass while waiting: ask at most once per backoff.
+            if now >= self._next_metadata_request_ms:
+                log.debug("Topic ids %s of the target assignment are not in metadata yet; requesting "
+                          "a metadata update", unresolved)
+                self._request_metadata_update()
+                self._next_metadata_request_ms = now + METADATA_REQUEST_BACKOFF_MS
         return ready
 
     def is_reconciliation_in_progress(self) -> bool:
