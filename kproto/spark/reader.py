@@ -1,0 +1,173 @@
+"""One task's read: exactly the records of one offset range, as PyArrow record batches.
+
+Owns the executor side of the data source: :func:`read_range` runs an assign-mode
+``KafkaConsumer`` (no group, no commits, ``auto_offset_reset='none'``) positioned at the
+range's first offset, keeps the records below its end offset and stops once the
+consumer's position reaches the end (transaction markers and compacted gaps count as
+read), and :func:`arrow_schema` / :func:`to_record_batch`, the columns of Spark's Kafka
+source in Arrow form. PyArrow is imported on first use.
+
+Data loss while reading (the range's first offsets deleted after planning, or the log now
+ending below the range) follows ``failOnDataLoss``; a partition that makes no progress for
+``kafkaConsumer.pollTimeoutMs`` raises ``KafkaTimeoutError`` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterator, Sequence
+
+from kproto.consumer.kafka_consumer import KafkaConsumer
+from kproto.errors import KafkaTimeoutError, OffsetOutOfRangeError
+from kproto.spark.planning import OffsetRange
+from kproto.spark.resolver import data_loss
+from kproto.spark.options import SourceOptions
+from kproto.structs import ConsumerRecord
+
+log = logging.getLogger("kproto.spark")
+
+# Rows per Arrow batch handed to Spark: large enough to amortise the per-batch cost,
+# small enough to keep a task's memory flat.
+BATCH_ROWS = 10_000
+_POLL_RECORDS = 5_000
+
+
+def arrow_schema(include_headers: bool) -> Any:
+    """The Arrow form of Spark's Kafka schema (what PySpark expects for it, exactly)."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", pa.list_(pa.field("element", _header_type()))))
+    return pa.schema(fields)
+
+
+def _header_type() -> Any:
+    import pyarrow as pa
+
+    return pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+
+
+def to_record_batch(records: Sequence[ConsumerRecord], topic: str, partition: int,
+                    include_headers: bool) -> Any:
+    """Records of one partition -> one ``pyarrow.RecordBatch`` in :func:`arrow_schema`."""
+    import pyarrow as pa
+
+    n = len(records)
+    columns = [
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array([r.offset for r in records], pa.int64()),
+        # Kafka timestamps are milliseconds; Spark's are microseconds.
+        pa.array([r.timestamp * 1000 for r in records], pa.timestamp("us", tz="UTC")),
+        pa.array([r.timestamp_type for r in records], pa.int32()),
+    ]
+    if include_headers:
+        columns.append(_headers_column(records))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def _headers_column(records: Sequence[ConsumerRecord]) -> Any:
+    import pyarrow as pa
+
+    # As Spark: a record without headers has a null list, not an empty one.
+    offsets, keys, values, valid = [0], [], [], []
+    for r in records:
+        headers = r.headers or ()
+        for key, value in headers:
+            keys.append(key)
+            values.append(value)
+        offsets.append(len(keys))
+        valid.append(bool(headers))
+    entries = pa.StructArray.from_arrays([pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+                                         fields=list(_header_type()))
+    mask = pa.array([not v for v in valid], pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries,
+                                    type=pa.list_(pa.field("element", _header_type())), mask=mask)
+
+
+def task_consumer_config(options: SourceOptions) -> dict:
+    """KafkaConsumer kwargs of a task: the user's ``kafka.*`` settings, never a reset."""
+    config = dict(options.client_config)
+    config["auto_offset_reset"] = "none"
+    config.setdefault("max_poll_records", _POLL_RECORDS)
+    return config
+
+
+def read_range(options: SourceOptions, r: OffsetRange, *, batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+    """Yield ``pyarrow.RecordBatch``es holding exactly the records of ``r`` (in offset order)."""
+    if r.size == 0:
+        return
+    tp = r.topic_partition
+    consumer = KafkaConsumer(**task_consumer_config(options))
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, r.from_offset)
+        pending: list[ConsumerRecord] = []
+        position = r.from_offset
+        last_progress = time.monotonic()
+        while position < r.until_offset:
+            try:
+                polled = consumer.poll(timeout_ms=200)
+            except OffsetOutOfRangeError:
+                position = _skip_lost(consumer, options, r, position)
+                last_progress = time.monotonic()
+                continue
+            for record in polled.get(tp, ()):
+                if r.from_offset <= record.offset < r.until_offset:
+                    pending.append(record)
+            new_position = consumer.position(tp)
+            if new_position > position:
+                position = new_position
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > options.poll_timeout_ms / 1000.0:
+                if _log_ends_early(consumer, options, r, position):
+                    break
+                raise KafkaTimeoutError(
+                    "kproto Spark source: no progress reading {}-{} at offset {} for {} ms "
+                    "(kafkaConsumer.pollTimeoutMs); the range ends at {}".format(
+                        r.topic, r.partition, position, options.poll_timeout_ms, r.until_offset))
+            if len(pending) >= batch_rows:
+                yield to_record_batch(pending, r.topic, r.partition, options.include_headers)
+                pending = []
+        if pending:
+            yield to_record_batch(pending, r.topic, r.partition, options.include_headers)
+    finally:
+        consumer.close()
+
+
+def _skip_lost(consumer: KafkaConsumer, options: SourceOptions, r: OffsetRange, position: int) -> int:
+    """The offset at ``position`` is gone: fail, or continue at the earliest one left."""
+    tp = r.topic_partition
+    earliest = consumer.beginning_offsets([tp])[tp]
+    data_loss(options, "offsets {}-{} of {}-{} are no longer available (earliest is now {})".format(
+        position, min(earliest, r.until_offset) - 1, r.topic, r.partition, earliest))
+    if earliest >= r.until_offset:
+        return r.until_offset
+    consumer.seek(tp, max(earliest, position))
+    return max(earliest, position)
+
+
+def _log_ends_early(consumer: KafkaConsumer, options: SourceOptions, r: OffsetRange, position: int) -> bool:
+    """After a stall: True (stop reading) when the log now ends below the range and
+    ``failOnDataLoss`` is false; raises DataLossError when it is true."""
+    tp = r.topic_partition
+    end = consumer.highwater(tp)
+    if end is None:
+        end = consumer.end_offsets([tp])[tp]
+    if end >= r.until_offset or end > position:
+        return False
+    data_loss(options, "{}-{} now ends at offset {}, below the planned end {} (truncated or recreated)"
+              .format(r.topic, r.partition, end, r.until_offset))
+    return True

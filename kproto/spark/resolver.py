@@ -1,0 +1,203 @@
+"""Driver-side lookups: which partitions a read covers and where their ranges start and end.
+
+Owns :class:`OffsetResolver`, one assign-mode ``KafkaConsumer`` (no group, no commits) that
+answers the planner's questions: the partitions of ``subscribe``/``subscribePattern``/
+``assign``, the earliest and latest offsets (ListOffsets), offsets for timestamps, and
+turning a starting/ending spec from the options into an offset per partition.
+
+The latest offset is the larger of ListOffsets(LATEST) and the high watermark of a Fetch
+at that offset: brokers that answer ListOffsets(LATEST) with less than the log end (Tansu
+answers its last batch's base offset + 1) would otherwise hide the newest batch. Under
+``read_committed`` ListOffsets already answers the last stable offset, which a Fetch does
+not report more reliably, so it is used alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Callable, Iterable, Optional, TypeVar
+
+from kproto.consumer.kafka_consumer import KafkaConsumer
+from kproto.errors import KafkaConfigurationError, KafkaError
+from kproto.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from kproto.structs import TopicPartition
+
+log = logging.getLogger("kproto.spark")
+
+T = TypeVar("T")
+
+# A Fetch at the log end waits this long for data before answering with the high watermark.
+_PROBE_FETCH_WAIT_MS = 50
+
+
+class DataLossError(KafkaError):
+    """Offsets a query needs are gone (deleted by retention, truncated, or a topic
+    recreated) and ``failOnDataLoss`` is true. Set ``failOnDataLoss=false`` to skip them."""
+
+
+def data_loss(options: SourceOptions, message: str) -> None:
+    """Raise DataLossError, or log a warning under ``failOnDataLoss=false``."""
+    if options.fail_on_data_loss:
+        raise DataLossError(message + ". Some data may have been lost because it is no longer available in "
+                            "Kafka (retention, truncation or a deleted topic). If you want the query to "
+                            "continue, set the source option 'failOnDataLoss' to 'false'.")
+    log.warning("%s; continuing (failOnDataLoss=false)", message)
+
+
+class OffsetResolver:
+    """Answers the planner's questions with one consumer; close() it when done."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        config = dict(options.client_config)
+        config.setdefault("fetch_max_wait_ms", _PROBE_FETCH_WAIT_MS)
+        config.setdefault("max_partition_fetch_bytes", 1)  # the probe wants the watermark, not data
+        self._consumer = KafkaConsumer(**config)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> "OffsetResolver":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        # Spark's fetchOffset.numRetries / retryIntervalMs: a lookup that fails with a
+        # retriable error (timeouts included) is tried again.
+        attempts = self.options.fetch_offset_num_retries + 1
+        for attempt in range(attempts):
+            try:
+                return call()
+            except KafkaError as exc:
+                if not exc.retriable or attempt == attempts - 1:
+                    raise
+                log.warning("%s failed (%s); retrying", what, exc)
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000.0)
+        raise AssertionError("unreachable")
+
+    # -- partitions -----------------------------------------------------------------------
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        """The partitions the options name, as the cluster has them now (sorted)."""
+        opts = self.options
+        if opts.assign is not None:
+            missing = []
+            for tp in opts.assign:
+                known = self._partitions_of(tp.topic)
+                if known is None or tp.partition not in known:
+                    missing.append(tp)
+            if missing:
+                raise KafkaConfigurationError("kproto Spark source: option 'assign' names partitions the "
+                                              "cluster does not have: {}".format(
+                                                  ", ".join("{}-{}".format(*tp) for tp in missing)))
+            return sorted(opts.assign)
+        if opts.subscribe is not None:
+            topics: Iterable[str] = opts.subscribe
+        else:
+            pattern = re.compile(opts.subscribe_pattern or "")
+            # Java's Pattern.matches: the whole name must match.
+            topics = sorted(t for t in self._retrying("listing topics", self._consumer.topics)
+                            if pattern.fullmatch(t) and not t.startswith("__"))
+        result = []
+        for topic in topics:
+            partitions = self._partitions_of(topic)
+            if partitions is None:
+                log.warning("topic %r does not exist (yet); it contributes no partitions", topic)
+                continue
+            result.extend(TopicPartition(topic, p) for p in partitions)
+        return sorted(result)
+
+    def _partitions_of(self, topic: str) -> Optional[set]:
+        return self._retrying("partitions of " + topic, lambda: self._consumer.partitions_for_topic(topic))
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        if not tps:
+            return {}
+        return dict(self._retrying("earliest offsets", lambda: self._consumer.beginning_offsets(tps)))
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        if not tps:
+            return {}
+        ends = dict(self._retrying("latest offsets", lambda: self._consumer.end_offsets(tps)))
+        if self.options.isolation_level == "read_committed":
+            return ends
+        return self._retrying("high watermarks", lambda: self._with_high_watermarks(ends))
+
+    def _with_high_watermarks(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        consumer = self._consumer
+        consumer.assign(list(ends))
+        for tp, offset in ends.items():
+            consumer.seek(tp, offset)
+        marks: dict[TopicPartition, int] = {}
+        deadline = time.monotonic() + self.options.client_config.get("request_timeout_ms", 30000) / 1000.0
+        while len(marks) < len(ends):
+            if time.monotonic() > deadline:
+                from kproto.errors import KafkaTimeoutError
+
+                raise KafkaTimeoutError("no Fetch answer (high watermark) for {} within request_timeout_ms"
+                                        .format(sorted(set(ends) - set(marks))))
+            consumer.poll(timeout_ms=100, max_records=1, update_offsets=False)
+            for tp in ends:
+                mark = consumer.highwater(tp)
+                if mark is not None:
+                    marks[tp] = mark
+        consumer.assign([])
+        return {tp: max(ends[tp], marks[tp]) for tp in ends}
+
+    def for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, Optional[int]]:
+        if not timestamps:
+            return {}
+        found = self._retrying("offsets for timestamps", lambda: self._consumer.offsets_for_times(timestamps))
+        return {tp: (None if found.get(tp) is None else found[tp].offset) for tp in timestamps}
+
+    def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], *, starting: bool) -> dict[TopicPartition, int]:
+        """One offset per partition in ``tps`` for a starting or ending spec."""
+        if spec == "earliest":
+            return self.earliest(tps)
+        if spec == "latest":
+            return self.latest(tps)
+        name = "startingOffsets" if starting else "endingOffsets"
+        if isinstance(spec, tuple):  # ("timestamp", ms or {tp: ms})
+            _, stamps = spec
+            if isinstance(stamps, dict):
+                self._check_named(name + "ByTimestamp", stamps, tps)
+                wanted = {tp: stamps[tp] for tp in tps}
+            else:
+                wanted = {tp: stamps for tp in tps}
+            found = self.for_times(wanted)
+            missing = [tp for tp, off in found.items() if off is None]
+            if missing:
+                if starting and self.options.starting_by_timestamp_strategy == "error":
+                    raise KafkaConfigurationError(
+                        "kproto Spark source: no offset has a timestamp at or after the requested one for "
+                        "{} (set startingOffsetsByTimestampStrategy=latest to start at the latest offset)"
+                        .format(", ".join("{}-{}".format(*tp) for tp in sorted(missing))))
+                found.update(self.latest(missing))
+            return {tp: int(off) for tp, off in found.items()}
+        self._check_named(name, spec, tps)
+        result = {tp: spec[tp] for tp in tps}
+        earliest = [tp for tp, off in result.items() if off == EARLIEST]
+        latest = [tp for tp, off in result.items() if off == LATEST]
+        result.update(self.earliest(earliest))
+        result.update(self.latest(latest))
+        return result
+
+    def _check_named(self, name: str, given: dict, tps: list[TopicPartition]) -> None:
+        # As Spark: per-partition offsets must name exactly the partitions being read.
+        if set(given) != set(tps):
+            raise KafkaConfigurationError(
+                "kproto Spark source: option '{}' must give every partition being read and no other "
+                "(use -2 for earliest, -1 for latest). Given: {}; read: {}".format(
+                    name, _names(given), _names(tps)))
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join("{}-{}".format(*tp) for tp in sorted(tps)) or "none"

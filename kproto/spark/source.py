@@ -1,0 +1,239 @@
+"""The PySpark classes of the ``kproto`` data source (imports pyspark; load it lazily).
+
+Owns :class:`KafkaDataSource` (format name ``kproto``, Spark's Kafka schema),
+:class:`KafkaBatchReader` (plans one task per offset range on the driver, reads each with
+:func:`kproto.spark.reader.read_range`) and :class:`KafkaStreamReader` (micro-batches
+whose offsets are ``{topic: {partition: offset}}``, Spark's Kafka layout).
+
+Where the work happens: ``DataSource.__init__`` (option checks) and the readers'
+planning methods run in Python workers on the driver, before any task; ``read()`` runs in
+executor workers, from a pickled copy of the reader, so readers pickle without their
+driver-side consumer.
+
+Streaming: ``initialOffset`` resolves ``startingOffsets``; ``latestOffset(start, limit)``
+re-lists the partitions (new ones start at their earliest offset), takes the latest
+offsets and applies the read limit (``maxOffsetsPerTrigger`` -> ``ReadMaxRows``);
+``partitions(start, end)`` plans exactly ``[start, end)``, so a query restarted from its
+checkpoint reads each offset once. ``Trigger.AvailableNow`` is supported (PySpark >= 4.2).
+On PySpark 4.0/4.1, which calls ``latestOffset()`` without a start, the limit counts
+from the end of the previous batch this driver planned (the first batch after a restart
+is not limited).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator, Optional
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
+
+from kproto.errors import KafkaConfigurationError
+from kproto.spark.options import SourceOptions, parse_options
+from kproto.spark.planning import OffsetRange, from_offset_json, rate_limit, split_ranges, to_offset_json
+from kproto.spark.reader import read_range
+from kproto.spark.resolver import OffsetResolver, data_loss
+from kproto.structs import TopicPartition
+
+try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                                  SupportsTriggerAvailableNow)
+    _STREAM_BASES: tuple = (DataSourceStreamReader, SupportsTriggerAvailableNow)
+except ImportError:  # PySpark 4.0/4.1
+    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+    _STREAM_BASES = (DataSourceStreamReader,)
+
+log = logging.getLogger("kproto.spark")
+
+SOURCE_NAME = "kproto"
+
+
+def spark_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema (``headers`` only with ``includeHeaders``)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType(fields)
+
+
+class KafkaInputPartition(InputPartition):
+    """One task: one :class:`OffsetRange`."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
+    # PySpark substitutes InputPartition(None) when a plan has no partitions.
+    offset_range = getattr(partition, "offset_range", None)
+    if offset_range is None:
+        return iter(())
+    return read_range(options, offset_range)
+
+
+def _check_schema(schema: StructType, options: SourceOptions) -> None:
+    expected = spark_schema(options.include_headers)
+    if schema != expected:
+        raise KafkaConfigurationError(
+            "kproto Spark source: the Kafka source has a fixed schema and cannot be set with a custom one "
+            "(expected {}, got {})".format(expected.simpleString(), schema.simpleString()))
+
+
+class KafkaDataSource(DataSource):
+    """``spark.read.format("kproto")`` / ``spark.readStream.format("kproto")``."""
+
+    def __init__(self, options: dict) -> None:
+        super().__init__(options)
+        # Checked here, on the driver, so a bad option fails the query before it plans.
+        self._common = parse_options(options, streaming=None)
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return spark_schema(self._common.include_headers)
+
+    def reader(self, schema: StructType) -> "KafkaBatchReader":
+        options = parse_options(self.options, streaming=False)
+        _check_schema(schema, options)
+        return KafkaBatchReader(options)
+
+    def streamReader(self, schema: StructType) -> "KafkaStreamReader":
+        options = parse_options(self.options, streaming=True)
+        _check_schema(schema, options)
+        return KafkaStreamReader(options)
+
+
+def plan_ranges(resolver: OffsetResolver, options: SourceOptions, starts: dict[TopicPartition, int],
+                ends: dict[TopicPartition, int]) -> list[OffsetRange]:
+    """Ranges for ``[starts, ends)`` per partition of ``ends``, after the data-loss checks
+    (offsets below the log start; ends below starts), split for minPartitions etc."""
+    earliest = resolver.earliest(ends)
+    ranges = []
+    for tp in sorted(ends):
+        begin = starts.get(tp, earliest[tp])
+        end = ends[tp]
+        if begin < earliest[tp]:
+            data_loss(options, "{}-{}: offsets {}-{} are no longer available (earliest is {})".format(
+                tp.topic, tp.partition, begin, earliest[tp] - 1, earliest[tp]))
+            begin = earliest[tp]
+        if end < begin:
+            data_loss(options, "{}-{}: the end offset {} is below the start offset {} (the partition was "
+                      "truncated or the topic recreated)".format(tp.topic, tp.partition, end, begin))
+            continue
+        ranges.append(OffsetRange(tp.topic, tp.partition, begin, end))
+    return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+
+
+class KafkaBatchReader(DataSourceReader):
+    """A batch read: ranges fixed at planning time, one task per range."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        with OffsetResolver(self.options) as resolver:
+            tps = resolver.topic_partitions()
+            starts = resolver.resolve(self.options.starting, tps, starting=True)
+            ends = resolver.resolve(self.options.ending, tps, starting=False)
+            ranges = plan_ranges(resolver, self.options, starts, ends)
+        log.info("batch read of %d partitions in %d tasks", len(tps), len(ranges))
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition)
+
+
+class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
+    """Micro-batches over the subscribed partitions; see the module docstring."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._resolver: Optional[OffsetResolver] = None
+        self._target: Optional[dict[TopicPartition, int]] = None  # Trigger.AvailableNow
+        self._last_end: Optional[dict[TopicPartition, int]] = None  # for PySpark < 4.2
+
+    def __getstate__(self) -> dict:
+        # Executors get a pickled copy for read(); the driver's consumer stays behind.
+        state = dict(self.__dict__)
+        state["_resolver"] = None
+        return state
+
+    @property
+    def resolver(self) -> OffsetResolver:
+        if self._resolver is None:
+            self._resolver = OffsetResolver(self.options)
+        return self._resolver
+
+    def initialOffset(self) -> dict:
+        tps = self.resolver.topic_partitions()
+        starts = self.resolver.resolve(self.options.starting, tps, starting=True)
+        self._last_end = dict(starts)
+        return to_offset_json(starts)
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self.resolver.topic_partitions()
+        self._target = self.resolver.latest(tps)
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        if start is not None:
+            begin = from_offset_json(start)
+            max_rows = getattr(limit, "max_rows", None)  # ReadAllAvailable has none
+        else:  # PySpark 4.0/4.1: no start, no admission control
+            begin = dict(self._last_end or {})
+            max_rows = self.options.max_offsets_per_trigger if self._last_end is not None else None
+        tps = self.resolver.topic_partitions()
+        if self._target is not None:
+            tps = [tp for tp in tps if tp in self._target]
+        latest = self.resolver.latest(tps)
+        if self._target is not None:
+            latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
+        new = [tp for tp in tps if tp not in begin]
+        if new:
+            log.info("new partitions %s start at their earliest offsets", new)
+            begin.update(self.resolver.earliest(new))
+        for tp in sorted(set(begin) - set(latest)):
+            if self._target is None or tp in self._target:
+                data_loss(self.options, "{}-{} is gone (topic or partition deleted)".format(*tp))
+            latest[tp] = begin[tp]
+        ends = rate_limit(begin, latest, max_rows)
+        self._last_end = dict(ends)
+        return to_offset_json(ends)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        ranges = plan_ranges(self.resolver, self.options, from_offset_json(start), from_offset_json(end))
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        # Offsets live in Spark's checkpoint; nothing is committed to Kafka.
+        pass
+
+    def stop(self) -> None:
+        if self._resolver is not None:
+            self._resolver.close()
+            self._resolver = None
+
+
+def register(spark: Any) -> None:
+    """Make ``format("kproto")`` available in a SparkSession."""
+    spark.dataSource.register(KafkaDataSource)
