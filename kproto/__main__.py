@@ -41,7 +41,11 @@ def _format(record: Any, as_json: bool, print_key: bool) -> str:
 
 
 def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
-    """Run the consume command; returns the number of records printed."""
+    """Run the consume command; returns the number of records printed.
+
+    With the embedded broker, fewer records than were seeded is an error (the demo's
+    promise is that every record comes back).
+    """
     from kproto import KafkaConsumer, TopicPartition
 
     broker = None
@@ -49,60 +53,66 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     topic = args.topic
     max_messages = args.max_messages
     from_beginning = args.from_beginning
-    if bootstrap is None:
-        from kproto.embedded import TansuBroker, seed_topic
-
-        broker = TansuBroker().start()
-        bootstrap = broker.bootstrap_servers
-        topic = topic or SAMPLE_TOPIC
-        seeded = seed_topic(bootstrap, topic, args.sample_records, partitions=3)
-        print("kproto: embedded broker on {}, seeded {} records into {!r}".format(
-            bootstrap, seeded, topic), file=sys.stderr)
-        from_beginning = True
-        if max_messages is None:
-            max_messages = seeded
-    if topic is None:
-        raise SystemExit("consume: --topic is required when --bootstrap-server is given")
-    configs = dict(bootstrap_servers=bootstrap, client_id="kproto-console-consumer",
-                   auto_offset_reset="earliest" if from_beginning else "latest",
-                   group_protocol=args.group_protocol, enable_auto_commit=args.group is not None)
-    if args.group:
-        configs["group_id"] = args.group
+    expected = None
     printed = 0
-    consumer = KafkaConsumer(**configs)
     try:
+        if bootstrap is None:
+            from kproto.embedded import TansuBroker, seed_topic
+
+            broker = TansuBroker().start()
+            bootstrap = broker.bootstrap_servers
+            topic = topic or SAMPLE_TOPIC
+            expected = seed_topic(bootstrap, topic, args.sample_records, partitions=3)
+            print("kproto: embedded broker on {}, seeded {} records into {!r}".format(
+                bootstrap, expected, topic), file=sys.stderr)
+            from_beginning = True
+            if max_messages is None:
+                max_messages = expected
+        if topic is None:
+            raise CliError("--topic is required when --bootstrap-server is given")
+        configs = dict(bootstrap_servers=bootstrap, client_id="kproto-console-consumer",
+                       auto_offset_reset="earliest" if from_beginning else "latest",
+                       group_protocol=args.group_protocol, enable_auto_commit=args.group is not None)
         if args.group:
-            consumer.subscribe([topic])
-        else:
-            partitions = None
-            deadline = time.monotonic() + 10
-            while partitions is None and time.monotonic() < deadline:
+            configs["group_id"] = args.group
+        with KafkaConsumer(**configs) as consumer:
+            if args.group:
+                consumer.subscribe([topic])
+            else:
                 partitions = consumer.partitions_for_topic(topic)
-                if partitions is None:
-                    time.sleep(0.1)
-            if not partitions:
-                raise SystemExit("consume: topic {!r} not found on {}".format(topic, bootstrap))
-            consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
-        idle_deadline = time.monotonic() + args.timeout_ms / 1000
-        while max_messages is None or printed < max_messages:
-            batch = consumer.poll(timeout_ms=500)
-            if batch:
-                idle_deadline = time.monotonic() + args.timeout_ms / 1000
-            for records in batch.values():
-                for record in records:
-                    out.write(_format(record, args.json, args.print_key) + "\n")
-                    printed += 1
-                    if max_messages is not None and printed >= max_messages:
-                        break
-            if args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
-                break
-        out.flush()
+                if not partitions:
+                    raise CliError("topic {!r} not found on {}".format(topic, bootstrap))
+                consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
+            printed = _print_records(consumer, out, args, max_messages)
     finally:
-        consumer.close()
         if broker is not None:
             broker.stop()
     print("kproto: consumed {} records".format(printed), file=sys.stderr)
+    if expected is not None and printed < expected:
+        raise CliError("consumed {} of the {} seeded records".format(printed, expected))
     return printed
+
+
+def _print_records(consumer: Any, out: Any, args: argparse.Namespace, max_messages: Optional[int]) -> int:
+    """Poll and print until ``max_messages`` or ``--timeout-ms`` without records."""
+    printed = 0
+    idle_deadline = time.monotonic() + args.timeout_ms / 1000
+    while max_messages is None or printed < max_messages:
+        limit = None if max_messages is None else max_messages - printed
+        batch = consumer.poll(timeout_ms=500, max_records=limit)
+        if batch:
+            idle_deadline = time.monotonic() + args.timeout_ms / 1000
+            lines = [_format(r, args.json, args.print_key) for records in batch.values() for r in records]
+            out.write("\n".join(lines) + "\n")
+            printed += len(lines)
+        elif args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
+            break
+    out.flush()
+    return printed
+
+
+class CliError(Exception):
+    """A usage or run-time problem reported as one line on stderr (exit status 1)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,11 +137,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Exit status: 0 on success, 1 on an error (one line on stderr), 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if args.command == "consume":
-        consume(args)
+    from kproto.errors import KafkaError
+
+    try:
+        if args.command == "consume":
+            consume(args)
+    except (CliError, KafkaError) as exc:
+        print("kproto: error: {}".format(exc), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 0
     return 0
 
 

@@ -1,0 +1,61 @@
+"""``python -m kproto consume``: embedded-broker demo and --bootstrap-server mode, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kproto.__main__ import _text
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kproto", "consume", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_embedded_broker_demo_consumes_every_seeded_record():
+    result = run_cli("--sample-records", "300", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 300
+    seqs = sorted(int(dict(r["headers"])["seq"]) for r in rows)
+    assert seqs == list(range(300))
+    for r in rows:
+        i = int(dict(r["headers"])["seq"])
+        assert (r["key"], r["value"], r["partition"]) == ("key-%d" % i, "value-%d" % i, i % 3)
+    assert "consumed 300 records" in result.stderr
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_bootstrap_server_mode_prints_what_the_producer_wrote(tansu_broker, codec):
+    topic = tansu_broker.new_topic(partitions=3)
+    written = tansu_broker.produce(topic, 120, codec=codec)
+    result = run_cli("--bootstrap-server", tansu_broker.bootstrap_servers, "--topic", topic,
+                     "--from-beginning", "--json", "--max-messages", "120")
+    assert result.returncode == 0, result.stderr
+    rows = sorted((json.loads(line) for line in result.stdout.splitlines()),
+                  key=lambda r: (r["partition"], r["offset"]))
+    assert [(r["partition"], r["offset"]) for r in rows] == [(w.partition, w.offset) for w in written]
+    for r, w in zip(rows, written):
+        assert (r["topic"], r["key"], r["value"], r["timestamp"]) == (topic, _text(w.key), _text(w.value), w.timestamp)
+        assert r["headers"] == [[k, _text(v)] for k, v in w.headers]
+
+
+def test_plain_output_and_idle_timeout(tansu_broker):
+    topic = tansu_broker.new_topic(partitions=1)
+    written = tansu_broker.produce(topic, 5)
+    result = run_cli("--bootstrap-server", tansu_broker.bootstrap_servers, "--topic", topic,
+                     "--from-beginning", "--print-key", "--timeout-ms", "1000")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["{}\t{}".format(_text(w.key), _text(w.value)) for w in written]
+
+
+def test_usage_errors_exit_nonzero_with_a_message(tansu_broker):
+    result = run_cli("--bootstrap-server", tansu_broker.bootstrap_servers)
+    assert result.returncode == 1
+    assert "--topic is required" in result.stderr
+    result = run_cli("--bogus-flag")
+    assert result.returncode == 2  # argparse
