@@ -255,3 +255,14 @@ def test_check_crcs_off_still_reads(broker):
     with consumer_for(broker, check_crcs=False) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
         assert_same(consume(consumer, 50), written)
+
+
+@pytest.mark.slow
+@pytest.mark.broker_kinds("tansu")  # the mock drops old data past ~5 MiB per partition
+def test_hundred_thousand_records_over_four_partitions(broker):
+    topic = broker.new_topic(partitions=4)
+    written = broker.produce(topic, 100_000, codec="lz4")
+    with consumer_for(broker, max_poll_records=2000) as consumer:
+        assign_all(consumer, topic)
+        assert_same(consume(consumer, len(written), timeout_s=60), written)
+        assert consumer.poll(timeout_ms=300) == {}
