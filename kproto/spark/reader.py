@@ -138,9 +138,9 @@ def read_range(options: SourceOptions, r: OffsetRange, *, batch_rows: int = BATC
                     "kproto Spark source: no progress reading {}-{} at offset {} for {} ms "
                     "(kafkaConsumer.pollTimeoutMs); the range ends at {}".format(
                         r.topic, r.partition, position, options.poll_timeout_ms, r.until_offset))
-            if len(pending) >= batch_rows:
-                yield to_record_batch(pending, r.topic, r.partition, options.include_headers)
-                pending = []
+            while len(pending) >= batch_rows:
+                yield to_record_batch(pending[:batch_rows], r.topic, r.partition, options.include_headers)
+                del pending[:batch_rows]
         if pending:
             yield to_record_batch(pending, r.topic, r.partition, options.include_headers)
     finally:
