@@ -266,3 +266,17 @@ def test_hundred_thousand_records_over_four_partitions(broker):
         assign_all(consumer, topic)
         assert_same(consume(consumer, len(written), timeout_s=60), written)
         assert consumer.poll(timeout_ms=300) == {}
+
+
+def test_iteration_restarts_after_seek_and_stops_when_closed(broker):
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 30)
+    tp = TopicPartition(topic, 0)
+    consumer = consumer_for(broker, consumer_timeout_ms=1500)
+    consumer.assign([tp])
+    first = [next(consumer) for _ in range(3)]
+    assert [r.offset for r in first] == [0, 1, 2]
+    consumer.seek(tp, 20)
+    assert_same(list(consumer), written[20:])
+    consumer.close()
+    assert list(consumer) == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
 from kproto.errors import ConcurrentModificationError, IllegalStateError
@@ -117,7 +118,11 @@ class KafkaConsumer:
         self._delegate: ConsumerDelegate = create_consumer_delegate(self.config)
         self._iterator: Optional[Iterator[ConsumerRecord]] = None
         if topics:
-            self.subscribe(topics)
+            try:
+                self.subscribe(topics)
+            except BaseException:
+                self.close()  # no sockets or threads left behind by a failed constructor
+                raise
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -138,10 +143,12 @@ class KafkaConsumer:
         if isinstance(topics, str):
             topics = [topics]
         self._call("subscribe", tuple(topics), pattern, listener)
+        self._iterator = None  # records buffered for iteration are stale now
 
     def unsubscribe(self) -> None:
         """Drop the subscription (or manual assignment); leaves the group if in one."""
         self._call("unsubscribe")
+        self._iterator = None  # records buffered for iteration are stale now
 
     def subscription(self) -> Optional[set]:
         """The subscribed topic names, or None when not subscribed."""
@@ -150,6 +157,7 @@ class KafkaConsumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manually assign partitions (no group management)."""
         self._call("assign", list(partitions))
+        self._iterator = None  # records buffered for iteration are stale now
 
     def assignment(self) -> set:
         """The partitions currently assigned to this consumer."""
@@ -170,9 +178,10 @@ class KafkaConsumer:
         return self
 
     def __next__(self) -> ConsumerRecord:
+        """The next record; StopIteration after ``consumer_timeout_ms`` without one (kafka-python)."""
+        if self._closed:
+            raise StopIteration("KafkaConsumer closed")
         timeout_ms = self.config["consumer_timeout_ms"]
-        import time
-
         deadline = None if timeout_ms == float("inf") else time.monotonic() + timeout_ms / 1000
         while True:
             if self._iterator is not None:
@@ -193,14 +202,17 @@ class KafkaConsumer:
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Set the position of an assigned partition."""
         self._call("seek", partition, offset)
+        self._iterator = None  # records buffered for iteration are stale now
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Reset positions to the earliest offset (all assigned partitions if none given)."""
         self._call("seek_to_beginning", partitions)
+        self._iterator = None  # records buffered for iteration are stale now
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         """Reset positions to the latest offset (all assigned partitions if none given)."""
         self._call("seek_to_end", partitions)
+        self._iterator = None  # records buffered for iteration are stale now
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
         """The offset of the next record that will be fetched for ``partition``."""
