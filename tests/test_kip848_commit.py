@@ -131,3 +131,10 @@ def test_without_auto_commit_nothing_is_committed_before_revocation() -> None:
     assert s.commit.maybe_auto_commit_sync_before_rebalance(s.clock() + 1000).result(timeout=0) is None
     s.commit.update_timer_and_maybe_commit(s.clock.advance(60_000))
     assert s.sent() == []
+
+
+def test_a_due_auto_commit_wakes_the_application_not_the_background_loop() -> None:
+    s = Setup()
+    s.clock.advance(6000)  # due, but only the application's poll triggers it
+    assert s.commit.maximum_time_to_wait(s.clock()) == 0
+    assert s.commit.poll(s.clock()).time_until_next_poll_ms > 60_000

@@ -332,3 +332,13 @@ def test_leave_group_heartbeat_is_sent_at_once() -> None:
     assert leave.request.member_epoch == -1 and done.done()
     assert (leave.request.subscribed_topic_names, leave.request.topic_partitions) == (None, None)
     assert e.h.manager.state is S.UNSUBSCRIBED and e.heartbeats() == []
+
+
+def test_no_busy_wait_while_a_heartbeat_is_in_flight() -> None:
+    e = Engine("alpha")
+    e.find_coordinator()
+    e.h.join()
+    e.one_heartbeat()  # the join, unanswered
+    e.clock.advance(5000)
+    result = e.heartbeat.poll(e.clock())
+    assert result.unsent_requests == [] and result.time_until_next_poll_ms >= BACKOFF_MS

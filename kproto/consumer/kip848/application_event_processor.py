@@ -42,7 +42,7 @@ class ApplicationEventProcessor:
     def __init__(self, subscriptions: Any, metadata: Any, *, fetch_request_manager: Any,
                  offsets_request_manager: Any, coordinator_request_manager: Any = None,
                  commit_request_manager: Any = None, heartbeat_request_manager: Any = None,
-                 membership_manager: Any = None, wake_application: Callable[[], None] = lambda: None) -> None:
+                 membership_manager: Any = None) -> None:
         self.subscriptions = subscriptions
         self.metadata = metadata
         self.fetch = fetch_request_manager
@@ -51,7 +51,6 @@ class ApplicationEventProcessor:
         self.commit = commit_request_manager
         self.heartbeat = heartbeat_request_manager
         self.membership = membership_manager
-        self._wake_application = wake_application
 
     def process(self, event: ev.ApplicationEvent) -> None:
         handler = getattr(self, "_process_" + type(event).__name__, None)
@@ -75,9 +74,10 @@ class ApplicationEventProcessor:
             positions = self.offsets.update_fetch_positions(event.deadline_ms)
         except Exception as exc:
             event.complete_exceptionally(exc)
-            self._wake_application()
             return
 
+        # The application waits on the event's validate-positions flag, not on a wakeup:
+        # waking it here would make every completed event start the next one at once.
         def _after_positions(error: Optional[BaseException]) -> None:
             if error is not None:
                 event.complete_exceptionally(error)
@@ -85,7 +85,6 @@ class ApplicationEventProcessor:
                 event.mark_validate_positions_complete()
                 self.fetch.create_fetch_requests()
                 event.complete_successfully()
-            self._wake_application()
 
         when_complete(positions, _after_positions)
 

@@ -216,6 +216,14 @@ class AsyncKafkaConsumer:
             first_pass = False
             self._execute_commit_callbacks()
             self._process_background_events()
+            inflight = self._inflight_poll
+            if not inflight.is_validate_positions_complete():
+                # Reading the buffer now could race the background thread on positions.
+                remaining = deadline - self._time_ms()
+                if remaining <= 0:
+                    return {}
+                if not inflight.await_validate_positions(min(remaining, self.retry_backoff_ms) / 1000.0):
+                    continue  # still validating: a new pass, but no new event (it is in flight)
             fetch = self._collect_fetch(max_records)
             if not fetch.is_empty():
                 # Ask for the next batch while the application processes this one.

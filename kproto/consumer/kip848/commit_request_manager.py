@@ -94,12 +94,14 @@ class CommitRequestManager:
     # --- the request manager contract ----------------------------------------------------
 
     def poll(self, now_ms: int) -> PollResult:
+        # The auto-commit timer is not this loop's business: it fires from the application's
+        # poll (maximum_time_to_wait makes that poll wake up in time).
         self._expire(now_ms)
         coordinator = self.coordinator_request_manager.coordinator
         if not self.pending or coordinator is None:
-            return PollResult(self._auto_commit_wait(now_ms))
+            return PollResult(MAX_WAIT_MS if not self.pending else self.retry_backoff_ms)
         unsent = []
-        wait = self._auto_commit_wait(now_ms)
+        wait = MAX_WAIT_MS
         for pending in self.pending:
             if pending.state.can_send_request(now_ms):
                 unsent.append(self._make_request(pending, coordinator.node_id, now_ms))

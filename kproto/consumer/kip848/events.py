@@ -89,6 +89,10 @@ class AsyncPollEvent(ApplicationEvent):
     def is_validate_positions_complete(self) -> bool:
         return self._validate_positions_complete.is_set()
 
+    def await_validate_positions(self, timeout_s: float) -> bool:
+        """Block the application thread until positions are validated (or the timeout)."""
+        return self._validate_positions_complete.wait(timeout_s)
+
     def complete_successfully(self) -> None:
         # Completing the event implies its earlier stages are done too.
         self.mark_reconciliation_check_complete()

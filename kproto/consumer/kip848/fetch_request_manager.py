@@ -70,10 +70,15 @@ class FetchRequestManager(AbstractFetch):
         unsent = UnsentRequest(RequestBuilder(FetchRequest, _build), node_id)
 
         def _on_complete(response: Any, error: Optional[BaseException]) -> None:
-            if error is not None:
-                self.handle_fetch_failure(node_id, data, error)
-            else:
-                self.handle_fetch_success(node_id, data, response, sent_version[-1])
+            try:
+                if error is not None:
+                    self.handle_fetch_failure(node_id, data, error)
+                else:
+                    self.handle_fetch_success(node_id, data, response, sent_version[-1])
+            finally:
+                # Also after an empty answer: the application's poll() then asks for the
+                # next fetch instead of waiting out its timeout with none in flight.
+                self.fetch_buffer.wakeup()
 
         return unsent.when_complete(_on_complete)
 

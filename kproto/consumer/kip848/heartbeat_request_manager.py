@@ -193,6 +193,7 @@ class ConsumerHeartbeatRequestManager:
         self.membership_manager = membership_manager
         self.background_event_handler = background_event_handler
         self.max_poll_interval_ms = max_poll_interval_ms
+        self._retry_backoff_ms = retry_backoff_ms
         # Interval 0 until the broker says otherwise: the first heartbeat goes out at once.
         self.heartbeat_request_state = HeartbeatRequestState(now_ms, 0, retry_backoff_ms,
                                                              retry_backoff_max_ms, jitter)
@@ -228,6 +229,9 @@ class ConsumerHeartbeatRequestManager:
         heartbeat_now = membership.state is MemberState.LEAVING or (
             membership.should_heartbeat_now() and not state.request_in_flight())
         if not heartbeat_now and not state.can_send_request(now_ms):
+            if state.request_in_flight():
+                # The response wakes the network step; no need to spin until it arrives.
+                return PollResult(max(state.heartbeat_interval_ms, self._retry_backoff_ms))
             return PollResult(state.time_to_next_heartbeat_ms(now_ms))
         request = self._make_heartbeat_request(now_ms, coordinator.node_id, ignore_response=False)
         return PollResult(state.heartbeat_interval_ms, [request])
@@ -243,7 +247,9 @@ class ConsumerHeartbeatRequestManager:
         half_poll = self.poll_timer.remaining_ms() // 2
         if not can_heartbeat:
             return half_poll
-        if membership.should_heartbeat_now() and not self.heartbeat_request_state.request_in_flight():
+        if self.heartbeat_request_state.request_in_flight():
+            return half_poll
+        if membership.should_heartbeat_now():
             return 0
         return min(half_poll, self.heartbeat_request_state.time_to_next_heartbeat_ms(now_ms))
 

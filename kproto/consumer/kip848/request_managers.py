@@ -81,7 +81,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
     processor = ApplicationEventProcessor(
         subscriptions, metadata, fetch_request_manager=fetch, offsets_request_manager=offsets,
         coordinator_request_manager=coordinator, commit_request_manager=commit,
-        heartbeat_request_manager=heartbeat, membership_manager=membership, wake_application=fetch_buffer.wakeup)
+        heartbeat_request_manager=heartbeat, membership_manager=membership)
     managers = [m for m in (coordinator, commit, heartbeat, membership, offsets, fetch) if m is not None]
     return Resources(delegate, managers, processor, close_requests=fetch.close_fetch_sessions,
                      client=client, membership_manager=membership)
