@@ -11,6 +11,9 @@ recovery (LEAVING -> STALE -> JOINING). FATAL is terminal.
 from __future__ import annotations
 
 import enum
+from typing import Optional, Protocol
+
+from kproto.structs import TopicPartition
 
 
 class MemberState(enum.Enum):
@@ -67,3 +70,11 @@ del S
 
 def is_valid_transition(source: MemberState, target: MemberState) -> bool:
     return source in PREVIOUS_VALID_STATES[target]
+
+
+class MemberStateListener(Protocol):
+    """Told about epoch and assignment changes (the commit manager stamps its commits)."""
+
+    def on_member_epoch_updated(self, member_epoch: Optional[int], member_id: str) -> None: ...
+
+    def on_group_assignment_updated(self, partitions: set[TopicPartition]) -> None: ...

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import uuid
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kproto.consumer.kip848.events import (
     BackgroundEventHandler,
@@ -46,7 +46,7 @@ from kproto.consumer.kip848.local_assignment import (
     generate_member_id,
     when_complete,
 )
-from kproto.consumer.kip848.member_state import MemberState, is_valid_transition
+from kproto.consumer.kip848.member_state import MemberState, MemberStateListener, is_valid_transition
 from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult
 from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.errors import IllegalStateError
@@ -60,14 +60,6 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 METADATA_REQUEST_BACKOFF_MS = 100
 
 Method = ConsumerRebalanceListenerMethodName
-
-
-class MemberStateListener(Protocol):
-    """Told about epoch and assignment changes (the commit manager stamps its commits)."""
-
-    def on_member_epoch_updated(self, member_epoch: Optional[int], member_id: str) -> None: ...
-
-    def on_group_assignment_updated(self, partitions: set[TopicPartition]) -> None: ...
 
 
 class ConsumerMembershipManager:
