@@ -86,3 +86,54 @@ def test_poll_zero_returns_buffered_records_without_spinning(broker) -> None:
         assert seen == {(r.partition, r.offset) for r in written}
     finally:
         consumer.close()
+
+
+def _drain(consumer: KafkaConsumer, n: int) -> set:
+    seen: set = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < n:
+        assert time.monotonic() < deadline, "got {} of {}".format(len(seen), n)
+        for tp, records in consumer.poll(timeout_ms=200).items():
+            seen.update((tp.partition, r.offset) for r in records)
+    return seen
+
+
+@pytest.mark.needs("kip848")
+def test_unsubscribe_leaves_and_subscribe_rejoins(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    first = broker.produce(topic, 10)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
+                             group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        consumer.subscribe([topic])
+        assert _drain(consumer, 10) == {(r.partition, r.offset) for r in first}
+        consumer.commit()
+        consumer.unsubscribe()
+        assert consumer.assignment() == set() and consumer.subscription() is None
+        second = broker.produce(topic, 6, start_index=10)
+        consumer.subscribe([topic])
+        assert _drain(consumer, 6) == {(r.partition, r.offset) for r in second}  # resumed at the commit
+    finally:
+        consumer.close()
+
+
+@pytest.mark.needs("kip848")
+def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    written = broker.produce(topic, 12)
+    tp0, tp1 = TP(topic, 0), TP(topic, 1)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
+                             group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        consumer.assign([tp0, tp1])
+        everything = {(r.partition, r.offset) for r in written}
+        assert _drain(consumer, len(written)) == everything
+        consumer.commit()
+        end = max(r.offset for r in written if r.partition == 0) + 1
+        assert consumer.committed(tp0) == end == consumer.position(tp0)
+        assert consumer.end_offsets([tp0]) == {tp0: end}
+        assert consumer.beginning_offsets([tp0]) == {tp0: 0}
+        consumer.seek_to_beginning()
+        assert _drain(consumer, len(written)) == everything
+    finally:
+        consumer.close()
