@@ -283,3 +283,24 @@ def test_static_member_leaves_with_epoch_minus_two(broker) -> None:
     assert member.member_epoch > 0
     consumer.close()
     assert member.member_epoch == -2 and member.state is MemberState.UNSUBSCRIBED
+
+
+@pytest.mark.needs("kip848", "classic_groups")
+def test_both_engines_return_the_same_records(broker) -> None:
+    topic = broker.new_topic(partitions=3, prefix="k848")
+    written = broker.produce(topic, 45)
+    results = {}
+    for protocol in ("classic", "consumer"):
+        consumer = make_consumer(broker, "g-{}-{}".format(protocol, topic), group_protocol=protocol)
+        consumer.subscribe([topic])
+        got: dict = {}
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < len(written):
+            assert time.monotonic() < deadline, "{}: {} of {}".format(protocol, len(got), len(written))
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                for r in records:
+                    got[(tp.partition, r.offset)] = (r.key, r.value, tuple(r.headers), r.timestamp)
+        consumer.close()
+        results[protocol] = got
+    assert results["classic"] == results["consumer"]
+    assert set(results["consumer"]) == {(r.partition, r.offset) for r in written}
