@@ -61,12 +61,9 @@ def available(bootstrap: str, topic: str) -> int:
     return sum(end[tp] - begin[tp] for tp in tps)
 
 
-def run_kproto(bootstrap: str, topic: str, n: int, check_crcs: bool = True) -> tuple[int, int]:
-    from kproto import KafkaConsumer, TopicPartition
-
+def drain(consumer, n: int) -> tuple[int, int]:
+    """Poll a kafka-python-style consumer until ``n`` records (or 10 s without any)."""
     count = size = 0
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", check_crcs=check_crcs)
-    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
     idle = time.monotonic() + 10
     while count < n and time.monotonic() < idle:
         batch = consumer.poll(timeout_ms=500)
@@ -78,26 +75,23 @@ def run_kproto(bootstrap: str, topic: str, n: int, check_crcs: bool = True) -> t
                 size += len(r.value) + len(r.key) + (r.offset & 0)
     consumer.close()
     return count, size
+
+
+def run_kproto(bootstrap: str, topic: str, n: int, check_crcs: bool = True) -> tuple[int, int]:
+    from kproto import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", check_crcs=check_crcs)
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    return drain(consumer, n)
 
 
 def run_kafka_python(bootstrap: str, topic: str, n: int) -> tuple[int, int]:
     from kafka import KafkaConsumer, TopicPartition
 
-    count = size = 0
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", check_crcs=True,
                              enable_auto_commit=False)
     consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    idle = time.monotonic() + 10
-    while count < n and time.monotonic() < idle:
-        batch = consumer.poll(timeout_ms=500)
-        if batch:
-            idle = time.monotonic() + 10
-        for records in batch.values():
-            for r in records:
-                count += 1
-                size += len(r.value) + len(r.key) + (r.offset & 0)
-    consumer.close()
-    return count, size
+    return drain(consumer, n)
 
 
 def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[int, int]:
@@ -137,7 +131,19 @@ def profile_kproto(bootstrap: str, topic: str, n: int, top: int = 25) -> str:
     return out.getvalue()
 
 
+def preload() -> None:
+    """Import every client before timing, so no run pays for module loading."""
+    import confluent_kafka  # noqa: F401
+    import kafka  # noqa: F401
+
+    import kproto.consumer.classic.classic_kafka_consumer  # noqa: F401
+    from kproto.consumer.config import ConsumerConfig
+
+    ConsumerConfig({})
+
+
 def bench_one(kind: str, records: int, clients: list[str], profile: bool) -> None:
+    preload()
     if kind == "tansu":
         from kproto.embedded import TansuBroker
 
