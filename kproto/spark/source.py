@@ -137,6 +137,15 @@ def plan_ranges(resolver: OffsetResolver, options: SourceOptions, starts: dict[T
     return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
 
 
+def _check_not_beyond_end(latest: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> None:
+    # A task would wait for offsets nobody has written yet: refuse while planning.
+    beyond = ["{}-{}: {} (the partition ends at {})".format(tp.topic, tp.partition, ends[tp], latest[tp])
+              for tp in sorted(ends) if ends[tp] > latest[tp]]
+    if beyond:
+        raise KafkaConfigurationError("kproto Spark source: endingOffsets beyond the end of the partition: "
+                                      + "; ".join(beyond))
+
+
 class KafkaBatchReader(DataSourceReader):
     """A batch read: ranges fixed at planning time, one task per range."""
 
@@ -148,6 +157,8 @@ class KafkaBatchReader(DataSourceReader):
             tps = resolver.topic_partitions()
             starts = resolver.resolve(self.options.starting, tps, starting=True)
             ends = resolver.resolve(self.options.ending, tps, starting=False)
+            if isinstance(self.options.ending, dict):
+                _check_not_beyond_end(resolver.latest(tps), ends)
             ranges = plan_ranges(resolver, self.options, starts, ends)
         log.info("batch read of %d partitions in %d tasks", len(tps), len(ranges))
         return [KafkaInputPartition(r) for r in ranges]

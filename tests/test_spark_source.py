@@ -1,0 +1,260 @@
+"""The ``kproto`` PySpark data source end to end: local Spark (``local[2]``) reading the
+librdkafka mock cluster and Tansu, records written by confluent-kafka.
+
+One SparkSession for the whole module (every Spark test lives here); its JVM (a child
+process PySpark started) and Python workers are stopped when the module ends. Skips when
+pyspark or pyarrow is not installed (``pip install 'kproto[spark]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0: pip install 'kproto[spark]'")
+pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
+
+from tests.brokers.seeding import CODECS  # noqa: E402
+
+pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+
+WAIT_S = 180  # upper bound for waits on Spark; never a performance threshold
+
+
+def _stop_spark(session) -> None:
+    """Stop the SparkContext, then the JVM PySpark launched (by its pid) and forget it."""
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except Exception:
+                proc.kill()
+                proc.wait(timeout=30)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+@pytest.fixture(scope="module")
+def spark():
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP")}
+    # Workers must run this interpreter, or they miss the venv's packages (kproto, pyarrow).
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # Spark binds nothing but loopback
+    from pyspark.sql import SparkSession
+
+    import kproto.spark
+
+    session = (SparkSession.builder.master("local[2]").appName("kproto-spark-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    kproto.spark.register(session)
+    try:
+        yield session
+    finally:
+        _stop_spark(session)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def read(spark, broker, **options):
+    reader = spark.read.format("kproto").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def as_tuples(table) -> list:
+    """Rows of an Arrow table (or pylist) as comparable tuples, sorted by (topic, partition, offset)."""
+    rows = table.to_pylist() if hasattr(table, "to_pylist") else table
+    out = []
+    for r in rows:
+        headers = None if r.get("headers") is None else tuple((h["key"], h["value"]) for h in r["headers"])
+        out.append((r["topic"], r["partition"], r["offset"], r["key"], r["value"],
+                    int(r["timestamp"].timestamp() * 1000), r["timestampType"], headers))
+    return sorted(out, key=lambda t: t[:3])
+
+
+def written_tuples(written, with_headers=True) -> list:
+    return sorted(((w.topic, w.partition, w.offset, w.key, w.value, w.timestamp, 0,
+                    (tuple(w.headers) or None) if with_headers else None) for w in written),
+                  key=lambda t: t[:3])
+
+
+# -- batch ------------------------------------------------------------------------------
+
+
+def test_batch_read_in_every_codec_equals_what_the_producer_wrote(spark, broker):
+    # 50k records, one partition per codec (10k each), read by local[2] in one query.
+    topic = broker.new_topic(partitions=len(CODECS))
+    written = []
+    for p, codec in enumerate(CODECS):
+        written += broker.produce(topic, 10_000, partitions=[p], codec=codec, start_index=p * 10_000)
+    df = read(spark, broker, subscribe=topic, includeHeaders="true")
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    got = as_tuples(df.toArrow())
+    assert len(got) == 50_000
+    assert got == written_tuples(written)
+
+
+def test_offset_ranges_and_min_partitions_split(spark, broker):
+    from pyspark.sql.functions import spark_partition_id
+
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 400)  # offsets 0-199 in each partition
+    df = read(spark, broker, subscribe=topic, minPartitions="6",
+              startingOffsets=json.dumps({topic: {"0": 10, "1": -2}}),
+              endingOffsets=json.dumps({topic: {"0": 150, "1": -1}}))
+    assert df.rdd.getNumPartitions() == 6
+    rows = df.select(spark_partition_id().alias("task"), "partition", "offset").collect()
+    expected = [(w.partition, w.offset) for w in written
+                if (w.partition == 0 and 10 <= w.offset < 150) or w.partition == 1]
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(expected)
+    tasks: dict = {}
+    for r in rows:
+        tasks.setdefault(r.task, []).append((r.partition, r.offset))
+    assert len(tasks) == 6
+    for offsets in tasks.values():  # each task: one contiguous range of one partition
+        assert len({p for p, _ in offsets}) == 1
+        numbers = sorted(o for _, o in offsets)
+        assert numbers == list(range(numbers[0], numbers[-1] + 1))
+    # Without headers the column is absent; the default range is earliest..latest.
+    whole = read(spark, broker, assign=json.dumps({topic: [1]}))
+    assert "headers" not in whole.columns
+    assert as_tuples(whole.toArrow()) == written_tuples([w for w in written if w.partition == 1], False)
+
+
+def _bad(spark, broker, match, **options):
+    from pyspark import SparkContext
+
+    group = "bad-%d" % time.monotonic_ns()
+    spark.sparkContext.setJobGroup(group, "bad options")
+    try:
+        with pytest.raises(Exception, match=match):
+            read(spark, broker, **options).collect()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    # The query failed while planning: no Spark job (so no task) was started for it.
+    assert SparkContext._active_spark_context.statusTracker().getJobIdsForGroup(group) == []
+
+
+@pytest.mark.broker_kinds("mock")
+def test_bad_options_fail_before_any_task_runs(spark, broker):
+    topic = broker.new_topic(partitions=1)
+    broker.produce(topic, 5)
+    _bad(spark, broker, "exactly one of the options 'subscribe', 'subscribePattern', 'assign'")
+    _bad(spark, broker, "unknown option 'startingoffset'", subscribe=topic, startingOffset="earliest")
+    _bad(spark, broker, "not allowed for a batch query", subscribe=topic, startingOffsets="latest")
+    _bad(spark, broker, "'failOnDataLoss' must be 'true' or 'false'", subscribe=topic, failOnDataLoss="maybe")
+    _bad(spark, broker, "set the source option 'startingOffsets'", subscribe=topic,
+         **{"kafka.auto.offset.reset": "earliest"})
+    _bad(spark, broker, r"does not have: .*-3", assign=json.dumps({topic: [0, 3]}))
+    _bad(spark, broker, "must give every partition being read", subscribe=topic,
+         endingOffsets=json.dumps({topic + "x": {"0": 1}}))
+    _bad(spark, broker, "beyond the end of", subscribe=topic, endingOffsets=json.dumps({topic: {"0": 99}}))
+    with pytest.raises(Exception, match="fixed schema"):
+        (spark.read.format("kproto").schema("value string")
+         .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("subscribe", topic)
+         .load().collect())
+    # A streaming query plans on its own thread: the error ends the query before a batch.
+    query = (spark.readStream.format("kproto").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+             .option("subscribe", topic).option("endingOffsets", "latest").load()
+             .writeStream.format("memory").queryName("never").start())
+    try:
+        with pytest.raises(Exception, match="'endingoffsets' is for batch queries only"):
+            query.awaitTermination(WAIT_S)
+        assert query.recentProgress == []
+    finally:
+        query.stop()
+
+
+# -- streaming --------------------------------------------------------------------------
+
+
+def _wait(predicate, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.2)
+
+
+def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_once(spark, broker, tmp_path):
+    prefix = "spk%d" % time.monotonic_ns()
+    first = broker.new_topic(partitions=2, prefix=prefix)
+    written = broker.produce(first, 3000, tag="a")
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def start(**trigger):
+        stream = (spark.readStream.format("kproto")
+                  .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                  .option("subscribePattern", prefix + ".*")
+                  .option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "1000")
+                  .load()
+                  .select("topic", "partition", "offset", "key", "value"))
+        return (stream.writeStream.format("parquet").option("path", out)
+                .option("checkpointLocation", checkpoint).trigger(**trigger).start())
+
+    # The topics keep receiving records while the query runs; a second topic matching the
+    # pattern appears mid-way (new partitions are picked up from their earliest offset).
+    second: list = []
+    more: list = []
+
+    def keep_producing() -> None:
+        for i in range(4):
+            more.extend(broker.produce(first, 1000, tag="b%d" % i, start_index=10_000 * (i + 1)))
+            if i == 1:
+                second.append(broker.new_topic(partitions=1, prefix=prefix))
+                more.extend(broker.produce(second[0], 700, tag="c"))
+            time.sleep(0.5)
+
+    producer = threading.Thread(target=keep_producing)
+    query = start(processingTime="500 milliseconds")
+    producer.start()
+    try:
+        _wait(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 3000,
+              "the first 3000 records to be processed")
+    finally:
+        query.stop()
+        producer.join(timeout=WAIT_S)
+    progress = list(query.recentProgress)
+    assert not producer.is_alive()
+
+    # Restarted from the checkpoint: reads what is left, then stops (Trigger.AvailableNow).
+    query = start(availableNow=True)
+    assert query.awaitTermination(WAIT_S)
+    assert query.exception() is None
+    progress += list(query.recentProgress)
+
+    assert all(p["numInputRows"] <= 1000 for p in progress)  # maxOffsetsPerTrigger
+    got = spark.read.parquet(out).toArrow().to_pylist()
+    everything = written + more
+    assert len(got) == len(everything)  # no record repeated ...
+    assert sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in got) == \
+        sorted((w.topic, w.partition, w.offset, w.key, w.value) for w in everything)  # ... or lost
+    assert {r["topic"] for r in got} == {first, second[0]}
