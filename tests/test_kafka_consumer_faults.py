@@ -130,3 +130,28 @@ def test_close_is_prompt_with_an_unreachable_broker():
     started = time.monotonic()
     consumer.close(timeout_ms=500)
     assert time.monotonic() - started < 10
+
+
+def test_next_fetch_is_sent_before_poll_returns(mock_cluster_factory):
+    """Pipelining: when poll() hands out everything a fetch brought, the next Fetch is
+    already written, so the broker receives it with no further call into the consumer."""
+    from tests.brokers._net import wait_until
+
+    cluster = mock_cluster_factory(1)
+    topic = cluster.new_topic(partitions=1)
+    # One record per batch: the mock answers each Fetch with one batch.
+    written = cluster.produce(topic, 3, producer_config={"batch.num.messages": 1})
+    with _consumer(cluster) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        assert consumer.position(TopicPartition(topic, 0), timeout_ms=10000) == 0
+        cluster.start_request_tracking()
+        got = consume(consumer, 1)
+        assert [r.offset for r in got] == [written[0].offset]
+
+        def fetches() -> int:
+            return sum(1 for r in cluster.requests() if r.api_key == FETCH_API_KEY)
+
+        # One Fetch brought the record; no call into the consumer from here on, and yet
+        # the broker gets a second one.
+        assert wait_until(lambda: fetches() >= 2, timeout=10), fetches()
+        cluster.stop_request_tracking()
