@@ -133,6 +133,13 @@ def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
         assert consumer.committed(tp0) == end == consumer.position(tp0)
         assert consumer.end_offsets([tp0]) == {tp0: end}
         assert consumer.beginning_offsets([tp0]) == {tp0: 0}
+        in_p0 = sorted((r for r in written if r.partition == 0), key=lambda r: r.offset)
+        target = in_p0[len(in_p0) // 2].timestamp
+        expected = min(r.offset for r in in_p0 if r.timestamp >= target)
+        found = consumer.offsets_for_times({tp0: target, tp1: 2**62})
+        assert set(found) == {tp0, tp1} and found[tp1] is None
+        if broker.name == "apache_kafka":  # the mock does not search by timestamp (answers -1)
+            assert found[tp0].offset == expected
         consumer.seek_to_beginning()
         assert _drain(consumer, len(written)) == everything
     finally:

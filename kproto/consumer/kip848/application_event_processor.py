@@ -91,6 +91,10 @@ class ApplicationEventProcessor:
     def _process_CreateFetchRequestsEvent(self, event: ev.CreateFetchRequestsEvent) -> None:
         chain(self.fetch.create_fetch_requests(), event.future)
 
+    def _process_ListOffsetsEvent(self, event: ev.ListOffsetsEvent) -> None:
+        chain(self.offsets.fetch_offsets_by_times(event.timestamps_to_search, event.require_timestamps,
+                                                  event.deadline_ms), event.future)
+
     def _process_CheckAndUpdatePositionsEvent(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
         chain(self.offsets.update_fetch_positions(event.deadline_ms), event.future)
 

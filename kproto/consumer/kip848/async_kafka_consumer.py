@@ -33,9 +33,9 @@ from kproto.consumer.kip848 import events as ev
 from kproto.consumer.kip848.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.kip848.timer import monotonic_ms
-from kproto.consumer.offsets import OffsetFetcher
+from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import IllegalStateError, KafkaError, WakeupException
+from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, WakeupException
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.kip848")
@@ -78,12 +78,6 @@ class AsyncKafkaConsumer:
             self.subscriptions, self.fetch_config.max_poll_records, self.fetch_config.isolation_level,
             self.fetch_config.fetch_size, self.client.request_metadata_update,
             self.fetch_config.metadata_max_age_ms, time_ms)
-        # Lookups that block (offsets_for_times, ...) use the network client from this
-        # thread: NetworkClient is thread-safe and serialises its poll() callers.
-        self.offset_fetcher = OffsetFetcher(self.client, self.subscriptions,
-                                            isolation_level=config["isolation_level"],
-                                            request_timeout_ms=config["request_timeout_ms"],
-                                            retry_backoff_ms=self.retry_backoff_ms)
 
     def _initialize_resources(self) -> Any:
         background_handler = ev.BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
@@ -336,19 +330,30 @@ class AsyncKafkaConsumer:
         self.application_event_handler.add(event)
         return event.future
 
-    # --- lookups (blocking, see __init__) ------------------------------------------------
+    # --- lookups ----------------------------------------------------------------------------
 
-    def _lookup_timeout(self, timeout_ms: Optional[int]) -> int:
-        return self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+    def _list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamps: bool,
+                      timeout_ms: Optional[int]) -> dict:
+        return self._add_and_get(ev.ListOffsetsEvent(timestamps, self._deadline(timeout_ms), require_timestamps))
+
+    def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: Optional[int]) -> dict:
+        wanted = list(partitions)
+        for tp in wanted:
+            if not isinstance(tp, TopicPartition):
+                raise IllegalArgumentError("expected TopicPartition, got {!r}".format(tp))
+        fetched = self._list_offsets({tp: timestamp for tp in wanted}, False, timeout_ms)
+        return offset_utils.to_offsets(wanted, fetched)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
-        return self.offset_fetcher.beginning_offsets(partitions, self._lookup_timeout(timeout_ms))
+        return self._offsets_at(partitions, offset_utils.EARLIEST_TIMESTAMP, timeout_ms)
 
     def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
-        return self.offset_fetcher.end_offsets(partitions, self._lookup_timeout(timeout_ms))
+        return self._offsets_at(partitions, offset_utils.LATEST_TIMESTAMP, timeout_ms)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int]) -> dict:
-        return self.offset_fetcher.offsets_for_times(timestamps, self._lookup_timeout(timeout_ms))
+        offset_utils.validate_timestamps(timestamps)
+        fetched = self._list_offsets(timestamps, True, timeout_ms)
+        return offset_utils.to_offsets_for_times(timestamps, fetched)
 
     def partitions_for_topic(self, topic: str) -> Optional[set]:
         return self.client.cluster.partitions_for_topic(topic)

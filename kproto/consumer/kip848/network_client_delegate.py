@@ -89,7 +89,11 @@ class NetworkClientDelegate:
             max_version = self.client.api_version(request.request_class.api_key, node_id)
             if max_version is None:
                 return False  # still negotiating, or the node lacks the API (send fails below)
-            request, version = request.build(max_version)
+            try:
+                request, version = request.build(max_version)
+            except Exception as exc:  # e.g. the node's versions cannot carry it
+                unsent.complete_exceptionally(exc, now_ms)
+                return True
         future = self.client.send(node_id, request, version=version)
         future.add_callback(lambda response: unsent.complete(response, self._time_ms()))
         future.add_errback(lambda error: unsent.complete_exceptionally(error, self._time_ms()))

@@ -9,31 +9,57 @@ a future that completes once committed offsets were applied and resets were sent
 answered), as in Java; a fatal error (NoOffsetForPartitionError, truncation, ...) fails
 it and surfaces from the application's poll().
 
-The ListOffsets / OffsetForLeaderEpoch requests are sent through the shared
-``OffsetFetcher``'s non-blocking methods on the background thread (their callbacks run in
-the network step), not as UnsentRequests.
+Also the application's lookups (``offsets_for_times``, ``beginning_offsets``,
+``end_offsets``: a ListOffsetsEvent): ``fetch_offsets_by_times`` sends one ListOffsets per
+leader as UnsentRequests, asks again (after backoff, refreshing metadata) for partitions
+without an answer, and completes with ``{tp: ListOffsetData}`` or fails at the deadline.
+
+The position resets and validations go through the shared ``OffsetFetcher``'s
+non-blocking methods on the background thread (their callbacks run in the network step).
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.kip848.local_assignment import completed_future, when_complete
-from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult
+from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
 from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.consumer.offsets import OffsetFetcher, refresh_committed_offsets
-from kproto.errors import KafkaError
+from kproto.consumer.offsets import offset_fetcher_utils as utils
+from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
+from kproto.messages import ListOffsetsRequest
+from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.kip848")
+
+
+class _Lookup:
+    """One application lookup: what is left to ask, what is answered, and its future."""
+
+    def __init__(self, remaining: dict, require_timestamp: bool, deadline_ms: int, timeout_ms: int) -> None:
+        self.remaining = remaining
+        self.require_timestamp = require_timestamp
+        self.deadline_ms = deadline_ms
+        self.timeout_ms = timeout_ms
+        self.fetched: dict = {}
+        self.in_flight = 0
+        self.next_send_ms = 0
+        self.future: Future = Future()
 
 
 class OffsetsRequestManager:
     def __init__(self, subscriptions: Any, metadata: Any, offset_fetcher: OffsetFetcher,
                  commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
-                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+                 isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms
+        self._isolation_level = utils.isolation_level_code(isolation_level)
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._lookups: list[_Lookup] = []
         self._time_ms = time_ms
         self.subscriptions = subscriptions
         self.metadata = metadata
@@ -43,7 +69,96 @@ class OffsetsRequestManager:
         self._pending_committed: Optional[tuple[frozenset, Future]] = None
 
     def poll(self, now_ms: int) -> PollResult:
-        return PollResult.EMPTY  # type: ignore[attr-defined]
+        requests: list[UnsentRequest] = []
+        wait = MAX_WAIT_MS
+        for lookup in list(self._lookups):
+            if lookup.future.done():
+                self._lookups.remove(lookup)
+            elif now_ms >= lookup.deadline_ms and not lookup.in_flight:
+                self._finish_lookup(lookup, KafkaTimeoutError(
+                    "Failed to get offsets by times in {} ms".format(lookup.timeout_ms)))
+            elif not lookup.in_flight and now_ms >= lookup.next_send_ms:
+                requests.extend(self._send_lookup(lookup))
+            elif not lookup.in_flight:
+                wait = min(wait, lookup.next_send_ms - now_ms)
+        return PollResult(wait, requests)
+
+    # --- ListOffsets lookups for the application -------------------------------------------
+
+    def fetch_offsets_by_times(self, timestamps: Mapping[TopicPartition, int], require_timestamp: bool,
+                               deadline_ms: int) -> Future:
+        """``{tp: ListOffsetData}`` for every partition with an offset (others are left out)."""
+        now = self._time_ms()
+        lookup = _Lookup(dict(timestamps), require_timestamp, deadline_ms, max(0, deadline_ms - now))
+        for topic in {tp.topic for tp in timestamps}:
+            if self.metadata.partitions_for_topic(topic) is None:
+                self.metadata.add_topic(topic)  # lookups may name topics outside the subscription
+        if not timestamps:
+            lookup.future.set_result({})
+        else:
+            self._lookups.append(lookup)
+        return lookup.future
+
+    def _send_lookup(self, lookup: "_Lookup") -> list[UnsentRequest]:
+        by_node, no_leader = utils.group_list_offsets_requests(lookup.remaining, self.metadata)
+        if no_leader:
+            self.metadata.request_update()
+        if not by_node:
+            lookup.next_send_ms = self._time_ms() + self.retry_backoff_ms
+            return []
+        requests = []
+        min_version = utils.list_offsets_min_version(self._isolation_level, lookup.require_timestamp)
+        for node_id, partitions in by_node.items():
+            versions: list[int] = []
+
+            def _build(max_version: int, partitions=partitions, versions=versions) -> tuple[Any, int]:
+                if max_version < min_version:
+                    raise UnsupportedVersionError("ListOffsets v{}+ is needed, the broker has v{}".format(
+                        min_version, max_version))
+                versions.append(max_version)
+                return utils.build_list_offsets_request(partitions, self._isolation_level, max_version,
+                                                        self.request_timeout_ms), max_version
+
+            unsent = UnsentRequest(RequestBuilder(ListOffsetsRequest, _build), node_id)
+            requested = set(partitions)
+            unsent.when_complete(lambda response, error, requested=requested, versions=versions:
+                                 self._on_lookup_response(lookup, requested, versions, response, error))
+            lookup.in_flight += 1
+            requests.append(unsent)
+        return requests
+
+    def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list, response: Any,
+                            error: Optional[BaseException]) -> None:
+        lookup.in_flight -= 1
+        try:
+            if error is not None:
+                raise error
+            result = utils.handle_list_offsets_response(response, versions[-1], requested)
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False):
+                self._finish_lookup(lookup, exc)
+                return
+            self.metadata.request_update()
+        else:
+            lookup.fetched.update(result.fetched_offsets)
+            for tp in list(result.fetched_offsets) + list(result.no_offset):
+                lookup.remaining.pop(tp, None)
+            if result.metadata_update_needed:
+                self.metadata.request_update()
+        if not lookup.remaining and not lookup.in_flight:
+            self._finish_lookup(lookup, None)
+        elif not lookup.in_flight:
+            lookup.next_send_ms = self._time_ms() + self.retry_backoff_ms
+
+    def _finish_lookup(self, lookup: "_Lookup", error: Optional[BaseException]) -> None:
+        if lookup in self._lookups:
+            self._lookups.remove(lookup)
+        if lookup.future.done():
+            return
+        if error is not None:
+            lookup.future.set_exception(error)
+        else:
+            lookup.future.set_result(lookup.fetched)
 
     def maximum_time_to_wait(self, now_ms: int) -> int:
         return MAX_WAIT_MS

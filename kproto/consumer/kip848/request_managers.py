@@ -70,7 +70,10 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
                                    request_timeout_ms=config["request_timeout_ms"],
                                    retry_backoff_ms=retry_backoff_ms)
     offsets = OffsetsRequestManager(subscriptions, metadata, offset_fetcher, commit,
-                                    default_api_timeout_ms=config["default_api_timeout_ms"], time_ms=time_ms)
+                                    default_api_timeout_ms=config["default_api_timeout_ms"],
+                                    isolation_level=config["isolation_level"],
+                                    request_timeout_ms=config["request_timeout_ms"],
+                                    retry_backoff_ms=retry_backoff_ms, time_ms=time_ms)
 
     def node_unavailable(node_id: int) -> bool:
         # A node that failed and is backing off; a node still connecting is "available":
