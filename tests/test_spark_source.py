@@ -203,6 +203,11 @@ def _wait(predicate, what: str) -> None:
         time.sleep(0.2)
 
 
+def _offsets(progress, which: str) -> dict:
+    value = progress["sources"][0][which]
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_once(spark, broker, tmp_path):
     prefix = "spk%d" % time.monotonic_ns()
     first = broker.new_topic(partitions=2, prefix=prefix)
@@ -242,18 +247,21 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
     finally:
         query.stop()
         producer.join(timeout=WAIT_S)
-    progress = list(query.recentProgress)
+    before = [p for p in query.recentProgress if p["numInputRows"]]
     assert not producer.is_alive()
 
     # Restarted from the checkpoint: reads what is left, then stops (Trigger.AvailableNow).
     query = start(availableNow=True)
     assert query.awaitTermination(WAIT_S)
     assert query.exception() is None
-    progress += list(query.recentProgress)
+    after = [p for p in query.recentProgress if p["numInputRows"]]
 
-    assert all(p["numInputRows"] <= 1000 for p in progress)  # maxOffsetsPerTrigger
-    got = spark.read.parquet(out).toArrow().to_pylist()
     everything = written + more
+    assert 0 < sum(p["numInputRows"] for p in before) < len(everything) and after
+    # The restart's first batch starts where the last completed one ended.
+    assert _offsets(after[0], "startOffset") == _offsets(before[-1], "endOffset")
+    assert all(p["numInputRows"] <= 1000 for p in before + after)  # maxOffsetsPerTrigger
+    got = spark.read.parquet(out).toArrow().to_pylist()
     assert len(got) == len(everything)  # no record repeated ...
     assert sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in got) == \
         sorted((w.topic, w.partition, w.offset, w.key, w.value) for w in everything)  # ... or lost
