@@ -125,6 +125,7 @@ def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
                              group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
     try:
+        assert consumer.partitions_for_topic(topic) == {0, 1}  # fetched on demand
         consumer.assign([tp0, tp1])
         everything = {(r.partition, r.offset) for r in written}
         assert _drain(consumer, len(written)) == everything

@@ -95,6 +95,25 @@ class ApplicationEventProcessor:
         chain(self.offsets.fetch_offsets_by_times(event.timestamps_to_search, event.require_timestamps,
                                                   event.deadline_ms), event.future)
 
+    def _process_TopicMetadataEvent(self, event: ev.TopicMetadataEvent) -> None:
+        """``partitions_for_topic`` of a topic the metadata does not cover yet."""
+        topic = event.topic
+        known = self.metadata.partitions_for_topic(topic)
+        if known is not None:
+            event.future.set_result(known)
+            return
+
+        def _answer(_: Any) -> None:
+            if not event.future.done():
+                event.future.set_result(self.metadata.partitions_for_topic(topic))
+
+        def _fail(error: BaseException) -> None:
+            if not event.future.done():
+                event.future.set_exception(error)
+
+        # Completes after the next metadata update (the network step applies it).
+        self.metadata.add_topic(topic).add_callback(_answer).add_errback(_fail)
+
     def _process_CheckAndUpdatePositionsEvent(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
         chain(self.offsets.update_fetch_positions(event.deadline_ms), event.future)
 

@@ -356,7 +356,10 @@ class AsyncKafkaConsumer:
         return offset_utils.to_offsets_for_times(timestamps, fetched)
 
     def partitions_for_topic(self, topic: str) -> Optional[set]:
-        return self.client.cluster.partitions_for_topic(topic)
+        known = self.client.cluster.partitions_for_topic(topic)
+        if known is not None:
+            return known
+        return self._add_and_get(ev.TopicMetadataEvent(topic, self._deadline(None)))
 
     def topics(self) -> set:
         return self.client.cluster.topics()
