@@ -155,3 +155,19 @@ def test_next_fetch_is_sent_before_poll_returns(mock_cluster_factory):
         # the broker gets a second one.
         assert wait_until(lambda: fetches() >= 2, timeout=10), fetches()
         cluster.stop_request_tracking()
+
+
+def test_wakeup_interrupts_a_blocking_offset_lookup():
+    import threading
+
+    from tests.brokers._net import free_port
+
+    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(free_port()), default_api_timeout_ms=60_000)
+    try:
+        timer = threading.Timer(0.3, consumer.wakeup)
+        timer.start()
+        with pytest.raises(errors.WakeupException):
+            consumer.beginning_offsets([TopicPartition("t", 0)])  # nobody answers: blocks
+        timer.join()
+    finally:
+        consumer.close(timeout_ms=0)

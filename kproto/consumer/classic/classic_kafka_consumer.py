@@ -100,6 +100,24 @@ def _check_partition(partition: Any) -> TopicPartition:
     return partition
 
 
+class _WakeupAwareClient:
+    """The NetworkClient as the OffsetFetcher sees it: its blocking waits (offset lookups)
+    raise ``WakeupException`` after a ``wakeup()``, as every blocking call of Java's does."""
+
+    __slots__ = ("_consumer", "_client")
+
+    def __init__(self, consumer: "ClassicKafkaConsumer") -> None:
+        self._consumer = consumer
+        self._client = consumer.client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def poll(self, timeout_ms: Optional[float] = None, future: Any = None) -> None:
+        self._consumer._client_poll(self._client.config["request_timeout_ms"] if timeout_ms is None else timeout_ms,
+                                    future)
+
+
 class ClassicKafkaConsumer:
     """The ``ConsumerDelegate`` of ``group_protocol="classic"``; see the module docstring."""
 
@@ -117,7 +135,7 @@ class ClassicKafkaConsumer:
         # The Fetcher stamps wall-clock times on positions (preferred replica expiry) and
         # takes its own clock; everything timed here uses the monotonic one.
         self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config)
-        self.offset_fetcher = OffsetFetcher(self.client, self.subscriptions,
+        self.offset_fetcher = OffsetFetcher(_WakeupAwareClient(self), self.subscriptions, self.metadata,
                                             isolation_level=self.isolation_level,
                                             request_timeout_ms=config["request_timeout_ms"],
                                             retry_backoff_ms=self.retry_backoff_ms)
