@@ -8,6 +8,7 @@ asserts on durations.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -192,6 +193,20 @@ def test_broker_evaluated_regex_subscription(broker) -> None:
     consumer.subscribe(pattern=prefix + ".*")
     seen: dict = {}
     drive([consumer], lambda: len(seen) == len(written), seen)
+    assert consumer.assignment() == {TP(topic, 0), TP(topic, 1)}
+    consumer.close()
+
+
+@pytest.mark.needs("kip848")
+def test_compiled_pattern_is_matched_by_the_client(broker) -> None:
+    prefix = "cx{}".format(time.monotonic_ns() % 10**9)
+    topic = broker.new_topic(partitions=2, prefix=prefix)
+    written = broker.produce(topic, 8)
+    consumer = make_consumer(broker, "g-" + topic)
+    consumer.subscribe(pattern=re.compile(re.escape(prefix) + ".*"))
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(written), seen)
+    assert consumer.subscription() == {topic}
     assert consumer.assignment() == {TP(topic, 0), TP(topic, 1)}
     consumer.close()
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 
 from kproto.consumer.kip848 import events as ev
 from kproto.consumer.kip848.local_assignment import when_complete
+from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import IllegalStateError
 
 log = logging.getLogger("kproto.kip848")
@@ -51,6 +52,7 @@ class ApplicationEventProcessor:
         self.commit = commit_request_manager
         self.heartbeat = heartbeat_request_manager
         self.membership = membership_manager
+        self._pattern_listener_added = False
 
     def process(self, event: ev.ApplicationEvent) -> None:
         handler = getattr(self, "_process_" + type(event).__name__, None)
@@ -197,6 +199,27 @@ class ApplicationEventProcessor:
         self.metadata.request_update()
         self.membership.on_subscription_updated()
         event.future.set_result(None)
+
+    def _process_TopicPatternSubscriptionChangeEvent(self, event: ev.TopicPatternSubscriptionChangeEvent) -> None:
+        """A compiled ``re.Pattern``: matched here against all topics, after every metadata update."""
+        self._require_membership()
+        self.subscriptions.subscribe_pattern(event.pattern, event.listener)
+        self.metadata.need_all_topic_metadata(True)
+        if not self._pattern_listener_added:
+            self.metadata.add_listener(self._update_pattern_subscription)
+            self._pattern_listener_added = True
+        self._update_pattern_subscription(self.metadata)
+        self.metadata.request_update()
+        self.membership.on_subscription_updated()
+        event.future.set_result(None)
+
+    def _update_pattern_subscription(self, metadata: Any) -> None:
+        if self.subscriptions.subscription_type is not SubscriptionType.AUTO_PATTERN:
+            return
+        matched = {t for t in metadata.topics() if self.subscriptions.matches_subscribed_pattern(t)}
+        if self.subscriptions.subscribe_from_pattern(matched):
+            # The next heartbeat carries the new topic names (HeartbeatState sends changes).
+            log.info("Pattern subscription now matches %s", sorted(matched))
 
     def _process_UnsubscribeEvent(self, event: ev.UnsubscribeEvent) -> None:
         if self.membership is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Iterable, Mapping, Optional
@@ -158,8 +159,12 @@ class AsyncKafkaConsumer:
             raise IllegalStateError("You must choose only one way to configure your consumer: "
                                     "topics or pattern")
         deadline = self._deadline(None)
-        if pattern is not None:
-            # KIP-848: the broker evaluates the regex (ConsumerGroupHeartbeat v1).
+        if isinstance(pattern, re.Pattern):
+            # A compiled pattern is matched by the client (Java's subscribe(Pattern)).
+            self._add_and_get(ev.TopicPatternSubscriptionChangeEvent(pattern, listener, deadline))
+        elif pattern is not None:
+            # A regex string is evaluated by the broker (ConsumerGroupHeartbeat v1,
+            # Java's subscribe(SubscriptionPattern)).
             self._add_and_get(ev.TopicRe2jPatternSubscriptionChangeEvent(pattern, listener, deadline))
         elif not topics:
             self.unsubscribe()

@@ -207,7 +207,7 @@ class TopicSubscriptionChangeEvent(SubscriptionChangeEvent):
 
 
 class TopicPatternSubscriptionChangeEvent(SubscriptionChangeEvent):
-    """``subscribe(pattern=re.Pattern)``: evaluated by the client against metadata."""
+    """``subscribe(pattern=re.compile(...))``: matched by the client against all topics."""
 
     def __init__(self, pattern: Any, listener: Any, deadline_ms: int) -> None:
         super().__init__(deadline_ms, listener)
@@ -220,10 +220,6 @@ class TopicRe2jPatternSubscriptionChangeEvent(SubscriptionChangeEvent):
     def __init__(self, pattern: str, listener: Any, deadline_ms: int) -> None:
         super().__init__(deadline_ms, listener)
         self.pattern = pattern
-
-
-class UpdatePatternSubscriptionEvent(CompletableApplicationEvent):
-    """Re-evaluate a client-side pattern against fresh metadata."""
 
 
 class UnsubscribeEvent(CompletableApplicationEvent):
@@ -258,13 +254,6 @@ class TopicMetadataEvent(CompletableApplicationEvent):
     def __init__(self, topic: Optional[str], deadline_ms: int) -> None:
         super().__init__(deadline_ms)
         self.topic = topic
-
-
-class CurrentLagEvent(CompletableApplicationEvent):
-    def __init__(self, partition: Any, isolation_level: str, deadline_ms: int) -> None:
-        super().__init__(deadline_ms)
-        self.partition = partition
-        self.isolation_level = isolation_level
 
 
 class ConsumerRebalanceListenerMethodName(enum.Enum):
