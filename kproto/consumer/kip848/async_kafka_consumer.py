@@ -25,6 +25,7 @@ import queue
 import re
 import threading
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
@@ -182,7 +183,7 @@ class AsyncKafkaConsumer:
             self._process_background_events()
             try:
                 event.future.result(timeout=self.retry_backoff_ms / 1000.0)
-            except TimeoutError:
+            except FutureTimeoutError:
                 continue
         event.future.result()
 
@@ -416,7 +417,7 @@ class AsyncKafkaConsumer:
                     self._run_callbacks_quietly()
                     try:
                         leave.future.result(timeout=self.retry_backoff_ms / 1000.0)
-                    except (TimeoutError, KafkaError):
+                    except (FutureTimeoutError, KafkaError):
                         pass
             self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
             self._execute_commit_callbacks()
