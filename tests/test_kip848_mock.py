@@ -319,3 +319,26 @@ def test_both_engines_return_the_same_records(broker) -> None:
         results[protocol] = got
     assert results["classic"] == results["consumer"]
     assert set(results["consumer"]) == {(r.partition, r.offset) for r in written}
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_coordinator_broker_down_and_up_consumption_resumes(broker) -> None:
+    broker.set_group_consumer_heartbeat_interval(200)
+    topic = broker.new_topic(partitions=3, prefix="k848")
+    first = broker.produce(topic, 15)
+    consumer = make_consumer(broker, "g-" + topic)
+    consumer.subscribe([topic])
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(first), seen)
+    coordinator = consumer._delegate.network_thread.resources.request_managers[0].coordinator
+    broker.broker_down(coordinator.node_id)
+    # Heartbeats fail while it is down (disconnects mark the coordinator unknown).
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        consumer.poll(timeout_ms=100)
+    broker.broker_up(coordinator.node_id)
+    more = broker.produce(topic, 15, start_index=15)
+    drive([consumer], lambda: len(seen) == len(first) + len(more)
+          and membership(consumer).state is MemberState.STABLE, seen)
+    assert set(seen) == {(r.partition, r.offset) for r in first + more}
+    consumer.close()
