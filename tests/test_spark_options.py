@@ -125,3 +125,14 @@ def test_streaming_refuses_batch_only_options_and_undecided_mode_accepts_both():
         parse(streaming=True, endingOffsets="latest")
     # The DataSource checks before Spark says which kind of read it is.
     assert parse(streaming=None, maxOffsetsPerTrigger="5").max_offsets_per_trigger == 5
+
+
+def test_importing_the_package_loads_neither_pyspark_nor_pyarrow():
+    import subprocess
+    import sys
+
+    code = ("import sys, kproto, kproto.spark, kproto.spark.options, kproto.spark.planning, "
+            "kproto.spark.resolver, kproto.spark.reader; "
+            "print(sorted(m for m in ('pyspark', 'pyarrow', 'py4j') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
