@@ -72,6 +72,18 @@ _OBJECT_SETTINGS = frozenset((
 ))
 _OPTIONAL_INT_SETTINGS = frozenset(("receive_buffer_bytes", "send_buffer_bytes"))
 
+# Option -> (SourceOptions attribute, type, lowest value).
+_SCALAR_OPTIONS = {
+    "failOnDataLoss": ("fail_on_data_loss", bool, 0),
+    "includeHeaders": ("include_headers", bool, 0),
+    "kafkaConsumer.pollTimeoutMs": ("poll_timeout_ms", int, 1),
+    "fetchOffset.numRetries": ("fetch_offset_num_retries", int, 0),
+    "fetchOffset.retryIntervalMs": ("fetch_offset_retry_interval_ms", int, 0),
+    "maxOffsetsPerTrigger": ("max_offsets_per_trigger", int, 1),
+    "minPartitions": ("min_partitions", int, 1),
+    "maxRecordsPerPartition": ("max_records_per_partition", int, 1),
+}
+
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default (spark.network.timeout)
 
 
@@ -291,23 +303,11 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
                     .format(strategy))
     kwargs["starting_by_timestamp_strategy"] = strategy
 
-    if "failondataloss" in opts:
-        kwargs["fail_on_data_loss"] = _parse_bool("failOnDataLoss", opts["failondataloss"])
-    if "includeheaders" in opts:
-        kwargs["include_headers"] = _parse_bool("includeHeaders", opts["includeheaders"])
-    if "kafkaconsumer.polltimeoutms" in opts:
-        kwargs["poll_timeout_ms"] = _parse_int("kafkaConsumer.pollTimeoutMs", opts["kafkaconsumer.polltimeoutms"])
-    if "fetchoffset.numretries" in opts:
-        kwargs["fetch_offset_num_retries"] = _parse_int("fetchOffset.numRetries", opts["fetchoffset.numretries"], lo=0)
-    if "fetchoffset.retryintervalms" in opts:
-        kwargs["fetch_offset_retry_interval_ms"] = _parse_int(
-            "fetchOffset.retryIntervalMs", opts["fetchoffset.retryintervalms"], lo=0)
-    if "maxoffsetspertrigger" in opts:
-        kwargs["max_offsets_per_trigger"] = _parse_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"])
-    if "minpartitions" in opts:
-        kwargs["min_partitions"] = _parse_int("minPartitions", opts["minpartitions"])
-    if "maxrecordsperpartition" in opts:
-        kwargs["max_records_per_partition"] = _parse_int("maxRecordsPerPartition", opts["maxrecordsperpartition"])
+    for name, (attribute, kind, lo) in _SCALAR_OPTIONS.items():
+        key = name.lower()
+        if key in opts:
+            kwargs[attribute] = (_parse_bool(name, opts[key]) if kind is bool
+                                 else _parse_int(name, opts[key], lo=lo))
     if "groupidprefix" in opts:
         # Spark names its consumer groups with it; kproto's tasks use no group at all.
         log.info("option groupIdPrefix has no effect: kproto reads without a consumer group")
