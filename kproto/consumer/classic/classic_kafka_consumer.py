@@ -168,9 +168,21 @@ class ClassicKafkaConsumer:
             raise errors.WakeupException()
 
     def _client_poll(self, timeout_ms: float, future: Any = None) -> None:
-        """One network step that honours wakeup() before and after blocking."""
+        """Network I/O that honours wakeup(): checked before blocking and after every step.
+
+        With a future, wait for it step by step: ``NetworkClient.poll(timeout, future)``
+        keeps selecting until the future is done, so a wakeup would only end one select.
+        """
         self.maybe_trigger_wakeup()
-        self.client.poll(timeout_ms=timeout_ms, future=future)
+        if future is None:
+            self.client.poll(timeout_ms=timeout_ms)
+        else:
+            deadline = self._time_ms() + timeout_ms
+            while not future.is_done:
+                self.client.poll(timeout_ms=self._remaining(deadline))  # one select step
+                self.maybe_trigger_wakeup()
+                if self._time_ms() >= deadline:
+                    break
         self.maybe_trigger_wakeup()
 
     def _require_group(self) -> ClassicCoordinator:
