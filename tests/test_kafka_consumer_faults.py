@@ -107,8 +107,10 @@ def test_misuse_raises_clear_errors(mock_cluster):
             consumer.seek(tp, -1)
         with pytest.raises(errors.IllegalStateError):
             consumer.seek(TopicPartition(topic, 9), 0)
-        with pytest.raises(ValueError):
-            consumer.poll(timeout_ms=-1)
+        for bad in ({"timeout_ms": -1}, {"timeout_ms": "soon"}, {"timeout_ms": float("nan")},
+                    {"timeout_ms": None}, {"max_records": 0}, {"max_records": 2.5}):
+            with pytest.raises(errors.IllegalArgumentError):
+                consumer.poll(**bad)
         assert consumer.assignment() == {tp}
     finally:
         consumer.close()

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
-from kproto.errors import ConcurrentModificationError, IllegalStateError
+from kproto.errors import ConcurrentModificationError, IllegalArgumentError, IllegalStateError
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer")
@@ -168,11 +168,14 @@ class KafkaConsumer:
     def poll(self, timeout_ms: int = 0, max_records: Optional[int] = None,
              update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Fetch records; returns ``{TopicPartition: [ConsumerRecord, ...]}``."""
-        if timeout_ms is None or timeout_ms < 0:
-            raise ValueError("timeout_ms must be a non-negative number of milliseconds")
-        if max_records is not None and max_records < 1:
-            raise ValueError("max_records must be a positive integer")
-        return self._call("poll", int(timeout_ms), max_records, update_offsets)
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or not timeout_ms >= 0:
+            raise IllegalArgumentError("timeout_ms must be a non-negative number of milliseconds, "
+                                       "not {!r}".format(timeout_ms))
+        if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
+                                        or max_records < 1):
+            raise IllegalArgumentError("max_records must be a positive integer, not {!r}".format(max_records))
+        # int ms for the engines; "forever" (inf) is capped at Java's largest timer.
+        return self._call("poll", int(min(timeout_ms, 2**31 - 1)), max_records, update_offsets)
 
     def __iter__(self) -> "KafkaConsumer":
         return self
