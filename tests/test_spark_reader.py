@@ -165,3 +165,17 @@ def test_read_range_below_the_log_start_follows_fail_on_data_loss(mock_cluster, 
     got = rows(read_range(lenient, OffsetRange(topic, 0, 0, 100)))
     assert [r["offset"] for r in got] == list(range(earliest, 100))
     assert [r["key"] for r in got] == [b"%d" % i for i in range(earliest, 100)]
+
+
+@pytest.mark.needs("transactions", "valid_control_batch_crc")
+def test_read_range_ends_past_transaction_markers(broker):
+    # 10 committed records, a commit marker, 10 aborted records, an abort marker: the last
+    # offset of the log is a marker no poll returns, and the read must still end there.
+    topic = broker.new_topic(partitions=1)
+    txns = broker.produce_transactions(topic, committed=10, aborted=10)
+    opts = options(broker, topic)
+    with OffsetResolver(opts) as resolver:
+        end = resolver.latest([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+    assert end == max(w.offset for w in txns.aborted) + 2
+    got = rows(read_range(opts, OffsetRange(topic, 0, 0, end)))
+    assert [r["offset"] for r in got] == [w.offset for w in txns.committed + txns.aborted]
