@@ -179,3 +179,19 @@ def test_read_range_ends_past_transaction_markers(broker):
     assert end == max(w.offset for w in txns.aborted) + 2
     got = rows(read_range(opts, OffsetRange(topic, 0, 0, end)))
     assert [r["offset"] for r in got] == [w.offset for w in txns.committed + txns.aborted]
+
+
+@pytest.mark.broker_kinds("mock")
+def test_planning_below_the_log_start_follows_fail_on_data_loss(mock_cluster, retained_topic):
+    topic, earliest = retained_topic
+    tp = TopicPartition(topic, 0)
+    with OffsetResolver(options(mock_cluster, topic)) as resolver:
+        with pytest.raises(DataLossError, match=r"offsets 0-%d are no longer available" % (earliest - 1)):
+            resolver.plan({tp: 0}, {tp: 100})
+    lenient = options(mock_cluster, topic, failOnDataLoss="false", minPartitions="2")
+    with OffsetResolver(lenient) as resolver:
+        middle = earliest + (100 - earliest + 1) // 2  # the first piece takes the odd offset
+        assert resolver.plan({tp: 0}, {tp: 100}) == [OffsetRange(topic, 0, earliest, middle),
+                                                     OffsetRange(topic, 0, middle, 100)]
+        # An end below the start (a recreated topic) plans nothing for the partition.
+        assert resolver.plan({tp: 90}, {tp: 50}) == []

@@ -20,6 +20,7 @@ pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0:
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
 from tests.brokers.seeding import CODECS  # noqa: E402
+from tests.test_spark_reader import retained_topic  # noqa: E402,F401  (fixture)
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -190,6 +191,16 @@ def test_bad_options_fail_before_any_task_runs(spark, broker):
         assert query.recentProgress == []
     finally:
         query.stop()
+
+
+@pytest.mark.broker_kinds("mock")
+def test_batch_data_loss_follows_fail_on_data_loss(spark, broker, retained_topic):
+    topic, earliest = retained_topic
+    from_zero = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="no longer available.*failOnDataLoss"):
+        read(spark, broker, subscribe=topic, startingOffsets=from_zero).collect()
+    rows = read(spark, broker, subscribe=topic, startingOffsets=from_zero, failOnDataLoss="false").collect()
+    assert sorted(r.offset for r in rows) == list(range(earliest, 100))
 
 
 # -- streaming --------------------------------------------------------------------------

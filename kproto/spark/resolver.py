@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Optional, TypeVar
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.errors import KafkaConfigurationError, KafkaError
 from kproto.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from kproto.spark.planning import OffsetRange, split_ranges
 from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.spark")
@@ -189,6 +190,27 @@ class OffsetResolver:
         result.update(self.earliest(earliest))
         result.update(self.latest(latest))
         return result
+
+    def plan(self, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> list[OffsetRange]:
+        """Ranges ``[starts, ends)`` for every partition of ``ends`` (a partition missing
+        from ``starts`` starts at its earliest offset), after the data-loss checks (offsets
+        below the log start; an end below its start), split for minPartitions and
+        maxRecordsPerPartition."""
+        options = self.options
+        earliest = self.earliest(ends)
+        ranges = []
+        for tp in sorted(ends):
+            begin, end = starts.get(tp, earliest[tp]), ends[tp]
+            if begin < earliest[tp]:
+                data_loss(options, "{}-{}: offsets {}-{} are no longer available (earliest is {})".format(
+                    tp.topic, tp.partition, begin, earliest[tp] - 1, earliest[tp]))
+                begin = earliest[tp]
+            if end < begin:
+                data_loss(options, "{}-{}: the end offset {} is below the start offset {} (the partition "
+                          "was truncated or the topic recreated)".format(tp.topic, tp.partition, end, begin))
+                continue
+            ranges.append(OffsetRange(tp.topic, tp.partition, begin, end))
+        return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
 
     def _check_named(self, name: str, given: dict, tps: list[TopicPartition]) -> None:
         # As Spark: per-partition offsets must name exactly the partitions being read.

@@ -31,7 +31,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
 
 from kproto.errors import KafkaConfigurationError
 from kproto.spark.options import SourceOptions, parse_options
-from kproto.spark.planning import OffsetRange, from_offset_json, rate_limit, split_ranges, to_offset_json
+from kproto.spark.planning import OffsetRange, from_offset_json, rate_limit, to_offset_json
 from kproto.spark.reader import read_range
 from kproto.spark.resolver import OffsetResolver, data_loss
 from kproto.structs import TopicPartition
@@ -116,27 +116,6 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(options)
 
 
-def plan_ranges(resolver: OffsetResolver, options: SourceOptions, starts: dict[TopicPartition, int],
-                ends: dict[TopicPartition, int]) -> list[OffsetRange]:
-    """Ranges for ``[starts, ends)`` per partition of ``ends``, after the data-loss checks
-    (offsets below the log start; ends below starts), split for minPartitions etc."""
-    earliest = resolver.earliest(ends)
-    ranges = []
-    for tp in sorted(ends):
-        begin = starts.get(tp, earliest[tp])
-        end = ends[tp]
-        if begin < earliest[tp]:
-            data_loss(options, "{}-{}: offsets {}-{} are no longer available (earliest is {})".format(
-                tp.topic, tp.partition, begin, earliest[tp] - 1, earliest[tp]))
-            begin = earliest[tp]
-        if end < begin:
-            data_loss(options, "{}-{}: the end offset {} is below the start offset {} (the partition was "
-                      "truncated or the topic recreated)".format(tp.topic, tp.partition, end, begin))
-            continue
-        ranges.append(OffsetRange(tp.topic, tp.partition, begin, end))
-    return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
-
-
 def _check_not_beyond_end(latest: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> None:
     # A task would wait for offsets nobody has written yet: refuse while planning.
     beyond = ["{}-{}: {} (the partition ends at {})".format(tp.topic, tp.partition, ends[tp], latest[tp])
@@ -159,7 +138,7 @@ class KafkaBatchReader(DataSourceReader):
             ends = resolver.resolve(self.options.ending, tps, starting=False)
             if isinstance(self.options.ending, dict):
                 _check_not_beyond_end(resolver.latest(tps), ends)
-            ranges = plan_ranges(resolver, self.options, starts, ends)
+            ranges = resolver.plan(starts, ends)
         log.info("batch read of %d partitions in %d tasks", len(tps), len(ranges))
         return [KafkaInputPartition(r) for r in ranges]
 
@@ -229,7 +208,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         return to_offset_json(ends)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        ranges = plan_ranges(self.resolver, self.options, from_offset_json(start), from_offset_json(end))
+        ranges = self.resolver.plan(from_offset_json(start), from_offset_json(end))
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
