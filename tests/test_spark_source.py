@@ -272,6 +272,8 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
     # The restart's first batch starts where the last completed one ended.
     assert _offsets(after[0], "startOffset") == _offsets(before[-1], "endOffset")
     assert all(p["numInputRows"] <= 1000 for p in before + after)  # maxOffsetsPerTrigger
+    # reportLatestOffset: the last run ends level with the latest offsets it saw.
+    assert _offsets(after[-1], "latestOffset") == _offsets(after[-1], "endOffset")
     got = spark.read.parquet(out).toArrow().to_pylist()
     assert len(got) == len(everything)  # no record repeated ...
     assert sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in got) == \

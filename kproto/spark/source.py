@@ -154,6 +154,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         self._resolver: Optional[OffsetResolver] = None
         self._target: Optional[dict[TopicPartition, int]] = None  # Trigger.AvailableNow
         self._last_end: Optional[dict[TopicPartition, int]] = None  # for PySpark < 4.2
+        self._latest_seen: Optional[dict[TopicPartition, int]] = None
 
     def __getstate__(self) -> dict:
         # Executors get a pickled copy for read(); the driver's consumer stays behind.
@@ -205,7 +206,12 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
             latest[tp] = begin[tp]
         ends = rate_limit(begin, latest, max_rows)
         self._last_end = dict(ends)
+        self._latest_seen = latest
         return to_offset_json(ends)
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        # Shown as the source's latestOffset in query progress (how far behind the query is).
+        return None if self._latest_seen is None else to_offset_json(self._latest_seen)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges = self.resolver.plan(from_offset_json(start), from_offset_json(end))
