@@ -37,6 +37,7 @@ from kproto.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kproto.net.future import Future
 
 from .group_state import Generation, GroupMembership, MemberState, Verdict
 from .heartbeat import Heartbeat
@@ -51,6 +52,8 @@ _FIND_COORDINATOR_BATCHED_VERSION = 4  # v4 replaced ``key`` with ``coordinator_
 # SyncGroup/Heartbeat v3 carry group_instance_id; static members never send LeaveGroup).
 MAX_VERSIONS = {JoinGroupRequest.api_key: 5, SyncGroupRequest.api_key: 3, HeartbeatRequest.api_key: 4,
                 LeaveGroupRequest.api_key: 2}
+# How often the heartbeat thread drives the network while a join round is out.
+_JOIN_POLL_INTERVAL_MS = 10.0
 # Java gives JoinGroup the rebalance timeout plus this much, since the broker holds it that long.
 _JOIN_GROUP_TIMEOUT_MARGIN_MS = 5000
 
@@ -88,15 +91,12 @@ def _monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _PendingJoin:
-    """The JoinGroup or SyncGroup in flight (``kind`` "join"/"sync")."""
+class _JoinRoundFailed(Exception):
+    """A join round ended with an error answer; ``verdict`` says what to do next."""
 
-    __slots__ = ("kind", "future", "generation")
-
-    def __init__(self, kind: str, future: Any, generation: Optional[Generation]) -> None:
-        self.kind = kind
-        self.future = future
-        self.generation = generation
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(str(verdict.error))
+        self.verdict = verdict
 
 
 class AbstractCoordinator:
@@ -124,7 +124,7 @@ class AbstractCoordinator:
         self._find_future: Any = None
         self._find_failures = 0
         self._next_find_ms = 0.0
-        self._join: Optional[_PendingJoin] = None
+        self._join: Any = None  # the Future of the join round in progress
         self._need_join_prepare = True
         self._heartbeat_thread: Any = None
         self._heartbeat_future: Any = None
@@ -276,7 +276,12 @@ class AbstractCoordinator:
         return self.join_group_if_needed(deadline)
 
     def join_group_if_needed(self, deadline: float) -> bool:
-        """Java's joinGroupIfNeeded: loop JoinGroup/SyncGroup until joined or the deadline."""
+        """Java's joinGroupIfNeeded: join rounds until joined or the deadline.
+
+        A round (JoinGroup, then at once SyncGroup, in the network callbacks as in Java, so
+        a member busy between polls still syncs in time) is one Future in ``_join``; its
+        outcome is handled here, on the application thread, where the subclass hooks run.
+        """
         while self.rejoin_needed_or_pending():
             if self.ensure_coordinator_ready(max(0.0, deadline - self._clock())) is None:
                 return False
@@ -288,21 +293,35 @@ class AbstractCoordinator:
                 self.on_join_prepare(generation)
             if self._join is None:
                 self._send_join_group()
-            pending = self._join
-            if pending is None:
+            round_future = self._join
+            if round_future is None:
                 continue
-            while not pending.future.is_done and self._clock() < deadline:
-                self._client.poll(timeout_ms=max(0.0, deadline - self._clock()), future=pending.future)
-            if not pending.future.is_done:
+            while not round_future.is_done and self._clock() < deadline:
+                self._client.poll(timeout_ms=max(0.0, deadline - self._clock()), future=round_future)
+            if not round_future.is_done:
                 return False
             self._join = None
-            if pending.future.failed():
-                self._on_join_request_failed(pending, pending.future.exception, deadline)
+            if round_future.succeeded():
+                generation, assignment = round_future.value
+                log.info("Group %s: synced generation %d", self.group_id, generation.generation_id)
+                # Set before the callbacks: an exception in them must not rerun
+                # on_join_prepare's bookkeeping for a rebalance that already finished.
+                self._need_join_prepare = True
+                self.on_join_complete(generation, assignment)
                 continue
-            if pending.kind == "join":
-                self._on_join_response(pending.future.value, deadline)
+            exc = round_future.exception
+            with self._lock:
+                if self.membership.state is not MemberState.STABLE:
+                    self.membership.state = MemberState.UNJOINED
+            if isinstance(exc, _JoinRoundFailed):
+                self._apply_verdict(exc.verdict, deadline)
+            elif getattr(exc, "retriable", False):
+                log.info("Group %s: join round failed (%s); rediscovering the coordinator", self.group_id, exc)
+                self.mark_coordinator_unknown(str(exc))
+                self._backoff(deadline)
             else:
-                self._on_sync_response(pending.future.value, pending.generation, deadline)
+                assert exc is not None
+                raise exc
         return True
 
     def _send_join_group(self) -> None:
@@ -330,18 +349,21 @@ class AbstractCoordinator:
             self.membership.on_join_sent()
         log.info("Group %s: (re)joining (member %r, reason: %s)", self.group_id, member_id,
                  self.membership.rejoin_reason)
+        round_future = Future()
+        round_future.add_both(self._wake_application)
+        self._join = round_future
         future = self._client.send(node, request, version=version,
                                    timeout_ms=max(self.request_timeout_ms,
                                                   self.rebalance_timeout_ms + _JOIN_GROUP_TIMEOUT_MARGIN_MS))
-        future.add_both(self._wake_application)
-        self._join = _PendingJoin("join", future, None)
+        future.add_callback(self._on_join_response, round_future)
+        future.add_errback(round_future.failure)
 
     def _wake_application(self, _value: Any) -> None:
-        # The heartbeat thread may complete a join future: the application thread's select must
+        # The heartbeat thread may complete a round: the application thread's select must
         # not sleep through it.
         self._client.wakeup()
 
-    def _on_join_response(self, response: Any, deadline: float) -> None:
+    def _on_join_response(self, round_future: Any, response: Any) -> None:
         with self._lock:
             verdict = self.membership.handle_join_response(response)
             generation = self.membership.generation
@@ -350,7 +372,7 @@ class AbstractCoordinator:
                 # The heartbeat thread resumes now (COMPLETING_REBALANCE): fresh timers.
                 self.heartbeat.reset_timeouts(self._clock())
         if not verdict.ok:
-            self._apply_verdict(verdict, deadline)
+            round_future.failure(_JoinRoundFailed(verdict))
             return
         try:
             if is_leader:
@@ -358,23 +380,29 @@ class AbstractCoordinator:
                                                       bool(getattr(response, "skip_assignment", False)))
             else:
                 assignments = {}
-        except BaseException:
+            sync = self._send_sync_group(generation, response.protocol_name, assignments)
+        except BaseException as exc:  # noqa: BLE001 - raised on the application thread
             with self._lock:
                 self.membership.state = MemberState.UNJOINED
-                self.membership.request_rejoin("the assignor failed")
-            raise
-        self._send_sync_group(generation, response.protocol_name, assignments)
+                self.membership.request_rejoin("the assignment failed")
+            round_future.failure(exc)
+            return
+        if sync is None:
+            round_future.failure(_JoinRoundFailed(Verdict(
+                errors.KafkaConnectionError("lost the coordinator between JoinGroup and SyncGroup"),
+                retry=True, backoff=True, coordinator_unknown=True)))
+            return
+        sync.add_callback(self._on_sync_response, round_future, generation)
+        sync.add_errback(round_future.failure)
 
-    def _send_sync_group(self, generation: Generation, protocol_name: str, assignments: dict[str, bytes]) -> None:
+    def _send_sync_group(self, generation: Generation, protocol_name: str,
+                         assignments: dict[str, bytes]) -> Optional[Any]:
         node = self.coordinator_id
         version = self._version(SyncGroupRequest, node)
         if version is None:
-            # Lost the coordinator between JoinGroup and SyncGroup: join again.
-            with self._lock:
-                self.membership.state = MemberState.UNJOINED
-            return
+            return None
         request = _SyncGroupRequest(group_id=self.group_id, generation_id=generation.generation_id,
-                                   member_id=generation.member_id,
+                                    member_id=generation.member_id,
                                     assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
                                                  for m, a in assignments.items()])
         if version >= 3:
@@ -384,33 +412,17 @@ class AbstractCoordinator:
             request.protocol_name = protocol_name
         log.debug("Group %s: SyncGroup generation %d (%d assignments)", self.group_id, generation.generation_id,
                   len(assignments))
-        future = self._client.send(node, request, version=version)
-        future.add_both(self._wake_application)
-        self._join = _PendingJoin("sync", future, generation)
+        return self._client.send(node, request, version=version)
 
-    def _on_sync_response(self, response: Any, generation: Generation, deadline: float) -> None:
+    def _on_sync_response(self, round_future: Any, generation: Generation, response: Any) -> None:
         with self._lock:
             verdict = self.membership.handle_sync_response(response, generation)
             if verdict.ok:
                 self.heartbeat.reset_timeouts(self._clock())
-        if not verdict.ok:
-            self._apply_verdict(verdict, deadline)
-            return
-        log.info("Group %s: synced generation %d", self.group_id, generation.generation_id)
-        # Set before the callbacks: an exception in them must not rerun on_join_prepare's
-        # bookkeeping for a rebalance that already finished.
-        self._need_join_prepare = True
-        self.on_join_complete(generation, bytes(response.assignment))
-
-    def _on_join_request_failed(self, pending: _PendingJoin, exc: BaseException, deadline: float) -> None:
-        with self._lock:
-            self.membership.state = MemberState.UNJOINED
-        if not getattr(exc, "retriable", False):
-            raise exc
-        log.info("Group %s: %s request failed (%s); rediscovering the coordinator", self.group_id,
-                 "JoinGroup" if pending.kind == "join" else "SyncGroup", exc)
-        self.mark_coordinator_unknown(str(exc))
-        self._backoff(deadline)
+        if verdict.ok:
+            round_future.success((generation, bytes(response.assignment)))
+        else:
+            round_future.failure(_JoinRoundFailed(verdict))
 
     def _apply_verdict(self, verdict: Verdict, deadline: float) -> None:
         if verdict.fatal:
@@ -480,8 +492,20 @@ class AbstractCoordinator:
         now = self._clock()
         idle = float(self.retry_backoff_ms)
         with self._lock:
-            if self._closing or self._fatal_error is not None or self.membership.state.has_not_joined_group():
+            if self._closing or self._fatal_error is not None:
                 return idle
+            if self.membership.state.has_not_joined_group():
+                joining = self._join is not None and not self._join.is_done
+            else:
+                joining = None
+        if joining is not None:
+            if joining:
+                # Unlike Java, drive a join round's I/O too: a member busy between polls
+                # then still sends its SyncGroup as soon as JoinGroup answers (in the
+                # callbacks), before the leader's completes the round.
+                self._client.poll(timeout_ms=0)
+                return min(idle, _JOIN_POLL_INTERVAL_MS)
+            return idle
         if self.coordinator_unknown():
             self.lookup_coordinator()
             wait = idle

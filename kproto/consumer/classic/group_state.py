@@ -16,7 +16,9 @@ Error handling follows Java's response handlers:
   coordinator; FENCED_INSTANCE_ID and anything else (authorization, inconsistent
   protocols, bad session timeout, group full, ...) are fatal.
 - SyncGroup: REBALANCE_IN_PROGRESS joins again; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION reset
-  the generation and join again; coordinator errors rediscover; FENCED_INSTANCE_ID fatal.
+  the generation and join again; coordinator errors rediscover; FENCED_INSTANCE_ID,
+  authorization and version errors are fatal; anything else joins again after a backoff
+  (librdkafka's rule; Java fails, but a rejoin is always safe).
 - Heartbeat: REBALANCE_IN_PROGRESS asks for a rejoin (only when STABLE: during
   COMPLETING_REBALANCE the SyncGroup answer decides); ILLEGAL_GENERATION /
   UNKNOWN_MEMBER_ID reset the generation (only if it is still the one the Heartbeat
@@ -199,8 +201,14 @@ class GroupMembership:
         if cls is errors.FencedInstanceIdError:
             return Verdict(fenced_instance_error(self.group_id, self.group_instance_id))
         self.state = MemberState.UNJOINED
-        log.error("Group %s: SyncGroup failed: %s", self.group_id, exc)
-        return Verdict(exc)
+        if cls in (errors.GroupAuthorizationFailedError, errors.UnsupportedVersionError):
+            log.error("Group %s: SyncGroup failed: %s", self.group_id, exc)
+            return Verdict(exc)
+        # Anything else (the mock cluster answers INVALID_REQUEST to a SyncGroup that comes
+        # after the leader's completed the round): join again, as librdkafka does.
+        log.warning("Group %s: SyncGroup failed (%s); joining again", self.group_id, exc)
+        self.request_rejoin("SyncGroup: {}".format(exc))
+        return Verdict(exc, retry=True, backoff=True)
 
     def handle_heartbeat_response(self, code: int, sent_generation: Generation) -> Verdict:
         if code == 0:

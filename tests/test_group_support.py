@@ -1,0 +1,155 @@
+"""Helpers of the classic group integration tests (no tests here).
+
+``Member``: one kproto consumer in its own thread that subscribes, polls, "processes"
+records (keeps them), commits after processing, and records what it owned in which
+generation and every rebalance callback. ``wait_for`` polls a condition (no fixed sleeps
+in assertions: a condition that never comes fails with a message after a generous limit).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from kproto import KafkaConsumer, errors
+
+GROUP_CONFIG = dict(session_timeout_ms=3000, heartbeat_interval_ms=200, auto_offset_reset="earliest",
+                    enable_auto_commit=False, max_poll_records=50, retry_backoff_ms=50,
+                    fetch_max_wait_ms=100)
+
+
+def wait_for(condition: Callable[[], Any], what: str, limit_s: float = 60.0, step_s: float = 0.05) -> Any:
+    """Wait until ``condition()`` is truthy; fail (AssertionError naming ``what``) after ``limit_s``."""
+    end = time.monotonic() + limit_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(step_s)
+
+
+class Member(threading.Thread):
+    """A kproto group member consuming ``topics`` in its own thread."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topics: Any = None, *, pattern: Optional[str] = None,
+                 commit: str = "sync", per_record_s: float = 0.0, listener_hook: Optional[Callable] = None,
+                 **config: Any) -> None:
+        super().__init__(name="member-" + name, daemon=True)
+        cfg = dict(GROUP_CONFIG)
+        cfg.update(config)
+        self.member_name = name
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, **cfg)
+        self.topics = topics
+        self.pattern = pattern
+        self.commit_mode = commit
+        self.per_record_s = per_record_s
+        self.listener_hook = listener_hook
+        self.lock = threading.Lock()
+        self.processed: list[tuple[str, int, int]] = []  # (topic, partition, offset)
+        self.ownership: list[tuple[int, frozenset]] = []  # (generation, assignment) after each poll
+        self.events: list[tuple[str, int, frozenset]] = []  # (callback, generation, partitions)
+        self.commit_errors: list[BaseException] = []
+        self.error: Optional[BaseException] = None
+        self._stop_event = threading.Event()
+        self._close_on_stop = True
+
+    # --- ConsumerRebalanceListener -----------------------------------------------------------
+
+    def _event(self, kind: str, partitions: Any) -> None:
+        generation = self.consumer.group_metadata()["generation_id"]
+        with self.lock:
+            self.events.append((kind, generation, frozenset(partitions)))
+        if self.listener_hook is not None:
+            self.listener_hook(self, kind, partitions)
+
+    def on_partitions_revoked(self, partitions: Any) -> None:
+        self._event("revoked", partitions)
+
+    def on_partitions_assigned(self, partitions: Any) -> None:
+        self._event("assigned", partitions)
+
+    def on_partitions_lost(self, partitions: Any) -> None:
+        self._event("lost", partitions)
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        c = self.consumer
+        try:
+            if self.pattern is not None:
+                c.subscribe(pattern=self.pattern, listener=self)
+            else:
+                c.subscribe(self.topics, listener=self)
+            uncommitted = False
+            while not self._stop_event.is_set():
+                batch = c.poll(100)
+                generation = c.group_metadata()["generation_id"]
+                owned = frozenset(c.assignment())
+                with self.lock:
+                    self.ownership.append((generation, owned))
+                for tp, records in batch.items():
+                    for record in records:
+                        if self.per_record_s:
+                            time.sleep(self.per_record_s)
+                        with self.lock:
+                            self.processed.append((tp.topic, tp.partition, record.offset))
+                if (batch or uncommitted) and self.commit_mode == "sync":
+                    try:
+                        c.commit()
+                        uncommitted = False
+                    except (errors.CommitFailedError, errors.RebalanceInProgressError) as exc:
+                        # Refused while the group rebalances: commit again after the next
+                        # poll (what is no longer ours is redone by its next owner).
+                        self.commit_errors.append(exc)
+                        uncommitted = True
+            if self._close_on_stop:
+                c.close()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def stop(self, close: bool = True, timeout_s: float = 30.0) -> None:
+        self._close_on_stop = close
+        self._stop_event.set()
+        self.join(timeout_s)
+        assert not self.is_alive(), "member {} did not stop".format(self.member_name)
+        if self.error is not None:
+            raise self.error
+
+    # --- views ---------------------------------------------------------------------------------
+
+    def processed_set(self) -> set[tuple[str, int, int]]:
+        with self.lock:
+            return set(self.processed)
+
+    def assignment(self) -> frozenset:
+        with self.lock:
+            return self.ownership[-1][1] if self.ownership else frozenset()
+
+    def generation(self) -> int:
+        with self.lock:
+            return self.ownership[-1][0] if self.ownership else -1
+
+
+def assert_disjoint_per_generation(members: list[Member]) -> None:
+    """No partition is owned by two members in the same generation."""
+    owners: dict[tuple[int, Any], set[str]] = {}
+    for m in members:
+        with m.lock:
+            snapshot = list(m.ownership)
+        for generation, owned in snapshot:
+            if generation < 0:
+                continue
+            for tp in owned:
+                owners.setdefault((generation, tp), set()).add(m.member_name)
+    shared = {k: v for k, v in owners.items() if len(v) > 1}
+    assert not shared, "partitions owned by two members in one generation: {}".format(shared)
+
+
+def processed_union(members: list[Member]) -> set[tuple[str, int, int]]:
+    result: set[tuple[str, int, int]] = set()
+    for m in members:
+        result |= m.processed_set()
+    return result
