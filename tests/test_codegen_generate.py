@@ -1,0 +1,106 @@
+"""The generator: regeneration is a no-op, it handles every schema of Kafka 4.0, and the
+importer keeps facts only."""
+
+import ast
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codegen import generate, import_spec
+from codegen.emit import HEADER
+from codegen.schema import Versions, snake
+
+ROOT = Path(__file__).resolve().parent.parent
+MESSAGES_DIR = ROOT / "kproto" / "messages"
+SHARED = ROOT.parent / "shared" / "kafka-message-spec"
+
+
+def test_regeneration_is_a_no_op(tmp_path):
+    generate.generate(ROOT / "spec", tmp_path)
+    produced = sorted(p.name for p in tmp_path.glob("*.py"))
+    committed = sorted(p.name for p in MESSAGES_DIR.glob("*.py"))
+    assert produced == committed
+    for name in produced:
+        assert (tmp_path / name).read_text() == (MESSAGES_DIR / name).read_text(), name
+
+
+def test_generated_files_are_marked_and_import_only_protocol_and_errors():
+    for path in MESSAGES_DIR.glob("*.py"):
+        text = path.read_text()
+        assert text.startswith(HEADER + "\n"), path
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                top = node.module.split(".")
+                if top[0] == "kproto":
+                    assert top[1] in ("protocol", "errors", "messages"), (path, node.module)
+                else:
+                    assert top[0] in ("__future__", "struct", "uuid"), (path, node.module)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert alias.name in ("struct", "uuid"), (path, alias.name)
+            assert not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in ("exec", "eval")), path
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="Kafka's schema folder is not present")
+def test_spec_folder_matches_a_fresh_import(tmp_path):
+    import_spec.main(["--dest", str(tmp_path), "--source", str(SHARED)])
+    for path in tmp_path.glob("*.json"):
+        assert path.read_text() == (ROOT / "spec" / path.name).read_text(), path.name
+    names = {p.stem for p in (ROOT / "spec").glob("*.json")}
+    assert names == {p.stem for p in tmp_path.glob("*.json")}
+
+
+def test_spec_keeps_facts_only():
+    text = (ROOT / "spec" / "FetchResponse.json").read_text()
+    assert "about" not in text and "//" not in text
+    data = json.loads(text)
+    assert data["validVersions"] == "0-17" and data["flexibleVersions"] == "12+"
+    tagged = [f for f in data["fields"][3]["fields"][2]["fields"] if "tag" in f]
+    assert [f["name"] for f in tagged] == ["DivergingEpoch", "CurrentLeader", "SnapshotId"]
+
+
+def test_strip_comments_keeps_slashes_in_strings():
+    text = '{"a": "x//y", // comment\n "b": 1}'
+    assert json.loads(import_spec.strip_comments(text)) == {"a": "x//y", "b": 1}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="Kafka's schema folder is not present")
+def test_every_kafka_schema_generates_and_round_trips_defaults(tmp_path):
+    spec = tmp_path / "spec"
+    out = tmp_path / "generated"
+    import_spec.main(["--all", "--dest", str(spec), "--source", str(SHARED)])
+    generate.generate(spec, out)
+    count = classes = 0
+    for path in sorted(out.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        module_spec = importlib.util.spec_from_file_location("kproto_all_" + path.stem, path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        for name in module.__all__:
+            cls = getattr(module, name)
+            classes += 1
+            for version in range(cls.min_version, cls.max_version + 1):
+                assert cls.decode(cls().encode(version), version) == cls()
+                count += 1
+    assert classes == len(list(SHARED.glob("*.json"))) and count > 600
+
+
+def test_generate_command_line(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "codegen" / "generate.py"),
+                             "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "fetch.py").read_text() == (MESSAGES_DIR / "fetch.py").read_text()
+
+
+def test_versions_and_names():
+    assert 3 in Versions.parse("3+") and 2 not in Versions.parse("3+")
+    assert 5 not in Versions.parse("0-4") and Versions.parse("none").empty
+    assert Versions.parse("7").text() == "7"
+    assert snake("ClusterAuthorizedOperations") == "cluster_authorized_operations"
+    assert snake("TopicId") == "topic_id" and snake("KRaftVersion") == "k_raft_version"
