@@ -294,26 +294,71 @@ def test_all_addresses_of_a_host_are_tried(mock_cluster, clients, monkeypatch):
         client.close()
 
 
-def test_no_reachable_bootstrap_server_backs_off_without_spinning():
+def _closed_ports(n: int) -> list[int]:
+    """Ports on 127.0.0.1 that nothing listens on (bound, then released)."""
     import socket
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_no_reachable_bootstrap_server_backs_off_without_spinning():
+    port, = _closed_ports(1)
     client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port),
                            reconnect_backoff_ms=100, reconnect_backoff_max_ms=400)
     try:
-        future = client.request_metadata_update()
+        client.request_metadata_update()
         cpu = time.process_time()
-        client.poll(1_500, future=future)
+        client.poll(1_500)
+        # The refresh stays due; between attempts the client sleeps in select.
         assert time.process_time() - cpu < 0.75
         assert isinstance(client.connection_failed("bootstrap-0"), errors.KafkaConnectionError)
-        assert client.connection_delay("bootstrap-0") > 0 or client.connection_state(
-            "bootstrap-0") is not ConnectionState.READY
+        assert client.connection_state("bootstrap-0") is not ConnectionState.READY
     finally:
         client.close()
-    assert future.failed() or not future.is_done
+
+
+def test_metadata_update_fails_once_every_bootstrap_server_failed():
+    ports = _closed_ports(2)
+    client = NetworkClient(bootstrap_servers=",".join("127.0.0.1:{}".format(p) for p in ports),
+                           reconnect_backoff_ms=5_000, reconnect_backoff_max_ms=5_000)
+    try:
+        future = client.request_metadata_update()
+        client.poll(20_000, future=future)
+        assert future.failed()
+        assert isinstance(future.exception, errors.NoBrokersAvailable)
+        assert future.retriable()
+        assert isinstance(future.exception.__cause__, errors.KafkaConnectionError)
+        # Both servers were tried before giving up on this refresh.
+        for node_id in ("bootstrap-0", "bootstrap-1"):
+            assert isinstance(client.connection_failed(node_id), errors.KafkaConnectionError)
+        # A later refresh is still attempted (and fails the same way) rather than hanging.
+        again = client.request_metadata_update()
+        client.poll(20_000, future=again)
+        assert again.failed()
+    finally:
+        client.close()
+
+
+def test_metadata_update_succeeds_when_one_bootstrap_server_is_down(mock_cluster, clients):
+    port, = _closed_ports(1)
+    client = NetworkClient(bootstrap_servers="127.0.0.1:{},{}".format(
+        port, mock_cluster.bootstrap_servers), reconnect_backoff_ms=5_000,
+        reconnect_backoff_max_ms=5_000)
+    try:
+        # Whichever server least_loaded_node picks first, the refresh does not fail while
+        # another one may still be tried.
+        future = client.request_metadata_update()
+        client.poll(20_000, future=future)
+        assert future.succeeded(), future.exception
+        assert len(client.cluster.brokers()) == 3
+    finally:
+        client.close()
 
 
 def test_poll_returns_the_responses_it_completed_and_callbacks_run(mock_cluster, clients):

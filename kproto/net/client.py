@@ -601,9 +601,18 @@ class NetworkClient:
             return ttl
         node_id = self.least_loaded_node()
         if node_id is None:
-            # Every candidate is backing off: wake when the first may connect again.
+            # Every candidate failed and is backing off: whoever waits for this refresh
+            # learns it now (the refresh stays due and is retried when a node may connect).
             delays = [self._nodes[b.node_id].connection_delay(now) for b in self.cluster.brokers()
                       if b.node_id in self._nodes]
+            causes = [self._nodes[b.node_id].last_error for b in self.cluster.brokers()
+                      if b.node_id in self._nodes and self._nodes[b.node_id].last_error]
+            exc = errors.NoBrokersAvailable(
+                "no broker could be reached for metadata ({} tried){}".format(
+                    len(delays), ": {}".format(causes[-1]) if causes else ""))
+            if causes:
+                exc.__cause__ = causes[-1]
+            self.cluster.failed_update(exc, now)
             return max(min(delays, default=0.0), float(self.config["reconnect_backoff_ms"]), 1.0)
         node = self._node(node_id)
         if not node.is_ready():
