@@ -17,6 +17,7 @@ import time
 from typing import Any, Optional, Sequence
 
 SAMPLE_TOPIC = "kproto-sample"
+JOIN_WAIT_S = 60.0
 
 
 def _text(data: Optional[bytes]) -> Optional[str]:
@@ -97,11 +98,17 @@ def _print_records(consumer: Any, out: Any, args: argparse.Namespace, max_messag
     """Poll and print until ``max_messages`` or ``--timeout-ms`` without records."""
     printed = 0
     idle_deadline = time.monotonic() + args.timeout_ms / 1000
+    # A group member has nothing to read until its first assignment: the idle timer starts
+    # then (a rebalance may take longer than --timeout-ms), but not later than JOIN_WAIT_S.
+    join_deadline = time.monotonic() + JOIN_WAIT_S
     while max_messages is None or printed < max_messages:
         limit = None if max_messages is None else max_messages - printed
         batch = consumer.poll(timeout_ms=500, max_records=limit)
-        if batch:
+        waiting_for_assignment = bool(args.group) and not consumer.assignment() \
+            and time.monotonic() < join_deadline
+        if batch or waiting_for_assignment:
             idle_deadline = time.monotonic() + args.timeout_ms / 1000
+        if batch:
             lines = [_format(r, args.json, args.print_key) for records in batch.values() for r in records]
             out.write("\n".join(lines) + "\n")
             printed += len(lines)
