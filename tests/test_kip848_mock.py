@@ -20,6 +20,7 @@ from kproto.structs import TopicPartition as TP
 pytestmark = [pytest.mark.broker]
 
 DEADLINE_S = 60
+THREE_MEMBER_RECORDS = 100_000
 
 
 class Listener:
@@ -243,15 +244,19 @@ def test_mixed_group_with_a_librdkafka_member(broker) -> None:
 @pytest.mark.needs("kip848", "fault_injection")
 def test_three_members_join_and_leave_with_manual_commits_and_process_everything(broker) -> None:
     broker.set_group_consumer_heartbeat_interval(100)
-    topic = broker.new_topic(partitions=6, prefix="k848")
-    written = broker.produce(topic, 3000)
+    # 100k records of ~100-200 B over 8 partitions: ~1.5 MiB a partition, under the mock's
+    # ~5 MiB retention. Larger producer batches keep the number of Fetch round trips modest
+    # (the mock returns one batch per partition per Fetch).
+    topic = broker.new_topic(partitions=8, prefix="k848")
+    written = broker.produce(topic, THREE_MEMBER_RECORDS,
+                             producer_config={"batch.num.messages": 500, "linger.ms": 20})
     group = "g-" + topic
     processed: set = set()
     owned_at_epoch: list = []  # (member, epoch, partitions) seen after every poll
     members: list = []
 
     def step(consumer: KafkaConsumer) -> None:
-        records = consumer.poll(timeout_ms=50, max_records=100)
+        records = consumer.poll(timeout_ms=50, max_records=1000)
         for tp, batch in records.items():
             processed.update((tp.partition, r.offset) for r in batch)
         if records:
@@ -271,13 +276,18 @@ def test_three_members_join_and_leave_with_manual_commits_and_process_everything
         consumer = make_consumer(broker, group)
         consumer.subscribe([topic])
         members.append(consumer)
-        target = len(processed) + 300
+        target = len(processed) + len(written) // 10
         run(lambda: len(processed) >= min(target, len(written)))
     leaving = members.pop(0)
     leaving.close()  # its partitions move to the others, from its committed offsets
+    target = len(processed) + len(written) // 10
+    run(lambda: len(processed) >= target)
+    newcomer = make_consumer(broker, group)  # a fresh member joins the running group
+    newcomer.subscribe([topic])
+    members.append(newcomer)
     run(lambda: len(processed) == len(written))
     assert processed == {(r.partition, r.offset) for r in written}
-    assert len({member for member, _, parts in owned_at_epoch if parts}) == 3  # all three took part
+    assert len({member for member, _, parts in owned_at_epoch if parts}) == 4  # all four took part
     for i, (member_a, epoch_a, parts_a) in enumerate(owned_at_epoch):
         for member_b, epoch_b, parts_b in owned_at_epoch[i + 1:]:
             if member_a != member_b and epoch_a == epoch_b:
