@@ -118,6 +118,7 @@ def proxy(mock_cluster_factory, certs):
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(certs["client"][0])
         p = TlsProxy(cluster.addresses[0], context)
+        p.cluster = cluster  # type: ignore[attr-defined]
         started.append(p)
         return p
 
@@ -197,6 +198,63 @@ def test_a_given_ssl_context_is_used_as_is(proxy, certs):
                            ssl_context=context)
     try:
         assert roundtrip(client).succeeded()
+    finally:
+        client.close()
+
+
+def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monkeypatch):
+    """A Fetch answer of several MiB through TLS: one readiness event reads at most
+    _MAX_READS_PER_EVENT TLS records (~1 MiB), then drains what the TLS layer already
+    decrypted (``pending()``), and the rest arrives on later events."""
+    import os
+
+    from confluent_kafka import Producer
+
+    from kproto.messages import FetchRequest
+    from kproto.net import broker as broker_module
+    from tests.brokers import raw
+
+    p = proxy()
+    cluster = p.cluster
+    # The mock answers a Fetch with at most one producer batch (~1 MB) per partition:
+    # three partitions make a ~3 MiB response.
+    topic = cluster.new_topic(partitions=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 50,
+                         "compression.type": "none"})
+    blob = os.urandom(1024)
+    for i in range(2_700):  # ~0.9 MiB per partition, below the mock's ~5 MiB retention
+        producer.produce(topic, value=blob[i % 512:] + blob[:i % 512], key=b"%d" % i,
+                         partition=i % 3)
+    assert producer.flush(30) == 0
+    expected = [raw.fetch_partition_bytes(cluster.bootstrap_servers, topic, n) for n in range(3)]
+    assert sum(map(len, expected)) > 2 * 1024 * 1024
+
+    drains = []
+    real_pending = ssl.SSLSocket.pending
+
+    def counting_pending(sock):
+        drains.append(1)
+        return real_pending(sock)
+
+    monkeypatch.setattr(ssl.SSLSocket, "pending", counting_pending)
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port),
+                           security_protocol="SSL", ssl_cafile=certs["server"][0])
+    try:
+        limit = 8 * 1024 * 1024
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=limit, isolation_level=0,
+            topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                FetchRequest.FetchPartition(partition=n, fetch_offset=0,
+                                            partition_max_bytes=limit) for n in range(3)])])
+        future = client.send("bootstrap-0", request, version=12)
+        client.poll(30_000, future=future)
+        assert future.succeeded(), future.exception
+        parts = sorted(future.value.responses[0].partitions, key=lambda q: q.partition_index)
+        assert [q.error_code for q in parts] == [0, 0, 0]
+        assert [bytes(q.records) for q in parts] == expected
+        # More than one burst's worth of TLS records came in, so the cap was reached.
+        assert sum(map(len, expected)) > broker_module._MAX_READS_PER_EVENT * 16 * 1024
+        assert drains, "the read cap was never reached"
     finally:
         client.close()
 
