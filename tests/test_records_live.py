@@ -5,6 +5,7 @@ import pytest
 
 from kproto import codecs
 from kproto.records import read_batches
+from tests.brokers import seeding
 from tests.data.records.regenerate import fetch_all
 
 
@@ -30,3 +31,27 @@ def test_fresh_transaction_markers(broker):
     markers = [(m.offset, m.is_commit) for m in
                (b.control_record() for b in read_batches(data, check_crcs=True)) if m]
     assert markers == [(tx.committed[-1].offset + 1, True), (tx.aborted[-1].offset + 1, False)]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_legacy_messages_from_the_broker(mock_cluster, magic):
+    # Legacy messages written by kafka-python's builder, stored by the mock, fetched raw
+    # (the mock answers one stored message set per Fetch, so fetch until the end). The
+    # mock refuses compressed legacy messages (UNSUPPORTED_VERSION): those are covered
+    # offline by tests/test_records_kafka_python.py.
+    codec = "none"
+    topic = mock_cluster.new_topic()
+    written = seeding.produce_legacy(mock_cluster.bootstrap_servers, topic, 12, magic=magic,
+                                     codec=codec)
+    got = []
+    while len(got) < len(written):
+        data = mock_cluster.raw_fetch(topic, 0, len(got), version=3)
+        assert data, "the broker returned nothing at offset {}".format(len(got))
+        for batch in read_batches(data, topic=topic, partition=0):
+            assert batch.magic == magic
+            assert batch.compression_type == seeding.CODEC_IDS[codec]
+            got.extend(batch.records)
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in got] == \
+        [(w.offset, w.key, w.value, w.timestamp, []) for w in written]
+    assert {r.timestamp_type for r in got} == ({-1} if magic == 0 else {0})
+    assert all(r.checksum is not None for r in got)

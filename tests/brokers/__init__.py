@@ -69,6 +69,9 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   deterministic, batch boundaries are not (the producer batches up to 25 records per 5
   ms); ``producer_config={"batch.num.messages": 1}`` gives one record per batch. Only v2
   batches are written (librdkafka's legacy-format fallbacks are not reliable here);
+- ``seeding.produce_legacy(bootstrap, topic, n, magic=0|1, codec="none")``: legacy
+  messages built by kafka-python's builder, one per raw Produce v2 (empty partition
+  needed). The mock stores uncompressed ones and refuses compressed ones;
 - ``produce_transactions(topic, committed=10, aborted=10, partitions=(0,), codec="none")
   -> Transactions(committed=[...], aborted=[...])``: one committed, then one aborted
   transaction (tags "txc"/"txa"). All three brokers accept transactional producers;

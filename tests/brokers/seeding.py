@@ -177,3 +177,55 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
             producer.abort_transaction(timeout)
         results.append(_collect(topic, sink, tag, timestamp_base))
     return Transactions(committed=results[0], aborted=results[1])
+
+
+#: Codecs a legacy (magic 0/1) message can carry (zstd came with magic 2).
+LEGACY_CODECS = ("none", "gzip", "snappy", "lz4")
+
+
+def produce_legacy(bootstrap_servers: str, topic: str, n: int, *, magic: int,
+                   codec: str = "none", partition: int = 0, tag: str = "l",
+                   timestamp_base: int = BASE_TIMESTAMP_MS) -> list[WrittenRecord]:
+    """Write records ``0 .. n-1`` of the recipe as legacy messages (``magic`` 0 or 1).
+
+    confluent-kafka writes only v2 batches to these brokers, so the messages are built by
+    kafka-python 3.x's ``LegacyRecordBatchBuilder`` (another independent implementation)
+    and sent with raw Produce v2 requests. One message per request: the librdkafka mock
+    stores the bytes as given and rewrites only the first offset, so a multi-message set
+    would keep the builder's offsets. With a codec, each message is a compressed wrapper
+    around one inner message (v1: relative inner offset 0; v0: the absolute offset, which
+    is why the partition must be empty at the start). Legacy messages carry no headers,
+    and magic 0 no timestamp (the recipe's timestamps are returned as -1 then).
+    The librdkafka mock stores uncompressed legacy messages and refuses compressed ones
+    (UNSUPPORTED_VERSION, raised here); Tansu and Kafka 4 were not tried.
+    """
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    from kproto.messages import ProduceRequest
+    from tests.brokers import raw
+
+    if magic not in (0, 1) or codec not in LEGACY_CODECS:
+        raise ValueError("magic must be 0 or 1 and codec one of {}".format(LEGACY_CODECS))
+    address = raw.partition_leader(bootstrap_servers, topic, partition)
+    out = []
+    for i in range(n):
+        key, value, _ = record_for(i, tag=tag)
+        timestamp = timestamp_base + i if magic == 1 else None
+        builder = LegacyRecordBatchBuilder(magic=magic, compression_type=CODEC_IDS[codec],
+                                           batch_size=1 << 20)
+        builder.append(i if magic == 0 else 0, timestamp=timestamp, key=key, value=value)
+        request = ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.PartitionProduceData(index=partition,
+                                                    records=bytes(builder.build()))])])
+        resp = raw.roundtrip(address, request, 2)
+        part = resp.responses[0].partition_responses[0]
+        if part.error_code:
+            raise raw.RawProtocolError("Produce of a magic {} message: error {}".format(
+                magic, part.error_code))
+        if part.base_offset != i:
+            raise raw.RawProtocolError("expected offset {} (an empty partition), got {}".format(
+                i, part.base_offset))
+        out.append(WrittenRecord(topic, partition, i, key, value, (),
+                                 timestamp if timestamp is not None else -1, i))
+    return out
