@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -209,6 +210,7 @@ class ApiVersionsResponse(ProtocolStruct):
 
 
 def _d_ApiVersionsRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(ApiVersionsRequest)
     return o, pos
 
@@ -216,6 +218,7 @@ def _e_ApiVersionsRequest_v0(o, out):
     pass
 
 def _d_ApiVersionsRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(ApiVersionsRequest)
     o.client_software_name, pos = _rcstr(mv, pos)
     o.client_software_version, pos = _rcstr(mv, pos)
@@ -234,27 +237,32 @@ def _e_ApiVersionsRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_ApiVersionsResponse_ApiVersion_v0(mv, pos):
-    o = _new(ApiVersionsResponse_ApiVersion)
-    o.api_key, o.min_version, o.max_version = _u_hhh(mv, pos)
-    pos += 6
-    return o, pos
+def _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ApiVersionsResponse_ApiVersion)
+        o.api_key, o.min_version, o.max_version = _u_hhh(mv, pos)
+        pos += 6
+        add(o)
+    return result, pos
 
 def _d_ApiVersionsResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(ApiVersionsResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ApiVersionsResponse_ApiVersion_v0(mv, pos)
-        lst.append(item)
-    o.api_keys = lst
+    if n:
+        o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n)
+    else:
+        o.api_keys = []
     return o, pos
 
 def _e_ApiVersionsResponse_ApiVersion_v0(o, out):
@@ -271,20 +279,20 @@ def _e_ApiVersionsResponse_v0(o, out):
             _e_ApiVersionsResponse_ApiVersion_v0(item, out)
 
 def _d_ApiVersionsResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(ApiVersionsResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ApiVersionsResponse_ApiVersion_v0(mv, pos)
-        lst.append(item)
-    o.api_keys = lst
+    if n:
+        o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n)
+    else:
+        o.api_keys = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -300,80 +308,97 @@ def _e_ApiVersionsResponse_v1(o, out):
             _e_ApiVersionsResponse_ApiVersion_v0(item, out)
     out += _p_i(o.throttle_time_ms)
 
-def _d_ApiVersionsResponse_ApiVersion_v3(mv, pos):
-    o = _new(ApiVersionsResponse_ApiVersion)
-    o.api_key, o.min_version, o.max_version = _u_hhh(mv, pos)
-    pos += 6
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ApiVersionsResponse_ApiVersion)
+        o.api_key, o.min_version, o.max_version = _u_hhh(mv, pos)
+        pos += 6
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos):
-    o = _new(ApiVersionsResponse_SupportedFeatureKey)
-    o.name, pos = _rcstr(mv, pos)
-    o.min_version, o.max_version = _u_hh(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ApiVersionsResponse_SupportedFeatureKey)
+        o.name, pos = _rcstr(mv, pos)
+        o.min_version, o.max_version = _u_hh(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _tv_ApiVersionsResponse_0_v3(mv, pos):
+    limit = len(mv)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos)
-        lst.append(item)
-    value = lst
+    if n:
+        value, pos = _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n)
+    else:
+        value = []
     return value, pos
 
 def _tv_ApiVersionsResponse_1_v3(mv, pos):
+    limit = len(mv)
     value, = _u_q(mv, pos)
     pos += 8
     return value, pos
 
-def _d_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos):
-    o = _new(ApiVersionsResponse_FinalizedFeatureKey)
-    o.name, pos = _rcstr(mv, pos)
-    o.max_version_level, o.min_version_level = _u_hh(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ApiVersionsResponse_FinalizedFeatureKey)
+        o.name, pos = _rcstr(mv, pos)
+        o.max_version_level, o.min_version_level = _u_hh(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _tv_ApiVersionsResponse_2_v3(mv, pos):
+    limit = len(mv)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos)
-        lst.append(item)
-    value = lst
+    if n:
+        value, pos = _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n)
+    else:
+        value = []
     return value, pos
 
 def _tv_ApiVersionsResponse_3_v3(mv, pos):
+    limit = len(mv)
     value, = _u_o(mv, pos)
     pos += 1
     return value, pos
@@ -406,6 +431,7 @@ def _t_ApiVersionsResponse_v3(o, mv, pos):
     return pos
 
 def _d_ApiVersionsResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(ApiVersionsResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
@@ -415,15 +441,14 @@ def _d_ApiVersionsResponse_v3(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 7 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 7 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ApiVersionsResponse_ApiVersion_v3(mv, pos)
-        lst.append(item)
-    o.api_keys = lst
+    if n:
+        o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n)
+    else:
+        o.api_keys = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -245,6 +246,7 @@ class ConsumerGroupDescribeResponse(ProtocolStruct):
 
 
 def _d_ConsumerGroupDescribeRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupDescribeRequest)
     n = mv[pos]
     if n < 128:
@@ -252,8 +254,8 @@ def _d_ConsumerGroupDescribeRequest_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -284,29 +286,35 @@ def _e_ConsumerGroupDescribeRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos):
-    o = _new(ConsumerGroupDescribeResponse_TopicPartitions)
-    o.topic_id, pos = _ruuid(mv, pos)
-    o.topic_name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ConsumerGroupDescribeResponse_TopicPartitions)
+        o.topic_id, pos = _ruuid(mv, pos)
+        o.topic_name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupDescribeResponse_Assignment)
     n = mv[pos]
     if n < 128:
@@ -314,88 +322,97 @@ def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 19 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 19 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos)
-        lst.append(item)
-    o.topic_partitions = lst
+    if n:
+        o.topic_partitions, pos = _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n)
+    else:
+        o.topic_partitions = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
         pos += 1
     return o, pos
 
-def _d_ConsumerGroupDescribeResponse_Member_v0(mv, pos):
-    o = _new(ConsumerGroupDescribeResponse_Member)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.instance_id, pos = _rcnstr(mv, pos)
-    o.rack_id, pos = _rcnstr(mv, pos)
-    o.member_epoch, = _u_i(mv, pos)
-    pos += 4
-    o.client_id, pos = _rcstr(mv, pos)
-    o.client_host, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.subscribed_topic_names = lst
-    o.subscribed_topic_regex, pos = _rcnstr(mv, pos)
-    o.assignment, pos = _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos)
-    o.target_assignment, pos = _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ConsumerGroupDescribeResponse_Member)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.instance_id, pos = _rcnstr(mv, pos)
+        o.rack_id, pos = _rcnstr(mv, pos)
+        o.member_epoch, = _u_i(mv, pos)
+        pos += 4
+        o.client_id, pos = _rcstr(mv, pos)
+        o.client_host, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.subscribed_topic_names = lst
+        o.subscribed_topic_regex, pos = _rcnstr(mv, pos)
+        o.assignment, pos = _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos)
+        o.target_assignment, pos = _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos):
-    o = _new(ConsumerGroupDescribeResponse_DescribedGroup)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.error_message, pos = _rcnstr(mv, pos)
-    o.group_id, pos = _rcstr(mv, pos)
-    o.group_state, pos = _rcstr(mv, pos)
-    o.group_epoch, o.assignment_epoch = _u_ii(mv, pos)
-    pos += 8
-    o.assignor_name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ConsumerGroupDescribeResponse_Member_v0(mv, pos)
-        lst.append(item)
-    o.members = lst
-    o.authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ConsumerGroupDescribeResponse_DescribedGroup)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.error_message, pos = _rcnstr(mv, pos)
+        o.group_id, pos = _rcstr(mv, pos)
+        o.group_state, pos = _rcstr(mv, pos)
+        o.group_epoch, o.assignment_epoch = _u_ii(mv, pos)
+        pos += 8
+        o.assignor_name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.members, pos = _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n)
+        else:
+            o.members = []
+        o.authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ConsumerGroupDescribeResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupDescribeResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -405,15 +422,14 @@ def _d_ConsumerGroupDescribeResponse_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 20 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 20 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n)
+    else:
+        o.groups = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -210,28 +211,34 @@ class ConsumerGroupHeartbeatResponse(ProtocolStruct):
         self.assignment = assignment
 
 
-def _d_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos):
-    o = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
-    o.topic_id, pos = _ruuid(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
+        o.topic_id, pos = _ruuid(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupHeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.member_id, pos = _rcstr(mv, pos)
@@ -247,8 +254,8 @@ def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.subscribed_topic_names = None
     else:
@@ -264,16 +271,15 @@ def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topic_partitions = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos)
-            lst.append(item)
-        o.topic_partitions = lst
+        if n:
+            o.topic_partitions, pos = _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n)
+        else:
+            o.topic_partitions = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -325,6 +331,7 @@ def _e_ConsumerGroupHeartbeatRequest_v0(o, out):
         out.append(0)
 
 def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupHeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.member_id, pos = _rcstr(mv, pos)
@@ -340,8 +347,8 @@ def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.subscribed_topic_names = None
     else:
@@ -358,16 +365,15 @@ def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topic_partitions = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos)
-            lst.append(item)
-        o.topic_partitions = lst
+        if n:
+            o.topic_partitions, pos = _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n)
+        else:
+            o.topic_partitions = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -403,28 +409,34 @@ def _e_ConsumerGroupHeartbeatRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos):
-    o = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
-    o.topic_id, pos = _ruuid(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
+        o.topic_id, pos = _ruuid(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupHeartbeatResponse_Assignment)
     n = mv[pos]
     if n < 128:
@@ -432,15 +444,14 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos)
-        lst.append(item)
-    o.topic_partitions = lst
+    if n:
+        o.topic_partitions, pos = _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n)
+    else:
+        o.topic_partitions = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -448,6 +459,7 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):
     return o, pos
 
 def _d_ConsumerGroupHeartbeatResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -102,32 +103,37 @@ class ConsumerProtocolAssignment(ProtocolStruct):
         self.user_data = user_data
 
 
-def _d_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos):
-    o = _new(ConsumerProtocolAssignment_TopicPartition)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
+def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ConsumerProtocolAssignment_TopicPartition)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
 
 def _d_ConsumerProtocolAssignment_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerProtocolAssignment)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos)
-        lst.append(item)
-    o.assigned_partitions = lst
+    if n:
+        o.assigned_partitions, pos = _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n)
+    else:
+        o.assigned_partitions = []
     o.user_data, pos = _rnbytes(mv, pos)
     return o, pos
 

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -110,11 +111,12 @@ class ConsumerProtocolSubscription(ProtocolStruct):
 
 
 def _d_ConsumerProtocolSubscription_v0(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -135,25 +137,31 @@ def _e_ConsumerProtocolSubscription_v0(o, out):
             _wstr(out, item)
     _wnbytes(out, o.user_data)
 
-def _d_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos):
-    o = _new(ConsumerProtocolSubscription_TopicPartition)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
+def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ConsumerProtocolSubscription_TopicPartition)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
 
 def _d_ConsumerProtocolSubscription_v1(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -164,15 +172,14 @@ def _d_ConsumerProtocolSubscription_v1(mv, pos):
     o.user_data, pos = _rnbytes(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos)
-        lst.append(item)
-    o.owned_partitions = lst
+    if n:
+        o.owned_partitions, pos = _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n)
+    else:
+        o.owned_partitions = []
     return o, pos
 
 def _e_ConsumerProtocolSubscription_TopicPartition_v1(o, out):
@@ -202,11 +209,12 @@ def _e_ConsumerProtocolSubscription_v1(o, out):
             _e_ConsumerProtocolSubscription_TopicPartition_v1(item, out)
 
 def _d_ConsumerProtocolSubscription_v2(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -217,15 +225,14 @@ def _d_ConsumerProtocolSubscription_v2(mv, pos):
     o.user_data, pos = _rnbytes(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos)
-        lst.append(item)
-    o.owned_partitions = lst
+    if n:
+        o.owned_partitions, pos = _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n)
+    else:
+        o.owned_partitions = []
     o.generation_id, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -249,11 +256,12 @@ def _e_ConsumerProtocolSubscription_v2(o, out):
     out += _p_i(o.generation_id)
 
 def _d_ConsumerProtocolSubscription_v3(mv, pos):
+    limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -264,15 +272,14 @@ def _d_ConsumerProtocolSubscription_v3(mv, pos):
     o.user_data, pos = _rnbytes(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos)
-        lst.append(item)
-    o.owned_partitions = lst
+    if n:
+        o.owned_partitions, pos = _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n)
+    else:
+        o.owned_partitions = []
     o.generation_id, = _u_i(mv, pos)
     pos += 4
     o.rack_id, pos = _rnstr(mv, pos)

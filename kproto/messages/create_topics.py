@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -264,68 +265,81 @@ class CreateTopicsResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _d_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos):
-    o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
-    o.partition_index, = _u_i(mv, pos)
-    pos += 4
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.broker_ids = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
-
-def _d_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos):
-    o = _new(CreateTopicsRequest_CreatableTopicConfig)
-    o.name, pos = _rstr(mv, pos)
-    o.value, pos = _rnstr(mv, pos)
-    return o, pos
-
-def _d_CreateTopicsRequest_CreatableTopic_v0(mv, pos):
-    o = _new(CreateTopicsRequest_CreatableTopic)
-    o.name, pos = _rstr(mv, pos)
-    o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-    pos += 6
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos)
-        lst.append(item)
-    o.assignments = lst
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+        o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+        o.partition_index, = _u_i(mv, pos)
+        pos += 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.broker_ids = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
+
+def _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos)
-        lst.append(item)
-    o.configs = lst
-    return o, pos
+        o = _new(CreateTopicsRequest_CreatableTopicConfig)
+        o.name, pos = _rstr(mv, pos)
+        o.value, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsRequest_CreatableTopic)
+        o.name, pos = _rstr(mv, pos)
+        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
+        pos += 6
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 8 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.assignments, pos = _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n)
+        else:
+            o.assignments = []
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.configs, pos = _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos, n)
+        else:
+            o.configs = []
+        add(o)
+    return result, pos
 
 def _d_CreateTopicsRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 16 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -374,18 +388,18 @@ def _e_CreateTopicsRequest_v0(o, out):
         _unsupported(o, 'validate_only', '1+')
 
 def _d_CreateTopicsRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 16 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     o.timeout_ms, o.validate_only = _u_io(mv, pos)
     pos += 5
     return o, pos
@@ -400,80 +414,94 @@ def _e_CreateTopicsRequest_v1(o, out):
             _e_CreateTopicsRequest_CreatableTopic_v0(item, out)
     out += _p_io(o.timeout_ms, o.validate_only)
 
-def _d_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos):
-    o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
-    o.partition_index, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.broker_ids = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos):
-    o = _new(CreateTopicsRequest_CreatableTopicConfig)
-    o.name, pos = _rcstr(mv, pos)
-    o.value, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_CreateTopicsRequest_CreatableTopic_v5(mv, pos):
-    o = _new(CreateTopicsRequest_CreatableTopic)
-    o.name, pos = _rcstr(mv, pos)
-    o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-    pos += 6
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos)
-        lst.append(item)
-    o.assignments = lst
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+        o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+        o.partition_index, = _u_i(mv, pos)
+        pos += 4
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.broker_ids = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos)
-        lst.append(item)
-    o.configs = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(CreateTopicsRequest_CreatableTopicConfig)
+        o.name, pos = _rcstr(mv, pos)
+        o.value, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsRequest_CreatableTopic)
+        o.name, pos = _rcstr(mv, pos)
+        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
+        pos += 6
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.assignments, pos = _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n)
+        else:
+            o.assignments = []
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 3 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.configs, pos = _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos, n)
+        else:
+            o.configs = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_CreateTopicsRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsRequest)
     n = mv[pos]
     if n < 128:
@@ -481,15 +509,14 @@ def _d_CreateTopicsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 10 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 10 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsRequest_CreatableTopic_v5(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n)
+    else:
+        o.topics = []
     o.timeout_ms, o.validate_only = _u_io(mv, pos)
     pos += 5
     if mv[pos]:
@@ -559,26 +586,31 @@ def _e_CreateTopicsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _d_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos):
-    o = _new(CreateTopicsResponse_CreatableTopicResult)
-    o.name, pos = _rstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    return o, pos
+def _da_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsResponse_CreatableTopicResult)
+        o.name, pos = _rstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        add(o)
+    return result, pos
 
 def _d_CreateTopicsResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v0(o, out):
@@ -594,27 +626,32 @@ def _e_CreateTopicsResponse_v0(o, out):
         for item in lst:
             _e_CreateTopicsResponse_CreatableTopicResult_v0(item, out)
 
-def _d_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos):
-    o = _new(CreateTopicsResponse_CreatableTopicResult)
-    o.name, pos = _rstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.error_message, pos = _rnstr(mv, pos)
-    return o, pos
+def _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsResponse_CreatableTopicResult)
+        o.name, pos = _rstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.error_message, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_CreateTopicsResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v1(o, out):
@@ -632,20 +669,20 @@ def _e_CreateTopicsResponse_v1(o, out):
             _e_CreateTopicsResponse_CreatableTopicResult_v1(item, out)
 
 def _d_CreateTopicsResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_CreateTopicsResponse_v2(o, out):
@@ -658,19 +695,25 @@ def _e_CreateTopicsResponse_v2(o, out):
         for item in lst:
             _e_CreateTopicsResponse_CreatableTopicResult_v1(item, out)
 
-def _d_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos):
-    o = _new(CreateTopicsResponse_CreatableTopicConfigs)
-    o.name, pos = _rcstr(mv, pos)
-    o.value, pos = _rcnstr(mv, pos)
-    o.read_only, o.config_source, o.is_sensitive = _u_obo(mv, pos)
-    pos += 3
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsResponse_CreatableTopicConfigs)
+        o.name, pos = _rcstr(mv, pos)
+        o.value, pos = _rcnstr(mv, pos)
+        o.read_only, o.config_source, o.is_sensitive = _u_obo(mv, pos)
+        pos += 3
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _tv_CreateTopicsResponse_CreatableTopicResult_0_v5(mv, pos):
+    limit = len(mv)
     value, = _u_h(mv, pos)
     pos += 2
     return value, pos
@@ -687,37 +730,42 @@ def _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos):
-    o = _new(CreateTopicsResponse_CreatableTopicResult)
-    o.name, pos = _rcstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.error_message, pos = _rcnstr(mv, pos)
-    o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-    pos += 6
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.configs = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos)
-            lst.append(item)
-        o.configs = lst
-    if mv[pos]:
-        pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsResponse_CreatableTopicResult)
+        o.name, pos = _rcstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.error_message, pos = _rcnstr(mv, pos)
+        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
+        pos += 6
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.configs = None
+        else:
+            if n:
+                o.configs, pos = _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n)
+            else:
+                o.configs = []
+        if mv[pos]:
+            pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_CreateTopicsResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -727,15 +775,14 @@ def _d_CreateTopicsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -791,38 +838,43 @@ def _e_CreateTopicsResponse_v5(o, out):
     else:
         out.append(0)
 
-def _d_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos):
-    o = _new(CreateTopicsResponse_CreatableTopicResult)
-    o.name, pos = _rcstr(mv, pos)
-    o.topic_id, pos = _ruuid(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.error_message, pos = _rcnstr(mv, pos)
-    o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-    pos += 6
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.configs = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos)
-            lst.append(item)
-        o.configs = lst
-    if mv[pos]:
-        pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(CreateTopicsResponse_CreatableTopicResult)
+        o.name, pos = _rcstr(mv, pos)
+        o.topic_id, pos = _ruuid(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.error_message, pos = _rcnstr(mv, pos)
+        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
+        pos += 6
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.configs = None
+        else:
+            if n:
+                o.configs, pos = _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n)
+            else:
+                o.configs = []
+        if mv[pos]:
+            pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_CreateTopicsResponse_v7(mv, pos):
+    limit = len(mv)
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -832,15 +884,14 @@ def _d_CreateTopicsResponse_v7(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 28 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 28 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

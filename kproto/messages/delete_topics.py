@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -164,11 +165,12 @@ class DeleteTopicsResponse(ProtocolStruct):
 
 
 def _d_DeleteTopicsRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -193,6 +195,7 @@ def _e_DeleteTopicsRequest_v0(o, out):
         _unsupported(o, 'topics', '6+')
 
 def _d_DeleteTopicsRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsRequest)
     n = mv[pos]
     if n < 128:
@@ -200,8 +203,8 @@ def _d_DeleteTopicsRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -234,17 +237,23 @@ def _e_DeleteTopicsRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos):
-    o = _new(DeleteTopicsRequest_DeleteTopicState)
-    o.name, pos = _rcnstr(mv, pos)
-    o.topic_id, pos = _ruuid(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DeleteTopicsRequest_DeleteTopicState)
+        o.name, pos = _rcnstr(mv, pos)
+        o.topic_id, pos = _ruuid(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_DeleteTopicsRequest_v6(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsRequest)
     n = mv[pos]
     if n < 128:
@@ -252,15 +261,14 @@ def _d_DeleteTopicsRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos, n)
+    else:
+        o.topics = []
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -293,26 +301,31 @@ def _e_DeleteTopicsRequest_v6(o, out):
     else:
         out.append(0)
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos):
-    o = _new(DeleteTopicsResponse_DeletableTopicResult)
-    o.name, pos = _rstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    return o, pos
+def _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+        o.name, pos = _rstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        add(o)
+    return result, pos
 
 def _d_DeleteTopicsResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v0(o, out):
@@ -329,20 +342,20 @@ def _e_DeleteTopicsResponse_v0(o, out):
             _e_DeleteTopicsResponse_DeletableTopicResult_v0(item, out)
 
 def _d_DeleteTopicsResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_DeleteTopicsResponse_v1(o, out):
@@ -355,18 +368,24 @@ def _e_DeleteTopicsResponse_v1(o, out):
         for item in lst:
             _e_DeleteTopicsResponse_DeletableTopicResult_v0(item, out)
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos):
-    o = _new(DeleteTopicsResponse_DeletableTopicResult)
-    o.name, pos = _rcstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+        o.name, pos = _rcstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_DeleteTopicsResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -376,15 +395,14 @@ def _d_DeleteTopicsResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n)
+    else:
+        o.responses = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -415,19 +433,25 @@ def _e_DeleteTopicsResponse_v4(o, out):
     else:
         out.append(0)
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos):
-    o = _new(DeleteTopicsResponse_DeletableTopicResult)
-    o.name, pos = _rcstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.error_message, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+        o.name, pos = _rcstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.error_message, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_DeleteTopicsResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -437,15 +461,14 @@ def _d_DeleteTopicsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 5 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 5 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n)
+    else:
+        o.responses = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -477,20 +500,26 @@ def _e_DeleteTopicsResponse_v5(o, out):
     else:
         out.append(0)
 
-def _d_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos):
-    o = _new(DeleteTopicsResponse_DeletableTopicResult)
-    o.name, pos = _rcnstr(mv, pos)
-    o.topic_id, pos = _ruuid(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.error_message, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+        o.name, pos = _rcnstr(mv, pos)
+        o.topic_id, pos = _ruuid(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.error_message, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_DeleteTopicsResponse_v6(mv, pos):
+    limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -500,15 +529,14 @@ def _d_DeleteTopicsResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 21 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 21 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n)
+    else:
+        o.responses = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -179,11 +180,12 @@ class DescribeGroupsResponse(ProtocolStruct):
 
 
 def _d_DescribeGroupsRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -205,11 +207,12 @@ def _e_DescribeGroupsRequest_v0(o, out):
         _unsupported(o, 'include_authorized_operations', '3+')
 
 def _d_DescribeGroupsRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -232,6 +235,7 @@ def _e_DescribeGroupsRequest_v3(o, out):
     out += _p_o(o.include_authorized_operations)
 
 def _d_DescribeGroupsRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsRequest)
     n = mv[pos]
     if n < 128:
@@ -239,8 +243,8 @@ def _d_DescribeGroupsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -271,49 +275,58 @@ def _e_DescribeGroupsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _d_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroupMember)
-    o.member_id, pos = _rstr(mv, pos)
-    o.client_id, pos = _rstr(mv, pos)
-    o.client_host, pos = _rstr(mv, pos)
-    o.member_metadata, pos = _rbytes(mv, pos)
-    o.member_assignment, pos = _rbytes(mv, pos)
-    return o, pos
-
-def _d_DescribeGroupsResponse_DescribedGroup_v0(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroup)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.group_id, pos = _rstr(mv, pos)
-    o.group_state, pos = _rstr(mv, pos)
-    o.protocol_type, pos = _rstr(mv, pos)
-    o.protocol_data, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos)
-        lst.append(item)
-    o.members = lst
-    return o, pos
+        o = _new(DescribeGroupsResponse_DescribedGroupMember)
+        o.member_id, pos = _rstr(mv, pos)
+        o.client_id, pos = _rstr(mv, pos)
+        o.client_host, pos = _rstr(mv, pos)
+        o.member_metadata, pos = _rbytes(mv, pos)
+        o.member_assignment, pos = _rbytes(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DescribeGroupsResponse_DescribedGroup)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.group_id, pos = _rstr(mv, pos)
+        o.group_state, pos = _rstr(mv, pos)
+        o.protocol_type, pos = _rstr(mv, pos)
+        o.protocol_data, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 14 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n)
+        else:
+            o.members = []
+        add(o)
+    return result, pos
 
 def _d_DescribeGroupsResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 14 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroup_v0(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n)
+    else:
+        o.groups = []
     return o, pos
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v0(o, out):
@@ -349,20 +362,20 @@ def _e_DescribeGroupsResponse_v0(o, out):
             _e_DescribeGroupsResponse_DescribedGroup_v0(item, out)
 
 def _d_DescribeGroupsResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 14 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroup_v0(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n)
+    else:
+        o.groups = []
     return o, pos
 
 def _e_DescribeGroupsResponse_v1(o, out):
@@ -375,44 +388,48 @@ def _e_DescribeGroupsResponse_v1(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v0(item, out)
 
-def _d_DescribeGroupsResponse_DescribedGroup_v3(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroup)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.group_id, pos = _rstr(mv, pos)
-    o.group_state, pos = _rstr(mv, pos)
-    o.protocol_type, pos = _rstr(mv, pos)
-    o.protocol_data, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos)
-        lst.append(item)
-    o.members = lst
-    o.authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    return o, pos
+        o = _new(DescribeGroupsResponse_DescribedGroup)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.group_id, pos = _rstr(mv, pos)
+        o.group_state, pos = _rstr(mv, pos)
+        o.protocol_type, pos = _rstr(mv, pos)
+        o.protocol_data, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 14 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n)
+        else:
+            o.members = []
+        o.authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        add(o)
+    return result, pos
 
 def _d_DescribeGroupsResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroup_v3(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n)
+    else:
+        o.groups = []
     return o, pos
 
 def _e_DescribeGroupsResponse_DescribedGroup_v3(o, out):
@@ -440,54 +457,63 @@ def _e_DescribeGroupsResponse_v3(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v3(item, out)
 
-def _d_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroupMember)
-    o.member_id, pos = _rstr(mv, pos)
-    o.group_instance_id, pos = _rnstr(mv, pos)
-    o.client_id, pos = _rstr(mv, pos)
-    o.client_host, pos = _rstr(mv, pos)
-    o.member_metadata, pos = _rbytes(mv, pos)
-    o.member_assignment, pos = _rbytes(mv, pos)
-    return o, pos
-
-def _d_DescribeGroupsResponse_DescribedGroup_v4(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroup)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.group_id, pos = _rstr(mv, pos)
-    o.group_state, pos = _rstr(mv, pos)
-    o.protocol_type, pos = _rstr(mv, pos)
-    o.protocol_data, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos)
-        lst.append(item)
-    o.members = lst
-    o.authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    return o, pos
+        o = _new(DescribeGroupsResponse_DescribedGroupMember)
+        o.member_id, pos = _rstr(mv, pos)
+        o.group_instance_id, pos = _rnstr(mv, pos)
+        o.client_id, pos = _rstr(mv, pos)
+        o.client_host, pos = _rstr(mv, pos)
+        o.member_metadata, pos = _rbytes(mv, pos)
+        o.member_assignment, pos = _rbytes(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DescribeGroupsResponse_DescribedGroup)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.group_id, pos = _rstr(mv, pos)
+        o.group_state, pos = _rstr(mv, pos)
+        o.protocol_type, pos = _rstr(mv, pos)
+        o.protocol_data, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos, n)
+        else:
+            o.members = []
+        o.authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        add(o)
+    return result, pos
 
 def _d_DescribeGroupsResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroup_v4(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n)
+    else:
+        o.groups = []
     return o, pos
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o, out):
@@ -523,52 +549,62 @@ def _e_DescribeGroupsResponse_v4(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v4(item, out)
 
-def _d_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroupMember)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.group_instance_id, pos = _rcnstr(mv, pos)
-    o.client_id, pos = _rcstr(mv, pos)
-    o.client_host, pos = _rcstr(mv, pos)
-    o.member_metadata, pos = _rcbytes(mv, pos)
-    o.member_assignment, pos = _rcbytes(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_DescribeGroupsResponse_DescribedGroup_v5(mv, pos):
-    o = _new(DescribeGroupsResponse_DescribedGroup)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.group_id, pos = _rcstr(mv, pos)
-    o.group_state, pos = _rcstr(mv, pos)
-    o.protocol_type, pos = _rcstr(mv, pos)
-    o.protocol_data, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 7 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos)
-        lst.append(item)
-    o.members = lst
-    o.authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(DescribeGroupsResponse_DescribedGroupMember)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.group_instance_id, pos = _rcnstr(mv, pos)
+        o.client_id, pos = _rcstr(mv, pos)
+        o.client_host, pos = _rcstr(mv, pos)
+        o.member_metadata, pos = _rcbytes(mv, pos)
+        o.member_assignment, pos = _rcbytes(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(DescribeGroupsResponse_DescribedGroup)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.group_id, pos = _rcstr(mv, pos)
+        o.group_state, pos = _rcstr(mv, pos)
+        o.protocol_type, pos = _rcstr(mv, pos)
+        o.protocol_data, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 7 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n)
+        else:
+            o.members = []
+        o.authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_DescribeGroupsResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -578,15 +614,14 @@ def _d_DescribeGroupsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_DescribeGroupsResponse_DescribedGroup_v5(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n)
+    else:
+        o.groups = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -485,43 +486,52 @@ class FetchResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _d_FetchRequest_FetchPartition_v0(mv, pos):
-    o = _new(FetchRequest_FetchPartition)
-    o.partition, o.fetch_offset, o.partition_max_bytes = _u_iqi(mv, pos)
-    pos += 16
-    return o, pos
-
-def _d_FetchRequest_FetchTopic_v0(mv, pos):
-    o = _new(FetchRequest_FetchTopic)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchRequest_FetchPartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchRequest_FetchPartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchRequest_FetchPartition)
+        o.partition, o.fetch_offset, o.partition_max_bytes = _u_iqi(mv, pos)
+        pos += 16
+        add(o)
+    return result, pos
+
+def _da_FetchRequest_FetchTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_FetchTopic)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchRequest_FetchPartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes = _u_iii(mv, pos)
     pos += 12
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_FetchRequest_FetchPartition_v0(o, out):
@@ -554,20 +564,20 @@ def _e_FetchRequest_v0(o, out):
         _unsupported(o, 'forgotten_topics_data', '7+')
 
 def _d_FetchRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes = _u_iiii(mv, pos)
     pos += 16
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_FetchRequest_v3(o, out):
@@ -585,20 +595,20 @@ def _e_FetchRequest_v3(o, out):
         _unsupported(o, 'forgotten_topics_data', '7+')
 
 def _d_FetchRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _u_iiiib(mv, pos)
     pos += 17
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_FetchRequest_v4(o, out):
@@ -615,43 +625,52 @@ def _e_FetchRequest_v4(o, out):
     if o.forgotten_topics_data != []:
         _unsupported(o, 'forgotten_topics_data', '7+')
 
-def _d_FetchRequest_FetchPartition_v5(mv, pos):
-    o = _new(FetchRequest_FetchPartition)
-    o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _u_iqqi(mv, pos)
-    pos += 24
-    return o, pos
-
-def _d_FetchRequest_FetchTopic_v5(mv, pos):
-    o = _new(FetchRequest_FetchTopic)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 24 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchRequest_FetchPartition_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchRequest_FetchPartition_v5(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchRequest_FetchPartition)
+        o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _u_iqqi(mv, pos)
+        pos += 24
+        add(o)
+    return result, pos
+
+def _da_FetchRequest_FetchTopic_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_FetchTopic)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 24 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchRequest_FetchPartition_v5(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _u_iiiib(mv, pos)
     pos += 17
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v5(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v5(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_FetchRequest_FetchPartition_v5(o, out):
@@ -683,45 +702,49 @@ def _e_FetchRequest_v5(o, out):
     if o.forgotten_topics_data != []:
         _unsupported(o, 'forgotten_topics_data', '7+')
 
-def _d_FetchRequest_ForgottenTopic_v7(mv, pos):
-    o = _new(FetchRequest_ForgottenTopic)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
+def _da_FetchRequest_ForgottenTopic_v7(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_ForgottenTopic)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
 
 def _d_FetchRequest_v7(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
     pos += 25
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v5(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v5(mv, pos, n)
+    else:
+        o.topics = []
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v7(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v7(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     return o, pos
 
 def _e_FetchRequest_ForgottenTopic_v7(o, out):
@@ -752,54 +775,62 @@ def _e_FetchRequest_v7(o, out):
     if o.replica_state != FetchRequest_ReplicaState():
         _unsupported(o, 'replica_state', '15+')
 
-def _d_FetchRequest_FetchPartition_v9(mv, pos):
-    o = _new(FetchRequest_FetchPartition)
-    o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _u_iiqqi(mv, pos)
-    pos += 28
-    return o, pos
-
-def _d_FetchRequest_FetchTopic_v9(mv, pos):
-    o = _new(FetchRequest_FetchTopic)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 28 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchRequest_FetchPartition_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchRequest_FetchPartition_v9(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchRequest_FetchPartition)
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _u_iiqqi(mv, pos)
+        pos += 28
+        add(o)
+    return result, pos
+
+def _da_FetchRequest_FetchTopic_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_FetchTopic)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 28 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchRequest_FetchPartition_v9(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchRequest_v9(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
     pos += 25
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v9(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v9(mv, pos, n)
+    else:
+        o.topics = []
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v7(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v7(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     return o, pos
 
 def _e_FetchRequest_FetchPartition_v9(o, out):
@@ -837,31 +868,30 @@ def _e_FetchRequest_v9(o, out):
         _unsupported(o, 'replica_state', '15+')
 
 def _d_FetchRequest_v11(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
     pos += 25
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v9(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v9(mv, pos, n)
+    else:
+        o.topics = []
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v7(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v7(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     o.rack_id, pos = _rstr(mv, pos)
     return o, pos
 
@@ -885,62 +915,77 @@ def _e_FetchRequest_v11(o, out):
     if o.replica_state != FetchRequest_ReplicaState():
         _unsupported(o, 'replica_state', '15+')
 
-def _d_FetchRequest_FetchPartition_v12(mv, pos):
-    o = _new(FetchRequest_FetchPartition)
-    o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _u_iiqiqi(mv, pos)
-    pos += 32
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_FetchRequest_FetchTopic_v12(mv, pos):
-    o = _new(FetchRequest_FetchTopic)
-    o.topic, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 33 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchRequest_FetchPartition_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchRequest_FetchPartition_v12(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(FetchRequest_FetchPartition)
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _u_iiqiqi(mv, pos)
+        pos += 32
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_FetchRequest_ForgottenTopic_v12(mv, pos):
-    o = _new(FetchRequest_ForgottenTopic)
-    o.topic, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_FetchRequest_FetchTopic_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_FetchTopic)
+        o.topic, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 33 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchRequest_FetchPartition_v12(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_FetchRequest_ForgottenTopic_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_ForgottenTopic)
+        o.topic, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _tv_FetchRequest_0_v12(mv, pos):
+    limit = len(mv)
     value, pos = _rcnstr(mv, pos)
     return value, pos
 
@@ -957,6 +1002,7 @@ def _t_FetchRequest_v12(o, mv, pos):
     return pos
 
 def _d_FetchRequest_v12(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
     pos += 25
@@ -966,30 +1012,28 @@ def _d_FetchRequest_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v12(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v12(mv, pos, n)
+    else:
+        o.topics = []
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v12(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v12(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v12(o, mv, pos)
@@ -1065,52 +1109,62 @@ def _e_FetchRequest_v12(o, out):
     else:
         out.append(0)
 
-def _d_FetchRequest_FetchTopic_v13(mv, pos):
-    o = _new(FetchRequest_FetchTopic)
-    o.topic_id, pos = _ruuid(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 33 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchRequest_FetchTopic_v13(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchRequest_FetchPartition_v12(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(FetchRequest_FetchTopic)
+        o.topic_id, pos = _ruuid(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 33 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchRequest_FetchPartition_v12(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_FetchRequest_ForgottenTopic_v13(mv, pos):
-    o = _new(FetchRequest_ForgottenTopic)
-    o.topic_id, pos = _ruuid(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partitions = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_ForgottenTopic)
+        o.topic_id, pos = _ruuid(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partitions = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_FetchRequest_v13(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
     pos += 25
@@ -1120,30 +1174,28 @@ def _d_FetchRequest_v13(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v13(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v13(mv, pos, n)
+    else:
+        o.topics = []
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v13(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v13(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v12(o, mv, pos)
@@ -1212,6 +1264,7 @@ def _e_FetchRequest_v13(o, out):
         out.append(0)
 
 def _d_FetchRequest_ReplicaState_v15(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest_ReplicaState)
     o.replica_id, o.replica_epoch = _u_iq(mv, pos)
     pos += 12
@@ -1222,6 +1275,7 @@ def _d_FetchRequest_ReplicaState_v15(mv, pos):
     return o, pos
 
 def _tv_FetchRequest_1_v15(mv, pos):
+    limit = len(mv)
     value, pos = _d_FetchRequest_ReplicaState_v15(mv, pos)
     return value, pos
 
@@ -1243,6 +1297,7 @@ def _t_FetchRequest_v15(o, mv, pos):
     return pos
 
 def _d_FetchRequest_v15(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiibii(mv, pos)
     pos += 21
@@ -1252,30 +1307,28 @@ def _d_FetchRequest_v15(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v13(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v13(mv, pos, n)
+    else:
+        o.topics = []
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v13(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v13(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v15(o, mv, pos)
@@ -1328,6 +1381,7 @@ def _e_FetchRequest_v15(o, out):
         out.append(0)
 
 def _tv_FetchRequest_FetchPartition_0_v17(mv, pos):
+    limit = len(mv)
     value, pos = _ruuid(mv, pos)
     return value, pos
 
@@ -1343,41 +1397,51 @@ def _t_FetchRequest_FetchPartition_v17(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchRequest_FetchPartition_v17(mv, pos):
-    o = _new(FetchRequest_FetchPartition)
-    o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _u_iiqiqi(mv, pos)
-    pos += 32
-    if mv[pos]:
-        pos = _t_FetchRequest_FetchPartition_v17(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_FetchRequest_FetchTopic_v17(mv, pos):
-    o = _new(FetchRequest_FetchTopic)
-    o.topic_id, pos = _ruuid(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 33 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchRequest_FetchPartition_v17(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchRequest_FetchPartition_v17(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(FetchRequest_FetchPartition)
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _u_iiqiqi(mv, pos)
+        pos += 32
+        if mv[pos]:
+            pos = _t_FetchRequest_FetchPartition_v17(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchRequest_FetchTopic)
+        o.topic_id, pos = _ruuid(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 33 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchRequest_FetchPartition_v17(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_FetchRequest_v17(mv, pos):
+    limit = len(mv)
     o = _new(FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiibii(mv, pos)
     pos += 21
@@ -1387,30 +1451,28 @@ def _d_FetchRequest_v17(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_FetchTopic_v17(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_FetchRequest_FetchTopic_v17(mv, pos, n)
+    else:
+        o.topics = []
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchRequest_ForgottenTopic_v13(mv, pos)
-        lst.append(item)
-    o.forgotten_topics_data = lst
+    if n:
+        o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v13(mv, pos, n)
+    else:
+        o.forgotten_topics_data = []
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v15(o, mv, pos)
@@ -1483,42 +1545,62 @@ def _e_FetchRequest_v17(o, out):
     else:
         out.append(0)
 
-def _d_FetchResponse_PartitionData_v0(mv, pos):
-    o = _new(FetchResponse_PartitionData)
-    o.partition_index, o.error_code, o.high_watermark = _u_ihq(mv, pos)
-    pos += 14
-    o.records, pos = _rrec(mv, pos)
-    return o, pos
-
-def _d_FetchResponse_FetchableTopicResponse_v0(mv, pos):
-    o = _new(FetchResponse_FetchableTopicResponse)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchResponse_PartitionData_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchResponse_PartitionData_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchResponse_PartitionData)
+        o.partition_index, o.error_code, o.high_watermark = _u_ihq(mv, pos)
+        pos += 14
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n < -1:
+            _too_many(n, pos - 4, len(mv) - pos)
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        add(o)
+    return result, pos
+
+def _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_FetchableTopicResponse)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchResponse_PartitionData_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v0(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_FetchResponse_PartitionData_v0(o, out):
@@ -1557,20 +1639,20 @@ def _e_FetchResponse_v0(o, out):
         _unsupported(o, 'node_endpoints', '16+')
 
 def _d_FetchResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v0(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_FetchResponse_v1(o, out):
@@ -1587,62 +1669,86 @@ def _e_FetchResponse_v1(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _d_FetchResponse_AbortedTransaction_v4(mv, pos):
-    o = _new(FetchResponse_AbortedTransaction)
-    o.producer_id, o.first_offset = _u_qq(mv, pos)
-    pos += 16
-    return o, pos
-
-def _d_FetchResponse_PartitionData_v4(mv, pos):
-    o = _new(FetchResponse_PartitionData)
-    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset = _u_ihqq(mv, pos)
-    pos += 22
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.aborted_transactions = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_FetchResponse_AbortedTransaction_v4(mv, pos)
-            lst.append(item)
-        o.aborted_transactions = lst
-    o.records, pos = _rrec(mv, pos)
-    return o, pos
-
-def _d_FetchResponse_FetchableTopicResponse_v4(mv, pos):
-    o = _new(FetchResponse_FetchableTopicResponse)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 30 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchResponse_AbortedTransaction_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchResponse_PartitionData_v4(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchResponse_AbortedTransaction)
+        o.producer_id, o.first_offset = _u_qq(mv, pos)
+        pos += 16
+        add(o)
+    return result, pos
+
+def _da_FetchResponse_PartitionData_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_PartitionData)
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset = _u_ihqq(mv, pos)
+        pos += 22
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.aborted_transactions = None
+        else:
+            if n:
+                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
+            else:
+                o.aborted_transactions = []
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n < -1:
+            _too_many(n, pos - 4, len(mv) - pos)
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        add(o)
+    return result, pos
+
+def _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_FetchableTopicResponse)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 30 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchResponse_PartitionData_v4(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v4(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_FetchResponse_AbortedTransaction_v4(o, out):
@@ -1691,56 +1797,75 @@ def _e_FetchResponse_v4(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _d_FetchResponse_PartitionData_v5(mv, pos):
-    o = _new(FetchResponse_PartitionData)
-    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.aborted_transactions = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_FetchResponse_AbortedTransaction_v4(mv, pos)
-            lst.append(item)
-        o.aborted_transactions = lst
-    o.records, pos = _rrec(mv, pos)
-    return o, pos
-
-def _d_FetchResponse_FetchableTopicResponse_v5(mv, pos):
-    o = _new(FetchResponse_FetchableTopicResponse)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 38 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchResponse_PartitionData_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchResponse_PartitionData_v5(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchResponse_PartitionData)
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.aborted_transactions = None
+        else:
+            if n:
+                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
+            else:
+                o.aborted_transactions = []
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n < -1:
+            _too_many(n, pos - 4, len(mv) - pos)
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        add(o)
+    return result, pos
+
+def _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_FetchableTopicResponse)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 38 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchResponse_PartitionData_v5(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v5(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_FetchResponse_PartitionData_v5(o, out):
@@ -1787,20 +1912,20 @@ def _e_FetchResponse_v5(o, out):
         _unsupported(o, 'node_endpoints', '16+')
 
 def _d_FetchResponse_v7(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
     pos += 10
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v5(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_FetchResponse_v7(o, out):
@@ -1815,58 +1940,77 @@ def _e_FetchResponse_v7(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _d_FetchResponse_PartitionData_v11(mv, pos):
-    o = _new(FetchResponse_PartitionData)
-    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.aborted_transactions = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_FetchResponse_AbortedTransaction_v4(mv, pos)
-            lst.append(item)
-        o.aborted_transactions = lst
-    o.preferred_read_replica, = _u_i(mv, pos)
-    pos += 4
-    o.records, pos = _rrec(mv, pos)
-    return o, pos
-
-def _d_FetchResponse_FetchableTopicResponse_v11(mv, pos):
-    o = _new(FetchResponse_FetchableTopicResponse)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 42 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchResponse_PartitionData_v11(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchResponse_PartitionData_v11(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(FetchResponse_PartitionData)
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.aborted_transactions = None
+        else:
+            if n:
+                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
+            else:
+                o.aborted_transactions = []
+        o.preferred_read_replica, = _u_i(mv, pos)
+        pos += 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n < -1:
+            _too_many(n, pos - 4, len(mv) - pos)
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        add(o)
+    return result, pos
+
+def _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_FetchableTopicResponse)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 42 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchResponse_PartitionData_v11(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_v11(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
     pos += 10
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v11(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_FetchResponse_PartitionData_v11(o, out):
@@ -1909,17 +2053,23 @@ def _e_FetchResponse_v11(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _d_FetchResponse_AbortedTransaction_v12(mv, pos):
-    o = _new(FetchResponse_AbortedTransaction)
-    o.producer_id, o.first_offset = _u_qq(mv, pos)
-    pos += 16
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_FetchResponse_AbortedTransaction_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_AbortedTransaction)
+        o.producer_id, o.first_offset = _u_qq(mv, pos)
+        pos += 16
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_EpochEndOffset_v12(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse_EpochEndOffset)
     o.epoch, o.end_offset = _u_iq(mv, pos)
     pos += 12
@@ -1930,10 +2080,12 @@ def _d_FetchResponse_EpochEndOffset_v12(mv, pos):
     return o, pos
 
 def _tv_FetchResponse_PartitionData_0_v12(mv, pos):
+    limit = len(mv)
     value, pos = _d_FetchResponse_EpochEndOffset_v12(mv, pos)
     return value, pos
 
 def _d_FetchResponse_LeaderIdAndEpoch_v12(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
     pos += 8
@@ -1944,10 +2096,12 @@ def _d_FetchResponse_LeaderIdAndEpoch_v12(mv, pos):
     return o, pos
 
 def _tv_FetchResponse_PartitionData_1_v12(mv, pos):
+    limit = len(mv)
     value, pos = _d_FetchResponse_LeaderIdAndEpoch_v12(mv, pos)
     return value, pos
 
 def _d_FetchResponse_SnapshotId_v12(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse_SnapshotId)
     o.end_offset, o.epoch = _u_qi(mv, pos)
     pos += 12
@@ -1958,6 +2112,7 @@ def _d_FetchResponse_SnapshotId_v12(mv, pos):
     return o, pos
 
 def _tv_FetchResponse_PartitionData_2_v12(mv, pos):
+    limit = len(mv)
     value, pos = _d_FetchResponse_SnapshotId_v12(mv, pos)
     return value, pos
 
@@ -1983,60 +2138,85 @@ def _t_FetchResponse_PartitionData_v12(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchResponse_PartitionData_v12(mv, pos):
-    o = _new(FetchResponse_PartitionData)
-    o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 17 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.aborted_transactions = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_FetchResponse_AbortedTransaction_v12(mv, pos)
-            lst.append(item)
-        o.aborted_transactions = lst
-    o.preferred_read_replica, = _u_i(mv, pos)
-    pos += 4
-    o.records, pos = _rcrec(mv, pos)
-    if mv[pos]:
-        pos = _t_FetchResponse_PartitionData_v12(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_FetchResponse_FetchableTopicResponse_v12(mv, pos):
-    o = _new(FetchResponse_FetchableTopicResponse)
-    o.topic, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 37 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchResponse_PartitionData_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchResponse_PartitionData_v12(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(FetchResponse_PartitionData)
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 17 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.aborted_transactions = None
+        else:
+            if n:
+                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
+            else:
+                o.aborted_transactions = []
+        o.preferred_read_replica, = _u_i(mv, pos)
+        pos += 4
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            n = (n & 127) | (mv[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        if mv[pos]:
+            pos = _t_FetchResponse_PartitionData_v12(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_FetchableTopicResponse)
+        o.topic, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 37 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchResponse_PartitionData_v12(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_v12(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
     pos += 10
@@ -2046,15 +2226,14 @@ def _d_FetchResponse_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v12(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n)
+    else:
+        o.responses = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -2158,31 +2337,36 @@ def _e_FetchResponse_v12(o, out):
     else:
         out.append(0)
 
-def _d_FetchResponse_FetchableTopicResponse_v13(mv, pos):
-    o = _new(FetchResponse_FetchableTopicResponse)
-    o.topic_id, pos = _ruuid(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 37 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_FetchResponse_PartitionData_v12(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(FetchResponse_FetchableTopicResponse)
+        o.topic_id, pos = _ruuid(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 37 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_FetchResponse_PartitionData_v12(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_FetchResponse_v13(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
     pos += 10
@@ -2192,15 +2376,14 @@ def _d_FetchResponse_v13(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v13(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n)
+    else:
+        o.responses = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -2239,36 +2422,41 @@ def _e_FetchResponse_v13(o, out):
     else:
         out.append(0)
 
-def _d_FetchResponse_NodeEndpoint_v16(mv, pos):
-    o = _new(FetchResponse_NodeEndpoint)
-    o.node_id, = _u_i(mv, pos)
-    pos += 4
-    o.host, pos = _rcstr(mv, pos)
-    o.port, = _u_i(mv, pos)
-    pos += 4
-    o.rack, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_FetchResponse_NodeEndpoint_v16(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FetchResponse_NodeEndpoint)
+        o.node_id, = _u_i(mv, pos)
+        pos += 4
+        o.host, pos = _rcstr(mv, pos)
+        o.port, = _u_i(mv, pos)
+        pos += 4
+        o.rack, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _tv_FetchResponse_0_v16(mv, pos):
+    limit = len(mv)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 11 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_NodeEndpoint_v16(mv, pos)
-        lst.append(item)
-    value = lst
+    if n:
+        value, pos = _da_FetchResponse_NodeEndpoint_v16(mv, pos, n)
+    else:
+        value = []
     return value, pos
 
 def _t_FetchResponse_v16(o, mv, pos):
@@ -2284,6 +2472,7 @@ def _t_FetchResponse_v16(o, mv, pos):
     return pos
 
 def _d_FetchResponse_v16(mv, pos):
+    limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
     pos += 10
@@ -2293,15 +2482,14 @@ def _d_FetchResponse_v16(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FetchResponse_FetchableTopicResponse_v13(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n)
+    else:
+        o.responses = []
     if mv[pos]:
         pos = _t_FetchResponse_v16(o, mv, pos)
     else:

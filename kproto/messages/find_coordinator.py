@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -160,6 +161,7 @@ class FindCoordinatorResponse(ProtocolStruct):
 
 
 def _d_FindCoordinatorRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key, pos = _rstr(mv, pos)
     return o, pos
@@ -172,6 +174,7 @@ def _e_FindCoordinatorRequest_v0(o, out):
         _unsupported(o, 'coordinator_keys', '4+')
 
 def _d_FindCoordinatorRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key, pos = _rstr(mv, pos)
     o.key_type, = _u_b(mv, pos)
@@ -185,6 +188,7 @@ def _e_FindCoordinatorRequest_v1(o, out):
         _unsupported(o, 'coordinator_keys', '4+')
 
 def _d_FindCoordinatorRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key, pos = _rcstr(mv, pos)
     o.key_type, = _u_b(mv, pos)
@@ -207,6 +211,7 @@ def _e_FindCoordinatorRequest_v3(o, out):
         out.append(0)
 
 def _d_FindCoordinatorRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key_type, = _u_b(mv, pos)
     pos += 1
@@ -216,8 +221,8 @@ def _d_FindCoordinatorRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -249,6 +254,7 @@ def _e_FindCoordinatorRequest_v4(o, out):
         out.append(0)
 
 def _d_FindCoordinatorResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.error_code, o.node_id = _u_hi(mv, pos)
     pos += 6
@@ -265,6 +271,7 @@ def _e_FindCoordinatorResponse_v0(o, out):
         _unsupported(o, 'coordinators', '4+')
 
 def _d_FindCoordinatorResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -286,6 +293,7 @@ def _e_FindCoordinatorResponse_v1(o, out):
         _unsupported(o, 'coordinators', '4+')
 
 def _d_FindCoordinatorResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -315,22 +323,28 @@ def _e_FindCoordinatorResponse_v3(o, out):
     else:
         out.append(0)
 
-def _d_FindCoordinatorResponse_Coordinator_v4(mv, pos):
-    o = _new(FindCoordinatorResponse_Coordinator)
-    o.key, pos = _rcstr(mv, pos)
-    o.node_id, = _u_i(mv, pos)
-    pos += 4
-    o.host, pos = _rcstr(mv, pos)
-    o.port, o.error_code = _u_ih(mv, pos)
-    pos += 6
-    o.error_message, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(FindCoordinatorResponse_Coordinator)
+        o.key, pos = _rcstr(mv, pos)
+        o.node_id, = _u_i(mv, pos)
+        pos += 4
+        o.host, pos = _rcstr(mv, pos)
+        o.port, o.error_code = _u_ih(mv, pos)
+        pos += 6
+        o.error_message, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_FindCoordinatorResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -340,15 +354,14 @@ def _d_FindCoordinatorResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 14 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_FindCoordinatorResponse_Coordinator_v4(mv, pos)
-        lst.append(item)
-    o.coordinators = lst
+    if n:
+        o.coordinators, pos = _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n)
+    else:
+        o.coordinators = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

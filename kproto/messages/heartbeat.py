@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -116,6 +117,7 @@ class HeartbeatResponse(ProtocolStruct):
 
 
 def _d_HeartbeatRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(HeartbeatRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -131,6 +133,7 @@ def _e_HeartbeatRequest_v0(o, out):
         _unsupported(o, 'group_instance_id', '3+')
 
 def _d_HeartbeatRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(HeartbeatRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -146,6 +149,7 @@ def _e_HeartbeatRequest_v3(o, out):
     _wnstr(out, o.group_instance_id)
 
 def _d_HeartbeatRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(HeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -170,6 +174,7 @@ def _e_HeartbeatRequest_v4(o, out):
         out.append(0)
 
 def _d_HeartbeatResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(HeartbeatResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
@@ -179,6 +184,7 @@ def _e_HeartbeatResponse_v0(o, out):
     out += _p_h(o.error_code)
 
 def _d_HeartbeatResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -188,6 +194,7 @@ def _e_HeartbeatResponse_v1(o, out):
     out += _p_ih(o.throttle_time_ms, o.error_code)
 
 def _d_HeartbeatResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -120,6 +121,7 @@ class InitProducerIdResponse(ProtocolStruct):
 
 
 def _d_InitProducerIdRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rnstr(mv, pos)
     o.transaction_timeout_ms, = _u_i(mv, pos)
@@ -135,6 +137,7 @@ def _e_InitProducerIdRequest_v0(o, out):
         _unsupported(o, 'producer_epoch', '3+')
 
 def _d_InitProducerIdRequest_v2(mv, pos):
+    limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
     o.transaction_timeout_ms, = _u_i(mv, pos)
@@ -159,6 +162,7 @@ def _e_InitProducerIdRequest_v2(o, out):
         out.append(0)
 
 def _d_InitProducerIdRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
     o.transaction_timeout_ms, o.producer_id, o.producer_epoch = _u_iqh(mv, pos)
@@ -179,6 +183,7 @@ def _e_InitProducerIdRequest_v3(o, out):
         out.append(0)
 
 def _d_InitProducerIdResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _u_ihqh(mv, pos)
     pos += 16
@@ -188,6 +193,7 @@ def _e_InitProducerIdResponse_v0(o, out):
     out += _p_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 def _d_InitProducerIdResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _u_ihqh(mv, pos)
     pos += 16

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -193,13 +194,19 @@ class JoinGroupResponse(ProtocolStruct):
             self.members = members
 
 
-def _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos):
-    o = _new(JoinGroupRequest_JoinGroupRequestProtocol)
-    o.name, pos = _rstr(mv, pos)
-    o.metadata, pos = _rbytes(mv, pos)
-    return o, pos
+def _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+        o.name, pos = _rstr(mv, pos)
+        o.metadata, pos = _rbytes(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_JoinGroupRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.session_timeout_ms, = _u_i(mv, pos)
@@ -208,15 +215,14 @@ def _d_JoinGroupRequest_v0(mv, pos):
     o.protocol_type, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos)
-        lst.append(item)
-    o.protocols = lst
+    if n:
+        o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n)
+    else:
+        o.protocols = []
     return o, pos
 
 def _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(o, out):
@@ -239,6 +245,7 @@ def _e_JoinGroupRequest_v0(o, out):
         _unsupported(o, 'group_instance_id', '5+')
 
 def _d_JoinGroupRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _u_ii(mv, pos)
@@ -247,15 +254,14 @@ def _d_JoinGroupRequest_v1(mv, pos):
     o.protocol_type, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos)
-        lst.append(item)
-    o.protocols = lst
+    if n:
+        o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n)
+    else:
+        o.protocols = []
     return o, pos
 
 def _e_JoinGroupRequest_v1(o, out):
@@ -274,6 +280,7 @@ def _e_JoinGroupRequest_v1(o, out):
         _unsupported(o, 'group_instance_id', '5+')
 
 def _d_JoinGroupRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _u_ii(mv, pos)
@@ -283,15 +290,14 @@ def _d_JoinGroupRequest_v5(mv, pos):
     o.protocol_type, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos)
-        lst.append(item)
-    o.protocols = lst
+    if n:
+        o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n)
+    else:
+        o.protocols = []
     return o, pos
 
 def _e_JoinGroupRequest_v5(o, out):
@@ -308,17 +314,23 @@ def _e_JoinGroupRequest_v5(o, out):
         for item in lst:
             _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
 
-def _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos):
-    o = _new(JoinGroupRequest_JoinGroupRequestProtocol)
-    o.name, pos = _rcstr(mv, pos)
-    o.metadata, pos = _rcbytes(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+        o.name, pos = _rcstr(mv, pos)
+        o.metadata, pos = _rcbytes(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_JoinGroupRequest_v6(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _u_ii(mv, pos)
@@ -332,15 +344,14 @@ def _d_JoinGroupRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos)
-        lst.append(item)
-    o.protocols = lst
+    if n:
+        o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n)
+    else:
+        o.protocols = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -376,6 +387,7 @@ def _e_JoinGroupRequest_v6(o, out):
         out.append(0)
 
 def _d_JoinGroupRequest_v8(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.session_timeout_ms, o.rebalance_timeout_ms = _u_ii(mv, pos)
@@ -389,15 +401,14 @@ def _d_JoinGroupRequest_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos)
-        lst.append(item)
-    o.protocols = lst
+    if n:
+        o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n)
+    else:
+        o.protocols = []
     o.reason, pos = _rcnstr(mv, pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
@@ -425,13 +436,19 @@ def _e_JoinGroupRequest_v8(o, out):
     else:
         out.append(0)
 
-def _d_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos):
-    o = _new(JoinGroupResponse_JoinGroupResponseMember)
-    o.member_id, pos = _rstr(mv, pos)
-    o.metadata, pos = _rbytes(mv, pos)
-    return o, pos
+def _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(JoinGroupResponse_JoinGroupResponseMember)
+        o.member_id, pos = _rstr(mv, pos)
+        o.metadata, pos = _rbytes(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_JoinGroupResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupResponse)
     o.error_code, o.generation_id = _u_hi(mv, pos)
     pos += 6
@@ -440,15 +457,14 @@ def _d_JoinGroupResponse_v0(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n)
+    else:
+        o.members = []
     return o, pos
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v0(o, out):
@@ -471,6 +487,7 @@ def _e_JoinGroupResponse_v0(o, out):
         _unsupported(o, 'skip_assignment', '9+')
 
 def _d_JoinGroupResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
     pos += 10
@@ -479,15 +496,14 @@ def _d_JoinGroupResponse_v2(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n)
+    else:
+        o.members = []
     return o, pos
 
 def _e_JoinGroupResponse_v2(o, out):
@@ -505,14 +521,20 @@ def _e_JoinGroupResponse_v2(o, out):
     if o.skip_assignment != False:
         _unsupported(o, 'skip_assignment', '9+')
 
-def _d_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos):
-    o = _new(JoinGroupResponse_JoinGroupResponseMember)
-    o.member_id, pos = _rstr(mv, pos)
-    o.group_instance_id, pos = _rnstr(mv, pos)
-    o.metadata, pos = _rbytes(mv, pos)
-    return o, pos
+def _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(JoinGroupResponse_JoinGroupResponseMember)
+        o.member_id, pos = _rstr(mv, pos)
+        o.group_instance_id, pos = _rnstr(mv, pos)
+        o.metadata, pos = _rbytes(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_JoinGroupResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
     pos += 10
@@ -521,15 +543,14 @@ def _d_JoinGroupResponse_v5(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 8 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos, n)
+    else:
+        o.members = []
     return o, pos
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v5(o, out):
@@ -552,18 +573,24 @@ def _e_JoinGroupResponse_v5(o, out):
     if o.skip_assignment != False:
         _unsupported(o, 'skip_assignment', '9+')
 
-def _d_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos):
-    o = _new(JoinGroupResponse_JoinGroupResponseMember)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.group_instance_id, pos = _rcnstr(mv, pos)
-    o.metadata, pos = _rcbytes(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(JoinGroupResponse_JoinGroupResponseMember)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.group_instance_id, pos = _rcnstr(mv, pos)
+        o.metadata, pos = _rcbytes(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_JoinGroupResponse_v6(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
     pos += 10
@@ -576,15 +603,14 @@ def _d_JoinGroupResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n)
+    else:
+        o.members = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -622,6 +648,7 @@ def _e_JoinGroupResponse_v6(o, out):
         out.append(0)
 
 def _d_JoinGroupResponse_v7(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
     pos += 10
@@ -635,15 +662,14 @@ def _d_JoinGroupResponse_v7(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n)
+    else:
+        o.members = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -672,6 +698,7 @@ def _e_JoinGroupResponse_v7(o, out):
         out.append(0)
 
 def _d_JoinGroupResponse_v9(mv, pos):
+    limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
     pos += 10
@@ -687,15 +714,14 @@ def _d_JoinGroupResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n)
+    else:
+        o.members = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

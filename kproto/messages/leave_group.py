@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -168,6 +169,7 @@ class LeaveGroupResponse(ProtocolStruct):
 
 
 def _d_LeaveGroupRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.member_id, pos = _rstr(mv, pos)
@@ -179,26 +181,31 @@ def _e_LeaveGroupRequest_v0(o, out):
     if o.members != []:
         _unsupported(o, 'members', '3+')
 
-def _d_LeaveGroupRequest_MemberIdentity_v3(mv, pos):
-    o = _new(LeaveGroupRequest_MemberIdentity)
-    o.member_id, pos = _rstr(mv, pos)
-    o.group_instance_id, pos = _rnstr(mv, pos)
-    return o, pos
+def _da_LeaveGroupRequest_MemberIdentity_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(LeaveGroupRequest_MemberIdentity)
+        o.member_id, pos = _rstr(mv, pos)
+        o.group_instance_id, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_LeaveGroupRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_LeaveGroupRequest_MemberIdentity_v3(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_LeaveGroupRequest_MemberIdentity_v3(mv, pos, n)
+    else:
+        o.members = []
     return o, pos
 
 def _e_LeaveGroupRequest_MemberIdentity_v3(o, out):
@@ -217,17 +224,23 @@ def _e_LeaveGroupRequest_v3(o, out):
     if o.member_id != '':
         _unsupported(o, 'member_id', '0-2')
 
-def _d_LeaveGroupRequest_MemberIdentity_v4(mv, pos):
-    o = _new(LeaveGroupRequest_MemberIdentity)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.group_instance_id, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_LeaveGroupRequest_MemberIdentity_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(LeaveGroupRequest_MemberIdentity)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.group_instance_id, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_LeaveGroupRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
     n = mv[pos]
@@ -236,15 +249,14 @@ def _d_LeaveGroupRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_LeaveGroupRequest_MemberIdentity_v4(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_LeaveGroupRequest_MemberIdentity_v4(mv, pos, n)
+    else:
+        o.members = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -277,18 +289,24 @@ def _e_LeaveGroupRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_LeaveGroupRequest_MemberIdentity_v5(mv, pos):
-    o = _new(LeaveGroupRequest_MemberIdentity)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.group_instance_id, pos = _rcnstr(mv, pos)
-    o.reason, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(LeaveGroupRequest_MemberIdentity)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.group_instance_id, pos = _rcnstr(mv, pos)
+        o.reason, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_LeaveGroupRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
     n = mv[pos]
@@ -297,15 +315,14 @@ def _d_LeaveGroupRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_LeaveGroupRequest_MemberIdentity_v5(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n)
+    else:
+        o.members = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -340,6 +357,7 @@ def _e_LeaveGroupRequest_v5(o, out):
         out.append(0)
 
 def _d_LeaveGroupResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
@@ -351,6 +369,7 @@ def _e_LeaveGroupResponse_v0(o, out):
         _unsupported(o, 'members', '3+')
 
 def _d_LeaveGroupResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -361,29 +380,34 @@ def _e_LeaveGroupResponse_v1(o, out):
     if o.members != []:
         _unsupported(o, 'members', '3+')
 
-def _d_LeaveGroupResponse_MemberResponse_v3(mv, pos):
-    o = _new(LeaveGroupResponse_MemberResponse)
-    o.member_id, pos = _rstr(mv, pos)
-    o.group_instance_id, pos = _rnstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    return o, pos
+def _da_LeaveGroupResponse_MemberResponse_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(LeaveGroupResponse_MemberResponse)
+        o.member_id, pos = _rstr(mv, pos)
+        o.group_instance_id, pos = _rnstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        add(o)
+    return result, pos
 
 def _d_LeaveGroupResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_LeaveGroupResponse_MemberResponse_v3(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_LeaveGroupResponse_MemberResponse_v3(mv, pos, n)
+    else:
+        o.members = []
     return o, pos
 
 def _e_LeaveGroupResponse_MemberResponse_v3(o, out):
@@ -401,19 +425,25 @@ def _e_LeaveGroupResponse_v3(o, out):
         for item in lst:
             _e_LeaveGroupResponse_MemberResponse_v3(item, out)
 
-def _d_LeaveGroupResponse_MemberResponse_v4(mv, pos):
-    o = _new(LeaveGroupResponse_MemberResponse)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.group_instance_id, pos = _rcnstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(LeaveGroupResponse_MemberResponse)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.group_instance_id, pos = _rcnstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_LeaveGroupResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -423,15 +453,14 @@ def _d_LeaveGroupResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 5 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 5 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_LeaveGroupResponse_MemberResponse_v4(mv, pos)
-        lst.append(item)
-    o.members = lst
+    if n:
+        o.members, pos = _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n)
+    else:
+        o.members = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

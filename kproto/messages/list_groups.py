@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -144,6 +145,7 @@ class ListGroupsResponse(ProtocolStruct):
 
 
 def _d_ListGroupsRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsRequest)
     return o, pos
 
@@ -154,6 +156,7 @@ def _e_ListGroupsRequest_v0(o, out):
         _unsupported(o, 'types_filter', '5+')
 
 def _d_ListGroupsRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsRequest)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
@@ -173,6 +176,7 @@ def _e_ListGroupsRequest_v3(o, out):
         out.append(0)
 
 def _d_ListGroupsRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsRequest)
     n = mv[pos]
     if n < 128:
@@ -180,8 +184,8 @@ def _d_ListGroupsRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -212,6 +216,7 @@ def _e_ListGroupsRequest_v4(o, out):
         out.append(0)
 
 def _d_ListGroupsRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsRequest)
     n = mv[pos]
     if n < 128:
@@ -219,8 +224,8 @@ def _d_ListGroupsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -234,8 +239,8 @@ def _d_ListGroupsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []
@@ -270,27 +275,32 @@ def _e_ListGroupsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _d_ListGroupsResponse_ListedGroup_v0(mv, pos):
-    o = _new(ListGroupsResponse_ListedGroup)
-    o.group_id, pos = _rstr(mv, pos)
-    o.protocol_type, pos = _rstr(mv, pos)
-    return o, pos
+def _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListGroupsResponse_ListedGroup)
+        o.group_id, pos = _rstr(mv, pos)
+        o.protocol_type, pos = _rstr(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_ListGroupsResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListGroupsResponse_ListedGroup_v0(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n)
+    else:
+        o.groups = []
     return o, pos
 
 def _e_ListGroupsResponse_ListedGroup_v0(o, out):
@@ -308,20 +318,20 @@ def _e_ListGroupsResponse_v0(o, out):
             _e_ListGroupsResponse_ListedGroup_v0(item, out)
 
 def _d_ListGroupsResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListGroupsResponse_ListedGroup_v0(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n)
+    else:
+        o.groups = []
     return o, pos
 
 def _e_ListGroupsResponse_v1(o, out):
@@ -334,17 +344,23 @@ def _e_ListGroupsResponse_v1(o, out):
         for item in lst:
             _e_ListGroupsResponse_ListedGroup_v0(item, out)
 
-def _d_ListGroupsResponse_ListedGroup_v3(mv, pos):
-    o = _new(ListGroupsResponse_ListedGroup)
-    o.group_id, pos = _rcstr(mv, pos)
-    o.protocol_type, pos = _rcstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ListGroupsResponse_ListedGroup_v3(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListGroupsResponse_ListedGroup)
+        o.group_id, pos = _rcstr(mv, pos)
+        o.protocol_type, pos = _rcstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ListGroupsResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -354,15 +370,14 @@ def _d_ListGroupsResponse_v3(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListGroupsResponse_ListedGroup_v3(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_ListGroupsResponse_ListedGroup_v3(mv, pos, n)
+    else:
+        o.groups = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -393,18 +408,24 @@ def _e_ListGroupsResponse_v3(o, out):
     else:
         out.append(0)
 
-def _d_ListGroupsResponse_ListedGroup_v4(mv, pos):
-    o = _new(ListGroupsResponse_ListedGroup)
-    o.group_id, pos = _rcstr(mv, pos)
-    o.protocol_type, pos = _rcstr(mv, pos)
-    o.group_state, pos = _rcstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListGroupsResponse_ListedGroup)
+        o.group_id, pos = _rcstr(mv, pos)
+        o.protocol_type, pos = _rcstr(mv, pos)
+        o.group_state, pos = _rcstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ListGroupsResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -414,15 +435,14 @@ def _d_ListGroupsResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 4 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListGroupsResponse_ListedGroup_v4(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n)
+    else:
+        o.groups = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -454,19 +474,25 @@ def _e_ListGroupsResponse_v4(o, out):
     else:
         out.append(0)
 
-def _d_ListGroupsResponse_ListedGroup_v5(mv, pos):
-    o = _new(ListGroupsResponse_ListedGroup)
-    o.group_id, pos = _rcstr(mv, pos)
-    o.protocol_type, pos = _rcstr(mv, pos)
-    o.group_state, pos = _rcstr(mv, pos)
-    o.group_type, pos = _rcstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListGroupsResponse_ListedGroup)
+        o.group_id, pos = _rcstr(mv, pos)
+        o.protocol_type, pos = _rcstr(mv, pos)
+        o.group_state, pos = _rcstr(mv, pos)
+        o.group_type, pos = _rcstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ListGroupsResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -476,15 +502,14 @@ def _d_ListGroupsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 5 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 5 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListGroupsResponse_ListedGroup_v5(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n)
+    else:
+        o.groups = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -239,43 +240,52 @@ class ListOffsetsResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsPartition)
-    o.partition_index, o.timestamp, o.max_num_offsets = _u_iqi(mv, pos)
-    pos += 16
-    return o, pos
-
-def _d_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+        o.partition_index, o.timestamp, o.max_num_offsets = _u_iqi(mv, pos)
+        pos += 16
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o, out):
@@ -303,43 +313,52 @@ def _e_ListOffsetsRequest_v0(o, out):
     if o.isolation_level != 0:
         _unsupported(o, 'isolation_level', '2+')
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsPartition)
-    o.partition_index, o.timestamp = _u_iq(mv, pos)
-    pos += 12
-    return o, pos
-
-def _d_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+        o.partition_index, o.timestamp = _u_iq(mv, pos)
+        pos += 12
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 12 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o, out):
@@ -370,20 +389,20 @@ def _e_ListOffsetsRequest_v1(o, out):
         _unsupported(o, 'isolation_level', '2+')
 
 def _d_ListOffsetsRequest_v2(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _u_ib(mv, pos)
     pos += 5
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsRequest_v2(o, out):
@@ -396,43 +415,52 @@ def _e_ListOffsetsRequest_v2(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsTopic_v1(item, out)
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsPartition)
-    o.partition_index, o.current_leader_epoch, o.timestamp = _u_iiq(mv, pos)
-    pos += 16
-    return o, pos
-
-def _d_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+        o.partition_index, o.current_leader_epoch, o.timestamp = _u_iiq(mv, pos)
+        pos += 16
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _u_ib(mv, pos)
     pos += 5
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v4(o, out):
@@ -460,41 +488,51 @@ def _e_ListOffsetsRequest_v4(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsTopic_v4(item, out)
 
-def _d_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsPartition)
-    o.partition_index, o.current_leader_epoch, o.timestamp = _u_iiq(mv, pos)
-    pos += 16
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos):
-    o = _new(ListOffsetsRequest_ListOffsetsTopic)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 17 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+        o.partition_index, o.current_leader_epoch, o.timestamp = _u_iiq(mv, pos)
+        pos += 16
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 17 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsRequest_v6(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _u_ib(mv, pos)
     pos += 5
@@ -504,15 +542,14 @@ def _d_ListOffsetsRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -560,6 +597,7 @@ def _e_ListOffsetsRequest_v6(o, out):
         out.append(0)
 
 def _d_ListOffsetsRequest_v10(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _u_ib(mv, pos)
     pos += 5
@@ -569,15 +607,14 @@ def _d_ListOffsetsRequest_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n)
+    else:
+        o.topics = []
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -602,49 +639,58 @@ def _e_ListOffsetsRequest_v10(o, out):
     else:
         out.append(0)
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code = _u_ih(mv, pos)
-    pos += 6
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.old_style_offsets = list(_unpack('>%dq' % n, mv, pos))
-    pos += n * 8
-    return o, pos
-
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 10 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+        o.partition_index, o.error_code = _u_ih(mv, pos)
+        pos += 6
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 8 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.old_style_offsets = list(_unpack('>%dq' % n, mv, pos))
+        pos += n * 8
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 10 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o, out):
@@ -681,41 +727,50 @@ def _e_ListOffsetsResponse_v0(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(item, out)
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code, o.timestamp, o.offset = _u_ihqq(mv, pos)
-    pos += 22
-    return o, pos
-
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 22 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+        o.partition_index, o.error_code, o.timestamp, o.offset = _u_ihqq(mv, pos)
+        pos += 22
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 22 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o, out):
@@ -745,20 +800,20 @@ def _e_ListOffsetsResponse_v1(o, out):
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
 
 def _d_ListOffsetsResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsResponse_v2(o, out):
@@ -771,43 +826,52 @@ def _e_ListOffsetsResponse_v2(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _u_ihqqi(mv, pos)
-    pos += 26
-    return o, pos
-
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 26 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+        o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _u_ihqqi(mv, pos)
+        pos += 26
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 26 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o, out):
@@ -835,41 +899,51 @@ def _e_ListOffsetsResponse_v4(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(item, out)
 
-def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _u_ihqqi(mv, pos)
-    pos += 26
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos):
-    o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 27 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+        o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _u_ihqqi(mv, pos)
+        pos += 26
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 27 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ListOffsetsResponse_v6(mv, pos):
+    limit = len(mv)
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -879,15 +953,14 @@ def _d_ListOffsetsResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

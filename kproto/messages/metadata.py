@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -256,24 +257,29 @@ class MetadataResponse(ProtocolStruct):
         self.cluster_authorized_operations = cluster_authorized_operations
 
 
-def _d_MetadataRequest_MetadataRequestTopic_v0(mv, pos):
-    o = _new(MetadataRequest_MetadataRequestTopic)
-    o.name, pos = _rstr(mv, pos)
-    return o, pos
+def _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataRequest_MetadataRequestTopic)
+        o.name, pos = _rstr(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_MetadataRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataRequest_MetadataRequestTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataRequest_MetadataRequestTopic_v0(o, out):
@@ -295,19 +301,19 @@ def _e_MetadataRequest_v0(o, out):
         _unsupported(o, 'include_topic_authorized_operations', '8+')
 
 def _d_MetadataRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_MetadataRequest_MetadataRequestTopic_v0(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+        else:
+            o.topics = []
     return o, pos
 
 def _e_MetadataRequest_v1(o, out):
@@ -326,19 +332,19 @@ def _e_MetadataRequest_v1(o, out):
         _unsupported(o, 'include_topic_authorized_operations', '8+')
 
 def _d_MetadataRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_MetadataRequest_MetadataRequestTopic_v0(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+        else:
+            o.topics = []
     o.allow_auto_topic_creation, = _u_o(mv, pos)
     pos += 1
     return o, pos
@@ -358,19 +364,19 @@ def _e_MetadataRequest_v4(o, out):
         _unsupported(o, 'include_topic_authorized_operations', '8+')
 
 def _d_MetadataRequest_v8(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_MetadataRequest_MetadataRequestTopic_v0(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+        else:
+            o.topics = []
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _u_ooo(mv, pos)
     pos += 3
     return o, pos
@@ -385,16 +391,22 @@ def _e_MetadataRequest_v8(o, out):
             _e_MetadataRequest_MetadataRequestTopic_v0(item, out)
     out += _p_ooo(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
-def _d_MetadataRequest_MetadataRequestTopic_v9(mv, pos):
-    o = _new(MetadataRequest_MetadataRequestTopic)
-    o.name, pos = _rcstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataRequest_MetadataRequestTopic)
+        o.name, pos = _rcstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_MetadataRequest_v9(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n = mv[pos]
     if n < 128:
@@ -402,16 +414,15 @@ def _d_MetadataRequest_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_MetadataRequest_MetadataRequestTopic_v9(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n)
+        else:
+            o.topics = []
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _u_ooo(mv, pos)
     pos += 3
     if mv[pos]:
@@ -443,17 +454,23 @@ def _e_MetadataRequest_v9(o, out):
     else:
         out.append(0)
 
-def _d_MetadataRequest_MetadataRequestTopic_v10(mv, pos):
-    o = _new(MetadataRequest_MetadataRequestTopic)
-    o.topic_id, pos = _ruuid(mv, pos)
-    o.name, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataRequest_MetadataRequestTopic)
+        o.topic_id, pos = _ruuid(mv, pos)
+        o.name, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_MetadataRequest_v10(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n = mv[pos]
     if n < 128:
@@ -461,16 +478,15 @@ def _d_MetadataRequest_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_MetadataRequest_MetadataRequestTopic_v10(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n)
+        else:
+            o.topics = []
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _u_ooo(mv, pos)
     pos += 3
     if mv[pos]:
@@ -504,6 +520,7 @@ def _e_MetadataRequest_v10(o, out):
         out.append(0)
 
 def _d_MetadataRequest_v11(mv, pos):
+    limit = len(mv)
     o = _new(MetadataRequest)
     n = mv[pos]
     if n < 128:
@@ -511,16 +528,15 @@ def _d_MetadataRequest_v11(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 18 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_MetadataRequest_MetadataRequestTopic_v10(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n)
+        else:
+            o.topics = []
     o.allow_auto_topic_creation, o.include_topic_authorized_operations = _u_oo(mv, pos)
     pos += 2
     if mv[pos]:
@@ -546,79 +562,92 @@ def _e_MetadataRequest_v11(o, out):
     else:
         out.append(0)
 
-def _d_MetadataResponse_MetadataResponseBroker_v0(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseBroker)
-    o.node_id, = _u_i(mv, pos)
-    pos += 4
-    o.host, pos = _rstr(mv, pos)
-    o.port, = _u_i(mv, pos)
-    pos += 4
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponsePartition_v0(mv, pos):
-    o = _new(MetadataResponse_MetadataResponsePartition)
-    o.error_code, o.partition_index, o.leader_id = _u_hii(mv, pos)
-    pos += 10
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponseTopic_v0(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponseBroker_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(MetadataResponse_MetadataResponseBroker)
+        o.node_id, = _u_i(mv, pos)
+        pos += 4
+        o.host, pos = _rstr(mv, pos)
+        o.port, = _u_i(mv, pos)
+        pos += 4
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponsePartition)
+        o.error_code, o.partition_index, o.leader_id = _u_hii(mv, pos)
+        pos += 10
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 10 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 10 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v0(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v0(mv, pos, n)
+    else:
+        o.brokers = []
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 8 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataResponse_MetadataResponseBroker_v0(o, out):
@@ -672,62 +701,70 @@ def _e_MetadataResponse_v0(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseBroker)
-    o.node_id, = _u_i(mv, pos)
-    pos += 4
-    o.host, pos = _rstr(mv, pos)
-    o.port, = _u_i(mv, pos)
-    pos += 4
-    o.rack, pos = _rnstr(mv, pos)
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponseTopic_v1(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rstr(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(MetadataResponse_MetadataResponseBroker)
+        o.node_id, = _u_i(mv, pos)
+        pos += 4
+        o.host, pos = _rstr(mv, pos)
+        o.port, = _u_i(mv, pos)
+        pos += 4
+        o.rack, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rstr(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
+        pos += 1
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
+    else:
+        o.brokers = []
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 9 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataResponse_MetadataResponseBroker_v1(o, out):
@@ -770,32 +807,31 @@ def _e_MetadataResponse_v1(o, out):
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
 def _d_MetadataResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 9 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataResponse_v2(o, out):
@@ -819,34 +855,33 @@ def _e_MetadataResponse_v2(o, out):
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
 def _d_MetadataResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 9 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataResponse_v3(o, out):
@@ -870,85 +905,93 @@ def _e_MetadataResponse_v3(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _d_MetadataResponse_MetadataResponsePartition_v5(mv, pos):
-    o = _new(MetadataResponse_MetadataResponsePartition)
-    o.error_code, o.partition_index, o.leader_id = _u_hii(mv, pos)
-    pos += 10
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponseTopic_v5(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rstr(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 22 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v5(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(MetadataResponse_MetadataResponsePartition)
+        o.error_code, o.partition_index, o.leader_id = _u_hii(mv, pos)
+        pos += 10
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rstr(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
+        pos += 1
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 22 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 9 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v5(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataResponse_MetadataResponsePartition_v5(o, out):
@@ -1007,85 +1050,93 @@ def _e_MetadataResponse_v5(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _d_MetadataResponse_MetadataResponsePartition_v7(mv, pos):
-    o = _new(MetadataResponse_MetadataResponsePartition)
-    o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _u_hiii(mv, pos)
-    pos += 14
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponseTopic_v7(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rstr(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 26 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v7(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(MetadataResponse_MetadataResponsePartition)
+        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _u_hiii(mv, pos)
+        pos += 14
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rstr(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
+        pos += 1
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 26 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v7(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 9 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v7(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_MetadataResponse_MetadataResponsePartition_v7(o, out):
@@ -1144,57 +1195,60 @@ def _e_MetadataResponse_v7(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _d_MetadataResponse_MetadataResponseTopic_v8(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rstr(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 26 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v7(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    o.topic_authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    return o, pos
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rstr(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
+        pos += 1
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 26 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n)
+        else:
+            o.partitions = []
+        o.topic_authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v8(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 12 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v1(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 13 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 13 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v8(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n)
+    else:
+        o.topics = []
     o.cluster_authorized_operations, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -1232,97 +1286,112 @@ def _e_MetadataResponse_v8(o, out):
             _e_MetadataResponse_MetadataResponseTopic_v8(item, out)
     out += _p_i(o.cluster_authorized_operations)
 
-def _d_MetadataResponse_MetadataResponseBroker_v9(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseBroker)
-    o.node_id, = _u_i(mv, pos)
-    pos += 4
-    o.host, pos = _rcstr(mv, pos)
-    o.port, = _u_i(mv, pos)
-    pos += 4
-    o.rack, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponsePartition_v9(mv, pos):
-    o = _new(MetadataResponse_MetadataResponsePartition)
-    o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _u_hiii(mv, pos)
-    pos += 14
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_MetadataResponse_MetadataResponseTopic_v9(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rcstr(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v9(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    o.topic_authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
+        o = _new(MetadataResponse_MetadataResponseBroker)
+        o.node_id, = _u_i(mv, pos)
+        pos += 4
+        o.host, pos = _rcstr(mv, pos)
+        o.port, = _u_i(mv, pos)
+        pos += 4
+        o.rack, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponsePartition)
+        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _u_hiii(mv, pos)
+        pos += 14
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rcstr(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
         pos += 1
-    return o, pos
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
+        else:
+            o.partitions = []
+        o.topic_authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v9(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -1332,15 +1401,14 @@ def _d_MetadataResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 11 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v9(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
@@ -1350,15 +1418,14 @@ def _d_MetadataResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 10 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 10 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v9(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n)
+    else:
+        o.topics = []
     o.cluster_authorized_operations, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -1447,38 +1514,43 @@ def _e_MetadataResponse_v9(o, out):
     else:
         out.append(0)
 
-def _d_MetadataResponse_MetadataResponseTopic_v10(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rcstr(mv, pos)
-    o.topic_id, pos = _ruuid(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v9(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    o.topic_authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rcstr(mv, pos)
+        o.topic_id, pos = _ruuid(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
         pos += 1
-    return o, pos
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
+        else:
+            o.partitions = []
+        o.topic_authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v10(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -1488,15 +1560,14 @@ def _d_MetadataResponse_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 11 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v9(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
@@ -1506,15 +1577,14 @@ def _d_MetadataResponse_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 26 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 26 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v10(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n)
+    else:
+        o.topics = []
     o.cluster_authorized_operations, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -1568,6 +1638,7 @@ def _e_MetadataResponse_v10(o, out):
         out.append(0)
 
 def _d_MetadataResponse_v11(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -1577,15 +1648,14 @@ def _d_MetadataResponse_v11(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 11 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v9(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
@@ -1595,15 +1665,14 @@ def _d_MetadataResponse_v11(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 26 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 26 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v10(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -1636,38 +1705,43 @@ def _e_MetadataResponse_v11(o, out):
     else:
         out.append(0)
 
-def _d_MetadataResponse_MetadataResponseTopic_v12(mv, pos):
-    o = _new(MetadataResponse_MetadataResponseTopic)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    o.name, pos = _rcnstr(mv, pos)
-    o.topic_id, pos = _ruuid(mv, pos)
-    o.is_internal, = _u_o(mv, pos)
-    pos += 1
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponsePartition_v9(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    o.topic_authorized_operations, = _u_i(mv, pos)
-    pos += 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
+        o = _new(MetadataResponse_MetadataResponseTopic)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        o.name, pos = _rcnstr(mv, pos)
+        o.topic_id, pos = _ruuid(mv, pos)
+        o.is_internal, = _u_o(mv, pos)
         pos += 1
-    return o, pos
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
+        else:
+            o.partitions = []
+        o.topic_authorized_operations, = _u_i(mv, pos)
+        pos += 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_MetadataResponse_v12(mv, pos):
+    limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -1677,15 +1751,14 @@ def _d_MetadataResponse_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 11 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseBroker_v9(mv, pos)
-        lst.append(item)
-    o.brokers = lst
+    if n:
+        o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
+    else:
+        o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
@@ -1695,15 +1768,14 @@ def _d_MetadataResponse_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 26 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 26 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_MetadataResponse_MetadataResponseTopic_v12(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -230,43 +231,52 @@ class OffsetCommitResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-    o.partition_index, o.committed_offset = _u_iq(mv, pos)
-    pos += 12
-    o.committed_metadata, pos = _rnstr(mv, pos)
-    return o, pos
-
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+        o.partition_index, o.committed_offset = _u_iq(mv, pos)
+        pos += 12
+        o.committed_metadata, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 14 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetCommitRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0(o, out):
@@ -297,30 +307,40 @@ def _e_OffsetCommitRequest_v0(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-    o.partition_index, o.committed_offset, o.commit_timestamp = _u_iqq(mv, pos)
-    pos += 20
-    o.committed_metadata, pos = _rnstr(mv, pos)
-    return o, pos
-
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 22 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+        o.partition_index, o.committed_offset, o.commit_timestamp = _u_iqq(mv, pos)
+        pos += 20
+        o.committed_metadata, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 22 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetCommitRequest_v1(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id_or_member_epoch, = _u_i(mv, pos)
@@ -328,15 +348,14 @@ def _d_OffsetCommitRequest_v1(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(o, out):
@@ -368,6 +387,7 @@ def _e_OffsetCommitRequest_v1(o, out):
         _unsupported(o, 'group_instance_id', '7+')
 
 def _d_OffsetCommitRequest_v2(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id_or_member_epoch, = _u_i(mv, pos)
@@ -377,15 +397,14 @@ def _d_OffsetCommitRequest_v2(mv, pos):
     pos += 8
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitRequest_v2(o, out):
@@ -404,6 +423,7 @@ def _e_OffsetCommitRequest_v2(o, out):
         _unsupported(o, 'group_instance_id', '7+')
 
 def _d_OffsetCommitRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id_or_member_epoch, = _u_i(mv, pos)
@@ -411,15 +431,14 @@ def _d_OffsetCommitRequest_v5(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitRequest_v5(o, out):
@@ -436,30 +455,40 @@ def _e_OffsetCommitRequest_v5(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-    o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
-    pos += 16
-    o.committed_metadata, pos = _rnstr(mv, pos)
-    return o, pos
-
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
+        pos += 16
+        o.committed_metadata, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetCommitRequest_v6(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id_or_member_epoch, = _u_i(mv, pos)
@@ -467,15 +496,14 @@ def _d_OffsetCommitRequest_v6(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(o, out):
@@ -509,6 +537,7 @@ def _e_OffsetCommitRequest_v6(o, out):
         _unsupported(o, 'group_instance_id', '7+')
 
 def _d_OffsetCommitRequest_v7(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id_or_member_epoch, = _u_i(mv, pos)
@@ -517,15 +546,14 @@ def _d_OffsetCommitRequest_v7(mv, pos):
     o.group_instance_id, pos = _rnstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitRequest_v7(o, out):
@@ -541,42 +569,52 @@ def _e_OffsetCommitRequest_v7(o, out):
         for item in lst:
             _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(item, out)
 
-def _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
-    o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
-    pos += 16
-    o.committed_metadata, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos):
-    o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
+        pos += 16
+        o.committed_metadata, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetCommitRequest_v8(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.generation_id_or_member_epoch, = _u_i(mv, pos)
@@ -589,15 +627,14 @@ def _d_OffsetCommitRequest_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -648,41 +685,50 @@ def _e_OffsetCommitRequest_v8(o, out):
     else:
         out.append(0)
 
-def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos):
-    o = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
-    o.partition_index, o.error_code = _u_ih(mv, pos)
-    pos += 6
-    return o, pos
-
-def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos):
-    o = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+        o.partition_index, o.error_code = _u_ih(mv, pos)
+        pos += 6
+        add(o)
+    return result, pos
+
+def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetCommitResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0(o, out):
@@ -708,20 +754,20 @@ def _e_OffsetCommitResponse_v0(o, out):
             _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
 
 def _d_OffsetCommitResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetCommitResponse_v3(o, out):
@@ -734,41 +780,51 @@ def _e_OffsetCommitResponse_v3(o, out):
         for item in lst:
             _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
 
-def _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos):
-    o = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
-    o.partition_index, o.error_code = _u_ih(mv, pos)
-    pos += 6
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos):
-    o = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 7 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+        o.partition_index, o.error_code = _u_ih(mv, pos)
+        pos += 6
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 7 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetCommitResponse_v8(mv, pos):
+    limit = len(mv)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -778,15 +834,14 @@ def _d_OffsetCommitResponse_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

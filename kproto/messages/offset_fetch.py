@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -337,33 +338,38 @@ class OffsetFetchResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos):
-    o = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    return o, pos
+def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o, out):
@@ -390,20 +396,20 @@ def _e_OffsetFetchRequest_v0(o, out):
         _unsupported(o, 'require_stable', '7+')
 
 def _d_OffsetFetchRequest_v2(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n)
+        else:
+            o.topics = []
     return o, pos
 
 def _e_OffsetFetchRequest_v2(o, out):
@@ -420,28 +426,34 @@ def _e_OffsetFetchRequest_v2(o, out):
     if o.require_stable != False:
         _unsupported(o, 'require_stable', '7+')
 
-def _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos):
-    o = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchRequest_v6(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rcstr(mv, pos)
     n = mv[pos]
@@ -450,16 +462,15 @@ def _d_OffsetFetchRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n)
+        else:
+            o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -500,6 +511,7 @@ def _e_OffsetFetchRequest_v6(o, out):
         out.append(0)
 
 def _d_OffsetFetchRequest_v7(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rcstr(mv, pos)
     n = mv[pos]
@@ -508,16 +520,15 @@ def _d_OffsetFetchRequest_v7(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         o.topics = None
     else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos)
-            lst.append(item)
-        o.topics = lst
+        if n:
+            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n)
+        else:
+            o.topics = []
     o.require_stable, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -544,53 +555,63 @@ def _e_OffsetFetchRequest_v7(o, out):
     else:
         out.append(0)
 
-def _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos):
-    o = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 4 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
-    pos += n * 4
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 4 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
+        pos += n * 4
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos):
-    o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
-    o.group_id, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.topics = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos)
-            lst.append(item)
-        o.topics = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+        o.group_id, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 3 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.topics = None
+        else:
+            if n:
+                o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n)
+            else:
+                o.topics = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchRequest_v8(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchRequest)
     n = mv[pos]
     if n < 128:
@@ -598,15 +619,14 @@ def _d_OffsetFetchRequest_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n)
+    else:
+        o.groups = []
     o.require_stable, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -663,35 +683,40 @@ def _e_OffsetFetchRequest_v8(o, out):
     else:
         out.append(0)
 
-def _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos):
-    o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
-    o.group_id, pos = _rcstr(mv, pos)
-    o.member_id, pos = _rcnstr(mv, pos)
-    o.member_epoch, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        o.topics = None
-    else:
-        lst = []
-        for _ in range(n):
-            item, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos)
-            lst.append(item)
-        o.topics = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+        o.group_id, pos = _rcstr(mv, pos)
+        o.member_id, pos = _rcnstr(mv, pos)
+        o.member_epoch, = _u_i(mv, pos)
+        pos += 4
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 3 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            o.topics = None
+        else:
+            if n:
+                o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n)
+            else:
+                o.topics = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchRequest_v9(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchRequest)
     n = mv[pos]
     if n < 128:
@@ -699,15 +724,14 @@ def _d_OffsetFetchRequest_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 8 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n)
+    else:
+        o.groups = []
     o.require_stable, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -752,44 +776,53 @@ def _e_OffsetFetchRequest_v9(o, out):
     else:
         out.append(0)
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-    o.partition_index, o.committed_offset = _u_iq(mv, pos)
-    pos += 12
-    o.metadata, pos = _rnstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    return o, pos
-
-def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 16 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+        o.partition_index, o.committed_offset = _u_iq(mv, pos)
+        pos += 12
+        o.metadata, pos = _rnstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        add(o)
+    return result, pos
+
+def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 16 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(o, out):
@@ -819,18 +852,18 @@ def _e_OffsetFetchResponse_v0(o, out):
         _unsupported(o, 'groups', '8+')
 
 def _d_OffsetFetchResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
@@ -848,20 +881,20 @@ def _e_OffsetFetchResponse_v2(o, out):
         _unsupported(o, 'groups', '8+')
 
 def _d_OffsetFetchResponse_v3(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
@@ -879,46 +912,55 @@ def _e_OffsetFetchResponse_v3(o, out):
     if o.groups != []:
         _unsupported(o, 'groups', '8+')
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-    o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
-    pos += 16
-    o.metadata, pos = _rnstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    return o, pos
-
-def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 20 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
+        pos += 16
+        o.metadata, pos = _rnstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        add(o)
+    return result, pos
+
+def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 20 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n)
+    else:
+        o.topics = []
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
@@ -951,44 +993,54 @@ def _e_OffsetFetchResponse_v5(o, out):
     if o.groups != []:
         _unsupported(o, 'groups', '8+')
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
-    o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
-    pos += 16
-    o.metadata, pos = _rcnstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 20 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
+        pos += 16
+        o.metadata, pos = _rcnstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 20 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchResponse_v6(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -998,15 +1050,14 @@ def _d_OffsetFetchResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n)
+    else:
+        o.topics = []
     o.error_code, = _u_h(mv, pos)
     pos += 2
     if mv[pos]:
@@ -1058,70 +1109,84 @@ def _e_OffsetFetchResponse_v6(o, out):
     else:
         out.append(0)
 
-def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
-    o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
-    pos += 16
-    o.metadata, pos = _rcnstr(mv, pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 20 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
+        pos += 16
+        o.metadata, pos = _rcnstr(mv, pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos):
-    o = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
-    o.group_id, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos)
-        lst.append(item)
-    o.topics = lst
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 20 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
+        o.group_id, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 3 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n)
+        else:
+            o.topics = []
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetFetchResponse_v8(mv, pos):
+    limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -1131,15 +1196,14 @@ def _d_OffsetFetchResponse_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 5 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 5 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos)
-        lst.append(item)
-    o.groups = lst
+    if n:
+        o.groups, pos = _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n)
+    else:
+        o.groups = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

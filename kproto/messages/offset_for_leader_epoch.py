@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -219,41 +220,50 @@ class OffsetForLeaderEpochResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos):
-    o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
-    o.partition, o.leader_epoch = _u_ii(mv, pos)
-    pos += 8
-    return o, pos
-
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos):
-    o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+        o.partition, o.leader_epoch = _u_ii(mv, pos)
+        pos += 8
+        add(o)
+    return result, pos
+
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 8 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetForLeaderEpochRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(o, out):
@@ -278,41 +288,50 @@ def _e_OffsetForLeaderEpochRequest_v0(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(item, out)
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos):
-    o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
-    o.partition, o.current_leader_epoch, o.leader_epoch = _u_iii(mv, pos)
-    pos += 12
-    return o, pos
-
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos):
-    o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 12 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+        o.partition, o.current_leader_epoch, o.leader_epoch = _u_iii(mv, pos)
+        pos += 12
+        add(o)
+    return result, pos
+
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 12 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetForLeaderEpochRequest_v2(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(o, out):
@@ -338,20 +357,20 @@ def _e_OffsetForLeaderEpochRequest_v2(o, out):
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(item, out)
 
 def _d_OffsetForLeaderEpochRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetForLeaderEpochRequest_v3(o, out):
@@ -364,41 +383,51 @@ def _e_OffsetForLeaderEpochRequest_v3(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(item, out)
 
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos):
-    o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
-    o.partition, o.current_leader_epoch, o.leader_epoch = _u_iii(mv, pos)
-    pos += 12
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos):
-    o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
-    o.topic, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 13 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+        o.partition, o.current_leader_epoch, o.leader_epoch = _u_iii(mv, pos)
+        pos += 12
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+        o.topic, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 13 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id, = _u_i(mv, pos)
     pos += 4
@@ -408,15 +437,14 @@ def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -461,41 +489,50 @@ def _e_OffsetForLeaderEpochRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos):
-    o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
-    o.error_code, o.partition, o.end_offset = _u_hiq(mv, pos)
-    pos += 14
-    return o, pos
-
-def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos):
-    o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+        o.error_code, o.partition, o.end_offset = _u_hiq(mv, pos)
+        pos += 14
+        add(o)
+    return result, pos
+
+def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 14 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetForLeaderEpochResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o, out):
@@ -520,41 +557,50 @@ def _e_OffsetForLeaderEpochResponse_v0(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(item, out)
 
-def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos):
-    o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
-    o.error_code, o.partition, o.leader_epoch, o.end_offset = _u_hiiq(mv, pos)
-    pos += 18
-    return o, pos
-
-def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos):
-    o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
-    o.topic, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 18 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    return o, pos
+        o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+        o.error_code, o.partition, o.leader_epoch, o.end_offset = _u_hiiq(mv, pos)
+        pos += 18
+        add(o)
+    return result, pos
+
+def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+        o.topic, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 18 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos, n)
+        else:
+            o.partitions = []
+        add(o)
+    return result, pos
 
 def _d_OffsetForLeaderEpochResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(o, out):
@@ -580,20 +626,20 @@ def _e_OffsetForLeaderEpochResponse_v1(o, out):
             _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(item, out)
 
 def _d_OffsetForLeaderEpochResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n)
+    else:
+        o.topics = []
     return o, pos
 
 def _e_OffsetForLeaderEpochResponse_v2(o, out):
@@ -606,41 +652,51 @@ def _e_OffsetForLeaderEpochResponse_v2(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(item, out)
 
-def _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos):
-    o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
-    o.error_code, o.partition, o.leader_epoch, o.end_offset = _u_hiiq(mv, pos)
-    pos += 18
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos):
-    o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
-    o.topic, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 19 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos)
-        lst.append(item)
-    o.partitions = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+        o.error_code, o.partition, o.leader_epoch, o.end_offset = _u_hiiq(mv, pos)
+        pos += 18
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+        o.topic, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 19 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partitions, pos = _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos, n)
+        else:
+            o.partitions = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_OffsetForLeaderEpochResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
@@ -650,15 +706,14 @@ def _d_OffsetForLeaderEpochResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos)
-        lst.append(item)
-    o.topics = lst
+    if n:
+        o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n)
+    else:
+        o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -310,44 +311,64 @@ class ProduceResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _d_ProduceRequest_PartitionProduceData_v0(mv, pos):
-    o = _new(ProduceRequest_PartitionProduceData)
-    o.index, = _u_i(mv, pos)
-    pos += 4
-    o.records, pos = _rrec(mv, pos)
-    return o, pos
-
-def _d_ProduceRequest_TopicProduceData_v0(mv, pos):
-    o = _new(ProduceRequest_TopicProduceData)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 8 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceRequest_PartitionProduceData_v0(mv, pos)
-        lst.append(item)
-    o.partition_data = lst
-    return o, pos
+        o = _new(ProduceRequest_PartitionProduceData)
+        o.index, = _u_i(mv, pos)
+        pos += 4
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n < -1:
+            _too_many(n, pos - 4, len(mv) - pos)
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        add(o)
+    return result, pos
+
+def _da_ProduceRequest_TopicProduceData_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceRequest_TopicProduceData)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 8 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_data, pos = _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n)
+        else:
+            o.partition_data = []
+        add(o)
+    return result, pos
 
 def _d_ProduceRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(ProduceRequest)
     o.acks, o.timeout_ms = _u_hi(mv, pos)
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceRequest_TopicProduceData_v0(mv, pos)
-        lst.append(item)
-    o.topic_data = lst
+    if n:
+        o.topic_data, pos = _da_ProduceRequest_TopicProduceData_v0(mv, pos, n)
+    else:
+        o.topic_data = []
     return o, pos
 
 def _e_ProduceRequest_PartitionProduceData_v0(o, out):
@@ -377,21 +398,21 @@ def _e_ProduceRequest_v0(o, out):
         _unsupported(o, 'transactional_id', '3+')
 
 def _d_ProduceRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(ProduceRequest)
     o.transactional_id, pos = _rnstr(mv, pos)
     o.acks, o.timeout_ms = _u_hi(mv, pos)
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceRequest_TopicProduceData_v0(mv, pos)
-        lst.append(item)
-    o.topic_data = lst
+    if n:
+        o.topic_data, pos = _da_ProduceRequest_TopicProduceData_v0(mv, pos, n)
+    else:
+        o.topic_data = []
     return o, pos
 
 def _e_ProduceRequest_v3(o, out):
@@ -405,42 +426,68 @@ def _e_ProduceRequest_v3(o, out):
         for item in lst:
             _e_ProduceRequest_TopicProduceData_v0(item, out)
 
-def _d_ProduceRequest_PartitionProduceData_v9(mv, pos):
-    o = _new(ProduceRequest_PartitionProduceData)
-    o.index, = _u_i(mv, pos)
-    pos += 4
-    o.records, pos = _rcrec(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_ProduceRequest_TopicProduceData_v9(mv, pos):
-    o = _new(ProduceRequest_TopicProduceData)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceRequest_PartitionProduceData_v9(mv, pos)
-        lst.append(item)
-    o.partition_data = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ProduceRequest_PartitionProduceData)
+        o.index, = _u_i(mv, pos)
+        pos += 4
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        elif mv[pos + 1] < 128:
+            n = (n & 127) | (mv[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n < 0:
+            o.records = None
+        else:
+            end = pos + n
+            if end > limit:
+                _too_short('records', n, pos, limit - pos)
+            o.records = mv[pos:end]
+            pos = end
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_ProduceRequest_TopicProduceData_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceRequest_TopicProduceData)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_data, pos = _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n)
+        else:
+            o.partition_data = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ProduceRequest_v9(mv, pos):
+    limit = len(mv)
     o = _new(ProduceRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
     o.acks, o.timeout_ms = _u_hi(mv, pos)
@@ -451,15 +498,14 @@ def _d_ProduceRequest_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceRequest_TopicProduceData_v9(mv, pos)
-        lst.append(item)
-    o.topic_data = lst
+    if n:
+        o.topic_data, pos = _da_ProduceRequest_TopicProduceData_v9(mv, pos, n)
+    else:
+        o.topic_data = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -506,41 +552,50 @@ def _e_ProduceRequest_v9(o, out):
     else:
         out.append(0)
 
-def _d_ProduceResponse_PartitionProduceResponse_v0(mv, pos):
-    o = _new(ProduceResponse_PartitionProduceResponse)
-    o.index, o.error_code, o.base_offset = _u_ihq(mv, pos)
-    pos += 14
-    return o, pos
-
-def _d_ProduceResponse_TopicProduceResponse_v0(mv, pos):
-    o = _new(ProduceResponse_TopicProduceResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 14 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_PartitionProduceResponse_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_PartitionProduceResponse_v0(mv, pos)
-        lst.append(item)
-    o.partition_responses = lst
-    return o, pos
+        o = _new(ProduceResponse_PartitionProduceResponse)
+        o.index, o.error_code, o.base_offset = _u_ihq(mv, pos)
+        pos += 14
+        add(o)
+    return result, pos
+
+def _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceResponse_TopicProduceResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 14 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v0(mv, pos, n)
+        else:
+            o.partition_responses = []
+        add(o)
+    return result, pos
 
 def _d_ProduceResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v0(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n)
+    else:
+        o.responses = []
     return o, pos
 
 def _e_ProduceResponse_PartitionProduceResponse_v0(o, out):
@@ -570,18 +625,18 @@ def _e_ProduceResponse_v0(o, out):
         _unsupported(o, 'node_endpoints', '10+')
 
 def _d_ProduceResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v0(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n)
+    else:
+        o.responses = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -598,41 +653,50 @@ def _e_ProduceResponse_v1(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _d_ProduceResponse_PartitionProduceResponse_v2(mv, pos):
-    o = _new(ProduceResponse_PartitionProduceResponse)
-    o.index, o.error_code, o.base_offset, o.log_append_time_ms = _u_ihqq(mv, pos)
-    pos += 22
-    return o, pos
-
-def _d_ProduceResponse_TopicProduceResponse_v2(mv, pos):
-    o = _new(ProduceResponse_TopicProduceResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 22 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_PartitionProduceResponse_v2(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_PartitionProduceResponse_v2(mv, pos)
-        lst.append(item)
-    o.partition_responses = lst
-    return o, pos
+        o = _new(ProduceResponse_PartitionProduceResponse)
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms = _u_ihqq(mv, pos)
+        pos += 22
+        add(o)
+    return result, pos
+
+def _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceResponse_TopicProduceResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 22 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v2(mv, pos, n)
+        else:
+            o.partition_responses = []
+        add(o)
+    return result, pos
 
 def _d_ProduceResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v2(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n)
+    else:
+        o.responses = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -664,41 +728,50 @@ def _e_ProduceResponse_v2(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _d_ProduceResponse_PartitionProduceResponse_v5(mv, pos):
-    o = _new(ProduceResponse_PartitionProduceResponse)
-    o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    return o, pos
-
-def _d_ProduceResponse_TopicProduceResponse_v5(mv, pos):
-    o = _new(ProduceResponse_TopicProduceResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 30 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_PartitionProduceResponse_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_PartitionProduceResponse_v5(mv, pos)
-        lst.append(item)
-    o.partition_responses = lst
-    return o, pos
+        o = _new(ProduceResponse_PartitionProduceResponse)
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        add(o)
+    return result, pos
+
+def _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceResponse_TopicProduceResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 30 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v5(mv, pos, n)
+        else:
+            o.partition_responses = []
+        add(o)
+    return result, pos
 
 def _d_ProduceResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v5(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n)
+    else:
+        o.responses = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -730,60 +803,73 @@ def _e_ProduceResponse_v5(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _d_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos):
-    o = _new(ProduceResponse_BatchIndexAndErrorMessage)
-    o.batch_index, = _u_i(mv, pos)
-    pos += 4
-    o.batch_index_error_message, pos = _rnstr(mv, pos)
-    return o, pos
-
-def _d_ProduceResponse_PartitionProduceResponse_v8(mv, pos):
-    o = _new(ProduceResponse_PartitionProduceResponse)
-    o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos)
-        lst.append(item)
-    o.record_errors = lst
-    o.error_message, pos = _rnstr(mv, pos)
-    return o, pos
+        o = _new(ProduceResponse_BatchIndexAndErrorMessage)
+        o.batch_index, = _u_i(mv, pos)
+        pos += 4
+        o.batch_index_error_message, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
 
-def _d_ProduceResponse_TopicProduceResponse_v8(mv, pos):
-    o = _new(ProduceResponse_TopicProduceResponse)
-    o.name, pos = _rstr(mv, pos)
-    n, = _u_i(mv, pos)
-    pos += 4
-    if n * 36 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_PartitionProduceResponse_v8(mv, pos)
-        lst.append(item)
-    o.partition_responses = lst
-    return o, pos
+        o = _new(ProduceResponse_PartitionProduceResponse)
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.record_errors, pos = _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos, n)
+        else:
+            o.record_errors = []
+        o.error_message, pos = _rnstr(mv, pos)
+        add(o)
+    return result, pos
+
+def _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceResponse_TopicProduceResponse)
+        o.name, pos = _rstr(mv, pos)
+        n, = _u_i(mv, pos)
+        pos += 4
+        if n * 36 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n)
+        else:
+            o.partition_responses = []
+        add(o)
+    return result, pos
 
 def _d_ProduceResponse_v8(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v8(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n)
+    else:
+        o.responses = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -827,68 +913,82 @@ def _e_ProduceResponse_v8(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _d_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos):
-    o = _new(ProduceResponse_BatchIndexAndErrorMessage)
-    o.batch_index, = _u_i(mv, pos)
-    pos += 4
-    o.batch_index_error_message, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
-
-def _d_ProduceResponse_PartitionProduceResponse_v9(mv, pos):
-    o = _new(ProduceResponse_PartitionProduceResponse)
-    o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos)
-        lst.append(item)
-    o.record_errors = lst
-    o.error_message, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ProduceResponse_BatchIndexAndErrorMessage)
+        o.batch_index, = _u_i(mv, pos)
+        pos += 4
+        o.batch_index_error_message, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_ProduceResponse_TopicProduceResponse_v9(mv, pos):
-    o = _new(ProduceResponse_TopicProduceResponse)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 33 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_PartitionProduceResponse_v9(mv, pos)
-        lst.append(item)
-    o.partition_responses = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ProduceResponse_PartitionProduceResponse)
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.record_errors, pos = _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n)
+        else:
+            o.record_errors = []
+        o.error_message, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
+
+def _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceResponse_TopicProduceResponse)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 33 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n)
+        else:
+            o.partition_responses = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_ProduceResponse_v9(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n = mv[pos]
     if n < 128:
@@ -896,15 +996,14 @@ def _d_ProduceResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v9(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n)
+    else:
+        o.responses = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -973,6 +1072,7 @@ def _e_ProduceResponse_v9(o, out):
         out.append(0)
 
 def _d_ProduceResponse_LeaderIdAndEpoch_v10(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
     pos += 8
@@ -983,6 +1083,7 @@ def _d_ProduceResponse_LeaderIdAndEpoch_v10(mv, pos):
     return o, pos
 
 def _tv_ProduceResponse_PartitionProduceResponse_0_v10(mv, pos):
+    limit = len(mv)
     value, pos = _d_ProduceResponse_LeaderIdAndEpoch_v10(mv, pos)
     return value, pos
 
@@ -998,86 +1099,99 @@ def _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_ProduceResponse_PartitionProduceResponse_v10(mv, pos):
-    o = _new(ProduceResponse_PartitionProduceResponse)
-    o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
-    pos += 30
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos)
-        lst.append(item)
-    o.record_errors = lst
-    o.error_message, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ProduceResponse_PartitionProduceResponse)
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
+        pos += 30
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 6 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.record_errors, pos = _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n)
+        else:
+            o.record_errors = []
+        o.error_message, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_ProduceResponse_TopicProduceResponse_v10(mv, pos):
-    o = _new(ProduceResponse_TopicProduceResponse)
-    o.name, pos = _rcstr(mv, pos)
-    n = mv[pos]
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = _ruv(mv, pos)
-    n -= 1
-    if n * 33 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
+def _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
     for _ in range(n):
-        item, pos = _d_ProduceResponse_PartitionProduceResponse_v10(mv, pos)
-        lst.append(item)
-    o.partition_responses = lst
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+        o = _new(ProduceResponse_TopicProduceResponse)
+        o.name, pos = _rcstr(mv, pos)
+        n = mv[pos]
+        if n < 128:
+            pos += 1
+        else:
+            n, pos = _ruv(mv, pos)
+        n -= 1
+        if n * 33 > limit - pos or n < -1:
+            _too_many(n, pos, limit - pos)
+        if n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        if n:
+            o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n)
+        else:
+            o.partition_responses = []
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
-def _d_ProduceResponse_NodeEndpoint_v10(mv, pos):
-    o = _new(ProduceResponse_NodeEndpoint)
-    o.node_id, = _u_i(mv, pos)
-    pos += 4
-    o.host, pos = _rcstr(mv, pos)
-    o.port, = _u_i(mv, pos)
-    pos += 4
-    o.rack, pos = _rcnstr(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(ProduceResponse_NodeEndpoint)
+        o.node_id, = _u_i(mv, pos)
+        pos += 4
+        o.host, pos = _rcstr(mv, pos)
+        o.port, = _u_i(mv, pos)
+        pos += 4
+        o.rack, pos = _rcnstr(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _tv_ProduceResponse_0_v10(mv, pos):
+    limit = len(mv)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 11 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_NodeEndpoint_v10(mv, pos)
-        lst.append(item)
-    value = lst
+    if n:
+        value, pos = _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n)
+    else:
+        value = []
     return value, pos
 
 def _t_ProduceResponse_v10(o, mv, pos):
@@ -1093,6 +1207,7 @@ def _t_ProduceResponse_v10(o, mv, pos):
     return pos
 
 def _d_ProduceResponse_v10(mv, pos):
+    limit = len(mv)
     o = _new(ProduceResponse)
     n = mv[pos]
     if n < 128:
@@ -1100,15 +1215,14 @@ def _d_ProduceResponse_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_ProduceResponse_TopicProduceResponse_v10(mv, pos)
-        lst.append(item)
-    o.responses = lst
+    if n:
+        o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n)
+    else:
+        o.responses = []
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:

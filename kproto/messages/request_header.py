@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -82,6 +83,7 @@ class RequestHeader(ProtocolStruct):
 
 
 def _d_RequestHeader_v0(mv, pos):
+    limit = len(mv)
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _u_hhi(mv, pos)
     pos += 8
@@ -91,6 +93,7 @@ def _e_RequestHeader_v0(o, out):
     out += _p_hhi(o.request_api_key, o.request_api_version, o.correlation_id)
 
 def _d_RequestHeader_v1(mv, pos):
+    limit = len(mv)
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _u_hhi(mv, pos)
     pos += 8
@@ -102,6 +105,7 @@ def _e_RequestHeader_v1(o, out):
     _wnstr(out, o.client_id)
 
 def _d_RequestHeader_v2(mv, pos):
+    limit = len(mv)
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _u_hhi(mv, pos)
     pos += 8

@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -76,6 +77,7 @@ class ResponseHeader(ProtocolStruct):
 
 
 def _d_ResponseHeader_v0(mv, pos):
+    limit = len(mv)
     o = _new(ResponseHeader)
     o.correlation_id, = _u_i(mv, pos)
     pos += 4
@@ -85,6 +87,7 @@ def _e_ResponseHeader_v0(o, out):
     out += _p_i(o.correlation_id)
 
 def _d_ResponseHeader_v1(mv, pos):
+    limit = len(mv)
     o = _new(ResponseHeader)
     o.correlation_id, = _u_i(mv, pos)
     pos += 4

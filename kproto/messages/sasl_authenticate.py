@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -111,6 +112,7 @@ class SaslAuthenticateResponse(ProtocolStruct):
 
 
 def _d_SaslAuthenticateRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(SaslAuthenticateRequest)
     o.auth_bytes, pos = _rbytes(mv, pos)
     return o, pos
@@ -119,6 +121,7 @@ def _e_SaslAuthenticateRequest_v0(o, out):
     _wbytes(out, o.auth_bytes)
 
 def _d_SaslAuthenticateRequest_v2(mv, pos):
+    limit = len(mv)
     o = _new(SaslAuthenticateRequest)
     o.auth_bytes, pos = _rcbytes(mv, pos)
     if mv[pos]:
@@ -136,6 +139,7 @@ def _e_SaslAuthenticateRequest_v2(o, out):
         out.append(0)
 
 def _d_SaslAuthenticateResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(SaslAuthenticateResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
@@ -149,6 +153,7 @@ def _e_SaslAuthenticateResponse_v0(o, out):
     _wbytes(out, o.auth_bytes)
 
 def _d_SaslAuthenticateResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(SaslAuthenticateResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
@@ -165,6 +170,7 @@ def _e_SaslAuthenticateResponse_v1(o, out):
     out += _p_q(o.session_lifetime_ms)
 
 def _d_SaslAuthenticateResponse_v2(mv, pos):
+    limit = len(mv)
     o = _new(SaslAuthenticateResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2

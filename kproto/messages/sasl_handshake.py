@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -108,6 +109,7 @@ class SaslHandshakeResponse(ProtocolStruct):
 
 
 def _d_SaslHandshakeRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(SaslHandshakeRequest)
     o.mechanism, pos = _rstr(mv, pos)
     return o, pos
@@ -116,13 +118,14 @@ def _e_SaslHandshakeRequest_v0(o, out):
     _wstr(out, o.mechanism)
 
 def _d_SaslHandshakeResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(SaslHandshakeResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 2 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     lst = []

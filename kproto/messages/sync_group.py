@@ -15,6 +15,7 @@ from kproto.protocol.base import add_unknown_tag as _add_unknown
 from kproto.protocol.base import read_unknown_tags as _read_unknown
 from kproto.protocol.base import tag_size_mismatch as _tag_mismatch
 from kproto.protocol.base import too_many as _too_many
+from kproto.protocol.base import too_short as _too_short
 from kproto.protocol.base import unsupported_field as _unsupported
 from kproto.protocol.primitives import ZERO_UUID as _ZERO_UUID
 from kproto.protocol.primitives import DecodeFailure as _DecodeFailure
@@ -151,13 +152,19 @@ class SyncGroupResponse(ProtocolStruct):
         self.assignment = assignment
 
 
-def _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos):
-    o = _new(SyncGroupRequest_SyncGroupRequestAssignment)
-    o.member_id, pos = _rstr(mv, pos)
-    o.assignment, pos = _rbytes(mv, pos)
-    return o, pos
+def _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+        o.member_id, pos = _rstr(mv, pos)
+        o.assignment, pos = _rbytes(mv, pos)
+        add(o)
+    return result, pos
 
 def _d_SyncGroupRequest_v0(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -165,15 +172,14 @@ def _d_SyncGroupRequest_v0(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos)
-        lst.append(item)
-    o.assignments = lst
+    if n:
+        o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n)
+    else:
+        o.assignments = []
     return o, pos
 
 def _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(o, out):
@@ -195,6 +201,7 @@ def _e_SyncGroupRequest_v0(o, out):
         _unsupported(o, 'group_instance_id', '3+')
 
 def _d_SyncGroupRequest_v3(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -203,15 +210,14 @@ def _d_SyncGroupRequest_v3(mv, pos):
     o.group_instance_id, pos = _rnstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 6 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos)
-        lst.append(item)
-    o.assignments = lst
+    if n:
+        o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n)
+    else:
+        o.assignments = []
     return o, pos
 
 def _e_SyncGroupRequest_v3(o, out):
@@ -227,17 +233,23 @@ def _e_SyncGroupRequest_v3(o, out):
         for item in lst:
             _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
 
-def _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos):
-    o = _new(SyncGroupRequest_SyncGroupRequestAssignment)
-    o.member_id, pos = _rcstr(mv, pos)
-    o.assignment, pos = _rcbytes(mv, pos)
-    if mv[pos]:
-        pos = _read_unknown(o, mv, pos)
-    else:
-        pos += 1
-    return o, pos
+def _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n):
+    limit = len(mv)
+    result = []
+    add = result.append
+    for _ in range(n):
+        o = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+        o.member_id, pos = _rcstr(mv, pos)
+        o.assignment, pos = _rcbytes(mv, pos)
+        if mv[pos]:
+            pos = _read_unknown(o, mv, pos)
+        else:
+            pos += 1
+        add(o)
+    return result, pos
 
 def _d_SyncGroupRequest_v4(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -250,15 +262,14 @@ def _d_SyncGroupRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos)
-        lst.append(item)
-    o.assignments = lst
+    if n:
+        o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n)
+    else:
+        o.assignments = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -293,6 +304,7 @@ def _e_SyncGroupRequest_v4(o, out):
         out.append(0)
 
 def _d_SyncGroupRequest_v5(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
     o.generation_id, = _u_i(mv, pos)
@@ -307,15 +319,14 @@ def _d_SyncGroupRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > len(mv) - pos or n < -1:
-        _too_many(n, pos, len(mv) - pos)
+    if n * 3 > limit - pos or n < -1:
+        _too_many(n, pos, limit - pos)
     if n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos)
-        lst.append(item)
-    o.assignments = lst
+    if n:
+        o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n)
+    else:
+        o.assignments = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -343,6 +354,7 @@ def _e_SyncGroupRequest_v5(o, out):
         out.append(0)
 
 def _d_SyncGroupResponse_v0(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
@@ -354,6 +366,7 @@ def _e_SyncGroupResponse_v0(o, out):
     _wbytes(out, o.assignment)
 
 def _d_SyncGroupResponse_v1(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -365,6 +378,7 @@ def _e_SyncGroupResponse_v1(o, out):
     _wbytes(out, o.assignment)
 
 def _d_SyncGroupResponse_v4(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
@@ -385,6 +399,7 @@ def _e_SyncGroupResponse_v4(o, out):
         out.append(0)
 
 def _d_SyncGroupResponse_v5(mv, pos):
+    limit = len(mv)
     o = _new(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6

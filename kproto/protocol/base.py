@@ -21,7 +21,7 @@ from kproto.errors import CorruptMessageError, IllegalArgumentError, KafkaError
 from kproto.protocol.primitives import DecodeFailure, read_tagged_fields
 
 __all__ = ["ProtocolStruct", "NOTSET", "unsupported_field", "read_unknown_tags",
-           "add_unknown_tag", "tag_size_mismatch", "too_many"]
+           "add_unknown_tag", "tag_size_mismatch", "too_many", "too_short"]
 
 T = TypeVar("T", bound="ProtocolStruct")
 
@@ -201,6 +201,10 @@ def read_unknown_tags(obj: ProtocolStruct, mv: memoryview, pos: int) -> int:
 def tag_size_mismatch(tag: int, start: int, end: int, used: int) -> None:
     raise DecodeFailure("tagged field {} has {} bytes but its value used {}".format(
         tag, end - start, used - start), start)
+
+
+def too_short(what: str, size: int, pos: int, left: int) -> None:
+    raise DecodeFailure("{} of {} bytes but only {} left".format(what, size, left), pos)
 
 
 def too_many(count: int, pos: int, left: int) -> None:
