@@ -65,3 +65,76 @@ def test_three_members_share_records_while_members_join_and_leave(cluster, strat
                 m.stop()
     assert want <= processed_union(everyone)
     assert_disjoint_per_generation(everyone)
+
+
+KILLED_MEMBER = """
+import sys, time
+from kproto import KafkaConsumer
+c = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], session_timeout_ms=2000,
+                  heartbeat_interval_ms=200, auto_offset_reset="earliest", enable_auto_commit=False)
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(100)
+    if c.assignment():
+        print("assigned", len(c.assignment()), flush=True)
+"""
+
+
+def test_member_killed_without_leave_group_is_evicted_after_session_timeout(cluster, tmp_path):
+    import subprocess
+    import sys
+
+    topic = cluster.new_topic(partitions=4)
+    script = tmp_path / "member.py"
+    script.write_text(KILLED_MEMBER)
+    child = subprocess.Popen([sys.executable, str(script), cluster.bootstrap_servers, "evict", topic],
+                             stdout=subprocess.PIPE, text=True, cwd=str(tmp_path),
+                             env={**__import__("os").environ, "PYTHONPATH": __import__("os").getcwd()})
+    survivor = None
+    try:
+        assert child.stdout.readline().startswith("assigned")
+        survivor = Member("survivor", cluster.bootstrap_servers, "evict", [topic])
+        survivor.start()
+        wait_for(lambda: 0 < len(survivor.assignment()) < 4, "the survivor to share the partitions")
+        child.kill()  # no LeaveGroup, no more heartbeats
+        child.wait(10)
+        wait_for(lambda: len(survivor.assignment()) == 4, "the dead member's partitions to move after its session")
+        written = cluster.produce(topic, 40)
+        wait_for(lambda: written_set(written) <= survivor.processed_set(), "the survivor to consume all partitions")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        if survivor is not None:
+            survivor.stop()
+
+
+def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cluster):
+    topic = cluster.new_topic(partitions=6)
+    bootstrap = cluster.bootstrap_servers
+    old = Member("old", bootstrap, "coop", [topic], partition_assignment_strategy="cooperative-sticky")
+    new = Member("new", bootstrap, "coop", [topic], partition_assignment_strategy="cooperative-sticky")
+    old.start()
+    try:
+        wait_for(lambda: len(old.assignment()) == 6, "the first member to own everything")
+        new.start()
+        wait_for(lambda: len(new.assignment()) == 3 and len(old.assignment()) == 3, "a 3/3 split")
+        written = cluster.produce(topic, 60)
+        wait_for(lambda: written_set(written) <= processed_union([old, new]), "both to consume")
+        with old.lock:
+            old_events = list(old.events)
+        with new.lock:
+            new_events = list(new.events)
+    finally:
+        new.stop()
+        old.stop()
+    taken = frozenset().union(*[p for k, _g, p in new_events if k == "assigned"])
+    assert len(taken) == 3
+    # The old member: everything assigned once, then exactly the newcomer's partitions
+    # revoked (the partitions it keeps are never revoked), and nothing added afterwards.
+    kinds = [(kind, parts) for kind, _gen, parts in old_events]
+    assert kinds[0][0] == "assigned" and len(kinds[0][1]) == 6
+    revocations = [parts for kind, parts in kinds if kind == "revoked"]
+    assert revocations == [taken]
+    assert all(not parts for kind, parts in kinds[1:] if kind == "assigned")
+    assert_disjoint_per_generation([old, new])

@@ -33,6 +33,7 @@ from kproto.messages import (
     FindCoordinatorRequest,
     HeartbeatRequest,
     JoinGroupRequest,
+    JoinGroupResponse,
     LeaveGroupRequest,
     SyncGroupRequest,
     SyncGroupResponse,
@@ -59,12 +60,12 @@ _JOIN_GROUP_TIMEOUT_MARGIN_MS = 5000
 
 
 class _SyncGroupResponse(SyncGroupResponse):
-    """SyncGroupResponse that reads an error answer with a null assignment.
+    """SyncGroupResponse that also reads the librdkafka mock cluster's error answers.
 
-    The librdkafka mock cluster writes a null ``assignment`` (length -1) in SyncGroup error
-    answers, where the schema says non-nullable; the strict decoder then fails and the
-    connection is closed, losing the error code (usually REBALANCE_IN_PROGRESS). Only this
-    exact shape (v0-v3: throttle, error code != 0, length -1, nothing after) is accepted.
+    The mock writes a null ``assignment`` in SyncGroup error answers, where the schema says
+    non-nullable; the strict decoder then fails and the connection is closed, losing the
+    error code (usually REBALANCE_IN_PROGRESS). Only error answers of the non-flexible
+    versions get this second reading.
     """
 
     @classmethod
@@ -72,19 +73,60 @@ class _SyncGroupResponse(SyncGroupResponse):
         try:
             return super().decode(data, version, allow_trailing=allow_trailing)
         except errors.CorruptMessageError:
+            fields = _read_error_answer(bytes(data), version >= 1, ">hi")
+            if fields is None or version >= 4 or fields[1] != -1:
+                raise
+            return SyncGroupResponse(throttle_time_ms=fields[-1], error_code=fields[0], assignment=b"")
+
+
+class _JoinGroupResponse(JoinGroupResponse):
+    """JoinGroupResponse that also reads the mock's error answers (null strings where the
+    schema says non-nullable); see ``_SyncGroupResponse``."""
+
+    @classmethod
+    def decode(cls, data: Any, version: int, *, allow_trailing: bool = False) -> Any:
+        try:
+            return super().decode(data, version, allow_trailing=allow_trailing)
+        except errors.CorruptMessageError:
             body = bytes(data)
-            head = 4 if version >= 1 else 0
-            if version >= 4 or len(body) != head + 6:
+            fields = _read_error_answer(body, version >= 2, ">hi")
+            if fields is None or version >= 6:
                 raise
-            error_code, length = struct.unpack_from(">hi", body, head)
-            if error_code == 0 or length != -1:
-                raise
-            throttle = struct.unpack_from(">i", body, 0)[0] if head else 0
-            return SyncGroupResponse(throttle_time_ms=throttle, error_code=error_code, assignment=b"")
+            error_code, generation_id, throttle = fields
+            pos = (4 if version >= 2 else 0) + 6
+            strings = []
+            for _ in range(3):  # protocol name, leader, member id
+                if pos + 2 > len(body):
+                    raise
+                (length,) = struct.unpack_from(">h", body, pos)
+                pos += 2
+                if length > 0:
+                    strings.append(body[pos:pos + length].decode("utf-8", "replace"))
+                    pos += length
+                else:
+                    strings.append("")
+            return JoinGroupResponse(throttle_time_ms=throttle, error_code=error_code, generation_id=generation_id,
+                                     protocol_name=strings[0], leader=strings[1], member_id=strings[2])
+
+
+def _read_error_answer(body: bytes, throttled: bool, layout: str) -> Optional[tuple]:
+    """(error code, the next field, throttle) of an error answer, or None if it is not one."""
+    head = 4 if throttled else 0
+    if len(body) < head + struct.calcsize(layout):
+        return None
+    error_code, nxt = struct.unpack_from(layout, body, head)
+    if error_code == 0:
+        return None
+    throttle = struct.unpack_from(">i", body, 0)[0] if throttled else 0
+    return error_code, nxt, throttle
 
 
 class _SyncGroupRequest(SyncGroupRequest):
     response_class = _SyncGroupResponse
+
+
+class _JoinGroupRequest(JoinGroupRequest):
+    response_class = _JoinGroupResponse
 
 
 def _monotonic_ms() -> float:
@@ -332,7 +374,7 @@ class AbstractCoordinator:
             return
         with self._lock:
             member_id = self.membership.generation.member_id
-            request = JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+            request = _JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
                                        member_id=member_id, protocol_type=self.protocol_type(),
                                        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m)
                                                   for n, m in self.metadata()])

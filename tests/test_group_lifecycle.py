@@ -1,0 +1,167 @@
+"""Classic group lifecycle on the mock cluster: LeaveGroup on close (not for static members),
+fencing, max_poll_interval_ms, injected coordinator errors, coordinator moves, pattern
+subscriptions, and commits around revocation."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kproto import KafkaConsumer, OffsetAndMetadata, TopicPartition, errors
+from tests.test_group_support import GROUP_CONFIG, Member, processed_union, wait_for
+
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP = 11, 12, 13, 8, 14
+NOT_COORDINATOR, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID = 16, 27, 15, 82
+
+
+@pytest.fixture
+def cluster(mock_cluster_factory):
+    c = mock_cluster_factory(3)
+    c.group_initial_rebalance_delay(50)
+    return c
+
+
+def consumer(cluster, group, **config):
+    cfg = dict(GROUP_CONFIG)
+    cfg.update(config)
+    return KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group, **cfg)
+
+
+def poll_until(c, condition, what, limit_s=30.0):
+    """Poll ``c`` (on this thread) until ``condition(records_so_far)``; returns the records."""
+    got = []
+
+    def step():
+        for records in c.poll(100).values():
+            got.extend(records)
+        return condition(got)
+
+    wait_for(step, what, limit_s=limit_s, step_s=0)
+    return got
+
+
+def api_keys_seen(cluster):
+    return [r.api_key for r in cluster.requests()]
+
+
+def test_close_sends_leave_group_and_the_other_member_takes_over(cluster):
+    # (The mock waits session_timeout_ms - 1 s for members after any change, so how fast
+    # the takeover is cannot be told apart from an eviction here; the LeaveGroup can.)
+    topic = cluster.new_topic(partitions=4)
+    stay = Member("stay", cluster.bootstrap_servers, "leave", [topic])
+    stay.start()
+    try:
+        wait_for(lambda: len(stay.assignment()) == 4, "the first member to own everything")
+        c = consumer(cluster, "leave")
+        c.subscribe([topic])
+        poll_until(c, lambda _: len(c.assignment()) == 2, "the second member's share")
+        cluster.start_request_tracking()
+        c.close()
+        seen = api_keys_seen(cluster)
+        cluster.stop_request_tracking()
+        assert LEAVE_GROUP in seen
+        wait_for(lambda: len(stay.assignment()) == 4, "the remaining member to own everything", limit_s=20)
+    finally:
+        stay.stop()
+
+
+def test_static_member_close_sends_no_leave_group(cluster):
+    topic = cluster.new_topic(partitions=2)
+    c = consumer(cluster, "static", group_instance_id="instance-1")
+    c.subscribe([topic])
+    poll_until(c, lambda _: len(c.assignment()) == 2, "the static member's assignment")
+    assert c.group_metadata()["group_instance_id"] == "instance-1"
+    cluster.start_request_tracking()
+    c.close()
+    seen = api_keys_seen(cluster)
+    cluster.stop_request_tracking()
+    assert LEAVE_GROUP not in seen
+
+
+def test_fenced_instance_id_is_fatal_with_a_clear_error(cluster):
+    topic = cluster.new_topic(partitions=1)
+    c = consumer(cluster, "fenced", group_instance_id="twin")
+    try:
+        c.subscribe([topic])
+        poll_until(c, lambda _: c.assignment(), "the assignment")
+        # Another consumer with the same instance id took over: the coordinator fences us.
+        cluster.push_request_errors(HEARTBEAT, [FENCED_INSTANCE_ID])
+        with pytest.raises(errors.FencedInstanceIdError, match="twin"):
+            poll_until(c, lambda _: False, "the fencing error")
+    finally:
+        cluster.clear_request_errors(HEARTBEAT)
+        c.close()
+
+
+def test_poll_interval_exceeded_leaves_the_group_and_next_poll_rejoins_with_partitions_lost(cluster):
+    topic = cluster.new_topic(partitions=2)
+    events = []
+
+    class Listener:
+        def on_partitions_revoked(self, partitions):
+            events.append(("revoked", frozenset(partitions)))
+
+        def on_partitions_assigned(self, partitions):
+            events.append(("assigned", frozenset(partitions)))
+
+        def on_partitions_lost(self, partitions):
+            events.append(("lost", frozenset(partitions)))
+
+    c = consumer(cluster, "slow", max_poll_interval_ms=1000, session_timeout_ms=6000)
+    try:
+        c.subscribe([topic], listener=Listener())
+        poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
+        generation = c.group_metadata()["generation_id"]
+        cluster.start_request_tracking()
+        # Stop polling for longer than max_poll_interval_ms: the heartbeat thread leaves.
+        wait_for(lambda: LEAVE_GROUP in api_keys_seen(cluster), "the heartbeat thread's LeaveGroup")
+        cluster.stop_request_tracking()
+        assert c.group_metadata()["generation_id"] == -1
+        poll_until(c, lambda _: len(c.assignment()) == 2 and c.group_metadata()["generation_id"] > generation,
+                   "the rejoin on the next poll")
+        lost = [e for e in events if e[0] == "lost"]
+        assert lost == [("lost", frozenset(TopicPartition(topic, p) for p in (0, 1)))]
+        assert ("revoked", frozenset(TopicPartition(topic, p) for p in (0, 1))) not in events
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("api_key,codes", [
+    (HEARTBEAT, [NOT_COORDINATOR, NOT_COORDINATOR]),
+    (HEARTBEAT, [REBALANCE_IN_PROGRESS]),
+    (OFFSET_COMMIT, [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE]),
+], ids=["heartbeat-not-coordinator", "heartbeat-rebalance", "commit-not-coordinator"])
+def test_injected_coordinator_errors_are_survived_without_losing_records(cluster, api_key, codes):
+    topic = cluster.new_topic(partitions=4)
+    first = cluster.produce(topic, 100)
+    c = consumer(cluster, "faults")
+    try:
+        c.subscribe([topic])
+        got: set = set()
+
+        def consume(until):
+            def step():
+                for records in c.poll(100).values():
+                    got.update((r.partition, r.offset) for r in records)
+                if not until():
+                    return False
+                try:
+                    c.commit()
+                except (errors.CommitFailedError, errors.RebalanceInProgressError):
+                    return False  # refused during a rebalance: poll, then commit again
+                return True
+            wait_for(step, "records processed and committed", step_s=0)
+
+        consume(lambda: len(got) >= 20)
+        cluster.push_request_errors(api_key, codes)
+        second = cluster.produce(topic, 100, start_index=100)
+        want = {(w.partition, w.offset) for w in first + second}
+        consume(lambda: want <= got)
+        ends = {}
+        for w in first + second:
+            ends[w.partition] = max(ends.get(w.partition, 0), w.offset + 1)
+        assert {p: c.committed(TopicPartition(topic, p)) for p in range(4)} == ends
+    finally:
+        cluster.clear_request_errors(api_key)
+        c.close()
