@@ -153,3 +153,28 @@ def test_mixed_magics_in_one_fetch():
             + build_batch([(None, b"c")], base_offset=2))
     assert [(r.offset, r.value) for r in read_batches(data).records()] == [
         (0, b"a"), (1, b"b"), (2, b"c")]
+
+
+# Sizes and deltas whose zigzag varints take 1, 2, 3 and more bytes, on both sides of each
+# boundary (the record loop decodes 1- and 2-byte varints inline and longer ones apart).
+_WIDTHS = [0, 1, 63, 64, 65, 8191, 8192, 8193, 1_048_575, 1_048_576]
+
+
+@pytest.mark.parametrize("codec", [codecs.NONE, codecs.ZSTD])
+def test_every_varint_width_in_every_field(codec):
+    b = RecordBatchBuilder(base_offset=1_000, compression_type=codec)
+    expected = []
+    ts0 = 1_700_000_000_000
+    offset = 1_000
+    for i, n in enumerate(_WIDTHS[:8]):
+        key = bytes([i]) * n
+        value = None if i == 3 else bytes([255 - i]) * (_WIDTHS[-1 - i] % 70_000)
+        # timestamps after and before the first (negative deltas), offsets with gaps
+        ts = ts0 + (_WIDTHS[i] if i % 2 else -_WIDTHS[i])
+        hdrs = [("h" * (i % 3), b"x" * _WIDTHS[i % 5])] if i % 2 else []
+        b.append(key, value, timestamp=ts, headers=hdrs, offset=offset)
+        expected.append((offset, ts, key, value, hdrs))
+        offset += 1 + _WIDTHS[i]
+    (batch,) = list(read_batches(b.build()))
+    got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records]
+    assert got == expected

@@ -18,8 +18,8 @@ Layout (Kafka's DefaultRecordBatch)::
 
 The record loop is the hottest code of kproto: it works on one ``bytes`` object with an
 integer position, binds everything it uses to locals, decodes one- and two-byte varints
-inline (nearly every length and delta in practice) and calls a helper only for longer
-ones. Bounds are not checked per field: indexing past the end raises IndexError, slicing
+inline (nearly every length and delta in practice; the zigzag step is a table lookup) and
+calls a helper only for longer ones. Bounds are not checked per field: indexing past the end raises IndexError, slicing
 past the end is caught by the per-record check that the fields end exactly where the
 record's length said; both become ``CorruptRecordError``.
 """
@@ -51,6 +51,14 @@ _CONTROL_VALUE = struct.Struct(">hi")
 
 _new_tuple = tuple.__new__
 
+# Zigzag decoding of the one- and two-byte varints (nearly every length and delta in
+# practice) by one list lookup. A one-byte varint b (< 0x80) is _ZZ[b]; a two-byte one,
+# first byte a (>= 0x80) then b (< 0x80), has the raw value (a - 0x80) + (b << 7) and is
+# _ZZ[(b << 7) + a]: indices from 0x80 up hold zigzag(i - 0x80), and no one-byte varint
+# reaches them.
+_ZZ = ([(v >> 1) ^ -(v & 1) for v in range(0x80)]
+       + [((v - 0x80) >> 1) ^ -((v - 0x80) & 1) for v in range(0x80, (0x7F << 7) + 0x100)])
+
 
 class _Malformed(Exception):
     """Internal: a record's fields do not match its declared length or count."""
@@ -71,66 +79,75 @@ def _varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
             raise _Malformed("varint longer than 10 bytes")
 
 
+def _zigzag_slow(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint of any length at ``pos``: (signed value, new pos)."""
+    v, pos = _varint_slow(buf, pos)
+    return (v >> 1) ^ -(v & 1), pos
+
+
 def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
-                  base_timestamp: int, timestamp_type: int, log_append_time: int,
+                  base_timestamp: int, timestamp_type: int, log_append_time: int | None,
                   batch: "RecordBatch") -> Iterator[Record]:
     new = _new_tuple
     R = Record
-    slow = _varint_slow
+    zz = _ZZ
+    slow = _zigzag_slow
     n = 0
     try:
         while pos < end:
-            # Every varint below: 1 byte if < 0x80, 2 bytes inline, else the helper.
-            # Zigzag decoding is (v >> 1) ^ -(v & 1).
+            # Every varint below: one byte if < 0x80, two bytes through _ZZ, else the
+            # helper (which also zigzag-decodes).
             v = buf[pos]
             if v < 0x80:
+                v = zz[v]
                 pos += 1
             else:
                 b = buf[pos + 1]
                 if b < 0x80:
-                    v = (v & 0x7F) | (b << 7)
+                    v = zz[(b << 7) + v]
                     pos += 2
                 else:
                     v, pos = slow(buf, pos)
-            rec_end = pos + ((v >> 1) ^ -(v & 1))
+            rec_end = pos + v
             if rec_end <= pos or rec_end > end:
                 raise _Malformed("record length out of range")
-            # attributes: unused by every Kafka version so far
+            # attributes (unused by every Kafka version so far), then timestampDelta
             v = buf[pos + 1]
             if v < 0x80:
+                v = zz[v]
                 pos += 2
             else:
                 b = buf[pos + 2]
                 if b < 0x80:
-                    v = (v & 0x7F) | (b << 7)
+                    v = zz[(b << 7) + v]
                     pos += 3
                 else:
                     v, pos = slow(buf, pos + 1)
-            timestamp = log_append_time if log_append_time is not None else \
-                base_timestamp + ((v >> 1) ^ -(v & 1))
+            timestamp = base_timestamp + v if log_append_time is None else log_append_time
             v = buf[pos]
             if v < 0x80:
+                v = zz[v]
                 pos += 1
             else:
                 b = buf[pos + 1]
                 if b < 0x80:
-                    v = (v & 0x7F) | (b << 7)
+                    v = zz[(b << 7) + v]
                     pos += 2
                 else:
                     v, pos = slow(buf, pos)
-            offset = base_offset + ((v >> 1) ^ -(v & 1))
+            offset = base_offset + v
             # key
             v = buf[pos]
             if v < 0x80:
+                ksize = zz[v]
                 pos += 1
             else:
                 b = buf[pos + 1]
                 if b < 0x80:
-                    v = (v & 0x7F) | (b << 7)
+                    ksize = zz[(b << 7) + v]
                     pos += 2
                 else:
-                    v, pos = slow(buf, pos)
-            ksize = (v >> 1) ^ -(v & 1)
+                    ksize, pos = slow(buf, pos)
             if ksize >= 0:
                 key = buf[pos:pos + ksize]
                 pos += ksize
@@ -141,15 +158,15 @@ def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
             # value
             v = buf[pos]
             if v < 0x80:
+                vsize = zz[v]
                 pos += 1
             else:
                 b = buf[pos + 1]
                 if b < 0x80:
-                    v = (v & 0x7F) | (b << 7)
+                    vsize = zz[(b << 7) + v]
                     pos += 2
                 else:
-                    v, pos = slow(buf, pos)
-            vsize = (v >> 1) ^ -(v & 1)
+                    vsize, pos = slow(buf, pos)
             if vsize >= 0:
                 value = buf[pos:pos + vsize]
                 pos += vsize
@@ -165,8 +182,9 @@ def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
                 hsize = -1
             else:
                 if v >= 0x80:
-                    v, pos = slow(buf, pos - 1)
-                hcount = (v >> 1) ^ -(v & 1)
+                    hcount, pos = slow(buf, pos - 1)
+                else:
+                    hcount = zz[v]
                 # Each header takes at least two bytes: a count beyond that is corrupt
                 # (and must not drive a long loop).
                 if hcount < 0 or 2 * hcount > rec_end - pos:
