@@ -178,15 +178,25 @@ class ModuleEmitter:
             if f is not None and not f.is_array and f.type in FIXED:
                 group.append(f)
                 continue
+            peeked_at = None
             if group:
                 fmt = "".join(FIXED[g.type][0] for g in group)
-                targets = ", ".join("o." + g.attr for g in group)
-                body.append("{}{} = {}(mv, pos)".format(targets, "," if len(group) == 1 else "",
-                                                        self.unpacker(">" + fmt)))
-                body.append("pos += {}".format(sum(FIXED[g.type][1] for g in group)))
+                size = sum(FIXED[g.type][1] for g in group)
+                targets = [("o." + g.attr) for g in group]
+                if f is not None and self.varint_prefixed(msg, f, v):
+                    # Read the first byte of the next field's length with the group: valid
+                    # bytes always have it, and it saves an indexing per field.
+                    fmt += "B"
+                    targets.append("n")
+                    peeked_at = size
+                body.append("{}{} = {}(mv, pos)".format(
+                    ", ".join(targets), "," if len(targets) == 1 else "",
+                    self.unpacker(">" + fmt)))
+                if peeked_at is None:
+                    body.append("pos += {}".format(size))
                 group = []
             if f is not None:
-                self.read_field(msg, f, v, "o." + f.attr, body)
+                self.read_field(msg, f, v, "o." + f.attr, body, peeked_at)
         if flexible:
             reader = self.tag_reader(msg, st, v, tagged) if tagged else "_read_unknown"
             body += ["if mv[pos]:", "    pos = {}(o, mv, pos)".format(reader), "else:",
@@ -211,12 +221,35 @@ class ModuleEmitter:
         body += ["    else:", "        _add_unknown(o, tag, bytes(mv[start:end]))", "return pos"]
         return self.add_function("t", st.class_name, v, "o, mv, pos", body)
 
-    def read_field(self, msg: Message, f: Field, v: int, target: str, out: list[str]) -> None:
+    def varint_prefixed(self, msg: Message, f: Field, v: int) -> bool:
+        """Whether the field's inline reader starts with a compact (varint) length."""
+        compact = v in msg.flexible and (f.flexible is None or v in f.flexible)
+        return compact and (f.is_array or f.type == "records")
+
+    @staticmethod
+    def varint(peeked_at: int | None, two_byte: bool) -> list[str]:
+        """Lines leaving the unsigned varint at ``pos`` in ``n`` and ``pos`` after it.
+
+        With ``peeked_at``, ``n`` already holds the varint's first byte, which is at
+        ``pos + peeked_at``.
+        """
+        off = peeked_at or 0
+        lines = [] if peeked_at is not None else ["n = mv[pos]"]
+        lines += ["if n < 128:", "    pos += {}".format(off + 1)]
+        if two_byte:
+            lines += ["elif mv[pos + {}] < 128:".format(off + 1),
+                      "    n = (n & 127) | (mv[pos + {}] << 7)".format(off + 1),
+                      "    pos += {}".format(off + 2)]
+        lines += ["else:", "    n, pos = _ruv(mv, pos{})".format(" + {}".format(off) if off else "")]
+        return lines
+
+    def read_field(self, msg: Message, f: Field, v: int, target: str, out: list[str],
+                   peeked_at: int | None = None) -> None:
         flexible = v in msg.flexible
         compact = flexible and (f.flexible is None or v in f.flexible)
         nullable = v in f.nullable
         if f.is_array:
-            self.read_array(msg, f, v, target, out, compact, nullable)
+            self.read_array(msg, f, v, target, out, compact, nullable, peeked_at)
             return
         t = f.type
         if t in FIXED:
@@ -228,7 +261,7 @@ class ModuleEmitter:
         elif t in ("string", "bytes"):
             out.append("{}, pos = {}(mv, pos)".format(target, READERS[(t, compact, nullable)]))
         elif t == "records":
-            self.read_records(target, out, compact, nullable)
+            self.read_records(target, out, compact, nullable, peeked_at)
         else:
             dec = self.decoder(msg, f.struct, v)
             if nullable:
@@ -238,17 +271,14 @@ class ModuleEmitter:
             else:
                 out.append("{}, pos = {}(mv, pos)".format(target, dec))
 
-    def read_records(self, target: str, out: list[str], compact: bool, nullable: bool) -> None:
+    def read_records(self, target: str, out: list[str], compact: bool, nullable: bool,
+                     peeked_at: int | None = None) -> None:
         """Inline records reading (a zero-copy view): the per-partition hot path of Fetch."""
         if compact:
-            out += ["n = mv[pos]", "if n < 128:", "    pos += 1",
-                    "elif mv[pos + 1] < 128:",
-                    "    n = (n & 127) | (mv[pos + 1] << 7)", "    pos += 2",
-                    "else:", "    n, pos = _ruv(mv, pos)",
-                    "n -= 1"]
+            out += self.varint(peeked_at, True) + ["n -= 1"]
         else:
             out += ["n, = {}(mv, pos)".format(self.unpacker(">i")), "pos += 4",
-                    "if n < -1:", "    _too_many(n, pos - 4, len(mv) - pos)"]
+                    "if n < -1:", "    _too_many(n, pos - 4, limit - pos)"]
         if nullable:
             out += ["if n < 0:", "    {} = None".format(target), "else:"]
         else:
@@ -260,10 +290,9 @@ class ModuleEmitter:
                 "    {} = mv[pos:end]".format(target), "    pos = end"]
 
     def read_array(self, msg: Message, f: Field, v: int, target: str, out: list[str],
-                   compact: bool, nullable: bool) -> None:
+                   compact: bool, nullable: bool, peeked_at: int | None = None) -> None:
         if compact:
-            out += ["n = mv[pos]", "if n < 128:", "    pos += 1", "else:",
-                    "    n, pos = _ruv(mv, pos)", "n -= 1"]
+            out += self.varint(peeked_at, False) + ["n -= 1"]
         else:
             out += ["n, = {}(mv, pos)".format(self.unpacker(">i")), "pos += 4"]
         size = self.elem_min_size(msg, f, v, compact)

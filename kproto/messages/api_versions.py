@@ -56,6 +56,9 @@ _p_i = _S_i.pack
 _S_hhh = _struct.Struct('>hhh')
 _u_hhh = _S_hhh.unpack_from
 _p_hhh = _S_hhh.pack
+_S_hB = _struct.Struct('>hB')
+_u_hB = _S_hB.unpack_from
+_p_hB = _S_hB.pack
 _S_hh = _struct.Struct('>hh')
 _u_hh = _S_hh.unpack_from
 _p_hh = _S_hh.pack
@@ -433,13 +436,11 @@ def _t_ApiVersionsResponse_v3(o, mv, pos):
 def _d_ApiVersionsResponse_v3(mv, pos):
     limit = len(mv)
     o = _new(ApiVersionsResponse)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
-    n = mv[pos]
+    o.error_code, n = _u_hB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 3
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 2)
     n -= 1
     if n * 7 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

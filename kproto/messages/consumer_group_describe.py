@@ -50,15 +50,18 @@ _pack = _struct.pack
 _S_o = _struct.Struct('>?')
 _u_o = _S_o.unpack_from
 _p_o = _S_o.pack
-_S_i = _struct.Struct('>i')
-_u_i = _S_i.unpack_from
-_p_i = _S_i.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_h = _struct.Struct('>h')
 _u_h = _S_h.unpack_from
 _p_h = _S_h.pack
 _S_ii = _struct.Struct('>ii')
 _u_ii = _S_ii.unpack_from
 _p_ii = _S_ii.pack
+_S_i = _struct.Struct('>i')
+_u_i = _S_i.unpack_from
+_p_i = _S_i.pack
 
 
 class ConsumerGroupDescribeRequest(ProtocolStruct):
@@ -414,13 +417,11 @@ def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
 def _d_ConsumerGroupDescribeResponse_v0(mv, pos):
     limit = len(mv)
     o = _new(ConsumerGroupDescribeResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 20 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

@@ -50,6 +50,9 @@ _pack = _struct.pack
 _S_i = _struct.Struct('>i')
 _u_i = _S_i.unpack_from
 _p_i = _S_i.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_ih = _struct.Struct('>ih')
 _u_ih = _S_ih.unpack_from
 _p_ih = _S_ih.pack
@@ -246,13 +249,11 @@ def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     pos += 4
     o.instance_id, pos = _rcnstr(mv, pos)
     o.rack_id, pos = _rcnstr(mv, pos)
-    o.rebalance_timeout_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.rebalance_timeout_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -339,13 +340,11 @@ def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     pos += 4
     o.instance_id, pos = _rcnstr(mv, pos)
     o.rack_id, pos = _rcnstr(mv, pos)
-    o.rebalance_timeout_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.rebalance_timeout_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

@@ -56,6 +56,12 @@ _p_ih = _S_ih.pack
 _S_io = _struct.Struct('>i?')
 _u_io = _S_io.unpack_from
 _p_io = _S_io.pack
+_S_ihB = _struct.Struct('>ihB')
+_u_ihB = _S_ihB.unpack_from
+_p_ihB = _S_ihB.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_h = _struct.Struct('>h')
 _u_h = _S_h.unpack_from
 _p_h = _S_h.pack
@@ -420,13 +426,11 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
     add = result.append
     for _ in range(n):
         o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
-        o.partition_index, = _u_i(mv, pos)
-        pos += 4
-        n = mv[pos]
+        o.partition_index, n = _u_iB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 5
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 4)
         n -= 1
         if n * 4 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -463,13 +467,11 @@ def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
     for _ in range(n):
         o = _new(CreateTopicsRequest_CreatableTopic)
         o.name, pos = _rcstr(mv, pos)
-        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-        pos += 6
-        n = mv[pos]
+        o.num_partitions, o.replication_factor, n = _u_ihB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 7
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 6)
         n -= 1
         if n * 6 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -740,13 +742,11 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.error_message, pos = _rcnstr(mv, pos)
-        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-        pos += 6
-        n = mv[pos]
+        o.num_partitions, o.replication_factor, n = _u_ihB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 7
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 6)
         n -= 1
         if n * 6 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -767,13 +767,11 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
 def _d_CreateTopicsResponse_v5(mv, pos):
     limit = len(mv)
     o = _new(CreateTopicsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 12 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -849,13 +847,11 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.error_message, pos = _rcnstr(mv, pos)
-        o.num_partitions, o.replication_factor = _u_ih(mv, pos)
-        pos += 6
-        n = mv[pos]
+        o.num_partitions, o.replication_factor, n = _u_ihB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 7
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 6)
         n -= 1
         if n * 6 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -876,13 +872,11 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
 def _d_CreateTopicsResponse_v7(mv, pos):
     limit = len(mv)
     o = _new(CreateTopicsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 28 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

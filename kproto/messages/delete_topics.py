@@ -53,6 +53,9 @@ _p_i = _S_i.pack
 _S_h = _struct.Struct('>h')
 _u_h = _S_h.unpack_from
 _p_h = _S_h.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 
 
 class DeleteTopicsRequest_DeleteTopicState(ProtocolStruct):
@@ -387,13 +390,11 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n):
 def _d_DeleteTopicsResponse_v4(mv, pos):
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 4 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -453,13 +454,11 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n):
 def _d_DeleteTopicsResponse_v5(mv, pos):
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 5 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -521,13 +520,11 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n):
 def _d_DeleteTopicsResponse_v6(mv, pos):
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 21 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

@@ -56,6 +56,9 @@ _p_o = _S_o.pack
 _S_h = _struct.Struct('>h')
 _u_h = _S_h.unpack_from
 _p_h = _S_h.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 
 
 class DescribeGroupsRequest(ProtocolStruct):
@@ -606,13 +609,11 @@ def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
 def _d_DescribeGroupsResponse_v5(mv, pos):
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 12 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

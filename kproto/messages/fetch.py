@@ -71,15 +71,21 @@ _p_iiiibii = _S_iiiibii.pack
 _S_iiqqi = _struct.Struct('>iiqqi')
 _u_iiqqi = _S_iiqqi.unpack_from
 _p_iiqqi = _S_iiqqi.pack
+_S_iiiibiiB = _struct.Struct('>iiiibiiB')
+_u_iiiibiiB = _S_iiiibiiB.unpack_from
+_p_iiiibiiB = _S_iiiibiiB.pack
 _S_iiqiqi = _struct.Struct('>iiqiqi')
 _u_iiqiqi = _S_iiqiqi.unpack_from
 _p_iiqiqi = _S_iiqiqi.pack
-_S_iiibii = _struct.Struct('>iiibii')
-_u_iiibii = _S_iiibii.unpack_from
-_p_iiibii = _S_iiibii.pack
+_S_iiibiiB = _struct.Struct('>iiibiiB')
+_u_iiibiiB = _S_iiibiiB.unpack_from
+_p_iiibiiB = _S_iiibiiB.pack
 _S_iq = _struct.Struct('>iq')
 _u_iq = _S_iq.unpack_from
 _p_iq = _S_iq.pack
+_S_iiibii = _struct.Struct('>iiibii')
+_u_iiibii = _S_iiibii.unpack_from
+_p_iiibii = _S_iiibii.pack
 _S_ihq = _struct.Struct('>ihq')
 _u_ihq = _S_ihq.unpack_from
 _p_ihq = _S_ihq.pack
@@ -95,6 +101,15 @@ _p_ihqqq = _S_ihqqq.pack
 _S_ihi = _struct.Struct('>ihi')
 _u_ihi = _S_ihi.unpack_from
 _p_ihi = _S_ihi.pack
+_S_ihiB = _struct.Struct('>ihiB')
+_u_ihiB = _S_ihiB.unpack_from
+_p_ihiB = _S_ihiB.pack
+_S_ihqqqB = _struct.Struct('>ihqqqB')
+_u_ihqqqB = _S_ihqqqB.unpack_from
+_p_ihqqqB = _S_ihqqqB.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_ii = _struct.Struct('>ii')
 _u_ii = _S_ii.unpack_from
 _p_ii = _S_ii.pack
@@ -1004,13 +1019,11 @@ def _t_FetchRequest_v12(o, mv, pos):
 def _d_FetchRequest_v12(mv, pos):
     limit = len(mv)
     o = _new(FetchRequest)
-    o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
-    pos += 25
-    n = mv[pos]
+    o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiiibiiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 26
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 25)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1166,13 +1179,11 @@ def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
 def _d_FetchRequest_v13(mv, pos):
     limit = len(mv)
     o = _new(FetchRequest)
-    o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
-    pos += 25
-    n = mv[pos]
+    o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiiibiiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 26
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 25)
     n -= 1
     if n * 18 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1299,13 +1310,11 @@ def _t_FetchRequest_v15(o, mv, pos):
 def _d_FetchRequest_v15(mv, pos):
     limit = len(mv)
     o = _new(FetchRequest)
-    o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiibii(mv, pos)
-    pos += 21
-    n = mv[pos]
+    o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiibiiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 22
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 21)
     n -= 1
     if n * 18 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1443,13 +1452,11 @@ def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
 def _d_FetchRequest_v17(mv, pos):
     limit = len(mv)
     o = _new(FetchRequest)
-    o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiibii(mv, pos)
-    pos += 21
-    n = mv[pos]
+    o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiibiiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 22
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 21)
     n -= 1
     if n * 18 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1556,7 +1563,7 @@ def _da_FetchResponse_PartitionData_v0(mv, pos, n):
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
-            _too_many(n, pos - 4, len(mv) - pos)
+            _too_many(n, pos - 4, limit - pos)
         if n < 0:
             o.records = None
         else:
@@ -1702,7 +1709,7 @@ def _da_FetchResponse_PartitionData_v4(mv, pos, n):
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
-            _too_many(n, pos - 4, len(mv) - pos)
+            _too_many(n, pos - 4, limit - pos)
         if n < 0:
             o.records = None
         else:
@@ -1819,7 +1826,7 @@ def _da_FetchResponse_PartitionData_v5(mv, pos, n):
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
-            _too_many(n, pos - 4, len(mv) - pos)
+            _too_many(n, pos - 4, limit - pos)
         if n < 0:
             o.records = None
         else:
@@ -1964,7 +1971,7 @@ def _da_FetchResponse_PartitionData_v11(mv, pos, n):
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
-            _too_many(n, pos - 4, len(mv) - pos)
+            _too_many(n, pos - 4, limit - pos)
         if n < 0:
             o.records = None
         else:
@@ -2144,13 +2151,11 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
     add = result.append
     for _ in range(n):
         o = _new(FetchResponse_PartitionData)
-        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
-        pos += 30
-        n = mv[pos]
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset, n = _u_ihqqqB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 31
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 30)
         n -= 1
         if n * 17 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -2161,16 +2166,14 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
                 o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
             else:
                 o.aborted_transactions = []
-        o.preferred_read_replica, = _u_i(mv, pos)
-        pos += 4
-        n = mv[pos]
+        o.preferred_read_replica, n = _u_iB(mv, pos)
         if n < 128:
-            pos += 1
-        elif mv[pos + 1] < 128:
-            n = (n & 127) | (mv[pos + 1] << 7)
-            pos += 2
+            pos += 5
+        elif mv[pos + 5] < 128:
+            n = (n & 127) | (mv[pos + 5] << 7)
+            pos += 6
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 4)
         n -= 1
         if n < 0:
             o.records = None
@@ -2218,13 +2221,11 @@ def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
 def _d_FetchResponse_v12(mv, pos):
     limit = len(mv)
     o = _new(FetchResponse)
-    o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
-    pos += 10
-    n = mv[pos]
+    o.throttle_time_ms, o.error_code, o.session_id, n = _u_ihiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 11
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 10)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -2368,13 +2369,11 @@ def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
 def _d_FetchResponse_v13(mv, pos):
     limit = len(mv)
     o = _new(FetchResponse)
-    o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
-    pos += 10
-    n = mv[pos]
+    o.throttle_time_ms, o.error_code, o.session_id, n = _u_ihiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 11
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 10)
     n -= 1
     if n * 18 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -2474,13 +2473,11 @@ def _t_FetchResponse_v16(o, mv, pos):
 def _d_FetchResponse_v16(mv, pos):
     limit = len(mv)
     o = _new(FetchResponse)
-    o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
-    pos += 10
-    n = mv[pos]
+    o.throttle_time_ms, o.error_code, o.session_id, n = _u_ihiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 11
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 10)
     n -= 1
     if n * 18 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

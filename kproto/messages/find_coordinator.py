@@ -50,6 +50,9 @@ _pack = _struct.pack
 _S_b = _struct.Struct('>b')
 _u_b = _S_b.unpack_from
 _p_b = _S_b.pack
+_S_bB = _struct.Struct('>bB')
+_u_bB = _S_bB.unpack_from
+_p_bB = _S_bB.pack
 _S_hi = _struct.Struct('>hi')
 _u_hi = _S_hi.unpack_from
 _p_hi = _S_hi.pack
@@ -59,6 +62,9 @@ _p_i = _S_i.pack
 _S_ih = _struct.Struct('>ih')
 _u_ih = _S_ih.unpack_from
 _p_ih = _S_ih.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 
 
 class FindCoordinatorRequest(ProtocolStruct):
@@ -213,13 +219,11 @@ def _e_FindCoordinatorRequest_v3(o, out):
 def _d_FindCoordinatorRequest_v4(mv, pos):
     limit = len(mv)
     o = _new(FindCoordinatorRequest)
-    o.key_type, = _u_b(mv, pos)
-    pos += 1
-    n = mv[pos]
+    o.key_type, n = _u_bB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 2
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 1)
     n -= 1
     if n > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -346,13 +350,11 @@ def _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n):
 def _d_FindCoordinatorResponse_v4(mv, pos):
     limit = len(mv)
     o = _new(FindCoordinatorResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 14 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

@@ -56,6 +56,9 @@ _p_h = _S_h.pack
 _S_ih = _struct.Struct('>ih')
 _u_ih = _S_ih.unpack_from
 _p_ih = _S_ih.pack
+_S_ihB = _struct.Struct('>ihB')
+_u_ihB = _S_ihB.unpack_from
+_p_ihB = _S_ihB.pack
 
 
 class LeaveGroupRequest_MemberIdentity(ProtocolStruct):
@@ -445,13 +448,11 @@ def _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n):
 def _d_LeaveGroupResponse_v4(mv, pos):
     limit = len(mv)
     o = _new(LeaveGroupResponse)
-    o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
-    pos += 6
-    n = mv[pos]
+    o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 7
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 6)
     n -= 1
     if n * 5 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

@@ -62,6 +62,9 @@ _p_ib = _S_ib.pack
 _S_iiq = _struct.Struct('>iiq')
 _u_iiq = _S_iiq.unpack_from
 _p_iiq = _S_iiq.pack
+_S_ibB = _struct.Struct('>ibB')
+_u_ibB = _S_ibB.unpack_from
+_p_ibB = _S_ibB.pack
 _S_ih = _struct.Struct('>ih')
 _u_ih = _S_ih.unpack_from
 _p_ih = _S_ih.pack
@@ -71,6 +74,9 @@ _p_ihqq = _S_ihqq.pack
 _S_ihqqi = _struct.Struct('>ihqqi')
 _u_ihqqi = _S_ihqqi.unpack_from
 _p_ihqqi = _S_ihqqi.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 
 
 class ListOffsetsRequest_ListOffsetsPartition(ProtocolStruct):
@@ -534,13 +540,11 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
 def _d_ListOffsetsRequest_v6(mv, pos):
     limit = len(mv)
     o = _new(ListOffsetsRequest)
-    o.replica_id, o.isolation_level = _u_ib(mv, pos)
-    pos += 5
-    n = mv[pos]
+    o.replica_id, o.isolation_level, n = _u_ibB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 6
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 5)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -599,13 +603,11 @@ def _e_ListOffsetsRequest_v6(o, out):
 def _d_ListOffsetsRequest_v10(mv, pos):
     limit = len(mv)
     o = _new(ListOffsetsRequest)
-    o.replica_id, o.isolation_level = _u_ib(mv, pos)
-    pos += 5
-    n = mv[pos]
+    o.replica_id, o.isolation_level, n = _u_ibB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 6
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 5)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -945,13 +947,11 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
 def _d_ListOffsetsResponse_v6(mv, pos):
     limit = len(mv)
     o = _new(ListOffsetsResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

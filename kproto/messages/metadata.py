@@ -68,6 +68,15 @@ _p_hii = _S_hii.pack
 _S_hiii = _struct.Struct('>hiii')
 _u_hiii = _S_hiii.unpack_from
 _p_hiii = _S_hiii.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
+_S_oB = _struct.Struct('>?B')
+_u_oB = _S_oB.unpack_from
+_p_oB = _S_oB.pack
+_S_hiiiB = _struct.Struct('>hiiiB')
+_u_hiiiB = _S_hiiiB.unpack_from
+_p_hiiiB = _S_hiiiB.pack
 
 
 class MetadataRequest_MetadataRequestTopic(ProtocolStruct):
@@ -1311,13 +1320,11 @@ def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
     add = result.append
     for _ in range(n):
         o = _new(MetadataResponse_MetadataResponsePartition)
-        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _u_hiii(mv, pos)
-        pos += 14
-        n = mv[pos]
+        o.error_code, o.partition_index, o.leader_id, o.leader_epoch, n = _u_hiiiB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 15
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 14)
         n -= 1
         if n * 4 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -1365,13 +1372,11 @@ def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rcstr(mv, pos)
-        o.is_internal, = _u_o(mv, pos)
-        pos += 1
-        n = mv[pos]
+        o.is_internal, n = _u_oB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 2
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 1)
         n -= 1
         if n * 18 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -1393,13 +1398,11 @@ def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
 def _d_MetadataResponse_v9(mv, pos):
     limit = len(mv)
     o = _new(MetadataResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 11 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1410,13 +1413,11 @@ def _d_MetadataResponse_v9(mv, pos):
     else:
         o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
-    o.controller_id, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 10 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1524,13 +1525,11 @@ def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
         pos += 2
         o.name, pos = _rcstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
-        o.is_internal, = _u_o(mv, pos)
-        pos += 1
-        n = mv[pos]
+        o.is_internal, n = _u_oB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 2
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 1)
         n -= 1
         if n * 18 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -1552,13 +1551,11 @@ def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
 def _d_MetadataResponse_v10(mv, pos):
     limit = len(mv)
     o = _new(MetadataResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 11 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1569,13 +1566,11 @@ def _d_MetadataResponse_v10(mv, pos):
     else:
         o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
-    o.controller_id, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 26 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1640,13 +1635,11 @@ def _e_MetadataResponse_v10(o, out):
 def _d_MetadataResponse_v11(mv, pos):
     limit = len(mv)
     o = _new(MetadataResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 11 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1657,13 +1650,11 @@ def _d_MetadataResponse_v11(mv, pos):
     else:
         o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
-    o.controller_id, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 26 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1715,13 +1706,11 @@ def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
         pos += 2
         o.name, pos = _rcnstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
-        o.is_internal, = _u_o(mv, pos)
-        pos += 1
-        n = mv[pos]
+        o.is_internal, n = _u_oB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 2
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 1)
         n -= 1
         if n * 18 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -1743,13 +1732,11 @@ def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
 def _d_MetadataResponse_v12(mv, pos):
     limit = len(mv)
     o = _new(MetadataResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 11 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1760,13 +1747,11 @@ def _d_MetadataResponse_v12(mv, pos):
     else:
         o.brokers = []
     o.cluster_id, pos = _rcnstr(mv, pos)
-    o.controller_id, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 26 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

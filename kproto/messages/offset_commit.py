@@ -65,6 +65,9 @@ _p_iqi = _S_iqi.pack
 _S_ih = _struct.Struct('>ih')
 _u_ih = _S_ih.unpack_from
 _p_ih = _S_ih.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 
 
 class OffsetCommitRequest_OffsetCommitRequestPartition(ProtocolStruct):
@@ -826,13 +829,11 @@ def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n):
 def _d_OffsetCommitResponse_v8(mv, pos):
     limit = len(mv)
     o = _new(OffsetCommitResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

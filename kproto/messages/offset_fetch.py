@@ -53,6 +53,9 @@ _p_i = _S_i.pack
 _S_o = _struct.Struct('>?')
 _u_o = _S_o.unpack_from
 _p_o = _S_o.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_iq = _struct.Struct('>iq')
 _u_iq = _S_iq.unpack_from
 _p_iq = _S_iq.pack
@@ -691,13 +694,11 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
         o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
         o.group_id, pos = _rcstr(mv, pos)
         o.member_id, pos = _rcnstr(mv, pos)
-        o.member_epoch, = _u_i(mv, pos)
-        pos += 4
-        n = mv[pos]
+        o.member_epoch, n = _u_iB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 5
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 4)
         n -= 1
         if n * 3 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -1042,13 +1043,11 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
 def _d_OffsetFetchResponse_v6(mv, pos):
     limit = len(mv)
     o = _new(OffsetFetchResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -1188,13 +1187,11 @@ def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
 def _d_OffsetFetchResponse_v8(mv, pos):
     limit = len(mv)
     o = _new(OffsetFetchResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 5 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

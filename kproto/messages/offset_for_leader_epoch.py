@@ -56,6 +56,9 @@ _p_ii = _S_ii.pack
 _S_iii = _struct.Struct('>iii')
 _u_iii = _S_iii.unpack_from
 _p_iii = _S_iii.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_hiq = _struct.Struct('>hiq')
 _u_hiq = _S_hiq.unpack_from
 _p_hiq = _S_hiq.pack
@@ -429,13 +432,11 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
 def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
     limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
-    o.replica_id, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.replica_id, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -698,13 +699,11 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
 def _d_OffsetForLeaderEpochResponse_v4(mv, pos):
     limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
-    n = mv[pos]
+    o.throttle_time_ms, n = _u_iB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 5
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 4)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)

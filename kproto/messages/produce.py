@@ -53,6 +53,12 @@ _p_hi = _S_hi.pack
 _S_i = _struct.Struct('>i')
 _u_i = _S_i.unpack_from
 _p_i = _S_i.pack
+_S_hiB = _struct.Struct('>hiB')
+_u_hiB = _S_hiB.unpack_from
+_p_hiB = _S_hiB.pack
+_S_iB = _struct.Struct('>iB')
+_u_iB = _S_iB.unpack_from
+_p_iB = _S_iB.pack
 _S_ihq = _struct.Struct('>ihq')
 _u_ihq = _S_ihq.unpack_from
 _p_ihq = _S_ihq.pack
@@ -62,6 +68,9 @@ _p_ihqq = _S_ihqq.pack
 _S_ihqqq = _struct.Struct('>ihqqq')
 _u_ihqqq = _S_ihqqq.unpack_from
 _p_ihqqq = _S_ihqqq.pack
+_S_ihqqqB = _struct.Struct('>ihqqqB')
+_u_ihqqqB = _S_ihqqqB.unpack_from
+_p_ihqqqB = _S_ihqqqB.pack
 _S_ii = _struct.Struct('>ii')
 _u_ii = _S_ii.unpack_from
 _p_ii = _S_ii.pack
@@ -322,7 +331,7 @@ def _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n):
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
-            _too_many(n, pos - 4, len(mv) - pos)
+            _too_many(n, pos - 4, limit - pos)
         if n < 0:
             o.records = None
         else:
@@ -432,16 +441,14 @@ def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
     add = result.append
     for _ in range(n):
         o = _new(ProduceRequest_PartitionProduceData)
-        o.index, = _u_i(mv, pos)
-        pos += 4
-        n = mv[pos]
+        o.index, n = _u_iB(mv, pos)
         if n < 128:
-            pos += 1
-        elif mv[pos + 1] < 128:
-            n = (n & 127) | (mv[pos + 1] << 7)
-            pos += 2
+            pos += 5
+        elif mv[pos + 5] < 128:
+            n = (n & 127) | (mv[pos + 5] << 7)
+            pos += 6
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 4)
         n -= 1
         if n < 0:
             o.records = None
@@ -490,13 +497,11 @@ def _d_ProduceRequest_v9(mv, pos):
     limit = len(mv)
     o = _new(ProduceRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
-    o.acks, o.timeout_ms = _u_hi(mv, pos)
-    pos += 6
-    n = mv[pos]
+    o.acks, o.timeout_ms, n = _u_hiB(mv, pos)
     if n < 128:
-        pos += 1
+        pos += 7
     else:
-        n, pos = _ruv(mv, pos)
+        n, pos = _ruv(mv, pos + 6)
     n -= 1
     if n * 3 > limit - pos or n < -1:
         _too_many(n, pos, limit - pos)
@@ -935,13 +940,11 @@ def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
     add = result.append
     for _ in range(n):
         o = _new(ProduceResponse_PartitionProduceResponse)
-        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
-        pos += 30
-        n = mv[pos]
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset, n = _u_ihqqqB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 31
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 30)
         n -= 1
         if n * 6 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
@@ -1105,13 +1108,11 @@ def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
     add = result.append
     for _ in range(n):
         o = _new(ProduceResponse_PartitionProduceResponse)
-        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
-        pos += 30
-        n = mv[pos]
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset, n = _u_ihqqqB(mv, pos)
         if n < 128:
-            pos += 1
+            pos += 31
         else:
-            n, pos = _ruv(mv, pos)
+            n, pos = _ruv(mv, pos + 30)
         n -= 1
         if n * 6 > limit - pos or n < -1:
             _too_many(n, pos, limit - pos)
