@@ -2,9 +2,9 @@
 
 Owns the node table (one :class:`BrokerConnection` per node id), the requests queued for
 nodes that are not ready yet, ApiVersions negotiation on every new connection, request
-and connect timeouts, idle-connection close, the metadata refresh loop feeding
-:class:`ClusterMetadata`, and the wakeup socketpair. Java's ``NetworkClient`` and
-``ConsumerNetworkClient`` in one, with their names in snake_case.
+and connect timeouts, idle-connection close and the wakeup socketpair; the metadata
+refresh loop feeding :class:`ClusterMetadata` is its :class:`MetadataUpdater`. Java's
+``NetworkClient`` and ``ConsumerNetworkClient`` in one, with their names in snake_case.
 
 Threading model. Any thread may call ``send()``; it only queues bytes in the sans-IO
 connection under ``_lock`` and wakes a thread blocked in ``select``. All socket I/O and
@@ -32,20 +32,19 @@ import time
 from typing import Any
 
 from kproto import errors
-from kproto.messages import API_KEYS, ApiVersionsRequest, MetadataRequest
+from kproto.messages import API_KEYS, ApiVersionsRequest
 from kproto.net.broker import BrokerConnection, ConnectionState
 from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
 from kproto.net.connection import Connection, InFlightRequest, highest_common_version
 from kproto.net.future import Future
-from kproto.net.metadata import (ClusterMetadata, build_metadata_request,
-                                  response_needs_metadata_update)
+from kproto.net.metadata import ClusterMetadata, response_needs_metadata_update
+from kproto.net.metadata_updater import METADATA, MetadataUpdater
 from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
 
 log = logging.getLogger("kproto.net")
 
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
-_METADATA_KEY = MetadataRequest.api_key
 
 
 def _now_ms() -> float:
@@ -89,7 +88,7 @@ class NetworkClient:
         self._unsent: dict[Any, collections.deque[_Unsent]] = collections.defaultdict(collections.deque)
         self._completed: list[tuple[Future, Any, BaseException | None]] = []
         self._internal: dict[int, str] = {}  # id(InFlightRequest.future) -> "api_versions"/"metadata"
-        self._metadata_in_flight: Any = None  # node id of the Metadata request out, if any
+        self._metadata_updater = MetadataUpdater(self)
         self._selecting = False
         self._closed = False
 
@@ -298,7 +297,7 @@ class NetworkClient:
                 if self._closed:
                     raise errors.IllegalStateError("network client is closed")
                 now = _now_ms()
-                timeout_ms = min(timeout_ms, self._maybe_update_metadata(now))
+                timeout_ms = min(timeout_ms, self._metadata_updater.maybe_update(now))
                 self._write_all(now)
                 timeout_ms = min(timeout_ms, self._next_timeout_ms(now))
                 self._sync_selector()
@@ -434,9 +433,8 @@ class NetworkClient:
         node.last_error = exc if failed else None
         for ifr in node.close(now, failed=failed):
             kind = self._internal.pop(id(ifr.future), None)
-            if kind == "metadata":
-                self._metadata_in_flight = None
-                self.cluster.failed_update(exc, now)
+            if kind == METADATA:
+                self._metadata_updater.handle_failure(exc, now)
             if timed_out is not None and ifr.correlation_id in timed_out:
                 err: BaseException = errors.RequestTimeoutError(
                     "{} to node {} got no response in {:.0f} ms".format(
@@ -542,9 +540,8 @@ class NetworkClient:
         kind = self._internal.pop(id(ifr.future), None)
         if kind == "api_versions":
             self._on_api_versions(node, ifr, response, now)
-        elif kind == "metadata":
-            self._metadata_in_flight = None
-            self.cluster.update(response, now)
+        elif kind == METADATA:
+            self._metadata_updater.handle_response(response, now)
             self._completed.append((ifr.future, response, None))
         else:
             if response_needs_metadata_update(response):
@@ -589,51 +586,3 @@ class NetworkClient:
                                 timeout_ms=max(item.deadline_ms - now, 0.0), future=item.future)
             except errors.KafkaError as exc:
                 self._completed.append((item.future, None, exc))
-
-    # --- metadata -------------------------------------------------------------------------
-
-    def _maybe_update_metadata(self, now: float) -> float:
-        """Send a Metadata request when one is due; return ms until the next check."""
-        if self._metadata_in_flight is not None:
-            return float("inf")
-        ttl = self.cluster.ttl(now)
-        if ttl > 0:
-            return ttl
-        node_id = self.least_loaded_node()
-        if node_id is None:
-            # Every candidate failed and is backing off: whoever waits for this refresh
-            # learns it now (the refresh stays due and is retried when a node may connect).
-            delays = [self._nodes[b.node_id].connection_delay(now) for b in self.cluster.brokers()
-                      if b.node_id in self._nodes]
-            causes = [self._nodes[b.node_id].last_error for b in self.cluster.brokers()
-                      if b.node_id in self._nodes and self._nodes[b.node_id].last_error]
-            exc = errors.NoBrokersAvailable(
-                "no broker could be reached for metadata ({} tried){}".format(
-                    len(delays), ": {}".format(causes[-1]) if causes else ""))
-            if causes:
-                exc.__cause__ = causes[-1]
-            self.cluster.failed_update(exc, now)
-            return max(min(delays, default=0.0), float(self.config["reconnect_backoff_ms"]), 1.0)
-        node = self._node(node_id)
-        if not node.is_ready():
-            self._maybe_connect(node_id)
-            return float("inf") if node.state is not ConnectionState.DISCONNECTED else \
-                node.connection_delay(now)
-        if not node.proto.can_send_more():
-            return float("inf")
-        version = highest_common_version(MetadataRequest, node.api_versions)
-        if version is None:
-            self.cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
-            return self.config["retry_backoff_ms"]
-        try:
-            request = build_metadata_request(self.cluster.topics_of_interest(), version,
-                                             self.config["allow_auto_create_topics"])
-            ifr = node.proto.send(request, version, now_ms=now,
-                                  timeout_ms=self.config["request_timeout_ms"])
-        except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
-            self.cluster.failed_update(exc, now)
-            return self.config["retry_backoff_ms"]
-        self._internal[id(ifr.future)] = "metadata"
-        self._metadata_in_flight = node_id
-        self.cluster.attempt(now)
-        return float("inf")

@@ -1,0 +1,101 @@
+"""MetadataUpdater: when and where the network client sends Metadata requests.
+
+Owns the client's side of the metadata refresh loop (Java's
+``NetworkClient.DefaultMetadataUpdater``): at most one Metadata request in flight, sent
+to the least-loaded node when :meth:`ClusterMetadata.ttl` says a refresh is due (opening a
+connection first if none is ready), its answer or failure handed to the
+:class:`~kproto.net.metadata.ClusterMetadata`. When every known broker has failed and is
+in reconnect backoff, whoever waits for the refresh gets ``NoBrokersAvailable`` (the
+refresh stays due and is tried again once a node may connect).
+
+It is part of :class:`~kproto.net.client.NetworkClient` (it reads the client's node table
+and sends on its connections) and runs only inside the client's poll loop, under the
+client's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kproto import errors
+from kproto.messages import MetadataRequest
+from kproto.net.broker import ConnectionState
+from kproto.net.connection import highest_common_version
+from kproto.net.metadata import build_metadata_request
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
+
+log = logging.getLogger("kproto.net.metadata")
+
+#: The tag of the client's own Metadata requests in its table of internal requests.
+METADATA = "metadata"
+
+
+class MetadataUpdater:
+    """Sends Metadata requests for a :class:`NetworkClient` when its cluster needs them."""
+
+    def __init__(self, client: NetworkClient) -> None:
+        self._client = client
+        self.in_flight: Any = None  # node id of the Metadata request out, if any
+
+    def maybe_update(self, now: float) -> float:
+        """Send a Metadata request when one is due; return ms until the next check."""
+        client = self._client
+        cluster = client.cluster
+        if self.in_flight is not None:
+            return float("inf")
+        ttl = cluster.ttl(now)
+        if ttl > 0:
+            return ttl
+        node_id = client.least_loaded_node()
+        if node_id is None:
+            return self._no_node(now)
+        node = client._node(node_id)
+        if not node.is_ready():
+            client._maybe_connect(node_id)
+            return float("inf") if node.state is not ConnectionState.DISCONNECTED else \
+                node.connection_delay(now)
+        if not node.proto.can_send_more():
+            return float("inf")
+        version = highest_common_version(MetadataRequest, node.api_versions)
+        if version is None:
+            cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
+            return client.config["retry_backoff_ms"]
+        try:
+            request = build_metadata_request(cluster.topics_of_interest(), version,
+                                             client.config["allow_auto_create_topics"])
+            ifr = node.proto.send(request, version, now_ms=now,
+                                  timeout_ms=client.config["request_timeout_ms"])
+        except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
+            cluster.failed_update(exc, now)
+            return client.config["retry_backoff_ms"]
+        client._internal[id(ifr.future)] = METADATA
+        self.in_flight = node_id
+        cluster.attempt(now)
+        return float("inf")
+
+    def _no_node(self, now: float) -> float:
+        # Every candidate failed and is backing off: whoever waits for this refresh learns
+        # it now; wake when the first node may connect again.
+        client = self._client
+        nodes = [client._nodes[b.node_id] for b in client.cluster.brokers()
+                 if b.node_id in client._nodes]
+        causes = [n.last_error for n in nodes if n.last_error is not None]
+        exc = errors.NoBrokersAvailable("no broker could be reached for metadata ({} tried){}".format(
+            len(nodes), ": {}".format(causes[-1]) if causes else ""))
+        if causes:
+            exc.__cause__ = causes[-1]
+        client.cluster.failed_update(exc, now)
+        delay = min((n.connection_delay(now) for n in nodes), default=0.0)
+        return max(delay, float(client.config["reconnect_backoff_ms"]), 1.0)
+
+    def handle_response(self, response: Any, now: float) -> None:
+        self.in_flight = None
+        self._client.cluster.update(response, now)
+
+    def handle_failure(self, exc: BaseException, now: float) -> None:
+        """The connection carrying the Metadata request closed (or the request timed out)."""
+        self.in_flight = None
+        self._client.cluster.failed_update(exc, now)
