@@ -173,3 +173,36 @@ def test_docker_absence_is_a_reason_not_a_crash(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:{}".format(free_port()))
     reason = docker_unavailable_reason()
     assert reason is not None and reason.startswith("no Docker engine reachable")
+
+
+def test_a_broker_that_cannot_start_fails_loudly(pytester):
+    # The Tansu binary replaced by one that exits at once, the librdkafka path by one
+    # that does not exist: the tests using those brokers error (they never skip), and the
+    # error says why.
+    # (pytester runs in this process: the patches are undone after the inner test.)
+    pytester.makeconftest('''
+from pathlib import Path
+
+import pytest
+
+import kproto.embedded
+import tests.brokers.mock_cluster as mock_module
+from tests.conftest import *
+
+
+@pytest.fixture(autouse=True)
+def broken_brokers(monkeypatch):
+    monkeypatch.setattr(kproto.embedded, "tansu_binary", lambda: Path("/bin/false"))
+    monkeypatch.setattr(mock_module, "_lib", None)
+    monkeypatch.setattr(mock_module, "library_path", lambda: "/nonexistent/librdkafka.so.1")
+''')
+    pytester.makepyfile(test_inner='''
+def test_on_any_broker(broker):
+    pass
+''')
+    result = pytester.runpytest("--brokers=mock,tansu", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*BrokerStartError*tansu did not start after 3 attempt*",
+                                 "*tansu on port * exited with 1*"])
+    result.stdout.fnmatch_lines(["*MockClusterError: cannot load librdkafka from "
+                                 "/nonexistent/librdkafka*"])

@@ -127,7 +127,11 @@ def load_library() -> ctypes.CDLL:
     global _lib
     with _lib_lock:
         if _lib is None:
-            lib = ctypes.CDLL(library_path())
+            path = library_path()
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                raise MockClusterError("cannot load librdkafka from {}: {}".format(path, exc)) from exc
             missing = []
             for name, (restype, argtypes) in _SIGNATURES.items():
                 try:
@@ -139,7 +143,7 @@ def load_library() -> ctypes.CDLL:
                 fn.argtypes = argtypes
             if missing:
                 raise MockClusterError("librdkafka at {} lacks {}".format(
-                    library_path(), ", ".join(missing)))
+                    path, ", ".join(missing)))
             _lib = lib
         return _lib
 
