@@ -352,3 +352,29 @@ def test_coordinator_broker_down_and_up_consumption_resumes(broker) -> None:
           and membership(consumer).state is MemberState.STABLE, seen)
     assert set(seen) == {(r.partition, r.offset) for r in first + more}
     consumer.close()
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_leader_change_validates_positions_and_consumption_continues(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    first = broker.produce(topic, 10)
+    consumer = make_consumer(broker, "g-" + topic, metadata_max_age_ms=500)
+    consumer.subscribe([topic])
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(first), seen)
+    tp0 = TP(topic, 0)
+    cluster = consumer._delegate.client.cluster
+    leader = cluster.leader_for_partition(tp0)
+    epoch = cluster.leader_epoch_for_partition(tp0)
+    broker.start_request_tracking()
+    broker.set_partition_leader(topic, 0, leader % broker.broker_count + 1)  # bumps the leader epoch
+    more = broker.produce(topic, 10, start_index=10)
+    drive([consumer], lambda: len(seen) == len(first) + len(more), seen)
+    requests = broker.requests()
+    broker.stop_request_tracking()
+    assert cluster.leader_epoch_for_partition(tp0) > epoch
+    # The new leader epoch sent the position through validation (OffsetForLeaderEpoch, 23).
+    assert any(r.api_key == 23 for r in requests), sorted({r.api_key for r in requests})
+    assert set(seen) == {(r.partition, r.offset) for r in first + more}
+    assert all(len(consumers) == 1 for consumers in seen.values())  # nothing read twice
+    consumer.close()
