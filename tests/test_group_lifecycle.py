@@ -165,3 +165,103 @@ def test_injected_coordinator_errors_are_survived_without_losing_records(cluster
     finally:
         cluster.clear_request_errors(api_key)
         c.close()
+
+
+def committed_map(cluster, group, topic, partitions):
+    check = consumer(cluster, group)
+    try:
+        return {p: check.committed(TopicPartition(topic, p)) for p in partitions}
+    finally:
+        check.close()
+
+
+def test_pattern_subscription_picks_up_a_new_matching_topic_with_a_rejoin(cluster):
+    prefix = cluster.new_topic(partitions=1, prefix="pat")  # a unique name to build the pattern on
+    first = prefix + "-a"
+    cluster.create_topic(first, partitions=2)
+    cluster.create_topic(prefix + "-other-x", partitions=1)
+    c = consumer(cluster, "pattern", metadata_max_age_ms=500)
+    try:
+        c.subscribe(pattern=prefix.replace(".", r"\.") + r"-[a-z]$")
+        poll_until(c, lambda _: {tp.topic for tp in c.assignment()} == {first}, "the matching topic")
+        generation = c.group_metadata()["generation_id"]
+        second = prefix + "-b"
+        cluster.create_topic(second, partitions=3)
+        written = cluster.produce(second, 9)
+        got = poll_until(c, lambda g: len([r for r in g if r.topic == second]) >= 9, "the new topic's records")
+        assert {(r.partition, r.offset) for r in got if r.topic == second} == {(w.partition, w.offset) for w in written}
+        assert {tp.topic for tp in c.assignment()} == {first, second}
+        assert c.group_metadata()["generation_id"] > generation
+        assert c.subscription() == {first, second}
+    finally:
+        c.close()
+
+
+def committed_map(cluster, group, topic, partitions):
+    check = consumer(cluster, group)
+    try:
+        return {p: check.committed(TopicPartition(topic, p)) for p in partitions}
+    finally:
+        check.close()
+
+
+def test_commit_inside_the_revoke_callback_and_auto_commit_before_revocation(cluster):
+    # Revocation by unsubscribe() in a stable group (the mock refuses commits while a join
+    # is pending, unlike Kafka, so rebalance-driven revocation is covered on Tansu).
+    topic = cluster.new_topic(partitions=2)
+    written = cluster.produce(topic, 40)
+    ends = {}
+    for w in written:
+        ends[w.partition] = max(ends.get(w.partition, 0), w.offset + 1)
+    revoked_here = []
+
+    class CommitOnRevoke:
+        consumer = None
+
+        def on_partitions_revoked(self, partitions):
+            self.consumer.commit()  # the supported pattern: commit before giving up
+            revoked_here.append(frozenset(partitions))
+
+        def on_partitions_assigned(self, partitions):
+            pass
+
+    manual = consumer(cluster, "revoke-commit")
+    listener = CommitOnRevoke()
+    listener.consumer = manual
+    # Its only commits are auto-commits before revocation (the interval is far away).
+    auto = consumer(cluster, "revoke-auto", enable_auto_commit=True, auto_commit_interval_ms=600000)
+    try:
+        manual.subscribe([topic], listener=listener)
+        auto.subscribe([topic])
+        poll_until(manual, lambda g: len(g) >= 40, "the manual member's records")
+        poll_until(auto, lambda g: len(g) >= 40, "the auto-commit member's records")
+        manual.unsubscribe()
+        auto.unsubscribe()
+        assert revoked_here == [frozenset(TopicPartition(topic, p) for p in (0, 1))]
+        assert manual.assignment() == set() and auto.assignment() == set()
+    finally:
+        manual.close(autocommit=False)
+        auto.close(autocommit=False)
+    assert committed_map(cluster, "revoke-commit", topic, (0, 1)) == ends
+    assert committed_map(cluster, "revoke-auto", topic, (0, 1)) == ends
+
+
+def test_coordinator_move_is_rediscovered_while_assigned_partitions_keep_being_fetched(cluster):
+    topic = cluster.new_topic(partitions=3)
+    c = consumer(cluster, "moving")
+    try:
+        c.subscribe([topic])
+        poll_until(c, lambda _: len(c.assignment()) == 3, "the assignment")
+        old = c._delegate.coordinator.coordinator_id  # noqa: SLF001 - which broker to move from
+        new = 1 if old != 1 else 2
+        cluster.set_coordinator("group", "moving", new)
+        written = cluster.produce(topic, 60)
+        want = {(w.partition, w.offset) for w in written}
+        got = poll_until(c, lambda g: want <= {(r.partition, r.offset) for r in g}, "records after the move")
+        assert want <= {(r.partition, r.offset) for r in got}
+        # The old coordinator answers NOT_COORDINATOR from now on: commits find the new one.
+        c.commit()
+        wait_for(lambda: c._delegate.coordinator.coordinator_id == new, "the new coordinator")  # noqa: SLF001
+        assert c.committed(TopicPartition(topic, 0)) is not None
+    finally:
+        c.close()
