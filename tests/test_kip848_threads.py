@@ -5,6 +5,9 @@ ConsumerGroupHeartbeat:
   ``NetworkClient.poll`` of a grouped consumer runs on ``consumer_background_thread``,
   whatever the application calls (poll, commit, committed, position, lookups, metadata,
   close);
+- a blocking call that cannot complete fails at its own timeout, and the background
+  loop's reaper fails an expired completable event nobody is waiting on (no broker
+  answers: the coordinator is never found);
 - a ``poll()`` blocked for longer than ``max_poll_interval_ms`` does not let the poll timer
   expire: its waits are bounded by ``maximum_time_to_wait`` (at most half the remaining
   poll timer), so the member keeps its epoch and its partitions.
@@ -19,13 +22,16 @@ import pytest
 
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.consumer.kip848.consumer_network_thread import BACKGROUND_THREAD_NAME
+from kproto.consumer.kip848.events import FetchCommittedOffsetsEvent
 from kproto.consumer.kip848.member_state import MemberState
+from kproto.errors import KafkaTimeoutError
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition as TP
 
 pytestmark = [pytest.mark.broker]
 
 DEADLINE_S = 60
+NOWHERE = "127.0.0.1:1"
 
 
 class Lost:
@@ -132,3 +138,23 @@ def test_a_poll_longer_than_max_poll_interval_keeps_the_member(broker) -> None:
         assert not any(name == "lost" for name, _ in listener.log), listener.log
     finally:
         consumer.close()
+
+
+def test_blocking_calls_time_out_and_expired_events_are_reaped() -> None:
+    consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_id="g", group_protocol="consumer")
+    delegate = consumer._delegate
+    try:
+        with pytest.raises(KafkaTimeoutError):
+            consumer.committed(TP("t", 0), timeout_ms=200)
+        # An event enqueued without anyone waiting: only the reaper can end it.
+        event = FetchCommittedOffsetsEvent([TP("t", 0)], delegate._time_ms() + 200)
+        delegate.application_event_handler.add(event)
+        error = event.future.exception(timeout=DEADLINE_S)
+        assert isinstance(error, KafkaTimeoutError) and "deadline" in str(error)
+        deadline = time.monotonic() + DEADLINE_S
+        while delegate.network_thread.reaper.size():  # forgotten once failed
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert delegate.network_thread.is_alive()
+    finally:
+        consumer.close(timeout_ms=0)
