@@ -378,3 +378,20 @@ def test_leader_change_validates_positions_and_consumption_continues(broker) -> 
     assert set(seen) == {(r.partition, r.offset) for r in first + more}
     assert all(len(consumers) == 1 for consumers in seen.values())  # nothing read twice
     consumer.close()
+
+
+@pytest.mark.needs("kip848")
+def test_remote_assignor_rack_and_instance_id_are_accepted_and_consume(broker) -> None:
+    topic = broker.new_topic(partitions=2, prefix="k848")
+    written = broker.produce(topic, 8)
+    consumer = make_consumer(broker, "g-" + topic, group_remote_assignor="uniform", client_rack="rack-a",
+                             group_instance_id="static-" + topic)
+    consumer.subscribe([topic])
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(written), seen)
+    heartbeat = next(m for m in consumer._delegate.network_thread.resources.request_managers
+                     if type(m).__name__ == "ConsumerHeartbeatRequestManager")
+    sent = heartbeat.heartbeat_state.sent_fields  # what the last full heartbeat carried
+    assert (sent.server_assignor, sent.rack_id) == ("uniform", "rack-a")
+    assert membership(consumer).group_instance_id == "static-" + topic
+    consumer.close()
