@@ -436,3 +436,38 @@ def test_a_stale_metadata_error_in_any_response_requests_a_refresh(mock_cluster_
     response = wait(client, client.send(leader, request))
     assert response.topics[0].partitions[0].error_code == 6  # per partition, not top level
     assert poll_until(client, lambda: client.cluster.update_count > before)
+
+
+def test_versions_on_the_wire_follow_the_brokers_limits(mock_cluster_factory):
+    # librdkafka's request tracking has no API version: a recording proxy in front of a
+    # 1-broker mock reads the request headers the client really sent.
+    from tests.brokers.proxy import BrokerProxy
+
+    cluster = mock_cluster_factory(1)
+    cluster.set_apiversion(FETCH, 4, 7)
+    cluster.set_apiversion(METADATA, 0, 5)
+    with BrokerProxy(cluster.addresses[0]) as proxy:
+        client = NetworkClient(bootstrap_servers=proxy.bootstrap_servers, client_id="wire-check")
+        try:
+            response = wait(client, client.send("bootstrap-0", MetadataRequest(topics=[])))
+            assert [b.node_id for b in response.brokers] == [1]
+            request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[])
+            wait(client, client.send("bootstrap-0", request))
+            # An explicit version goes out as asked (the fuzzing use); the mock drops the
+            # connection over a version it does not serve.
+            with pytest.raises(errors.KafkaConnectionError):
+                wait(client, client.send("bootstrap-0", request, version=8))
+        finally:
+            client.close()
+        sent = proxy.requests()
+    # ApiVersions first (its own fallback steps, if any, before anything else), then the
+    # requests at the highest version both sides have.
+    keys = [r.api_key for r in sent]
+    first_other = next(i for i, k in enumerate(keys) if k != API_VERSIONS)
+    assert first_other > 0 and API_VERSIONS not in keys[first_other:]
+    # (the client's own metadata refresh adds Metadata requests of its own)
+    assert {r.api_version for r in sent if r.api_key == METADATA} == {5}
+    assert [r.api_version for r in sent if r.api_key == FETCH] == [7, 8]
+    assert set(keys[first_other:]) == {METADATA, FETCH}
+    assert {r.client_id for r in sent} == {"wire-check"}
+    assert len({r.correlation_id for r in sent}) == len(sent)

@@ -1,7 +1,7 @@
 """TLS end to end: kproto -> TLS-terminating proxy (started here) -> a real broker.
 
-The proxy is a few threads with the ``ssl`` module on 127.0.0.1; the certificates are made
-at test time with the ``openssl`` command. The broker is a 1-broker mock cluster; the
+The proxy (``tests.brokers.proxy``) is a few threads with the ``ssl`` module on 127.0.0.1;
+the certificates are made at test time with the ``openssl`` command. The broker is a 1-broker mock cluster; the
 requests go to the bootstrap node, which is the proxy (the brokers the metadata lists are
 plaintext and are not contacted).
 """
@@ -9,16 +9,15 @@ plaintext and are not contacted).
 from __future__ import annotations
 
 import shutil
-import socket
 import ssl
 import subprocess
-import threading
 
 import pytest
 
 from kproto import errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
+from tests.brokers.proxy import BrokerProxy
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
@@ -32,74 +31,6 @@ def make_cert(directory, name: str, san: str) -> tuple[str, str]:
     return cert, key
 
 
-class TlsProxy:
-    """Accepts TLS on 127.0.0.1 and forwards the plaintext to ``upstream``."""
-
-    def __init__(self, upstream: tuple[str, int], context: ssl.SSLContext) -> None:
-        self.upstream = upstream
-        self.context = context
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.handshake_errors: list[BaseException] = []
-        self._sockets: list[socket.socket] = []
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                raw, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            self._sockets.append(raw)
-            thread = threading.Thread(target=self._serve, args=(raw,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _serve(self, raw: socket.socket) -> None:
-        try:
-            raw.settimeout(10)
-            tls = self.context.wrap_socket(raw, server_side=True)
-            tls.settimeout(None)
-        except (ssl.SSLError, OSError) as exc:
-            self.handshake_errors.append(exc)
-            raw.close()
-            return
-        up = socket.create_connection(self.upstream)
-        self._sockets += [tls, up]
-        pump = threading.Thread(target=self._pump, args=(up, tls), daemon=True)
-        self._threads.append(pump)
-        pump.start()
-        self._pump(tls, up)
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        # shutdown() (not just close()) wakes threads blocked in accept()/recv().
-        for s in [self.listener, *self._sockets]:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-        for thread in self._threads:
-            thread.join(5)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tls")
@@ -110,19 +41,19 @@ def certs(tmp_path_factory):
 
 @pytest.fixture
 def proxy(mock_cluster_factory, certs):
-    def start(*, require_client_cert: bool = False) -> TlsProxy:
+    def start(*, require_client_cert: bool = False) -> BrokerProxy:
         cluster = mock_cluster_factory(1)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*certs["server"])
         if require_client_cert:
             context.verify_mode = ssl.CERT_REQUIRED
             context.load_verify_locations(certs["client"][0])
-        p = TlsProxy(cluster.addresses[0], context)
+        p = BrokerProxy(cluster.addresses[0], context)
         p.cluster = cluster  # type: ignore[attr-defined]
         started.append(p)
         return p
 
-    started: list[TlsProxy] = []
+    started: list[BrokerProxy] = []
     yield start
     for p in started:
         p.close()

@@ -101,6 +101,11 @@ tracking forgets the record: read it first),
 ``set_group_consumer_session_timeout(ms)``, ``set_target_assignment(group_id, {member_id:
 [(topic, partition), ...]})`` (KIP-848), ``broker_count``.
 
+:class:`tests.brokers.proxy.BrokerProxy(upstream, ssl_context=None)` is a TCP proxy on
+127.0.0.1 in front of one broker (``addresses[0]`` of a 1-broker cluster): TLS
+termination, and ``requests() -> [RecordedRequest(api_key, api_version, correlation_id,
+client_id)]``, the request headers clients sent through it (versions included).
+
 Plain scripts (no pytest) can do the same::
 
     from tests.brokers.mock_cluster import MockCluster

@@ -100,8 +100,9 @@ class MockClusterError(RuntimeError):
 class TrackedRequest(NamedTuple):
     """One request the mock cluster received while request tracking was on.
 
-    librdkafka records the broker id, the API key and the arrival time only: the mock API
-    has no accessor for the request's API version.
+    librdkafka records the broker id, the API key and the arrival time only (2.16's
+    ``rd_kafka_mock_request_t`` has no version field); to see versions, put a
+    :class:`tests.brokers.proxy.BrokerProxy` in front of a 1-broker cluster.
     """
 
     broker_id: int

@@ -1,0 +1,137 @@
+"""A TCP proxy on 127.0.0.1 in front of one broker: optional TLS, and a request log.
+
+Owns :class:`BrokerProxy`. The tests use it where the broker alone cannot show what they
+need: TLS termination (the local brokers speak plaintext only) and the API *version* of
+each request a client sent (librdkafka's request tracking records broker, API key and
+time only: its ``rd_kafka_mock_request_t`` has no version field in 2.16).
+
+Clients must talk to the proxy's address only: the Metadata the broker returns names the
+broker's own address, so a client following it leaves the proxy (use a 1-broker cluster
+and the ``bootstrap-0`` node). The request log reads the client->broker byte stream:
+each size-prefixed frame's header (API key, version, correlation id, client id) is
+recorded in arrival order; bodies are forwarded untouched.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+import threading
+from typing import NamedTuple
+
+
+class RecordedRequest(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+_HEADER = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
+
+
+class BrokerProxy:
+    """Forwards connections to ``upstream``; TLS on the client side with ``ssl_context``."""
+
+    def __init__(self, upstream: tuple[str, int], ssl_context: ssl.SSLContext | None = None) -> None:
+        self.upstream = upstream
+        self.context = ssl_context
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.handshake_errors: list[BaseException] = []
+        self._requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return "127.0.0.1:{}".format(self.port)
+
+    def requests(self) -> list[RecordedRequest]:
+        """Every request header the clients sent so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            self._sockets.append(raw)
+            thread = threading.Thread(target=self._serve, args=(raw,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        client: socket.socket = raw
+        if self.context is not None:
+            try:
+                raw.settimeout(10)
+                client = self.context.wrap_socket(raw, server_side=True)
+                client.settimeout(None)
+            except (ssl.SSLError, OSError) as exc:
+                self.handshake_errors.append(exc)
+                raw.close()
+                return
+        up = socket.create_connection(self.upstream)
+        self._sockets += [client, up]
+        pump = threading.Thread(target=self._pump, args=(up, client, False), daemon=True)
+        self._threads.append(pump)
+        pump.start()
+        self._pump(client, up, True)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
+        pending = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if record:
+                    pending = self._record(pending + data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _record(self, buf: bytes) -> bytes:
+        """Log the headers of the whole frames in ``buf``; return the partial rest."""
+        while len(buf) >= _HEADER.size:
+            size, api_key, api_version, correlation_id = _HEADER.unpack_from(buf)
+            if len(buf) < 4 + size:
+                break
+            client_id = None
+            if size >= 10:
+                (n,) = struct.unpack_from(">h", buf, 12)
+                if n >= 0 and 14 + n <= 4 + size:
+                    client_id = buf[14:14 + n].decode("utf-8", "replace")
+            with self._lock:
+                self._requests.append(RecordedRequest(api_key, api_version, correlation_id,
+                                                      client_id))
+            buf = buf[4 + size:]
+        return buf
+
+    def close(self) -> None:
+        # shutdown() (not just close()) wakes threads blocked in accept()/recv().
+        for s in [self.listener, *self._sockets]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        for thread in self._threads:
+            thread.join(5)
+
+    def __enter__(self) -> BrokerProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
