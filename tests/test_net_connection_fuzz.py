@@ -60,3 +60,54 @@ def test_arbitrary_peer_bytes_raise_only_kproto_errors(data, prefix):
         conn.receive(data)
     except errors.KafkaError:
         pass
+
+
+def _api_versions_bodies() -> list[bytes]:
+    """Valid ApiVersions answers in every layout a peer may send: v0 and v3 (flexible)
+    encodings, the KIP-511 fallback, and librdkafka's mock layout (one-byte count)."""
+    from kproto.messages import ApiVersionsResponse
+
+    entries = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=v)
+               for k, v in ((0, 10), (1, 16), (3, 12), (18, 4))]
+    mock = struct.pack(">hB", 0, 3) + b"".join(
+        struct.pack(">hhh", *e) for e in ((0, 0, 10), (1, 0, 16), (18, 0, 3))) + b"\x00" * 4
+    return [ApiVersionsResponse(error_code=0, api_keys=entries).encode(0),
+            ApiVersionsResponse(error_code=0, api_keys=entries).encode(3),
+            ApiVersionsResponse(error_code=35, api_keys=entries[-1:]).encode(0),
+            bytes.fromhex("0023" "01" "0012" "0000" "0003" "00000000"),
+            mock]
+
+
+def _feed_api_versions(version: int, body: bytes) -> None:
+    from kproto.messages import ApiVersionsRequest
+
+    conn = Connection("n", receive_message_max_bytes=10_000)
+    ifr = conn.send(ApiVersionsRequest(), version)
+    drain(conn)
+    try:
+        for _, response in conn.receive(struct.pack(">ii", 4 + len(body), ifr.correlation_id)
+                                        + body):
+            # What the client reads from an answer it accepted must be plain numbers.
+            for k in response.api_keys:
+                assert all(isinstance(x, int) for x in (k.api_key, k.min_version, k.max_version))
+    except errors.KafkaError:
+        pass
+
+
+def test_every_byte_flip_and_truncation_of_api_versions_answers():
+    # The fallback paths (KIP-511 v0 body, the mock's layout) parse bytes a peer chose:
+    # every mutation of a valid answer gives an answer or a kproto error, nothing else.
+    for body in _api_versions_bodies():
+        for version in (0, 3, 4):
+            for i in range(len(body)):
+                for flip in (0x01, 0x80, 0xFF):
+                    mutated = bytearray(body)
+                    mutated[i] ^= flip
+                    _feed_api_versions(version, bytes(mutated))
+                _feed_api_versions(version, body[:i])
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=120), version=st.sampled_from([0, 1, 2, 3, 4]))
+def test_arbitrary_api_versions_answers_raise_only_kproto_errors(body, version):
+    _feed_api_versions(version, body)
