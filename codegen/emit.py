@@ -74,6 +74,26 @@ def fmt_name(fmt: str) -> str:
     return fmt.lstrip(">").replace("?", "o")
 
 
+def split_fields(st: Struct, v: int) -> tuple[list[Field], list[Field]]:
+    """The fields version ``v`` carries: (regular ones in order, tagged ones by tag)."""
+    present = [f for f in st.fields if v in f.versions]
+    regular = [f for f in present if v not in f.tagged]
+    tagged = sorted((f for f in present if v in f.tagged), key=lambda f: f.tag)
+    return regular, tagged
+
+
+def runs(fields: list[Field]):
+    """Yield ``(group, field)``: a run of fixed-width scalars (maybe empty), then the field
+    that ended it (None at the end). A run becomes one ``struct.Struct``."""
+    group: list[Field] = []
+    for f in fields + [None]:
+        if f is not None and not f.is_array and f.type in FIXED:
+            group.append(f)
+            continue
+        yield group, f
+        group = []
+
+
 class ModuleEmitter:
     """Emits the source of one module holding the classes of one or more schemas."""
 
@@ -169,15 +189,9 @@ class ModuleEmitter:
     def decode_body(self, msg: Message, st: Struct, v: int) -> list[str]:
         """Lines decoding ``st`` into local ``o``, advancing ``pos``."""
         flexible = v in msg.flexible
-        present = [f for f in st.fields if v in f.versions]
-        regular = [f for f in present if v not in f.tagged]
-        tagged = sorted((f for f in present if v in f.tagged), key=lambda f: f.tag)
+        regular, tagged = split_fields(st, v)
         body = ["o = _new({})".format(st.class_name)]
-        group: list[Field] = []
-        for f in regular + [None]:
-            if f is not None and not f.is_array and f.type in FIXED:
-                group.append(f)
-                continue
+        for group, f in runs(regular):
             peeked_at = None
             if group:
                 fmt = "".join(FIXED[g.type][0] for g in group)
@@ -194,7 +208,6 @@ class ModuleEmitter:
                     self.unpacker(">" + fmt)))
                 if peeked_at is None:
                     body.append("pos += {}".format(size))
-                group = []
             if f is not None:
                 self.read_field(msg, f, v, "o." + f.attr, body, peeked_at)
         if flexible:
@@ -331,20 +344,13 @@ class ModuleEmitter:
         if key in self.memo:
             return self.memo[key]
         flexible = v in msg.flexible
-        present = [f for f in st.fields if v in f.versions]
-        regular = [f for f in present if v not in f.tagged]
-        tagged = sorted((f for f in present if v in f.tagged), key=lambda f: f.tag)
+        regular, tagged = split_fields(st, v)
         body: list[str] = []
-        group: list[Field] = []
-        for f in regular + [None]:
-            if f is not None and not f.is_array and f.type in FIXED:
-                group.append(f)
-                continue
+        for group, f in runs(regular):
             if group:
                 fmt = "".join(FIXED[g.type][0] for g in group)
                 body.append("out += {}({})".format(self.packer(">" + fmt),
                                                    ", ".join("o." + g.attr for g in group)))
-                group = []
             if f is not None:
                 self.write_field(msg, f, v, "o." + f.attr, "out", body)
         for f in st.fields:

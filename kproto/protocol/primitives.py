@@ -125,45 +125,35 @@ def write_uuid(out: bytearray, value: uuid.UUID) -> None:
 
 # --- varints ---------------------------------------------------------------------------
 
-def read_uvarint(mv: memoryview, pos: int) -> tuple[int, int]:
-    """Unsigned varint of at most 5 bytes (a 32-bit value), as Kafka's ByteUtils.readUnsignedVarint."""
+def _read_unsigned(mv: memoryview, pos: int, max_shift: int, max_value: int,
+                   what: str) -> tuple[int, int]:
     start = pos
     result = 0
     shift = 0
     end = len(mv)
     while True:
         if pos >= end:
-            raise DecodeFailure("truncated varint", start)
+            raise DecodeFailure("truncated " + what, start)
         b = mv[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            if result > 0xFFFFFFFF:
-                raise DecodeFailure("varint out of range", start)
+            if result > max_value:
+                raise DecodeFailure(what + " out of range", start)
             return result, pos
         shift += 7
-        if shift > 28:
-            raise DecodeFailure("invalid varint (more than 5 bytes)", start)
+        if shift > max_shift:
+            raise DecodeFailure("invalid {} (more than {} bytes)".format(
+                what, max_shift // 7 + 1), start)
+
+
+def read_uvarint(mv: memoryview, pos: int) -> tuple[int, int]:
+    """Unsigned varint of at most 5 bytes (32 bits), as Kafka's ByteUtils.readUnsignedVarint."""
+    return _read_unsigned(mv, pos, 28, 0xFFFFFFFF, "varint")
 
 
 def _read_uvarlong(mv: memoryview, pos: int) -> tuple[int, int]:
-    start = pos
-    result = 0
-    shift = 0
-    end = len(mv)
-    while True:
-        if pos >= end:
-            raise DecodeFailure("truncated varlong", start)
-        b = mv[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result > 0xFFFFFFFFFFFFFFFF:
-                raise DecodeFailure("varlong out of range", start)
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise DecodeFailure("invalid varlong (more than 10 bytes)", start)
+    return _read_unsigned(mv, pos, 63, 0xFFFFFFFFFFFFFFFF, "varlong")
 
 
 def read_varint(mv: memoryview, pos: int) -> tuple[int, int]:
@@ -220,62 +210,58 @@ def _text(mv: memoryview, pos: int, n: int) -> str:
         raise DecodeFailure("invalid UTF-8 in string", pos + exc.start) from None
 
 
+def _classic_length(mv: memoryview, pos: int, unpack: Callable, width: int,
+                    what: str) -> tuple[int, int]:
+    """An int16/int32 length (-1 for null), checked against the bytes that follow it."""
+    if pos + width > len(mv):
+        raise DecodeFailure("truncated {} length".format(what), pos)
+    n = unpack(mv, pos)[0]
+    if n < -1:
+        raise DecodeFailure("negative {} length {}".format(what, n), pos)
+    if n > 0:
+        _need(mv, pos + width, n, what)
+    return n, pos + width
+
+
+def _compact_length(mv: memoryview, pos: int, what: str) -> tuple[int, int]:
+    """A varint ``length + 1`` (0 for null, returned as -1), checked against the bytes left."""
+    n, pos = read_uvarint(mv, pos)
+    n -= 1
+    if n > 0:
+        _need(mv, pos, n, what)
+    return n, pos
+
+
+def _required(reader: Callable[[memoryview, int], tuple], what: str
+              ) -> Callable[[memoryview, int], tuple]:
+    """The non-nullable form of a nullable reader: null on the wire is corrupt."""
+    def read(mv: memoryview, pos: int) -> tuple:
+        value, new_pos = reader(mv, pos)
+        if value is None:
+            raise DecodeFailure("null in non-nullable " + what, pos)
+        return value, new_pos
+    read.__name__ = reader.__name__.replace("nullable_", "")
+    return read
+
+
 def read_nullable_string(mv: memoryview, pos: int) -> tuple[str | None, int]:
-    if pos + 2 > len(mv):
-        raise DecodeFailure("truncated string length", pos)
-    n = _u16(mv, pos)[0]
-    pos += 2
-    if n < 0:
-        if n != -1:
-            raise DecodeFailure("negative string length {}".format(n), pos - 2)
-        return None, pos
-    _need(mv, pos, n, "string")
-    return _text(mv, pos, n), pos + n
-
-
-def read_string(mv: memoryview, pos: int) -> tuple[str, int]:
-    value, new_pos = read_nullable_string(mv, pos)
-    if value is None:
-        raise DecodeFailure("null in a non-nullable string", pos)
-    return value, new_pos
+    n, pos = _classic_length(mv, pos, _u16, 2, "string")
+    return (None, pos) if n < 0 else (_text(mv, pos, n), pos + n)
 
 
 def read_compact_nullable_string(mv: memoryview, pos: int) -> tuple[str | None, int]:
-    n, pos = read_uvarint(mv, pos)
-    if n == 0:
-        return None, pos
-    n -= 1
-    _need(mv, pos, n, "string")
-    return _text(mv, pos, n), pos + n
-
-
-def read_compact_string(mv: memoryview, pos: int) -> tuple[str, int]:
-    value, new_pos = read_compact_nullable_string(mv, pos)
-    if value is None:
-        raise DecodeFailure("null in a non-nullable string", pos)
-    return value, new_pos
+    n, pos = _compact_length(mv, pos, "string")
+    return (None, pos) if n < 0 else (_text(mv, pos, n), pos + n)
 
 
 def _nullable_blob(mv: memoryview, pos: int) -> tuple[memoryview | None, int]:
-    if pos + 4 > len(mv):
-        raise DecodeFailure("truncated bytes length", pos)
-    n = _u32(mv, pos)[0]
-    pos += 4
-    if n < 0:
-        if n != -1:
-            raise DecodeFailure("negative bytes length {}".format(n), pos - 4)
-        return None, pos
-    _need(mv, pos, n, "bytes")
-    return mv[pos:pos + n], pos + n
+    n, pos = _classic_length(mv, pos, _u32, 4, "bytes")
+    return (None, pos) if n < 0 else (mv[pos:pos + n], pos + n)
 
 
 def _compact_nullable_blob(mv: memoryview, pos: int) -> tuple[memoryview | None, int]:
-    n, pos = read_uvarint(mv, pos)
-    if n == 0:
-        return None, pos
-    n -= 1
-    _need(mv, pos, n, "bytes")
-    return mv[pos:pos + n], pos + n
+    n, pos = _compact_length(mv, pos, "bytes")
+    return (None, pos) if n < 0 else (mv[pos:pos + n], pos + n)
 
 
 def read_nullable_bytes(mv: memoryview, pos: int) -> tuple[bytes | None, int]:
@@ -283,24 +269,15 @@ def read_nullable_bytes(mv: memoryview, pos: int) -> tuple[bytes | None, int]:
     return (None if blob is None else bytes(blob)), pos
 
 
-def read_bytes(mv: memoryview, pos: int) -> tuple[bytes, int]:
-    blob, new_pos = _nullable_blob(mv, pos)
-    if blob is None:
-        raise DecodeFailure("null in non-nullable bytes", pos)
-    return bytes(blob), new_pos
-
-
 def read_compact_nullable_bytes(mv: memoryview, pos: int) -> tuple[bytes | None, int]:
     blob, pos = _compact_nullable_blob(mv, pos)
     return (None if blob is None else bytes(blob)), pos
 
 
-def read_compact_bytes(mv: memoryview, pos: int) -> tuple[bytes, int]:
-    blob, new_pos = _compact_nullable_blob(mv, pos)
-    if blob is None:
-        raise DecodeFailure("null in non-nullable bytes", pos)
-    return bytes(blob), new_pos
-
+read_string = _required(read_nullable_string, "string")
+read_compact_string = _required(read_compact_nullable_string, "string")
+read_bytes = _required(read_nullable_bytes, "bytes")
+read_compact_bytes = _required(read_compact_nullable_bytes, "bytes")
 
 # Records are returned as zero-copy memoryviews of the input (None when null).
 read_records = _nullable_blob
@@ -389,9 +366,8 @@ def read_compact_array_length(mv: memoryview, pos: int, min_size: int = 1) -> tu
     return n, new_pos
 
 
-def read_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple],
-               min_size: int = 1) -> tuple[list | None, int]:
-    n, pos = read_array_length(mv, pos, min_size)
+def _read_items(mv: memoryview, n: int, pos: int,
+                read_item: Callable[[memoryview, int], tuple]) -> tuple[list | None, int]:
     if n < 0:
         return None, pos
     items = []
@@ -399,18 +375,20 @@ def read_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], 
         item, pos = read_item(mv, pos)
         items.append(item)
     return items, pos
+
+
+def read_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple],
+               min_size: int = 1) -> tuple[list | None, int]:
+    """A classic array (None when null) of items read by ``read_item``."""
+    n, pos = read_array_length(mv, pos, min_size)
+    return _read_items(mv, n, pos, read_item)
 
 
 def read_compact_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple],
                        min_size: int = 1) -> tuple[list | None, int]:
+    """A compact array (None when null) of items read by ``read_item``."""
     n, pos = read_compact_array_length(mv, pos, min_size)
-    if n < 0:
-        return None, pos
-    items = []
-    for _ in range(n):
-        item, pos = read_item(mv, pos)
-        items.append(item)
-    return items, pos
+    return _read_items(mv, n, pos, read_item)
 
 
 def write_array(out: bytearray, items: list | None,
