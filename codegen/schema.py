@@ -214,8 +214,11 @@ def parse_default(f: Field) -> tuple[str, bool]:
     if isinstance(d, str):
         d = d.strip()
     if d == "null":
-        if f.nullable.empty:
-            raise SchemaError("{}: default null on a non-nullable field".format(f.name))
+        # As Kafka's generator: null may be the default only if every version allows it.
+        n, v = f.nullable, f.versions
+        if n.empty or n.lo > v.lo or (n.hi is not None and (v.hi is None or n.hi < v.hi)):
+            raise SchemaError("{}: default null but not nullable in every version".format(
+                f.name))
         return "None", False
     if f.is_array:
         if d not in (None, ""):
