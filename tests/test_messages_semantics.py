@@ -173,3 +173,13 @@ def test_import_loads_no_third_party_module():
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout.strip()
     assert out == "[]"
+
+
+def test_copy_and_pickle():
+    import copy
+    import pickle
+
+    request = FetchRequest(max_wait_ms=5, topics=[FetchRequest.FetchTopic(topic="t")])
+    clone = copy.deepcopy(request)
+    assert clone == request and clone.topics[0] is not request.topics[0]
+    assert pickle.loads(pickle.dumps(request)) == request
