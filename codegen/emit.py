@@ -309,34 +309,34 @@ class ModuleEmitter:
         else:
             out += ["n, = {}(mv, pos)".format(self.unpacker(">i")), "pos += 4"]
         size = self.elem_min_size(msg, f, v, compact)
-        count = "n" if size == 1 else "n * {}".format(size)
-        out += ["if {} > limit - pos or n < -1:".format(count),
-                "    _too_many(n, pos, limit - pos)"]
-        if nullable:
-            out += ["if n < 0:", "    {} = None".format(target), "else:"]
-            ind = "    "
-        else:
-            out += ["if n < 0:", "    raise _DecodeFailure('null in a non-nullable array', pos)"]
-            ind = ""
+        # Non-empty first (checked against the bytes left before anything is allocated),
+        # then null, then empty: the common empty/null cases cost two comparisons.
+        out += ["if n > 0:",
+                "    if {} > limit - pos:".format("n" if size == 1 else "n * {}".format(size)),
+                "        _too_many(n, pos, limit - pos)"]
         base = f.base_type
         if base in FIXED:
             fmt, width = FIXED[base]
-            out += [ind + "{} = list(_unpack('>%d{}' % n, mv, pos))".format(target, fmt),
-                    ind + "pos += n * {}".format(width)]
-            return
-        if f.struct is not None:
-            out += [ind + "if n:",
-                    ind + "    {}, pos = {}(mv, pos, n)".format(
-                        target, self.array_decoder(msg, f.struct, v)),
-                    ind + "else:", ind + "    {} = []".format(target)]
-            return
-        if base == "uuid":
-            call = "_ruuid(mv, pos)"
+            out += ["    {} = list(_unpack('>%d{}' % n, mv, pos))".format(target, fmt),
+                    "    pos += n * {}".format(width)]
+        elif f.struct is not None:
+            out.append("    {}, pos = {}(mv, pos, n)".format(
+                target, self.array_decoder(msg, f.struct, v)))
         else:
-            call = "{}(mv, pos)".format(READERS[(base, compact, False)])
-        out += [ind + "lst = []", ind + "for _ in range(n):",
-                ind + "    item, pos = " + call, ind + "    lst.append(item)",
-                ind + "{} = lst".format(target)]
+            call = "_ruuid(mv, pos)" if base == "uuid" else "{}(mv, pos)".format(
+                READERS[(base, compact, False)])
+            out += ["    lst = []", "    for _ in range(n):", "        item, pos = " + call,
+                    "        lst.append(item)", "    {} = lst".format(target)]
+        out.append("elif n < 0:")
+        if not compact:  # a varint cannot go below -1; an int32 can
+            out += ["    if n < -1:", "        _too_many(n, pos - 4, limit - pos)"]
+        if nullable:
+            out.append("    {} = None".format(target))
+        else:
+            out.append("    raise _DecodeFailure('null in a non-nullable array', pos)")
+        # Empty: a fresh object's unset field already defaults to a new empty list.
+        if not (target.startswith("o.") and parse_default(f) == ("list", True)):
+            out += ["else:", "    {} = []".format(target)]
 
     # --- encoding ----------------------------------------------------------------------
     def encoder(self, msg: Message, st: Struct, v: int) -> str:

@@ -258,14 +258,14 @@ def _d_ApiVersionsResponse_v0(mv, pos):
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n)
-    else:
-        o.api_keys = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ApiVersionsResponse_ApiVersion_v0(o, out):
@@ -288,14 +288,14 @@ def _d_ApiVersionsResponse_v1(mv, pos):
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n)
-    else:
-        o.api_keys = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -350,12 +350,12 @@ def _tv_ApiVersionsResponse_0_v3(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         value, pos = _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n)
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     else:
         value = []
     return value, pos
@@ -390,12 +390,12 @@ def _tv_ApiVersionsResponse_2_v3(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         value, pos = _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n)
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     else:
         value = []
     return value, pos
@@ -442,14 +442,12 @@ def _d_ApiVersionsResponse_v3(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 2)
     n -= 1
-    if n * 7 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 7 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n)
-    else:
-        o.api_keys = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:

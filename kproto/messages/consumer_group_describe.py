@@ -257,15 +257,16 @@ def _d_ConsumerGroupDescribeRequest_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.group_ids = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.group_ids = lst
     o.include_authorized_operations, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -303,12 +304,13 @@ def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -325,14 +327,12 @@ def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 19 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 19 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topic_partitions, pos = _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n)
-    else:
-        o.topic_partitions = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -358,15 +358,16 @@ def _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n > limit - pos:
+                _too_many(n, pos, limit - pos)
+            lst = []
+            for _ in range(n):
+                item, pos = _rcstr(mv, pos)
+                lst.append(item)
+            o.subscribed_topic_names = lst
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        lst = []
-        for _ in range(n):
-            item, pos = _rcstr(mv, pos)
-            lst.append(item)
-        o.subscribed_topic_names = lst
         o.subscribed_topic_regex, pos = _rcnstr(mv, pos)
         o.assignment, pos = _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos)
         o.target_assignment, pos = _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos)
@@ -397,14 +398,12 @@ def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.members, pos = _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n)
-        else:
-            o.members = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.authorized_operations, = _u_i(mv, pos)
         pos += 4
         if mv[pos]:
@@ -423,14 +422,12 @@ def _d_ConsumerGroupDescribeResponse_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 20 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 20 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

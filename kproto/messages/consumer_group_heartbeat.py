@@ -227,12 +227,13 @@ def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -255,16 +256,18 @@ def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        o.subscribed_topic_names = None
-    else:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
         lst = []
         for _ in range(n):
             item, pos = _rcstr(mv, pos)
             lst.append(item)
         o.subscribed_topic_names = lst
+    elif n < 0:
+        o.subscribed_topic_names = None
+    else:
+        o.subscribed_topic_names = []
     o.server_assignor, pos = _rcnstr(mv, pos)
     n = mv[pos]
     if n < 128:
@@ -272,15 +275,14 @@ def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topic_partitions, pos = _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n)
+    elif n < 0:
         o.topic_partitions = None
     else:
-        if n:
-            o.topic_partitions, pos = _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n)
-        else:
-            o.topic_partitions = []
+        o.topic_partitions = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -346,16 +348,18 @@ def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        o.subscribed_topic_names = None
-    else:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
         lst = []
         for _ in range(n):
             item, pos = _rcstr(mv, pos)
             lst.append(item)
         o.subscribed_topic_names = lst
+    elif n < 0:
+        o.subscribed_topic_names = None
+    else:
+        o.subscribed_topic_names = []
     o.subscribed_topic_regex, pos = _rcnstr(mv, pos)
     o.server_assignor, pos = _rcnstr(mv, pos)
     n = mv[pos]
@@ -364,15 +368,14 @@ def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topic_partitions, pos = _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n)
+    elif n < 0:
         o.topic_partitions = None
     else:
-        if n:
-            o.topic_partitions, pos = _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n)
-        else:
-            o.topic_partitions = []
+        o.topic_partitions = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -421,12 +424,13 @@ def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -443,14 +447,12 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topic_partitions, pos = _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n)
-    else:
-        o.topic_partitions = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

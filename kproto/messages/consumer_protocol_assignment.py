@@ -112,12 +112,15 @@ def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -126,14 +129,14 @@ def _d_ConsumerProtocolAssignment_v0(mv, pos):
     o = _new(ConsumerProtocolAssignment)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.assigned_partitions, pos = _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n)
-    else:
-        o.assigned_partitions = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.user_data, pos = _rnbytes(mv, pos)
     return o, pos
 

@@ -115,15 +115,18 @@ def _d_ConsumerProtocolSubscription_v0(mv, pos):
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.topics = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.topics = lst
     o.user_data, pos = _rnbytes(mv, pos)
     return o, pos
 
@@ -146,12 +149,15 @@ def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -160,26 +166,29 @@ def _d_ConsumerProtocolSubscription_v1(mv, pos):
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.topics = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.topics = lst
     o.user_data, pos = _rnbytes(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.owned_partitions, pos = _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n)
-    else:
-        o.owned_partitions = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ConsumerProtocolSubscription_TopicPartition_v1(o, out):
@@ -213,26 +222,29 @@ def _d_ConsumerProtocolSubscription_v2(mv, pos):
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.topics = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.topics = lst
     o.user_data, pos = _rnbytes(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.owned_partitions, pos = _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n)
-    else:
-        o.owned_partitions = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.generation_id, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -260,26 +272,29 @@ def _d_ConsumerProtocolSubscription_v3(mv, pos):
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.topics = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.topics = lst
     o.user_data, pos = _rnbytes(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.owned_partitions, pos = _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n)
-    else:
-        o.owned_partitions = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.generation_id, = _u_i(mv, pos)
     pos += 4
     o.rack_id, pos = _rnstr(mv, pos)

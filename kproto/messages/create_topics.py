@@ -281,12 +281,15 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n):
         pos += 4
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.broker_ids = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.broker_ids = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -312,24 +315,24 @@ def _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n):
         pos += 6
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 8 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 8 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.assignments, pos = _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n)
-        else:
-            o.assignments = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.configs, pos = _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos, n)
-        else:
-            o.configs = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -338,14 +341,14 @@ def _d_CreateTopicsRequest_v0(mv, pos):
     o = _new(CreateTopicsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 16 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 16 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -398,14 +401,14 @@ def _d_CreateTopicsRequest_v1(mv, pos):
     o = _new(CreateTopicsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 16 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 16 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.timeout_ms, o.validate_only = _u_io(mv, pos)
     pos += 5
     return o, pos
@@ -432,12 +435,13 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 4)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.broker_ids = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.broker_ids = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -473,28 +477,24 @@ def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 6)
         n -= 1
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.assignments, pos = _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n)
-        else:
-            o.assignments = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         n = mv[pos]
         if n < 128:
             pos += 1
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 3 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 3 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.configs, pos = _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos, n)
-        else:
-            o.configs = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -511,14 +511,12 @@ def _d_CreateTopicsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 10 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 10 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.timeout_ms, o.validate_only = _u_io(mv, pos)
     pos += 5
     if mv[pos]:
@@ -605,14 +603,14 @@ def _d_CreateTopicsResponse_v0(mv, pos):
     o = _new(CreateTopicsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v0(o, out):
@@ -646,14 +644,14 @@ def _d_CreateTopicsResponse_v1(mv, pos):
     o = _new(CreateTopicsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_CreateTopicsResponse_CreatableTopicResult_v1(o, out):
@@ -677,14 +675,14 @@ def _d_CreateTopicsResponse_v2(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_CreateTopicsResponse_v2(o, out):
@@ -748,15 +746,12 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 6)
         n -= 1
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.configs, pos = _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n)
+        elif n < 0:
             o.configs = None
-        else:
-            if n:
-                o.configs, pos = _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n)
-            else:
-                o.configs = []
         if mv[pos]:
             pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
         else:
@@ -773,14 +768,12 @@ def _d_CreateTopicsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -853,15 +846,12 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 6)
         n -= 1
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.configs, pos = _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n)
+        elif n < 0:
             o.configs = None
-        else:
-            if n:
-                o.configs, pos = _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n)
-            else:
-                o.configs = []
         if mv[pos]:
             pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
         else:
@@ -878,14 +868,12 @@ def _d_CreateTopicsResponse_v7(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 28 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 28 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

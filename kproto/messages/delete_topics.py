@@ -172,15 +172,18 @@ def _d_DeleteTopicsRequest_v0(mv, pos):
     o = _new(DeleteTopicsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.topic_names = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.topic_names = lst
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -206,15 +209,16 @@ def _d_DeleteTopicsRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.topic_names = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.topic_names = lst
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -264,14 +268,12 @@ def _d_DeleteTopicsRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -321,14 +323,14 @@ def _d_DeleteTopicsResponse_v0(mv, pos):
     o = _new(DeleteTopicsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_v0(o, out):
@@ -351,14 +353,14 @@ def _d_DeleteTopicsResponse_v1(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_DeleteTopicsResponse_v1(o, out):
@@ -396,14 +398,12 @@ def _d_DeleteTopicsResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -460,14 +460,12 @@ def _d_DeleteTopicsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 5 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 5 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -526,14 +524,12 @@ def _d_DeleteTopicsResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 21 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 21 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

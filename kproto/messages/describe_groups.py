@@ -187,15 +187,18 @@ def _d_DescribeGroupsRequest_v0(mv, pos):
     o = _new(DescribeGroupsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.groups = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.groups = lst
     return o, pos
 
 def _e_DescribeGroupsRequest_v0(o, out):
@@ -214,15 +217,18 @@ def _d_DescribeGroupsRequest_v3(mv, pos):
     o = _new(DescribeGroupsRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.groups = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.groups = lst
     o.include_authorized_operations, = _u_o(mv, pos)
     pos += 1
     return o, pos
@@ -246,15 +252,16 @@ def _d_DescribeGroupsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.groups = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.groups = lst
     o.include_authorized_operations, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -306,14 +313,14 @@ def _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n):
         o.protocol_data, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 14 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 14 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n)
-        else:
-            o.members = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -322,14 +329,14 @@ def _d_DescribeGroupsResponse_v0(mv, pos):
     o = _new(DescribeGroupsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 14 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 14 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v0(o, out):
@@ -371,14 +378,14 @@ def _d_DescribeGroupsResponse_v1(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 14 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 14 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_DescribeGroupsResponse_v1(o, out):
@@ -405,14 +412,14 @@ def _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n):
         o.protocol_data, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 14 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 14 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n)
-        else:
-            o.members = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.authorized_operations, = _u_i(mv, pos)
         pos += 4
         add(o)
@@ -425,14 +432,14 @@ def _d_DescribeGroupsResponse_v3(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_DescribeGroupsResponse_DescribedGroup_v3(o, out):
@@ -489,14 +496,14 @@ def _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n):
         o.protocol_data, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos, n)
-        else:
-            o.members = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.authorized_operations, = _u_i(mv, pos)
         pos += 4
         add(o)
@@ -509,14 +516,14 @@ def _d_DescribeGroupsResponse_v4(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o, out):
@@ -589,14 +596,12 @@ def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 7 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 7 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.members, pos = _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n)
-        else:
-            o.members = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.authorized_operations, = _u_i(mv, pos)
         pos += 4
         if mv[pos]:
@@ -615,14 +620,12 @@ def _d_DescribeGroupsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

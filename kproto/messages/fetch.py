@@ -521,14 +521,14 @@ def _da_FetchRequest_FetchTopic_v0(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchRequest_FetchPartition_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -539,14 +539,14 @@ def _d_FetchRequest_v0(mv, pos):
     pos += 12
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchRequest_FetchPartition_v0(o, out):
@@ -585,14 +585,14 @@ def _d_FetchRequest_v3(mv, pos):
     pos += 16
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchRequest_v3(o, out):
@@ -616,14 +616,14 @@ def _d_FetchRequest_v4(mv, pos):
     pos += 17
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchRequest_v4(o, out):
@@ -660,14 +660,14 @@ def _da_FetchRequest_FetchTopic_v5(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 24 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 24 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchRequest_FetchPartition_v5(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -678,14 +678,14 @@ def _d_FetchRequest_v5(mv, pos):
     pos += 17
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v5(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchRequest_FetchPartition_v5(o, out):
@@ -726,12 +726,15 @@ def _da_FetchRequest_ForgottenTopic_v7(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -742,24 +745,24 @@ def _d_FetchRequest_v7(mv, pos):
     pos += 25
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v5(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v7(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchRequest_ForgottenTopic_v7(o, out):
@@ -810,14 +813,14 @@ def _da_FetchRequest_FetchTopic_v9(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 28 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 28 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchRequest_FetchPartition_v9(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -828,24 +831,24 @@ def _d_FetchRequest_v9(mv, pos):
     pos += 25
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v9(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v7(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchRequest_FetchPartition_v9(o, out):
@@ -889,24 +892,24 @@ def _d_FetchRequest_v11(mv, pos):
     pos += 25
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v9(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v7(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.rack_id, pos = _rstr(mv, pos)
     return o, pos
 
@@ -958,14 +961,12 @@ def _da_FetchRequest_FetchTopic_v12(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 33 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 33 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchRequest_FetchPartition_v12(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -986,12 +987,13 @@ def _da_FetchRequest_ForgottenTopic_v12(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1025,28 +1027,24 @@ def _d_FetchRequest_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 25)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v12(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v12(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v12(o, mv, pos)
@@ -1135,14 +1133,12 @@ def _da_FetchRequest_FetchTopic_v13(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 33 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 33 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchRequest_FetchPartition_v12(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1163,12 +1159,13 @@ def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partitions = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partitions = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1185,28 +1182,24 @@ def _d_FetchRequest_v13(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 25)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v13(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v13(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v12(o, mv, pos)
@@ -1316,28 +1309,24 @@ def _d_FetchRequest_v15(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 21)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v13(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v13(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v15(o, mv, pos)
@@ -1434,14 +1423,12 @@ def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 33 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 33 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchRequest_FetchPartition_v17(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1458,28 +1445,24 @@ def _d_FetchRequest_v17(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 21)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_FetchRequest_FetchTopic_v17(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.forgotten_topics_data, pos = _da_FetchRequest_ForgottenTopic_v13(mv, pos, n)
-    else:
-        o.forgotten_topics_data = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.rack_id, pos = _rcstr(mv, pos)
     if mv[pos]:
         pos = _t_FetchRequest_v15(o, mv, pos)
@@ -1584,14 +1567,14 @@ def _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchResponse_PartitionData_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -1600,14 +1583,14 @@ def _d_FetchResponse_v0(mv, pos):
     o = _new(FetchResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchResponse_PartitionData_v0(o, out):
@@ -1652,14 +1635,14 @@ def _d_FetchResponse_v1(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchResponse_v1(o, out):
@@ -1697,15 +1680,14 @@ def _da_FetchResponse_PartitionData_v4(mv, pos, n):
         pos += 22
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             o.aborted_transactions = None
-        else:
-            if n:
-                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
-            else:
-                o.aborted_transactions = []
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
@@ -1730,14 +1712,14 @@ def _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 30 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 30 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchResponse_PartitionData_v4(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -1748,14 +1730,14 @@ def _d_FetchResponse_v4(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchResponse_AbortedTransaction_v4(o, out):
@@ -1814,15 +1796,14 @@ def _da_FetchResponse_PartitionData_v5(mv, pos, n):
         pos += 30
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             o.aborted_transactions = None
-        else:
-            if n:
-                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
-            else:
-                o.aborted_transactions = []
         n, = _u_i(mv, pos)
         pos += 4
         if n < -1:
@@ -1847,14 +1828,14 @@ def _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 38 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 38 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchResponse_PartitionData_v5(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -1865,14 +1846,14 @@ def _d_FetchResponse_v5(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchResponse_PartitionData_v5(o, out):
@@ -1925,14 +1906,14 @@ def _d_FetchResponse_v7(mv, pos):
     pos += 10
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchResponse_v7(o, out):
@@ -1957,15 +1938,14 @@ def _da_FetchResponse_PartitionData_v11(mv, pos, n):
         pos += 30
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             o.aborted_transactions = None
-        else:
-            if n:
-                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v4(mv, pos, n)
-            else:
-                o.aborted_transactions = []
         o.preferred_read_replica, = _u_i(mv, pos)
         pos += 4
         n, = _u_i(mv, pos)
@@ -1992,14 +1972,14 @@ def _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 42 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 42 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchResponse_PartitionData_v11(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -2010,14 +1990,14 @@ def _d_FetchResponse_v11(mv, pos):
     pos += 10
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_FetchResponse_PartitionData_v11(o, out):
@@ -2157,15 +2137,12 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 30)
         n -= 1
-        if n * 17 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 17 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
+        elif n < 0:
             o.aborted_transactions = None
-        else:
-            if n:
-                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
-            else:
-                o.aborted_transactions = []
         o.preferred_read_replica, n = _u_iB(mv, pos)
         if n < 128:
             pos += 5
@@ -2203,14 +2180,12 @@ def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 37 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 37 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchResponse_PartitionData_v12(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -2227,14 +2202,12 @@ def _d_FetchResponse_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 10)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -2351,14 +2324,12 @@ def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 37 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 37 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_FetchResponse_PartitionData_v12(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -2375,14 +2346,12 @@ def _d_FetchResponse_v13(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 10)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -2448,12 +2417,12 @@ def _tv_FetchResponse_0_v16(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 11 > limit - pos:
+            _too_many(n, pos, limit - pos)
         value, pos = _da_FetchResponse_NodeEndpoint_v16(mv, pos, n)
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     else:
         value = []
     return value, pos
@@ -2479,14 +2448,12 @@ def _d_FetchResponse_v16(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 10)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _t_FetchResponse_v16(o, mv, pos)
     else:

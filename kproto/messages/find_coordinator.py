@@ -225,15 +225,16 @@ def _d_FindCoordinatorRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 1)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.coordinator_keys = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.coordinator_keys = lst
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -356,14 +357,12 @@ def _d_FindCoordinatorResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 14 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 14 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.coordinators, pos = _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n)
-    else:
-        o.coordinators = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

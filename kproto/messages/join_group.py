@@ -215,14 +215,14 @@ def _d_JoinGroupRequest_v0(mv, pos):
     o.protocol_type, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n)
-    else:
-        o.protocols = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(o, out):
@@ -254,14 +254,14 @@ def _d_JoinGroupRequest_v1(mv, pos):
     o.protocol_type, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n)
-    else:
-        o.protocols = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_JoinGroupRequest_v1(o, out):
@@ -290,14 +290,14 @@ def _d_JoinGroupRequest_v5(mv, pos):
     o.protocol_type, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n)
-    else:
-        o.protocols = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_JoinGroupRequest_v5(o, out):
@@ -344,14 +344,12 @@ def _d_JoinGroupRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n)
-    else:
-        o.protocols = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -401,14 +399,12 @@ def _d_JoinGroupRequest_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.protocols, pos = _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n)
-    else:
-        o.protocols = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.reason, pos = _rcnstr(mv, pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
@@ -457,14 +453,14 @@ def _d_JoinGroupResponse_v0(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v0(o, out):
@@ -496,14 +492,14 @@ def _d_JoinGroupResponse_v2(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_JoinGroupResponse_v2(o, out):
@@ -543,14 +539,14 @@ def _d_JoinGroupResponse_v5(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 8 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 8 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_v5(o, out):
@@ -603,14 +599,12 @@ def _d_JoinGroupResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -662,14 +656,12 @@ def _d_JoinGroupResponse_v7(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -714,14 +706,12 @@ def _d_JoinGroupResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

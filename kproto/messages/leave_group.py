@@ -201,14 +201,14 @@ def _d_LeaveGroupRequest_v3(mv, pos):
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_LeaveGroupRequest_MemberIdentity_v3(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_LeaveGroupRequest_MemberIdentity_v3(o, out):
@@ -252,14 +252,12 @@ def _d_LeaveGroupRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_LeaveGroupRequest_MemberIdentity_v4(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -318,14 +316,12 @@ def _d_LeaveGroupRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -403,14 +399,14 @@ def _d_LeaveGroupResponse_v3(mv, pos):
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_LeaveGroupResponse_MemberResponse_v3(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_LeaveGroupResponse_MemberResponse_v3(o, out):
@@ -454,14 +450,12 @@ def _d_LeaveGroupResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 6)
     n -= 1
-    if n * 5 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 5 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.members, pos = _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n)
-    else:
-        o.members = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

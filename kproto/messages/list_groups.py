@@ -187,15 +187,16 @@ def _d_ListGroupsRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.states_filter = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.states_filter = lst
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -227,30 +228,32 @@ def _d_ListGroupsRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.states_filter = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.states_filter = lst
     n = mv[pos]
     if n < 128:
         pos += 1
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rcstr(mv, pos)
+            lst.append(item)
+        o.types_filter = lst
+    elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rcstr(mv, pos)
-        lst.append(item)
-    o.types_filter = lst
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -296,14 +299,14 @@ def _d_ListGroupsResponse_v0(mv, pos):
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListGroupsResponse_ListedGroup_v0(o, out):
@@ -327,14 +330,14 @@ def _d_ListGroupsResponse_v1(mv, pos):
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListGroupsResponse_v1(o, out):
@@ -371,14 +374,12 @@ def _d_ListGroupsResponse_v3(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 6)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_ListGroupsResponse_ListedGroup_v3(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -434,14 +435,12 @@ def _d_ListGroupsResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 6)
     n -= 1
-    if n * 4 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 4 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -499,14 +498,12 @@ def _d_ListGroupsResponse_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 6)
     n -= 1
-    if n * 5 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 5 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -266,14 +266,14 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -284,14 +284,14 @@ def _d_ListOffsetsRequest_v0(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o, out):
@@ -339,14 +339,14 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 12 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 12 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -357,14 +357,14 @@ def _d_ListOffsetsRequest_v1(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o, out):
@@ -401,14 +401,14 @@ def _d_ListOffsetsRequest_v2(mv, pos):
     pos += 5
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsRequest_v2(o, out):
@@ -441,14 +441,14 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -459,14 +459,14 @@ def _d_ListOffsetsRequest_v4(mv, pos):
     pos += 5
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsRequest_ListOffsetsPartition_v4(o, out):
@@ -522,14 +522,12 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 17 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 17 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -546,14 +544,12 @@ def _d_ListOffsetsRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 5)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -609,14 +605,12 @@ def _d_ListOffsetsRequest_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 5)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.timeout_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -651,12 +645,15 @@ def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n):
         pos += 6
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 8 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 8 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.old_style_offsets = list(_unpack('>%dq' % n, mv, pos))
+            pos += n * 8
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.old_style_offsets = list(_unpack('>%dq' % n, mv, pos))
-        pos += n * 8
         add(o)
     return result, pos
 
@@ -669,14 +666,14 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 10 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 10 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -685,14 +682,14 @@ def _d_ListOffsetsResponse_v0(mv, pos):
     o = _new(ListOffsetsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o, out):
@@ -749,14 +746,14 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 22 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 22 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -765,14 +762,14 @@ def _d_ListOffsetsResponse_v1(mv, pos):
     o = _new(ListOffsetsResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o, out):
@@ -808,14 +805,14 @@ def _d_ListOffsetsResponse_v2(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsResponse_v2(o, out):
@@ -848,14 +845,14 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 26 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 26 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -866,14 +863,14 @@ def _d_ListOffsetsResponse_v4(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o, out):
@@ -929,14 +926,12 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 27 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 27 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -953,14 +948,12 @@ def _d_ListOffsetsResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

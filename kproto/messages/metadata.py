@@ -281,14 +281,14 @@ def _d_MetadataRequest_v0(mv, pos):
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataRequest_MetadataRequestTopic_v0(o, out):
@@ -314,15 +314,14 @@ def _d_MetadataRequest_v1(mv, pos):
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
-        else:
-            o.topics = []
     return o, pos
 
 def _e_MetadataRequest_v1(o, out):
@@ -345,15 +344,14 @@ def _d_MetadataRequest_v4(mv, pos):
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
-        else:
-            o.topics = []
     o.allow_auto_topic_creation, = _u_o(mv, pos)
     pos += 1
     return o, pos
@@ -377,15 +375,14 @@ def _d_MetadataRequest_v8(mv, pos):
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n)
-        else:
-            o.topics = []
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _u_ooo(mv, pos)
     pos += 3
     return o, pos
@@ -423,15 +420,12 @@ def _d_MetadataRequest_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n)
+    elif n < 0:
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n)
-        else:
-            o.topics = []
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _u_ooo(mv, pos)
     pos += 3
     if mv[pos]:
@@ -487,15 +481,12 @@ def _d_MetadataRequest_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n)
+    elif n < 0:
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n)
-        else:
-            o.topics = []
     o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _u_ooo(mv, pos)
     pos += 3
     if mv[pos]:
@@ -537,15 +528,12 @@ def _d_MetadataRequest_v11(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 18 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 18 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n)
+    elif n < 0:
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n)
-        else:
-            o.topics = []
     o.allow_auto_topic_creation, o.include_topic_authorized_operations = _u_oo(mv, pos)
     pos += 2
     if mv[pos]:
@@ -595,20 +583,26 @@ def _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n):
         pos += 10
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -623,14 +617,14 @@ def _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -639,24 +633,24 @@ def _d_MetadataResponse_v0(mv, pos):
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 10 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 10 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v0(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 8 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 8 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataResponse_MetadataResponseBroker_v0(o, out):
@@ -738,14 +732,14 @@ def _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n):
         pos += 1
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -754,26 +748,26 @@ def _d_MetadataResponse_v1(mv, pos):
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 9 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataResponse_MetadataResponseBroker_v1(o, out):
@@ -820,27 +814,27 @@ def _d_MetadataResponse_v2(mv, pos):
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 9 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataResponse_v2(o, out):
@@ -870,27 +864,27 @@ def _d_MetadataResponse_v3(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 9 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataResponse_v3(o, out):
@@ -924,28 +918,37 @@ def _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n):
         pos += 10
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -962,14 +965,14 @@ def _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n):
         pos += 1
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 22 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 22 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -980,27 +983,27 @@ def _d_MetadataResponse_v5(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 9 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataResponse_MetadataResponsePartition_v5(o, out):
@@ -1069,28 +1072,37 @@ def _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n):
         pos += 14
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -1107,14 +1119,14 @@ def _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n):
         pos += 1
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 26 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 26 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -1125,27 +1137,27 @@ def _d_MetadataResponse_v7(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 9 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 9 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_MetadataResponse_MetadataResponsePartition_v7(o, out):
@@ -1217,14 +1229,14 @@ def _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n):
         pos += 1
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 26 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 26 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.topic_authorized_operations, = _u_i(mv, pos)
         pos += 4
         add(o)
@@ -1237,27 +1249,27 @@ def _d_MetadataResponse_v8(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 12 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 12 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rnstr(mv, pos)
     o.controller_id, = _u_i(mv, pos)
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 13 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 13 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_authorized_operations, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -1326,36 +1338,39 @@ def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 14)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.replica_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n = mv[pos]
         if n < 128:
             pos += 1
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.isr_nodes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         n = mv[pos]
         if n < 128:
             pos += 1
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.offline_replicas = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1378,14 +1393,12 @@ def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 1)
         n -= 1
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.topic_authorized_operations, = _u_i(mv, pos)
         pos += 4
         if mv[pos]:
@@ -1404,14 +1417,12 @@ def _d_MetadataResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 11 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 11 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
@@ -1419,14 +1430,12 @@ def _d_MetadataResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 10 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 10 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_authorized_operations, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -1531,14 +1540,12 @@ def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 1)
         n -= 1
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.topic_authorized_operations, = _u_i(mv, pos)
         pos += 4
         if mv[pos]:
@@ -1557,14 +1564,12 @@ def _d_MetadataResponse_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 11 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 11 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
@@ -1572,14 +1577,12 @@ def _d_MetadataResponse_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 26 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 26 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_authorized_operations, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -1641,14 +1644,12 @@ def _d_MetadataResponse_v11(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 11 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 11 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
@@ -1656,14 +1657,12 @@ def _d_MetadataResponse_v11(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 26 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 26 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -1712,14 +1711,12 @@ def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 1)
         n -= 1
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.topic_authorized_operations, = _u_i(mv, pos)
         pos += 4
         if mv[pos]:
@@ -1738,14 +1735,12 @@ def _d_MetadataResponse_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 11 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 11 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.brokers, pos = _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n)
-    else:
-        o.brokers = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rcnstr(mv, pos)
     o.controller_id, n = _u_iB(mv, pos)
     if n < 128:
@@ -1753,14 +1748,12 @@ def _d_MetadataResponse_v12(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 26 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 26 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -350,12 +350,15 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         add(o)
     return result, pos
 
@@ -365,14 +368,14 @@ def _d_OffsetFetchRequest_v0(mv, pos):
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o, out):
@@ -404,15 +407,14 @@ def _d_OffsetFetchRequest_v2(mv, pos):
     o.group_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n)
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n)
-        else:
-            o.topics = []
     return o, pos
 
 def _e_OffsetFetchRequest_v2(o, out):
@@ -442,12 +444,13 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -465,15 +468,12 @@ def _d_OffsetFetchRequest_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n)
+    elif n < 0:
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n)
-        else:
-            o.topics = []
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -523,15 +523,12 @@ def _d_OffsetFetchRequest_v7(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n)
+    elif n < 0:
         o.topics = None
-    else:
-        if n:
-            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n)
-        else:
-            o.topics = []
     o.require_stable, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -571,12 +568,13 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 4 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 4 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
+            pos += n * 4
+        elif n < 0:
             raise _DecodeFailure('null in a non-nullable array', pos)
-        o.partition_indexes = list(_unpack('>%di' % n, mv, pos))
-        pos += n * 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -597,15 +595,12 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 3 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 3 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n)
+        elif n < 0:
             o.topics = None
-        else:
-            if n:
-                o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n)
-            else:
-                o.topics = []
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -622,14 +617,12 @@ def _d_OffsetFetchRequest_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.require_stable, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -700,15 +693,12 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 4)
         n -= 1
-        if n * 3 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
+        if n > 0:
+            if n * 3 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n)
+        elif n < 0:
             o.topics = None
-        else:
-            if n:
-                o.topics, pos = _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n)
-            else:
-                o.topics = []
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -725,14 +715,12 @@ def _d_OffsetFetchRequest_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 8 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 8 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.require_stable, = _u_o(mv, pos)
     pos += 1
     if mv[pos]:
@@ -800,14 +788,14 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 16 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 16 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -816,14 +804,14 @@ def _d_OffsetFetchResponse_v0(mv, pos):
     o = _new(OffsetFetchResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(o, out):
@@ -857,14 +845,14 @@ def _d_OffsetFetchResponse_v2(mv, pos):
     o = _new(OffsetFetchResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
@@ -888,14 +876,14 @@ def _d_OffsetFetchResponse_v3(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
@@ -936,14 +924,14 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 20 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 20 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -954,14 +942,14 @@ def _d_OffsetFetchResponse_v5(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
@@ -1025,14 +1013,12 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 20 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 20 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1049,14 +1035,12 @@ def _d_OffsetFetchResponse_v6(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     if mv[pos]:
@@ -1139,14 +1123,12 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 20 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 20 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1167,14 +1149,12 @@ def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 3 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 3 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n)
-        else:
-            o.topics = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
         if mv[pos]:
@@ -1193,14 +1173,12 @@ def _d_OffsetFetchResponse_v8(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 5 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 5 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.groups, pos = _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n)
-    else:
-        o.groups = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

@@ -243,14 +243,14 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 8 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 8 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -259,14 +259,14 @@ def _d_OffsetForLeaderEpochRequest_v0(mv, pos):
     o = _new(OffsetForLeaderEpochRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(o, out):
@@ -311,14 +311,14 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 12 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 12 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -327,14 +327,14 @@ def _d_OffsetForLeaderEpochRequest_v2(mv, pos):
     o = _new(OffsetForLeaderEpochRequest)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(o, out):
@@ -366,14 +366,14 @@ def _d_OffsetForLeaderEpochRequest_v3(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetForLeaderEpochRequest_v3(o, out):
@@ -414,14 +414,12 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 13 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 13 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -438,14 +436,12 @@ def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -510,14 +506,14 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 14 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 14 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -526,14 +522,14 @@ def _d_OffsetForLeaderEpochResponse_v0(mv, pos):
     o = _new(OffsetForLeaderEpochResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o, out):
@@ -578,14 +574,14 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n):
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 18 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 18 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -594,14 +590,14 @@ def _d_OffsetForLeaderEpochResponse_v1(mv, pos):
     o = _new(OffsetForLeaderEpochResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(o, out):
@@ -633,14 +629,14 @@ def _d_OffsetForLeaderEpochResponse_v2(mv, pos):
     pos += 4
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_OffsetForLeaderEpochResponse_v2(o, out):
@@ -681,14 +677,12 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 19 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 19 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partitions, pos = _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos, n)
-        else:
-            o.partitions = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -705,14 +699,12 @@ def _d_OffsetForLeaderEpochResponse_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 4)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topics, pos = _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n)
-    else:
-        o.topics = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:

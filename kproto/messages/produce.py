@@ -352,14 +352,14 @@ def _da_ProduceRequest_TopicProduceData_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 8 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 8 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_data, pos = _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n)
-        else:
-            o.partition_data = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -370,14 +370,14 @@ def _d_ProduceRequest_v0(mv, pos):
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topic_data, pos = _da_ProduceRequest_TopicProduceData_v0(mv, pos, n)
-    else:
-        o.topic_data = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ProduceRequest_PartitionProduceData_v0(o, out):
@@ -414,14 +414,14 @@ def _d_ProduceRequest_v3(mv, pos):
     pos += 6
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topic_data, pos = _da_ProduceRequest_TopicProduceData_v0(mv, pos, n)
-    else:
-        o.topic_data = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ProduceRequest_v3(o, out):
@@ -478,14 +478,12 @@ def _da_ProduceRequest_TopicProduceData_v9(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_data, pos = _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n)
-        else:
-            o.partition_data = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -503,14 +501,12 @@ def _d_ProduceRequest_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos + 6)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.topic_data, pos = _da_ProduceRequest_TopicProduceData_v9(mv, pos, n)
-    else:
-        o.topic_data = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -577,14 +573,14 @@ def _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 14 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 14 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v0(mv, pos, n)
-        else:
-            o.partition_responses = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -593,14 +589,14 @@ def _d_ProduceResponse_v0(mv, pos):
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_ProduceResponse_PartitionProduceResponse_v0(o, out):
@@ -634,14 +630,14 @@ def _d_ProduceResponse_v1(mv, pos):
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -678,14 +674,14 @@ def _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 22 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 22 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v2(mv, pos, n)
-        else:
-            o.partition_responses = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -694,14 +690,14 @@ def _d_ProduceResponse_v2(mv, pos):
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -753,14 +749,14 @@ def _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 30 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 30 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v5(mv, pos, n)
-        else:
-            o.partition_responses = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -769,14 +765,14 @@ def _d_ProduceResponse_v5(mv, pos):
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -830,14 +826,14 @@ def _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n):
         pos += 30
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.record_errors, pos = _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos, n)
-        else:
-            o.record_errors = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.error_message, pos = _rnstr(mv, pos)
         add(o)
     return result, pos
@@ -851,14 +847,14 @@ def _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n):
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
-        if n * 36 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 36 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n)
-        else:
-            o.partition_responses = []
+        elif n < 0:
+            if n < -1:
+                _too_many(n, pos - 4, limit - pos)
+            raise _DecodeFailure('null in a non-nullable array', pos)
         add(o)
     return result, pos
 
@@ -867,14 +863,14 @@ def _d_ProduceResponse_v8(mv, pos):
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     return o, pos
@@ -946,14 +942,12 @@ def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 30)
         n -= 1
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.record_errors, pos = _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n)
-        else:
-            o.record_errors = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.error_message, pos = _rcnstr(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
@@ -975,14 +969,12 @@ def _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 33 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 33 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n)
-        else:
-            o.partition_responses = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -999,14 +991,12 @@ def _d_ProduceResponse_v9(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:
@@ -1114,14 +1104,12 @@ def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos + 30)
         n -= 1
-        if n * 6 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 6 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.record_errors, pos = _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n)
-        else:
-            o.record_errors = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         o.error_message, pos = _rcnstr(mv, pos)
         if mv[pos]:
             pos = _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos)
@@ -1143,14 +1131,12 @@ def _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n):
         else:
             n, pos = _ruv(mv, pos)
         n -= 1
-        if n * 33 > limit - pos or n < -1:
-            _too_many(n, pos, limit - pos)
-        if n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        if n:
+        if n > 0:
+            if n * 33 > limit - pos:
+                _too_many(n, pos, limit - pos)
             o.partition_responses, pos = _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n)
-        else:
-            o.partition_responses = []
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
@@ -1185,12 +1171,12 @@ def _tv_ProduceResponse_0_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 11 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 11 > limit - pos:
+            _too_many(n, pos, limit - pos)
         value, pos = _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n)
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     else:
         value = []
     return value, pos
@@ -1216,14 +1202,12 @@ def _d_ProduceResponse_v10(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.responses, pos = _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n)
-    else:
-        o.responses = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     o.throttle_time_ms, = _u_i(mv, pos)
     pos += 4
     if mv[pos]:

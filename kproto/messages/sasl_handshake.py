@@ -124,15 +124,18 @@ def _d_SaslHandshakeResponse_v0(mv, pos):
     pos += 2
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 2 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
+    if n > 0:
+        if n * 2 > limit - pos:
+            _too_many(n, pos, limit - pos)
+        lst = []
+        for _ in range(n):
+            item, pos = _rstr(mv, pos)
+            lst.append(item)
+        o.mechanisms = lst
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
         raise _DecodeFailure('null in a non-nullable array', pos)
-    lst = []
-    for _ in range(n):
-        item, pos = _rstr(mv, pos)
-        lst.append(item)
-    o.mechanisms = lst
     return o, pos
 
 def _e_SaslHandshakeResponse_v0(o, out):

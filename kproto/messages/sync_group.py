@@ -172,14 +172,14 @@ def _d_SyncGroupRequest_v0(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n)
-    else:
-        o.assignments = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(o, out):
@@ -210,14 +210,14 @@ def _d_SyncGroupRequest_v3(mv, pos):
     o.group_instance_id, pos = _rnstr(mv, pos)
     n, = _u_i(mv, pos)
     pos += 4
-    if n * 6 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 6 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n)
-    else:
-        o.assignments = []
+    elif n < 0:
+        if n < -1:
+            _too_many(n, pos - 4, limit - pos)
+        raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
 def _e_SyncGroupRequest_v3(o, out):
@@ -262,14 +262,12 @@ def _d_SyncGroupRequest_v4(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n)
-    else:
-        o.assignments = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -319,14 +317,12 @@ def _d_SyncGroupRequest_v5(mv, pos):
     else:
         n, pos = _ruv(mv, pos)
     n -= 1
-    if n * 3 > limit - pos or n < -1:
-        _too_many(n, pos, limit - pos)
-    if n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    if n:
+    if n > 0:
+        if n * 3 > limit - pos:
+            _too_many(n, pos, limit - pos)
         o.assignments, pos = _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n)
-    else:
-        o.assignments = []
+    elif n < 0:
+        raise _DecodeFailure('null in a non-nullable array', pos)
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
