@@ -9,7 +9,8 @@ import struct
 import pytest
 
 from kproto import errors
-from kproto.consumer.classic.abstract_coordinator import _JoinGroupResponse, _SyncGroupResponse
+from kproto.consumer.classic.group_requests import LenientJoinGroupResponse as _JoinGroupResponse
+from kproto.consumer.classic.group_requests import LenientSyncGroupResponse as _SyncGroupResponse
 from kproto.consumer.classic.consumer_coordinator import ConsumerCoordinator
 from kproto.consumer.classic.consumer_protocol import (
     Assignment,

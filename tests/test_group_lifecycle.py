@@ -4,12 +4,10 @@ subscriptions, and commits around revocation."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from kproto import KafkaConsumer, OffsetAndMetadata, TopicPartition, errors
-from tests.test_group_support import GROUP_CONFIG, Member, processed_union, wait_for
+from kproto import KafkaConsumer, TopicPartition, errors
+from tests.test_group_support import GROUP_CONFIG, Member, wait_for
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP = 11, 12, 13, 8, 14
 NOT_COORDINATOR, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID = 16, 27, 15, 82
@@ -195,14 +193,6 @@ def test_pattern_subscription_picks_up_a_new_matching_topic_with_a_rejoin(cluste
         assert c.subscription() == {first, second}
     finally:
         c.close()
-
-
-def committed_map(cluster, group, topic, partitions):
-    check = consumer(cluster, group)
-    try:
-        return {p: check.committed(TopicPartition(topic, p)) for p in partitions}
-    finally:
-        check.close()
 
 
 def test_commit_inside_the_revoke_callback_and_auto_commit_before_revocation(cluster):

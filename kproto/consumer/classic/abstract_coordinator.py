@@ -23,110 +23,31 @@ from __future__ import annotations
 
 import logging
 import random
-import struct
 import threading
 import time
 from typing import Any, Callable, Optional
 
 from kproto import errors
-from kproto.messages import (
-    FindCoordinatorRequest,
-    HeartbeatRequest,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
+from kproto.messages import FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from kproto.net.future import Future
 
+from .group_requests import (
+    build_find_coordinator,
+    build_heartbeat,
+    build_join_group,
+    build_leave_group,
+    build_sync_group,
+    choose_version,
+)
 from .group_state import Generation, GroupMembership, MemberState, Verdict
 from .heartbeat import Heartbeat
 
 log = logging.getLogger("kproto.consumer.classic")
 
-COORDINATOR_KEY_TYPE_GROUP = 0
-_FIND_COORDINATOR_BATCHED_VERSION = 4  # v4 replaced ``key`` with ``coordinator_keys``
-# The newest versions used. These are librdkafka's: the librdkafka mock cluster advertises
-# newer ones than it can parse (JoinGroup v6 and SyncGroup v4 close the connection, LeaveGroup
-# v3+ answers in the v0 layout), and nothing the consumer needs came later (JoinGroup v5 and
-# SyncGroup/Heartbeat v3 carry group_instance_id; static members never send LeaveGroup).
-MAX_VERSIONS = {JoinGroupRequest.api_key: 5, SyncGroupRequest.api_key: 3, HeartbeatRequest.api_key: 4,
-                LeaveGroupRequest.api_key: 2}
 # How often the heartbeat thread drives the network while a join round is out.
 _JOIN_POLL_INTERVAL_MS = 10.0
 # Java gives JoinGroup the rebalance timeout plus this much, since the broker holds it that long.
 _JOIN_GROUP_TIMEOUT_MARGIN_MS = 5000
-
-
-class _SyncGroupResponse(SyncGroupResponse):
-    """SyncGroupResponse that also reads the librdkafka mock cluster's error answers.
-
-    The mock writes a null ``assignment`` in SyncGroup error answers, where the schema says
-    non-nullable; the strict decoder then fails and the connection is closed, losing the
-    error code (usually REBALANCE_IN_PROGRESS). Only error answers of the non-flexible
-    versions get this second reading.
-    """
-
-    @classmethod
-    def decode(cls, data: Any, version: int, *, allow_trailing: bool = False) -> Any:
-        try:
-            return super().decode(data, version, allow_trailing=allow_trailing)
-        except errors.CorruptMessageError:
-            fields = _read_error_answer(bytes(data), version >= 1, ">hi")
-            if fields is None or version >= 4 or fields[1] != -1:
-                raise
-            return SyncGroupResponse(throttle_time_ms=fields[-1], error_code=fields[0], assignment=b"")
-
-
-class _JoinGroupResponse(JoinGroupResponse):
-    """JoinGroupResponse that also reads the mock's error answers (null strings where the
-    schema says non-nullable); see ``_SyncGroupResponse``."""
-
-    @classmethod
-    def decode(cls, data: Any, version: int, *, allow_trailing: bool = False) -> Any:
-        try:
-            return super().decode(data, version, allow_trailing=allow_trailing)
-        except errors.CorruptMessageError:
-            body = bytes(data)
-            fields = _read_error_answer(body, version >= 2, ">hi")
-            if fields is None or version >= 6:
-                raise
-            error_code, generation_id, throttle = fields
-            pos = (4 if version >= 2 else 0) + 6
-            strings = []
-            for _ in range(3):  # protocol name, leader, member id
-                if pos + 2 > len(body):
-                    raise
-                (length,) = struct.unpack_from(">h", body, pos)
-                pos += 2
-                if length > 0:
-                    strings.append(body[pos:pos + length].decode("utf-8", "replace"))
-                    pos += length
-                else:
-                    strings.append("")
-            return JoinGroupResponse(throttle_time_ms=throttle, error_code=error_code, generation_id=generation_id,
-                                     protocol_name=strings[0], leader=strings[1], member_id=strings[2])
-
-
-def _read_error_answer(body: bytes, throttled: bool, layout: str) -> Optional[tuple]:
-    """(error code, the next field, throttle) of an error answer, or None if it is not one."""
-    head = 4 if throttled else 0
-    if len(body) < head + struct.calcsize(layout):
-        return None
-    error_code, nxt = struct.unpack_from(layout, body, head)
-    if error_code == 0:
-        return None
-    throttle = struct.unpack_from(">i", body, 0)[0] if throttled else 0
-    return error_code, nxt, throttle
-
-
-class _SyncGroupRequest(SyncGroupRequest):
-    response_class = _SyncGroupResponse
-
-
-class _JoinGroupRequest(JoinGroupRequest):
-    response_class = _JoinGroupResponse
 
 
 def _monotonic_ms() -> float:
@@ -255,10 +176,7 @@ class AbstractCoordinator:
             version = self._client.api_version(FindCoordinatorRequest.api_key, node)
             if version is None:
                 raise errors.UnsupportedVersionError("node {} does not support FindCoordinator".format(node))
-            if version >= _FIND_COORDINATOR_BATCHED_VERSION:
-                request = FindCoordinatorRequest(key_type=COORDINATOR_KEY_TYPE_GROUP, coordinator_keys=[self.group_id])
-            else:
-                request = FindCoordinatorRequest(key=self.group_id, key_type=COORDINATOR_KEY_TYPE_GROUP)
+            request = build_find_coordinator(self.group_id, version)
             log.debug("Group %s: sending FindCoordinator v%d to node %s", self.group_id, version, node)
             future = self._client.send(node, request, version=version)
             self._find_future = future
@@ -374,20 +292,9 @@ class AbstractCoordinator:
             return
         with self._lock:
             member_id = self.membership.generation.member_id
-            request = _JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-                                       member_id=member_id, protocol_type=self.protocol_type(),
-                                       protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m)
-                                                  for n, m in self.metadata()])
-            if version >= 1:
-                request.rebalance_timeout_ms = self.rebalance_timeout_ms
-            if self.membership.is_static:
-                if version < 5:
-                    raise errors.UnsupportedVersionError(
-                        "group_instance_id (static membership) needs JoinGroup v5+, the coordinator speaks v{}".format(
-                            version))
-                request.group_instance_id = self.membership.group_instance_id
-            if version >= 8:
-                request.reason = self.membership.rejoin_reason[:255] or None
+            request = build_join_group(
+                version, self.group_id, member_id, self.membership.group_instance_id, self.session_timeout_ms,
+                self.rebalance_timeout_ms, self.protocol_type(), self.metadata(), self.membership.rejoin_reason)
             self.membership.on_join_sent()
         log.info("Group %s: (re)joining (member %r, reason: %s)", self.group_id, member_id,
                  self.membership.rejoin_reason)
@@ -443,15 +350,9 @@ class AbstractCoordinator:
         version = self._version(SyncGroupRequest, node)
         if version is None:
             return None
-        request = _SyncGroupRequest(group_id=self.group_id, generation_id=generation.generation_id,
-                                    member_id=generation.member_id,
-                                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                                                 for m, a in assignments.items()])
-        if version >= 3:
-            request.group_instance_id = self.membership.group_instance_id
-        if version >= 5:
-            request.protocol_type = self.protocol_type()
-            request.protocol_name = protocol_name
+        request = build_sync_group(version, self.group_id, generation.generation_id, generation.member_id,
+                                   self.membership.group_instance_id, self.protocol_type(), protocol_name,
+                                   assignments)
         log.debug("Group %s: SyncGroup generation %d (%d assignments)", self.group_id, generation.generation_id,
                   len(assignments))
         return self._client.send(node, request, version=version)
@@ -482,19 +383,14 @@ class AbstractCoordinator:
             self._client.poll(timeout_ms=until - self._clock())
 
     def _version(self, request_cls: Any, node: Any) -> Optional[int]:
-        """The highest version both sides support, capped at ``MAX_VERSIONS``; None while the
+        """The highest version both sides support, capped (``group_requests.MAX_VERSIONS``); None while the
         coordinator is not connected (its versions are not known yet)."""
         if node is None or not self._client.is_ready(node):
             return None
         supported = self._client.broker_api_versions(node).get(request_cls.api_key)
         if supported is None:
             raise errors.UnsupportedVersionError("coordinator {} does not support {}".format(node, request_cls.__name__))
-        low, high = supported
-        version = min(high, request_cls.max_version, MAX_VERSIONS.get(request_cls.api_key, high))
-        if version < max(low, request_cls.min_version):
-            raise errors.UnsupportedVersionError("no common version of {} with coordinator {} (broker {}-{})".format(
-                request_cls.__name__, node, low, high))
-        return version
+        return choose_version(request_cls, supported, node)
 
     # --- heartbeats -----------------------------------------------------------------------------
 
@@ -585,12 +481,10 @@ class AbstractCoordinator:
     def _send_heartbeat(self) -> None:
         node = self.coordinator_id
         generation = self.membership.generation
-        request = HeartbeatRequest(group_id=self.group_id, generation_id=generation.generation_id,
-                                   member_id=generation.member_id)
         version = self._version(HeartbeatRequest, node)
         assert version is not None  # checked by the caller under the lock
-        if version >= 3:
-            request.group_instance_id = self.membership.group_instance_id
+        request = build_heartbeat(version, self.group_id, generation.generation_id, generation.member_id,
+                                  self.membership.group_instance_id)
         future = self._client.send(node, request, version=version)
         self._heartbeat_future = future
         future.add_callback(self._on_heartbeat_response, generation)
@@ -638,13 +532,7 @@ class AbstractCoordinator:
             if send:
                 version = self._version(LeaveGroupRequest, node)
             if send and version is not None:
-                if version >= 3:
-                    identity = LeaveGroupRequest.MemberIdentity(member_id=generation.member_id)
-                    if version >= 5:
-                        identity.reason = reason[:255]
-                    request = LeaveGroupRequest(group_id=self.group_id, members=[identity])
-                else:
-                    request = LeaveGroupRequest(group_id=self.group_id, member_id=generation.member_id)
+                request = build_leave_group(version, self.group_id, generation.member_id, reason)
                 log.info("Group %s: member %s leaving the group (%s)", self.group_id, generation.member_id, reason)
                 future = self._client.send(node, request, version=version)
                 self._leave_future = future
