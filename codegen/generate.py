@@ -11,6 +11,7 @@ an API is ``python codegen/import_spec.py Name && python codegen/generate.py``.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -109,10 +110,11 @@ def emit_module(messages: list[Message]) -> str:
     names = ", ".join("{} v{}-{}".format(m.name, m.valid.lo, m.valid.hi) for m in messages)
     api = messages[0]
     if api.api_key is not None:
-        title = "Kafka API {} (key {}): {}.".format(api.module, api.api_key, names)
+        title = "Kafka's {} API (key {}): {}.".format(
+            re.sub(r"(Request|Response)$", "", api.name), api.api_key, names)
     else:
         title = "Kafka {} schema: {}.".format(api.kind, names)
-    out = [HEADER, '"""{}'.format(title), "",
+    out = [HEADER, "# flake8: noqa", '"""{}'.format(title), "",
            "Classes with __slots__, schema defaults and per-version encode/decode functions;",
            "see kproto.protocol.base for the shared behaviour.", '"""', "", IMPORTS]
     for fmt in emitter.formats:
