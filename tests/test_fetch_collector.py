@@ -260,3 +260,24 @@ def test_background_thread_feeds_while_application_collects():
     thread.join()
     assert got == {T0: list(range(50)), T1: list(range(50))}
     assert subs.position(T0).offset == 50 and subs.position(T1).offset == 50
+
+
+def test_update_positions_false_leaves_positions_to_the_caller():
+    subs, buf, collector, _ = setup(max_poll_records=2)
+    buf.add_all([cf(T0, 0, batch(0, 3)), cf(T1, 0, batch(0, 1))])
+    first = collector.collect_fetch(buf, update_positions=False)
+    assert offsets(first, T0) == [0, 1] and subs.position(T0).offset == 0 and subs.position(T1).offset == 0
+    # The caller moves the position past what it handled (kafka-python's iterator does):
+    # the buffered fetch goes on from there with no new request.
+    subs.seek(T0, 2)
+    second = collector.collect_fetch(buf, max_records=5, update_positions=False)
+    assert offsets(second, T0) == [2] and offsets(second, T1) == [0]
+    assert subs.position(T0).offset == 2 and subs.position(T1).offset == 0
+    assert buf.buffered_partitions() == set()
+    # A position left where it was: a partly read fetch is stale on the next poll and
+    # dropped, and a fetch from the unchanged position returns the same records again.
+    buf.add(cf(T1, 0, batch(0, 3)))
+    assert offsets(collector.collect_fetch(buf, max_records=1, update_positions=False), T1) == [0]
+    assert collector.collect_fetch(buf).is_empty() and buf.buffered_partitions() == set()
+    buf.add(cf(T1, 0, batch(0, 3)))
+    assert offsets(collector.collect_fetch(buf), T1) == [0, 1] and subs.position(T1).offset == 2

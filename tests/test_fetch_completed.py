@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kproto.consumer.fetch.completed_fetch import CompletedFetch, RecordDeserializationError, make_deserialize
-from kproto.errors import KafkaError
+from kproto.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
 from kproto.messages import FetchResponse
 from kproto.records import RecordBatchBuilder, build_batch, build_control_batch
 from kproto.structs import ConsumerRecord, TopicPartition
@@ -133,10 +133,13 @@ def test_corrupt_batch_raises_clear_error():
     data = bytearray(batch(0, 3))
     data[-2] ^= 0xFF  # flip the last value byte: CRC mismatch, still decodable
     cf = completed(bytes(data))
-    with pytest.raises(KafkaError, match="seek past the record"):
+    with pytest.raises(CorruptRecordError, match="seek past the record") as first:
         cf.fetch_records(10)
-    with pytest.raises(KafkaError):
+    assert (first.value.topic, first.value.partition, first.value.offset) == ("t", 0, 0)
+    assert isinstance(first.value.__cause__, CorruptRecordError)
+    with pytest.raises(CorruptRecordError) as again:
         cf.fetch_records(10)
+    assert again.value.offset == 0 and cf.next_fetch_offset == 0
     # Without CRC checks the bytes decode.
     assert len(completed(bytes(data), check_crcs=False).fetch_records(10)) == 3
 
@@ -146,8 +149,10 @@ def test_corrupt_second_batch_returns_first_then_raises():
     bad[-1] ^= 0xFF
     cf = completed(batch(0, 3) + bytes(bad))
     assert offsets(cf.fetch_records(10)) == [0, 1, 2]
-    with pytest.raises(KafkaError):
+    with pytest.raises(CorruptRecordError) as info:
         cf.fetch_records(10)
+    assert (info.value.topic, info.value.partition, info.value.offset) == ("t", 0, 3)
+    assert cf.next_fetch_offset == 3
 
 
 def test_partial_trailing_batch_is_ignored():
@@ -197,6 +202,17 @@ def test_undecodable_record_mid_batch_keeps_position_right():
     cf = completed(bytes(data), check_crcs=False)
     assert offsets(cf.fetch_records(10)) == [0, 1]
     assert cf.next_fetch_offset == 2  # past what was returned, not past the bad record
-    with pytest.raises(KafkaError, match="seek past the record"):
+    with pytest.raises(CorruptRecordError, match="seek past the record") as info:
         cf.fetch_records(10)
+    assert info.value.partition == 0 and info.value.offset is not None
     assert cf.next_fetch_offset == 2
+
+
+def test_unknown_codec_keeps_its_class():
+    data = bytearray(batch(0, 2))
+    data[22] = (data[22] & ~0x07) | 0x06  # attributes: codec id 6 does not exist
+    cf = completed(bytes(data), check_crcs=False)
+    with pytest.raises(KafkaError, match="seek past the record") as info:
+        cf.fetch_records(10)
+    assert isinstance(info.value, (CorruptRecordError, UnsupportedCodecError))
+    assert cf.next_fetch_offset == 0

@@ -280,3 +280,38 @@ def test_iteration_restarts_after_seek_and_stops_when_closed(broker):
     assert_same(list(consumer), written[20:])
     consumer.close()
     assert list(consumer) == []
+
+
+def test_first_records_wait_for_no_retry_backoff(broker):
+    """At startup the offset reset waits for the metadata answer and for the leader's
+    connection, not for retry_backoff_ms: with a backoff far longer than the poll, the
+    first poll still returns records."""
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 20)
+    with consumer_for(broker, retry_backoff_ms=120_000) as consumer:
+        assign_all(consumer, topic, partitions=2)
+        records = [r for batch in consumer.poll(timeout_ms=20_000).values() for r in batch]
+        assert records, "the first poll waited out retry_backoff_ms"
+        assert {(r.partition, r.offset) for r in records} <= {(w.partition, w.offset) for w in written}
+
+
+def test_poll_without_update_offsets_leaves_positions_to_the_caller(broker):
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 50)
+    tp = TopicPartition(topic, 0)
+    with consumer_for(broker, max_poll_records=10) as consumer:
+        consumer.assign([tp])
+        first = _first_batch(consumer, update_offsets=False)[tp]
+        assert [r.offset for r in first] == [w.offset for w in written[:10]]
+        assert consumer.position(tp) == 0
+        # Not moved: the same records again.
+        assert [r.offset for r in _first_batch(consumer, update_offsets=False)[tp]] == [r.offset for r in first]
+        # Moved by the caller (kafka-python's iterator does this per record): the rest follows.
+        consumer.seek(tp, 10)
+        rest = consume(consumer, 40, update_offsets=False)
+        assert [r.offset for r in rest][:10] == [w.offset for w in written[10:20]]
+        assert consumer.position(tp) == 10
+        # A normal poll moves the position again.
+        consumer.seek(tp, 45)
+        assert_same(consume(consumer, 5), written[45:])
+        assert consumer.position(tp) == 50

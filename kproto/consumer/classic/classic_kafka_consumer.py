@@ -270,7 +270,7 @@ class ClassicKafkaConsumer:
         while True:
             self.maybe_trigger_wakeup()
             self.update_assignment_metadata_if_needed(deadline, wait_for_join_group=False)
-            fetch = self.poll_for_fetches(deadline, max_records)
+            fetch = self.poll_for_fetches(deadline, max_records, update_offsets)
             if not fetch.is_empty():
                 # Pipelining: the next fetches travel while the caller handles these.
                 if self.fetcher.send_fetches() > 0 or self.client.pending_request_count():
@@ -291,9 +291,11 @@ class ClassicKafkaConsumer:
         fetch_committed = self.coordinator.fetch_committed_offsets if self.coordinator is not None else None
         return self.offset_fetcher.update_fetch_positions(self._remaining(deadline), fetch_committed)
 
-    def poll_for_fetches(self, deadline: float, max_records: Optional[int]) -> Fetch:
-        """Buffered records, else send fetches and wait for one network event at most."""
-        fetch = self.fetcher.collect_fetch(max_records)
+    def poll_for_fetches(self, deadline: float, max_records: Optional[int], update_offsets: bool = True) -> Fetch:
+        """Buffered records, else send fetches and wait for one network event at most.
+
+        ``update_offsets=False`` (kafka-python) returns records without moving positions."""
+        fetch = self.fetcher.collect_fetch(max_records, update_offsets)
         if not fetch.is_empty():
             return fetch
         self.fetcher.send_fetches()
@@ -304,7 +306,7 @@ class ClassicKafkaConsumer:
             # Positions come from resets answered in callbacks: look again soon.
             timeout = min(timeout, self.retry_backoff_ms)
         self._client_poll(timeout)
-        return self.fetcher.collect_fetch(max_records)
+        return self.fetcher.collect_fetch(max_records, update_offsets)
 
     # --- positions ---------------------------------------------------------------------------
 

@@ -16,7 +16,10 @@ Rules, as in Java's ``nextFetchedRecord``:
   last offset even when compaction removed the last records, so the consumer never
   refetches the same batch forever);
 * a corrupt batch or a failing deserializer raises only if no record was returned yet by
-  this call; the next call raises again without skipping anything.
+  this call; the next call raises again without skipping anything. Corruption surfaces as
+  ``CorruptRecordError`` naming the topic, partition and the offset to seek past (the
+  records layer's, else the position); other decoding failures (a missing codec) keep
+  their own class.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from __future__ import annotations
 import heapq
 import inspect
 import logging
+from itertools import dropwhile, islice
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
-from kproto.errors import KafkaError, RecordDeserializationError
+from kproto.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kproto.records import read_batches
 from kproto.structs import ConsumerRecord, TopicPartition
 
@@ -89,6 +93,8 @@ class CompletedFetch:
         self._batches: Optional[Iterator[Any]] = None
         self._current_batch: Any = None
         self._records: Optional[Iterator[Any]] = None
+        # Set after a decoding failure inside the fast path, until the next batch.
+        self._record_by_record = False
         self._corrupt_error: Optional[BaseException] = None
         # The last record taken before its deserialization failed, retried on the next call.
         self._pending_record: Any = None
@@ -132,8 +138,7 @@ class CompletedFetch:
         """Up to ``max_records`` records from ``next_fetch_offset`` on, advancing it."""
         if self._corrupt_error is not None:
             # The same failure every time until the user seeks past it.
-            raise KafkaError("Received exception when fetching the next record from {}-{}. If needed, please seek "
-                             "past the record to continue consumption.".format(*self.partition)) from self._corrupt_error
+            raise self._fetch_error(self._corrupt_error)
         out: list[ConsumerRecord] = []
         if self.is_consumed or max_records <= 0:
             return out
@@ -147,28 +152,46 @@ class CompletedFetch:
             while len(out) < max_records:
                 if self._records is None and not self._next_batch():
                     break
-                prefix = (topic, partition, -1 if self.last_epoch is None else self.last_epoch)
                 position = self.next_fetch_offset
                 need = max_records - len(out)
+                if plain and not self._record_by_record:
+                    # The fast path: a comprehension over the batch's records, skipping
+                    # those before the position (a batch may start before it).
+                    prefix = (topic, partition, -1 if self.last_epoch is None else self.last_epoch)
+                    records = dropwhile(lambda r, p=position: r.offset < p, self._records)
+                    try:
+                        chunk = [_new_record(ConsumerRecord, prefix + r) for r in islice(records, need)]
+                    except KafkaError:
+                        # Records decoded before the bad one are inside the failed
+                        # comprehension: decode the batch again one record at a time so
+                        # they are returned and the position stops right before the failure.
+                        self._records = iter(self._current_batch.records)
+                        self._record_by_record = True
+                        continue
+                    out += chunk
+                    if len(chunk) < need:
+                        self._records = None
+                    if chunk:
+                        self.next_fetch_offset = chunk[-1].offset + 1
+                    continue
                 taken = 0
                 append = out.append
                 for record in self._records:  # type: ignore[union-attr]
                     if record.offset < position:
                         continue  # the batch started before the position
                     if plain:
-                        append(_new_record(ConsumerRecord, prefix + record))
+                        append(_new_record(ConsumerRecord, (topic, partition, -1 if self.last_epoch is None
+                                                            else self.last_epoch) + record))
                     else:
                         self._pending_record = record
                         append(self._parse_record(record))
                         self._pending_record = None
-                        self.next_fetch_offset = record.offset + 1
+                    self.next_fetch_offset = record.offset + 1
                     taken += 1
                     if taken >= need:
                         break
                 else:
                     self._records = None
-                if taken:
-                    self.next_fetch_offset = out[-1].offset + 1
         except RecordDeserializationError:
             if not out:
                 raise
@@ -180,10 +203,28 @@ class CompletedFetch:
                 # move past it or it would be returned again.
                 self.next_fetch_offset = max(self.next_fetch_offset, out[-1].offset + 1)
             else:
-                raise KafkaError("Received exception when fetching the next record from {}-{}. If needed, please "
-                                 "seek past the record to continue consumption.".format(topic, partition)) from exc
+                raise self._fetch_error(exc) from exc
         self.records_read += len(out)
         return out
+
+    def _fetch_error(self, cause: KafkaError) -> KafkaError:
+        """What ``fetch_records`` raises for a decoding failure (Java's KafkaException
+        "Received exception when fetching the next record"), chained to ``cause``."""
+        topic, partition = self.partition
+        message = ("Received exception when fetching the next record from {}-{}: {}. If needed, please seek past "
+                   "the record to continue consumption.".format(topic, partition, cause))
+        if isinstance(cause, CorruptRecordError):
+            offset = cause.record_offset if cause.record_offset is not None else self.next_fetch_offset
+            error: KafkaError = CorruptRecordError(message)  # the cause's text already names the place
+            error.topic, error.partition = topic, partition  # type: ignore[attr-defined]
+            error.record_offset = error.offset = offset  # type: ignore[attr-defined]
+        else:
+            try:
+                error = type(cause)(message)  # keep the class (e.g. UnsupportedCodecError)
+            except TypeError:  # a class with a different constructor
+                error = KafkaError(message)
+        error.__cause__ = cause
+        return error
 
     def _parse_record(self, record: Any) -> ConsumerRecord:
         topic, partition = self.partition
@@ -214,6 +255,7 @@ class CompletedFetch:
                 self.drain()
                 return False
             self._current_batch = batch
+            self._record_by_record = False
             epoch = batch.partition_leader_epoch
             self.last_epoch = epoch if epoch >= 0 else None
             if read_committed and batch.producer_id >= 0:

@@ -7,7 +7,9 @@ Java's ``FetchCollector``. It owns the rules that make positions trustworthy:
   (otherwise it is stale: a seek, reset or reassignment happened after it was sent);
 * a position advances only after records were taken for the caller, to the offset after
   the last one (or past skipped control/aborted batches); an empty result leaves every
-  position unchanged;
+  position unchanged; ``update_positions=False`` (kafka-python's ``poll(update_offsets=
+  False)``) leaves them all unchanged: the caller moves them (``seek``), and a fetch whose
+  next offset then equals the position goes on from the buffer, else it is dropped as stale;
 * data of a partition no longer assigned or fetchable is dropped; a paused partition's
   data stays buffered for a later poll;
 * per-partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset`` (or raises
@@ -86,8 +88,10 @@ class FetchCollector:
         self._metadata_max_age_ms = metadata_max_age_ms
         self._time_ms = time_ms or (lambda: 0)
 
-    def collect_fetch(self, fetch_buffer: FetchBuffer, max_records: Optional[int] = None) -> Fetch:
-        """Take up to ``max_records`` (default ``max_poll_records``) records from the buffer."""
+    def collect_fetch(self, fetch_buffer: FetchBuffer, max_records: Optional[int] = None,
+                      update_positions: bool = True) -> Fetch:
+        """Take up to ``max_records`` (default ``max_poll_records``) records from the buffer;
+        with ``update_positions=False`` no position moves (see the module docstring)."""
         fetch = Fetch()
         paused: list[CompletedFetch] = []
         remaining = self._max_poll_records if max_records is None else max_records
@@ -115,7 +119,12 @@ class FetchCollector:
                     paused.append(next_in_line)
                     fetch_buffer.set_next_in_line_fetch(None)
                 else:
-                    remaining -= self._fetch_records(next_in_line, remaining, fetch)
+                    remaining -= self._fetch_records(next_in_line, remaining, fetch, update_positions)
+                    if not update_positions and not next_in_line.is_consumed:
+                        # The rest waits (as paused data does) for a later poll, where it
+                        # goes on if the caller moved the position to its next offset.
+                        paused.append(next_in_line)
+                        fetch_buffer.set_next_in_line_fetch(None)
         except errors.KafkaError:
             if fetch.is_empty():
                 raise
@@ -123,7 +132,8 @@ class FetchCollector:
             fetch_buffer.add_all(paused, notify=False)
         return fetch
 
-    def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch) -> int:
+    def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch,
+                       update_positions: bool = True) -> int:
         tp = completed.partition
         subs = self._subscriptions
         # Read once: the KIP-848 background thread may change the assignment meanwhile.
@@ -134,13 +144,13 @@ class FetchCollector:
             if completed.next_fetch_offset == position.offset:
                 records = completed.fetch_records(max_records)
                 advanced = False
-                if completed.next_fetch_offset > position.offset:
+                if update_positions and completed.next_fetch_offset > position.offset:
                     subs.update_position(tp, FetchPosition(completed.next_fetch_offset, completed.last_epoch,
                                                            position.current_leader))
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
                 fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
-                if records:
+                if records and update_positions:
                     # Round-robin: the next fetch puts other partitions first.
                     subs.move_partition_to_end(tp)
                 return len(records)

@@ -67,8 +67,8 @@ class Fetcher(AbstractFetch):
     def _on_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
         self.handle_fetch_failure(node_id, data, error)
 
-    def collect_fetch(self, max_records: Optional[int] = None) -> Fetch:
-        return self.collector.collect_fetch(self.fetch_buffer, max_records)
+    def collect_fetch(self, max_records: Optional[int] = None, update_positions: bool = True) -> Fetch:
+        return self.collector.collect_fetch(self.fetch_buffer, max_records, update_positions)
 
     def clear_buffered_data_for_unassigned_partitions(self) -> None:
         self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions())

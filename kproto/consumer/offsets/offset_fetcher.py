@@ -174,9 +174,7 @@ class OffsetFetcher:
             return
         by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
         if no_leader:
-            self._ensure_topics(no_leader)
-            self._subscriptions.request_failed(no_leader, now + self._retry_backoff_ms)
-            self._client.request_metadata_update()
+            self._retry_after_metadata_update(no_leader, now)
         for node_id, partitions in by_node.items():
             requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
             try:
@@ -185,8 +183,8 @@ class OffsetFetcher:
             except errors.KafkaError as exc:
                 self._on_reset_failure(requested, exc)
                 continue
-            if version is None:  # connecting: try again after the backoff
-                self._subscriptions.request_failed(requested, now + self._retry_backoff_ms)
+            if version is None:
+                self._retry_when_connected(requested, node_id, now)
                 continue
             request = utils.build_list_offsets_request(partitions, self._isolation_level, version,
                                                        self._request_timeout_ms)
@@ -232,7 +230,7 @@ class OffsetFetcher:
                 subs.complete_validation(tp)  # no epoch to check against: trust it
         for node_id, node_positions in lev.group_validation_requests(positions).items():
             if not self._client.ready(node_id):
-                subs.set_next_allowed_retry(node_positions, now + self._retry_backoff_ms)
+                self._retry_when_connected(node_positions, node_id, now)
                 continue
             broker = self._client.broker_api_versions(node_id).get(OffsetForLeaderEpochRequest.api_key)
             if broker is None or broker[1] < lev.MIN_CONSUMER_VERSION:
@@ -270,6 +268,26 @@ class OffsetFetcher:
             self._cached_validation_error = exc
 
     # --- helpers -----------------------------------------------------------------------
+
+    def _retry_after_metadata_update(self, partitions: Iterable[TopicPartition], now: int) -> None:
+        """No leader known: retry when the metadata refresh is applied, not a backoff later
+        (at startup the first refresh is usually in flight already)."""
+        partitions = list(partitions)
+        self._ensure_topics(partitions)
+        # The backoff holds only if the refresh fails; the callback runs on the thread
+        # that polls the client (ours), so no lock is needed.
+        self._subscriptions.request_failed(partitions, now + self._retry_backoff_ms)
+        self._client.request_metadata_update().add_callback(
+            lambda _: self._subscriptions.set_next_allowed_retry(partitions, 0))
+
+    def _retry_when_connected(self, partitions: Iterable[TopicPartition], node_id: Any, now: int) -> None:
+        """The node is not ready. While it connects, the request waits for no backoff:
+        the poll loop wakes on each step of the connection and tries again as soon as it is
+        ready (Java's ConsumerNetworkClient queues it). A node in reconnect backoff gets the
+        retry backoff."""
+        if self._client.connection_delay(node_id) == float("inf"):
+            return  # connecting (ready() started it): the next round sends
+        self._subscriptions.request_failed(partitions, now + self._retry_backoff_ms)
 
     def _version_for(self, node_id: Any, request_cls: Any, min_version: int) -> Optional[int]:
         """The version to send to ``node_id``; None while it is still connecting.
