@@ -471,3 +471,33 @@ def test_versions_on_the_wire_follow_the_brokers_limits(mock_cluster_factory):
     assert set(keys[first_other:]) == {METADATA, FETCH}
     assert {r.client_id for r in sent} == {"wire-check"}
     assert len({r.correlation_id for r in sent}) == len(sent)
+
+
+def _usable_from_another_thread(client: NetworkClient) -> bool:
+    """Can another thread use the client now (within 10 s)?"""
+    done = []
+    other = threading.Thread(target=lambda: done.append(client.is_ready(1)))
+    other.start()
+    other.join(10)
+    return bool(done)
+
+
+def test_metadata_update_callbacks_run_with_no_client_lock_held(mock_cluster, clients):
+    # Another thread must be able to use the client while a refresh's callback runs (the
+    # callback could wait for that thread, e.g. a heartbeat thread sending).
+    client = clients(mock_cluster)
+    seen = []
+    future = client.request_metadata_update()
+    future.add_both(lambda _: seen.append(_usable_from_another_thread(client)))
+    wait(client, future)
+    assert seen == [True]
+    # A failed refresh goes the same way.
+    port, = _closed_ports(1)
+    lonely = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port))
+    try:
+        failed = lonely.request_metadata_update()
+        failed.add_errback(lambda _: seen.append(_usable_from_another_thread(lonely)))
+        lonely.poll(20_000, future=failed)
+        assert failed.failed() and seen == [True, True]
+    finally:
+        lonely.close()

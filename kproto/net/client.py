@@ -87,6 +87,9 @@ class NetworkClient:
         self._nodes: dict[Any, BrokerConnection] = {}
         self._unsent: dict[Any, collections.deque[_Unsent]] = collections.defaultdict(collections.deque)
         self._completed: list[tuple[Future, Any, BaseException | None]] = []
+        # Metadata-refresh waiters, completed like responses but not returned by poll().
+        self._settled: list[tuple[Future, Any, BaseException | None]] = []
+        self.cluster.set_settle(lambda f, value, exc: self._settled.append((f, value, exc)))
         self._internal: dict[int, str] = {}  # id(InFlightRequest.future) -> "api_versions"/"metadata"
         self._metadata_updater = MetadataUpdater(self)
         self._selecting = False
@@ -323,6 +326,7 @@ class NetworkClient:
     def _complete_futures(self) -> list:
         with self._lock:
             done, self._completed = self._completed, []
+            settled, self._settled = self._settled, []
         responses = []
         for future, value, exc in done:
             if future.is_done:
@@ -332,6 +336,9 @@ class NetworkClient:
                 responses.append(value)
             else:
                 future.failure(exc)
+        for future, value, exc in settled:
+            if not future.is_done:
+                future.failure(exc) if exc is not None else future.success(value)
         return responses
 
     def _drain_wakeup(self) -> None:

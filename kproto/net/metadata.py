@@ -78,6 +78,9 @@ class ClusterMetadata:
         self._last_refresh_ms = -float("inf")
         self._last_attempt_ms = -float("inf")
         self._waiters: list[Future] = []
+        # Completes a waiter: at once by default; the network client defers it until its
+        # lock is released (futures complete with no lock held, so callbacks may send()).
+        self._settle: Callable[[Future, Any, BaseException | None], Any] = _settle_now
         self._listeners: list[Callable[[ClusterMetadata], Any]] = []
         self.update_count = 0
 
@@ -186,7 +189,7 @@ class ClusterMetadata:
         self._last_attempt_ms = now_ms
         waiters, self._waiters = self._waiters, []
         for future in waiters:
-            future.failure(exception)
+            self._settle(future, None, exception)
 
     def update_last_seen_epoch_if_newer(self, tp: TopicPartition, leader_epoch: int) -> bool:
         """A response elsewhere carried a leader epoch; a newer one than known means refresh."""
@@ -206,6 +209,11 @@ class ClusterMetadata:
             self.request_update()
             return True
         return False
+
+    def set_settle(self, settle: Callable[[Future, Any, BaseException | None], Any]) -> None:
+        """Have ``settle(future, value, exception)`` complete the waiters of refreshes
+        (the network client queues them and completes them after releasing its lock)."""
+        self._settle = settle
 
     def add_listener(self, listener: Callable[[ClusterMetadata], Any]) -> None:
         """Call ``listener(self)`` after every accepted update."""
@@ -292,7 +300,7 @@ class ClusterMetadata:
                   " (refresh again soon)" if self._need_update else "")
         waiters, self._waiters = self._waiters, []
         for future in waiters:
-            future.success(self)
+            self._settle(future, self, None)
         for listener in list(self._listeners):
             try:
                 listener(self)
@@ -302,6 +310,13 @@ class ClusterMetadata:
     def __repr__(self) -> str:
         return "ClusterMetadata(brokers={}, topics={}, need_update={})".format(
             len(self._brokers), len(self._partitions), self._need_update)
+
+
+def _settle_now(future: Future, value: Any, exception: BaseException | None) -> None:
+    if exception is None:
+        future.success(value)
+    else:
+        future.failure(exception)
 
 
 def response_needs_metadata_update(response: Any, _depth: int = 0) -> bool:
