@@ -255,3 +255,41 @@ def test_coordinator_move_is_rediscovered_while_assigned_partitions_keep_being_f
         assert c.committed(TopicPartition(topic, 0)) is not None
     finally:
         c.close()
+
+
+def test_manual_assignment_commits_outside_group_management(cluster):
+    topic = cluster.new_topic(partitions=2)
+    written = cluster.produce(topic, 20)
+    ends = {}
+    for w in written:
+        ends[w.partition] = max(ends.get(w.partition, 0), w.offset + 1)
+    c = consumer(cluster, "assigned", enable_auto_commit=True, auto_commit_interval_ms=600000)
+    try:
+        c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        poll_until(c, lambda g: len(g) >= 20, "the records")
+        c.commit({TopicPartition(topic, 0): 3})
+        assert c.committed(TopicPartition(topic, 0)) == 3
+        assert c.group_metadata()["generation_id"] == -1
+    finally:
+        c.close()  # auto-commit on close commits the consumed positions
+    assert committed_map(cluster, "assigned", topic, (0, 1)) == ends
+
+
+def test_close_with_auto_commit_commits_then_revokes(cluster):
+    topic = cluster.new_topic(partitions=2)
+    written = cluster.produce(topic, 20)
+    ends = {}
+    for w in written:
+        ends[w.partition] = max(ends.get(w.partition, 0), w.offset + 1)
+    c = consumer(cluster, "auto-close", enable_auto_commit=True, auto_commit_interval_ms=600000)
+    c.subscribe([topic])
+    poll_until(c, lambda g: len(g) >= 20, "the records")
+    c.close()
+    assert committed_map(cluster, "auto-close", topic, (0, 1)) == ends
+    # ... and close(autocommit=False) does not.
+    more = cluster.produce(topic, 4, start_index=20)
+    c = consumer(cluster, "auto-close", enable_auto_commit=True, auto_commit_interval_ms=600000)
+    c.subscribe([topic])
+    poll_until(c, lambda g: len(g) >= len(more), "the new records")
+    c.close(autocommit=False)
+    assert committed_map(cluster, "auto-close", topic, (0, 1)) == ends

@@ -413,8 +413,9 @@ class ConsumerCoordinator(AbstractCoordinator):
 
     # --- leaving and closing -------------------------------------------------------------------
 
-    def on_leave_prepare(self) -> None:
-        """Before leaving (unsubscribe/close): auto-commit, then revoke (or report lost)."""
+    def on_leave_prepare(self, commit: bool = True) -> None:
+        """Before leaving (unsubscribe/close): auto-commit (if on and ``commit``), then revoke
+        through the listener (or report the partitions lost if the generation is gone)."""
         if not self._subscriptions.has_auto_assigned_partitions():
             return
         owned = self._subscriptions.assigned_partitions()
@@ -425,7 +426,8 @@ class ConsumerCoordinator(AbstractCoordinator):
         if generation.generation_id < 0 or not generation.has_member_id():
             failure = self._invoke_listener("on_partitions_lost", owned)
         else:
-            self._auto_commit_sync_before_revocation(owned)
+            if commit:
+                self._auto_commit_sync_before_revocation(owned)
             failure = self._invoke_listener("on_partitions_revoked", owned)
         self._subscriptions.assign_from_subscribed([])
         if failure is not None:
@@ -445,18 +447,14 @@ class ConsumerCoordinator(AbstractCoordinator):
         """Final auto-commit (if on and ``autocommit``), revoke, leave, stop the heartbeat thread."""
         deadline = self._clock() + max(0.0, timeout_ms)
         try:
-            if autocommit and self._auto_commit is not None and self.member_state() is MemberState.STABLE:
-                offsets = self._subscriptions.all_consumed()
-                if offsets:
-                    try:
-                        self.commit_offsets_sync(offsets, max(0.0, deadline - self._clock()))
-                    except errors.KafkaError as exc:
-                        log.warning("Group %s: auto-commit on close failed: %s", self.group_id, exc)
             if self._subscriptions.has_auto_assigned_partitions():
-                try:
-                    self.on_leave_prepare()
-                except errors.KafkaError as exc:
-                    log.warning("Group %s: %s", self.group_id, exc)
+                self.on_leave_prepare(commit=autocommit)  # commits, then on_partitions_revoked
+            elif autocommit and self._auto_commit is not None:
+                offsets = self._subscriptions.all_consumed()  # assign(): commit outside the group
+                if offsets:
+                    self.commit_offsets_sync(offsets, max(0.0, deadline - self._clock()))
+        except errors.KafkaError as exc:
+            log.warning("Group %s: closing: %s", self.group_id, exc)
         finally:
             self.close_coordinator(max(0.0, deadline - self._clock()))
 
