@@ -293,6 +293,9 @@ def test_first_records_wait_for_no_retry_backoff(broker):
         records = [r for batch in consumer.poll(timeout_ms=20_000).values() for r in batch]
         assert records, "the first poll waited out retry_backoff_ms"
         assert {(r.partition, r.offset) for r in records} <= {(w.partition, w.offset) for w in written}
+    with consumer_for(broker, retry_backoff_ms=120_000) as consumer:
+        tps = [TopicPartition(topic, p) for p in range(2)]
+        assert consumer.beginning_offsets(tps, timeout_ms=20_000) == {tp: 0 for tp in tps}
 
 
 def test_poll_without_update_offsets_leaves_positions_to_the_caller(broker):

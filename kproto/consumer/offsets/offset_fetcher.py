@@ -110,9 +110,14 @@ class OffsetFetcher:
             if self._clock() >= deadline:
                 raise errors.KafkaTimeoutError("failed to get offsets by times in {} ms{}".format(
                     timeout_ms, "" if last_error is None else " (last error: {})".format(last_error)))
-            # Not-ready leaders are connecting: the backoff's poll lets them finish.
             log.debug("ListOffsets: %d partitions left (%d waiting for a connection)", len(remaining), len(unsent))
-            self._backoff(deadline, need_metadata)
+            if unsent and last_error is None and not need_metadata and all(
+                    self._client.connection_delay(node) == float("inf") for node in self._nodes_of(unsent)):
+                # Only leaders still connecting: one network step (the connection's next
+                # event), then send at once instead of waiting out the backoff.
+                self._client.poll(timeout_ms=min(deadline - self._clock(), self._retry_backoff_ms))
+            else:
+                self._backoff(deadline, need_metadata)
         return fetched
 
     def _ensure_topics(self, partitions: Iterable[TopicPartition]) -> None:
@@ -269,6 +274,9 @@ class OffsetFetcher:
 
     # --- helpers -----------------------------------------------------------------------
 
+    def _nodes_of(self, partitions: Iterable[TopicPartition]) -> set[Any]:
+        return {self._metadata.leader_for_partition(tp) for tp in partitions}
+
     def _retry_after_metadata_update(self, partitions: Iterable[TopicPartition], now: int) -> None:
         """No leader known: retry when the metadata refresh is applied, not a backoff later
         (at startup the first refresh is usually in flight already)."""
@@ -309,10 +317,13 @@ class OffsetFetcher:
             self._client.poll(timeout_ms=left, future=future)
 
     def _backoff(self, deadline: float, need_metadata: bool) -> None:
-        """Wait out the retry backoff, refreshing metadata meanwhile when leaders moved."""
-        wait_until = min(deadline, self._clock() + self._retry_backoff_ms)
+        """Wait for a metadata refresh when leaders are unknown or moved (the metadata
+        spaces its refreshes by the retry backoff), else wait out the retry backoff; as
+        Java's fetchOffsetsByTimes: one or the other."""
         if need_metadata:
             self._poll_until(self._client.request_metadata_update(), deadline)
+            return
+        wait_until = min(deadline, self._clock() + self._retry_backoff_ms)
         while self._clock() < wait_until:
             self._client.poll(timeout_ms=wait_until - self._clock())
 
