@@ -111,7 +111,10 @@ class TansuBroker:
     """
 
     def __init__(self, port: Optional[int] = None, startup_timeout_s: float = 30.0, attempts: int = 3,
-                 log_level: str = "warn") -> None:
+                 log_level: str = "warn", advertised_port: Optional[int] = None) -> None:
+        # advertised_port: the port Metadata names instead of the listener's (a proxy in
+        # front of the broker that every connection must go through, as in tests).
+        self.advertised_port = advertised_port
         self.requested_port = port
         self.port = port or 0
         self.startup_timeout_s = startup_timeout_s
@@ -146,8 +149,9 @@ class TansuBroker:
     def _start_once(self) -> None:
         self.port = self.requested_port or free_port()
         url = "tcp://127.0.0.1:{}".format(self.port)
+        advertised = "tcp://127.0.0.1:{}".format(self.advertised_port) if self.advertised_port else url
         cmd = [str(tansu_binary()), "broker", "--listener-url", url,
-               "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+               "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/"]
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         env.setdefault("RUST_LOG", self.log_level)
         workdir = tempfile.mkdtemp(prefix="kproto-tansu-")

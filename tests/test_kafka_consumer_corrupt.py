@@ -1,0 +1,177 @@
+"""Hostile Fetch data at the consumer level: a corrupt batch from a real broker.
+
+A Tansu broker advertises the address of a small proxy (so every connection goes through
+it); the proxy passes requests untouched and, in responses, flips one byte of a marker
+value, as a failing disk or network would. The batch holding the marker then fails its
+CRC-32C in every Fetch response. ``poll()`` must return every record before it, then raise
+``CorruptRecordError`` naming topic, partition and offset (again on the next poll, nothing
+skipped silently); after ``seek()`` past it, consumption goes on with no record lost or
+repeated. Without CRC checks the flipped value is returned as it arrived.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from kproto import KafkaConsumer, TopicPartition, errors
+from kproto.embedded import TansuBroker, create_topic
+
+MARKER = b"corrupt-me-please"
+_SIZE = struct.Struct(">i")
+
+
+class CorruptingProxy:
+    """Forwards 127.0.0.1 connections to ``upstream``; flips MARKER's first byte in responses."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.upstream: tuple[str, int] | None = None
+        self.flipped = 0
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                up = socket.create_connection(self.upstream)  # type: ignore[arg-type]
+            except OSError:
+                client.close()
+                continue
+            self._sockets += [client, up]
+            threading.Thread(target=self._pump, args=(client, up, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, client, True), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, responses: bool) -> None:
+        buf = b""
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if not responses:
+                    dst.sendall(data)
+                    continue
+                buf += data
+                # Whole response frames only, so a marker split across reads is still found.
+                while len(buf) >= 4 and len(buf) >= 4 + _SIZE.unpack_from(buf)[0]:
+                    end = 4 + _SIZE.unpack_from(buf)[0]
+                    frame, buf = buf[:end], buf[end:]
+                    if MARKER in frame:
+                        frame = frame.replace(MARKER, bytes([MARKER[0] ^ 0x20]) + MARKER[1:])
+                        self.flipped += 1
+                    dst.sendall(frame)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return "127.0.0.1:{}".format(self.port)
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self._sockets:
+            s.close()
+
+
+@pytest.fixture(scope="module")
+def proxied_tansu():
+    proxy = CorruptingProxy()
+    broker = TansuBroker(advertised_port=proxy.port)
+    try:
+        broker.start()
+        proxy.upstream = ("127.0.0.1", broker.port)
+        yield proxy
+    finally:
+        broker.stop()
+        proxy.close()
+
+
+def produce_around_marker(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    """10 records, the marker record alone in its batch, 10 more; (offset, value) each."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "compression.type": "none",
+                         "broker.address.family": "v4", "enable.idempotence": False})
+    delivered: list[tuple[int, bytes]] = []
+
+    def on_delivery(err, msg) -> None:
+        assert err is None, err
+        delivered.append((msg.offset(), msg.value()))
+
+    values = [b"before-%d" % i for i in range(10)], [b"x" + MARKER], [b"after-%d" % i for i in range(10)]
+    for group in values:
+        for value in group:
+            producer.produce(topic, value=value, partition=0, on_delivery=on_delivery)
+        assert producer.flush(30) == 0  # one batch per group (the marker's is its own)
+    return sorted(delivered)
+
+
+def poll_until_error(consumer: KafkaConsumer, timeout_s: float = 30.0):
+    records: list = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            batch = consumer.poll(timeout_ms=200)
+        except errors.CorruptRecordError as exc:
+            return records, exc
+        records += [r for rs in batch.values() for r in rs]
+    raise AssertionError("no CorruptRecordError within {} s; got {} records".format(timeout_s, len(records)))
+
+
+def test_corrupt_batch_raises_then_seek_past_it_loses_nothing(proxied_tansu):
+    topic = "corrupt-{}".format(time.monotonic_ns())
+    create_topic(proxied_tansu.bootstrap_servers, topic, 1)
+    written = produce_around_marker(proxied_tansu.bootstrap_servers, topic)
+    marker_offset = next(o for o, v in written if MARKER in v)
+    tp = TopicPartition(topic, 0)
+    with KafkaConsumer(bootstrap_servers=proxied_tansu.bootstrap_servers, auto_offset_reset="earliest",
+                       fetch_max_wait_ms=100) as consumer:
+        consumer.assign([tp])
+        before, error = poll_until_error(consumer)
+        assert proxied_tansu.flipped > 0
+        assert [(r.offset, r.value) for r in before] == [w for w in written if w[0] < marker_offset]
+        assert (error.topic, error.partition, error.offset) == (topic, 0, marker_offset)
+        assert "seek past" in str(error)
+        assert consumer.position(tp) == marker_offset
+        # Raised again on the next poll: nothing is skipped behind the caller's back.
+        with pytest.raises(errors.CorruptRecordError):
+            for _ in range(50):
+                consumer.poll(timeout_ms=200)
+        consumer.seek(tp, marker_offset + 1)
+        after: list = []
+        deadline = time.monotonic() + 30
+        while len(after) < 10 and time.monotonic() < deadline:
+            after += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+        assert [(r.offset, r.value) for r in after] == [w for w in written if w[0] > marker_offset]
+        assert consumer.poll(timeout_ms=300) == {}
+
+
+def test_without_crc_checks_the_flipped_value_is_returned(proxied_tansu):
+    topic = "corrupt-nocrc-{}".format(time.monotonic_ns())
+    create_topic(proxied_tansu.bootstrap_servers, topic, 1)
+    written = produce_around_marker(proxied_tansu.bootstrap_servers, topic)
+    with KafkaConsumer(bootstrap_servers=proxied_tansu.bootstrap_servers, auto_offset_reset="earliest",
+                       fetch_max_wait_ms=100, check_crcs=False) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        records: list = []
+        deadline = time.monotonic() + 30
+        while len(records) < len(written) and time.monotonic() < deadline:
+            records += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+    flipped = bytes([MARKER[0] ^ 0x20]) + MARKER[1:]
+    assert [(r.offset, r.value) for r in records] == [(o, v.replace(MARKER, flipped)) for o, v in written]
