@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from kproto.consumer.kip848.request_manager import PollResult, RequestBuilder, UnsentRequest
 from kproto.consumer.kip848.timer import Timer, monotonic_ms
-from kproto.errors import KafkaTimeoutError
+from kproto.errors import KafkaTimeoutError, UnsupportedVersionError
 
 log = logging.getLogger("kproto.kip848")
 
@@ -88,7 +88,12 @@ class NetworkClientDelegate:
         if isinstance(request, RequestBuilder):
             max_version = self.client.api_version(request.request_class.api_key, node_id)
             if max_version is None:
-                return False  # still negotiating, or the node lacks the API (send fails below)
+                # The node is ready, so its versions are known: it lacks the API (or shares
+                # no version with kproto). Fail now; the manager decides (e.g. validation
+                # trusts the position) instead of waiting for the request timeout.
+                unsent.complete_exceptionally(UnsupportedVersionError("node {} does not support {}".format(
+                    node_id, request.request_class.__name__)), now_ms)
+                return True
             try:
                 request, version = request.build(max_version)
             except Exception as exc:  # e.g. the node's versions cannot carry it

@@ -14,8 +14,13 @@ Also the application's lookups (``offsets_for_times``, ``beginning_offsets``,
 leader as UnsentRequests, asks again (after backoff, refreshing metadata) for partitions
 without an answer, and completes with ``{tp: ListOffsetData}`` or fails at the deadline.
 
-The position resets and validations go through the shared ``OffsetFetcher``'s
-non-blocking methods on the background thread (their callbacks run in the network step).
+Resets (ListOffsets) and validations (OffsetForLeaderEpoch) are ``UnsentRequest``s too,
+queued by ``update_fetch_positions`` and handed to the network thread by the next
+``poll``, as in Java; request building and response handling are the shared pure helpers
+of ``kproto.consumer.offsets`` (the classic engine's OffsetFetcher uses the same ones).
+A node without a usable OffsetForLeaderEpoch (brokers before 2.3, Tansu) cannot validate:
+its positions are trusted, as Java does. A fatal reset or validation error is kept and
+raised by the next ``update_fetch_positions`` (so from the application's poll()).
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from typing import Any, Callable, Mapping, Optional
 from kproto.consumer.kip848.local_assignment import completed_future, when_complete
 from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
 from kproto.consumer.kip848.timer import monotonic_ms
-from kproto.consumer.offsets import OffsetFetcher, refresh_committed_offsets
+from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.offsets import offset_fetcher_utils as utils
+from kproto.consumer.offsets import refresh_committed_offsets
 from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
-from kproto.messages import ListOffsetsRequest
+from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.kip848")
@@ -51,8 +57,7 @@ class _Lookup:
 
 
 class OffsetsRequestManager:
-    def __init__(self, subscriptions: Any, metadata: Any, offset_fetcher: OffsetFetcher,
-                 commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
+    def __init__(self, subscriptions: Any, metadata: Any, commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
                  isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -63,13 +68,16 @@ class OffsetsRequestManager:
         self._time_ms = time_ms
         self.subscriptions = subscriptions
         self.metadata = metadata
-        self.offset_fetcher = offset_fetcher
         self.commit_request_manager = commit_request_manager
         # The OffsetFetch in flight and the partitions it asks for (no duplicates per poll).
         self._pending_committed: Optional[tuple[frozenset, Future]] = None
+        # Resets and validations queued by update_fetch_positions for the next poll.
+        self._position_requests: list[UnsentRequest] = []
+        self._cached_reset_error: Optional[BaseException] = None
+        self._cached_validation_error: Optional[BaseException] = None
 
     def poll(self, now_ms: int) -> PollResult:
-        requests: list[UnsentRequest] = []
+        requests, self._position_requests = self._position_requests, []
         wait = MAX_WAIT_MS
         for lookup in list(self._lookups):
             if lookup.future.done():
@@ -167,7 +175,7 @@ class OffsetsRequestManager:
         """Complete with True when every assigned partition has a position."""
         result: Future = Future()
         try:
-            self.offset_fetcher.validate_positions_if_needed()
+            self._validate_positions_if_needed()
             if self.subscriptions.has_all_fetch_positions():
                 result.set_result(True)
                 return result
@@ -191,7 +199,7 @@ class OffsetsRequestManager:
                 if offsets:
                     refresh_committed_offsets(self.subscriptions, self.metadata, offsets)
                 self.subscriptions.reset_initializing_positions()
-                self.offset_fetcher.reset_positions_if_needed()
+                self._reset_positions_if_needed()
                 result.set_result(self.subscriptions.has_all_fetch_positions())
             except BaseException as exc:  # surfaced from poll() on the application thread
                 result.set_exception(exc)
@@ -211,3 +219,115 @@ class OffsetsRequestManager:
         future = self.commit_request_manager.fetch_offsets(set(partitions), deadline_ms)
         self._pending_committed = (partitions, future)
         return future
+
+    # --- resets (ListOffsets) ----------------------------------------------------------------
+
+    def _reset_positions_if_needed(self) -> None:
+        """Queue ListOffsets for partitions awaiting a reset; answers seek in callbacks."""
+        error, self._cached_reset_error = self._cached_reset_error, None
+        if error is not None:
+            raise error
+        now = self._time_ms()
+        timestamps = utils.partitions_to_reset(self.subscriptions, now)
+        if not timestamps:
+            return
+        by_node, no_leader = utils.group_list_offsets_requests(timestamps, self.metadata)
+        if no_leader:
+            for topic in {tp.topic for tp in no_leader}:
+                if self.metadata.partitions_for_topic(topic) is None:
+                    self.metadata.add_topic(topic)
+            self.subscriptions.request_failed(no_leader, now + self.retry_backoff_ms)
+            self.metadata.request_update()
+        min_version = utils.list_offsets_min_version(self._isolation_level, False)
+        for node_id, partitions in by_node.items():
+            requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
+            versions: list[int] = []
+
+            def _build(max_version: int, partitions=partitions, versions=versions) -> tuple[Any, int]:
+                if max_version < min_version:
+                    raise UnsupportedVersionError("ListOffsets v{}+ is needed, the broker has v{}".format(
+                        min_version, max_version))
+                versions.append(max_version)
+                return utils.build_list_offsets_request(partitions, self._isolation_level, max_version,
+                                                        self.request_timeout_ms), max_version
+
+            # No second request for these until this one is answered or fails.
+            self.subscriptions.set_next_allowed_retry(requested, now + self.request_timeout_ms)
+            unsent = UnsentRequest(RequestBuilder(ListOffsetsRequest, _build), node_id)
+            unsent.when_complete(lambda response, error, requested=requested, versions=versions:
+                                 self._on_reset_response(requested, versions, response, error))
+            self._position_requests.append(unsent)
+
+    def _on_reset_response(self, requested: dict, versions: list, response: Any,
+                           error: Optional[BaseException]) -> None:
+        try:
+            if error is not None:
+                raise error
+            result = utils.handle_list_offsets_response(response, versions[-1], requested)
+        except Exception as exc:
+            self.subscriptions.request_failed(requested, self._time_ms() + self.retry_backoff_ms)
+            self.metadata.request_update()
+            if not getattr(exc, "retriable", False):
+                if self._cached_reset_error is None:
+                    self._cached_reset_error = exc
+                else:
+                    log.error("Discarding ListOffsets error %s: another one is pending", exc)
+            return
+        utils.apply_reset_result(self.subscriptions, self.metadata, requested, result, self._time_ms(),
+                                 self.retry_backoff_ms)
+        if result.metadata_update_needed:
+            self.metadata.request_update()
+
+    # --- validation (OffsetForLeaderEpoch) ---------------------------------------------------
+
+    def _validate_positions_if_needed(self) -> None:
+        """Queue OffsetForLeaderEpoch for positions to check after leader changes."""
+        error, self._cached_validation_error = self._cached_validation_error, None
+        if error is not None:
+            raise error
+        subs = self.subscriptions
+        for tp in subs.assigned_partitions():
+            subs.maybe_validate_position_for_current_leader(tp, utils.current_leader(self.metadata, tp))
+        now = self._time_ms()
+        positions = {tp: subs.position(tp) for tp in subs.partitions_needing_validation(now)}
+        positions = {tp: pos for tp, pos in positions.items() if pos is not None}
+        for tp, pos in positions.items():
+            if not lev.needs_request(pos):
+                subs.complete_validation(tp)  # no epoch to check against: trust it
+        for node_id, node_positions in lev.group_validation_requests(positions).items():
+
+            def _build(max_version: int, node_positions=node_positions) -> tuple[Any, int]:
+                if max_version < lev.MIN_CONSUMER_VERSION:
+                    raise UnsupportedVersionError("OffsetForLeaderEpoch v{}+ is needed, the broker has v{}".format(
+                        lev.MIN_CONSUMER_VERSION, max_version))
+                return lev.build_offset_for_leader_epoch_request(node_positions, max_version), max_version
+
+            subs.set_next_allowed_retry(node_positions, now + self.request_timeout_ms)
+            unsent = UnsentRequest(RequestBuilder(OffsetForLeaderEpochRequest, _build), node_id)
+            unsent.when_complete(lambda response, error, requested=node_positions:
+                                 self._on_validation_response(requested, response, error))
+            self._position_requests.append(unsent)
+
+    def _on_validation_response(self, requested: dict, response: Any, error: Optional[BaseException]) -> None:
+        subs = self.subscriptions
+        if isinstance(error, UnsupportedVersionError):
+            # The node cannot validate (no usable OffsetForLeaderEpoch): trust the positions.
+            log.debug("Node cannot validate positions; trusting %s", utils.format_partitions(requested))
+            for tp in requested:
+                subs.complete_validation(tp)
+            return
+        try:
+            if error is not None:
+                raise error
+            result = lev.handle_offset_for_leader_epoch_response(response, requested)
+        except Exception as exc:
+            subs.request_failed(requested, self._time_ms() + self.retry_backoff_ms)
+            self.metadata.request_update()
+            if not getattr(exc, "retriable", False) and self._cached_validation_error is None:
+                self._cached_validation_error = exc
+            return
+        truncations = lev.apply_validation(subs, result, requested, self._time_ms(), self.retry_backoff_ms)
+        if result.partitions_to_retry:
+            self.metadata.request_update()
+        if truncations and self._cached_validation_error is None:
+            self._cached_validation_error = lev.truncation_error(truncations, requested)

@@ -25,7 +25,6 @@ from kproto.consumer.kip848.heartbeat_request_manager import ConsumerHeartbeatRe
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
-from kproto.consumer.offsets import OffsetFetcher
 from kproto.net.client import NetworkClient
 
 # Java's retry.backoff.max.ms default; kafka-python has no such setting.
@@ -66,10 +65,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
             max_poll_interval_ms=config["max_poll_interval_ms"], retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS)
 
-    offset_fetcher = OffsetFetcher(client, subscriptions, isolation_level=config["isolation_level"],
-                                   request_timeout_ms=config["request_timeout_ms"],
-                                   retry_backoff_ms=retry_backoff_ms)
-    offsets = OffsetsRequestManager(subscriptions, metadata, offset_fetcher, commit,
+    offsets = OffsetsRequestManager(subscriptions, metadata, commit,
                                     default_api_timeout_ms=config["default_api_timeout_ms"],
                                     isolation_level=config["isolation_level"],
                                     request_timeout_ms=config["request_timeout_ms"],
