@@ -56,6 +56,23 @@ def test_unknown_key_named():
     ("consumer_timeout_ms", float("nan")),
     ("partition_assignment_strategy", ["fastest"]),
     ("partition_assignment_strategy", []),
+    ("partition_assignment_strategy", "range,Range"),
+    ("partition_assignment_strategy", ["range", "org.apache.kafka.clients.consumer.RangeAssignor"]),
+    ("partition_assignment_strategy", [object()]),
+    ("bootstrap_servers", "host:notaport"),
+    ("bootstrap_servers", "host:99999"),
+    ("bootstrap_servers", ["ok:9092", "h:0"]),
+    ("bootstrap_servers", 9092),
+    ("max_partition_fetch_bytes", -1),
+    ("fetch_max_wait_ms", float("inf")),
+    ("request_timeout_ms", 2**40),
+    ("retry_backoff_ms", float("nan")),
+    ("max_in_flight_requests_per_connection", 0),
+    ("receive_message_max_bytes", -1),
+    ("max_poll_interval_ms", 0),
+    ("metadata_max_age_ms", -1),
+    ("client_id", 123),
+    ("enable_auto_commit", "no"),
     ("api_version", "three"),
     ("group_id", ""),
     ("ssl_context", "ctx"),
@@ -130,3 +147,17 @@ def test_replace_revalidates():
     assert config.replace(max_poll_records=20).group_id == "g"
     with pytest.raises(KafkaConfigurationError):
         config.replace(max_poll_records=-1)
+
+
+def test_assignor_names_are_the_resolvers():
+    """One table of names: every name config accepts resolves to the assignor of that name,
+    and every assignor the resolver has a name for is accepted."""
+    from kproto.consumer.classic.assignors.resolve import BUILTIN_ASSIGNORS, resolve_assignors
+    from kproto.consumer.config import ASSIGNOR_NAMES, JAVA_ASSIGNOR_NAMES, builtin_assignor_name
+
+    assert set(ASSIGNOR_NAMES) == set(BUILTIN_ASSIGNORS)
+    for spelling in list(ASSIGNOR_NAMES) + list(JAVA_ASSIGNOR_NAMES) + ["  RANGE "]:
+        ConsumerConfig(partition_assignment_strategy=spelling)
+        (assignor,) = resolve_assignors(spelling)
+        assert assignor.name == builtin_assignor_name(spelling)
+    assert builtin_assignor_name("org.apache.kafka.clients.consumer.rangeassignor") is None

@@ -77,6 +77,10 @@ def test_injected_not_leader_errors_are_survived(mock_cluster_factory):
     {"key_deserializer": 42},
     {"heartbeat_interval_ms": 50000, "session_timeout_ms": 10000},
     {"bootstrap_servers": ""},
+    {"bootstrap_servers": "127.0.0.1:99999"},
+    {"partition_assignment_strategy": "range,range"},  # no group_id: still checked
+    {"group_protocol": "consumer", "max_partition_fetch_bytes": -1},
+    {"fetch_max_wait_ms": float("inf")},
 ], ids=lambda c: ",".join(sorted(c)))
 def test_hostile_config_raises_at_construction(configs):
     with pytest.raises(errors.KafkaConfigurationError):

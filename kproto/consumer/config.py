@@ -22,6 +22,7 @@ from typing import Any
 
 from kproto import __version__
 from kproto.errors import KafkaConfigurationError
+from kproto.net.config import parse_bootstrap_servers
 
 log = logging.getLogger("kproto.consumer")
 
@@ -35,9 +36,24 @@ GROUP_PROTOCOLS = ("classic", "consumer")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "GSSAPI", "OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DNS_LOOKUPS = ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only", "default")
+# The one table of built-in assignor names (the classic engine's resolver maps them to
+# classes): kproto's names, and Java's class names so a Java or librdkafka configuration
+# string can be reused.
 ASSIGNOR_NAMES = ("range", "roundrobin", "sticky", "cooperative-sticky")
-_JAVA_ASSIGNOR_NAMES = frozenset("org.apache.kafka.clients.consumer." + name for name in (
-    "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "CooperativeStickyAssignor"))
+JAVA_ASSIGNOR_NAMES: dict[str, str] = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+
+def builtin_assignor_name(name: str) -> str | None:
+    """The kproto name (one of ``ASSIGNOR_NAMES``) of an assignor name or Java class name,
+    case-insensitive for kproto's names; None if it names no built-in assignor."""
+    name = name.strip()
+    canonical = JAVA_ASSIGNOR_NAMES.get(name, name.lower())
+    return canonical if canonical in ASSIGNOR_NAMES else None
 
 
 def _default_offset_commit_callback(offsets: Any, response: Any) -> bool:
@@ -198,6 +214,14 @@ def _bootstrap_servers(key: str, value: Any) -> Any:
     for server in servers:
         if not isinstance(server, str) or not server.strip():
             raise _fail(key, value, "a 'host[:port]' string or a non-empty list of them")
+    # The network layer's own parser, so both agree on the syntax; then sane ports.
+    try:
+        addresses = parse_bootstrap_servers(servers)
+    except KafkaConfigurationError:
+        raise _fail(key, value, "'host[:port]' strings with a numeric port") from None
+    for host, port in addresses:
+        if not host or not 0 < port < 65536:
+            raise _fail(key, value, "'host[:port]' strings with a host and a port from 1 to 65535")
     return value
 
 
@@ -209,7 +233,9 @@ def _timeout_ms(key: str, value: Any) -> Any:
 
 def _assignors(key: str, value: Any) -> Any:
     # The shapes the classic engine's resolver takes: names (also Java's class names, or a
-    # comma-separated string), assignor classes or instances, alone or in a list.
+    # comma-separated string), assignor classes or instances, alone or in a list. Checked
+    # here so a bad value fails at construction even without group_id (the resolver, which
+    # builds the instances, runs only when a group coordinator is made).
     if isinstance(value, str):
         items: list[Any] = [part for part in value.split(",") if part.strip()]
     elif isinstance(value, (list, tuple)):
@@ -218,13 +244,21 @@ def _assignors(key: str, value: Any) -> Any:
         items = [value]
     if not items:
         raise _fail(key, value, "a non-empty list of assignor names or assignor classes/instances")
+    seen: set[str] = set()
     for item in items:
         if isinstance(item, str):
-            name = item.strip()
-            if name.lower() not in ASSIGNOR_NAMES and name not in _JAVA_ASSIGNOR_NAMES:
+            name = builtin_assignor_name(item)
+            if name is None:
                 raise _fail(key, item, "an assignor name among " + ", ".join(ASSIGNOR_NAMES))
         elif item is None or isinstance(item, (bool, int, float, bytes)):
             raise _fail(key, item, "an assignor name, class or instance")
+        else:
+            name = getattr(item, "name", None)
+            if not isinstance(name, str) or not name or not callable(getattr(item, "assign", None)):
+                raise _fail(key, item, "an assignor (with a name and assign())")
+        if name in seen:
+            raise _fail(key, value, "assignors with distinct names ({!r} twice)".format(name))
+        seen.add(name)
     return value if isinstance(value, str) else tuple(items)
 
 
