@@ -201,3 +201,115 @@ def test_close_requests_only_for_open_sessions():
     assert set(close) == {1} and close[1].metadata == FetchMetadata(3, -1)
     decoded = FetchRequest.decode(fetch.create_fetch_request(close[1], 16).encode(16), 16)
     assert (decoded.session_id, decoded.session_epoch, decoded.topics) == (3, -1, [])
+
+
+def test_fetch_session_topic_id_error_refreshes_metadata_and_goes_full():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    fetch.fetch_buffer.clear()
+    second = fetch.prepare_fetch_requests()
+    fetch.metadata._need_update = False
+    fetch.handle_fetch_success(1, second[1], response_for(second, 1, 16, error_code=106), 16)
+    assert fetch.metadata.need_update() and fetch.fetch_buffer.buffered_partitions() == set()
+    assert fetch.prepare_fetch_requests()[1].metadata.is_full
+
+
+def test_session_not_found_error_starts_a_new_session():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    fetch.fetch_buffer.clear()
+    second = fetch.prepare_fetch_requests()
+    fetch.handle_fetch_success(1, second[1], response_for(second, 1, 16, error_code=70), 16)
+    third = fetch.prepare_fetch_requests()[1]
+    assert third.metadata == FetchMetadata(0, 0) and set(third.to_send) == {T[0], T[2]}
+
+
+def test_incremental_session_over_the_wire_sends_only_changes():
+    fetch, subs = make()
+    requests = fetch.prepare_fetch_requests()
+    records = {T[0]: build_batch([(None, b"a"), (None, b"b")], base_offset=5)}
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3, records=records), 16)
+    fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=4), 16)
+    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer)
+    nxt = fetch.prepare_fetch_requests()
+    # t-0 moved to offset 7; t-2 is unchanged, so it is not named again.
+    decoded = FetchRequest.decode(fetch.create_fetch_request(nxt[1], 16).encode(16), 16)
+    assert (decoded.session_id, decoded.session_epoch) == (3, 1)
+    assert [(p.partition, p.fetch_offset) for t in decoded.topics for p in t.partitions] == [(0, 7)]
+    assert decoded.forgotten_topics_data == []
+    # An incremental answer names only what it has data for, and is accepted.
+    fetch.handle_fetch_success(1, nxt[1], response_for(nxt, 1, 16, session_id=3), 16)
+    assert fetch.session_handlers[1].next_metadata == FetchMetadata(3, 2)
+
+
+def test_forgetting_two_partitions_of_one_topic_is_one_entry():
+    fetch, subs = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
+    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer)
+    subs.pause(T[0])
+    subs.pause(T[2])
+    assert 1 not in fetch.prepare_fetch_requests()  # nothing fetchable on node 1: no request
+    # Both partitions leave the session in one request (here alongside a new one).
+    handler = fetch.session_handlers[1]
+    builder = handler.new_builder()
+    builder.add(TopicPartition("u", 0), requests[1].to_send[T[0]])
+    data = builder.build()
+    assert [tp for _, tp in data.to_forget] == [T[0], T[2]]
+    for version in (12, 16):
+        decoded = FetchRequest.decode(fetch.create_fetch_request(data, version).encode(version), version)
+        assert [f.partitions for f in decoded.forgotten_topics_data] == [[0, 2]]
+
+
+def test_v12_response_by_name_and_unknown_v13_topic_id():
+    fetch, _ = make(topic_id=uuid.UUID(int=0))
+    requests = fetch.prepare_fetch_requests()
+    fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 12, session_id=5), 12)
+    assert fetch.fetch_buffer.buffered_partitions() == {T[1]}
+    fetch2, _ = make()
+    requests = fetch2.prepare_fetch_requests()
+    response = response_for(requests, 1, 16, session_id=5)
+    response.responses[0].topic_id = uuid.UUID(int=0xDEF)  # an id this session never sent
+    fetch2.handle_fetch_success(1, requests[1], response, 16)
+    assert fetch2.fetch_buffer.buffered_partitions() == set()
+    assert fetch2.session_handlers[1].next_metadata.is_full
+
+
+def test_response_for_a_partition_not_requested_is_a_bug():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.mark_pending(2)
+    response = response_for(requests, 2, 16, session_id=0)
+    response.responses[0].partitions[0].partition_index = 0  # t-0 was asked of node 1
+    # The full-response check refuses it before any data is buffered.
+    fetch.handle_fetch_success(2, requests[2], response, 16)
+    assert fetch.fetch_buffer.buffered_partitions() == set() and 2 not in fetch.nodes_with_pending_fetch_requests
+
+
+def test_response_from_a_node_without_session_and_unavailable_nodes():
+    fetch, _ = make()
+    requests = fetch.prepare_fetch_requests()
+    fetch.session_handlers.clear()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16), 16)
+    assert fetch.fetch_buffer.buffered_partitions() == set() and not fetch.nodes_with_pending_fetch_requests
+    fetch.is_unavailable = lambda node: node == 2
+    assert set(fetch.prepare_fetch_requests()) == {1}
+
+
+def test_nothing_to_fetch_and_nodes_with_buffered_data_skipped():
+    fetch, subs = make()
+    for tp in T:
+        subs.pause(tp)
+    assert fetch.prepare_fetch_requests() == {}
+    for tp in T:
+        subs.resume(tp)
+    requests = fetch.prepare_fetch_requests()
+    # t-0's data is buffered: node 1 (t-0 and t-2) gets no request until it is read.
+    fetch.handle_fetch_success(1, requests[1], response_for(
+        requests, 1, 16, session_id=3, records={T[0]: build_batch([(None, b"x")], base_offset=5)}), 16)
+    fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=4), 16)
+    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer, max_records=0)
+    assert set(fetch.prepare_fetch_requests()) == set()

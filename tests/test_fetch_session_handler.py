@@ -157,3 +157,66 @@ def test_sessions_disabled_always_legacy_full():
         data = build(handler, {T0: pd(0)})
         assert data.metadata == LEGACY and list(data.to_send) == [T0]
         assert ok(handler, 0, [T0])
+
+
+def test_removed_partition_without_topic_id_forces_names():
+    handler = FetchSessionHandler(1)
+    build(handler, {T0: pd(0, uuid.UUID(int=0)), U0: pd(0, ID_U)})
+    assert ok(handler, 8, [T0, U0], version=12)
+    assert handler.session_id == 8
+    data = build(handler, {U0: pd(0, ID_U)})
+    # T0 has no id, so it can only be forgotten by name: the request must use names.
+    assert data.to_forget == [TopicIdPartition(uuid.UUID(int=0), T0)] and data.can_use_topic_ids is False
+    assert handler.session_topic_names == {}
+
+
+def test_incremental_answer_without_session_id_starts_over():
+    handler = FetchSessionHandler(1)
+    build(handler, {T0: pd(0)})
+    ok(handler, 5, [T0])
+    build(handler, {T0: pd(1)})
+    # The broker evicted the session and answered without one: the next request is full.
+    assert ok(handler, 0, [T0]) is True
+    assert handler.next_metadata == INITIAL and handler.session_id == 0
+
+
+def test_other_top_level_error_closes_the_session():
+    handler = FetchSessionHandler(1)
+    build(handler, {T0: pd(0)})
+    ok(handler, 5, [T0])
+    build(handler, {T0: pd(1)})
+    assert handler.handle_response(7, 5, set(), set(), 13) is False  # REQUEST_TIMED_OUT
+    assert handler.next_metadata == FetchMetadata(5, 0)
+
+
+def test_incremental_names_checked_without_ids_before_v13():
+    handler = FetchSessionHandler(1)
+    build(handler, {T0: pd(0)})
+    assert ok(handler, 5, [T0], version=12)
+    build(handler, {T0: pd(1)})
+    # Before v13 responses name topics: ids are not compared, extra partitions still are.
+    assert handler.handle_response(0, 5, {T0}, set(), 12) is True
+    assert handler.next_metadata == FetchMetadata(5, 2)
+    build(handler, {T0: pd(2)})
+    assert handler.handle_response(0, 5, {T1}, set(), 12) is False
+    assert handler.next_metadata == FetchMetadata(5, 0)
+
+
+def test_sessions_disabled_errors_stay_legacy():
+    handler = FetchSessionHandler(1, incremental=False)
+    build(handler, {T0: pd(0)})
+    handler.handle_error(KafkaConnectionError("gone"))
+    assert handler.next_metadata == LEGACY
+    assert handler.handle_response(71, 0, set(), set(), 13) is False
+    assert handler.next_metadata == LEGACY
+    assert handler.close_request_data() is None  # never a session to close
+
+
+def test_epoch_wraps_within_a_long_session():
+    handler = FetchSessionHandler(1)
+    build(handler, {T0: pd(0)})
+    ok(handler, 5, [T0])
+    handler.next_metadata = FetchMetadata(5, 2**31 - 1)
+    build(handler, {T0: pd(0)})
+    assert ok(handler, 5, [])
+    assert handler.next_metadata == FetchMetadata(5, 1)  # never back to 0 (a full request)
