@@ -1,7 +1,7 @@
 """Join latency: classic group protocol vs the KIP-848 consumer engine, same mock cluster, one run.
 
     .venv/bin/python bench/bench_join.py [--members 3] [--partitions 6] [--rounds 3]
-                                         [--heartbeat-ms 3000] [--initial-rebalance-delay-ms 0]
+                                         [--heartbeat-ms 3000] [--initial-rebalance-delay-ms 50]
                                          [--engines classic,consumer]
 
 On one librdkafka mock cluster (3 brokers; the only local broker that speaks both
@@ -19,8 +19,8 @@ member is STABLE (classic: ``MemberState.STABLE`` with no rejoin pending; consum
 and every member has returned a record after the group last became so (it is consuming,
 not just assigned). Both engines get the same heartbeat interval (the mock's
 ``group.consumer.heartbeat.interval.ms`` and the classic ``heartbeat_interval_ms``) and
-the classic group's initial rebalance delay is set on the mock (``0`` by default: the
-broker's 3 s default would dominate the classic numbers). The median of ``--rounds``
+the classic group's initial rebalance delay is set on the mock (50 ms by default, as the
+classic group tests use: the broker's 3 s default would dominate the classic numbers). The median of ``--rounds``
 rounds is printed per engine and phase; a phase that does not settle within
 ``--timeout-s`` is reported as such (with the member states seen), not timed.
 """
@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--heartbeat-ms", type=int, default=3000)
-    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=0)
+    parser.add_argument("--initial-rebalance-delay-ms", type=int, default=50)
     parser.add_argument("--timeout-s", type=float, default=60.0)
     parser.add_argument("--engines", default="classic,consumer")
     args = parser.parse_args()
