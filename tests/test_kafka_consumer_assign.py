@@ -259,9 +259,10 @@ def test_check_crcs_off_still_reads(broker):
 
 @pytest.mark.slow
 @pytest.mark.broker_kinds("tansu")  # the mock drops old data past ~5 MiB per partition
-def test_hundred_thousand_records_over_four_partitions(broker):
+@pytest.mark.parametrize("codec", CODECS)
+def test_hundred_thousand_records_over_four_partitions(broker, codec):
     topic = broker.new_topic(partitions=4)
-    written = broker.produce(topic, 100_000, codec="lz4")
+    written = broker.produce(topic, 100_000, codec=codec)
     with consumer_for(broker, max_poll_records=2000) as consumer:
         assign_all(consumer, topic)
         assert_same(consume(consumer, len(written), timeout_s=60), written)

@@ -101,9 +101,8 @@ def test_auto_commit_on_close_then_a_new_member_resumes(broker):
     assert_same(records, written)
 
 
-@pytest.mark.xfail(reason="ConsumerCoordinator.close() auto-commits only as a STABLE group member; Java "
-                          "also commits manually assigned partitions on close", strict=False)
 def test_auto_commit_on_close_in_assign_mode(broker):
+    """Java commits manually assigned partitions on close too (auto-commit on)."""
     topic = broker.new_topic(partitions=2)
     broker.produce(topic, 100)
     tps = [TopicPartition(topic, p) for p in range(2)]
