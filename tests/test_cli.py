@@ -61,11 +61,13 @@ def test_usage_errors_exit_nonzero_with_a_message(tansu_broker):
     assert result.returncode == 2  # argparse
 
 
-def test_group_mode_on_the_mock(mock_cluster):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_mode_on_the_mock(mock_cluster, protocol):
     topic = mock_cluster.new_topic(partitions=2)
     written = mock_cluster.produce(topic, 40)
     result = run_cli("--bootstrap-server", mock_cluster.bootstrap_servers, "--topic", topic, "--group",
-                     "kproto-cli-" + topic, "--from-beginning", "--json", "--max-messages", "40")
+                     "kproto-cli-" + topic, "--from-beginning", "--json", "--max-messages", "40",
+                     "--group-protocol", protocol)
     assert result.returncode == 0, result.stderr
     rows = sorted((json.loads(line) for line in result.stdout.splitlines()),
                   key=lambda r: (r["partition"], r["offset"]))
