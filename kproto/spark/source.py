@@ -14,10 +14,11 @@ Streaming: ``initialOffset`` resolves ``startingOffsets``; ``latestOffset(start,
 re-lists the partitions (new ones start at their earliest offset), takes the latest
 offsets and applies the read limit (``maxOffsetsPerTrigger`` -> ``ReadMaxRows``);
 ``partitions(start, end)`` plans exactly ``[start, end)``, so a query restarted from its
-checkpoint reads each offset once. ``Trigger.AvailableNow`` is supported (PySpark >= 4.2).
+checkpoint reads each offset once. ``Trigger.AvailableNow`` needs PySpark >= 4.2 (on 4.0.1
+a restart with it planned no batch for the records still waiting).
 On PySpark 4.0/4.1, which calls ``latestOffset()`` without a start, the limit counts
-from the end of the previous batch this driver planned (the first batch after a restart
-is not limited).
+from the end of the previous batch this driver planned, so the first batch of each run
+(fresh or restarted) is not limited.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         self.options = options
         self._resolver: Optional[OffsetResolver] = None
         self._target: Optional[dict[TopicPartition, int]] = None  # Trigger.AvailableNow
-        self._last_end: Optional[dict[TopicPartition, int]] = None  # for PySpark < 4.2
+        self._planned_end: Optional[dict[TopicPartition, int]] = None  # for PySpark < 4.2
         self._latest_seen: Optional[dict[TopicPartition, int]] = None
 
     def __getstate__(self) -> dict:
@@ -171,7 +172,6 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
     def initialOffset(self) -> dict:
         tps = self.resolver.topic_partitions()
         starts = self.resolver.resolve(self.options.starting, tps, starting=True)
-        self._last_end = dict(starts)
         return to_offset_json(starts)
 
     def getDefaultReadLimit(self) -> Any:
@@ -187,9 +187,12 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         if start is not None:
             begin = from_offset_json(start)
             max_rows = getattr(limit, "max_rows", None)  # ReadAllAvailable has none
-        else:  # PySpark 4.0/4.1: no start, no admission control
-            begin = dict(self._last_end or {})
-            max_rows = self.options.max_offsets_per_trigger if self._last_end is not None else None
+        else:
+            # PySpark 4.0/4.1 pass no start. The end of the batch this driver planned last
+            # is where the next one starts; until one was planned (the first batch of a run,
+            # also after a restart: initialOffset is no guide then) nothing is limited.
+            begin = dict(self._planned_end or {})
+            max_rows = self.options.max_offsets_per_trigger if self._planned_end is not None else None
         tps = self.resolver.topic_partitions()
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
@@ -205,7 +208,6 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
                 data_loss(self.options, "{}-{} is gone (topic or partition deleted)".format(*tp))
             latest[tp] = begin[tp]
         ends = rate_limit(begin, latest, max_rows)
-        self._last_end = dict(ends)
         self._latest_seen = latest
         return to_offset_json(ends)
 
@@ -214,7 +216,8 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         return None if self._latest_seen is None else to_offset_json(self._latest_seen)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        ranges = self.resolver.plan(from_offset_json(start), from_offset_json(end))
+        self._planned_end = from_offset_json(end)
+        ranges = self.resolver.plan(from_offset_json(start), self._planned_end)
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
