@@ -405,3 +405,27 @@ def test_remote_assignor_rack_and_instance_id_are_accepted_and_consume(broker) -
     assert (sent.server_assignor, sent.rack_id) == ("uniform", "rack-a")
     assert membership(consumer).group_instance_id == "static-" + topic
     consumer.close()
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_a_non_empty_poll_prefetches_the_next_batch(broker) -> None:
+    topic = broker.new_topic(partitions=1, prefix="k848")
+    broker.produce(topic, 10)
+    broker.produce(topic, 10, start_index=10)  # a second batch for the prefetch to ask for
+    consumer = make_consumer(broker, "g-" + topic)
+    consumer.assign([TP(topic, 0)])
+    broker.start_request_tracking()
+
+    def fetches() -> int:
+        return sum(1 for r in broker.requests() if r.api_key == 1)
+
+    deadline = time.monotonic() + DEADLINE_S
+    while not consumer.poll(timeout_ms=100):
+        assert time.monotonic() < deadline
+    sent = fetches()
+    # No further call: the background thread asks for the next batch on its own.
+    while fetches() == sent:
+        assert time.monotonic() < deadline, "no Fetch after poll() returned"
+        time.sleep(0.02)
+    broker.stop_request_tracking()
+    consumer.close()
