@@ -145,3 +145,29 @@ def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
         assert _drain(consumer, len(written)) == everything
     finally:
         consumer.close()
+
+
+def test_poll_without_updating_offsets_leaves_positions_to_the_caller(broker) -> None:
+    topic = broker.new_topic(partitions=1, prefix="k848")
+    written = broker.produce(topic, 12)
+    tp = TP(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
+                             group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        deadline = time.monotonic() + 30
+        first: list = []
+        while not first:
+            assert time.monotonic() < deadline
+            first = consumer.poll(timeout_ms=200, max_records=3, update_offsets=False).get(tp, [])
+        assert [r.offset for r in first] == [0, 1, 2]
+        assert consumer.position(tp) == 0  # not moved: the caller decides
+        again: list = []
+        while not again:
+            assert time.monotonic() < deadline
+            again = consumer.poll(timeout_ms=200, max_records=3, update_offsets=False).get(tp, [])
+        assert [r.offset for r in again] == [0, 1, 2]
+        consumer.seek(tp, 3)  # the caller moves on itself
+        assert _drain(consumer, len(written) - 3) == {(0, r.offset) for r in written[3:]}
+    finally:
+        consumer.close()

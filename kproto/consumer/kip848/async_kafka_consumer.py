@@ -224,7 +224,7 @@ class AsyncKafkaConsumer:
                     return {}
                 if not inflight.await_validate_positions(min(remaining, self.retry_backoff_ms) / 1000.0):
                     continue  # still validating: a new pass, but no new event (it is in flight)
-            fetch = self._collect_fetch(max_records)
+            fetch = self._collect_fetch(max_records, update_offsets)
             if not fetch.is_empty():
                 # Ask for the next batch while the application processes this one.
                 self.application_event_handler.add(ev.CreateFetchRequestsEvent(self._deadline(None)))
@@ -254,11 +254,12 @@ class AsyncKafkaConsumer:
             self._inflight_poll = event
             self.application_event_handler.add(event)
 
-    def _collect_fetch(self, max_records: Optional[int]) -> Fetch:
+    def _collect_fetch(self, max_records: Optional[int], update_offsets: bool = True) -> Fetch:
+        """``update_offsets=False`` (kafka-python) returns records without moving positions."""
         inflight = self._inflight_poll
         if inflight is not None and not inflight.is_validate_positions_complete():
             return Fetch()  # the background thread may still be writing positions
-        return self.fetch_collector.collect_fetch(self.fetch_buffer, max_records)
+        return self.fetch_collector.collect_fetch(self.fetch_buffer, max_records, update_offsets)
 
     # --- positions -------------------------------------------------------------------------
 
