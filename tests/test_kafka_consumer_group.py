@@ -113,3 +113,30 @@ def test_auto_commit_on_close_in_assign_mode(broker):
         positions = {tp: first.position(tp, timeout_ms=10000) for tp in tps}
     with grouped(broker, group, enable_auto_commit=False) as reader:
         assert {tp: reader.committed(tp) for tp in tps} == positions
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_periodic_auto_commit_of_returned_positions(broker, protocol):
+    """Auto-commit runs from poll() every auto_commit_interval_ms, committing the positions
+    of records already returned, with no close() and no explicit commit."""
+    if protocol == "consumer" and "kip848" not in broker.capabilities:
+        pytest.skip("the broker has no KIP-848 group coordinator")
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 60)
+    tps = [TopicPartition(topic, p) for p in range(2)]
+    configs = dict(enable_auto_commit=True, auto_commit_interval_ms=100, group_protocol=protocol)
+    if protocol == "consumer":  # grouped() sets classic-only settings the new protocol refuses
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group_name(),
+                                 auto_offset_reset="earliest", fetch_max_wait_ms=100, **configs)
+    else:
+        consumer = grouped(broker, group_name(), **configs)
+    with consumer:
+        consumer.assign(tps)
+        assert_same(consume(consumer, len(written)), written)
+        ends = {tp: consumer.position(tp) for tp in tps}
+        committed: dict = {}
+        deadline = time.monotonic() + 30
+        while committed != ends and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=100)
+            committed = {tp: consumer.committed(tp) for tp in tps}
+        assert committed == ends
