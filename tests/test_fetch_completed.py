@@ -216,3 +216,37 @@ def test_unknown_codec_keeps_its_class():
         cf.fetch_records(10)
     assert isinstance(info.value, (CorruptRecordError, UnsupportedCodecError))
     assert cf.next_fetch_offset == 0
+
+
+@pytest.mark.parametrize("check_crcs", [True, False])
+def test_hostile_bytes_give_records_or_kafka_errors_only(check_crcs):
+    """Flipped or cut fetch data: records (each offset once, in order) or a KafkaError;
+    never IndexError/struct.error, never a loop that does not end."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    clean = batch(0, 4) + batch(4, 3, compression_type=1) + batch(7, 5)
+
+    @hypothesis.settings(max_examples=150, deadline=None, derandomize=True)
+    @hypothesis.given(flips=st.lists(st.tuples(st.integers(0, len(clean) - 1), st.integers(1, 255)), max_size=4),
+                      cut=st.integers(0, len(clean)), max_records=st.integers(1, 6))
+    def check(flips, cut, max_records):
+        data = bytearray(clean[:cut] if cut else clean)
+        for pos, mask in flips:
+            if pos < len(data):
+                data[pos] ^= mask
+        cf = completed(bytes(data), check_crcs=check_crcs)
+        seen: list[int] = []
+        for _ in range(len(clean)):  # far more calls than records: must finish well before
+            try:
+                got = cf.fetch_records(max_records)
+            except KafkaError:
+                break
+            assert len(got) <= max_records
+            seen += offsets(got)
+            if cf.is_consumed and not got:
+                break
+        else:
+            raise AssertionError("fetch_records never finished")
+        assert seen == sorted(set(seen))
+
+    check()
