@@ -149,6 +149,25 @@ def test_bad_frame_size_is_refused_from_its_prefix_alone(size):
         conn.receive(struct.pack(">i", size))
 
 
+def test_memory_follows_the_bytes_received_not_the_declared_size():
+    import tracemalloc
+
+    conn = Connection("n1")  # default limit: 100 MiB
+    ifr = send_heartbeats(conn, 1)[0]
+    drain(conn)
+    tracemalloc.start()
+    try:
+        # A peer declares a 90 MiB frame and sends a few bytes of it, one at a time.
+        conn.receive(struct.pack(">ii", 90 * 1024 * 1024, ifr.correlation_id))
+        for _ in range(100):
+            conn.receive(b"\x00")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+    assert conn.in_flight_count == 1  # still waiting for the rest
+
+
 def test_frame_at_the_limit_is_accepted():
     conn = Connection("n1", receive_message_max_bytes=1000)
     ifr = send_heartbeats(conn, 1)[0]

@@ -82,8 +82,11 @@ class Connection:
         self._out_pos = 0
         # Incoming frame being assembled: 4-byte size prefix, then exactly `size` bytes.
         self._prefix = bytearray()
+        # The frame being received and its declared size. The buffer grows with the bytes
+        # that actually arrive (bytearray growth is amortized, and large blocks are
+        # extended in place by realloc), not with the size a peer declares.
         self._frame: bytearray | None = None
-        self._filled = 0
+        self._frame_size = 0
 
     # --- sending ------------------------------------------------------------------
 
@@ -183,13 +186,12 @@ class Connection:
                     raise errors.InvalidReceiveError(
                         "node {} sent a frame of {} bytes (limit {})".format(
                             self.node_id, size, self.receive_message_max_bytes))
-                self._frame = bytearray(size)
-                self._filled = 0
-            take = min(len(self._frame) - self._filled, end - pos)
-            self._frame[self._filled:self._filled + take] = view[pos:pos + take]
-            self._filled += take
+                self._frame = bytearray()
+                self._frame_size = size
+            take = min(self._frame_size - len(self._frame), end - pos)
+            self._frame += view[pos:pos + take]
             pos += take
-            if self._filled == len(self._frame):
+            if len(self._frame) == self._frame_size:
                 frame, self._frame = self._frame, None
                 done.append(self._complete(frame))
 
