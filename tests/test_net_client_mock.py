@@ -501,3 +501,21 @@ def test_metadata_update_callbacks_run_with_no_client_lock_held(mock_cluster, cl
         assert failed.failed() and seen == [True, True]
     finally:
         lonely.close()
+
+
+def test_a_request_waiting_for_its_connection_times_out_on_its_own(mock_cluster_factory, clients):
+    # The broker answers after 1.5 s, so the connection is still negotiating ApiVersions
+    # when the short request's own timeout passes: it fails without being sent, the
+    # connection is kept, and the patient request goes through once the node is ready.
+    cluster = mock_cluster_factory(1)
+    cluster.broker_rtt(1, 1_500)
+    client = clients(cluster)
+    short = client.send("bootstrap-0", MetadataRequest(topics=[]), timeout_ms=200)
+    patient = client.send("bootstrap-0", MetadataRequest(topics=[]), timeout_ms=30_000)
+    client.poll(20_000, future=short)
+    assert short.failed()
+    assert type(short.exception) is errors.KafkaTimeoutError  # not sent: no RequestTimeoutError
+    assert short.retriable() and "not sent within" in str(short.exception)
+    assert not patient.is_done
+    assert wait(client, patient).brokers
+    assert client.connection_failed("bootstrap-0") is None
