@@ -195,3 +195,18 @@ def test_planning_below_the_log_start_follows_fail_on_data_loss(mock_cluster, re
                                                      OffsetRange(topic, 0, middle, 100)]
         # An end below the start (a recreated topic) plans nothing for the partition.
         assert resolver.plan({tp: 90}, {tp: 50}) == []
+
+
+@pytest.mark.needs("fault_injection")
+def test_out_of_range_above_the_log_start_is_a_log_that_ends_early(broker):
+    # OFFSET_OUT_OF_RANGE at a position at or above the earliest offset: the log now ends
+    # below it (truncation). Strict: DataLossError; lenient: the read stops, no retry loop.
+    topic = broker.new_topic(partitions=1)
+    broker.produce(topic, 20)
+    fetch, offset_out_of_range = 1, 1
+    broker.push_partition_request_errors(topic, 0, fetch, [offset_out_of_range])
+    with pytest.raises(DataLossError, match="now ends below offset 5"):
+        list(read_range(options(broker, topic), OffsetRange(topic, 0, 5, 20)))
+    broker.push_partition_request_errors(topic, 0, fetch, [offset_out_of_range])
+    lenient = options(broker, topic, failOnDataLoss="false")
+    assert rows(read_range(lenient, OffsetRange(topic, 0, 5, 20))) == []

@@ -148,9 +148,14 @@ def read_range(options: SourceOptions, r: OffsetRange, *, batch_rows: int = BATC
 
 
 def _skip_lost(consumer: KafkaConsumer, options: SourceOptions, r: OffsetRange, position: int) -> int:
-    """The offset at ``position`` is gone: fail, or continue at the earliest one left."""
+    """``position`` is out of range: fail, or continue at the earliest offset left (or stop
+    when the log now ends below ``position``); returns the new position."""
     tp = r.topic_partition
     earliest = consumer.beginning_offsets([tp])[tp]
+    if earliest <= position:  # out of range above: the log was truncated below position
+        data_loss(options, "{}-{} now ends below offset {}, below the planned end {} (truncated or "
+                  "recreated)".format(r.topic, r.partition, position, r.until_offset))
+        return r.until_offset
     data_loss(options, "offsets {}-{} of {}-{} are no longer available (earliest is now {})".format(
         position, min(earliest, r.until_offset) - 1, r.topic, r.partition, earliest))
     if earliest >= r.until_offset:
