@@ -202,3 +202,17 @@ def test_join_group_error_answer_with_null_strings_is_read():
         _JoinGroupResponse.decode(struct.pack(">ihihhhi", 0, 0, 1, -1, -1, -1, 0), 5)
     with pytest.raises(errors.CorruptMessageError):
         _JoinGroupResponse.decode(struct.pack(">ihi", 0, 82, -1), 5)
+
+
+def test_wakeup_check_interrupts_a_blocking_coordinator_wait(make):
+    coordinator, _, _ = make()
+    calls = []
+
+    def check():
+        calls.append(1)
+        raise errors.WakeupException()
+
+    coordinator.check_wakeup = check
+    with pytest.raises(errors.WakeupException):
+        coordinator.ensure_coordinator_ready(60000)  # nothing listens on 127.0.0.1:9
+    assert calls == [1]

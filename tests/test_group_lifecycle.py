@@ -139,23 +139,33 @@ def test_injected_coordinator_errors_are_survived_without_losing_records(cluster
         got: set = set()
 
         def consume(until):
+            state = {"dirty": False}
+
             def step():
                 for records in c.poll(100).values():
                     got.update((r.partition, r.offset) for r in records)
-                if not until():
-                    return False
-                try:
-                    c.commit()
-                except (errors.CommitFailedError, errors.RebalanceInProgressError):
-                    return False  # refused during a rebalance: poll, then commit again
-                return True
+                    state["dirty"] = True
+                if state["dirty"]:
+                    try:
+                        c.commit()  # after processing, as an application does
+                        state["dirty"] = False
+                    except (errors.CommitFailedError, errors.RebalanceInProgressError):
+                        pass  # refused during a rebalance: poll, then commit again
+                return not state["dirty"] and until()
             wait_for(step, "records processed and committed", step_s=0)
 
         consume(lambda: len(got) >= 20)
-        cluster.push_request_errors(api_key, codes)
+        generation = c.group_metadata()["generation_id"]
+        # On every broker: only the coordinator's are consumed (by our requests to it).
+        brokers = range(1, cluster.broker_count + 1)
+        for broker_id in brokers:
+            cluster.push_broker_request_errors(broker_id, api_key, codes)
         second = cluster.produce(topic, 100, start_index=100)
         want = {(w.partition, w.offset) for w in first + second}
-        consume(lambda: want <= got)
+        # A heartbeat's REBALANCE_IN_PROGRESS makes the next poll rejoin (a new generation).
+        rejoin = codes == [REBALANCE_IN_PROGRESS]
+        consume(lambda: want <= got and any(cluster.broker_error_stack_count(b, api_key) == 0 for b in brokers)
+                and (not rejoin or c.group_metadata()["generation_id"] > generation))
         ends = {}
         for w in first + second:
             ends[w.partition] = max(ends.get(w.partition, 0), w.offset + 1)

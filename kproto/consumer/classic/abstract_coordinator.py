@@ -95,6 +95,9 @@ class AbstractCoordinator:
         # A fatal error seen on the heartbeat thread, raised on the application thread.
         self._fatal_error: Optional[BaseException] = None
         self._closing = False
+        #: Set by the consumer (its ``maybe_trigger_wakeup``): called around every blocking
+        #: wait on the application thread, so ``wakeup()`` interrupts a long join.
+        self.check_wakeup: Optional[Callable[[], None]] = None
 
     # --- hooks for the subclass ------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class AbstractCoordinator:
             if remaining <= 0:
                 return None
             wait = min(remaining, self.retry_backoff_ms) if future is None else remaining
-            self._client.poll(timeout_ms=wait, future=future)
+            self._app_poll(wait, future)
 
     def lookup_coordinator(self) -> Optional[Any]:
         """Send FindCoordinator unless one is in flight or we are backing off; its Future or None."""
@@ -257,7 +260,7 @@ class AbstractCoordinator:
             if round_future is None:
                 continue
             while not round_future.is_done and self._clock() < deadline:
-                self._client.poll(timeout_ms=max(0.0, deadline - self._clock()), future=round_future)
+                self._app_poll(max(0.0, deadline - self._clock()), round_future)
             if not round_future.is_done:
                 return False
             self._join = None
@@ -377,10 +380,18 @@ class AbstractCoordinator:
         if verdict.backoff:
             self._backoff(deadline)
 
+    def _app_poll(self, timeout_ms: float, future: Any = None) -> None:
+        """One blocking network step on the application thread, honouring ``wakeup()``."""
+        if self.check_wakeup is not None:
+            self.check_wakeup()
+        self._client.poll(timeout_ms=timeout_ms, future=future)
+        if self.check_wakeup is not None:
+            self.check_wakeup()
+
     def _backoff(self, deadline: float) -> None:
         until = min(deadline, self._clock() + self.retry_backoff_ms)
         while self._clock() < until:
-            self._client.poll(timeout_ms=until - self._clock())
+            self._app_poll(until - self._clock())
 
     def _version(self, request_cls: Any, node: Any) -> Optional[int]:
         """The highest version both sides support, capped (``group_requests.MAX_VERSIONS``); None while the

@@ -159,7 +159,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             return
         future = self._client.request_metadata_update()
         while not future.is_done and self._clock() < deadline:
-            self._client.poll(timeout_ms=deadline - self._clock(), future=future)
+            self._app_poll(deadline - self._clock(), future)
         self._update_pattern_subscription()
 
     def rejoin_needed_or_pending(self) -> bool:
