@@ -115,25 +115,33 @@ class OffsetsRequestManager:
             lookup.next_send_ms = self._time_ms() + self.retry_backoff_ms
             return []
         requests = []
-        min_version = utils.list_offsets_min_version(self._isolation_level, lookup.require_timestamp)
         for node_id, partitions in by_node.items():
-            versions: list[int] = []
-
-            def _build(max_version: int, partitions=partitions, versions=versions) -> tuple[Any, int]:
-                if max_version < min_version:
-                    raise UnsupportedVersionError("ListOffsets v{}+ is needed, the broker has v{}".format(
-                        min_version, max_version))
-                versions.append(max_version)
-                return utils.build_list_offsets_request(partitions, self._isolation_level, max_version,
-                                                        self.request_timeout_ms), max_version
-
-            unsent = UnsentRequest(RequestBuilder(ListOffsetsRequest, _build), node_id)
             requested = set(partitions)
-            unsent.when_complete(lambda response, error, requested=requested, versions=versions:
-                                 self._on_lookup_response(lookup, requested, versions, response, error))
+            requests.append(self._list_offsets_request(
+                node_id, partitions, lookup.require_timestamp,
+                lambda versions, response, error, requested=requested:
+                    self._on_lookup_response(lookup, requested, versions, response, error)))
             lookup.in_flight += 1
-            requests.append(unsent)
         return requests
+
+    def _list_offsets_request(self, node_id: int, partitions: dict, require_timestamp: bool,
+                              on_done: Callable[[list, Any, Optional[BaseException]], None]) -> UnsentRequest:
+        """A ListOffsets to ``node_id`` built for the node's version; ``on_done(versions,
+        response, error)`` gets the version it was sent with as ``versions[-1]``."""
+        min_version = utils.list_offsets_min_version(self._isolation_level, require_timestamp)
+        versions: list[int] = []
+
+        def _build(max_version: int) -> tuple[Any, int]:
+            if max_version < min_version:
+                raise UnsupportedVersionError("ListOffsets v{}+ is needed, the broker has v{}".format(
+                    min_version, max_version))
+            versions.append(max_version)
+            return utils.build_list_offsets_request(partitions, self._isolation_level, max_version,
+                                                    self.request_timeout_ms), max_version
+
+        unsent = UnsentRequest(RequestBuilder(ListOffsetsRequest, _build), node_id)
+        unsent.when_complete(lambda response, error: on_done(versions, response, error))
+        return unsent
 
     def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list, response: Any,
                             error: Optional[BaseException]) -> None:
@@ -238,25 +246,14 @@ class OffsetsRequestManager:
                     self.metadata.add_topic(topic)
             self.subscriptions.request_failed(no_leader, now + self.retry_backoff_ms)
             self.metadata.request_update()
-        min_version = utils.list_offsets_min_version(self._isolation_level, False)
         for node_id, partitions in by_node.items():
             requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
-            versions: list[int] = []
-
-            def _build(max_version: int, partitions=partitions, versions=versions) -> tuple[Any, int]:
-                if max_version < min_version:
-                    raise UnsupportedVersionError("ListOffsets v{}+ is needed, the broker has v{}".format(
-                        min_version, max_version))
-                versions.append(max_version)
-                return utils.build_list_offsets_request(partitions, self._isolation_level, max_version,
-                                                        self.request_timeout_ms), max_version
-
             # No second request for these until this one is answered or fails.
             self.subscriptions.set_next_allowed_retry(requested, now + self.request_timeout_ms)
-            unsent = UnsentRequest(RequestBuilder(ListOffsetsRequest, _build), node_id)
-            unsent.when_complete(lambda response, error, requested=requested, versions=versions:
-                                 self._on_reset_response(requested, versions, response, error))
-            self._position_requests.append(unsent)
+            self._position_requests.append(self._list_offsets_request(
+                node_id, partitions, False,
+                lambda versions, response, error, requested=requested:
+                    self._on_reset_response(requested, versions, response, error)))
 
     def _on_reset_response(self, requested: dict, versions: list, response: Any,
                            error: Optional[BaseException]) -> None:
