@@ -170,3 +170,54 @@ def test_streamed_zstd_bomb_and_truncation():
         decompress(ZSTD, frame, max_size=100_000)
     with pytest.raises(CorruptMessageError):
         decompress(ZSTD, frame[: len(frame) - 3])
+
+
+def _streamed_zstd(data: bytes) -> bytes:
+    import zstandard
+
+    c = zstandard.ZstdCompressor().compressobj()  # no content size, as Java/librdkafka
+    return c.compress(data) + c.flush()
+
+
+@pytest.mark.parametrize("codec", [LZ4, ZSTD])
+def test_bomb_output_stays_near_the_bound(codec):
+    # Memory used while refusing a bomb is about the bound, not the bomb's full size.
+    import tracemalloc
+
+    bomb = _streamed_zstd(bytes(64 * 1024 * 1024)) if codec == ZSTD else \
+        compress(LZ4, bytes(64 * 1024 * 1024))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptMessageError, match="more than"):
+            decompress(codec, bomb, max_size=2 * 1024 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024
+
+
+def test_zstd_frames_in_a_row_and_context_reuse_after_errors():
+    a, b = b"first frame " * 100, b"second frame " * 300
+    two = _streamed_zstd(a) + _streamed_zstd(b)
+    assert decompress(ZSTD, two) == a + b
+    assert decompress(ZSTD, compress(ZSTD, a)) == a  # a frame that declares its size
+    # A failure half-way through a frame leaves nothing behind for the next call.
+    for bad in (two[:len(two) - 5], _streamed_zstd(bytes(1 << 20)), b"\x28\xb5\x2f\xfd" + bytes(8)):
+        with pytest.raises(CorruptMessageError):
+            decompress(ZSTD, bad, max_size=100_000)
+        assert decompress(ZSTD, two) == a + b
+
+
+@pytest.mark.parametrize("codec", [LZ4, ZSTD])
+def test_output_larger_than_the_first_step_is_whole(codec):
+    # lz4 starts with a 1 MiB output bound and zstd feeds its input in pieces: a batch
+    # that decompresses to several MiB comes out whole and exact.
+    import random
+
+    rnd = random.Random(5)
+    data = bytes(rnd.getrandbits(8) for _ in range(64 * 1024)) * 48  # 3 MiB
+    packed = _streamed_zstd(data) if codec == ZSTD else compress(codec, data)
+    assert decompress(codec, packed) == data
+    assert decompress(codec, packed, max_size=len(data)) == data
+    with pytest.raises(CorruptMessageError, match="more than"):
+        decompress(codec, packed, max_size=len(data) - 1)

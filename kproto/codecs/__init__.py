@@ -7,8 +7,8 @@ snappy, lz4 and zstd use optional packages that are imported on first use only, 
 ``UnsupportedCodecError`` naming the pip extra that installs it.
 
 Every decompressor is bounded: output beyond ``max_size`` bytes raises
-``CorruptMessageError`` after at most ``max_size + 1`` bytes were produced, so a
-decompression bomb cannot exhaust memory.
+``CorruptMessageError`` after at most ``max_size + 1`` bytes (zstd: ``max_size`` plus one
+128 KiB block) were produced, so a decompression bomb cannot exhaust memory.
 
 Wire formats (what Kafka's Java producer writes, see Kafka's ``compress`` package):
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 import zlib
 from typing import Any
 
@@ -225,20 +226,42 @@ def _lz4_fix_header(data: bytes, broken: bool) -> bytes:
 
 def _lz4_decompress(data: bytes, max_size: int) -> bytes:
     frame = _module(LZ4)
-    d = frame.LZ4FrameDecompressor()
     try:
-        out = d.decompress(data, max_length=max_size + 1)
+        return _lz4_bounded(frame, data, max_size)
     except RuntimeError as exc:
         if "headerChecksum" not in str(exc):
             raise CorruptMessageError("invalid lz4 data: {}".format(exc)) from exc
-        # A legacy (magic 0) frame with Kafka 0.8's header checksum: put the right one in
-        # and try again (only then, so normal frames skip the Python xxh32).
-        d = frame.LZ4FrameDecompressor()
-        try:
-            out = d.decompress(_lz4_fix_header(data, broken=False), max_length=max_size + 1)
-        except RuntimeError as exc2:
-            raise CorruptMessageError("invalid lz4 data: {}".format(exc2)) from exc2
-    if len(out) > max_size:
+    # A legacy (magic 0) frame with Kafka 0.8's header checksum: put the right one in and
+    # try again (only then, so normal frames skip the Python xxh32).
+    try:
+        return _lz4_bounded(frame, _lz4_fix_header(data, broken=False), max_size)
+    except RuntimeError as exc2:
+        raise CorruptMessageError("invalid lz4 data: {}".format(exc2)) from exc2
+
+
+# First output bound of an lz4 call. python-lz4 allocates ``max_length`` bytes up front,
+# so asking for max_size + 1 at once costs a 256 MiB allocation per batch (~10x the
+# decompression of a 16 KiB batch); start near the likely size and grow.
+_LZ4_FIRST_STEP = 1 << 20
+
+
+def _lz4_bounded(frame: Any, data: bytes, max_size: int) -> bytes:
+    """Decompress one LZ4 frame producing at most ``max_size + 1`` bytes."""
+    d = frame.LZ4FrameDecompressor()
+    limit = max_size + 1
+    out = d.decompress(data, max_length=min(limit, max(_LZ4_FIRST_STEP, 8 * len(data))))
+    total = len(out)
+    if not d.eof and not d.needs_input and total < limit:
+        # The output bound was reached with more to come: continue, doubling the bound.
+        parts = [out]
+        while not d.eof and not d.needs_input and total < limit:
+            piece = d.decompress(b"", max_length=min(limit - total, total))
+            if not piece:
+                break
+            parts.append(piece)
+            total += len(piece)
+        out = b"".join(parts)
+    if total > max_size:
         raise _too_big(LZ4, max_size)
     if not d.eof:
         raise CorruptMessageError("truncated lz4 data")
@@ -258,38 +281,55 @@ def _lz4_compress(data: bytes, legacy: bool) -> bytes:
 
 # --- zstd ----------------------------------------------------------------------------
 
+# Most output one input byte of zstd can yield: a 4-byte RLE block decodes to 128 KiB.
+_ZSTD_MAX_RATIO_SHIFT = 15
+_zstd_local = threading.local()
+
+
 def _zstd_decompress(data: bytes, max_size: int) -> bytes:
+    """Frames with or without a content size (Java and librdkafka stream them), one or
+    several in a row. The input is fed in pieces no larger than the room left divided by
+    zstd's largest expansion, so the output stays within ``max_size`` plus one block
+    whatever the data; a decompressobj (no output bound of its own) is ~5x faster here
+    than the size-bounded readers, which allocate their whole bound per call."""
     zstd = _module(ZSTD)
+    if not data:
+        raise CorruptMessageError("empty zstd data")
+    # A decompression context per thread (creating one costs as much as decompressing a
+    # small batch; one context must not serve two threads at once).
+    dctx = getattr(_zstd_local, "dctx", None)
+    if dctx is None:
+        dctx = _zstd_local.dctx = zstd.ZstdDecompressor()
+    view = memoryview(data)
+    end = len(data)
+    out = []
+    total = 0
+    pos = 0
     try:
         size = zstd.get_frame_parameters(data).content_size
-        if size not in (0, zstd.CONTENTSIZE_UNKNOWN):
-            # The frame declares its size: check it first, then one exact-size call.
-            if size > max_size:
-                raise _too_big(ZSTD, max_size)
-            return zstd.ZstdDecompressor().decompress(data)
-        # A streamed frame (no size): read through a bounded reader, which cannot tell
-        # a truncated frame from a finished one; a decompressobj pass (its output now
-        # known to be bounded) checks that the frame is complete.
-        import io
-        out = []
-        total = 0
-        with zstd.ZstdDecompressor().stream_reader(io.BytesIO(data),
-                                                   read_across_frames=True) as reader:
-            while True:
-                chunk = reader.read(min(max_size + 1 - total, 1 << 20))
-                if not chunk:
-                    break
-                total += len(chunk)
-                out.append(chunk)
+        if 0 < size <= max_size and size != zstd.CONTENTSIZE_UNKNOWN:
+            # The frame declares a size within bounds: one exact-size call (the fastest).
+            return dctx.decompress(data)
+        obj = dctx.decompressobj()
+        while pos < end:
+            step = max(4, (max_size - total) >> _ZSTD_MAX_RATIO_SHIFT)
+            piece = obj.decompress(view[pos:pos + step])
+            pos += step
+            if piece:
+                total += len(piece)
+                out.append(piece)
                 if total > max_size:
                     raise _too_big(ZSTD, max_size)
-        check = zstd.ZstdDecompressor().decompressobj()
-        check.decompress(data)
-        if not check.eof:
+            if obj.eof:
+                # The frame ended inside this piece: the next one starts after it.
+                pos = min(pos, end) - len(obj.unused_data)
+                if pos < end:
+                    obj = dctx.decompressobj()
+        if not obj.eof:
             raise CorruptMessageError("truncated zstd data")
     except zstd.ZstdError as exc:
         raise CorruptMessageError("invalid zstd data: {}".format(exc)) from exc
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 # --- dispatch ------------------------------------------------------------------------
