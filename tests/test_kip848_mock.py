@@ -140,7 +140,8 @@ def test_target_assignment_is_reconciled_in_the_seed_order(broker) -> None:
 
 
 @pytest.mark.needs("kip848", "fault_injection")
-def test_fenced_member_loses_its_partitions_rejoins_and_loses_no_record(broker) -> None:
+@pytest.mark.parametrize("error_code", [110, 25], ids=["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"])
+def test_fenced_member_loses_its_partitions_rejoins_and_loses_no_record(broker, error_code) -> None:
     topic = broker.new_topic(partitions=2, prefix="k848")
     written = broker.produce(topic, 20)
     group = "g-" + topic
@@ -150,7 +151,7 @@ def test_fenced_member_loses_its_partitions_rejoins_and_loses_no_record(broker) 
     seen: dict = {}
     drive([consumer], lambda: len(seen) == 20, seen)
     broker.set_group_consumer_heartbeat_interval(100)
-    broker.push_request_errors(68, [110])  # FENCED_MEMBER_EPOCH on the next heartbeat
+    broker.push_request_errors(68, [error_code])  # on the next heartbeat
     more = broker.produce(topic, 10, start_index=20)
     drive([consumer], lambda: any(e[1] == "lost" for e in log) and len(seen) == 30
           and membership(consumer).state is MemberState.STABLE, seen)
