@@ -144,6 +144,8 @@ def main() -> None:
         for cores in (1, 2):
             n, elapsed = bench_spark(bootstrap, topic, cores, args.repeat)
             results.append(("spark local[{}]".format(cores), n, elapsed))
+        # Scaling needs idle cores: the load average says how many others were busy.
+        print("cpus {}, load average {:.1f}".format(os.cpu_count(), os.getloadavg()[0]))
         print("{:<28} {:>10} {:>9} {:>12}".format("reader", "records", "seconds", "records/s"))
         for name, count, elapsed in results:
             print("{:<28} {:>10} {:>9.2f} {:>12,.0f}".format(name, count, elapsed, count / elapsed))
