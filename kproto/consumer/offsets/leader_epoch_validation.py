@@ -20,7 +20,7 @@ from kproto.messages import OffsetForLeaderEpochRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from . import _codes
-from .offset_fetcher_utils import answered_partitions, format_partitions, topic_authorization_error
+from .offset_fetcher_utils import answered_partitions, current_leader, format_partitions, topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -47,6 +47,15 @@ class OffsetForEpochResult:
 
     end_offsets: dict[TopicPartition, EpochEndOffset] = field(default_factory=dict)
     partitions_to_retry: set[TopicPartition] = field(default_factory=set)
+
+
+def positions_to_validate(subscriptions: Any, metadata: Any, now_ms: int) -> dict[TopicPartition, Any]:
+    """Note every assigned partition's current leader (a change moves it to
+    AWAIT_VALIDATION), then the positions awaiting validation whose retry time has come."""
+    for tp in subscriptions.assigned_partitions():
+        subscriptions.maybe_validate_position_for_current_leader(tp, current_leader(metadata, tp))
+    positions = {tp: subscriptions.position(tp) for tp in subscriptions.partitions_needing_validation(now_ms)}
+    return {tp: pos for tp, pos in positions.items() if pos is not None}
 
 
 def needs_request(position: Any) -> bool:
