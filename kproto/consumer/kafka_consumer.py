@@ -167,7 +167,13 @@ class KafkaConsumer:
 
     def poll(self, timeout_ms: int = 0, max_records: Optional[int] = None,
              update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Fetch records; returns ``{TopicPartition: [ConsumerRecord, ...]}``."""
+        """Fetch records; returns ``{TopicPartition: [ConsumerRecord, ...]}``.
+
+        ``update_offsets=False`` (kafka-python) returns records without advancing positions:
+        the caller moves them with ``seek()``, else the same records come again. Corrupt
+        fetched data raises ``CorruptRecordError`` (``topic``, ``partition``, ``offset``)
+        once the records before it were returned, until the caller seeks past it.
+        """
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or not timeout_ms >= 0:
             raise IllegalArgumentError("timeout_ms must be a non-negative number of milliseconds, "
                                        "not {!r}".format(timeout_ms))
