@@ -134,14 +134,15 @@ def poll_until_error(consumer: KafkaConsumer, timeout_s: float = 30.0):
     raise AssertionError("no CorruptRecordError within {} s; got {} records".format(timeout_s, len(records)))
 
 
-def test_corrupt_batch_raises_then_seek_past_it_loses_nothing(proxied_tansu):
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])  # both engines share the fetch core
+def test_corrupt_batch_raises_then_seek_past_it_loses_nothing(proxied_tansu, group_protocol):
     topic = "corrupt-{}".format(time.monotonic_ns())
     create_topic(proxied_tansu.bootstrap_servers, topic, 1)
     written = produce_around_marker(proxied_tansu.bootstrap_servers, topic)
     marker_offset = next(o for o, v in written if MARKER in v)
     tp = TopicPartition(topic, 0)
     with KafkaConsumer(bootstrap_servers=proxied_tansu.bootstrap_servers, auto_offset_reset="earliest",
-                       fetch_max_wait_ms=100) as consumer:
+                       fetch_max_wait_ms=100, group_protocol=group_protocol) as consumer:
         consumer.assign([tp])
         before, error = poll_until_error(consumer)
         assert proxied_tansu.flipped > 0
