@@ -8,7 +8,8 @@ confluent-kafka's producer, then each client consumes it from the beginning with
 assign() (no group), touching every record's offset, key and value, on the same broker
 process. Time runs from the consumer's construction to the last record (connecting and
 offset lookups included). kproto and kafka-python check CRCs (their default); kproto is
-also run without. kafka-python cannot bootstrap against librdkafka's mock cluster (it
+also run without; confluent-kafka with its defaults and with ``fetch.queue.backoff.ms=0``
+("vs ck" compares with its defaults). kafka-python cannot bootstrap against librdkafka's mock cluster (it
 dies in its version probe), so it is skipped there. ``--profile`` runs kproto once more
 under cProfile and prints the hottest functions.
 """
@@ -94,12 +95,17 @@ def run_kafka_python(bootstrap: str, topic: str, n: int) -> tuple[int, int]:
     return drain(consumer, n)
 
 
-def run_confluent(bootstrap: str, topic: str, n: int) -> tuple[int, int]:
+def run_confluent(bootstrap: str, topic: str, n: int, tuned: bool = False) -> tuple[int, int]:
+    """confluent-kafka with its defaults, or ``tuned`` with ``fetch.queue.backoff.ms=0``
+    (librdkafka otherwise pauses fetching while its queue holds data)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     count = size = 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-{}".format(time.monotonic_ns()),
-                         "enable.auto.commit": False, "broker.address.family": "v4"})
+    config = {"bootstrap.servers": bootstrap, "group.id": "bench-{}".format(time.monotonic_ns()),
+              "enable.auto.commit": False, "broker.address.family": "v4"}
+    if tuned:
+        config["fetch.queue.backoff.ms"] = 0
+    consumer = Consumer(config)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     idle = time.monotonic() + 10
     while count < n and time.monotonic() < idle:
@@ -169,25 +175,27 @@ def bench_one(kind: str, records: int, clients: list[str], profile: bool) -> Non
             "kproto (no crc check)": lambda: timed(run_kproto, bootstrap, topic, n, False),
             "kafka-python 3 (check_crcs)": lambda: timed(run_kafka_python, bootstrap, topic, n),
             "confluent-kafka (defaults)": lambda: timed(run_confluent, bootstrap, topic, n),
+            "confluent-kafka (no fetch backoff)": lambda: timed(run_confluent, bootstrap, topic, n, True),
         }
         wanted = {"kproto": ("kproto (check_crcs)", "kproto (no crc check)"),
-                  "kafka-python": ("kafka-python 3 (check_crcs)",), "confluent": ("confluent-kafka (defaults)",)}
+                  "kafka-python": ("kafka-python 3 (check_crcs)",),
+                  "confluent": ("confluent-kafka (defaults)", "confluent-kafka (no fetch backoff)")}
         results = {}
         for client in clients:
             for name in wanted[client]:
                 if kind == "mock" and name.startswith("kafka-python"):
-                    print("{:<30} skipped: kafka-python cannot bootstrap against the mock cluster".format(name))
+                    print("{:<36} skipped: kafka-python cannot bootstrap against the mock cluster".format(name))
                     continue
                 count, size, seconds = runs[name]()
                 results[name] = (count, size, seconds)
         kp = results.get("kafka-python 3 (check_crcs)")
         cf = results.get("confluent-kafka (defaults)")
-        print("{:<30} {:>8} {:>8} {:>11} {:>7} {:>8} {:>8}".format(
+        print("{:<36} {:>8} {:>8} {:>11} {:>7} {:>8} {:>8}".format(
             "client", "records", "seconds", "records/s", "MB/s", "vs kp", "vs ck"))
         for name, (count, size, seconds) in results.items():
             rate = count / seconds
             ratio = lambda ref: "-" if ref is None else "{:.2f}x".format(rate / (ref[0] / ref[2]))  # noqa: E731
-            print("{:<30} {:>8} {:>8.2f} {:>11,.0f} {:>7.1f} {:>8} {:>8}{}".format(
+            print("{:<36} {:>8} {:>8.2f} {:>11,.0f} {:>7.1f} {:>8} {:>8}{}".format(
                 name, count, seconds, rate, size / seconds / 1e6, ratio(kp), ratio(cf),
                 "" if count == n else "  (INCOMPLETE)"))
         if profile and "kproto" in clients:
