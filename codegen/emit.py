@@ -29,6 +29,7 @@ IMPORTS = """\
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -179,19 +180,30 @@ class ModuleEmitter:
         """
         key = ("da", st.class_name, v)
         if key not in self.memo:
-            body = ["limit = len(mv)", "result = []", "add = result.append",
-                    "for _ in range(n):"]
-            body += ["    " + line for line in self.decode_body(msg, st, v)]
-            body += ["    add(o)", "return result, pos"]
+            # The caller checked ``n`` against the bytes left, so the objects are created at
+            # once by C code (no call and append per element in the loop).
+            body = ["limit = len(mv)",
+                    "result = list(map(_new, _repeat({}, n)))".format(st.class_name),
+                    "for o in result:"]
+            body += ["    " + line for line in self.decode_body(msg, st, v, create=False)]
+            body += ["return result, pos"]
             self.memo[key] = self.add_function("da", st.class_name, v, "mv, pos, n", body)
         return self.memo[key]
 
-    def decode_body(self, msg: Message, st: Struct, v: int) -> list[str]:
-        """Lines decoding ``st`` into local ``o``, advancing ``pos``."""
+    def decode_body(self, msg: Message, st: Struct, v: int, create: bool = True) -> list[str]:
+        """Lines decoding ``st`` into local ``o`` (a new object unless ``create`` is false),
+        advancing ``pos``."""
         flexible = v in msg.flexible
         regular, tagged = split_fields(st, v)
-        body = ["o = _new({})".format(st.class_name)]
-        for group, f in runs(regular):
+        body = ["o = _new({})".format(st.class_name)] if create else []
+        parts = list(runs(regular))
+        i = 0
+        while i < len(parts):
+            group, f = parts[i]
+            if i + 1 < len(parts) and self.can_read_past(msg, group, f, parts[i + 1][0], v):
+                self.read_past_empty_array(msg, v, group, f, parts[i + 1], body)
+                i += 2
+                continue
             peeked_at = None
             if group:
                 fmt = "".join(FIXED[g.type][0] for g in group)
@@ -210,11 +222,54 @@ class ModuleEmitter:
                     body.append("pos += {}".format(size))
             if f is not None:
                 self.read_field(msg, f, v, "o." + f.attr, body, peeked_at)
+            i += 1
         if flexible:
             reader = self.tag_reader(msg, st, v, tagged) if tagged else "_read_unknown"
             body += ["if mv[pos]:", "    pos = {}(o, mv, pos)".format(reader), "else:",
                      "    pos += 1"]
         return body
+
+    def can_read_past(self, msg: Message, group: list[Field], f: Field | None,
+                      group2: list[Field], v: int) -> bool:
+        """Whether ``group``, array ``f`` and ``group2`` can be read as one struct when the
+        array is empty: ``f`` is a compact array whose empty value is the lazy default, between
+        two runs of fixed-width fields (FetchResponse.PartitionData's aborted_transactions)."""
+        return (bool(group) and bool(group2) and f is not None and f.is_array
+                and self.varint_prefixed(msg, f, v) and parse_default(f) == ("list", True))
+
+    def read_past_empty_array(self, msg: Message, v: int, group: list[Field], f: Field,
+                              part2: tuple[list[Field], Field | None], out: list[str]) -> None:
+        """One unpack for ``group``, the array's count byte, ``group2`` and the first byte of
+        the field after it; a count byte of 1 (empty array) keeps everything it read.
+
+        Valid bytes always hold that much whatever the array holds (an empty array is the
+        shortest), so the speculative read fails only on bytes that are truncated anyway.
+        Any other count re-reads ``group2`` after the array in the general way.
+        """
+        group2, f2 = part2
+        fmt1 = "".join(FIXED[g.type][0] for g in group)
+        size1 = sum(FIXED[g.type][1] for g in group)
+        fmt2 = "".join(FIXED[g.type][0] for g in group2)
+        size2 = sum(FIXED[g.type][1] for g in group2)
+        peek = f2 is not None and self.varint_prefixed(msg, f2, v)
+        targets = (["o." + g.attr for g in group] + ["n"] + ["o." + g.attr for g in group2]
+                   + (["m"] if peek else []))
+        out.append("{} = {}(mv, pos)".format(
+            ", ".join(targets), self.unpacker(">" + fmt1 + "B" + fmt2 + ("B" if peek else ""))))
+        out += ["if n == 1:", "    pos += {}".format(size1 + 1 + size2)]
+        if peek:
+            out.append("    n = m")
+        out.append("else:")
+        slow: list[str] = []
+        self.read_field(msg, f, v, "o." + f.attr, slow, size1)
+        targets2 = ["o." + g.attr for g in group2] + (["n"] if peek else [])
+        slow += ["{}{} = {}(mv, pos)".format(", ".join(targets2), "," if len(targets2) == 1
+                                             else "", self.unpacker(">" + fmt2 + ("B" if peek
+                                                                                 else ""))),
+                 "pos += {}".format(size2)]
+        out += ["    " + line for line in slow]
+        if f2 is not None:
+            self.read_field(msg, f2, v, "o." + f2.attr, out, 0 if peek else None)
 
     def tag_reader(self, msg: Message, st: Struct, v: int, tagged: list[Field]) -> str:
         body = ["fields, pos = _rtags(mv, pos)", "for tag, start, end in fields:"]

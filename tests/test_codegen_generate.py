@@ -38,7 +38,7 @@ def test_generated_files_are_marked_and_import_only_protocol_and_errors():
                 if top[0] == "kproto":
                     assert top[1] in ("protocol", "errors", "messages"), (path, node.module)
                 else:
-                    assert top[0] in ("__future__", "struct", "uuid"), (path, node.module)
+                    assert top[0] in ("__future__", "itertools", "struct", "uuid"), (path, node.module)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     assert alias.name in ("struct", "uuid"), (path, alias.name)

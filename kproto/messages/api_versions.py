@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -57,9 +58,9 @@ _p_i = _S_i.pack
 _S_hhh = _struct.Struct('>hhh')
 _u_hhh = _S_hhh.unpack_from
 _p_hhh = _S_hhh.pack
-_S_hB = _struct.Struct('>hB')
-_u_hB = _S_hB.unpack_from
-_p_hB = _S_hB.pack
+_S_hBi = _struct.Struct('>hBi')
+_u_hBi = _S_hBi.unpack_from
+_p_hBi = _S_hBi.pack
 _S_hh = _struct.Struct('>hh')
 _u_hh = _S_hh.unpack_from
 _p_hh = _S_hh.pack
@@ -243,13 +244,10 @@ def _e_ApiVersionsRequest_v3(o, out):
 
 def _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ApiVersionsResponse_ApiVersion)
+    result = list(map(_new, _repeat(ApiVersionsResponse_ApiVersion, n)))
+    for o in result:
         o.api_key, o.min_version, o.max_version = _u_hhh(mv, pos)
         pos += 6
-        add(o)
     return result, pos
 
 def _d_ApiVersionsResponse_v0(mv, pos):
@@ -314,25 +312,20 @@ def _e_ApiVersionsResponse_v1(o, out):
 
 def _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ApiVersionsResponse_ApiVersion)
+    result = list(map(_new, _repeat(ApiVersionsResponse_ApiVersion, n)))
+    for o in result:
         o.api_key, o.min_version, o.max_version = _u_hhh(mv, pos)
         pos += 6
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ApiVersionsResponse_SupportedFeatureKey)
+    result = list(map(_new, _repeat(ApiVersionsResponse_SupportedFeatureKey, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.min_version, o.max_version = _u_hh(mv, pos)
         pos += 4
@@ -340,7 +333,6 @@ def _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _tv_ApiVersionsResponse_0_v3(mv, pos):
@@ -369,10 +361,8 @@ def _tv_ApiVersionsResponse_1_v3(mv, pos):
 
 def _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ApiVersionsResponse_FinalizedFeatureKey)
+    result = list(map(_new, _repeat(ApiVersionsResponse_FinalizedFeatureKey, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.max_version_level, o.min_version_level = _u_hh(mv, pos)
         pos += 4
@@ -380,7 +370,6 @@ def _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _tv_ApiVersionsResponse_2_v3(mv, pos):
@@ -437,20 +426,23 @@ def _t_ApiVersionsResponse_v3(o, mv, pos):
 def _d_ApiVersionsResponse_v3(mv, pos):
     limit = len(mv)
     o = _new(ApiVersionsResponse)
-    o.error_code, n = _u_hB(mv, pos)
-    if n < 128:
-        pos += 3
+    o.error_code, n, o.throttle_time_ms = _u_hBi(mv, pos)
+    if n == 1:
+        pos += 7
     else:
-        n, pos = _ruv(mv, pos + 2)
-    n -= 1
-    if n > 0:
-        if n * 7 > limit - pos:
-            _too_many(n, pos, limit - pos)
-        o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n)
-    elif n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.throttle_time_ms, = _u_i(mv, pos)
-    pos += 4
+        if n < 128:
+            pos += 3
+        else:
+            n, pos = _ruv(mv, pos + 2)
+        n -= 1
+        if n > 0:
+            if n * 7 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.api_keys, pos = _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n)
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.throttle_time_ms, = _u_i(mv, pos)
+        pos += 4
     if mv[pos]:
         pos = _t_ApiVersionsResponse_v3(o, mv, pos)
     else:

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -293,10 +294,8 @@ def _e_ConsumerGroupDescribeRequest_v0(o, out):
 
 def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerGroupDescribeResponse_TopicPartitions)
+    result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_TopicPartitions, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         o.topic_name, pos = _rcstr(mv, pos)
         n = mv[pos]
@@ -316,7 +315,6 @@ def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
@@ -342,10 +340,8 @@ def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
 
 def _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerGroupDescribeResponse_Member)
+    result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_Member, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.instance_id, pos = _rcnstr(mv, pos)
         o.rack_id, pos = _rcnstr(mv, pos)
@@ -376,15 +372,12 @@ def _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerGroupDescribeResponse_DescribedGroup)
+    result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_DescribedGroup, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.error_message, pos = _rcnstr(mv, pos)
@@ -411,7 +404,6 @@ def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ConsumerGroupDescribeResponse_v0(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -217,10 +218,8 @@ class ConsumerGroupHeartbeatResponse(ProtocolStruct):
 
 def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
+    result = list(map(_new, _repeat(ConsumerGroupHeartbeatRequest_TopicPartitions, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -239,7 +238,6 @@ def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
@@ -414,10 +412,8 @@ def _e_ConsumerGroupHeartbeatRequest_v1(o, out):
 
 def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
+    result = list(map(_new, _repeat(ConsumerGroupHeartbeatResponse_TopicPartitions, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -436,7 +432,6 @@ def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):

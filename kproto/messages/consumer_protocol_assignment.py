@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -106,10 +107,8 @@ class ConsumerProtocolAssignment(ProtocolStruct):
 
 def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerProtocolAssignment_TopicPartition)
+    result = list(map(_new, _repeat(ConsumerProtocolAssignment_TopicPartition, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -122,7 +121,6 @@ def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ConsumerProtocolAssignment_v0(mv, pos):

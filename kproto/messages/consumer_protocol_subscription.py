@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -143,10 +144,8 @@ def _e_ConsumerProtocolSubscription_v0(o, out):
 
 def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ConsumerProtocolSubscription_TopicPartition)
+    result = list(map(_new, _repeat(ConsumerProtocolSubscription_TopicPartition, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -159,7 +158,6 @@ def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ConsumerProtocolSubscription_v1(mv, pos):

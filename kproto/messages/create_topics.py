@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -274,10 +275,8 @@ class CreateTopicsResponse(ProtocolStruct):
 
 def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+    result = list(map(_new, _repeat(CreateTopicsRequest_CreatableReplicaAssignment, n)))
+    for o in result:
         o.partition_index, = _u_i(mv, pos)
         pos += 4
         n, = _u_i(mv, pos)
@@ -291,26 +290,20 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsRequest_CreatableTopicConfig)
+    result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopicConfig, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         o.value, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsRequest_CreatableTopic)
+    result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         o.num_partitions, o.replication_factor = _u_ih(mv, pos)
         pos += 6
@@ -334,7 +327,6 @@ def _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_CreateTopicsRequest_v0(mv, pos):
@@ -426,10 +418,8 @@ def _e_CreateTopicsRequest_v1(o, out):
 
 def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsRequest_CreatableReplicaAssignment)
+    result = list(map(_new, _repeat(CreateTopicsRequest_CreatableReplicaAssignment, n)))
+    for o in result:
         o.partition_index, n = _u_iB(mv, pos)
         if n < 128:
             pos += 5
@@ -447,30 +437,24 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsRequest_CreatableTopicConfig)
+    result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopicConfig, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.value, pos = _rcnstr(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsRequest_CreatableTopic)
+    result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.num_partitions, o.replication_factor, n = _u_ihB(mv, pos)
         if n < 128:
@@ -500,7 +484,6 @@ def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_CreateTopicsRequest_v5(mv, pos):
@@ -589,14 +572,11 @@ def _e_CreateTopicsRequest_v5(o, out):
 
 def _da_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsResponse_CreatableTopicResult)
+    result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
-        add(o)
     return result, pos
 
 def _d_CreateTopicsResponse_v0(mv, pos):
@@ -629,15 +609,12 @@ def _e_CreateTopicsResponse_v0(o, out):
 
 def _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsResponse_CreatableTopicResult)
+    result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.error_message, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _d_CreateTopicsResponse_v1(mv, pos):
@@ -698,10 +675,8 @@ def _e_CreateTopicsResponse_v2(o, out):
 
 def _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsResponse_CreatableTopicConfigs)
+    result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicConfigs, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.value, pos = _rcnstr(mv, pos)
         o.read_only, o.config_source, o.is_sensitive = _u_obo(mv, pos)
@@ -710,7 +685,6 @@ def _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _tv_CreateTopicsResponse_CreatableTopicResult_0_v5(mv, pos):
@@ -733,10 +707,8 @@ def _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos):
 
 def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsResponse_CreatableTopicResult)
+    result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
@@ -757,7 +729,6 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
             pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_CreateTopicsResponse_v5(mv, pos):
@@ -832,10 +803,8 @@ def _e_CreateTopicsResponse_v5(o, out):
 
 def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(CreateTopicsResponse_CreatableTopicResult)
+    result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
         o.error_code, = _u_h(mv, pos)
@@ -857,7 +826,6 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
             pos = _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_CreateTopicsResponse_v7(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -247,17 +248,14 @@ def _e_DeleteTopicsRequest_v4(o, out):
 
 def _da_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DeleteTopicsRequest_DeleteTopicState)
+    result = list(map(_new, _repeat(DeleteTopicsRequest_DeleteTopicState, n)))
+    for o in result:
         o.name, pos = _rcnstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_DeleteTopicsRequest_v6(mv, pos):
@@ -309,14 +307,11 @@ def _e_DeleteTopicsRequest_v6(o, out):
 
 def _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+    result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
-        add(o)
     return result, pos
 
 def _d_DeleteTopicsResponse_v0(mv, pos):
@@ -376,10 +371,8 @@ def _e_DeleteTopicsResponse_v1(o, out):
 
 def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+    result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
@@ -387,7 +380,6 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_DeleteTopicsResponse_v4(mv, pos):
@@ -437,10 +429,8 @@ def _e_DeleteTopicsResponse_v4(o, out):
 
 def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+    result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
@@ -449,7 +439,6 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_DeleteTopicsResponse_v5(mv, pos):
@@ -500,10 +489,8 @@ def _e_DeleteTopicsResponse_v5(o, out):
 
 def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DeleteTopicsResponse_DeletableTopicResult)
+    result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
+    for o in result:
         o.name, pos = _rcnstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
         o.error_code, = _u_h(mv, pos)
@@ -513,7 +500,6 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_DeleteTopicsResponse_v6(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -288,24 +289,19 @@ def _e_DescribeGroupsRequest_v5(o, out):
 
 def _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroupMember)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroupMember, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.client_id, pos = _rstr(mv, pos)
         o.client_host, pos = _rstr(mv, pos)
         o.member_metadata, pos = _rbytes(mv, pos)
         o.member_assignment, pos = _rbytes(mv, pos)
-        add(o)
     return result, pos
 
 def _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroup)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.group_id, pos = _rstr(mv, pos)
@@ -322,7 +318,6 @@ def _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_DescribeGroupsResponse_v0(mv, pos):
@@ -401,10 +396,8 @@ def _e_DescribeGroupsResponse_v1(o, out):
 
 def _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroup)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.group_id, pos = _rstr(mv, pos)
@@ -423,7 +416,6 @@ def _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
         o.authorized_operations, = _u_i(mv, pos)
         pos += 4
-        add(o)
     return result, pos
 
 def _d_DescribeGroupsResponse_v3(mv, pos):
@@ -470,25 +462,20 @@ def _e_DescribeGroupsResponse_v3(o, out):
 
 def _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroupMember)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroupMember, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.group_instance_id, pos = _rnstr(mv, pos)
         o.client_id, pos = _rstr(mv, pos)
         o.client_host, pos = _rstr(mv, pos)
         o.member_metadata, pos = _rbytes(mv, pos)
         o.member_assignment, pos = _rbytes(mv, pos)
-        add(o)
     return result, pos
 
 def _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroup)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.group_id, pos = _rstr(mv, pos)
@@ -507,7 +494,6 @@ def _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
         o.authorized_operations, = _u_i(mv, pos)
         pos += 4
-        add(o)
     return result, pos
 
 def _d_DescribeGroupsResponse_v4(mv, pos):
@@ -562,10 +548,8 @@ def _e_DescribeGroupsResponse_v4(o, out):
 
 def _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroupMember)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroupMember, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.group_instance_id, pos = _rcnstr(mv, pos)
         o.client_id, pos = _rcstr(mv, pos)
@@ -576,15 +560,12 @@ def _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(DescribeGroupsResponse_DescribedGroup)
+    result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.group_id, pos = _rcstr(mv, pos)
@@ -609,7 +590,6 @@ def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_DescribeGroupsResponse_v5(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -105,9 +106,9 @@ _p_ihi = _S_ihi.pack
 _S_ihiB = _struct.Struct('>ihiB')
 _u_ihiB = _S_ihiB.unpack_from
 _p_ihiB = _S_ihiB.pack
-_S_ihqqqB = _struct.Struct('>ihqqqB')
-_u_ihqqqB = _S_ihqqqB.unpack_from
-_p_ihqqqB = _S_ihqqqB.pack
+_S_ihqqqBiB = _struct.Struct('>ihqqqBiB')
+_u_ihqqqBiB = _S_ihqqqBiB.unpack_from
+_p_ihqqqBiB = _S_ihqqqBiB.pack
 _S_iB = _struct.Struct('>iB')
 _u_iB = _S_iB.unpack_from
 _p_iB = _S_iB.pack
@@ -504,21 +505,16 @@ class FetchResponse(ProtocolStruct):
 
 def _da_FetchRequest_FetchPartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchPartition)
+    result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
+    for o in result:
         o.partition, o.fetch_offset, o.partition_max_bytes = _u_iqi(mv, pos)
         pos += 16
-        add(o)
     return result, pos
 
 def _da_FetchRequest_FetchTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchTopic)
+    result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -530,7 +526,6 @@ def _da_FetchRequest_FetchTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchRequest_v0(mv, pos):
@@ -643,21 +638,16 @@ def _e_FetchRequest_v4(o, out):
 
 def _da_FetchRequest_FetchPartition_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchPartition)
+    result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
+    for o in result:
         o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _u_iqqi(mv, pos)
         pos += 24
-        add(o)
     return result, pos
 
 def _da_FetchRequest_FetchTopic_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchTopic)
+    result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -669,7 +659,6 @@ def _da_FetchRequest_FetchTopic_v5(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchRequest_v5(mv, pos):
@@ -720,10 +709,8 @@ def _e_FetchRequest_v5(o, out):
 
 def _da_FetchRequest_ForgottenTopic_v7(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_ForgottenTopic)
+    result = list(map(_new, _repeat(FetchRequest_ForgottenTopic, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -736,7 +723,6 @@ def _da_FetchRequest_ForgottenTopic_v7(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchRequest_v7(mv, pos):
@@ -796,21 +782,16 @@ def _e_FetchRequest_v7(o, out):
 
 def _da_FetchRequest_FetchPartition_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchPartition)
+    result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
+    for o in result:
         o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _u_iiqqi(mv, pos)
         pos += 28
-        add(o)
     return result, pos
 
 def _da_FetchRequest_FetchTopic_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchTopic)
+    result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -822,7 +803,6 @@ def _da_FetchRequest_FetchTopic_v9(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchRequest_v9(mv, pos):
@@ -936,25 +916,20 @@ def _e_FetchRequest_v11(o, out):
 
 def _da_FetchRequest_FetchPartition_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchPartition)
+    result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
+    for o in result:
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _u_iiqiqi(mv, pos)
         pos += 32
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_FetchRequest_FetchTopic_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchTopic)
+    result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
+    for o in result:
         o.topic, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -972,15 +947,12 @@ def _da_FetchRequest_FetchTopic_v12(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_FetchRequest_ForgottenTopic_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_ForgottenTopic)
+    result = list(map(_new, _repeat(FetchRequest_ForgottenTopic, n)))
+    for o in result:
         o.topic, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -999,7 +971,6 @@ def _da_FetchRequest_ForgottenTopic_v12(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _tv_FetchRequest_0_v12(mv, pos):
@@ -1123,10 +1094,8 @@ def _e_FetchRequest_v12(o, out):
 
 def _da_FetchRequest_FetchTopic_v13(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchTopic)
+    result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1144,15 +1113,12 @@ def _da_FetchRequest_FetchTopic_v13(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_ForgottenTopic)
+    result = list(map(_new, _repeat(FetchRequest_ForgottenTopic, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1171,7 +1137,6 @@ def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_FetchRequest_v13(mv, pos):
@@ -1398,25 +1363,20 @@ def _t_FetchRequest_FetchPartition_v17(o, mv, pos):
 
 def _da_FetchRequest_FetchPartition_v17(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchPartition)
+    result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
+    for o in result:
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _u_iiqiqi(mv, pos)
         pos += 32
         if mv[pos]:
             pos = _t_FetchRequest_FetchPartition_v17(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchRequest_FetchTopic)
+    result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1434,7 +1394,6 @@ def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_FetchRequest_v17(mv, pos):
@@ -1538,10 +1497,8 @@ def _e_FetchRequest_v17(o, out):
 
 def _da_FetchResponse_PartitionData_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_PartitionData)
+    result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
+    for o in result:
         o.partition_index, o.error_code, o.high_watermark = _u_ihq(mv, pos)
         pos += 14
         n, = _u_i(mv, pos)
@@ -1556,15 +1513,12 @@ def _da_FetchResponse_PartitionData_v0(mv, pos, n):
                 _too_short('records', n, pos, limit - pos)
             o.records = mv[pos:end]
             pos = end
-        add(o)
     return result, pos
 
 def _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_FetchableTopicResponse)
+    result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -1576,7 +1530,6 @@ def _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchResponse_v0(mv, pos):
@@ -1662,21 +1615,16 @@ def _e_FetchResponse_v1(o, out):
 
 def _da_FetchResponse_AbortedTransaction_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_AbortedTransaction)
+    result = list(map(_new, _repeat(FetchResponse_AbortedTransaction, n)))
+    for o in result:
         o.producer_id, o.first_offset = _u_qq(mv, pos)
         pos += 16
-        add(o)
     return result, pos
 
 def _da_FetchResponse_PartitionData_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_PartitionData)
+    result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
+    for o in result:
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset = _u_ihqq(mv, pos)
         pos += 22
         n, = _u_i(mv, pos)
@@ -1701,15 +1649,12 @@ def _da_FetchResponse_PartitionData_v4(mv, pos, n):
                 _too_short('records', n, pos, limit - pos)
             o.records = mv[pos:end]
             pos = end
-        add(o)
     return result, pos
 
 def _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_FetchableTopicResponse)
+    result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -1721,7 +1666,6 @@ def _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchResponse_v4(mv, pos):
@@ -1789,10 +1733,8 @@ def _e_FetchResponse_v4(o, out):
 
 def _da_FetchResponse_PartitionData_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_PartitionData)
+    result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
+    for o in result:
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
         pos += 30
         n, = _u_i(mv, pos)
@@ -1817,15 +1759,12 @@ def _da_FetchResponse_PartitionData_v5(mv, pos, n):
                 _too_short('records', n, pos, limit - pos)
             o.records = mv[pos:end]
             pos = end
-        add(o)
     return result, pos
 
 def _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_FetchableTopicResponse)
+    result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -1837,7 +1776,6 @@ def _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchResponse_v5(mv, pos):
@@ -1931,10 +1869,8 @@ def _e_FetchResponse_v7(o, out):
 
 def _da_FetchResponse_PartitionData_v11(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_PartitionData)
+    result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
+    for o in result:
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _u_ihqqq(mv, pos)
         pos += 30
         n, = _u_i(mv, pos)
@@ -1961,15 +1897,12 @@ def _da_FetchResponse_PartitionData_v11(mv, pos, n):
                 _too_short('records', n, pos, limit - pos)
             o.records = mv[pos:end]
             pos = end
-        add(o)
     return result, pos
 
 def _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_FetchableTopicResponse)
+    result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -1981,7 +1914,6 @@ def _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_FetchResponse_v11(mv, pos):
@@ -2043,17 +1975,14 @@ def _e_FetchResponse_v11(o, out):
 
 def _da_FetchResponse_AbortedTransaction_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_AbortedTransaction)
+    result = list(map(_new, _repeat(FetchResponse_AbortedTransaction, n)))
+    for o in result:
         o.producer_id, o.first_offset = _u_qq(mv, pos)
         pos += 16
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_FetchResponse_EpochEndOffset_v12(mv, pos):
@@ -2128,30 +2057,33 @@ def _t_FetchResponse_PartitionData_v12(o, mv, pos):
 
 def _da_FetchResponse_PartitionData_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_PartitionData)
-        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset, n = _u_ihqqqB(mv, pos)
-        if n < 128:
-            pos += 31
+    result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
+    for o in result:
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset, n, o.preferred_read_replica, m = _u_ihqqqBiB(mv, pos)
+        if n == 1:
+            pos += 35
+            n = m
         else:
-            n, pos = _ruv(mv, pos + 30)
-        n -= 1
-        if n > 0:
-            if n * 17 > limit - pos:
-                _too_many(n, pos, limit - pos)
-            o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
-        elif n < 0:
-            o.aborted_transactions = None
-        o.preferred_read_replica, n = _u_iB(mv, pos)
+            if n < 128:
+                pos += 31
+            else:
+                n, pos = _ruv(mv, pos + 30)
+            n -= 1
+            if n > 0:
+                if n * 17 > limit - pos:
+                    _too_many(n, pos, limit - pos)
+                o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
+            elif n < 0:
+                o.aborted_transactions = None
+            o.preferred_read_replica, n = _u_iB(mv, pos)
+            pos += 4
         if n < 128:
-            pos += 5
-        elif mv[pos + 5] < 128:
-            n = (n & 127) | (mv[pos + 5] << 7)
-            pos += 6
+            pos += 1
+        elif mv[pos + 1] < 128:
+            n = (n & 127) | (mv[pos + 1] << 7)
+            pos += 2
         else:
-            n, pos = _ruv(mv, pos + 4)
+            n, pos = _ruv(mv, pos)
         n -= 1
         if n < 0:
             o.records = None
@@ -2165,15 +2097,12 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
             pos = _t_FetchResponse_PartitionData_v12(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_FetchableTopicResponse)
+    result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
+    for o in result:
         o.topic, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -2191,7 +2120,6 @@ def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_FetchResponse_v12(mv, pos):
@@ -2314,10 +2242,8 @@ def _e_FetchResponse_v12(o, out):
 
 def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_FetchableTopicResponse)
+    result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -2335,7 +2261,6 @@ def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_FetchResponse_v13(mv, pos):
@@ -2393,10 +2318,8 @@ def _e_FetchResponse_v13(o, out):
 
 def _da_FetchResponse_NodeEndpoint_v16(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FetchResponse_NodeEndpoint)
+    result = list(map(_new, _repeat(FetchResponse_NodeEndpoint, n)))
+    for o in result:
         o.node_id, = _u_i(mv, pos)
         pos += 4
         o.host, pos = _rcstr(mv, pos)
@@ -2407,7 +2330,6 @@ def _da_FetchResponse_NodeEndpoint_v16(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _tv_FetchResponse_0_v16(mv, pos):

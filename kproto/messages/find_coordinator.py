@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -331,10 +332,8 @@ def _e_FindCoordinatorResponse_v3(o, out):
 
 def _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(FindCoordinatorResponse_Coordinator)
+    result = list(map(_new, _repeat(FindCoordinatorResponse_Coordinator, n)))
+    for o in result:
         o.key, pos = _rcstr(mv, pos)
         o.node_id, = _u_i(mv, pos)
         pos += 4
@@ -346,7 +345,6 @@ def _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_FindCoordinatorResponse_v4(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -197,13 +198,10 @@ class JoinGroupResponse(ProtocolStruct):
 
 def _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+    result = list(map(_new, _repeat(JoinGroupRequest_JoinGroupRequestProtocol, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         o.metadata, pos = _rbytes(mv, pos)
-        add(o)
     return result, pos
 
 def _d_JoinGroupRequest_v0(mv, pos):
@@ -317,17 +315,14 @@ def _e_JoinGroupRequest_v5(o, out):
 
 def _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+    result = list(map(_new, _repeat(JoinGroupRequest_JoinGroupRequestProtocol, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         o.metadata, pos = _rcbytes(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_JoinGroupRequest_v6(mv, pos):
@@ -435,13 +430,10 @@ def _e_JoinGroupRequest_v8(o, out):
 
 def _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(JoinGroupResponse_JoinGroupResponseMember)
+    result = list(map(_new, _repeat(JoinGroupResponse_JoinGroupResponseMember, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.metadata, pos = _rbytes(mv, pos)
-        add(o)
     return result, pos
 
 def _d_JoinGroupResponse_v0(mv, pos):
@@ -520,14 +512,11 @@ def _e_JoinGroupResponse_v2(o, out):
 
 def _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(JoinGroupResponse_JoinGroupResponseMember)
+    result = list(map(_new, _repeat(JoinGroupResponse_JoinGroupResponseMember, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.group_instance_id, pos = _rnstr(mv, pos)
         o.metadata, pos = _rbytes(mv, pos)
-        add(o)
     return result, pos
 
 def _d_JoinGroupResponse_v5(mv, pos):
@@ -572,10 +561,8 @@ def _e_JoinGroupResponse_v5(o, out):
 
 def _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(JoinGroupResponse_JoinGroupResponseMember)
+    result = list(map(_new, _repeat(JoinGroupResponse_JoinGroupResponseMember, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.group_instance_id, pos = _rcnstr(mv, pos)
         o.metadata, pos = _rcbytes(mv, pos)
@@ -583,7 +570,6 @@ def _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_JoinGroupResponse_v6(mv, pos):

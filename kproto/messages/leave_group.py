@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -187,13 +188,10 @@ def _e_LeaveGroupRequest_v0(o, out):
 
 def _da_LeaveGroupRequest_MemberIdentity_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(LeaveGroupRequest_MemberIdentity)
+    result = list(map(_new, _repeat(LeaveGroupRequest_MemberIdentity, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.group_instance_id, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _d_LeaveGroupRequest_v3(mv, pos):
@@ -230,17 +228,14 @@ def _e_LeaveGroupRequest_v3(o, out):
 
 def _da_LeaveGroupRequest_MemberIdentity_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(LeaveGroupRequest_MemberIdentity)
+    result = list(map(_new, _repeat(LeaveGroupRequest_MemberIdentity, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.group_instance_id, pos = _rcnstr(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_LeaveGroupRequest_v4(mv, pos):
@@ -293,10 +288,8 @@ def _e_LeaveGroupRequest_v4(o, out):
 
 def _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(LeaveGroupRequest_MemberIdentity)
+    result = list(map(_new, _repeat(LeaveGroupRequest_MemberIdentity, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.group_instance_id, pos = _rcnstr(mv, pos)
         o.reason, pos = _rcnstr(mv, pos)
@@ -304,7 +297,6 @@ def _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_LeaveGroupRequest_v5(mv, pos):
@@ -382,15 +374,12 @@ def _e_LeaveGroupResponse_v1(o, out):
 
 def _da_LeaveGroupResponse_MemberResponse_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(LeaveGroupResponse_MemberResponse)
+    result = list(map(_new, _repeat(LeaveGroupResponse_MemberResponse, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.group_instance_id, pos = _rnstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
-        add(o)
     return result, pos
 
 def _d_LeaveGroupResponse_v3(mv, pos):
@@ -427,10 +416,8 @@ def _e_LeaveGroupResponse_v3(o, out):
 
 def _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(LeaveGroupResponse_MemberResponse)
+    result = list(map(_new, _repeat(LeaveGroupResponse_MemberResponse, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.group_instance_id, pos = _rcnstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
@@ -439,7 +426,6 @@ def _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_LeaveGroupResponse_v4(mv, pos):

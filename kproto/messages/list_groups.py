@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -284,13 +285,10 @@ def _e_ListGroupsRequest_v5(o, out):
 
 def _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListGroupsResponse_ListedGroup)
+    result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
+    for o in result:
         o.group_id, pos = _rstr(mv, pos)
         o.protocol_type, pos = _rstr(mv, pos)
-        add(o)
     return result, pos
 
 def _d_ListGroupsResponse_v0(mv, pos):
@@ -353,17 +351,14 @@ def _e_ListGroupsResponse_v1(o, out):
 
 def _da_ListGroupsResponse_ListedGroup_v3(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListGroupsResponse_ListedGroup)
+    result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
+    for o in result:
         o.group_id, pos = _rcstr(mv, pos)
         o.protocol_type, pos = _rcstr(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ListGroupsResponse_v3(mv, pos):
@@ -413,10 +408,8 @@ def _e_ListGroupsResponse_v3(o, out):
 
 def _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListGroupsResponse_ListedGroup)
+    result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
+    for o in result:
         o.group_id, pos = _rcstr(mv, pos)
         o.protocol_type, pos = _rcstr(mv, pos)
         o.group_state, pos = _rcstr(mv, pos)
@@ -424,7 +417,6 @@ def _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ListGroupsResponse_v4(mv, pos):
@@ -475,10 +467,8 @@ def _e_ListGroupsResponse_v4(o, out):
 
 def _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListGroupsResponse_ListedGroup)
+    result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
+    for o in result:
         o.group_id, pos = _rcstr(mv, pos)
         o.protocol_type, pos = _rcstr(mv, pos)
         o.group_state, pos = _rcstr(mv, pos)
@@ -487,7 +477,6 @@ def _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ListGroupsResponse_v5(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -66,6 +67,9 @@ _p_iiq = _S_iiq.pack
 _S_ibB = _struct.Struct('>ibB')
 _u_ibB = _S_ibB.unpack_from
 _p_ibB = _S_ibB.pack
+_S_ibBi = _struct.Struct('>ibBi')
+_u_ibBi = _S_ibBi.unpack_from
+_p_ibBi = _S_ibBi.pack
 _S_ih = _struct.Struct('>ih')
 _u_ih = _S_ih.unpack_from
 _p_ih = _S_ih.pack
@@ -249,21 +253,16 @@ class ListOffsetsResponse(ProtocolStruct):
 
 def _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
+    for o in result:
         o.partition_index, o.timestamp, o.max_num_offsets = _u_iqi(mv, pos)
         pos += 16
-        add(o)
     return result, pos
 
 def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -275,7 +274,6 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ListOffsetsRequest_v0(mv, pos):
@@ -322,21 +320,16 @@ def _e_ListOffsetsRequest_v0(o, out):
 
 def _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
+    for o in result:
         o.partition_index, o.timestamp = _u_iq(mv, pos)
         pos += 12
-        add(o)
     return result, pos
 
 def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -348,7 +341,6 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ListOffsetsRequest_v1(mv, pos):
@@ -424,21 +416,16 @@ def _e_ListOffsetsRequest_v2(o, out):
 
 def _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
+    for o in result:
         o.partition_index, o.current_leader_epoch, o.timestamp = _u_iiq(mv, pos)
         pos += 16
-        add(o)
     return result, pos
 
 def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -450,7 +437,6 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ListOffsetsRequest_v4(mv, pos):
@@ -497,25 +483,20 @@ def _e_ListOffsetsRequest_v4(o, out):
 
 def _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsPartition)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
+    for o in result:
         o.partition_index, o.current_leader_epoch, o.timestamp = _u_iiq(mv, pos)
         pos += 16
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsRequest_ListOffsetsTopic)
+    result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -533,7 +514,6 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ListOffsetsRequest_v6(mv, pos):
@@ -600,20 +580,23 @@ def _e_ListOffsetsRequest_v6(o, out):
 def _d_ListOffsetsRequest_v10(mv, pos):
     limit = len(mv)
     o = _new(ListOffsetsRequest)
-    o.replica_id, o.isolation_level, n = _u_ibB(mv, pos)
-    if n < 128:
-        pos += 6
+    o.replica_id, o.isolation_level, n, o.timeout_ms = _u_ibBi(mv, pos)
+    if n == 1:
+        pos += 10
     else:
-        n, pos = _ruv(mv, pos + 5)
-    n -= 1
-    if n > 0:
-        if n * 3 > limit - pos:
-            _too_many(n, pos, limit - pos)
-        o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n)
-    elif n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.timeout_ms, = _u_i(mv, pos)
-    pos += 4
+        if n < 128:
+            pos += 6
+        else:
+            n, pos = _ruv(mv, pos + 5)
+        n -= 1
+        if n > 0:
+            if n * 3 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.topics, pos = _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n)
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.timeout_ms, = _u_i(mv, pos)
+        pos += 4
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -638,10 +621,8 @@ def _e_ListOffsetsRequest_v10(o, out):
 
 def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
+    for o in result:
         o.partition_index, o.error_code = _u_ih(mv, pos)
         pos += 6
         n, = _u_i(mv, pos)
@@ -655,15 +636,12 @@ def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -675,7 +653,6 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ListOffsetsResponse_v0(mv, pos):
@@ -729,21 +706,16 @@ def _e_ListOffsetsResponse_v0(o, out):
 
 def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
+    for o in result:
         o.partition_index, o.error_code, o.timestamp, o.offset = _u_ihqq(mv, pos)
         pos += 22
-        add(o)
     return result, pos
 
 def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -755,7 +727,6 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ListOffsetsResponse_v1(mv, pos):
@@ -828,21 +799,16 @@ def _e_ListOffsetsResponse_v2(o, out):
 
 def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
+    for o in result:
         o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _u_ihqqi(mv, pos)
         pos += 26
-        add(o)
     return result, pos
 
 def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -854,7 +820,6 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ListOffsetsResponse_v4(mv, pos):
@@ -901,25 +866,20 @@ def _e_ListOffsetsResponse_v4(o, out):
 
 def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
+    for o in result:
         o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch = _u_ihqqi(mv, pos)
         pos += 26
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+    result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -937,7 +897,6 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ListOffsetsResponse_v6(mv, pos):

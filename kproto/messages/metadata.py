@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -72,9 +73,12 @@ _p_hiii = _S_hiii.pack
 _S_iB = _struct.Struct('>iB')
 _u_iB = _S_iB.unpack_from
 _p_iB = _S_iB.pack
-_S_oB = _struct.Struct('>?B')
-_u_oB = _S_oB.unpack_from
-_p_oB = _S_oB.pack
+_S_iBi = _struct.Struct('>iBi')
+_u_iBi = _S_iBi.unpack_from
+_p_iBi = _S_iBi.pack
+_S_oBi = _struct.Struct('>?Bi')
+_u_oBi = _S_oBi.unpack_from
+_p_oBi = _S_oBi.pack
 _S_hiiiB = _struct.Struct('>hiiiB')
 _u_hiiiB = _S_hiiiB.unpack_from
 _p_hiiiB = _S_hiiiB.pack
@@ -269,12 +273,9 @@ class MetadataResponse(ProtocolStruct):
 
 def _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataRequest_MetadataRequestTopic)
+    result = list(map(_new, _repeat(MetadataRequest_MetadataRequestTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
-        add(o)
     return result, pos
 
 def _d_MetadataRequest_v0(mv, pos):
@@ -400,16 +401,13 @@ def _e_MetadataRequest_v8(o, out):
 
 def _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataRequest_MetadataRequestTopic)
+    result = list(map(_new, _repeat(MetadataRequest_MetadataRequestTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_MetadataRequest_v9(mv, pos):
@@ -460,17 +458,14 @@ def _e_MetadataRequest_v9(o, out):
 
 def _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataRequest_MetadataRequestTopic)
+    result = list(map(_new, _repeat(MetadataRequest_MetadataRequestTopic, n)))
+    for o in result:
         o.topic_id, pos = _ruuid(mv, pos)
         o.name, pos = _rcnstr(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_MetadataRequest_v10(mv, pos):
@@ -562,24 +557,19 @@ def _e_MetadataRequest_v11(o, out):
 
 def _da_MetadataResponse_MetadataResponseBroker_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseBroker)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseBroker, n)))
+    for o in result:
         o.node_id, = _u_i(mv, pos)
         pos += 4
         o.host, pos = _rstr(mv, pos)
         o.port, = _u_i(mv, pos)
         pos += 4
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponsePartition)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
+    for o in result:
         o.error_code, o.partition_index, o.leader_id = _u_hii(mv, pos)
         pos += 10
         n, = _u_i(mv, pos)
@@ -604,15 +594,12 @@ def _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rstr(mv, pos)
@@ -626,7 +613,6 @@ def _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v0(mv, pos):
@@ -707,25 +693,20 @@ def _e_MetadataResponse_v0(o, out):
 
 def _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseBroker)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseBroker, n)))
+    for o in result:
         o.node_id, = _u_i(mv, pos)
         pos += 4
         o.host, pos = _rstr(mv, pos)
         o.port, = _u_i(mv, pos)
         pos += 4
         o.rack, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rstr(mv, pos)
@@ -741,7 +722,6 @@ def _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v1(mv, pos):
@@ -911,10 +891,8 @@ def _e_MetadataResponse_v3(o, out):
 
 def _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponsePartition)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
+    for o in result:
         o.error_code, o.partition_index, o.leader_id = _u_hii(mv, pos)
         pos += 10
         n, = _u_i(mv, pos)
@@ -950,15 +928,12 @@ def _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rstr(mv, pos)
@@ -974,7 +949,6 @@ def _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v5(mv, pos):
@@ -1065,10 +1039,8 @@ def _e_MetadataResponse_v5(o, out):
 
 def _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponsePartition)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
+    for o in result:
         o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _u_hiii(mv, pos)
         pos += 14
         n, = _u_i(mv, pos)
@@ -1104,15 +1076,12 @@ def _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rstr(mv, pos)
@@ -1128,7 +1097,6 @@ def _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v7(mv, pos):
@@ -1219,10 +1187,8 @@ def _e_MetadataResponse_v7(o, out):
 
 def _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rstr(mv, pos)
@@ -1240,7 +1206,6 @@ def _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
         o.topic_authorized_operations, = _u_i(mv, pos)
         pos += 4
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v8(mv, pos):
@@ -1310,10 +1275,8 @@ def _e_MetadataResponse_v8(o, out):
 
 def _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseBroker)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseBroker, n)))
+    for o in result:
         o.node_id, = _u_i(mv, pos)
         pos += 4
         o.host, pos = _rcstr(mv, pos)
@@ -1324,15 +1287,12 @@ def _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponsePartition)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
+    for o in result:
         o.error_code, o.partition_index, o.leader_id, o.leader_epoch, n = _u_hiiiB(mv, pos)
         if n < 128:
             pos += 15
@@ -1376,37 +1336,36 @@ def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rcstr(mv, pos)
-        o.is_internal, n = _u_oB(mv, pos)
-        if n < 128:
-            pos += 2
+        o.is_internal, n, o.topic_authorized_operations = _u_oBi(mv, pos)
+        if n == 1:
+            pos += 6
         else:
-            n, pos = _ruv(mv, pos + 1)
-        n -= 1
-        if n > 0:
-            if n * 18 > limit - pos:
-                _too_many(n, pos, limit - pos)
-            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
-        elif n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        o.topic_authorized_operations, = _u_i(mv, pos)
-        pos += 4
+            if n < 128:
+                pos += 2
+            else:
+                n, pos = _ruv(mv, pos + 1)
+            n -= 1
+            if n > 0:
+                if n * 18 > limit - pos:
+                    _too_many(n, pos, limit - pos)
+                o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
+            elif n < 0:
+                raise _DecodeFailure('null in a non-nullable array', pos)
+            o.topic_authorized_operations, = _u_i(mv, pos)
+            pos += 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v9(mv, pos):
@@ -1425,20 +1384,23 @@ def _d_MetadataResponse_v9(mv, pos):
     elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rcnstr(mv, pos)
-    o.controller_id, n = _u_iB(mv, pos)
-    if n < 128:
-        pos += 5
+    o.controller_id, n, o.cluster_authorized_operations = _u_iBi(mv, pos)
+    if n == 1:
+        pos += 9
     else:
-        n, pos = _ruv(mv, pos + 4)
-    n -= 1
-    if n > 0:
-        if n * 10 > limit - pos:
-            _too_many(n, pos, limit - pos)
-        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n)
-    elif n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.cluster_authorized_operations, = _u_i(mv, pos)
-    pos += 4
+        if n < 128:
+            pos += 5
+        else:
+            n, pos = _ruv(mv, pos + 4)
+        n -= 1
+        if n > 0:
+            if n * 10 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n)
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.cluster_authorized_operations, = _u_i(mv, pos)
+        pos += 4
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -1527,33 +1489,33 @@ def _e_MetadataResponse_v9(o, out):
 
 def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rcstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
-        o.is_internal, n = _u_oB(mv, pos)
-        if n < 128:
-            pos += 2
+        o.is_internal, n, o.topic_authorized_operations = _u_oBi(mv, pos)
+        if n == 1:
+            pos += 6
         else:
-            n, pos = _ruv(mv, pos + 1)
-        n -= 1
-        if n > 0:
-            if n * 18 > limit - pos:
-                _too_many(n, pos, limit - pos)
-            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
-        elif n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        o.topic_authorized_operations, = _u_i(mv, pos)
-        pos += 4
+            if n < 128:
+                pos += 2
+            else:
+                n, pos = _ruv(mv, pos + 1)
+            n -= 1
+            if n > 0:
+                if n * 18 > limit - pos:
+                    _too_many(n, pos, limit - pos)
+                o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
+            elif n < 0:
+                raise _DecodeFailure('null in a non-nullable array', pos)
+            o.topic_authorized_operations, = _u_i(mv, pos)
+            pos += 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v10(mv, pos):
@@ -1572,20 +1534,23 @@ def _d_MetadataResponse_v10(mv, pos):
     elif n < 0:
         raise _DecodeFailure('null in a non-nullable array', pos)
     o.cluster_id, pos = _rcnstr(mv, pos)
-    o.controller_id, n = _u_iB(mv, pos)
-    if n < 128:
-        pos += 5
+    o.controller_id, n, o.cluster_authorized_operations = _u_iBi(mv, pos)
+    if n == 1:
+        pos += 9
     else:
-        n, pos = _ruv(mv, pos + 4)
-    n -= 1
-    if n > 0:
-        if n * 26 > limit - pos:
-            _too_many(n, pos, limit - pos)
-        o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n)
-    elif n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.cluster_authorized_operations, = _u_i(mv, pos)
-    pos += 4
+        if n < 128:
+            pos += 5
+        else:
+            n, pos = _ruv(mv, pos + 4)
+        n -= 1
+        if n > 0:
+            if n * 26 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.topics, pos = _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n)
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.cluster_authorized_operations, = _u_i(mv, pos)
+        pos += 4
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -1698,33 +1663,33 @@ def _e_MetadataResponse_v11(o, out):
 
 def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(MetadataResponse_MetadataResponseTopic)
+    result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
+    for o in result:
         o.error_code, = _u_h(mv, pos)
         pos += 2
         o.name, pos = _rcnstr(mv, pos)
         o.topic_id, pos = _ruuid(mv, pos)
-        o.is_internal, n = _u_oB(mv, pos)
-        if n < 128:
-            pos += 2
+        o.is_internal, n, o.topic_authorized_operations = _u_oBi(mv, pos)
+        if n == 1:
+            pos += 6
         else:
-            n, pos = _ruv(mv, pos + 1)
-        n -= 1
-        if n > 0:
-            if n * 18 > limit - pos:
-                _too_many(n, pos, limit - pos)
-            o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
-        elif n < 0:
-            raise _DecodeFailure('null in a non-nullable array', pos)
-        o.topic_authorized_operations, = _u_i(mv, pos)
-        pos += 4
+            if n < 128:
+                pos += 2
+            else:
+                n, pos = _ruv(mv, pos + 1)
+            n -= 1
+            if n > 0:
+                if n * 18 > limit - pos:
+                    _too_many(n, pos, limit - pos)
+                o.partitions, pos = _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n)
+            elif n < 0:
+                raise _DecodeFailure('null in a non-nullable array', pos)
+            o.topic_authorized_operations, = _u_i(mv, pos)
+            pos += 4
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_MetadataResponse_v12(mv, pos):

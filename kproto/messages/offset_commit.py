@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -237,22 +238,17 @@ class OffsetCommitResponse(ProtocolStruct):
 
 def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset = _u_iq(mv, pos)
         pos += 12
         o.committed_metadata, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -264,7 +260,6 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetCommitRequest_v0(mv, pos):
@@ -313,22 +308,17 @@ def _e_OffsetCommitRequest_v0(o, out):
 
 def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset, o.commit_timestamp = _u_iqq(mv, pos)
         pos += 20
         o.committed_metadata, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -340,7 +330,6 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetCommitRequest_v1(mv, pos):
@@ -461,22 +450,17 @@ def _e_OffsetCommitRequest_v5(o, out):
 
 def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
         pos += 16
         o.committed_metadata, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -488,7 +472,6 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetCommitRequest_v6(mv, pos):
@@ -575,10 +558,8 @@ def _e_OffsetCommitRequest_v7(o, out):
 
 def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
         pos += 16
         o.committed_metadata, pos = _rcnstr(mv, pos)
@@ -586,15 +567,12 @@ def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+    result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -612,7 +590,6 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetCommitRequest_v8(mv, pos):
@@ -687,21 +664,16 @@ def _e_OffsetCommitRequest_v8(o, out):
 
 def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+    result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponsePartition, n)))
+    for o in result:
         o.partition_index, o.error_code = _u_ih(mv, pos)
         pos += 6
-        add(o)
     return result, pos
 
 def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+    result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponseTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -713,7 +685,6 @@ def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetCommitResponse_v0(mv, pos):
@@ -782,25 +753,20 @@ def _e_OffsetCommitResponse_v3(o, out):
 
 def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+    result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponsePartition, n)))
+    for o in result:
         o.partition_index, o.error_code = _u_ih(mv, pos)
         pos += 6
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+    result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponseTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -818,7 +784,6 @@ def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetCommitResponse_v8(mv, pos):

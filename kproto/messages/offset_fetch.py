@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -66,6 +67,9 @@ _p_h = _S_h.pack
 _S_iqi = _struct.Struct('>iqi')
 _u_iqi = _S_iqi.unpack_from
 _p_iqi = _S_iqi.pack
+_S_iBh = _struct.Struct('>iBh')
+_u_iBh = _S_iBh.unpack_from
+_p_iBh = _S_iBh.pack
 
 
 class OffsetFetchRequest_OffsetFetchRequestTopic(ProtocolStruct):
@@ -344,10 +348,8 @@ class OffsetFetchResponse(ProtocolStruct):
 
 def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+    result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -360,7 +362,6 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetFetchRequest_v0(mv, pos):
@@ -434,10 +435,8 @@ def _e_OffsetFetchRequest_v2(o, out):
 
 def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+    result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -456,7 +455,6 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetFetchRequest_v6(mv, pos):
@@ -558,10 +556,8 @@ def _e_OffsetFetchRequest_v7(o, out):
 
 def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
+    result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopics, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -580,15 +576,12 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+    result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestGroup, n)))
+    for o in result:
         o.group_id, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -606,7 +599,6 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetFetchRequest_v8(mv, pos):
@@ -682,10 +674,8 @@ def _e_OffsetFetchRequest_v8(o, out):
 
 def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
+    result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestGroup, n)))
+    for o in result:
         o.group_id, pos = _rcstr(mv, pos)
         o.member_id, pos = _rcnstr(mv, pos)
         o.member_epoch, n = _u_iB(mv, pos)
@@ -704,7 +694,6 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetFetchRequest_v9(mv, pos):
@@ -768,24 +757,19 @@ def _e_OffsetFetchRequest_v9(o, out):
 
 def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset = _u_iq(mv, pos)
         pos += 12
         o.metadata, pos = _rnstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
-        add(o)
     return result, pos
 
 def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -797,7 +781,6 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetFetchResponse_v0(mv, pos):
@@ -904,24 +887,19 @@ def _e_OffsetFetchResponse_v3(o, out):
 
 def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
         pos += 16
         o.metadata, pos = _rnstr(mv, pos)
         o.error_code, = _u_h(mv, pos)
         pos += 2
-        add(o)
     return result, pos
 
 def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopic, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -933,7 +911,6 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetFetchResponse_v5(mv, pos):
@@ -985,10 +962,8 @@ def _e_OffsetFetchResponse_v5(o, out):
 
 def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartition, n)))
+    for o in result:
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
         pos += 16
         o.metadata, pos = _rcnstr(mv, pos)
@@ -998,15 +973,12 @@ def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopic, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1024,26 +996,28 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetFetchResponse_v6(mv, pos):
     limit = len(mv)
     o = _new(OffsetFetchResponse)
-    o.throttle_time_ms, n = _u_iB(mv, pos)
-    if n < 128:
-        pos += 5
+    o.throttle_time_ms, n, o.error_code = _u_iBh(mv, pos)
+    if n == 1:
+        pos += 7
     else:
-        n, pos = _ruv(mv, pos + 4)
-    n -= 1
-    if n > 0:
-        if n * 3 > limit - pos:
-            _too_many(n, pos, limit - pos)
-        o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n)
-    elif n < 0:
-        raise _DecodeFailure('null in a non-nullable array', pos)
-    o.error_code, = _u_h(mv, pos)
-    pos += 2
+        if n < 128:
+            pos += 5
+        else:
+            n, pos = _ruv(mv, pos + 4)
+        n -= 1
+        if n > 0:
+            if n * 3 > limit - pos:
+                _too_many(n, pos, limit - pos)
+            o.topics, pos = _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n)
+        elif n < 0:
+            raise _DecodeFailure('null in a non-nullable array', pos)
+        o.error_code, = _u_h(mv, pos)
+        pos += 2
     if mv[pos]:
         pos = _read_unknown(o, mv, pos)
     else:
@@ -1095,10 +1069,8 @@ def _e_OffsetFetchResponse_v6(o, out):
 
 def _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartitions, n)))
+    for o in result:
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _u_iqi(mv, pos)
         pos += 16
         o.metadata, pos = _rcnstr(mv, pos)
@@ -1108,15 +1080,12 @@ def _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopics, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1134,15 +1103,12 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
+    result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseGroup, n)))
+    for o in result:
         o.group_id, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1162,7 +1128,6 @@ def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetFetchResponse_v8(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -226,21 +227,16 @@ class OffsetForLeaderEpochResponse(ProtocolStruct):
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderPartition, n)))
+    for o in result:
         o.partition, o.leader_epoch = _u_ii(mv, pos)
         pos += 8
-        add(o)
     return result, pos
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderTopic, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -252,7 +248,6 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetForLeaderEpochRequest_v0(mv, pos):
@@ -294,21 +289,16 @@ def _e_OffsetForLeaderEpochRequest_v0(o, out):
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderPartition, n)))
+    for o in result:
         o.partition, o.current_leader_epoch, o.leader_epoch = _u_iii(mv, pos)
         pos += 12
-        add(o)
     return result, pos
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderTopic, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -320,7 +310,6 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetForLeaderEpochRequest_v2(mv, pos):
@@ -389,25 +378,20 @@ def _e_OffsetForLeaderEpochRequest_v3(o, out):
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderPartition, n)))
+    for o in result:
         o.partition, o.current_leader_epoch, o.leader_epoch = _u_iii(mv, pos)
         pos += 12
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderTopic, n)))
+    for o in result:
         o.topic, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -425,7 +409,6 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
@@ -489,21 +472,16 @@ def _e_OffsetForLeaderEpochRequest_v4(o, out):
 
 def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_EpochEndOffset, n)))
+    for o in result:
         o.error_code, o.partition, o.end_offset = _u_hiq(mv, pos)
         pos += 14
-        add(o)
     return result, pos
 
 def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -515,7 +493,6 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetForLeaderEpochResponse_v0(mv, pos):
@@ -557,21 +534,16 @@ def _e_OffsetForLeaderEpochResponse_v0(o, out):
 
 def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_EpochEndOffset, n)))
+    for o in result:
         o.error_code, o.partition, o.leader_epoch, o.end_offset = _u_hiiq(mv, pos)
         pos += 18
-        add(o)
     return result, pos
 
 def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, n)))
+    for o in result:
         o.topic, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -583,7 +555,6 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_OffsetForLeaderEpochResponse_v1(mv, pos):
@@ -652,25 +623,20 @@ def _e_OffsetForLeaderEpochResponse_v2(o, out):
 
 def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_EpochEndOffset, n)))
+    for o in result:
         o.error_code, o.partition, o.leader_epoch, o.end_offset = _u_hiiq(mv, pos)
         pos += 18
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, n)))
+    for o in result:
         o.topic, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -688,7 +654,6 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_OffsetForLeaderEpochResponse_v4(mv, pos):

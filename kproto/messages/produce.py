@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -323,10 +324,8 @@ class ProduceResponse(ProtocolStruct):
 
 def _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceRequest_PartitionProduceData)
+    result = list(map(_new, _repeat(ProduceRequest_PartitionProduceData, n)))
+    for o in result:
         o.index, = _u_i(mv, pos)
         pos += 4
         n, = _u_i(mv, pos)
@@ -341,15 +340,12 @@ def _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n):
                 _too_short('records', n, pos, limit - pos)
             o.records = mv[pos:end]
             pos = end
-        add(o)
     return result, pos
 
 def _da_ProduceRequest_TopicProduceData_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceRequest_TopicProduceData)
+    result = list(map(_new, _repeat(ProduceRequest_TopicProduceData, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -361,7 +357,6 @@ def _da_ProduceRequest_TopicProduceData_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ProduceRequest_v0(mv, pos):
@@ -438,10 +433,8 @@ def _e_ProduceRequest_v3(o, out):
 
 def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceRequest_PartitionProduceData)
+    result = list(map(_new, _repeat(ProduceRequest_PartitionProduceData, n)))
+    for o in result:
         o.index, n = _u_iB(mv, pos)
         if n < 128:
             pos += 5
@@ -463,15 +456,12 @@ def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ProduceRequest_TopicProduceData_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceRequest_TopicProduceData)
+    result = list(map(_new, _repeat(ProduceRequest_TopicProduceData, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -489,7 +479,6 @@ def _da_ProduceRequest_TopicProduceData_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ProduceRequest_v9(mv, pos):
@@ -556,21 +545,16 @@ def _e_ProduceRequest_v9(o, out):
 
 def _da_ProduceResponse_PartitionProduceResponse_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_PartitionProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
+    for o in result:
         o.index, o.error_code, o.base_offset = _u_ihq(mv, pos)
         pos += 14
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_TopicProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -582,7 +566,6 @@ def _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ProduceResponse_v0(mv, pos):
@@ -657,21 +640,16 @@ def _e_ProduceResponse_v1(o, out):
 
 def _da_ProduceResponse_PartitionProduceResponse_v2(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_PartitionProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
+    for o in result:
         o.index, o.error_code, o.base_offset, o.log_append_time_ms = _u_ihqq(mv, pos)
         pos += 22
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_TopicProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -683,7 +661,6 @@ def _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ProduceResponse_v2(mv, pos):
@@ -732,21 +709,16 @@ def _e_ProduceResponse_v2(o, out):
 
 def _da_ProduceResponse_PartitionProduceResponse_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_PartitionProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
+    for o in result:
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
         pos += 30
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_TopicProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -758,7 +730,6 @@ def _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ProduceResponse_v5(mv, pos):
@@ -807,22 +778,17 @@ def _e_ProduceResponse_v5(o, out):
 
 def _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_BatchIndexAndErrorMessage)
+    result = list(map(_new, _repeat(ProduceResponse_BatchIndexAndErrorMessage, n)))
+    for o in result:
         o.batch_index, = _u_i(mv, pos)
         pos += 4
         o.batch_index_error_message, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_PartitionProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
+    for o in result:
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _u_ihqqq(mv, pos)
         pos += 30
         n, = _u_i(mv, pos)
@@ -836,15 +802,12 @@ def _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n):
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
         o.error_message, pos = _rnstr(mv, pos)
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_TopicProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
+    for o in result:
         o.name, pos = _rstr(mv, pos)
         n, = _u_i(mv, pos)
         pos += 4
@@ -856,7 +819,6 @@ def _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n):
             if n < -1:
                 _too_many(n, pos - 4, limit - pos)
             raise _DecodeFailure('null in a non-nullable array', pos)
-        add(o)
     return result, pos
 
 def _d_ProduceResponse_v8(mv, pos):
@@ -917,10 +879,8 @@ def _e_ProduceResponse_v8(o, out):
 
 def _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_BatchIndexAndErrorMessage)
+    result = list(map(_new, _repeat(ProduceResponse_BatchIndexAndErrorMessage, n)))
+    for o in result:
         o.batch_index, = _u_i(mv, pos)
         pos += 4
         o.batch_index_error_message, pos = _rcnstr(mv, pos)
@@ -928,15 +888,12 @@ def _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_PartitionProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
+    for o in result:
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset, n = _u_ihqqqB(mv, pos)
         if n < 128:
             pos += 31
@@ -954,15 +911,12 @@ def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_TopicProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -980,7 +934,6 @@ def _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_ProduceResponse_v9(mv, pos):
@@ -1095,10 +1048,8 @@ def _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos):
 
 def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_PartitionProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
+    for o in result:
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset, n = _u_ihqqqB(mv, pos)
         if n < 128:
             pos += 31
@@ -1116,15 +1067,12 @@ def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
             pos = _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_TopicProduceResponse)
+    result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
+    for o in result:
         o.name, pos = _rcstr(mv, pos)
         n = mv[pos]
         if n < 128:
@@ -1142,15 +1090,12 @@ def _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(ProduceResponse_NodeEndpoint)
+    result = list(map(_new, _repeat(ProduceResponse_NodeEndpoint, n)))
+    for o in result:
         o.node_id, = _u_i(mv, pos)
         pos += 4
         o.host, pos = _rcstr(mv, pos)
@@ -1161,7 +1106,6 @@ def _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n):
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _tv_ProduceResponse_0_v10(mv, pos):

@@ -9,6 +9,7 @@ see kproto.protocol.base for the shared behaviour.
 from __future__ import annotations
 
 import struct as _struct
+from itertools import repeat as _repeat
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -155,13 +156,10 @@ class SyncGroupResponse(ProtocolStruct):
 
 def _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+    result = list(map(_new, _repeat(SyncGroupRequest_SyncGroupRequestAssignment, n)))
+    for o in result:
         o.member_id, pos = _rstr(mv, pos)
         o.assignment, pos = _rbytes(mv, pos)
-        add(o)
     return result, pos
 
 def _d_SyncGroupRequest_v0(mv, pos):
@@ -236,17 +234,14 @@ def _e_SyncGroupRequest_v3(o, out):
 
 def _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n):
     limit = len(mv)
-    result = []
-    add = result.append
-    for _ in range(n):
-        o = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+    result = list(map(_new, _repeat(SyncGroupRequest_SyncGroupRequestAssignment, n)))
+    for o in result:
         o.member_id, pos = _rcstr(mv, pos)
         o.assignment, pos = _rcbytes(mv, pos)
         if mv[pos]:
             pos = _read_unknown(o, mv, pos)
         else:
             pos += 1
-        add(o)
     return result, pos
 
 def _d_SyncGroupRequest_v4(mv, pos):
