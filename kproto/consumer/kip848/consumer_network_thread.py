@@ -7,8 +7,10 @@ Owns the loop that drives everything behind the application's back. Each ``run_o
 2. polls every request manager, in the seed's order (coordinator, commit, heartbeat,
    membership, offsets, topic metadata, fetch), and stages their requests;
 3. does one network step, blocking at most until the earliest manager deadline;
-4. caches the smallest ``maximum_time_to_wait`` for the application thread;
-5. reaps expired completable events.
+4. surfaces errors of the network step (a metadata update naming unauthorized or
+   invalid topics becomes an ErrorEvent, raised by the application's next call);
+5. caches the smallest ``maximum_time_to_wait`` for the application thread;
+6. reaps expired completable events.
 
 An exception in one iteration is logged and the loop goes on. Resources (network client,
 managers) are built inside the thread by ``initialize``; an error there reaches the
@@ -43,13 +45,16 @@ class Resources:
 
     def __init__(self, network_client_delegate: Any, request_managers: Sequence[Any],
                  application_event_processor: Any, close_requests: Callable[[], list] = lambda: [],
-                 client: Any = None, membership_manager: Any = None) -> None:
+                 client: Any = None, membership_manager: Any = None,
+                 surface_errors: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.membership_manager = membership_manager
         self.network_client_delegate = network_client_delegate
         self.request_managers = list(request_managers)
         self.application_event_processor = application_event_processor
         self.close_requests = close_requests
+        # Hands errors of the network step (metadata errors) to the application thread.
+        self.surface_errors = surface_errors
 
 
 class ConsumerNetworkThread(threading.Thread):
@@ -117,6 +122,7 @@ class ConsumerNetworkThread(threading.Thread):
             wait = resources.network_client_delegate.add_all(manager.poll(now))
             poll_wait = min(poll_wait, wait)
         resources.network_client_delegate.poll(max(0, poll_wait), now)
+        resources.surface_errors()
         now = self._time_ms()
         self.cached_maximum_time_to_wait_ms = min(
             [manager.maximum_time_to_wait(now) for manager in resources.request_managers] or [MAX_WAIT_MS])

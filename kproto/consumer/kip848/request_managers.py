@@ -19,7 +19,7 @@ from kproto.consumer.kip848.application_event_processor import ApplicationEventP
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
 from kproto.consumer.kip848.consumer_network_thread import Resources
 from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.kip848.events import BackgroundEventHandler
+from kproto.consumer.kip848.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.heartbeat_request_manager import ConsumerHeartbeatRequestManager
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
@@ -82,5 +82,11 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
         coordinator_request_manager=coordinator, commit_request_manager=commit,
         heartbeat_request_manager=heartbeat, membership_manager=membership)
     managers = [m for m in (coordinator, commit, heartbeat, membership, offsets, fetch) if m is not None]
+
+    def surface_errors() -> None:
+        error = delegate.get_and_clear_metadata_error()
+        if error is not None:
+            background_event_handler.add(ErrorEvent(error))
+
     return Resources(delegate, managers, processor, close_requests=fetch.close_fetch_sessions,
-                     client=client, membership_manager=membership)
+                     client=client, membership_manager=membership, surface_errors=surface_errors)
