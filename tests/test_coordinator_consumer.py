@@ -216,3 +216,38 @@ def test_wakeup_check_interrupts_a_blocking_coordinator_wait(make):
     with pytest.raises(errors.WakeupException):
         coordinator.ensure_coordinator_ready(60000)  # nothing listens on 127.0.0.1:9
     assert calls == [1]
+
+
+def test_group_request_versions_are_capped_but_follow_a_broker_that_dropped_old_ones():
+    from kproto.consumer.classic.group_requests import choose_version
+    from kproto.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest
+
+    assert choose_version(JoinGroupRequest, (0, 9)) == 5
+    assert choose_version(JoinGroupRequest, (0, 4)) == 4
+    assert choose_version(LeaveGroupRequest, (3, 5)) == 3  # a broker without v0-2
+    assert choose_version(HeartbeatRequest, (0, 4)) == 4
+    with pytest.raises(errors.UnsupportedVersionError):
+        choose_version(JoinGroupRequest, (10, 12))
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+def test_leave_group_and_heartbeat_requests_encode_at_every_version(version):
+    from kproto.consumer.classic.group_requests import build_heartbeat, build_join_group, build_leave_group, build_sync_group
+
+    build_leave_group(version, "g", "m", "closing").encode(version)
+    if version <= 4:
+        build_heartbeat(version, "g", 3, "m", "i" if version >= 3 else None).encode(version)
+    build_sync_group(version, "g", 3, "m", None, "consumer", "range", {"m": b"x"}).encode(version)
+    build_join_group(version, "g", "m", "i" if version >= 5 else None, 6000, 30000, "consumer",
+                     [("range", b"x")], "why").encode(version)
+
+
+@pytest.mark.parametrize("version", range(6, 10))
+def test_join_group_encodes_at_the_flexible_versions(version):
+    from kproto.consumer.classic.group_requests import build_join_group
+    from kproto.messages import JoinGroupRequest
+
+    data = build_join_group(version, "g", "m", "i", 6000, 30000, "consumer", [("range", b"x")], "why").encode(version)
+    decoded = JoinGroupRequest.decode(data, version)
+    assert decoded.group_instance_id == "i" and decoded.protocols[0].name == "range"
+    assert decoded.reason == ("why" if version >= 8 else None)

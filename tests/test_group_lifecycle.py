@@ -4,6 +4,8 @@ subscriptions, and commits around revocation."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
@@ -70,11 +72,14 @@ def test_static_member_close_sends_no_leave_group(cluster):
     c.subscribe([topic])
     poll_until(c, lambda _: len(c.assignment()) == 2, "the static member's assignment")
     assert c.group_metadata()["group_instance_id"] == "instance-1"
+    heartbeat_thread = "kafka-coordinator-heartbeat-thread | static"
+    assert heartbeat_thread in [t.name for t in threading.enumerate()]
     cluster.start_request_tracking()
     c.close()
     seen = api_keys_seen(cluster)
     cluster.stop_request_tracking()
     assert LEAVE_GROUP not in seen
+    assert heartbeat_thread not in [t.name for t in threading.enumerate()]
 
 
 def test_fenced_instance_id_is_fatal_with_a_clear_error(cluster):

@@ -35,13 +35,15 @@ MAX_VERSIONS = {JoinGroupRequest.api_key: 5, SyncGroupRequest.api_key: 3, Heartb
 
 
 def choose_version(request_cls: Any, supported: tuple[int, int], node: Any = None) -> int:
-    """The highest version both sides support, capped at ``MAX_VERSIONS``."""
+    """The highest version both sides support, capped at ``MAX_VERSIONS`` unless the broker
+    no longer accepts the capped one (then its lowest)."""
     low, high = supported
-    version = min(high, request_cls.max_version, MAX_VERSIONS.get(request_cls.api_key, high))
-    if version < max(low, request_cls.min_version):
+    top = min(high, request_cls.max_version)
+    bottom = max(low, request_cls.min_version)
+    if top < bottom:
         raise errors.UnsupportedVersionError("no common version of {} with coordinator {} (broker {}-{})".format(
             request_cls.__name__, node, low, high))
-    return version
+    return max(bottom, min(top, MAX_VERSIONS.get(request_cls.api_key, top)))
 
 
 def build_find_coordinator(group_id: str, version: int) -> Any:
