@@ -138,3 +138,21 @@ def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cl
     assert revocations == [taken]
     assert all(not parts for kind, parts in kinds[1:] if kind == "assigned")
     assert_disjoint_per_generation([old, new])
+
+
+def test_leader_assigns_topics_only_other_members_subscribe_to(cluster):
+    shared = cluster.new_topic(partitions=2)
+    only_b = cluster.new_topic(partitions=2)
+    a = Member("a", cluster.bootstrap_servers, "diff", [shared])
+    b = Member("b", cluster.bootstrap_servers, "diff", [shared, only_b])
+    a.start()  # the first to join leads, and has never seen only_b
+    try:
+        wait_for(lambda: len(a.assignment()) == 2, "the leader's assignment")
+        b.start()
+        wait_for(lambda: {tp.topic for tp in b.assignment()} >= {only_b}, "the other member's own topic")
+        wait_for(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 3, "range over both topics")
+        assert {tp.topic for tp in a.assignment()} == {shared}
+        assert_disjoint_per_generation([a, b])
+    finally:
+        b.stop()
+        a.stop()

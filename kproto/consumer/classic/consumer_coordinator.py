@@ -217,7 +217,10 @@ class ConsumerCoordinator(AbstractCoordinator):
         # The leader needs metadata of every member's topics, not only its own.
         if self._subscriptions.group_subscribe(topics) or any(not self._cluster.partitions_for_topic(t)
                                                               for t in topics):
-            self._cluster.set_topics(self._subscriptions.metadata_topics())
+            interest = self._cluster.topics_of_interest()  # None: all topics already
+            if interest is not None:
+                # Added to what the consumer tracks (its own lookups stay).
+                self._cluster.set_topics(interest | topics)
             future = self._client.request_metadata_update()
             deadline = self._clock() + self.request_timeout_ms
             while not future.is_done and self._clock() < deadline:
