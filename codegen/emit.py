@@ -232,19 +232,22 @@ class ModuleEmitter:
     def can_read_past(self, msg: Message, group: list[Field], f: Field | None,
                       group2: list[Field], v: int) -> bool:
         """Whether ``group``, array ``f`` and ``group2`` can be read as one struct when the
-        array is empty: ``f`` is a compact array whose empty value is the lazy default, between
-        two runs of fixed-width fields (FetchResponse.PartitionData's aborted_transactions)."""
+        array is empty or null: ``f`` is a compact array whose empty value is the lazy default,
+        between two runs of fixed-width fields (FetchResponse.PartitionData's
+        aborted_transactions)."""
         return (bool(group) and bool(group2) and f is not None and f.is_array
                 and self.varint_prefixed(msg, f, v) and parse_default(f) == ("list", True))
 
     def read_past_empty_array(self, msg: Message, v: int, group: list[Field], f: Field,
                               part2: tuple[list[Field], Field | None], out: list[str]) -> None:
-        """One unpack for ``group``, the array's count byte, ``group2`` and the first byte of
-        the field after it; a count byte of 1 (empty array) keeps everything it read.
+        """One unpack for ``group``, the array's count byte, ``group2`` and the first two bytes
+        of the field after it (a varint length); a count byte of 1 (empty array), or 0 (null)
+        when the array is nullable, keeps everything it read.
 
         Valid bytes always hold that much whatever the array holds (an empty array is the
-        shortest), so the speculative read fails only on bytes that are truncated anyway.
-        Any other count re-reads ``group2`` after the array in the general way.
+        shortest; the array is compact, so the struct is flexible and its tag section's byte
+        follows the length's first byte), so the speculative read fails only on bytes that
+        are truncated anyway. Any other count re-reads ``group2`` after the array.
         """
         group2, f2 = part2
         fmt1 = "".join(FIXED[g.type][0] for g in group)
@@ -253,23 +256,27 @@ class ModuleEmitter:
         size2 = sum(FIXED[g.type][1] for g in group2)
         peek = f2 is not None and self.varint_prefixed(msg, f2, v)
         targets = (["o." + g.attr for g in group] + ["n"] + ["o." + g.attr for g in group2]
-                   + (["m"] if peek else []))
+                   + (["m", "m2"] if peek else []))
         out.append("{} = {}(mv, pos)".format(
-            ", ".join(targets), self.unpacker(">" + fmt1 + "B" + fmt2 + ("B" if peek else ""))))
-        out += ["if n == 1:", "    pos += {}".format(size1 + 1 + size2)]
-        if peek:
-            out.append("    n = m")
+            ", ".join(targets), self.unpacker(">" + fmt1 + "B" + fmt2 + ("BB" if peek else ""))))
+        fast = ["    pos += {}".format(size1 + 1 + size2)] + (["    n = m"] if peek else [])
+        out += ["if n == 1:"] + fast
+        if v in f.nullable:
+            # Null is as common (Kafka sends null aborted_transactions to read_uncommitted
+            # fetchers) and as short.
+            out += ["elif n == 0:", "    o.{} = None".format(f.attr)] + fast
         out.append("else:")
         slow: list[str] = []
         self.read_field(msg, f, v, "o." + f.attr, slow, size1)
-        targets2 = ["o." + g.attr for g in group2] + (["n"] if peek else [])
+        targets2 = ["o." + g.attr for g in group2] + (["n", "m2"] if peek else [])
         slow += ["{}{} = {}(mv, pos)".format(", ".join(targets2), "," if len(targets2) == 1
-                                             else "", self.unpacker(">" + fmt2 + ("B" if peek
-                                                                                 else ""))),
+                                             else "", self.unpacker(">" + fmt2 + ("BB" if peek
+                                                                                  else ""))),
                  "pos += {}".format(size2)]
         out += ["    " + line for line in slow]
         if f2 is not None:
-            self.read_field(msg, f2, v, "o." + f2.attr, out, 0 if peek else None)
+            self.read_field(msg, f2, v, "o." + f2.attr, out, 0 if peek else None,
+                            "m2" if peek else None)
 
     def tag_reader(self, msg: Message, st: Struct, v: int, tagged: list[Field]) -> str:
         body = ["fields, pos = _rtags(mv, pos)", "for tag, start, end in fields:"]
@@ -295,29 +302,33 @@ class ModuleEmitter:
         return compact and (f.is_array or f.type == "records")
 
     @staticmethod
-    def varint(peeked_at: int | None, two_byte: bool) -> list[str]:
+    def varint(peeked_at: int | None, two_byte: bool, second: str | None = None) -> list[str]:
         """Lines leaving the unsigned varint at ``pos`` in ``n`` and ``pos`` after it.
 
         With ``peeked_at``, ``n`` already holds the varint's first byte, which is at
-        ``pos + peeked_at``.
+        ``pos + peeked_at``; with ``second``, that local holds the byte after it.
         """
         off = peeked_at or 0
         lines = [] if peeked_at is not None else ["n = mv[pos]"]
         lines += ["if n < 128:", "    pos += {}".format(off + 1)]
-        if two_byte:
-            lines += ["elif mv[pos + {}] < 128:".format(off + 1),
-                      "    n = (n & 127) | (mv[pos + {}] << 7)".format(off + 1),
+        if two_byte or second:
+            if second is None:
+                second = "b"
+                lines.append("elif (b := mv[pos + {}]) < 128:".format(off + 1))
+            else:
+                lines.append("elif {} < 128:".format(second))
+            lines += ["    n = (n & 127) | ({} << 7)".format(second),
                       "    pos += {}".format(off + 2)]
         lines += ["else:", "    n, pos = _ruv(mv, pos{})".format(" + {}".format(off) if off else "")]
         return lines
 
     def read_field(self, msg: Message, f: Field, v: int, target: str, out: list[str],
-                   peeked_at: int | None = None) -> None:
+                   peeked_at: int | None = None, second: str | None = None) -> None:
         flexible = v in msg.flexible
         compact = flexible and (f.flexible is None or v in f.flexible)
         nullable = v in f.nullable
         if f.is_array:
-            self.read_array(msg, f, v, target, out, compact, nullable, peeked_at)
+            self.read_array(msg, f, v, target, out, compact, nullable, peeked_at, second)
             return
         t = f.type
         if t in FIXED:
@@ -329,7 +340,7 @@ class ModuleEmitter:
         elif t in ("string", "bytes"):
             out.append("{}, pos = {}(mv, pos)".format(target, READERS[(t, compact, nullable)]))
         elif t == "records":
-            self.read_records(target, out, compact, nullable, peeked_at)
+            self.read_records(target, out, compact, nullable, peeked_at, second)
         else:
             dec = self.decoder(msg, f.struct, v)
             if nullable:
@@ -340,10 +351,10 @@ class ModuleEmitter:
                 out.append("{}, pos = {}(mv, pos)".format(target, dec))
 
     def read_records(self, target: str, out: list[str], compact: bool, nullable: bool,
-                     peeked_at: int | None = None) -> None:
+                     peeked_at: int | None = None, second: str | None = None) -> None:
         """Inline records reading (a zero-copy view): the per-partition hot path of Fetch."""
         if compact:
-            out += self.varint(peeked_at, True) + ["n -= 1"]
+            out += self.varint(peeked_at, True, second) + ["n -= 1"]
         else:
             out += ["n, = {}(mv, pos)".format(self.unpacker(">i")), "pos += 4",
                     "if n < -1:", "    _too_many(n, pos - 4, limit - pos)"]
@@ -358,9 +369,10 @@ class ModuleEmitter:
                 "    {} = mv[pos:end]".format(target), "    pos = end"]
 
     def read_array(self, msg: Message, f: Field, v: int, target: str, out: list[str],
-                   compact: bool, nullable: bool, peeked_at: int | None = None) -> None:
+                   compact: bool, nullable: bool, peeked_at: int | None = None,
+                   second: str | None = None) -> None:
         if compact:
-            out += self.varint(peeked_at, False) + ["n -= 1"]
+            out += self.varint(peeked_at, False, second) + ["n -= 1"]
         else:
             out += ["n, = {}(mv, pos)".format(self.unpacker(">i")), "pos += 4"]
         size = self.elem_min_size(msg, f, v, compact)

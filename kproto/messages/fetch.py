@@ -106,12 +106,12 @@ _p_ihi = _S_ihi.pack
 _S_ihiB = _struct.Struct('>ihiB')
 _u_ihiB = _S_ihiB.unpack_from
 _p_ihiB = _S_ihiB.pack
-_S_ihqqqBiB = _struct.Struct('>ihqqqBiB')
-_u_ihqqqBiB = _S_ihqqqBiB.unpack_from
-_p_ihqqqBiB = _S_ihqqqBiB.pack
-_S_iB = _struct.Struct('>iB')
-_u_iB = _S_iB.unpack_from
-_p_iB = _S_iB.pack
+_S_ihqqqBiBB = _struct.Struct('>ihqqqBiBB')
+_u_ihqqqBiBB = _S_ihqqqBiBB.unpack_from
+_p_ihqqqBiBB = _S_ihqqqBiBB.pack
+_S_iBB = _struct.Struct('>iBB')
+_u_iBB = _S_iBB.unpack_from
+_p_iBB = _S_iBB.pack
 _S_ii = _struct.Struct('>ii')
 _u_ii = _S_ii.unpack_from
 _p_ii = _S_ii.pack
@@ -2059,8 +2059,12 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
     for o in result:
-        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset, n, o.preferred_read_replica, m = _u_ihqqqBiB(mv, pos)
+        o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset, n, o.preferred_read_replica, m, m2 = _u_ihqqqBiBB(mv, pos)
         if n == 1:
+            pos += 35
+            n = m
+        elif n == 0:
+            o.aborted_transactions = None
             pos += 35
             n = m
         else:
@@ -2075,12 +2079,12 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
                 o.aborted_transactions, pos = _da_FetchResponse_AbortedTransaction_v12(mv, pos, n)
             elif n < 0:
                 o.aborted_transactions = None
-            o.preferred_read_replica, n = _u_iB(mv, pos)
+            o.preferred_read_replica, n, m2 = _u_iBB(mv, pos)
             pos += 4
         if n < 128:
             pos += 1
-        elif mv[pos + 1] < 128:
-            n = (n & 127) | (mv[pos + 1] << 7)
+        elif m2 < 128:
+            n = (n & 127) | (m2 << 7)
             pos += 2
         else:
             n, pos = _ruv(mv, pos)

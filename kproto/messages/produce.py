@@ -438,8 +438,8 @@ def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
         o.index, n = _u_iB(mv, pos)
         if n < 128:
             pos += 5
-        elif mv[pos + 5] < 128:
-            n = (n & 127) | (mv[pos + 5] << 7)
+        elif (b := mv[pos + 5]) < 128:
+            n = (n & 127) | (b << 7)
             pos += 6
         else:
             n, pos = _ruv(mv, pos + 4)
