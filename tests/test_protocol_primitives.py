@@ -1,5 +1,7 @@
 """Wire primitives: varints, strings, bytes, arrays, tagged fields, and their bounds checks."""
 
+import copy
+import pickle
 import uuid
 
 import pytest
@@ -118,3 +120,17 @@ def test_fixed_width_readers():
     assert p.read_bool(memoryview(b"\x02"), 0) == (True, 1)
     with pytest.raises(p.DecodeFailure):
         p.read_int64(memoryview(b"\x00" * 7), 0)
+
+
+@pytest.mark.parametrize("raw", [bytes(16), b"\xff" * 16, bytes(range(16)),
+                                 uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e").bytes])
+def test_read_uuid_is_an_ordinary_uuid(raw):
+    value, pos = p.read_uuid(memoryview(b"\x07" + raw + b"\x00"), 1)
+    expected = uuid.UUID(bytes=raw)
+    assert pos == 17 and type(value) is uuid.UUID
+    assert value == expected and hash(value) == hash(expected)
+    assert (str(value), repr(value), value.version, value.is_safe) == \
+        (str(expected), repr(expected), expected.version, expected.is_safe)
+    assert pickle.loads(pickle.dumps(value)) == expected == copy.deepcopy(value)
+    with pytest.raises(TypeError):
+        value.int = 1  # immutable like any UUID
