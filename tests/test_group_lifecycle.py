@@ -308,3 +308,24 @@ def test_close_with_auto_commit_commits_then_revokes(cluster):
     poll_until(c, lambda g: len(g) >= len(more), "the new records")
     c.close(autocommit=False)
     assert committed_map(cluster, "auto-close", topic, (0, 1)) == ends
+
+
+def test_heartbeat_thread_keeps_a_busy_member_in_the_group_beyond_the_session_timeout(cluster):
+    import time
+
+    topic = cluster.new_topic(partitions=2)
+    c = consumer(cluster, "busy", session_timeout_ms=2000, heartbeat_interval_ms=200, max_poll_interval_ms=20000)
+    try:
+        c.subscribe([topic])
+        poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
+        generation = c.group_metadata()["generation_id"]
+        cluster.start_request_tracking()
+        time.sleep(3.0)  # "processing" for longer than the session timeout, without poll()
+        heartbeats = [r for r in cluster.requests() if r.api_key == HEARTBEAT]
+        cluster.stop_request_tracking()
+        assert heartbeats  # sent (and answered) with the application thread away
+        c.poll(100)
+        assert c.group_metadata()["generation_id"] == generation
+        assert len(c.assignment()) == 2
+    finally:
+        c.close()

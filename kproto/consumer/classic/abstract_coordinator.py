@@ -92,6 +92,7 @@ class AbstractCoordinator:
         self._heartbeat_thread: Any = None
         self._heartbeat_future: Any = None
         self._leave_future: Any = None
+        self._outstanding_since: Optional[float] = None  # heartbeat thread: request out since
         # A fatal error seen on the heartbeat thread, raised on the application thread.
         self._fatal_error: Optional[BaseException] = None
         self._closing = False
@@ -482,11 +483,17 @@ class AbstractCoordinator:
                     self.heartbeat.sent_heartbeat(now)
                     self._send_heartbeat()
                     wait = idle
-        if self._heartbeat_future is not None or self._find_future is not None or self._leave_future is not None:
-            # Drive the I/O ourselves in case the application thread is not polling.
+        if self._leave_future is not None and self._leave_future.is_done:
+            self._leave_future = None
+        if self._heartbeat_future is None and self._find_future is None and self._leave_future is None:
+            self._outstanding_since = None
+        elif self._outstanding_since is None:
+            # The application thread usually polls (and so sends and receives this) soon;
+            # only if it does not do we drive the client's I/O from here, because whatever
+            # else completes in our poll (fetches, ...) then runs its callbacks here.
+            self._outstanding_since = now
+        elif now - self._outstanding_since >= self.retry_backoff_ms:
             self._client.poll(timeout_ms=0)
-            if self._leave_future is not None and self._leave_future.is_done:
-                self._leave_future = None
         return wait
 
     def _send_heartbeat(self) -> None:
