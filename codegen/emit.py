@@ -3,8 +3,9 @@
 For every struct (the message itself, its nested structs and common structs) and every version
 that reaches it, the emitter writes a decode function ``(mv, pos) -> (obj, pos)`` and an encode
 function ``(obj, out)``. Versions whose generated code is identical share one function. Runs of
-fixed-width fields become one precompiled ``struct.Struct``; lengths are checked against the
-bytes left before anything is allocated.
+fixed-width fields become one precompiled ``struct.Struct`` (reading ahead past an empty
+compact array when one sits between two runs); lengths are checked against the bytes left
+before anything is allocated.
 """
 
 from __future__ import annotations
