@@ -4,6 +4,11 @@ moves, injected coordinator errors."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
@@ -81,15 +86,13 @@ while True:
 
 
 def test_member_killed_without_leave_group_is_evicted_after_session_timeout(cluster, tmp_path):
-    import subprocess
-    import sys
-
     topic = cluster.new_topic(partitions=4)
     script = tmp_path / "member.py"
     script.write_text(KILLED_MEMBER)
+    repo = str(Path(__file__).resolve().parents[1])  # kproto importable in the child
     child = subprocess.Popen([sys.executable, str(script), cluster.bootstrap_servers, "evict", topic],
                              stdout=subprocess.PIPE, text=True, cwd=str(tmp_path),
-                             env={**__import__("os").environ, "PYTHONPATH": __import__("os").getcwd()})
+                             env={**os.environ, "PYTHONPATH": repo})
     survivor = None
     try:
         assert child.stdout.readline().startswith("assigned")
