@@ -98,7 +98,7 @@ read_float64 = _fixed_reader(FLOAT64)
 read_bool = _fixed_reader(BOOL)
 
 
-def _uuid_from_int(value: int) -> uuid.UUID:
+def _uuid_from_slots(value: int) -> uuid.UUID:
     # uuid.UUID(int=...) runs ~1 us of argument checks in Python; a FetchResponse has one
     # uuid per topic. Build it as the uuid module itself does (it is immutable through
     # __setattr__, so object.__setattr__ on its slots), when the slots are the known ones.
@@ -108,9 +108,12 @@ def _uuid_from_int(value: int) -> uuid.UUID:
     return u
 
 
-if not {"int", "is_safe"} <= set(getattr(uuid.UUID, "__slots__", ())):  # pragma: no cover
-    def _uuid_from_int(value: int) -> uuid.UUID:  # noqa: F811  (another Python's uuid)
-        return _UUID(int=value)
+def _uuid_from_init(value: int) -> uuid.UUID:
+    return _UUID(int=value)
+
+
+_uuid_from_int = (_uuid_from_slots if {"int", "is_safe"} <= set(getattr(_UUID, "__slots__", ()))
+                  else _uuid_from_init)
 
 
 def read_uuid(mv: memoryview, pos: int) -> tuple[uuid.UUID, int]:
