@@ -204,8 +204,25 @@ def test_undecodable_record_mid_batch_keeps_position_right():
     assert cf.next_fetch_offset == 2  # past what was returned, not past the bad record
     with pytest.raises(CorruptRecordError, match="seek past the record") as info:
         cf.fetch_records(10)
-    assert info.value.partition == 0 and info.value.offset is not None
+    # the bad record's own offset, so a seek past it loses nothing else of the batch
+    assert info.value.partition == 0 and info.value.offset == 2
     assert cf.next_fetch_offset == 2
+
+
+def test_seeking_past_an_undecodable_record_then_reports_the_batch_end():
+    data = bytearray(batch(10, 3) + batch(13, 2))
+    data[65] = 0x05  # the first record's key length (after length, attributes, deltas): -3
+    first = completed(bytes(data), fetch_offset=10, check_crcs=False)
+    with pytest.raises(CorruptRecordError) as info:
+        first.fetch_records(10)
+    assert info.value.offset == 10  # the bad record itself, nothing was good before it
+    # The user seeks past it: the rest of its batch cannot be read (the record boundaries
+    # are lost), so the error now names the batch's last offset, and past that all is well.
+    again = completed(bytes(data), fetch_offset=11, check_crcs=False)
+    with pytest.raises(CorruptRecordError) as info:
+        again.fetch_records(10)
+    assert info.value.offset == 12
+    assert offsets(completed(bytes(data), fetch_offset=13, check_crcs=False).fetch_records(10)) == [13, 14]
 
 
 def test_unknown_codec_keeps_its_class():

@@ -157,13 +157,21 @@ def _record(*fields):
     return encode_varint(len(body)) + body
 
 
-GOOD = _record(encode_varint(0), encode_varint(0), encode_varint(1), b"k", encode_varint(1),
-               b"v", encode_varint(0))
+def _good(offset_delta):
+    return _record(encode_varint(0), encode_varint(offset_delta), encode_varint(1), b"k",
+                   encode_varint(1), b"v", encode_varint(0))
+
+
+GOOD = _good(0)
+GOOD1 = _good(1)  # a valid second record: offset deltas only grow
 
 
 @pytest.mark.parametrize("body,count", [
     (GOOD, 2),  # fewer records than declared
-    (GOOD + GOOD, 1),  # more records than declared
+    (GOOD + GOOD1, 1),  # more records than declared
+    (GOOD + GOOD, 2),  # the same offset twice
+    (GOOD1 + GOOD, 2),  # offsets going backwards
+    (_good(-1), 1),  # a negative offset delta
     (GOOD[:-1], 1),  # record shorter than its fields
     (GOOD + b"\x00", 1),  # trailing byte
     (_record(encode_varint(0), encode_varint(0), encode_varint(-2), encode_varint(0),
@@ -188,17 +196,29 @@ def test_malformed_records(body, count, codec):
 
 
 def test_good_hand_made_record_decodes():
-    (batch,) = list(read_batches(_v2_with_body(GOOD + GOOD, 2)))
+    (batch,) = list(read_batches(_v2_with_body(GOOD + GOOD1, 2)))
     assert [(r.key, r.value) for r in batch.records] == [(b"k", b"v")] * 2
 
 
-def test_records_decode_lazily_up_to_the_first_bad_one():
+def test_records_before_the_first_bad_one_come_first_and_its_error_names_it():
     bad = _record(encode_varint(0), encode_varint(2), encode_varint(-3))
-    (batch,) = list(read_batches(_v2_with_body(GOOD + GOOD + bad, 3)))
+    (batch,) = list(read_batches(_v2_with_body(GOOD + GOOD1 + bad, 3)))
     it = batch.records
     assert next(it).value == b"v" and next(it).value == b"v"
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptRecordError) as info:
         next(it)
+    # the offset after the last good record (base 0, delta 1), not the batch's
+    assert info.value.record_offset == 2
+    records, error = batch.decode_records()
+    assert [r.offset for r in records] == [0, 1] and error.record_offset == 2
+
+
+def test_bad_first_record_names_the_base_offset():
+    data = bytearray(build_batch(SMALL, base_offset=70))
+    data[61] = 0x7F  # the first record's length: far beyond the batch
+    (batch,) = list(read_batches(bytes(data), check_crcs=False))
+    records, error = batch.decode_records()
+    assert records == [] and error.record_offset == 70
 
 
 def test_batches_decode_lazily_up_to_the_first_bad_one():

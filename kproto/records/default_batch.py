@@ -85,30 +85,39 @@ def _zigzag_slow(buf: bytes, pos: int) -> tuple[int, int]:
     return (v >> 1) ^ -(v & 1), pos
 
 
-def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
-                  base_timestamp: int, timestamp_type: int, log_append_time: int | None,
-                  batch: "RecordBatch") -> Iterator[Record]:
+def _decode_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
+                    base_timestamp: int, timestamp_type: int, log_append_time: int | None,
+                    record_class: type, prefix: tuple) -> tuple[list, str | None]:
+    """Every record of one batch in one call: ``(records, None)``, or ``(the records before
+    the first malformed one, what is wrong with it)``.
+
+    Each record is ``record_class`` over ``prefix + (offset, timestamp, ...)``, so the
+    consumer gets its ``ConsumerRecord`` (prefix ``(topic, partition, leader_epoch)``)
+    without an intermediate ``Record``. One loop appending to a list costs less per record
+    than a generator resumed per record; laziness stays at batch granularity.
+    """
+    out: list = []
+    append = out.append
     new = _new_tuple
-    R = Record
     zz = _ZZ
     slow = _zigzag_slow
-    n = 0
+    last_offset = base_offset - 1
     try:
         while pos < end:
             # Every varint below: one byte if < 0x80, two bytes through _ZZ, else the
             # helper (which also zigzag-decodes).
             v = buf[pos]
             if v < 0x80:
-                v = zz[v]
                 pos += 1
+                rec_end = pos + zz[v]
             else:
                 b = buf[pos + 1]
                 if b < 0x80:
-                    v = zz[(b << 7) + v]
                     pos += 2
+                    rec_end = pos + zz[(b << 7) + v]
                 else:
                     v, pos = slow(buf, pos)
-            rec_end = pos + v
+                    rec_end = pos + v
             if rec_end <= pos or rec_end > end:
                 raise _Malformed("record length out of range")
             # attributes (unused by every Kafka version so far), then timestampDelta
@@ -126,17 +135,23 @@ def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
             timestamp = base_timestamp + v if log_append_time is None else log_append_time
             v = buf[pos]
             if v < 0x80:
-                v = zz[v]
+                offset = base_offset + zz[v]
                 pos += 1
             else:
                 b = buf[pos + 1]
                 if b < 0x80:
-                    v = zz[(b << 7) + v]
+                    offset = base_offset + zz[(b << 7) + v]
                     pos += 2
                 else:
                     v, pos = slow(buf, pos)
-            offset = base_offset + v
-            # key
+                    offset = base_offset + v
+            # Deltas only grow (compaction leaves gaps): anything else is corrupt, and
+            # would make the consumer return offsets out of order.
+            if offset <= last_offset:
+                raise _Malformed("offset delta {} after {}".format(
+                    offset - base_offset, last_offset - base_offset))
+            last_offset = offset
+            # key (slicing past the end is caught by the pos == rec_end check below)
             v = buf[pos]
             if v < 0x80:
                 ksize = zz[v]
@@ -149,8 +164,9 @@ def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
                 else:
                     ksize, pos = slow(buf, pos)
             if ksize >= 0:
-                key = buf[pos:pos + ksize]
-                pos += ksize
+                v = pos + ksize
+                key = buf[pos:v]
+                pos = v
             elif ksize == -1:
                 key = None
             else:
@@ -168,8 +184,9 @@ def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
                 else:
                     vsize, pos = slow(buf, pos)
             if vsize >= 0:
-                value = buf[pos:pos + vsize]
-                pos += vsize
+                v = pos + vsize
+                value = buf[pos:v]
+                pos = v
             elif vsize == -1:
                 value = None
             else:
@@ -192,13 +209,13 @@ def _iter_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
                 headers, hsize, pos = _read_headers(buf, pos, hcount)
             if pos != rec_end:
                 raise _Malformed("record fields do not match the record length")
-            n += 1
-            yield new(R, (offset, timestamp, timestamp_type, key, value, headers, None,
-                          ksize, vsize, hsize))
-        if n != count:
-            raise _Malformed("batch declares {} records, holds {}".format(count, n))
+            append(new(record_class, prefix + (offset, timestamp, timestamp_type, key, value,
+                                               headers, None, ksize, vsize, hsize)))
+        if len(out) != count:
+            raise _Malformed("batch declares {} records, holds {}".format(count, len(out)))
     except (IndexError, _Malformed, UnicodeDecodeError) as exc:
-        raise batch._corrupt("malformed record: {}".format(exc)) from exc
+        return out, "malformed record: {}".format(exc)
+    return out, None
 
 
 def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
@@ -308,15 +325,28 @@ class RecordBatch:
             raise self._corrupt("CRC-32C mismatch: stored {:#010x}, computed {:#010x}".format(
                 self.crc, computed))
 
-    def _corrupt(self, message: str) -> CorruptRecordError:
+    def _corrupt(self, message: str, offset: int | None = None) -> CorruptRecordError:
+        """The error for this batch; ``offset`` is the bad record's (default: the batch's)."""
+        if offset is None:
+            offset = self.base_offset
         return CorruptRecordError("record batch at offset {}: {}".format(
             self.base_offset, message), topic=self.topic, partition=self.partition,
-            offset=self.base_offset)
+            offset=offset)
 
     # --- records ---------------------------------------------------------------------
-    @property
-    def records(self) -> Iterator[Record]:
-        """A fresh iterator over the records, decoding each one as it is reached."""
+    def decode_records(self, record_class: type = Record,
+                       prefix: tuple = ()) -> tuple[list, CorruptRecordError | None]:
+        """Decompress and decode every record of the batch in one call.
+
+        Returns ``(records, None)``, or ``(the records before the first malformed one, a
+        CorruptRecordError whose offset is the bad record's)``: the offset after the last
+        good record (base offset + its offset delta + 1), or the base offset if none was
+        good, so a consumer can return what was good and the user can seek past the bad
+        record only. Records are ``record_class`` tuples of ``prefix`` followed by the
+        ``Record`` fields (the consumer passes ``ConsumerRecord`` and ``(topic, partition,
+        leader_epoch)``). A batch that cannot be decompressed raises at once
+        (``CorruptRecordError``, or ``UnsupportedCodecError`` for a missing package).
+        """
         start = self._start + HEADER_SIZE
         end = self._end
         buf = self._data
@@ -333,9 +363,28 @@ class RecordBatch:
                 raise self._corrupt(str(exc)) from exc
             start = 0
             end = len(buf)
-        log_append_time = self.max_timestamp if self.attributes & ATTR_TIMESTAMP_TYPE else None
-        return _iter_records(buf, start, end, self.record_count, self.base_offset,
-                             self.base_timestamp, self.timestamp_type, log_append_time, self)
+        attributes = self.attributes
+        log_append_time = self.max_timestamp if attributes & ATTR_TIMESTAMP_TYPE else None
+        records, problem = _decode_records(
+            buf, start, end, self.record_count, self.base_offset, self.base_timestamp,
+            LOG_APPEND_TIME if attributes & ATTR_TIMESTAMP_TYPE else CREATE_TIME,
+            log_append_time, record_class, prefix)
+        if problem is None:
+            return records, None
+        bad_offset = records[-1][len(prefix)] + 1 if records else self.base_offset
+        return records, self._corrupt(problem, bad_offset)
+
+    @property
+    def records(self) -> Iterator[Record]:
+        """A fresh iterator over the records: the batch is decoded when the first one is
+        taken; the records before a malformed one come out before its error is raised."""
+        return self._iter_records()
+
+    def _iter_records(self) -> Iterator[Record]:
+        records, error = self.decode_records()
+        yield from records
+        if error is not None:
+            raise error
 
     def __iter__(self) -> Iterator[Record]:
         return self.records

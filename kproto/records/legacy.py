@@ -220,6 +220,23 @@ class LegacyBatch:
     def __iter__(self) -> Iterator[Record]:
         return self._iter_records()
 
+    def decode_records(self, record_class: type = Record,
+                       prefix: tuple = ()) -> tuple[list, CorruptRecordError | None]:
+        """Every record at once, as ``RecordBatch.decode_records``: ``(records, None)`` or
+        ``(the records before the failure, its CorruptRecordError)``."""
+        out: list = []
+        append = out.append
+        last = -1 << 63
+        try:
+            for record in self._iter_records():
+                if record[0] <= last:  # only a corrupt v0 wrapper can hold such offsets
+                    raise self._corrupt("inner offsets out of order", record[0])
+                last = record[0]
+                append(_new_tuple(record_class, prefix + record))
+        except CorruptRecordError as exc:
+            return out, exc
+        return out, None
+
     def _iter_records(self) -> Iterator[Record]:
         ts_type = self.timestamp_type
         if not self.compression_type:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import heapq
 import inspect
 import logging
-from itertools import dropwhile, islice
 from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
@@ -39,6 +38,7 @@ log = logging.getLogger("kproto.consumer.fetch")
 
 READ_COMMITTED = 1  # the FetchRequest IsolationLevel byte
 _new_record = tuple.__new__
+_OFFSET = ConsumerRecord._fields.index("offset")
 
 
 Deserialize = Callable[[str, list, Optional[bytes]], Any]
@@ -92,12 +92,13 @@ class CompletedFetch:
         self._value_deserializer = value_deserializer
         self._batches: Optional[Iterator[Any]] = None
         self._current_batch: Any = None
-        self._records: Optional[Iterator[Any]] = None
-        # Set after a decoding failure inside the fast path, until the next batch.
-        self._record_by_record = False
-        self._corrupt_error: Optional[BaseException] = None
-        # The last record taken before its deserialization failed, retried on the next call.
-        self._pending_record: Any = None
+        # The current batch's records (all decoded when it is reached), the index of the
+        # next one to hand out, and the error of a malformed record that ended the list
+        # (raised once the records before it are taken).
+        self._batch_records: Optional[list[ConsumerRecord]] = None
+        self._index = 0
+        self._batch_error: Optional[KafkaError] = None
+        self._corrupt_error: Optional[KafkaError] = None
         self._aborted_producer_ids: set[int] = set()
         self._aborted_transactions: list[tuple[int, int]] = []
         if isolation_level == READ_COMMITTED:
@@ -116,9 +117,9 @@ class CompletedFetch:
         """Mark this fetch consumed (stale, errored or fully read); nothing more comes out."""
         if not self.is_consumed:
             self.is_consumed = True
-            self._records = None
+            self._batch_records = None
+            self._batch_error = None
             self._batches = None
-            self._pending_record = None
 
     def _read_batches(self, check_crcs: bool) -> Iterator[Any]:
         # The reader wants bytes; convert the response's memoryview once, not per reader.
@@ -142,68 +143,43 @@ class CompletedFetch:
         out: list[ConsumerRecord] = []
         if self.is_consumed or max_records <= 0:
             return out
-        topic, partition = self.partition
         plain = self._key_deserializer is None and self._value_deserializer is None
         try:
-            if self._pending_record is not None:
-                out.append(self._parse_record(self._pending_record))
-                self._pending_record = None
-                self.next_fetch_offset = out[-1].offset + 1
             while len(out) < max_records:
-                if self._records is None and not self._next_batch():
-                    break
-                position = self.next_fetch_offset
-                need = max_records - len(out)
-                if plain and not self._record_by_record:
-                    # The fast path: a comprehension over the batch's records, skipping
-                    # those before the position (a batch may start before it).
-                    prefix = (topic, partition, -1 if self.last_epoch is None else self.last_epoch)
-                    records = dropwhile(lambda r, p=position: r.offset < p, self._records)
-                    try:
-                        chunk = [_new_record(ConsumerRecord, prefix + r) for r in islice(records, need)]
-                    except KafkaError:
-                        # Records decoded before the bad one are inside the failed
-                        # comprehension: decode the batch again one record at a time so
-                        # they are returned and the position stops right before the failure.
-                        self._records = iter(self._current_batch.records)
-                        self._record_by_record = True
-                        continue
-                    out += chunk
-                    if len(chunk) < need:
-                        self._records = None
-                    if chunk:
-                        self.next_fetch_offset = chunk[-1].offset + 1
-                    continue
-                taken = 0
-                append = out.append
-                for record in self._records:  # type: ignore[union-attr]
-                    if record.offset < position:
-                        continue  # the batch started before the position
-                    if plain:
-                        append(_new_record(ConsumerRecord, (topic, partition, -1 if self.last_epoch is None
-                                                            else self.last_epoch) + record))
-                    else:
-                        self._pending_record = record
-                        append(self._parse_record(record))
-                        self._pending_record = None
-                    self.next_fetch_offset = record.offset + 1
-                    taken += 1
-                    if taken >= need:
+                records = self._batch_records
+                if records is None:
+                    if not self._next_batch():
                         break
+                    records = self._batch_records
+                i = self._index
+                chunk = records[i:i + max_records - len(out)]
+                if plain:
+                    out += chunk
+                    self._index = i + len(chunk)
+                    if chunk:
+                        self.next_fetch_offset = chunk[-1][_OFFSET] + 1
                 else:
-                    self._records = None
+                    for record in chunk:
+                        # A failing deserializer raises before the index moves: the
+                        # same record is tried again on the next call.
+                        out.append(self._parse_record(record))
+                        self._index += 1
+                        self.next_fetch_offset = record[_OFFSET] + 1
+                if self._index >= len(records):
+                    self._batch_records = None
+                    error = self._batch_error
+                    if error is not None:
+                        self._batch_error = None
+                        raise error
         except RecordDeserializationError:
             if not out:
                 raise
-            self.next_fetch_offset = max(self.next_fetch_offset, out[-1].offset + 1)
         except KafkaError as exc:
             self._corrupt_error = exc
-            if out:
-                # What was taken before the corrupt record is returned; the position must
-                # move past it or it would be returned again.
-                self.next_fetch_offset = max(self.next_fetch_offset, out[-1].offset + 1)
-            else:
+            if not out:
                 raise self._fetch_error(exc) from exc
+            # What was taken before the corrupt record is returned (the position is
+            # right after it); the error comes on the next call.
         self.records_read += len(out)
         return out
 
@@ -214,7 +190,11 @@ class CompletedFetch:
         message = ("Received exception when fetching the next record from {}-{}: {}. If needed, please seek past "
                    "the record to continue consumption.".format(topic, partition, cause))
         if isinstance(cause, CorruptRecordError):
-            offset = cause.record_offset if cause.record_offset is not None else self.next_fetch_offset
+            # The records layer names the bad record; a bad record before the position
+            # (a batch may start before it) is reported at the position instead.
+            offset = self.next_fetch_offset
+            if cause.record_offset is not None and cause.record_offset > offset:
+                offset = cause.record_offset
             error: KafkaError = CorruptRecordError(message)  # the cause's text already names the place
             error.topic, error.partition = topic, partition  # type: ignore[attr-defined]
             error.record_offset = error.offset = offset  # type: ignore[attr-defined]
@@ -226,21 +206,20 @@ class CompletedFetch:
         error.__cause__ = cause
         return error
 
-    def _parse_record(self, record: Any) -> ConsumerRecord:
-        topic, partition = self.partition
+    def _parse_record(self, record: ConsumerRecord) -> ConsumerRecord:
+        """``record`` (raw key and value) with the deserializers applied."""
+        topic = record[0]
+        headers = record[8]
         key_des, value_des = self._key_deserializer, self._value_deserializer
         try:
-            key = record.key if key_des is None else key_des(topic, record.headers, record.key)
-            value = record.value if value_des is None else value_des(topic, record.headers, record.value)
+            key = record[6] if key_des is None else key_des(topic, headers, record[6])
+            value = record[7] if value_des is None else value_des(topic, headers, record[7])
         except Exception as exc:
             raise RecordDeserializationError(
                 "Error deserializing key/value for partition {}-{} at offset {}. If needed, please seek past the "
-                "record to continue consumption.".format(topic, partition, record.offset),
-                self.partition, record.offset) from exc
-        return ConsumerRecord(topic, partition, -1 if self.last_epoch is None else self.last_epoch, record.offset,
-                              record.timestamp, record.timestamp_type, key, value, record.headers, record.checksum,
-                              record.serialized_key_size, record.serialized_value_size,
-                              record.serialized_header_size)
+                "record to continue consumption.".format(topic, record[1], record[_OFFSET]),
+                self.partition, record[_OFFSET]) from exc
+        return _new_record(ConsumerRecord, record[:6] + (key, value) + record[8:])
 
     def _next_batch(self) -> bool:
         """Move to the next batch with records to return; False (and drained) at the end."""
@@ -255,7 +234,6 @@ class CompletedFetch:
                 self.drain()
                 return False
             self._current_batch = batch
-            self._record_by_record = False
             epoch = batch.partition_leader_epoch
             self.last_epoch = epoch if epoch >= 0 else None
             if read_committed and batch.producer_id >= 0:
@@ -275,7 +253,24 @@ class CompletedFetch:
                 continue
             if batch.next_offset <= self.next_fetch_offset:
                 continue  # wholly before the position: no need to decode it
-            self._records = iter(batch.records)
+            # The whole batch is decoded now (laziness is per batch): straight into
+            # ConsumerRecords, and a malformed record's error is kept until the records
+            # before it are taken.
+            records, self._batch_error = batch.decode_records(ConsumerRecord, (
+                self.partition.topic, self.partition.partition, -1 if self.last_epoch is None else self.last_epoch))
+            position = self.next_fetch_offset
+            error = self._batch_error
+            if error is not None and error.record_offset is not None and error.record_offset < position:
+                # The bad record lies before the position (the user sought past it): the
+                # records after it cannot be found (their boundaries are lost), so the
+                # offset to seek past is the batch's last one.
+                error.record_offset = error.offset = batch.last_offset
+            if records and records[0][_OFFSET] < position:
+                # The batch started before the position (the decoders guarantee
+                # increasing offsets, so what is left is in order).
+                records = [r for r in records if r[_OFFSET] >= position]
+            self._batch_records = records
+            self._index = 0
             return True
 
     def _consume_aborted_transactions_up_to(self, offset: int) -> None:
