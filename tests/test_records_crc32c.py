@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kproto.records import crc32c
-from kproto.records.crc32c import FOLD_THRESHOLD, _crc32c_fold, _crc32c_small, crc32c_table
+from kproto.records.crc32c import (_FOLD_CHUNK, _FOLD_MAX_BITS, _FOLD_TABLE, FOLD_THRESHOLD,
+                                    _crc32c_fold, _crc32c_small, _mod_p, _search_fold_table,
+                                    _x_pow_mod, crc32c_table)
 
 
 # RFC 3720 (iSCSI) appendix B.4 test vectors and the usual "123456789" check value.
@@ -55,9 +57,41 @@ def test_incremental_like_zlib_crc32(data, draw):
 
 
 def test_large_inputs_folded_in_pieces():
-    data = os.urandom(600_000)  # three pieces of at most 256 KiB
-    assert crc32c(data) == _crc32c_fold(data, 0) == crc32c_table(data)
+    data = os.urandom(600_000)  # five pieces of at most 128 KiB
+    assert crc32c(data) == crc32c_table(data)
     assert crc32c(data, 7) == crc32c_table(data, 7)
+    assert _crc32c_fold(data[:_FOLD_CHUNK], 0) == crc32c_table(data[:_FOLD_CHUNK])
+    with pytest.raises(ValueError):
+        _crc32c_fold(data[:_FOLD_CHUNK + 1], 0)
+
+
+def test_fold_table_constants():
+    # every constant is x^k mod P, computed here by plain long division
+    for k, c in _FOLD_TABLE:
+        assert c == _x_pow_mod(k)
+        if k < 5000:  # long division is quadratic
+            assert c == _mod_p(1 << k)
+    ks = [k for k, _ in _FOLD_TABLE]
+    assert ks[0] == 64 and ks == sorted(set(ks))
+    # each step lets a fold halve the width: the next k is at most 2k - 31 ...
+    assert all(b <= 2 * a - 31 for a, b in zip(ks, ks[1:]))
+    # ... and the table reaches the largest piece folded at once
+    assert 2 * ks[-1] - 31 >= _FOLD_MAX_BITS
+    # the table is what the search makes (its start; the whole search takes ~0.3 s)
+    start = _search_fold_table(100_000)
+    assert list(_FOLD_TABLE[:len(start)]) == start
+
+
+# Sizes at the edges of the table's steps: the largest input a k accepts, and one byte more.
+_EDGE_SIZES = sorted({n for k, _ in _FOLD_TABLE[::7] for n in ((2 * k - 31 - 32) // 8,
+                                                                (2 * k - 31 - 32) // 8 + 1)
+                      if 0 < n <= _FOLD_CHUNK})
+
+
+@pytest.mark.parametrize("size", _EDGE_SIZES)
+def test_fold_at_table_step_edges(size):
+    data = os.urandom(size)
+    assert _crc32c_fold(data, 0x12345678) == crc32c_table(data, 0x12345678)
 
 
 def test_accepts_bytearray_and_memoryview():
