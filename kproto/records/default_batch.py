@@ -118,7 +118,8 @@ def _decode_records(buf: bytes, pos: int, end: int, count: int, base_offset: int
                 else:
                     v, pos = slow(buf, pos)
                     rec_end = pos + v
-            if rec_end <= pos or rec_end > end:
+            # (a length of zero or below is caught by the pos == rec_end check below)
+            if rec_end > end:
                 raise _Malformed("record length out of range")
             # attributes (unused by every Kafka version so far), then timestampDelta
             v = buf[pos + 1]
