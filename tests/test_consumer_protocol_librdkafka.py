@@ -64,6 +64,14 @@ class RawLeader:
                          for m, a in assignments.items()]), 3)
         assert resp.error_code == 0, resp
 
+    def keep_alive(self) -> None:
+        """One heartbeat, so the session survives a long wait on librdkafka (on a loaded
+        machine a wait outlasted the 10 s session once: the leader was evicted and
+        librdkafka, alone, assigned itself everything). A rebalance answer is fine here."""
+        resp = raw.roundtrip(self.address, HeartbeatRequest(
+            group_id=self.group, generation_id=self.generation, member_id=self.member_id), 3)
+        assert resp.error_code in (0, 27), resp
+
     def wait_for_rebalance(self, deadline_s: float = 60) -> None:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
@@ -102,18 +110,22 @@ class LibrdkafkaMember:
             self._consumer.poll(0.1)
 
     @staticmethod
-    def _wait(events: list, n: int, deadline_s: float) -> list:
+    def _wait(events: list, n: int, deadline_s: float, tick=None) -> list:
         end = time.monotonic() + deadline_s
+        next_tick = time.monotonic() + 1
         while len(events) < n and time.monotonic() < end:
             time.sleep(0.05)
+            if tick is not None and time.monotonic() >= next_tick:
+                tick()
+                next_tick = time.monotonic() + 1
         assert len(events) >= n, events
         return events[n - 1]
 
-    def wait_assignments(self, n: int, deadline_s: float = 60) -> list:
-        return self._wait(self.assignments, n, deadline_s)
+    def wait_assignments(self, n: int, deadline_s: float = 60, tick=None) -> list:
+        return self._wait(self.assignments, n, deadline_s, tick)
 
-    def wait_revocations(self, n: int, deadline_s: float = 60) -> list:
-        return self._wait(self.revocations, n, deadline_s)
+    def wait_revocations(self, n: int, deadline_s: float = 60, tick=None) -> list:
+        return self._wait(self.revocations, n, deadline_s, tick)
 
     def close(self) -> None:
         self._stop.set()
@@ -153,7 +165,7 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
         ours = [TopicPartition(TOPIC, 1)]
         leader.sync({leader.member_id: encode_assignment(Assignment(ours)),
                      rd_id: encode_assignment(Assignment(given))})
-        assert member.wait_assignments(1) == given
+        assert member.wait_assignments(1, tick=leader.keep_alive) == given
 
         # 3. we rejoin; a cooperative member keeps its partitions and reports them + generation
         assignor = CooperativeStickyAssignor()
@@ -173,7 +185,7 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
         assert len(kept) == 2 and set(kept) < set(given) and result[leader.member_id] == ours
         moving = sorted(set(given) - set(kept))
         leader.sync(out)
-        assert member.wait_revocations(1) == moving
+        assert member.wait_revocations(1, tick=leader.keep_alive) == moving
 
         # 5. librdkafka rejoins after revoking; round 2 hands the partition over
         ((_, our_metadata),) = group_protocols([assignor], [TOPIC], ours, leader.generation)
