@@ -3,8 +3,10 @@
 Owns turning a fetch's raw ``records`` bytes into batches and records, and back.
 
 * ``read_batches(data, check_crcs=True, topic=None, partition=None)`` iterates batches
-  lazily (``RecordBatch`` for magic 2, ``LegacyBatch`` for magic 0/1); each batch's
-  ``records`` decodes its records only as they are iterated (``Record`` tuples).
+  lazily (``RecordBatch`` for magic 2, ``LegacyBatch`` for magic 0/1); a batch's records
+  are decoded only when asked for, the whole batch at once: ``records`` iterates
+  ``Record`` tuples, ``decode_records(record_class, prefix)`` returns them as a list with
+  the error of a malformed record (if any) instead of raising.
 * ``crc32c(data, crc=0)``: CRC-32C, incremental like ``zlib.crc32``.
 * ``RecordBatchBuilder`` / ``build_batch`` / ``build_control_batch`` and
   ``LegacyMessageSetBuilder`` / ``build_message_set`` write batches.

@@ -2,8 +2,9 @@
 
 Owns ``RecordBatch`` (Java's DefaultRecordBatch): the 61-byte header is unpacked with one
 ``struct.unpack_from`` when the batch is reached; the records are decompressed and decoded
-only when ``records`` is iterated, one record per ``next()``, so a consumer that stops at
-``max_poll_records`` never builds the rest.
+only when asked for (``decode_records()``, or the first ``next()`` of ``records``), a
+whole batch in one call, so a consumer that stops at ``max_poll_records`` never builds the
+later batches.
 
 Layout (Kafka's DefaultRecordBatch)::
 
@@ -16,12 +17,15 @@ Layout (Kafka's DefaultRecordBatch)::
             keyLength varint | key | valueLength varint | value | headerCount varint |
             [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]
 
-The record loop is the hottest code of kproto: it works on one ``bytes`` object with an
-integer position, binds everything it uses to locals, decodes one- and two-byte varints
-inline (nearly every length and delta in practice; the zigzag step is a table lookup) and
-calls a helper only for longer ones. Bounds are not checked per field: indexing past the end raises IndexError, slicing
-past the end is caught by the per-record check that the fields end exactly where the
-record's length said; both become ``CorruptRecordError``.
+The record loop is the hottest code of kproto: one function call per batch appending to a
+list (a generator resumed per record costs more), on one ``bytes`` object with an integer
+position; it binds everything it uses to locals, decodes one- and two-byte varints inline
+(nearly every length and delta in practice; the zigzag step is a table lookup), calls a
+helper only for longer ones, and builds each record tuple in one step with the caller's
+prefix (the consumer's ``ConsumerRecord`` directly). Bounds are not checked per field:
+indexing past the end raises IndexError, slicing past the end is caught by the per-record
+check that the fields end exactly where the record's length said; both end the list with
+a ``CorruptRecordError`` naming the bad record's offset.
 """
 
 from __future__ import annotations

@@ -15,11 +15,14 @@ Rules, as in Java's ``nextFetchedRecord``:
 * after the last batch, ``next_fetch_offset`` is the batch's ``next_offset`` (v2 keeps the
   last offset even when compaction removed the last records, so the consumer never
   refetches the same batch forever);
-* a corrupt batch or a failing deserializer raises only if no record was returned yet by
-  this call; the next call raises again without skipping anything. Corruption surfaces as
-  ``CorruptRecordError`` naming the topic, partition and the offset to seek past (the
-  records layer's, else the position); other decoding failures (a missing codec) keep
-  their own class.
+* a batch is decoded whole when it is reached, straight into ``ConsumerRecord`` tuples
+  (no intermediate ``Record``), and handed out in list slices;
+* a corrupt batch or record or a failing deserializer raises only if no record was
+  returned yet by this call; the next call raises again without skipping anything.
+  Corruption surfaces as ``CorruptRecordError`` naming the topic, partition and the offset
+  to seek past (the bad record's, from the records layer; for a bad record before the
+  position, the batch's last offset; for a failed batch CRC, the batch's base offset or
+  the position if later); other decoding failures (a missing codec) keep their own class.
 """
 
 from __future__ import annotations
