@@ -383,11 +383,24 @@ class AbstractCoordinator:
 
     def _app_poll(self, timeout_ms: float, future: Any = None) -> None:
         """One blocking network step on the application thread, honouring ``wakeup()``."""
-        if self.check_wakeup is not None:
-            self.check_wakeup()
-        self._client.poll(timeout_ms=timeout_ms, future=future)
-        if self.check_wakeup is not None:
-            self.check_wakeup()
+        check = self.check_wakeup
+        if check is None:
+            self._client.poll(timeout_ms=timeout_ms, future=future)
+            return
+        check()
+        if future is None:
+            self._client.poll(timeout_ms=timeout_ms)
+        else:
+            # client.poll(timeout, future) selects until the future is done, so a wakeup
+            # would end only one select: wait one step at a time instead.
+            deadline = self._clock() + timeout_ms
+            while not future.is_done:
+                left = deadline - self._clock()
+                if left <= 0:
+                    break
+                self._client.poll(timeout_ms=left)
+                check()
+        check()
 
     def _backoff(self, deadline: float) -> None:
         until = min(deadline, self._clock() + self.retry_backoff_ms)

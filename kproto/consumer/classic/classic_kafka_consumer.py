@@ -32,6 +32,7 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_collector import Fetch
 from kproto.consumer.fetch.fetcher import Fetcher
 from kproto.consumer.offsets import OffsetFetcher
+from kproto.consumer.offsets.metadata_wait import await_metadata_update
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
 from kproto.net.client import NetworkClient
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -144,6 +145,9 @@ class ClassicKafkaConsumer:
         try:
             self.coordinator: Optional[ClassicCoordinator] = _create_coordinator(
                 self.client, self.subscriptions, config)
+            if self.coordinator is not None:
+                # wakeup() must also end a blocking coordinator lookup or join.
+                self.coordinator.check_wakeup = self.maybe_trigger_wakeup
         except BaseException:
             self.client.close()
             raise
@@ -198,9 +202,9 @@ class ClassicKafkaConsumer:
     def _update_metadata_topics(self) -> None:
         self.metadata.set_topics(self.subscriptions.metadata_topics() | self._lookup_topics)
 
-    def _await_metadata(self, future: Any, deadline: float) -> None:
-        while not future.is_done and self._time_ms() < deadline:
-            self._client_poll(self._remaining(deadline), future)
+    def _await_metadata(self, deadline: float) -> None:
+        """A metadata refresh, asked again after retry_backoff_ms while no broker answers."""
+        await_metadata_update(self.client, deadline, self._time_ms, self.retry_backoff_ms, self._client_poll)
 
     # --- subscription and assignment ------------------------------------------------------
 
@@ -437,7 +441,7 @@ class ClassicKafkaConsumer:
         self._lookup_topics.add(topic)
         deadline = self._deadline(None)
         self._update_metadata_topics()
-        self._await_metadata(self.client.request_metadata_update(), deadline)
+        self._await_metadata(deadline)
         partitions = self.metadata.partitions_for_topic(topic)
         return set(partitions) if partitions is not None else None
 
@@ -447,7 +451,7 @@ class ClassicKafkaConsumer:
         pattern = self.subscriptions.has_pattern_subscription()
         self.metadata.need_all_topic_metadata(True)
         try:
-            self._await_metadata(self.client.request_metadata_update(), deadline)
+            self._await_metadata(deadline)
         finally:
             if not pattern:
                 self.metadata.need_all_topic_metadata(False)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Optional
 from kproto import errors
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
 from kproto.consumer.offsets.group_offsets import GroupOffsets
+from kproto.consumer.offsets.metadata_wait import await_metadata_update
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
@@ -157,9 +158,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         missing = {t for t in self._subscriptions.subscription() if not self._cluster.partitions_for_topic(t)}
         if not missing and (not self._subscriptions.has_pattern_subscription() or self._cluster.update_count):
             return
-        future = self._client.request_metadata_update()
-        while not future.is_done and self._clock() < deadline:
-            self._app_poll(deadline - self._clock(), future)
+        await_metadata_update(self._client, deadline, self._clock, self.retry_backoff_ms, self._app_poll)
         self._update_pattern_subscription()
 
     def rejoin_needed_or_pending(self) -> bool:
@@ -221,10 +220,9 @@ class ConsumerCoordinator(AbstractCoordinator):
             if interest is not None:
                 # Added to what the consumer tracks (its own lookups stay).
                 self._cluster.set_topics(interest | topics)
-            future = self._client.request_metadata_update()
-            deadline = self._clock() + self.request_timeout_ms
-            while not future.is_done and self._clock() < deadline:
-                self._client.poll(timeout_ms=deadline - self._clock(), future=future)
+            # This may run on the heartbeat thread (JoinGroup callback): plain client polls.
+            await_metadata_update(self._client, self._clock() + self.request_timeout_ms, self._clock,
+                                  self.retry_backoff_ms)
         self._assignment_snapshot = self._metadata_snapshot()
         if skip_assignment:
             # KIP-814: a static leader rejoining keeps the group's assignment; send none.

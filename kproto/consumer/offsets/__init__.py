@@ -3,7 +3,7 @@
 The sans-IO halves (request building and response judging, usable by both engines) are
 ``offset_fetcher_utils`` (ListOffsets, resets, offsets_for_times), ``leader_epoch_validation``
 (OffsetForLeaderEpoch, truncation), ``committed_offsets`` (OffsetFetch) and ``commit``
-(OffsetCommit, ``AutoCommitState``); ``offset_fetcher.OffsetFetcher`` (ListOffsets and
+(OffsetCommit, ``AutoCommitState``), ``metadata_wait`` (a refresh asked again until a deadline); ``offset_fetcher.OffsetFetcher`` (ListOffsets and
 validation) and ``group_offsets.GroupOffsets`` (commits and committed offsets, with retries)
 are the classic engine's wrappers over a NetworkClient.
 """

@@ -24,6 +24,7 @@ from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from . import leader_epoch_validation as lev
 from . import offset_fetcher_utils as utils
 from .committed_offsets import refresh_committed_offsets
+from .metadata_wait import await_metadata_update
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -318,7 +319,8 @@ class OffsetFetcher:
         spaces its refreshes by the retry backoff), else wait out the retry backoff; as
         Java's fetchOffsetsByTimes: one or the other."""
         if need_metadata:
-            self._poll_until(self._client.request_metadata_update(), deadline)
+            # A refresh failing at once (NoBrokersAvailable) is asked again after the backoff.
+            await_metadata_update(self._client, deadline, self._clock, self._retry_backoff_ms)
             return
         wait_until = min(deadline, self._clock() + self._retry_backoff_ms)
         while self._clock() < wait_until:
