@@ -15,6 +15,7 @@ from kproto.consumer.classic.assignors.abstract import AbstractPartitionAssignor
 from kproto.consumer.classic.assignors.range import RangePartitionAssignor
 from kproto.consumer.classic.assignors.roundrobin import RoundRobinPartitionAssignor
 from kproto.consumer.classic.assignors.sticky import CooperativeStickyAssignor, StickyPartitionAssignor
+from kproto.consumer.config import ASSIGNOR_NAMES, builtin_assignor_name
 from kproto.errors import KafkaConfigurationError
 
 BUILTIN_ASSIGNORS: Dict[str, Type[AbstractPartitionAssignor]] = {
@@ -23,18 +24,15 @@ BUILTIN_ASSIGNORS: Dict[str, Type[AbstractPartitionAssignor]] = {
     "sticky": StickyPartitionAssignor,
     "cooperative-sticky": CooperativeStickyAssignor,
 }
-_JAVA_NAMES = {
-    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
-    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
-    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
-}
+if tuple(BUILTIN_ASSIGNORS) != ASSIGNOR_NAMES:  # the config's table and this one must agree
+    raise ImportError("BUILTIN_ASSIGNORS does not match kproto.consumer.config.ASSIGNOR_NAMES")
 
 
 def _one(value: Any) -> Any:
     if isinstance(value, str):
-        key = _JAVA_NAMES.get(value.strip(), value.strip().lower())
-        cls = BUILTIN_ASSIGNORS.get(key)
+        # One table of names for config validation and this resolver (kproto.consumer.config).
+        key = builtin_assignor_name(value)
+        cls = BUILTIN_ASSIGNORS.get(key) if key is not None else None
         if cls is None:
             raise KafkaConfigurationError(
                 "unknown partition assignment strategy {!r} (known: {})".format(value, ", ".join(BUILTIN_ASSIGNORS)))
