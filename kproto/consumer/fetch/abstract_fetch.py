@@ -12,6 +12,13 @@ ones from the broker's session). ``handle_fetch_success`` advances the session a
 buffers one ``CompletedFetch`` per partition; ``handle_fetch_failure`` resets the
 session so the next request is full.
 
+Threads: in the classic engine the heartbeat thread sometimes drives the shared
+NetworkClient, so ``handle_fetch_success``/``handle_fetch_failure`` may run on it while the
+application thread prepares the next requests. As Java (whose methods here are
+``synchronized``), every method that reads or changes the session handlers or the in-flight
+set holds ``self.lock`` (an RLock: a send that fails at once runs its errback inline). Lock
+order: this lock, then the FetchBuffer's or SubscriptionState's; neither calls back in here.
+
 Leaders: a position carries the leader it was validated against; a position without one
 (a user seek before metadata arrived) fetches from the metadata's current leader, or asks
 for a metadata refresh when there is none.
@@ -20,6 +27,7 @@ for a metadata refresh when there is none.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -60,6 +68,7 @@ class AbstractFetch:
         self._time_ms = time_ms
         self.session_handlers: dict[int, FetchSessionHandler] = {}
         self.nodes_with_pending_fetch_requests: set[int] = set()
+        self.lock = threading.RLock()
 
     # --- hooks for the engine ------------------------------------------------------------
 
@@ -92,45 +101,46 @@ class AbstractFetch:
 
     def prepare_fetch_requests(self, now_ms: Optional[int] = None) -> dict[int, FetchRequestData]:
         """One FetchRequestData per node to fetch from now (advances each node's session)."""
-        now_ms = self._time_ms() if now_ms is None else now_ms
-        buffered = self.fetch_buffer.buffered_partitions()
-        unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
-        if not unbuffered:
-            return {}
-        buffered_nodes = self._buffered_nodes(buffered, now_ms)
-        builders: dict[int, FetchSessionHandler.Builder] = {}
-        need_metadata = False
-        for tp in unbuffered:
-            position = self.subscriptions.position_or_none(tp)
-            if position is None:
-                continue  # unassigned or reset by another thread since fetchable_partitions()
-            leader = self._leader(tp, position.current_leader.leader)
-            if leader is None:
-                log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
-                need_metadata = True
-                continue
-            node = self.select_read_replica(tp, leader, now_ms)
-            if self.is_unavailable(node):
-                log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
-            elif node in self.nodes_with_pending_fetch_requests:
-                log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)
-            elif node in buffered_nodes:
-                log.debug("skipping fetch for %s: node %s leads partitions with buffered data", tp, node)
-            else:
-                builder = builders.get(node)
-                if builder is None:
-                    handler = self.session_handlers.get(node)
-                    if handler is None:
-                        handler = FetchSessionHandler(node, self.fetch_config.enable_incremental_fetch_sessions)
-                        self.session_handlers[node] = handler
-                    builder = builders[node] = handler.new_builder()
-                topic_id = self.metadata.topic_id(tp.topic) or ZERO_UUID
-                epoch = position.current_leader.epoch
-                builder.add(tp, PartitionData(topic_id, position.offset, INVALID_LOG_START_OFFSET,
-                                              self.fetch_config.fetch_size, -1 if epoch is None else epoch))
-        if need_metadata:
-            self.metadata.request_update()
-        return {node: builder.build() for node, builder in builders.items()}
+        with self.lock:
+            now_ms = self._time_ms() if now_ms is None else now_ms
+            buffered = self.fetch_buffer.buffered_partitions()
+            unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
+            if not unbuffered:
+                return {}
+            buffered_nodes = self._buffered_nodes(buffered, now_ms)
+            builders: dict[int, FetchSessionHandler.Builder] = {}
+            need_metadata = False
+            for tp in unbuffered:
+                position = self.subscriptions.position_or_none(tp)
+                if position is None:
+                    continue  # unassigned or reset by another thread since fetchable_partitions()
+                leader = self._leader(tp, position.current_leader.leader)
+                if leader is None:
+                    log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
+                    need_metadata = True
+                    continue
+                node = self.select_read_replica(tp, leader, now_ms)
+                if self.is_unavailable(node):
+                    log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
+                elif node in self.nodes_with_pending_fetch_requests:
+                    log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)
+                elif node in buffered_nodes:
+                    log.debug("skipping fetch for %s: node %s leads partitions with buffered data", tp, node)
+                else:
+                    builder = builders.get(node)
+                    if builder is None:
+                        handler = self.session_handlers.get(node)
+                        if handler is None:
+                            handler = FetchSessionHandler(node, self.fetch_config.enable_incremental_fetch_sessions)
+                            self.session_handlers[node] = handler
+                        builder = builders[node] = handler.new_builder()
+                    topic_id = self.metadata.topic_id(tp.topic) or ZERO_UUID
+                    epoch = position.current_leader.epoch
+                    builder.add(tp, PartitionData(topic_id, position.offset, INVALID_LOG_START_OFFSET,
+                                                  self.fetch_config.fetch_size, -1 if epoch is None else epoch))
+            if need_metadata:
+                self.metadata.request_update()
+            return {node: builder.build() for node, builder in builders.items()}
 
     @staticmethod
     def request_version(data: FetchRequestData, max_version: int) -> int:
@@ -170,48 +180,50 @@ class AbstractFetch:
                             topics=topics, forgotten_topics_data=forgotten, rack_id=config.client_rack)
 
     def mark_pending(self, node_id: int) -> None:
-        self.nodes_with_pending_fetch_requests.add(node_id)
+        with self.lock:
+            self.nodes_with_pending_fetch_requests.add(node_id)
 
     # --- handling responses --------------------------------------------------------------
 
     def handle_fetch_success(self, node_id: int, data: FetchRequestData, response: Any, version: int) -> None:
         """Advance the node's session and buffer one CompletedFetch per returned partition."""
-        try:
-            handler = self.session_handlers.get(node_id)
-            if handler is None:
-                log.error("fetch response from node %s with no fetch session handler", node_id)
-                return
-            partitions = self._response_partitions(response, version, handler.session_topic_names)
-            error_code = getattr(response, "error_code", 0)
-            ok = handler.handle_response(error_code, getattr(response, "session_id", 0),
-                                         {tp for tp, _ in partitions["named"]}, partitions["ids"], version,
-                                         getattr(response, "throttle_time_ms", 0))
-            if not ok:
-                if error_code == _FETCH_SESSION_TOPIC_ID_ERROR:
-                    self.metadata.request_update()
-                return
-            buffered = self.fetch_buffer.buffered_partitions()
-            completed = []
-            config = self.fetch_config
-            for tp, part in partitions["named"]:
-                request = data.session_partitions.get(tp)
-                if request is None:
-                    raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
-                        "full" if data.metadata.is_full else "session", *tp))
-                if tp in buffered:
-                    # Cannot happen while nodes with buffered data are skipped; the data
-                    # will be fetched again since the position has not moved.
-                    log.warning("dropping fetched data for %s: it is already buffered", tp)
-                    continue
-                if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
-                    self.metadata.request_update()
-                completed.append(CompletedFetch(
-                    tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
-                    check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
-                    value_deserializer=config.value_deserializer))
-            self.fetch_buffer.add_all(completed)
-        finally:
-            self.nodes_with_pending_fetch_requests.discard(node_id)
+        with self.lock:
+            try:
+                handler = self.session_handlers.get(node_id)
+                if handler is None:
+                    log.error("fetch response from node %s with no fetch session handler", node_id)
+                    return
+                partitions = self._response_partitions(response, version, handler.session_topic_names)
+                error_code = getattr(response, "error_code", 0)
+                ok = handler.handle_response(error_code, getattr(response, "session_id", 0),
+                                             {tp for tp, _ in partitions["named"]}, partitions["ids"], version,
+                                             getattr(response, "throttle_time_ms", 0))
+                if not ok:
+                    if error_code == _FETCH_SESSION_TOPIC_ID_ERROR:
+                        self.metadata.request_update()
+                    return
+                buffered = self.fetch_buffer.buffered_partitions()
+                completed = []
+                config = self.fetch_config
+                for tp, part in partitions["named"]:
+                    request = data.session_partitions.get(tp)
+                    if request is None:
+                        raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
+                            "full" if data.metadata.is_full else "session", *tp))
+                    if tp in buffered:
+                        # Cannot happen while nodes with buffered data are skipped; the data
+                        # will be fetched again since the position has not moved.
+                        log.warning("dropping fetched data for %s: it is already buffered", tp)
+                        continue
+                    if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
+                        self.metadata.request_update()
+                    completed.append(CompletedFetch(
+                        tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
+                        check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
+                        value_deserializer=config.value_deserializer))
+                self.fetch_buffer.add_all(completed)
+            finally:
+                self.nodes_with_pending_fetch_requests.discard(node_id)
 
     @staticmethod
     def _response_partitions(response: Any, version: int, topic_names: dict) -> dict[str, Any]:
@@ -231,24 +243,26 @@ class AbstractFetch:
 
     def handle_fetch_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
         """The request failed as a whole: the next one to this node is full again."""
-        try:
-            handler = self.session_handlers.get(node_id)
-            if handler is not None:
-                handler.handle_error(error)
-                for tp in list(handler.session_partitions):
-                    self.subscriptions.clear_preferred_read_replica(tp)
-            if isinstance(error, errors.KafkaError) and error.invalid_metadata:
-                self.metadata.request_update()
-        finally:
-            self.nodes_with_pending_fetch_requests.discard(node_id)
+        with self.lock:
+            try:
+                handler = self.session_handlers.get(node_id)
+                if handler is not None:
+                    handler.handle_error(error)
+                    for tp in list(handler.session_partitions):
+                        self.subscriptions.clear_preferred_read_replica(tp)
+                if isinstance(error, errors.KafkaError) and error.invalid_metadata:
+                    self.metadata.request_update()
+            finally:
+                self.nodes_with_pending_fetch_requests.discard(node_id)
 
     # --- closing ---------------------------------------------------------------------
 
     def prepare_close_fetch_session_requests(self) -> dict[int, FetchRequestData]:
         """For each node with an open session, the request that closes it (epoch -1)."""
         out = {}
-        for node, handler in self.session_handlers.items():
-            data = handler.close_request_data()
-            if data is not None:
-                out[node] = data
+        with self.lock:
+            for node, handler in self.session_handlers.items():
+                data = handler.close_request_data()
+                if data is not None:
+                    out[node] = data
         return out

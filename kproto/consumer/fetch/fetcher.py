@@ -5,7 +5,9 @@ FetchRequest per ready leader node (the response callbacks buffer CompletedFetch
 ``NetworkClient.poll()`` completes them) and ``collect_fetch()`` hands out records
 through a ``FetchCollector``. The façade calls ``send_fetches()`` again before returning
 records from ``poll()`` so the next batch is on its way while the caller processes this
-one (pipelining). All of it runs on the caller's thread.
+one (pipelining). Sending runs on the caller's thread; the response callbacks run on
+whichever thread polls the client (the classic heartbeat thread sometimes does), under
+``AbstractFetch.lock``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class Fetcher(AbstractFetch):
 
     def send_fetches(self) -> int:
         """Send a fetch to every node that should get one now; returns how many were sent."""
+        with self.lock:  # Java's synchronized sendFetches: no response handled half-way
+            return self._send_fetches()
+
+    def _send_fetches(self) -> int:
         requests = self.prepare_fetch_requests()
         for node_id, data in requests.items():
             max_version = self.client.api_version(FETCH_API_KEY, node_id)

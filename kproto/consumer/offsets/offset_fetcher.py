@@ -9,11 +9,16 @@ answers in callbacks, surface a fatal error on the next call), and
 ``update_fetch_positions`` tying them together with committed offsets. The decisions are
 the sans-IO modules' (offset_fetcher_utils, leader_epoch_validation); this module only
 sends, waits and routes.
+
+Threads: the sending methods and the response callbacks hold one RLock (callbacks may run on
+the classic heartbeat thread when it polls the shared client; Java synchronizes them).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional
 
@@ -25,6 +30,15 @@ from . import leader_epoch_validation as lev
 from . import offset_fetcher_utils as utils
 from .committed_offsets import refresh_committed_offsets
 from .metadata_wait import await_metadata_update
+
+def _synchronized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``method`` under the fetcher's lock (Java's ``synchronized``)."""
+    @functools.wraps(method)
+    def locked(self: "OffsetFetcher", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -51,6 +65,9 @@ class OffsetFetcher:
         # (Java's cachedResetPositionsException / cachedOffsetForLeaderException).
         self._cached_reset_error: Optional[BaseException] = None
         self._cached_validation_error: Optional[BaseException] = None
+        # The classic heartbeat thread sometimes polls the shared client, so the response
+        # callbacks may run on it while the application thread sends the next round.
+        self._lock = threading.RLock()
 
     # --- blocking lookups -----------------------------------------------------------
 
@@ -169,6 +186,7 @@ class OffsetFetcher:
         self.reset_positions_if_needed()
         return self._subscriptions.has_all_fetch_positions()
 
+    @_synchronized
     def reset_positions_if_needed(self) -> None:
         """Send ListOffsets for partitions awaiting a reset; answers seek in callbacks."""
         error, self._cached_reset_error = self._cached_reset_error, None
@@ -200,6 +218,7 @@ class OffsetFetcher:
             future.add_callback(self._on_reset_response, version, requested)
             future.add_errback(self._on_reset_failure, requested)
 
+    @_synchronized
     def _on_reset_response(self, version: int, requested: dict[TopicPartition, int], response: Any) -> None:
         try:
             result = utils.handle_list_offsets_response(response, version, requested)
@@ -211,6 +230,7 @@ class OffsetFetcher:
         if result.metadata_update_needed:
             self._client.request_metadata_update()
 
+    @_synchronized
     def _on_reset_failure(self, requested: dict[TopicPartition, int], exc: BaseException) -> None:
         self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
         self._client.request_metadata_update()
@@ -220,6 +240,7 @@ class OffsetFetcher:
             else:
                 log.error("Discarding ListOffsets error %s: another one is pending", exc)
 
+    @_synchronized
     def validate_positions_if_needed(self) -> None:
         """Check positions against their leader's epoch history after leader changes."""
         error, self._cached_validation_error = self._cached_validation_error, None
@@ -251,6 +272,7 @@ class OffsetFetcher:
             future.add_callback(self._on_validation_response, node_positions)
             future.add_errback(self._on_validation_failure, node_positions)
 
+    @_synchronized
     def _on_validation_response(self, requested: dict[TopicPartition, Any], response: Any) -> None:
         try:
             result = lev.handle_offset_for_leader_epoch_response(response, requested)
@@ -264,6 +286,7 @@ class OffsetFetcher:
         if truncations and self._cached_validation_error is None:
             self._cached_validation_error = lev.truncation_error(truncations, requested)
 
+    @_synchronized
     def _on_validation_failure(self, requested: dict[TopicPartition, Any], exc: BaseException) -> None:
         self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
         self._client.request_metadata_update()
@@ -280,8 +303,8 @@ class OffsetFetcher:
         (at startup the first refresh is usually in flight already)."""
         partitions = list(partitions)
         self._ensure_topics(partitions)
-        # The backoff holds only if the refresh fails; the callback runs on the thread
-        # that polls the client (ours), so no lock is needed.
+        # The backoff holds only if the refresh fails; the callback may run on whichever
+        # thread polls the client, and is one locked SubscriptionState call.
         self._subscriptions.request_failed(partitions, now + self._retry_backoff_ms)
         self._client.request_metadata_update().add_callback(
             lambda _: self._subscriptions.set_next_allowed_retry(partitions, 0))
