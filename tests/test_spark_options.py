@@ -59,6 +59,16 @@ def test_kafka_settings_translate_to_kproto_names_and_types():
     assert config["client_id"] == "spark-job" and config["ssl_check_hostname"] is False
 
 
+def test_kafka_group_id_names_every_consumer_of_the_query_and_commits_stay_off():
+    from kproto.spark.reader import task_consumer_config
+
+    opts = parse(groupIdPrefix="ignored", **{"kafka.group.id": "billing-reader"})
+    assert opts.client_config["group_id"] == "billing-reader"
+    task = task_consumer_config(opts)  # an executor's consumer
+    assert task["group_id"] == "billing-reader" and task["enable_auto_commit"] is False
+    assert "group_id" not in parse().client_config  # no group unless asked for
+
+
 def test_other_source_options():
     opts = parse(streaming=True, maxOffsetsPerTrigger="100", minPartitions="4", failOnDataLoss="False",
                  includeHeaders="true", maxRecordsPerPartition="10", **{"kafkaConsumer.pollTimeoutMs": "5000"})

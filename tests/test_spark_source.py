@@ -205,6 +205,66 @@ def test_batch_data_loss_follows_fail_on_data_loss(spark, broker, retained_topic
     assert sorted(r.offset for r in rows) == list(range(earliest, 100))
 
 
+@pytest.mark.needs("transactions", "valid_control_batch_crc")
+def test_read_committed_batch_stops_at_the_last_stable_offset(spark, broker):
+    # Plain records, a committed and an aborted transaction, then a transaction left open
+    # and plain records behind it. Checked: read_committed ends at the last stable offset
+    # (the open transaction's first offset) and reads past it once that commits; control
+    # records (markers) never appear. Aborted records are dropped only by brokers that
+    # list aborted transactions in Fetch; the mock and Tansu send no list, so on them
+    # read_committed returns the aborted records too (what Java's consumer does there).
+    from tests.test_spark_reader import open_transaction
+
+    topic = broker.new_topic(partitions=1)
+    committed_read = {"subscribe": topic, "kafka.isolation.level": "read_committed"}
+    plain = broker.produce(topic, 20)
+    txns = broker.produce_transactions(topic, committed=10, aborted=10, start_index=100)
+    stable = max(w.offset for w in txns.aborted) + 2  # past the abort marker
+    visible = plain + txns.committed
+    if "aborted_transactions_in_fetch" not in broker.capabilities:
+        visible = visible + txns.aborted
+    producer = open_transaction(broker, topic, 5)
+    try:
+        behind = broker.produce(topic, 5, start_index=200)
+        got = as_tuples(read(spark, broker, **committed_read).toArrow())
+        assert got == written_tuples(visible, False)
+        assert max(r[2] for r in got) < stable
+        everything = sorted(r.offset for r in read(spark, broker, subscribe=topic).select("offset").collect())
+        assert everything == sorted([w.offset for w in plain + txns.committed + txns.aborted + behind]
+                                    + list(range(stable, stable + 5)))
+    finally:
+        producer.commit_transaction(30)
+    after = sorted(r.offset for r in read(spark, broker, **committed_read).select("offset").collect())
+    assert after == sorted([w.offset for w in visible + behind] + list(range(stable, stable + 5)))
+
+
+def test_kafka_group_id_is_only_the_consumers_group_nothing_is_committed(spark, broker):
+    # As Spark's own source: kafka.group.id names the consumers' group (overriding
+    # groupIdPrefix); offsets live in the query (or nowhere, for a batch read), never in
+    # the group.
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 40)
+    group = "kproto-spark-%d" % time.monotonic_ns()
+    df = read(spark, broker, subscribe=topic, groupIdPrefix="unused", **{"kafka.group.id": group})
+    assert as_tuples(df.toArrow()) == written_tuples(written, False)
+    assert nothing_committed(broker, group, [(topic, 0), (topic, 1)])  # (streams: in the streaming test)
+
+
+def nothing_committed(broker, group: str, partitions: list) -> bool:
+    """True when ``group`` has no committed offset for any of ``partitions`` (asked by
+    confluent-kafka)."""
+    from confluent_kafka import OFFSET_INVALID, Consumer
+    from confluent_kafka import TopicPartition as PeerPartition
+
+    peer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                     "enable.auto.commit": False, "log_level": 3})
+    try:
+        committed = peer.committed([PeerPartition(t, p) for t, p in partitions], timeout=30)
+    finally:
+        peer.close()
+    return len(committed) == len(partitions) and all(c.offset == OFFSET_INVALID for c in committed)
+
+
 # -- streaming --------------------------------------------------------------------------
 
 
@@ -233,6 +293,7 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
                   .option("subscribePattern", prefix + ".*")
                   .option("startingOffsets", "earliest")
                   .option("maxOffsetsPerTrigger", "1000")
+                  .option("kafka.group.id", prefix)
                   .load()
                   .select("topic", "partition", "offset", "key", "value"))
         return (stream.writeStream.format("parquet").option("path", out)
@@ -294,3 +355,5 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
     assert sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in got) == \
         sorted((w.topic, w.partition, w.offset, w.key, w.value) for w in everything)  # ... or lost
     assert {r["topic"] for r in got} == {first, second[0]}
+    # kafka.group.id: the group the consumers use; the offsets stay in the checkpoint.
+    assert nothing_committed(broker, prefix, [(first, 0), (first, 1), (second[0], 0)])
