@@ -1,4 +1,5 @@
-"""kproto.spark's stream reader planning when a subscribed topic gains partitions.
+"""kproto.spark's planning against a cluster view: partitions added to a subscribed topic,
+and timestamp starts and ends.
 
 No broker the tests can start adds partitions to an existing topic: Tansu does not
 implement CreatePartitions (confluent-kafka's AdminClient.create_partitions answers
@@ -7,7 +8,9 @@ never completes it (its controller lookup times out). So the stream reader runs 
 against a cluster view whose partition list changes between triggers: the real
 ``OffsetResolver.plan`` and rate limit, with the lookups (partitions, earliest, latest)
 answered from the view. A new topic matched by ``subscribePattern`` is covered end to end
-on real brokers in ``test_spark_source``.
+on real brokers in ``test_spark_source``. Timestamp lookups are answered only by Apache
+Kafka (the mock and Tansu ignore timestamps; ``test_spark_reader`` checks them there when
+Docker is reachable), so the timestamp specs are checked here too.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ class ClusterView(OffsetResolver):
     """The resolver's lookups answered from ``log`` ({TopicPartition: (start, end)}),
     which a test changes between triggers; planning is OffsetResolver's own."""
 
-    def __init__(self, options, log: dict) -> None:  # no consumer: nothing to connect to
+    def __init__(self, options, log: dict, times: dict | None = None) -> None:  # no consumer
         self.options = options
         self.log = log
+        self.times = times or {}  # {TopicPartition: [(timestamp, offset), ...]}, ascending
 
     def topic_partitions(self) -> list:
         return sorted(tp for tp in self.log if tp.topic in self.options.subscribe)
@@ -43,6 +47,11 @@ class ClusterView(OffsetResolver):
 
     def latest(self, tps) -> dict:
         return {tp: self.log[tp][1] for tp in tps}
+
+    def for_times(self, timestamps: dict) -> dict:
+        # ListOffsets by timestamp: the first offset whose timestamp is >= the one asked.
+        return {tp: next((off for stamp, off in self.times.get(tp, ()) if stamp >= ms), None)
+                for tp, ms in timestamps.items()}
 
     def close(self) -> None:
         pass
@@ -113,3 +122,36 @@ def test_a_partition_that_disappears_follows_fail_on_data_loss():
         strict.latestOffset(start, None)
     lenient = stream_reader(log, failOnDataLoss="false")
     assert lenient.latestOffset(start, None) == {"events": {"0": 10, "1": 10}}
+
+
+def test_timestamp_starts_and_ends_resolve_per_partition_with_the_strategy():
+    from kproto.errors import KafkaConfigurationError
+
+    log = {T0: (0, 50), T1: (0, 40)}
+    times = {T0: [(1000 + 10 * i, i) for i in range(50)], T1: [(1000 + 20 * i, i) for i in range(40)]}
+
+    def view(**extra):
+        opts = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"}
+        opts.update(extra)
+        options = parse_options(opts, streaming=False)
+        return options, ClusterView(options, log, times)
+
+    options, resolver = view(startingTimestamp="1105", endingOffsetsByTimestamp='{"events":{"0":1300,"1":1300}}')
+    tps = resolver.topic_partitions()
+    starts = resolver.resolve(options.starting, tps, starting=True)
+    ends = resolver.resolve(options.ending, tps, starting=False)
+    assert starts == {T0: 11, T1: 6} and ends == {T0: 30, T1: 15}
+    assert resolver.plan(starts, ends) == [OffsetRange("events", 0, 11, 30), OffsetRange("events", 1, 6, 15)]
+    # No record at or after the timestamp in partition 0: an error by default ...
+    options, resolver = view(startingOffsetsByTimestamp='{"events":{"0":1495,"1":1495}}')
+    with pytest.raises(KafkaConfigurationError, match=r"events-0 .*startingOffsetsByTimestampStrategy=latest"):
+        resolver.resolve(options.starting, tps, starting=True)
+    # ... the latest offset with strategy latest; an end past every record is the latest.
+    options, resolver = view(startingOffsetsByTimestamp='{"events":{"0":1495,"1":1495}}',
+                             startingOffsetsByTimestampStrategy="latest", endingTimestamp="9999")
+    assert resolver.resolve(options.starting, tps, starting=True) == {T0: 50, T1: 25}
+    assert resolver.resolve(options.ending, tps, starting=False) == {T0: 50, T1: 40}
+    # Per-partition timestamps must name every partition read.
+    options, resolver = view(startingOffsetsByTimestamp='{"events":{"0":1000}}')
+    with pytest.raises(KafkaConfigurationError, match="must give every partition being read"):
+        resolver.resolve(options.starting, tps, starting=True)
