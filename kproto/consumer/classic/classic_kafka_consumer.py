@@ -8,6 +8,8 @@ only the coordinator's heartbeat thread (its business) runs elsewhere.
 ``poll()`` is the seed's loop:
 
 1. ``maybe_trigger_wakeup`` - a ``wakeup()`` from another thread raises ``WakeupException``;
+   ``maybe_throw_metadata_error`` - unauthorized/invalid topics named by the latest
+   Metadata response are raised, once per update (as the KIP-848 engine does);
 2. ``update_assignment_metadata_if_needed`` - ``coordinator.poll`` when grouped (join,
    sync, rebalance callbacks, auto-commit), then ``update_fetch_positions`` (validate
    positions after leader changes, committed offsets when grouped, ListOffsets resets);
@@ -32,7 +34,7 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_collector import Fetch
 from kproto.consumer.fetch.fetcher import Fetcher
 from kproto.consumer.offsets import OffsetFetcher
-from kproto.consumer.offsets.metadata_wait import await_metadata_update
+from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker, await_metadata_update
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
 from kproto.net.client import NetworkClient
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -142,6 +144,7 @@ class ClassicKafkaConsumer:
                                             retry_backoff_ms=self.retry_backoff_ms)
         self._wakeup_requested = False
         self._closed = False
+        self._metadata_errors = MetadataErrorTracker(self.metadata)
         try:
             self.coordinator: Optional[ClassicCoordinator] = _create_coordinator(
                 self.client, self.subscriptions, config)
@@ -170,6 +173,12 @@ class ClassicKafkaConsumer:
         if self._wakeup_requested:
             self._wakeup_requested = False
             raise errors.WakeupException()
+
+    def maybe_throw_metadata_error(self) -> None:
+        """Unauthorized or invalid topics in the latest Metadata response, raised once per update."""
+        error = self._metadata_errors.get_and_clear()
+        if error is not None:
+            raise error
 
     def _client_poll(self, timeout_ms: float, future: Any = None) -> None:
         """Network I/O that honours wakeup(): checked before blocking and after every step.
@@ -273,6 +282,7 @@ class ClassicKafkaConsumer:
         deadline = self._deadline(timeout_ms)
         while True:
             self.maybe_trigger_wakeup()
+            self.maybe_throw_metadata_error()
             self.update_assignment_metadata_if_needed(deadline, wait_for_join_group=False)
             fetch = self.poll_for_fetches(deadline, max_records, update_offsets)
             if not fetch.is_empty():
