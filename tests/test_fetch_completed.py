@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
 
-from kproto.consumer.fetch.completed_fetch import CompletedFetch, RecordDeserializationError, make_deserialize
+from kproto.consumer.fetch.completed_fetch import (MIN_DECODE_CHUNK, CompletedFetch, RecordDeserializationError,
+                                                   make_deserialize)
 from kproto.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
 from kproto.messages import FetchResponse
 from kproto.records import RecordBatchBuilder, build_batch, build_control_batch
@@ -267,3 +269,56 @@ def test_hostile_bytes_give_records_or_kafka_errors_only(check_crcs):
         assert seen == sorted(set(seen))
 
     check()
+
+
+def live_consumer_records() -> int:
+    """ConsumerRecords alive now (each holds a headers list, so the GC tracks it)."""
+    return sum(1 for o in gc.get_objects() if type(o) is ConsumerRecord)
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+def test_a_poll_over_one_big_batch_builds_only_about_what_it_returns(codec):
+    """Issue 5: max_poll_records=500 over one 10,000-record batch (librdkafka and Java
+    producers write batches that big) must not build all 10,000 records up front."""
+    n = 10_000
+    data = build_batch([(None, b"%d" % i) for i in range(n)], base_offset=0, compression_type=codec)
+    cf = completed(data)
+    before = live_consumer_records()
+    first = cf.fetch_records(500)
+    assert offsets(first) == list(range(500))
+    # what was returned plus at most one chunk of decoded-but-not-returned slack
+    assert live_consumer_records() - before <= 500 + MIN_DECODE_CHUNK
+    second = cf.fetch_records(3)  # a tiny poll decodes one small chunk, not the rest
+    assert offsets(second) == [500, 501, 502]
+    assert live_consumer_records() - before <= 500 + 3 + MIN_DECODE_CHUNK
+    seen = offsets(first) + offsets(second)
+    del first, second
+    while True:
+        got = cf.fetch_records(500)
+        if not got:
+            break
+        seen += offsets(got)
+    assert seen == list(range(n)) and cf.next_fetch_offset == n and cf.is_consumed
+
+
+def test_big_batch_starting_before_the_position_resumes_at_it():
+    data = build_batch([(None, b"%d" % i) for i in range(1000)], base_offset=0)
+    cf = completed(data, fetch_offset=700)
+    assert offsets(cf.fetch_records(5)) == [700, 701, 702, 703, 704]
+    assert offsets(cf.fetch_records(1000)) == list(range(705, 1000))
+
+
+def test_deserializer_failure_in_a_later_chunk_is_retried_without_skipping():
+    n = 3 * MIN_DECODE_CHUNK
+    bad = 2 * MIN_DECODE_CHUNK + 5
+    data = build_batch([(None, b"x" if i == bad else b"%d" % i) for i in range(n)], base_offset=0)
+    cf = completed(data, value_deserializer=make_deserialize(int))
+    got = []
+    while len(got) < bad:
+        got += cf.fetch_records(10)
+    assert [r.value for r in got] == list(range(bad))
+    with pytest.raises(RecordDeserializationError) as info:
+        cf.fetch_records(10)
+    assert info.value.offset == bad and cf.next_fetch_offset == bad
+    with pytest.raises(RecordDeserializationError):
+        cf.fetch_records(10)

@@ -55,6 +55,10 @@ _CONTROL_VALUE = struct.Struct(">hi")
 
 _new_tuple = tuple.__new__
 
+# Records decoded per step when ``records`` is iterated: big enough that the per-call cost
+# vanishes, small enough that stopping early leaves most of a big batch undecoded.
+_ITER_CHUNK = 256
+
 # Zigzag decoding of the one- and two-byte varints (nearly every length and delta in
 # practice) by one list lookup. A one-byte varint b (< 0x80) is _ZZ[b]; a two-byte one,
 # first byte a (>= 0x80) then b (< 0x80), has the raw value (a - 0x80) + (b << 7) and is
@@ -89,25 +93,29 @@ def _zigzag_slow(buf: bytes, pos: int) -> tuple[int, int]:
     return (v >> 1) ^ -(v & 1), pos
 
 
-def _decode_records(buf: bytes, pos: int, end: int, count: int, base_offset: int,
-                    base_timestamp: int, timestamp_type: int, log_append_time: int | None,
-                    record_class: type, prefix: tuple) -> tuple[list, str | None]:
-    """Every record of one batch in one call: ``(records, None)``, or ``(the records before
-    the first malformed one, what is wrong with it)``.
+def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int,
+                    last_offset: int, base_timestamp: int, timestamp_type: int,
+                    log_append_time: int | None, record_class: type,
+                    prefix: tuple) -> tuple[list, int, str | None]:
+    """Up to ``limit`` records from ``pos`` in one call: ``(records, new pos, None)``, or
+    ``(the records before the first malformed one, pos, what is wrong with it)``.
 
     Each record is ``record_class`` over ``prefix + (offset, timestamp, ...)``, so the
     consumer gets its ``ConsumerRecord`` (prefix ``(topic, partition, leader_epoch)``)
     without an intermediate ``Record``. One loop appending to a list costs less per record
-    than a generator resumed per record; laziness stays at batch granularity.
+    than a generator resumed per record. ``last_offset`` is the offset of the record
+    before ``pos`` (base offset - 1 at the start): offsets must grow across calls too.
     """
     out: list = []
     append = out.append
     new = _new_tuple
     zz = _ZZ
     slow = _zigzag_slow
-    last_offset = base_offset - 1
     try:
-        while pos < end:
+        # A range iterator bounds the chunk: cheaper per record than counting by hand.
+        for _ in range(limit):
+            if pos >= end:
+                break
             # Every varint below: one byte if < 0x80, two bytes through _ZZ, else the
             # helper (which also zigzag-decodes).
             v = buf[pos]
@@ -216,11 +224,9 @@ def _decode_records(buf: bytes, pos: int, end: int, count: int, base_offset: int
                 raise _Malformed("record fields do not match the record length")
             append(new(record_class, prefix + (offset, timestamp, timestamp_type, key, value,
                                                headers, None, ksize, vsize, hsize)))
-        if len(out) != count:
-            raise _Malformed("batch declares {} records, holds {}".format(count, len(out)))
     except (IndexError, _Malformed, UnicodeDecodeError) as exc:
-        return out, "malformed record: {}".format(exc)
-    return out, None
+        return out, pos, "malformed record: {}".format(exc)
+    return out, pos, None
 
 
 def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
@@ -248,6 +254,23 @@ def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
     return headers, size, pos
 
 
+class _Cursor:
+    """Where a batch's record decoding stands: the (decompressed) bytes, the position of
+    the next record, the offset of the last record decoded, the count so far, and whether
+    it is done (with the error that ended it, if any)."""
+
+    __slots__ = ("buf", "pos", "end", "last_offset", "decoded", "done", "error")
+
+    def __init__(self, buf: bytes, pos: int, end: int, last_offset: int) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.end = end
+        self.last_offset = last_offset
+        self.decoded = 0
+        self.done = False
+        self.error: CorruptRecordError | None = None
+
+
 class RecordBatch:
     """One v2 record batch inside a fetch's bytes; header fields are plain attributes.
 
@@ -259,7 +282,7 @@ class RecordBatch:
                  "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
                  "producer_id", "producer_epoch", "base_sequence", "record_count",
                  "size_in_bytes", "topic", "partition", "max_decompressed_size",
-                 "_data", "_start", "_end")
+                 "_data", "_start", "_end", "_cursor")
 
     def __init__(self, data: bytes, start: int, end: int, topic: str | None = None,
                  partition: int | None = None,
@@ -275,6 +298,7 @@ class RecordBatch:
         self._data = data
         self._start = start
         self._end = end
+        self._cursor: _Cursor | None = None
 
     # --- attributes ------------------------------------------------------------------
     @property
@@ -339,19 +363,36 @@ class RecordBatch:
             offset=offset)
 
     # --- records ---------------------------------------------------------------------
-    def decode_records(self, record_class: type = Record,
-                       prefix: tuple = ()) -> tuple[list, CorruptRecordError | None]:
-        """Decompress and decode every record of the batch in one call.
+    def decode_records(self, record_class: type = Record, prefix: tuple = (),
+                       limit: int | None = None) -> tuple[list, CorruptRecordError | None]:
+        """Decode the batch's next records: all that are left, or at most ``limit``.
 
-        Returns ``(records, None)``, or ``(the records before the first malformed one, a
-        CorruptRecordError whose offset is the bad record's)``: the offset after the last
-        good record (base offset + its offset delta + 1), or the base offset if none was
-        good, so a consumer can return what was good and the user can seek past the bad
-        record only. Records are ``record_class`` tuples of ``prefix`` followed by the
-        ``Record`` fields (the consumer passes ``ConsumerRecord`` and ``(topic, partition,
-        leader_epoch)``). A batch that cannot be decompressed raises at once
-        (``CorruptRecordError``, or ``UnsupportedCodecError`` for a missing package).
+        The batch keeps where decoding stopped (its cursor), so successive calls hand out
+        every record once, in order; ``decoding_done`` says when none is left (a call then
+        returns ``([], None)``). The first call decompresses the batch (kept until the
+        end). Returns ``(records, None)``, or ``(the records before the first malformed
+        one, a CorruptRecordError whose offset is the bad record's)``: the offset after the
+        last good record (base offset + its offset delta + 1), or the base offset if none
+        was good, so a consumer can return what was good and the user can seek past the bad
+        record only; decoding stops there (later calls return ``([], that error)``).
+        Records are ``record_class`` tuples of ``prefix`` followed by the ``Record`` fields
+        (the consumer passes ``ConsumerRecord`` and ``(topic, partition, leader_epoch)``).
+        A batch that cannot be decompressed raises at once (``CorruptRecordError``, or
+        ``UnsupportedCodecError`` for a missing package).
         """
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self._open_cursor()
+        return self._decode_next(cursor, record_class, prefix, limit)
+
+    @property
+    def decoding_done(self) -> bool:
+        """Whether ``decode_records`` has handed out every record (or stopped at an error)."""
+        cursor = self._cursor
+        return cursor is not None and cursor.done
+
+    def _open_cursor(self) -> _Cursor:
+        """A cursor at the first record (the batch decompressed if it is compressed)."""
         start = self._start + HEADER_SIZE
         end = self._end
         buf = self._data
@@ -368,28 +409,51 @@ class RecordBatch:
                 raise self._corrupt(str(exc)) from exc
             start = 0
             end = len(buf)
+        return _Cursor(buf, start, end, self.base_offset - 1)
+
+    def _decode_next(self, cursor: _Cursor, record_class: type, prefix: tuple,
+                     limit: int | None) -> tuple[list, CorruptRecordError | None]:
+        if cursor.done:
+            return [], cursor.error
         attributes = self.attributes
         log_append_time = self.max_timestamp if attributes & ATTR_TIMESTAMP_TYPE else None
-        records, problem = _decode_records(
-            buf, start, end, self.record_count, self.base_offset, self.base_timestamp,
-            LOG_APPEND_TIME if attributes & ATTR_TIMESTAMP_TYPE else CREATE_TIME,
+        if limit is None:
+            limit = cursor.end  # more than there can be records (each takes bytes)
+        records, pos, problem = _decode_records(
+            cursor.buf, cursor.pos, cursor.end, limit, self.base_offset, cursor.last_offset,
+            self.base_timestamp, LOG_APPEND_TIME if attributes & ATTR_TIMESTAMP_TYPE else CREATE_TIME,
             log_append_time, record_class, prefix)
+        cursor.pos = pos
+        if records:
+            cursor.last_offset = records[-1][len(prefix)]
+            cursor.decoded += len(records)
         if problem is None:
-            return records, None
-        bad_offset = records[-1][len(prefix)] + 1 if records else self.base_offset
-        return records, self._corrupt(problem, bad_offset)
+            if pos < cursor.end:
+                return records, None
+            if cursor.decoded == self.record_count:
+                cursor.done = True
+                return records, None
+            problem = "malformed record: batch declares {} records, holds {}".format(
+                self.record_count, cursor.decoded)
+        # the bad record's offset: right after the last good one (or the base offset)
+        cursor.error = self._corrupt(problem, cursor.last_offset + 1)
+        cursor.done = True
+        return records, cursor.error
 
     @property
     def records(self) -> Iterator[Record]:
-        """A fresh iterator over the records: the batch is decoded when the first one is
-        taken; the records before a malformed one come out before its error is raised."""
+        """A fresh iterator over the records (independent of ``decode_records``' cursor),
+        decoding them in chunks as they are reached; the records before a malformed one
+        come out before its error is raised."""
         return self._iter_records()
 
     def _iter_records(self) -> Iterator[Record]:
-        records, error = self.decode_records()
-        yield from records
-        if error is not None:
-            raise error
+        cursor = self._open_cursor()
+        while not cursor.done:
+            records, error = self._decode_next(cursor, Record, (), _ITER_CHUNK)
+            yield from records
+            if error is not None:
+                raise error
 
     def __iter__(self) -> Iterator[Record]:
         return self.records

@@ -84,7 +84,8 @@ class LegacyBatch:
 
     __slots__ = ("offset", "magic", "crc", "attributes", "timestamp", "size_in_bytes",
                  "topic", "partition", "max_decompressed_size", "check_crcs",
-                 "_data", "_start", "_end", "_key", "_value", "_crc_start", "_inner")
+                 "_data", "_start", "_end", "_key", "_value", "_crc_start", "_inner",
+                 "_cursor")
 
     is_transactional = False
     is_control_batch = False
@@ -107,6 +108,8 @@ class LegacyBatch:
         self._start = start
         self._end = end
         self._inner: list | None = None
+        # decode_records' state: [records, index of the next one, error after them]
+        self._cursor: list | None = None
         self.size_in_bytes = end - start
         try:
             (self.offset, self.crc, self.magic, self.attributes, self.timestamp, self._key,
@@ -220,22 +223,39 @@ class LegacyBatch:
     def __iter__(self) -> Iterator[Record]:
         return self._iter_records()
 
-    def decode_records(self, record_class: type = Record,
-                       prefix: tuple = ()) -> tuple[list, CorruptRecordError | None]:
-        """Every record at once, as ``RecordBatch.decode_records``: ``(records, None)`` or
-        ``(the records before the failure, its CorruptRecordError)``."""
-        out: list = []
-        append = out.append
-        last = -1 << 63
-        try:
-            for record in self._iter_records():
-                if record[0] <= last:  # only a corrupt v0 wrapper can hold such offsets
-                    raise self._corrupt("inner offsets out of order", record[0])
-                last = record[0]
-                append(_new_tuple(record_class, prefix + record))
-        except CorruptRecordError as exc:
-            return out, exc
-        return out, None
+    def decode_records(self, record_class: type = Record, prefix: tuple = (),
+                       limit: int | None = None) -> tuple[list, CorruptRecordError | None]:
+        """The next records (all that are left, or at most ``limit``), as
+        ``RecordBatch.decode_records``: ``(records, None)`` or ``(the records before the
+        failure, its CorruptRecordError)``; successive calls continue where the last
+        stopped. A compressed wrapper is decompressed and its inner messages parsed whole
+        on the first call (a legacy entry is small: one message, or one wrapper); only the
+        ``record_class`` tuples are built per call."""
+        cursor = self._cursor
+        if cursor is None:
+            records: list = []
+            error: CorruptRecordError | None = None
+            last = -1 << 63
+            try:
+                for record in self._iter_records():
+                    if record[0] <= last:  # only a corrupt v0 wrapper can hold such offsets
+                        raise self._corrupt("inner offsets out of order", record[0])
+                    last = record[0]
+                    records.append(record)
+            except CorruptRecordError as exc:
+                error = exc
+            cursor = self._cursor = [records, 0, error]
+        records, index, error = cursor
+        stop = len(records) if limit is None else min(len(records), index + limit)
+        cursor[1] = stop
+        out = [_new_tuple(record_class, prefix + record) for record in records[index:stop]]
+        return out, error if stop == len(records) else None
+
+    @property
+    def decoding_done(self) -> bool:
+        """Whether ``decode_records`` has handed out every record (or reached the error)."""
+        cursor = self._cursor
+        return cursor is not None and cursor[1] == len(cursor[0])
 
     def _iter_records(self) -> Iterator[Record]:
         ts_type = self.timestamp_type

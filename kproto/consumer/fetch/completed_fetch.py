@@ -15,8 +15,10 @@ Rules, as in Java's ``nextFetchedRecord``:
 * after the last batch, ``next_fetch_offset`` is the batch's ``next_offset`` (v2 keeps the
   last offset even when compaction removed the last records, so the consumer never
   refetches the same batch forever);
-* a batch is decoded whole when it is reached, straight into ``ConsumerRecord`` tuples
-  (no intermediate ``Record``), and handed out in list slices;
+* a batch's records are decoded only as far as the collector asks (the records left in
+  this poll, at least ``MIN_DECODE_CHUNK``), straight into ``ConsumerRecord`` tuples (no
+  intermediate ``Record``), and handed out in list slices: a 500-record poll over one
+  10,000-record batch builds ~500 records, not 10,000;
 * a corrupt batch or record or a failing deserializer raises only if no record was
   returned yet by this call; the next call raises again without skipping anything.
   Corruption surfaces as ``CorruptRecordError`` naming the topic, partition and the offset
@@ -42,6 +44,10 @@ log = logging.getLogger("kproto.consumer.fetch")
 READ_COMMITTED = 1  # the FetchRequest IsolationLevel byte
 _new_record = tuple.__new__
 _OFFSET = ConsumerRecord._fields.index("offset")
+# The fewest records decoded per step: a poll wanting fewer still gets a chunk this big
+# (the rest waits for the next poll), so tiny polls do not pay the decoder's per-call
+# cost for every record or two; small enough to keep memory proportional to the poll.
+MIN_DECODE_CHUNK = 64
 
 
 Deserialize = Callable[[str, list, Optional[bytes]], Any]
@@ -95,9 +101,12 @@ class CompletedFetch:
         self._value_deserializer = value_deserializer
         self._batches: Optional[Iterator[Any]] = None
         self._current_batch: Any = None
-        # The current batch's records (all decoded when it is reached), the index of the
-        # next one to hand out, and the error of a malformed record that ended the list
-        # (raised once the records before it are taken).
+        # The batch being decoded (None once it is done), the ConsumerRecord prefix of its
+        # records, the records decoded and not yet handed out with the index of the next
+        # one, and the error of a malformed record that ended the batch (raised once the
+        # records before it are taken).
+        self._decoding: Any = None
+        self._prefix: tuple = ()
         self._batch_records: Optional[list[ConsumerRecord]] = None
         self._index = 0
         self._batch_error: Optional[KafkaError] = None
@@ -123,6 +132,7 @@ class CompletedFetch:
             self._batch_records = None
             self._batch_error = None
             self._batches = None
+            self._decoding = None
 
     def _read_batches(self, check_crcs: bool) -> Iterator[Any]:
         # The reader wants bytes; convert the response's memoryview once, not per reader.
@@ -151,7 +161,7 @@ class CompletedFetch:
             while len(out) < max_records:
                 records = self._batch_records
                 if records is None:
-                    if not self._next_batch():
+                    if not self._decode_more(max_records - len(out)):
                         break
                     records = self._batch_records
                 i = self._index
@@ -170,10 +180,6 @@ class CompletedFetch:
                         self.next_fetch_offset = record[_OFFSET] + 1
                 if self._index >= len(records):
                     self._batch_records = None
-                    error = self._batch_error
-                    if error is not None:
-                        self._batch_error = None
-                        raise error
         except RecordDeserializationError:
             if not out:
                 raise
@@ -256,25 +262,46 @@ class CompletedFetch:
                 continue
             if batch.next_offset <= self.next_fetch_offset:
                 continue  # wholly before the position: no need to decode it
-            # The whole batch is decoded now (laziness is per batch): straight into
-            # ConsumerRecords, and a malformed record's error is kept until the records
-            # before it are taken.
-            records, self._batch_error = batch.decode_records(ConsumerRecord, (
-                self.partition.topic, self.partition.partition, -1 if self.last_epoch is None else self.last_epoch))
-            position = self.next_fetch_offset
+            # Decoded later, a chunk at a time, as the collector asks (_decode_more).
+            self._decoding = batch
+            self._prefix = (self.partition.topic, self.partition.partition,
+                            -1 if self.last_epoch is None else self.last_epoch)
+            return True
+
+    def _decode_more(self, wanted: int) -> bool:
+        """Decode the next records (``wanted``, at least MIN_DECODE_CHUNK) into the empty
+        buffer, moving to later batches as needed; False (and drained) at the end. A
+        malformed record's error is raised once the records before it were taken."""
+        while True:
             error = self._batch_error
-            if error is not None and error.record_offset is not None and error.record_offset < position:
-                # The bad record lies before the position (the user sought past it): the
-                # records after it cannot be found (their boundaries are lost), so the
-                # offset to seek past is the batch's last one.
-                error.record_offset = error.offset = batch.last_offset
+            if error is not None:
+                self._batch_error = None
+                raise error
+            batch = self._decoding
+            if batch is None:
+                if not self._next_batch():
+                    return False
+                batch = self._decoding
+            records, error = batch.decode_records(ConsumerRecord, self._prefix,
+                                                  max(wanted, MIN_DECODE_CHUNK))
+            if batch.decoding_done:
+                self._decoding = None
+            position = self.next_fetch_offset
+            if error is not None:
+                if error.record_offset is not None and error.record_offset < position:
+                    # The bad record lies before the position (the user sought past it):
+                    # the records after it cannot be found (their boundaries are lost),
+                    # so the offset to seek past is the batch's last one.
+                    error.record_offset = error.offset = batch.last_offset
+                self._batch_error = error
             if records and records[0][_OFFSET] < position:
                 # The batch started before the position (the decoders guarantee
                 # increasing offsets, so what is left is in order).
                 records = [r for r in records if r[_OFFSET] >= position]
-            self._batch_records = records
-            self._index = 0
-            return True
+            if records:
+                self._batch_records = records
+                self._index = 0
+                return True
 
     def _consume_aborted_transactions_up_to(self, offset: int) -> None:
         heap = self._aborted_transactions
