@@ -4,9 +4,10 @@ Owns turning a fetch's raw ``records`` bytes into batches and records, and back.
 
 * ``read_batches(data, check_crcs=True, topic=None, partition=None)`` iterates batches
   lazily (``RecordBatch`` for magic 2, ``LegacyBatch`` for magic 0/1); a batch's records
-  are decoded only when asked for, the whole batch at once: ``records`` iterates
-  ``Record`` tuples, ``decode_records(record_class, prefix)`` returns them as a list with
-  the error of a malformed record (if any) instead of raising.
+  are decoded only when asked for and only as far as asked: ``records`` iterates
+  ``Record`` tuples (decoded in chunks), ``decode_records(record_class, prefix, limit)``
+  returns the next ``limit`` (default: all left) as a list with the error of a malformed
+  record (if any) instead of raising, and resumes there on the next call.
 * ``crc32c(data, crc=0)``: CRC-32C, incremental like ``zlib.crc32``.
 * ``RecordBatchBuilder`` / ``build_batch`` / ``build_control_batch`` and
   ``LegacyMessageSetBuilder`` / ``build_message_set`` write batches.

@@ -2,9 +2,11 @@
 
 Owns ``RecordBatch`` (Java's DefaultRecordBatch): the 61-byte header is unpacked with one
 ``struct.unpack_from`` when the batch is reached; the records are decompressed and decoded
-only when asked for (``decode_records()``, or the first ``next()`` of ``records``), a
-whole batch in one call, so a consumer that stops at ``max_poll_records`` never builds the
-later batches.
+only when asked for, and only as many as asked: ``decode_records(limit=n)`` decodes at
+most n and keeps a cursor (position, last offset, count) on the batch so the next call
+resumes, and ``records`` decodes in chunks of ``_ITER_CHUNK``; so a consumer that stops at
+``max_poll_records`` never builds the rest of a big batch (a compressed batch is still
+decompressed whole on the first call).
 
 Layout (Kafka's DefaultRecordBatch)::
 
@@ -17,7 +19,7 @@ Layout (Kafka's DefaultRecordBatch)::
             keyLength varint | key | valueLength varint | value | headerCount varint |
             [headerKeyLength varint | headerKey | headerValueLength varint | headerValue]
 
-The record loop is the hottest code of kproto: one function call per batch appending to a
+The record loop is the hottest code of kproto: one function call per chunk appending to a
 list (a generator resumed per record costs more), on one ``bytes`` object with an integer
 position; it binds everything it uses to locals, decodes one- and two-byte varints inline
 (nearly every length and delta in practice; the zigzag step is a table lookup), calls a
