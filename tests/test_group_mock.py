@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.test_group_support import Member, assert_disjoint_per_generation, processed_union, wait_for
+from tests.test_group_support import (Member, assert_disjoint_per_generation, assert_no_committed_work_redone,
+                                      processed_union, wait_for)
 
 
 @pytest.fixture
@@ -41,19 +42,25 @@ def end_offsets(written):
     return ends
 
 
+# The issue's size: 100k records on 8 partitions. Processing is slowed per batch so that
+# members still join and leave while most records wait (a alone would finish first).
+SHARE_RECORDS = 100_000
+
+
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_three_members_share_records_while_members_join_and_leave(cluster, strategy):
     topic = cluster.new_topic(partitions=8)
-    written = cluster.produce(topic, 1600)
+    written = cluster.produce(topic, SHARE_RECORDS)
     want = written_set(written)
     bootstrap = cluster.bootstrap_servers
-    a = Member("a", bootstrap, "share", [topic], partition_assignment_strategy=strategy, per_record_s=0.002)
-    b = Member("b", bootstrap, "share", [topic], partition_assignment_strategy=strategy, per_record_s=0.002)
-    c = Member("c", bootstrap, "share", [topic], partition_assignment_strategy=strategy, per_record_s=0.002)
+    config = dict(partition_assignment_strategy=strategy, per_batch_s=0.03, max_poll_records=500)
+    a = Member("a", bootstrap, "share", [topic], **config)
+    b = Member("b", bootstrap, "share", [topic], **config)
+    c = Member("c", bootstrap, "share", [topic], **config)
     everyone = [a, b, c]
     a.start()
     try:
-        wait_for(lambda: len(a.processed_set()) >= 100, "a to consume")
+        wait_for(lambda: len(a.processed_set()) >= 1000, "a to consume")
         b.start()
         wait_for(lambda: b.assignment(), "b to get partitions")
         c.start()
@@ -70,6 +77,9 @@ def test_three_members_share_records_while_members_join_and_leave(cluster, strat
                 m.stop()
     assert want <= processed_union(everyone)
     assert_disjoint_per_generation(everyone)
+    assert_no_committed_work_redone(everyone)
+    # Midway: b and c joined while records were left, and took part.
+    assert b.processed and c.processed and len(a.processed) < SHARE_RECORDS
 
 
 KILLED_MEMBER = """
@@ -159,3 +169,54 @@ def test_leader_assigns_topics_only_other_members_subscribe_to(cluster):
     finally:
         b.stop()
         a.stop()
+
+
+def _chosen_protocol(member: Member):
+    # The protocol the group chose in the member's current generation.
+    return member.consumer._delegate.coordinator.membership.generation.protocol_name
+
+
+def test_eager_to_cooperative_migration_with_both_assignors_listed(cluster):
+    """The rolling upgrade Java documents: members list cooperative-sticky and range (the
+    group rebalances eagerly with cooperative-sticky's assignment), then restart one by one
+    with cooperative-sticky alone. Nothing is lost, no partition has two owners in one
+    generation, and the group ends on cooperative-sticky."""
+    topic = cluster.new_topic(partitions=6)
+    written = cluster.produce(topic, 6000)
+    want = written_set(written)
+    bootstrap = cluster.bootstrap_servers
+    both = dict(partition_assignment_strategy="cooperative-sticky,range", per_batch_s=0.02, max_poll_records=100)
+    upgraded = dict(partition_assignment_strategy="cooperative-sticky", per_batch_s=0.02, max_poll_records=100)
+    a = Member("a", bootstrap, "migrate", [topic], **both)
+    b = Member("b", bootstrap, "migrate", [topic], **both)
+    everyone = [a, b]
+    a.start()
+    try:
+        wait_for(lambda: a.assignment(), "a to get partitions")
+        b.start()
+        wait_for(lambda: b.assignment() and len(a.assignment()) + len(b.assignment()) == 6, "a and b to share")
+        assert _chosen_protocol(a) == "cooperative-sticky"  # first in both lists
+        assert all(kind != "lost" for kind, _, _ in a.events)
+        # Rolling restart, one member at a time, with cooperative-sticky only.
+        b.stop(close=True)
+        b2 = Member("b2", bootstrap, "migrate", [topic], **upgraded)
+        everyone.append(b2)
+        b2.start()
+        wait_for(lambda: b2.assignment() and len(a.assignment()) + len(b2.assignment()) == 6, "a and b2 to share")
+        a.stop(close=True)
+        a2 = Member("a2", bootstrap, "migrate", [topic], **upgraded)
+        everyone.append(a2)
+        a2.start()
+        wait_for(lambda: a2.assignment() and len(a2.assignment()) + len(b2.assignment()) == 6, "a2 and b2 to share")
+        assert _chosen_protocol(a2) == _chosen_protocol(b2) == "cooperative-sticky"
+        wait_for(lambda: want <= processed_union(everyone), "every record to be processed")
+        # Cooperative from b2's first generation on: it never had to give up all six
+        # partitions at once (eager revokes everything it owns at each rebalance).
+        assert all(len(parts) < 6 for kind, _, parts in b2.events if kind == "revoked")
+    finally:
+        for m in everyone:
+            if m.is_alive():
+                m.stop()
+    assert want <= processed_union(everyone)
+    assert_disjoint_per_generation(everyone)
+    assert_no_committed_work_redone(everyone)

@@ -2,12 +2,16 @@
 
 ``Member``: one kproto consumer in its own thread that subscribes, polls, "processes"
 records (keeps them), commits after processing, and records what it owned in which
-generation and every rebalance callback. ``wait_for`` polls a condition (no fixed sleeps
+generation and every rebalance callback, each processing and each successful commit
+stamped with one sequence shared by all members (``assert_no_committed_work_redone``).
+``wait_for`` polls a condition (no fixed sleeps
 in assertions: a condition that never comes fails with a message after a generous limit).
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -17,6 +21,10 @@ from kproto import KafkaConsumer, errors
 GROUP_CONFIG = dict(session_timeout_ms=3000, heartbeat_interval_ms=200, auto_offset_reset="earliest",
                     enable_auto_commit=False, max_poll_records=50, retry_backoff_ms=50,
                     fetch_max_wait_ms=100)
+
+
+# One order over every member's processing and commits (next() on a count is atomic).
+_sequence = itertools.count()
 
 
 def wait_for(condition: Callable[[], Any], what: str, limit_s: float = 60.0, step_s: float = 0.05) -> Any:
@@ -35,8 +43,8 @@ class Member(threading.Thread):
     """A kproto group member consuming ``topics`` in its own thread."""
 
     def __init__(self, name: str, bootstrap: str, group: str, topics: Any = None, *, pattern: Optional[str] = None,
-                 commit: str = "sync", per_record_s: float = 0.0, listener_hook: Optional[Callable] = None,
-                 **config: Any) -> None:
+                 commit: str = "sync", per_record_s: float = 0.0, per_batch_s: float = 0.0,
+                 listener_hook: Optional[Callable] = None, **config: Any) -> None:
         super().__init__(name="member-" + name, daemon=True)
         cfg = dict(GROUP_CONFIG)
         cfg.update(config)
@@ -46,6 +54,11 @@ class Member(threading.Thread):
         self.pattern = pattern
         self.commit_mode = commit
         self.per_record_s = per_record_s
+        self.per_batch_s = per_batch_s
+        # (sequence, topic, partition, offset) of every record processed, in order.
+        self.stamped: list[tuple[int, str, int, int]] = []
+        # (sequence, topic, partition, committed offset) after each successful commit.
+        self.commits: list[tuple[int, str, int, int]] = []
         self.listener_hook = listener_hook
         self.lock = threading.Lock()
         self.processed: list[tuple[str, int, int]] = []  # (topic, partition, offset)
@@ -84,21 +97,32 @@ class Member(threading.Thread):
             else:
                 c.subscribe(self.topics, listener=self)
             uncommitted = False
+            pending: dict = {}  # partition -> offset after the last record processed, not committed
             while not self._stop_event.is_set():
                 batch = c.poll(100)
                 generation = c.group_metadata()["generation_id"]
                 owned = frozenset(c.assignment())
                 with self.lock:
                     self.ownership.append((generation, owned))
+                if batch and self.per_batch_s:
+                    time.sleep(self.per_batch_s)
                 for tp, records in batch.items():
                     for record in records:
                         if self.per_record_s:
                             time.sleep(self.per_record_s)
                         with self.lock:
                             self.processed.append((tp.topic, tp.partition, record.offset))
+                            self.stamped.append((next(_sequence), tp.topic, tp.partition, record.offset))
+                        pending[tp] = record.offset + 1
                 if (batch or uncommitted) and self.commit_mode == "sync":
                     try:
+                        # commit() covers the partitions assigned now (no rebalance runs inside it).
+                        covered = {tp: off for tp, off in pending.items() if tp in c.assignment()}
                         c.commit()
+                        stamp = next(_sequence)
+                        with self.lock:
+                            self.commits.extend((stamp, tp.topic, tp.partition, off) for tp, off in covered.items())
+                        pending.clear()
                         uncommitted = False
                     except (errors.CommitFailedError, errors.RebalanceInProgressError) as exc:
                         # Refused while the group rebalances: commit again after the next
@@ -153,3 +177,33 @@ def processed_union(members: list[Member]) -> set[tuple[str, int, int]]:
     for m in members:
         result |= m.processed_set()
     return result
+
+
+def assert_no_committed_work_redone(members: list[Member]) -> None:
+    """Duplicates only from uncommitted work: no record is processed after a successful
+    commit (by anyone) past its offset. Commits are stamped after they return, so a commit
+    is never seen earlier than it happened (no false alarm)."""
+    commits: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    processed: list[tuple[int, str, int, int]] = []
+    for m in members:
+        with m.lock:
+            for stamp, topic, partition, offset in m.commits:
+                commits.setdefault((topic, partition), []).append((stamp, offset))
+            processed.extend(m.stamped)
+    # Per partition: commit stamps in order and the highest offset committed up to each.
+    timeline: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+    for key, entries in commits.items():
+        entries.sort()
+        highest, stamps, tops = -1, [], []
+        for commit_stamp, committed in entries:
+            highest = max(highest, committed)
+            stamps.append(commit_stamp)
+            tops.append(highest)
+        timeline[key] = (stamps, tops)
+    redone = []
+    for stamp, topic, partition, offset in processed:
+        stamps, tops = timeline.get((topic, partition), ((), ()))
+        before = bisect.bisect_left(stamps, stamp)
+        if before and tops[before - 1] > offset:
+            redone.append(((topic, partition, offset), "committed up to {} before".format(tops[before - 1])))
+    assert not redone, "committed records processed again: {}".format(redone[:10])
