@@ -214,15 +214,21 @@ class ConsumerCoordinator(AbstractCoordinator):
             topics.update(sub.topics)
         self._is_leader = True
         # The leader needs metadata of every member's topics, not only its own.
-        if self._subscriptions.group_subscribe(topics) or any(not self._cluster.partitions_for_topic(t)
-                                                              for t in topics):
+        missing = any(not self._cluster.partitions_for_topic(t) for t in topics)
+        if self._subscriptions.group_subscribe(topics) or missing:
             interest = self._cluster.topics_of_interest()  # None: all topics already
             if interest is not None:
                 # Added to what the consumer tracks (its own lookups stay).
                 self._cluster.set_topics(interest | topics)
-            # This may run on the heartbeat thread (JoinGroup callback): plain client polls.
-            await_metadata_update(self._client, self._clock() + self.request_timeout_ms, self._clock,
-                                  self.retry_backoff_ms)
+            if missing:
+                # Java waits for fresh metadata here; kproto waits only when a topic is
+                # unknown (the assignment needs its partitions): this may run on the
+                # heartbeat thread (JoinGroup callback), and a count that changes later
+                # is caught by the snapshot below (rejoin). Plain client polls.
+                await_metadata_update(self._client, self._clock() + self.request_timeout_ms, self._clock,
+                                      self.retry_backoff_ms)
+            else:
+                self._client.request_metadata_update()
         self._assignment_snapshot = self._metadata_snapshot()
         if skip_assignment:
             # KIP-814: a static leader rejoining keeps the group's assignment; send none.
