@@ -329,3 +329,73 @@ def test_heartbeat_thread_keeps_a_busy_member_in_the_group_beyond_the_session_ti
         assert len(c.assignment()) == 2
     finally:
         c.close()
+
+
+def test_unsubscribe_revokes_and_sends_leave_group(cluster):
+    topic = cluster.new_topic(partitions=2)
+    events = []
+
+    class Listener:
+        def on_partitions_revoked(self, partitions):
+            events.append(("revoked", frozenset(partitions)))
+
+        def on_partitions_assigned(self, partitions):
+            events.append(("assigned", frozenset(partitions)))
+
+    c = consumer(cluster, "unsub")
+    try:
+        c.subscribe([topic], listener=Listener())
+        poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
+        cluster.start_request_tracking()
+        c.unsubscribe()
+        # Sent by unsubscribe() itself: no further poll() drives the client.
+        wait_for(lambda: LEAVE_GROUP in api_keys_seen(cluster), "the LeaveGroup", limit_s=20)
+        cluster.stop_request_tracking()
+        assert c.assignment() == set()
+        assert events[-1] == ("revoked", frozenset(TopicPartition(topic, p) for p in (0, 1)))
+    finally:
+        c.close()
+
+
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 22, 25
+
+
+@pytest.mark.parametrize("code", [ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID], ids=["illegal-generation",
+                                                                              "unknown-member-id"])
+def test_heartbeat_generation_errors_reset_lose_partitions_and_rejoin(cluster, code):
+    topic = cluster.new_topic(partitions=2)
+    written = cluster.produce(topic, 40)
+    events = []
+
+    class Listener:
+        def on_partitions_revoked(self, partitions):
+            events.append(("revoked", frozenset(partitions)))
+
+        def on_partitions_assigned(self, partitions):
+            events.append(("assigned", frozenset(partitions)))
+
+        def on_partitions_lost(self, partitions):
+            events.append(("lost", frozenset(partitions)))
+
+    c = consumer(cluster, "reset-" + str(code))
+    try:
+        c.subscribe([topic], listener=Listener())
+        got = poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
+        generation = c.group_metadata()["generation_id"]
+        member_id = c.group_metadata()["member_id"]
+        for broker_id in range(1, cluster.broker_count + 1):
+            cluster.push_broker_request_errors(broker_id, HEARTBEAT, [code])
+        got += poll_until(c, lambda _: any(e[0] == "lost" for e in events) and len(c.assignment()) == 2
+                          and c.group_metadata()["generation_id"] != generation, "the reset and rejoin")
+        owned = frozenset(TopicPartition(topic, p) for p in (0, 1))
+        assert ("lost", owned) in events and ("revoked", owned) not in events
+        if code == UNKNOWN_MEMBER_ID:
+            assert c.group_metadata()["member_id"] != member_id  # a new member id after the reset
+        # Nothing committed: after the rejoin the partitions start again from the beginning.
+        want = {(w.partition, w.offset) for w in written}
+        if not want <= {(r.partition, r.offset) for r in got}:
+            got += poll_until(c, lambda records: want <= {(r.partition, r.offset) for r in got + records},
+                              "every record")
+    finally:
+        cluster.clear_request_errors(HEARTBEAT)
+        c.close()

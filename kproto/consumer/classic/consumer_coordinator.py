@@ -448,6 +448,10 @@ class ConsumerCoordinator(AbstractCoordinator):
             future = self.leave_group(reason)
             self._joined_subscription = None
             self._assignment_snapshot = None
+            if future is not None:
+                # Java's pollNoWakeup: write the LeaveGroup out now; nobody may poll again soon
+                # (an unsubscribed consumer's poll() refuses), and the answer is not awaited.
+                self._client.poll(timeout_ms=0)
         return future
 
     def close(self, timeout_ms: float, autocommit: bool = True) -> None:
