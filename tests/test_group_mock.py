@@ -220,3 +220,61 @@ def test_eager_to_cooperative_migration_with_both_assignors_listed(cluster):
     assert want <= processed_union(everyone)
     assert_disjoint_per_generation(everyone)
     assert_no_committed_work_redone(everyone)
+
+
+class _EverythingToFirst:
+    """A custom assignor through the documented interface (kafka-python's shape: a name,
+    ``assign``, ``metadata``, ``on_assignment``); every partition to the smallest member id."""
+
+    name = "everything-to-first"
+
+    def __init__(self):
+        self.generations = []
+
+    def metadata(self, topics):
+        from kproto.consumer.classic.consumer_protocol import Subscription
+        return Subscription(sorted(topics))
+
+    def assign(self, cluster, members):
+        from kproto.consumer.classic.consumer_protocol import Assignment
+        first = min(m.member_id for m in members)
+        parts = sorted({TopicPartition(t, p) for m in members for t in m.metadata.topics
+                        for p in cluster.partitions_for_topic(t)})
+        return {m.member_id: Assignment(parts if m.member_id == first else []) for m in members}
+
+    def on_assignment(self, assignment, generation):
+        self.generations.append(generation)
+
+
+def test_custom_assignor_instance_and_kafka_python_assignor_class_run_a_real_group(cluster):
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as KafkaPythonRoundRobin
+
+    topic = cluster.new_topic(partitions=4)
+    bootstrap = cluster.bootstrap_servers
+    custom_a, custom_b = _EverythingToFirst(), _EverythingToFirst()
+    a = Member("a", bootstrap, "custom", [topic], partition_assignment_strategy=[custom_a])
+    b = Member("b", bootstrap, "custom", [topic], partition_assignment_strategy=[custom_b])
+    everyone = [a, b]
+    try:
+        a.start()
+        b.start()
+        wait_for(lambda: {len(a.assignment()), len(b.assignment())} == {0, 4} and a.generation() == b.generation()
+                 and a.generation() > 0, "one member to own all four partitions")
+        assert custom_a.generations and custom_b.generations  # on_assignment ran on both
+        for m in everyone:
+            m.stop()
+        # kafka-python's own assignor class, unchanged, as the group's protocol.
+        c = Member("c", bootstrap, "custom-kp", [topic], partition_assignment_strategy=[KafkaPythonRoundRobin])
+        d = Member("d", bootstrap, "custom-kp", [topic], partition_assignment_strategy=[KafkaPythonRoundRobin])
+        everyone += [c, d]
+        c.start()
+        d.start()
+        wait_for(lambda: len(c.assignment()) == 2 and len(d.assignment()) == 2 and c.generation() == d.generation(),
+                 "kafka-python's roundrobin to split the partitions")
+    finally:
+        for m in everyone:
+            if m.is_alive():
+                m.stop()
+    # Generations are per group.
+    assert_disjoint_per_generation(everyone[:2])
+    assert_disjoint_per_generation(everyone[2:])
