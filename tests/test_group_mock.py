@@ -125,24 +125,37 @@ def test_member_killed_without_leave_group_is_evicted_after_session_timeout(clus
 def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cluster):
     topic = cluster.new_topic(partitions=6)
     bootstrap = cluster.bootstrap_servers
-    old = Member("old", bootstrap, "coop", [topic], partition_assignment_strategy="cooperative-sticky")
-    new = Member("new", bootstrap, "coop", [topic], partition_assignment_strategy="cooperative-sticky")
+    # Enough records, processed slowly enough, that the old member is still busy throughout.
+    backlog = cluster.produce(topic, 6000)
+    old = Member("old", bootstrap, "coop", [topic], partition_assignment_strategy="cooperative-sticky",
+                 per_batch_s=0.03)
+    new = Member("new", bootstrap, "coop", [topic], partition_assignment_strategy="cooperative-sticky",
+                 per_batch_s=0.03)
     old.start()
     try:
-        wait_for(lambda: len(old.assignment()) == 6, "the first member to own everything")
+        wait_for(lambda: len(old.assignment()) == 6 and old.processed, "the first member to own everything")
         new.start()
         wait_for(lambda: len(new.assignment()) == 3 and len(old.assignment()) == 3, "a 3/3 split")
-        written = cluster.produce(topic, 60)
-        wait_for(lambda: written_set(written) <= processed_union([old, new]), "both to consume")
+        written = cluster.produce(topic, 60, start_index=len(backlog))
+        wait_for(lambda: written_set(written + backlog) <= processed_union([old, new]), "both to consume")
         with old.lock:
             old_events = list(old.events)
+            old_stamps = list(old.event_stamps)
+            old_processed = list(old.stamped)
         with new.lock:
             new_events = list(new.events)
+            new_stamps = list(new.event_stamps)
     finally:
         new.stop()
         old.stop()
     taken = frozenset().union(*[p for k, _g, p in new_events if k == "assigned"])
     assert len(taken) == 3
+    # Through the rebalance: between its revocation and the second round that hands the
+    # newcomer its partitions, the old member kept processing the partitions it keeps.
+    revoked_at = next(s for (kind, _g, parts), s in zip(old_events, old_stamps) if kind == "revoked")
+    handed_at = next(s for (kind, _g, parts), s in zip(new_events, new_stamps) if kind == "assigned" and parts)
+    kept = {(tp.topic, tp.partition) for tp in frozenset().union(*[p for k, _g, p in old_events]) - taken}
+    assert any(revoked_at < s < handed_at and (t, p) in kept for s, t, p, _off in old_processed)
     # The old member: everything assigned once, then exactly the newcomer's partitions
     # revoked (the partitions it keeps are never revoked), and nothing added afterwards.
     kinds = [(kind, parts) for kind, _gen, parts in old_events]

@@ -27,6 +27,11 @@ GROUP_CONFIG = dict(session_timeout_ms=3000, heartbeat_interval_ms=200, auto_off
 _sequence = itertools.count()
 
 
+def stamp() -> int:
+    """A point in the shared order of processing, commits and rebalance callbacks."""
+    return next(_sequence)
+
+
 def wait_for(condition: Callable[[], Any], what: str, limit_s: float = 60.0, step_s: float = 0.05) -> Any:
     """Wait until ``condition()`` is truthy; fail (AssertionError naming ``what``) after ``limit_s``."""
     end = time.monotonic() + limit_s
@@ -64,6 +69,7 @@ class Member(threading.Thread):
         self.processed: list[tuple[str, int, int]] = []  # (topic, partition, offset)
         self.ownership: list[tuple[int, frozenset]] = []  # (generation, assignment) after each poll
         self.events: list[tuple[str, int, frozenset]] = []  # (callback, generation, partitions)
+        self.event_stamps: list[int] = []  # the shared sequence number of each event
         self.commit_errors: list[BaseException] = []
         self.error: Optional[BaseException] = None
         self._stop_event = threading.Event()
@@ -75,6 +81,7 @@ class Member(threading.Thread):
         generation = self.consumer.group_metadata()["generation_id"]
         with self.lock:
             self.events.append((kind, generation, frozenset(partitions)))
+            self.event_stamps.append(next(_sequence))
         if self.listener_hook is not None:
             self.listener_hook(self, kind, partitions)
 
