@@ -61,7 +61,7 @@ def test_close_sends_leave_group_and_the_other_member_takes_over(cluster):
         seen = api_keys_seen(cluster)
         cluster.stop_request_tracking()
         assert LEAVE_GROUP in seen
-        wait_for(lambda: len(stay.assignment()) == 4, "the remaining member to own everything", limit_s=20)
+        wait_for(lambda: len(stay.assignment()) == 4, "the remaining member to own everything")  # default hang guard: slow under load
     finally:
         stay.stop()
 
