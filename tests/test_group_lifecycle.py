@@ -41,6 +41,22 @@ def poll_until(c, condition, what, limit_s=30.0):
     return got
 
 
+class EventRecorder:
+    """A rebalance listener keeping ``(callback, partitions)`` in ``events``."""
+
+    def __init__(self):
+        self.events = []
+
+    def on_partitions_revoked(self, partitions):
+        self.events.append(("revoked", frozenset(partitions)))
+
+    def on_partitions_assigned(self, partitions):
+        self.events.append(("assigned", frozenset(partitions)))
+
+    def on_partitions_lost(self, partitions):
+        self.events.append(("lost", frozenset(partitions)))
+
+
 def api_keys_seen(cluster):
     return [r.api_key for r in cluster.requests()]
 
@@ -99,21 +115,12 @@ def test_fenced_instance_id_is_fatal_with_a_clear_error(cluster):
 
 def test_poll_interval_exceeded_leaves_the_group_and_next_poll_rejoins_with_partitions_lost(cluster):
     topic = cluster.new_topic(partitions=2)
-    events = []
-
-    class Listener:
-        def on_partitions_revoked(self, partitions):
-            events.append(("revoked", frozenset(partitions)))
-
-        def on_partitions_assigned(self, partitions):
-            events.append(("assigned", frozenset(partitions)))
-
-        def on_partitions_lost(self, partitions):
-            events.append(("lost", frozenset(partitions)))
+    listener = EventRecorder()
+    events = listener.events
 
     c = consumer(cluster, "slow", max_poll_interval_ms=1000, session_timeout_ms=6000)
     try:
-        c.subscribe([topic], listener=Listener())
+        c.subscribe([topic], listener=listener)
         poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
         generation = c.group_metadata()["generation_id"]
         cluster.start_request_tracking()
@@ -333,18 +340,12 @@ def test_heartbeat_thread_keeps_a_busy_member_in_the_group_beyond_the_session_ti
 
 def test_unsubscribe_revokes_and_sends_leave_group(cluster):
     topic = cluster.new_topic(partitions=2)
-    events = []
-
-    class Listener:
-        def on_partitions_revoked(self, partitions):
-            events.append(("revoked", frozenset(partitions)))
-
-        def on_partitions_assigned(self, partitions):
-            events.append(("assigned", frozenset(partitions)))
+    listener = EventRecorder()
+    events = listener.events
 
     c = consumer(cluster, "unsub")
     try:
-        c.subscribe([topic], listener=Listener())
+        c.subscribe([topic], listener=listener)
         poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
         cluster.start_request_tracking()
         c.unsubscribe()
@@ -365,21 +366,12 @@ ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 22, 25
 def test_heartbeat_generation_errors_reset_lose_partitions_and_rejoin(cluster, code):
     topic = cluster.new_topic(partitions=2)
     written = cluster.produce(topic, 40)
-    events = []
-
-    class Listener:
-        def on_partitions_revoked(self, partitions):
-            events.append(("revoked", frozenset(partitions)))
-
-        def on_partitions_assigned(self, partitions):
-            events.append(("assigned", frozenset(partitions)))
-
-        def on_partitions_lost(self, partitions):
-            events.append(("lost", frozenset(partitions)))
+    listener = EventRecorder()
+    events = listener.events
 
     c = consumer(cluster, "reset-" + str(code))
     try:
-        c.subscribe([topic], listener=Listener())
+        c.subscribe([topic], listener=listener)
         got = poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
         generation = c.group_metadata()["generation_id"]
         member_id = c.group_metadata()["member_id"]
