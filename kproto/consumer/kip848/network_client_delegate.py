@@ -16,9 +16,10 @@ import collections
 import logging
 from typing import Any, Callable, Iterable, Optional
 
+from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker
 from kproto.consumer.kip848.request_manager import PollResult, RequestBuilder, UnsentRequest
 from kproto.consumer.kip848.timer import Timer, monotonic_ms
-from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError, error_for
+from kproto.errors import KafkaTimeoutError, UnsupportedVersionError
 
 log = logging.getLogger("kproto.kip848")
 
@@ -33,9 +34,7 @@ class NetworkClientDelegate:
         self.request_timeout_ms = request_timeout_ms
         self._time_ms = time_ms
         self.unsent_requests: collections.deque[UnsentRequest] = collections.deque()
-        # The (unauthorized, invalid) topic sets of the last metadata update already looked
-        # at: ClusterMetadata replaces both sets on every update.
-        self._metadata_errors_seen: tuple[Any, Any] = (None, None)
+        self._metadata_errors = MetadataErrorTracker(client.cluster)
 
     def add_all(self, requests: "PollResult | Iterable[UnsentRequest]") -> int:
         """Stage requests; returns the manager's time until next poll (PollResult) or max."""
@@ -55,20 +54,10 @@ class NetworkClientDelegate:
         # Sends that became possible during the step (a connection finished) go out now.
         self._try_send_all(self._time_ms())
 
-    def get_and_clear_metadata_error(self) -> Optional[KafkaError]:
+    def get_and_clear_metadata_error(self) -> Optional[BaseException]:
         """The error the latest metadata update carries (unauthorized or invalid topics),
-        once per update (Java's ``getAndClearMetadataError``)."""
-        cluster = self.client.cluster
-        unauthorized, invalid = cluster.unauthorized_topics, cluster.invalid_topics
-        seen_unauthorized, seen_invalid = self._metadata_errors_seen
-        if unauthorized is seen_unauthorized and invalid is seen_invalid:
-            return None
-        self._metadata_errors_seen = (unauthorized, invalid)
-        if unauthorized:
-            return error_for(29, "Not authorized to access topics: {}".format(sorted(unauthorized)))
-        if invalid:
-            return error_for(17, "Invalid topics: {}".format(sorted(invalid)))
-        return None
+        once per update (Java's ``getAndClearMetadataError``; shared with the classic engine)."""
+        return self._metadata_errors.get_and_clear()
 
     def wakeup(self) -> None:
         self.client.wakeup()
