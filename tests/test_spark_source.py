@@ -2,8 +2,10 @@
 librdkafka mock cluster and Tansu, records written by confluent-kafka.
 
 One SparkSession for the whole module (every Spark test lives here); its JVM (a child
-process PySpark started) and Python workers are stopped when the module ends. Skips when
-pyspark or pyarrow is not installed (``pip install 'kproto[spark]'``).
+process PySpark started) and Python workers are stopped when the module ends. The workers
+import a copy of kproto taken when the session starts, so an edit to the tree while the
+module runs cannot reach them half-way. Skips when pyspark or pyarrow is not installed
+(``pip install 'kproto[spark]'``).
 """
 
 from __future__ import annotations
