@@ -8,31 +8,19 @@ itself under test.
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
+from kproto import embedded
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the caller retries on a race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+# One home for both: kproto.embedded (the CLI's demo broker) needs them too, and its probe
+# is the same hand-built request, independent of kproto.messages.
+free_port = embedded.free_port
 
 
 def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:
     """True when a Kafka broker at host:port answers ApiVersions v0 with correlation id 7."""
-    client_id = b"kproto-probe"
-    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(struct.pack(">i", len(body)) + body)
-            head = _recv_exact(s, 8)
-            if head is None:
-                return False
-            size, correlation_id = struct.unpack(">ii", head)
-            return correlation_id == 7 and 2 <= size < 1 << 20
-    except OSError:
-        return False
+    return embedded.answers_api_versions(host, port, timeout)
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes | None:
