@@ -20,6 +20,7 @@ from kproto import KafkaConsumer, TopicPartition
 from kproto.messages import FetchResponse, MetadataResponse
 from kproto.protocol.headers import decode_request_header, request_header_version, response_header_version
 from kproto.records import read_batches
+from tests.brokers._net import recv_exact
 from tests.test_kafka_consumer_assign import assert_same, consume
 
 FETCH, METADATA = 1, 3
@@ -68,20 +69,8 @@ class AbortIndexProxy:
 
     @staticmethod
     def _frame(sock: socket.socket) -> bytes | None:
-        head = b""
-        while len(head) < 4:
-            chunk = sock.recv(4 - len(head))
-            if not chunk:
-                return None
-            head += chunk
-        size = struct.unpack(">i", head)[0]
-        body = bytearray()
-        while len(body) < size:
-            chunk = sock.recv(min(size - len(body), 1 << 20))
-            if not chunk:
-                return None
-            body += chunk
-        return bytes(body)
+        head = recv_exact(sock, 4)
+        return None if head is None else recv_exact(sock, struct.unpack(">i", head)[0])
 
     def _requests(self, client: socket.socket, server: socket.socket, pending: dict) -> None:
         try:

@@ -16,6 +16,7 @@ import pytest
 from kproto import errors
 from kproto.messages import API_KEYS, ApiVersionsResponse, HeartbeatRequest
 from kproto.protocol import headers
+from tests.brokers._net import recv_exact
 from kproto.net.client import NetworkClient
 
 
@@ -42,13 +43,10 @@ class BadPeer:
 
     @staticmethod
     def _read_exact(conn: socket.socket, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = conn.recv(n - len(buf))
-            if not chunk:
-                raise OSError("closed")
-            buf += chunk
-        return buf
+        data = recv_exact(conn, n)
+        if data is None:
+            raise OSError("closed")
+        return data
 
     def _serve(self, conn: socket.socket) -> None:
         try:

@@ -23,14 +23,15 @@ def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:
     return embedded.answers_api_versions(host, port, timeout)
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes | None:
-    buf = b""
+def recv_exact(s: socket.socket, n: int) -> bytes | None:
+    """Exactly ``n`` bytes from ``s``, or None if the peer closes first."""
+    buf = bytearray()
     while len(buf) < n:
-        chunk = s.recv(n - len(buf))
+        chunk = s.recv(min(n - len(buf), 1 << 20))
         if not chunk:
             return None
         buf += chunk
-    return buf
+    return bytes(buf)
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:

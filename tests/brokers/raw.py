@@ -15,7 +15,7 @@ import socket
 import struct
 from typing import Any, NamedTuple
 
-from tests.brokers._net import _recv_exact
+from tests.brokers._net import recv_exact
 
 #: Responses bigger than this are refused (a test never fetches that much).
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -30,14 +30,14 @@ def exchange(address: tuple[str, int], frame: bytes, timeout: float = 10.0) -> b
     frame (without its size prefix)."""
     with socket.create_connection(address, timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(frame)) + frame)
-        head = _recv_exact(s, 4)
+        head = recv_exact(s, 4)
         if head is None:
             raise RawProtocolError("{}:{} closed the connection without answering".format(
                 *address))
         (size,) = struct.unpack(">i", head)
         if not 0 <= size <= MAX_RESPONSE_BYTES:
             raise RawProtocolError("response size {} out of range".format(size))
-        data = _recv_exact(s, size)
+        data = recv_exact(s, size)
         if data is None:
             raise RawProtocolError("{}:{} closed the connection mid-response".format(*address))
         return data
