@@ -283,11 +283,8 @@ class OffsetsRequestManager:
         if error is not None:
             raise error
         subs = self.subscriptions
-        for tp in subs.assigned_partitions():
-            subs.maybe_validate_position_for_current_leader(tp, utils.current_leader(self.metadata, tp))
         now = self._time_ms()
-        positions = {tp: subs.position(tp) for tp in subs.partitions_needing_validation(now)}
-        positions = {tp: pos for tp, pos in positions.items() if pos is not None}
+        positions = lev.positions_to_validate(subs, self.metadata, now)
         for tp, pos in positions.items():
             if not lev.needs_request(pos):
                 subs.complete_validation(tp)  # no epoch to check against: trust it
