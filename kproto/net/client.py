@@ -47,7 +47,8 @@ log = logging.getLogger("kproto.net")
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
 
 
-def _now_ms() -> float:
+def monotonic_ms() -> float:
+    """The client's clock in milliseconds; the classic engine's timers read the same one."""
     return time.monotonic() * 1000.0
 
 
@@ -110,7 +111,7 @@ class NetworkClient:
         with self._lock:
             if self._closed:
                 return future.failure(errors.IllegalStateError("network client is closed"))
-            now = _now_ms()
+            now = monotonic_ms()
             try:
                 node = self._node(node_id)
             except errors.KafkaError as exc:
@@ -135,14 +136,14 @@ class NetworkClient:
         """
         if timeout_ms is None:
             timeout_ms = self.config["request_timeout_ms"]
-        deadline = _now_ms() + timeout_ms
+        deadline = monotonic_ms() + timeout_ms
         responses: list = []
         while True:
-            remaining = max(deadline - _now_ms(), 0.0)
+            remaining = max(deadline - monotonic_ms(), 0.0)
             if future is not None and future.is_done:
                 remaining = 0.0
             responses.extend(self._poll_once(remaining))
-            if future is None or future.is_done or _now_ms() >= deadline:
+            if future is None or future.is_done or monotonic_ms() >= deadline:
                 return responses
 
     def wakeup(self) -> None:
@@ -158,7 +159,7 @@ class NetworkClient:
             if self.is_ready(node_id):
                 return True
             node = self._nodes.get(node_id)
-            if node is None or node.can_connect(_now_ms()):
+            if node is None or node.can_connect(monotonic_ms()):
                 self._maybe_connect(node_id)
                 wake = self._selecting
             else:
@@ -195,7 +196,7 @@ class NetworkClient:
         """Ms before a connection attempt to the node is allowed (inf: connecting/connected)."""
         with self._lock:
             node = self._nodes.get(node_id)
-            return 0.0 if node is None else node.connection_delay(_now_ms())
+            return 0.0 if node is None else node.connection_delay(monotonic_ms())
 
     def in_flight_request_count(self, node_id: Any = None) -> int:
         with self._lock:
@@ -213,7 +214,7 @@ class NetworkClient:
         """A node to send to when any will do: fewest in flight among ready ones, else one
         that is connecting, else one that may connect now; None if all are backing off."""
         with self._lock:
-            now = _now_ms()
+            now = monotonic_ms()
             candidates = [b.node_id for b in self.cluster.brokers()]
             random.shuffle(candidates)
             best, best_load = None, None
@@ -270,7 +271,7 @@ class NetworkClient:
         """Close one node's connection, or (no argument) every connection and the client."""
         self.wakeup()
         with self._io_lock, self._lock:
-            now = _now_ms()
+            now = monotonic_ms()
             targets = [node_id] if node_id is not None else list(self._nodes)
             for nid in targets:
                 node = self._nodes.get(nid)
@@ -299,7 +300,7 @@ class NetworkClient:
             with self._lock:
                 if self._closed:
                     raise errors.IllegalStateError("network client is closed")
-                now = _now_ms()
+                now = monotonic_ms()
                 timeout_ms = min(timeout_ms, self._metadata_updater.maybe_update(now))
                 self._write_all(now)
                 timeout_ms = min(timeout_ms, self._next_timeout_ms(now))
@@ -311,7 +312,7 @@ class NetworkClient:
                 with self._lock:
                     self._selecting = False
             with self._lock:
-                now = _now_ms()
+                now = monotonic_ms()
                 for key, mask in events:
                     if key.data is None:
                         self._drain_wakeup()
@@ -518,7 +519,7 @@ class NetworkClient:
             for item in self._unsent.pop(node_id, ()):
                 self._completed.append((item.future, None, exc))
             return
-        now = _now_ms()
+        now = monotonic_ms()
         if not node.can_connect(now):
             return
         try:

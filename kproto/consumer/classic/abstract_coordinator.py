@@ -24,12 +24,12 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from typing import Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from kproto.net.future import Future
+from kproto.net.client import monotonic_ms
 
 from .group_requests import (
     build_find_coordinator,
@@ -50,10 +50,6 @@ _JOIN_POLL_INTERVAL_MS = 10.0
 _JOIN_GROUP_TIMEOUT_MARGIN_MS = 5000
 
 
-def _monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
-
-
 class _JoinRoundFailed(Exception):
     """A join round ended with an error answer; ``verdict`` says what to do next."""
 
@@ -72,7 +68,7 @@ class AbstractCoordinator:
                  clock: Optional[Callable[[], float]] = None) -> None:
         self._client = client
         self.group_id = group_id
-        self._clock = clock or _monotonic_ms
+        self._clock = clock or monotonic_ms
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms

@@ -26,7 +26,6 @@ grouped consumer raises a clear error where group management is needed.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from kproto import errors
@@ -36,14 +35,10 @@ from kproto.consumer.fetch.fetcher import Fetcher
 from kproto.consumer.offsets import OffsetFetcher
 from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker, await_metadata_update
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
-from kproto.net.client import NetworkClient
+from kproto.net.client import NetworkClient, monotonic_ms
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer.classic")
-
-
-def _monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
 
 
 class ClassicCoordinator(Protocol):
@@ -124,7 +119,7 @@ class _WakeupAwareClient:
 class ClassicKafkaConsumer:
     """The ``ConsumerDelegate`` of ``group_protocol="classic"``; see the module docstring."""
 
-    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], float] = _monotonic_ms) -> None:
+    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], float] = monotonic_ms) -> None:
         self.config = config
         self._time_ms = time_ms
         self.group_id: Optional[str] = config["group_id"]
