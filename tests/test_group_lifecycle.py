@@ -264,7 +264,7 @@ def test_coordinator_move_is_rediscovered_while_assigned_partitions_keep_being_f
     try:
         c.subscribe([topic])
         poll_until(c, lambda _: len(c.assignment()) == 3, "the assignment")
-        old = c._delegate.coordinator.coordinator_id  # noqa: SLF001 - which broker to move from
+        old = c._delegate.coordinator.coordinator_broker_id  # noqa: SLF001 - which broker to move from
         new = 1 if old != 1 else 2
         cluster.set_coordinator("group", "moving", new)
         written = cluster.produce(topic, 60)
@@ -273,7 +273,7 @@ def test_coordinator_move_is_rediscovered_while_assigned_partitions_keep_being_f
         assert want <= {(r.partition, r.offset) for r in got}
         # The old coordinator answers NOT_COORDINATOR from now on: commits find the new one.
         c.commit()
-        wait_for(lambda: c._delegate.coordinator.coordinator_id == new, "the new coordinator")  # noqa: SLF001
+        wait_for(lambda: c._delegate.coordinator.coordinator_broker_id == new, "the new coordinator")  # noqa: SLF001
         assert c.committed(TopicPartition(topic, 0)) is not None
     finally:
         c.close()

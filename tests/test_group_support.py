@@ -6,6 +6,8 @@ generation and every rebalance callback, each processing and each successful com
 stamped with one sequence shared by all members (``assert_no_committed_work_redone``).
 ``wait_for`` polls a condition (no fixed sleeps
 in assertions: a condition that never comes fails with a message after a generous limit).
+``UnhurriedCooperativeSticky``: cooperative-sticky for tests that need every SyncGroup of a
+round to count on librdkafka's mock.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from typing import Any, Callable, Optional
 
 from kproto import KafkaConsumer, errors
+from kproto.consumer.classic.assignors.sticky import CooperativeStickyAssignor
 
 GROUP_CONFIG = dict(session_timeout_ms=3000, heartbeat_interval_ms=200, auto_offset_reset="earliest",
                     enable_auto_commit=False, max_poll_records=50, retry_backoff_ms=50,
@@ -42,6 +45,17 @@ def wait_for(condition: Callable[[], Any], what: str, limit_s: float = 60.0, ste
         if time.monotonic() > end:
             raise AssertionError("timed out waiting for " + what)
         time.sleep(step_s)
+
+
+class UnhurriedCooperativeSticky(CooperativeStickyAssignor):
+    """cooperative-sticky whose leader pauses before assigning, so the followers' SyncGroups
+    reach the broker before the leader's: librdkafka's mock answers a SyncGroup that arrives
+    after the leader's with INVALID_REQUEST (Apache Kafka hands out the stored assignment),
+    and the refused follower would skip the round a test is about."""
+
+    def assign(self, cluster: Any, members: Any) -> Any:
+        time.sleep(0.2)
+        return super().assign(cluster, members)
 
 
 class Member(threading.Thread):

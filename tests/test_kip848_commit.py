@@ -26,7 +26,7 @@ class Setup:
         self.subscriptions.assign_from_subscribed([TP("alpha", 0)])
         self.subscriptions.seek(TP("alpha", 0), 42)
         self.coordinator = CoordinatorRequestManager("g", BACKOFF_MS, 1000, jitter=0)
-        self.coordinator.coordinator = Coordinator(7, "127.0.0.1", 9092)
+        self.coordinator.coordinator = Coordinator(7, "127.0.0.1", 9092, 7)
         self.commit = CommitRequestManager("g", self.subscriptions, self.coordinator, auto_commit_enabled=auto_commit,
                                            auto_commit_interval_ms=5000, retry_backoff_ms=BACKOFF_MS,
                                            jitter=0, now_ms=self.clock(), time_ms=self.clock)

@@ -112,7 +112,7 @@ def test_find_coordinator_builds_the_right_request_per_version() -> None:
     new.encode(v_new)
     # Answered in the pre-v4 shape (top-level fields).
     unsent.complete(FindCoordinatorResponse(node_id=5, host="127.0.0.1", port=9093), e.clock())
-    assert e.coordinator.coordinator == (5, "127.0.0.1", 9093)
+    assert e.coordinator.coordinator == (5, "127.0.0.1", 9093, 5)
     assert e.coordinator.poll(e.clock()).unsent_requests == []
 
 

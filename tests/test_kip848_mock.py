@@ -348,12 +348,12 @@ def test_coordinator_broker_down_and_up_consumption_resumes(broker) -> None:
     seen: dict = {}
     drive([consumer], lambda: len(seen) == len(first), seen)
     coordinator = consumer._delegate.network_thread.resources.request_managers[0].coordinator
-    broker.broker_down(coordinator.node_id)
+    broker.broker_down(coordinator.broker_id)
     # Heartbeats fail while it is down (disconnects mark the coordinator unknown).
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         consumer.poll(timeout_ms=100)
-    broker.broker_up(coordinator.node_id)
+    broker.broker_up(coordinator.broker_id)
     more = broker.produce(topic, 15, start_index=15)
     drive([consumer], lambda: len(seen) == len(first) + len(more)
           and membership(consumer).state is MemberState.STABLE, seen)

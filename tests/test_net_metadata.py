@@ -167,3 +167,15 @@ def test_stale_metadata_errors_are_found_at_any_depth():
     assert not response_needs_metadata_update(fetch(0))
     assert response_needs_metadata_update(HeartbeatResponse(error_code=3))
     assert not response_needs_metadata_update(HeartbeatResponse(error_code=27))
+
+
+def test_a_coordinator_gets_a_node_id_of_its_own_with_the_address_it_was_found_at():
+    m = ClusterMetadata()
+    m.update(response({0: (1, 0)}), now_ms=0)
+    node_id = m.add_coordinator(1, "coord-host", 9999)
+    # Java's Integer.MAX_VALUE - broker id: never a broker's id, so never a broker's connection.
+    assert node_id == 2**31 - 1 - 1
+    assert node_id not in {b.node_id for b in m.brokers()}
+    assert m.broker_metadata(node_id) == BrokerMetadata(node_id, "coord-host", 9999, None)
+    assert m.broker_metadata(1).host == "h1"  # the broker itself is unchanged
+    assert m.add_coordinator(2, "h2", 9093) != node_id

@@ -54,6 +54,18 @@ class PartitionMetadata:
             self.topic, self.partition, self.leader, self.leader_epoch)
 
 
+# Java gives the group coordinator the connection id Integer.MAX_VALUE - its broker id: a
+# node id no broker has, so group traffic gets a connection of its own. A broker answers the
+# requests of one connection in order, and a JoinGroup parked for a whole rebalance would
+# otherwise hold up the fetches queued behind it (cooperative members keep fetching then).
+_COORDINATOR_ID_BASE = 2**31 - 1
+
+
+def coordinator_connection_id(broker_id: int) -> int:
+    """The connection id for the group coordinator on broker ``broker_id`` (as Java)."""
+    return _COORDINATOR_ID_BASE - broker_id
+
+
 class ClusterMetadata:
     """Brokers, partition leaders and epochs, topic ids, and the refresh schedule."""
 
@@ -63,6 +75,7 @@ class ClusterMetadata:
         self.retry_backoff_ms = retry_backoff_ms
         self._bootstrap = {b.node_id: b for b in bootstrap_brokers}
         self._brokers: dict[int, BrokerMetadata] = {}
+        self._coordinators: dict[int, BrokerMetadata] = {}  # by coordinator connection id
         self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._topic_names: dict[uuid.UUID, str] = {}
@@ -91,7 +104,16 @@ class ClusterMetadata:
         return set(self._brokers.values()) if self._brokers else set(self._bootstrap.values())
 
     def broker_metadata(self, node_id: Any) -> BrokerMetadata | None:
-        return self._brokers.get(node_id) or self._bootstrap.get(node_id)
+        return self._brokers.get(node_id) or self._bootstrap.get(node_id) or self._coordinators.get(node_id)
+
+    def add_coordinator(self, broker_id: int, host: str, port: int) -> int:
+        """Register a FindCoordinator answer; returns the node id to send group requests to.
+
+        The address comes from the answer itself, so no metadata refresh is needed first.
+        """
+        node_id = coordinator_connection_id(broker_id)
+        self._coordinators[node_id] = BrokerMetadata(node_id, host, port, None)
+        return node_id
 
     def is_bootstrap(self, node_id: Any) -> bool:
         return node_id in self._bootstrap

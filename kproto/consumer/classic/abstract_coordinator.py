@@ -79,7 +79,8 @@ class AbstractCoordinator:
         self.heartbeat = Heartbeat(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
                                    max_poll_interval_ms=rebalance_timeout_ms, retry_backoff_ms=retry_backoff_ms,
                                    now_ms=self._clock())
-        self.coordinator_id: Optional[Any] = None
+        self.coordinator_id: Optional[Any] = None  # the coordinator's connection (node) id
+        self.coordinator_broker_id: Optional[int] = None  # the broker it runs on
         self._find_future: Any = None
         self._find_failures = 0
         self._next_find_ms = 0.0
@@ -198,10 +199,10 @@ class AbstractCoordinator:
         with self._lock:
             self._find_future = None
             self._find_failures = 0
-            self.coordinator_id = entry.node_id
-            # The coordinator is usually a known broker; if not (yet), refresh the metadata.
-            if self._client.cluster.broker_metadata(entry.node_id) is None:
-                self._client.request_metadata_update()
+            # A connection of its own (Java's Integer.MAX_VALUE - broker id): see
+            # kproto.net.metadata.coordinator_connection_id.
+            self.coordinator_id = self._client.cluster.add_coordinator(entry.node_id, entry.host, entry.port)
+            self.coordinator_broker_id = entry.node_id
             self.heartbeat.reset_session_timeout(self._clock())
         log.info("Group %s: discovered coordinator %s (%s:%s)", self.group_id, entry.node_id, entry.host, entry.port)
         self._client.ready(entry.node_id)

@@ -13,7 +13,7 @@ heartbeat manager takes it with ``get_and_clear_fatal_error`` and surfaces it.
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from kproto.consumer.kip848.request_manager import (
     MAX_WAIT_MS,
@@ -33,17 +33,22 @@ _BATCHED_KEYS_MIN_VERSION = 4
 
 
 class Coordinator(NamedTuple):
-    node_id: int
+    node_id: int  # the connection to send group requests to (Java's coordinatorConnectionId)
     host: str
     port: int
+    broker_id: int  # the broker the coordinator runs on
 
 
 class CoordinatorRequestManager:
     """Finds the group coordinator and remembers it until told it is gone."""
 
     def __init__(self, group_id: str, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
-                 jitter: float = RequestState.RETRY_BACKOFF_JITTER) -> None:
+                 jitter: float = RequestState.RETRY_BACKOFF_JITTER,
+                 add_coordinator: Optional[Callable[[int, str, int], int]] = None) -> None:
         self.group_id = group_id
+        # Registers the coordinator's address and gives it a connection of its own
+        # (ClusterMetadata.add_coordinator); without it the broker id is used as is.
+        self._add_coordinator = add_coordinator
         self.request_state = RequestState("FindCoordinator", retry_backoff_ms, retry_backoff_max_ms, jitter)
         self.coordinator: Optional[Coordinator] = None
         self.time_marked_unknown_ms: Optional[int] = None
@@ -97,7 +102,9 @@ class CoordinatorRequestManager:
         if error is not None:
             self._on_failed_response(now_ms, error)
             return
-        self.coordinator = Coordinator(entry.node_id, entry.host, entry.port)
+        node_id = (self._add_coordinator(entry.node_id, entry.host, entry.port)
+                   if self._add_coordinator is not None else entry.node_id)
+        self.coordinator = Coordinator(node_id, entry.host, entry.port, entry.node_id)
         log.info("Discovered group coordinator %s for group %s", self.coordinator, self.group_id)
         self.request_state.on_successful_attempt(now_ms)
 

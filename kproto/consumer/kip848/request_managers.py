@@ -43,7 +43,8 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
     coordinator = commit = heartbeat = membership = None
     group_id = config["group_id"]
     if group_id:
-        coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, RETRY_BACKOFF_MAX_MS)
+        coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, RETRY_BACKOFF_MAX_MS,
+                                                add_coordinator=metadata.add_coordinator)
         auto_commit = bool(config["enable_auto_commit"])
         commit = CommitRequestManager(
             group_id, subscriptions, coordinator, auto_commit_enabled=auto_commit,
