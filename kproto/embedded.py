@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from kproto.errors import KafkaError
 
@@ -111,10 +111,13 @@ class TansuBroker:
     """
 
     def __init__(self, port: Optional[int] = None, startup_timeout_s: float = 30.0, attempts: int = 3,
-                 log_level: str = "warn", advertised_port: Optional[int] = None) -> None:
+                 log_level: str = "warn", advertised_port: Optional[int] = None,
+                 extra_args: Sequence[str] = ()) -> None:
         # advertised_port: the port Metadata names instead of the listener's (a proxy in
         # front of the broker that every connection must go through, as in tests).
         self.advertised_port = advertised_port
+        # More `tansu broker` options, e.g. ("--authentication",) to require SASL.
+        self.extra_args = tuple(extra_args)
         self.requested_port = port
         self.port = port or 0
         self.startup_timeout_s = startup_timeout_s
@@ -151,7 +154,8 @@ class TansuBroker:
         url = "tcp://127.0.0.1:{}".format(self.port)
         advertised = "tcp://127.0.0.1:{}".format(self.advertised_port) if self.advertised_port else url
         cmd = [str(tansu_binary()), "broker", "--listener-url", url,
-               "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/"]
+               "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/",
+               *self.extra_args]
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         env.setdefault("RUST_LOG", self.log_level)
         workdir = tempfile.mkdtemp(prefix="kproto-tansu-")

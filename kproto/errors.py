@@ -161,6 +161,20 @@ class WakeupException(KafkaError):
     """A blocking call was interrupted by ``KafkaConsumer.wakeup()``."""
 
 
+class AuthenticationError(KafkaError):
+    """Authentication with a broker failed (Java's ``AuthenticationException``).
+
+    Never retriable: the consumer raises it from ``poll()`` and blocking calls instead of
+    reconnecting with backoff forever. Broker codes 33, 34 and 58 derive from it.
+    """
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed: bad credentials, a server signature that does not
+    verify, a malformed server message, or the broker closing the connection during the
+    exchange (Java's ``SaslAuthenticationException``)."""
+
+
 class CommitFailedError(KafkaError):
     """A commit cannot be completed because the group rebalanced or the member was fenced."""
 
@@ -517,6 +531,12 @@ def _build_table() -> None:
             bases += (InvalidMetadataError,)
         elif "R" in flags:
             bases += (RetriableError,)
+        if code in (33, 34):
+            bases += (AuthenticationError,)
+        elif code == 58:
+            # SASL_AUTHENTICATION_FAILED is caught as SaslAuthenticationError however it
+            # was detected (the broker's answer or the client's own checks).
+            bases += (SaslAuthenticationError,)
         if code == 2:
             # The broker's CORRUPT_MESSAGE is also a CorruptRecordError for callers that
             # catch corruption however it was detected.

@@ -3,7 +3,8 @@
 Owns the socket lifecycle of one node (Java's ``ClusterConnectionStates`` entry plus the
 socket of its ``KafkaChannel``): the addresses DNS gave for the host, tried in turn; a
 non-blocking connect with a deadline; the TLS handshake; moving bytes between the socket
-and the sans-IO :class:`~kproto.net.connection.Connection`; and the reconnect backoff
+and the sans-IO :class:`~kproto.net.connection.Connection`; the SASL authenticator of a
+``SASL_*`` connection (:mod:`kproto.net.sasl`, driven by the client); and the reconnect backoff
 (exponential, jittered, between ``reconnect_backoff_ms`` and ``reconnect_backoff_max_ms``).
 It never touches the selector or a lock: the network client calls it from its poll loop
 and reads ``interest()`` to know what to wait for.
@@ -36,6 +37,7 @@ class ConnectionState(enum.Enum):
     CONNECTING = "connecting"
     HANDSHAKE = "tls-handshake"
     API_VERSIONS = "api-versions"   # connected; negotiating versions
+    AUTHENTICATING = "authenticating"  # SASL handshake and authenticate rounds
     READY = "ready"
 
 
@@ -58,6 +60,10 @@ class BrokerConnection:
         self.connect_deadline_ms = float("inf")
         self.last_activity_ms = 0.0
         self.last_error: BaseException | None = None
+        self.authenticator: Any = None  # kproto.net.sasl.SaslClientAuthenticator while authenticating
+        # When a SASL session with a lifetime (KIP-368) should be replaced: the client
+        # closes the idle connection then and a new one authenticates afresh.
+        self.reauthenticate_at_ms = float("inf")
         self._addresses: list[tuple] = []
         self._address_index = 0
         self._tls_wants = selectors.EVENT_WRITE
@@ -69,7 +75,8 @@ class BrokerConnection:
     # --- state ------------------------------------------------------------------------
 
     def is_connected(self) -> bool:
-        return self.state in (ConnectionState.API_VERSIONS, ConnectionState.READY)
+        return self.state in (ConnectionState.API_VERSIONS, ConnectionState.AUTHENTICATING,
+                              ConnectionState.READY)
 
     def is_ready(self) -> bool:
         return self.state is ConnectionState.READY
@@ -170,8 +177,15 @@ class BrokerConnection:
         self.state = ConnectionState.API_VERSIONS
         self.last_activity_ms = now_ms
 
+    def authenticating(self, api_versions: dict[int, tuple[int, int]], authenticator: Any) -> None:
+        """ApiVersions done on a SASL connection: authenticate before anything else."""
+        self.api_versions = api_versions
+        self.authenticator = authenticator
+        self.state = ConnectionState.AUTHENTICATING
+
     def negotiated(self, api_versions: dict[int, tuple[int, int]]) -> None:
         self.api_versions = api_versions
+        self.authenticator = None
         self.state = ConnectionState.READY
         self.failures = 0
         self._address_index = 0
@@ -249,6 +263,8 @@ class BrokerConnection:
         self.proto = None
         self.state = ConnectionState.DISCONNECTED
         self.api_versions = {}
+        self.authenticator = None
+        self.reauthenticate_at_ms = float("inf")
         self.connect_deadline_ms = float("inf")
         if failed:
             self.failures += 1

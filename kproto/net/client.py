@@ -18,6 +18,14 @@ Failure semantics: a connection that closes fails every request in flight on it 
 retriable ``KafkaConnectionError`` (a request past its deadline with
 ``RequestTimeoutError``); a request for a node in reconnect backoff fails at once with
 ``NodeNotReadyError`` (fail fast, the caller decides when to retry).
+
+Authentication (``SASL_PLAINTEXT``/``SASL_SSL``): after ApiVersions a connection runs
+:class:`~kproto.net.sasl.SaslClientAuthenticator` (state AUTHENTICATING) and is ready only
+once it completes; queued requests wait. A failed authentication (bad credentials, a
+server signature that does not verify, the broker hanging up mid-exchange) is fatal, as
+Java's ``authenticationException(node)``: the node's requests and metadata waiters fail
+with the ``AuthenticationError``, the node backs off, and the next ``poll()`` raises it
+once (Java's ``ConsumerNetworkClient.poll``); it is never retried silently.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ from kproto.net.connection import Connection, InFlightRequest, highest_common_ve
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata, response_needs_metadata_update
 from kproto.net.metadata_updater import METADATA, MetadataUpdater
-from kproto.net.tls import build_ssl_context
+from kproto.net.sasl import SaslClientAuthenticator, check_sasl_config, create_mechanism
+from kproto.net.tls import SASL_PROTOCOLS, build_ssl_context
 from kproto.structs import BrokerMetadata
 
 log = logging.getLogger("kproto.net")
@@ -71,6 +80,11 @@ class NetworkClient:
         # Unknown keys are ignored so the consumer can hand over its whole configuration.
         self.config = {k: configs.get(k, v) for k, v in DEFAULT_CONFIG.items()}
         self._ssl_context = build_ssl_context(self.config)
+        self._sasl = str(self.config["security_protocol"]).upper() in SASL_PROTOCOLS
+        if self._sasl:
+            check_sasl_config(self.config)
+        # An authentication failure not yet raised by poll() (Java: Metadata's fatalError).
+        self._fatal_error: BaseException | None = None
         bootstrap = [BrokerMetadata("bootstrap-{}".format(i), host, port, None)
                      for i, (host, port) in enumerate(
                          parse_bootstrap_servers(self.config["bootstrap_servers"]))]
@@ -143,8 +157,22 @@ class NetworkClient:
             if future is not None and future.is_done:
                 remaining = 0.0
             responses.extend(self._poll_once(remaining))
+            self._maybe_throw_fatal_error()
             if future is None or future.is_done or monotonic_ms() >= deadline:
                 return responses
+
+    def _maybe_throw_fatal_error(self) -> None:
+        with self._lock:
+            error, self._fatal_error = self._fatal_error, None
+        if error is not None:
+            raise error
+
+    def authentication_exception(self, node_id: Any) -> BaseException | None:
+        """The authentication failure of the node's last connection, if that is how it ended."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            error = node.last_error if node is not None else None
+            return error if isinstance(error, errors.AuthenticationError) else None
 
     def wakeup(self) -> None:
         """Make a ``poll()`` blocked in another thread return soon (safe from any thread)."""
@@ -382,7 +410,8 @@ class NetworkClient:
                 timeout = min(timeout, node.proto.next_deadline_ms() - now)
                 if node.is_ready() and node.proto.in_flight_count == 0:
                     timeout = min(timeout, node.last_activity_ms
-                                  + self.config["connections_max_idle_ms"] - now)
+                                  + self.config["connections_max_idle_ms"] - now,
+                                  node.reauthenticate_at_ms - now)
             for item in self._unsent.get(node_id, ()):
                 timeout = min(timeout, item.deadline_ms - now)
         return max(timeout, 0.0)
@@ -413,6 +442,25 @@ class NetworkClient:
             self._connection_error(node, exc, now)
 
     def _connection_error(self, node: BrokerConnection, exc: errors.KafkaError, now: float) -> None:
+        authenticator = node.authenticator
+        if (node.state is ConnectionState.AUTHENTICATING and authenticator is not None
+                and not isinstance(exc, errors.AuthenticationError)):
+            if authenticator.error is not None:
+                # The broker's verdict arrived with (or just before) its hang-up: keep it.
+                exc = authenticator.error
+        if (node.state is ConnectionState.AUTHENTICATING and authenticator is not None
+                and isinstance(exc, errors.KafkaConnectionError)):
+            # Kafka brokers (and Tansu) close the socket on a failed SASL exchange, e.g. an
+            # unknown user or a mechanism they do not enable: not a network blip to retry.
+            auth_error = errors.SaslAuthenticationError(
+                "node {} ({}:{}) closed the connection during {} authentication (bad credentials, "
+                "or a mechanism the broker does not enable?): {}".format(
+                    node.node_id, node.host, node.port, authenticator.mechanism.name, exc))
+            auth_error.__cause__ = exc
+            exc = authenticator.fail(auth_error)
+        if isinstance(exc, errors.AuthenticationError):
+            self._authentication_failed(node, exc, now)
+            return
         connecting = node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
         if connecting and node.has_more_addresses() and isinstance(exc, errors.KafkaConnectionError):
             # Try the next address DNS gave for this host before calling it a failure.
@@ -434,6 +482,15 @@ class NetworkClient:
             failure = errors.KafkaConnectionError(str(exc))
             failure.__cause__ = exc
         self._close_node(node, now, failure, failed=True)
+
+    def _authentication_failed(self, node: BrokerConnection, exc: errors.KafkaError, now: float) -> None:
+        """Java's AUTHENTICATION_FAILED channel state: fatal, reported, backed off."""
+        log.error("node %s (%s:%s): authentication failed: %s", node.node_id, node.host, node.port, exc)
+        self._close_node(node, now, exc, failed=True)
+        self._fatal_error = exc
+        # Whoever waits for metadata (partitions_for_topic, joins) learns it now instead of
+        # retrying until its deadline.
+        self.cluster.failed_update(exc, now)
 
     def _close_node(self, node: BrokerConnection, now: float, exc: BaseException, *,
                     failed: bool, timed_out: set[int] | None = None) -> None:
@@ -470,6 +527,15 @@ class NetworkClient:
                         "connection to node {} closed after a request timeout".format(
                             node.node_id)), failed=True,
                         timed_out={ifr.correlation_id for ifr in expired})
+                    continue
+                if (node.is_ready() and node.proto.in_flight_count == 0
+                        and now >= node.reauthenticate_at_ms):
+                    # KIP-368 without re-authentication on the same socket: the session is
+                    # about to expire, so a fresh connection authenticates again.
+                    log.info("node %s: SASL session lifetime nearly over; reconnecting", node.node_id)
+                    self._close_node(node, now, errors.KafkaConnectionError(
+                        "SASL session expiring"), failed=False)
+                    node.backoff_until_ms = now
                     continue
                 if (node.is_ready() and node.proto.in_flight_count == 0
                         and not self._unsent.get(node.node_id)
@@ -548,6 +614,8 @@ class NetworkClient:
         kind = self._internal.pop(id(ifr.future), None)
         if kind == "api_versions":
             self._on_api_versions(node, ifr, response, now)
+        elif kind == "sasl":
+            self._on_sasl_response(node, response, now)
         elif kind == METADATA:
             self._metadata_updater.handle_response(response, now)
             self._completed.append((ifr.future, response, None))
@@ -575,8 +643,37 @@ class NetworkClient:
         if response.error_code:
             raise errors.for_code(response.error_code)(
                 "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))
+        if self._sasl:
+            authenticator = SaslClientAuthenticator(create_mechanism(self.config), versions, node.node_id)
+            node.authenticating(versions, authenticator)
+            log.debug("node %s: API versions known; authenticating with %s", node.node_id,
+                      authenticator.mechanism.name)
+            self._send_sasl(node, authenticator.start(), now)
+            return
         node.negotiated(versions)
         log.debug("node %s: ready (%d APIs)", node.node_id, len(versions))
+
+    def _send_sasl(self, node: BrokerConnection, request: tuple[Any, int], now: float) -> None:
+        message, version = request
+        ifr = node.proto.send(message, version, now_ms=now, timeout_ms=self.config["request_timeout_ms"])
+        self._internal[id(ifr.future)] = "sasl"
+        node.write(now)
+
+    def _on_sasl_response(self, node: BrokerConnection, response: Any, now: float) -> None:
+        authenticator = node.authenticator
+        if authenticator is None:  # a late answer on a connection already reset
+            return
+        following = authenticator.on_response(response)  # raises AuthenticationError
+        if following is not None:
+            self._send_sasl(node, following, now)
+            return
+        node.negotiated(node.api_versions)
+        lifetime = authenticator.session_lifetime_ms
+        if lifetime > 0:
+            # KIP-368: renew at 85-95% of the lifetime (jittered so many connections do not
+            # reconnect at once).
+            node.reauthenticate_at_ms = now + lifetime * random.uniform(0.85, 0.95)
+        log.debug("node %s: ready after SASL %s", node.node_id, authenticator.mechanism.name)
 
     def _flush_unsent(self, node: BrokerConnection, now: float) -> None:
         queue = self._unsent.get(node.node_id)

@@ -37,6 +37,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "ssl_crlfile": None,
     "ssl_ciphers": None,
     "ssl_check_hostname": True,
+    # SASL (security_protocol SASL_PLAINTEXT/SASL_SSL; kproto.net.sasl), kafka-python's names.
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+    "sasl_oauth_token_provider": None,
+    "sasl_kerberos_name": None,
+    "sasl_kerberos_service_name": "kafka",
+    "sasl_kerberos_domain_name": None,
 }
 
 

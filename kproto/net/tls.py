@@ -1,4 +1,4 @@
-"""TLS for broker connections, with the standard ``ssl`` module.
+"""TLS for broker connections, with the standard ``ssl`` module; the security protocols.
 
 Owns turning the ``security_protocol``/``ssl_*`` settings into an ``ssl.SSLContext``.
 Verification is on by default (the system trust store, or ``ssl_cafile``), and so is
@@ -13,17 +13,19 @@ from typing import Any
 
 from kproto import errors
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The protocols that authenticate with SASL (kproto.net.sasl) after ApiVersions.
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def build_ssl_context(config: dict[str, Any]) -> ssl.SSLContext | None:
-    """The context for ``security_protocol="SSL"`` (None for PLAINTEXT)."""
+    """The context for ``security_protocol`` SSL or SASL_SSL (None for (SASL_)PLAINTEXT)."""
     protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
     if protocol not in SECURITY_PROTOCOLS:
         raise errors.KafkaConfigurationError(
             "security_protocol {!r} is not supported (one of {})".format(
                 protocol, ", ".join(SECURITY_PROTOCOLS)))
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
     given = config.get("ssl_context")
     if given is not None:

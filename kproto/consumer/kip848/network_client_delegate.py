@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Optional
 from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker
 from kproto.consumer.kip848.request_manager import PollResult, RequestBuilder, UnsentRequest
 from kproto.consumer.kip848.timer import Timer, monotonic_ms
-from kproto.errors import KafkaTimeoutError, UnsupportedVersionError
+from kproto.errors import AuthenticationError, KafkaTimeoutError, UnsupportedVersionError
 
 log = logging.getLogger("kproto.kip848")
 
@@ -35,6 +35,7 @@ class NetworkClientDelegate:
         self._time_ms = time_ms
         self.unsent_requests: collections.deque[UnsentRequest] = collections.deque()
         self._metadata_errors = MetadataErrorTracker(client.cluster)
+        self._authentication_error: Optional[BaseException] = None
 
     def add_all(self, requests: "PollResult | Iterable[UnsentRequest]") -> int:
         """Stage requests; returns the manager's time until next poll (PollResult) or max."""
@@ -50,14 +51,21 @@ class NetworkClientDelegate:
         self._try_send_all(self._time_ms() if now_ms is None else now_ms)
         if self.unsent_requests:
             timeout_ms = min(timeout_ms, _UNSENT_RECHECK_MS)
-        self.client.poll(timeout_ms=max(0, timeout_ms))
+        try:
+            self.client.poll(timeout_ms=max(0, timeout_ms))
+        except AuthenticationError as exc:
+            # Fatal (a SASL failure): surfaced as an ErrorEvent like a metadata error, so
+            # the application's next call raises it instead of the loop logging it.
+            self._authentication_error = exc
         # Sends that became possible during the step (a connection finished) go out now.
         self._try_send_all(self._time_ms())
 
     def get_and_clear_metadata_error(self) -> Optional[BaseException]:
         """The error the latest metadata update carries (unauthorized or invalid topics),
-        once per update (Java's ``getAndClearMetadataError``; shared with the classic engine)."""
-        return self._metadata_errors.get_and_clear()
+        once per update (Java's ``getAndClearMetadataError``; shared with the classic engine);
+        an authentication failure first."""
+        error, self._authentication_error = self._authentication_error, None
+        return error if error is not None else self._metadata_errors.get_and_clear()
 
     def wakeup(self) -> None:
         self.client.wakeup()
