@@ -59,7 +59,7 @@ class ConsumerDelegate(Protocol):
     def topics(self) -> set: ...
     def bootstrap_connected(self) -> bool: ...
     def group_metadata(self) -> Any: ...
-    def metrics(self, raw: bool) -> dict: ...
+    def metrics(self, raw: bool) -> Optional[dict]: ...
     def wakeup(self) -> None: ...
     def close(self, autocommit: bool, timeout_ms: Optional[int]) -> None: ...
 
@@ -293,8 +293,16 @@ class KafkaConsumer:
         """A snapshot of this consumer's group membership (group, generation, member id)."""
         return self._call("group_metadata")
 
-    def metrics(self, raw: bool = False) -> dict:
-        """Client metrics, as far as kproto keeps them."""
+    def metrics(self, raw: bool = False) -> Optional[dict]:
+        """Consumer metrics, Java's names (https://kafka.apache.org/documentation/#consumer_monitoring).
+
+        kafka-python's shape: ``{group: {name: value}}`` (a name shared by client-wide and
+        per-topic/per-partition metrics gives the client-wide value), or with ``raw=True``
+        the registry's ``{MetricName: KafkaMetric}`` (tags included). None when
+        ``metrics_enabled=False``; empty after ``close()`` (the registry is cleared).
+        """
+        if self._closed:
+            return self._delegate.metrics(raw)  # read-only; the cleared registry
         return self._call("metrics", raw)
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -96,6 +96,20 @@ class AbstractCoordinator:
         #: Set by the consumer (its ``maybe_trigger_wakeup``): called around every blocking
         #: wait on the application thread, so ``wakeup()`` interrupts a long join.
         self.check_wakeup: Optional[Callable[[], None]] = None
+        #: The consumer-coordinator-metrics (``kproto.metrics.consumer_metrics.CoordinatorMetrics``;
+        #: None: metrics disabled), recorded from the response callbacks on either thread.
+        self.sensors: Any = None
+        self._sent_ms: dict[str, float] = {}  # request kind -> when it left (latencies)
+
+    def _record(self, method: str, *args: Any) -> None:
+        """``self.sensors.<method>(*args)`` when metrics are on."""
+        if self.sensors is not None:
+            getattr(self.sensors, method)(*args)
+
+    def _latency(self, kind: str, ok: bool) -> tuple:
+        """``(ms since the request of this kind left,)`` for an ok answer, else ()."""
+        now = self._clock()
+        return (now - self._sent_ms.get(kind, now),) if ok else ()
 
     # --- hooks for the subclass ------------------------------------------------------------
 
@@ -297,6 +311,8 @@ class AbstractCoordinator:
                 version, self.group_id, member_id, self.membership.group_instance_id, self.session_timeout_ms,
                 self.rebalance_timeout_ms, self.protocol_type(), self.metadata(), self.membership.rejoin_reason)
             self.membership.on_join_sent()
+            self._sent_ms["join"] = self._clock()
+        self._record("rebalance_started")
         log.info("Group %s: (re)joining (member %r, reason: %s)", self.group_id, member_id,
                  self.membership.rejoin_reason)
         round_future = Future()
@@ -316,6 +332,8 @@ class AbstractCoordinator:
     def _on_join_response(self, round_future: Any, response: Any) -> None:
         with self._lock:
             verdict = self.membership.handle_join_response(response)
+            if not isinstance(verdict.error, errors.MemberIdRequiredError):  # a step, not a failure (Java)
+                self._record("record_join" if verdict.ok else "rebalance_failed", *self._latency("join", verdict.ok))
             generation = self.membership.generation
             is_leader = self.membership.is_leader
             if verdict.ok:
@@ -354,6 +372,7 @@ class AbstractCoordinator:
         request = build_sync_group(version, self.group_id, generation.generation_id, generation.member_id,
                                    self.membership.group_instance_id, self.protocol_type(), protocol_name,
                                    assignments)
+        self._sent_ms["sync"] = self._clock()
         log.debug("Group %s: SyncGroup generation %d (%d assignments)", self.group_id, generation.generation_id,
                   len(assignments))
         return self._client.send(node, request, version=version)
@@ -363,6 +382,9 @@ class AbstractCoordinator:
             verdict = self.membership.handle_sync_response(response, generation)
             if verdict.ok:
                 self.heartbeat.reset_timeouts(self._clock())
+            self._record("record_sync" if verdict.ok else "rebalance_failed", *self._latency("sync", verdict.ok))
+        if verdict.ok:
+            self._record("rebalance_ended")
         if verdict.ok:
             round_future.success((generation, bytes(response.assignment)))
         else:
@@ -513,6 +535,8 @@ class AbstractCoordinator:
         assert version is not None  # checked by the caller under the lock
         request = build_heartbeat(version, self.group_id, generation.generation_id, generation.member_id,
                                   self.membership.group_instance_id)
+        self._sent_ms["heartbeat"] = self._clock()
+        self._record("heartbeat_sent")
         future = self._client.send(node, request, version=version)
         self._heartbeat_future = future
         future.add_callback(self._on_heartbeat_response, generation)
@@ -520,6 +544,7 @@ class AbstractCoordinator:
 
     def _on_heartbeat_response(self, generation: Generation, response: Any) -> None:
         now = self._clock()
+        self._record("record_heartbeat", *self._latency("heartbeat", True))
         with self._lock:
             self._heartbeat_future = None
             verdict = self.membership.handle_heartbeat_response(response.error_code, generation)

@@ -26,15 +26,18 @@ grouped consumer raises a clear error where group management is needed.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from kproto import errors
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_collector import Fetch
+from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.fetch.fetcher import Fetcher
 from kproto.consumer.offsets import OffsetFetcher
 from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker, await_metadata_update
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
+from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.net.client import NetworkClient, monotonic_ms
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -130,9 +133,16 @@ class ClassicKafkaConsumer:
         self.client = NetworkClient(**dict(config))
         self.metadata = self.client.cluster
         self.fetch_config = FetchConfig.from_config(config)
+        # Metrics (None when metrics_enabled is off): see DESIGN.md "Metrics".
+        self._metrics = build_metrics(config)
+        prefix = config["metric_group_prefix"]
+        self.fetch_metrics = self.consumer_metrics = None
+        if self._metrics is not None:
+            self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix, self.isolation_level)
+            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
         # The Fetcher stamps wall-clock times on positions (preferred replica expiry) and
         # takes its own clock; everything timed here uses the monotonic one.
-        self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config)
+        self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config, metrics_manager=self.fetch_metrics)
         self.offset_fetcher = OffsetFetcher(_WakeupAwareClient(self), self.subscriptions, self.metadata,
                                             isolation_level=self.isolation_level,
                                             request_timeout_ms=config["request_timeout_ms"],
@@ -146,6 +156,9 @@ class ClassicKafkaConsumer:
             if self.coordinator is not None:
                 # wakeup() must also end a blocking coordinator lookup or join.
                 self.coordinator.check_wakeup = self.maybe_trigger_wakeup
+                if self._metrics is not None:
+                    self.coordinator.sensors = CoordinatorMetrics(  # type: ignore[attr-defined]
+                        self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=True)
         except BaseException:
             self.client.close()
             raise
@@ -272,6 +285,15 @@ class ClassicKafkaConsumer:
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
              update_offsets: bool = True) -> dict[TopicPartition, list]:
+        if self.consumer_metrics is None:
+            return self._poll(timeout_ms, max_records, update_offsets)
+        self.consumer_metrics.record_poll_start()
+        try:
+            return self._poll(timeout_ms, max_records, update_offsets)
+        finally:
+            self.consumer_metrics.record_poll_end()
+
+    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise errors.IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         deadline = self._deadline(timeout_ms)
@@ -387,7 +409,12 @@ class ClassicKafkaConsumer:
         _check_partition(partition)
         coordinator = self._require_group()
         deadline = self._deadline(timeout_ms)
-        offsets = coordinator.fetch_committed_offsets({partition}, self._remaining(deadline))
+        started = time.monotonic_ns()
+        try:
+            offsets = coordinator.fetch_committed_offsets({partition}, self._remaining(deadline))
+        finally:
+            if self.consumer_metrics is not None:
+                self.consumer_metrics.record_committed(time.monotonic_ns() - started)
         if offsets is None:
             raise errors.KafkaTimeoutError("Timeout fetching committed offsets of {}".format(partition))
         committed = offsets.get(partition)
@@ -400,7 +427,12 @@ class ClassicKafkaConsumer:
         coordinator = self._require_group()
         deadline = self._deadline(timeout_ms)
         offsets = self.subscriptions.all_consumed() if offsets is None else self._check_offsets(offsets)
-        coordinator.commit_offsets_sync(offsets, self._remaining(deadline))
+        started = time.monotonic_ns()
+        try:
+            coordinator.commit_offsets_sync(offsets, self._remaining(deadline))
+        finally:
+            if self.consumer_metrics is not None:
+                self.consumer_metrics.record_commit_sync(time.monotonic_ns() - started)
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
                      callback: Optional[Callable] = None) -> Any:
@@ -470,8 +502,10 @@ class ClassicKafkaConsumer:
             return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
         return self.coordinator.group_metadata()
 
-    def metrics(self, raw: bool = False) -> dict:
-        return {}
+    def metrics(self, raw: bool = False) -> Optional[dict]:
+        if self.fetch_metrics is not None:
+            self.fetch_metrics.maybe_update_assignment()  # unassigned partitions' metrics go first
+        return metrics_view(self._metrics, raw)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -498,3 +532,5 @@ class ClassicKafkaConsumer:
                 log.warning("Closing fetch sessions failed: %s", exc)
         finally:
             self.client.close()
+            if self._metrics is not None:
+                self._metrics.close()

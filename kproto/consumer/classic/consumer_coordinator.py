@@ -317,6 +317,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             callback = getattr(listener, "on_partitions_revoked", None)  # Java's default
         if callback is None:
             return None
+        started = self._clock()
         try:
             callback(set(partitions))
         except (errors.WakeupException, KeyboardInterrupt):
@@ -325,6 +326,8 @@ class ConsumerCoordinator(AbstractCoordinator):
             log.error("Group %s: rebalance listener %s failed for %s: %s", self.group_id, method,
                       sorted(partitions), exc)
             return exc
+        finally:
+            self._record("record_listener", method, self._clock() - started)
         return None
 
     # --- commits ----------------------------------------------------------------------------------
@@ -342,6 +345,21 @@ class ConsumerCoordinator(AbstractCoordinator):
                                            "member of group {!r}".format(self.group_id))
         return self._identity
 
+    def _commit_result_handler(self) -> Callable[[CommitResult], None]:
+        """``_on_commit_result``, also recording commit-latency for every answer: timed from
+        the call (GroupOffsets does the sending), then from the previous answer for a retry."""
+        if self.sensors is None:
+            return self._on_commit_result
+        since = [self._clock()]
+
+        def on_result(result: CommitResult) -> None:
+            now = self._clock()
+            self._record("record_commit", now - since[0])
+            since[0] = now
+            self._on_commit_result(result)
+
+        return on_result
+
     def _on_commit_result(self, result: CommitResult) -> None:
         if result.reset_generation:
             with self._lock:
@@ -354,7 +372,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         if not offsets:
             return
         self._offsets.commit_offsets_sync(offsets, timeout_ms, self._membership_for_commit(),
-                                          on_result=self._on_commit_result)
+                                          on_result=self._commit_result_handler())
 
     def commit_offsets_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                              callback: Optional[Callable[[Any, Any], Any]] = None) -> Any:
@@ -375,7 +393,8 @@ class ConsumerCoordinator(AbstractCoordinator):
             return None
         if self.coordinator_unknown():
             self.lookup_coordinator()
-        return self._offsets.commit_offsets_async(offsets, done, membership, on_result=self._on_commit_result)
+        return self._offsets.commit_offsets_async(offsets, done, membership,
+                                                  on_result=self._commit_result_handler())
 
     def maybe_auto_commit_offsets_async(self, now_ms: float) -> None:
         """Commit the consumed positions when the auto-commit interval has passed."""

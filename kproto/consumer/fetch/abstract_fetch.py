@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -60,7 +61,7 @@ class AbstractFetch:
     """
 
     def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
-                 fetch_buffer: FetchBuffer, time_ms: Callable[[], int]) -> None:
+                 fetch_buffer: FetchBuffer, time_ms: Callable[[], int], metrics_manager: Any = None) -> None:
         self.fetch_config = config
         self.subscriptions = subscriptions
         self.metadata = metadata
@@ -69,6 +70,9 @@ class AbstractFetch:
         self.session_handlers: dict[int, FetchSessionHandler] = {}
         self.nodes_with_pending_fetch_requests: set[int] = set()
         self.lock = threading.RLock()
+        #: A FetchMetricsManager (None: metrics disabled) and, per node, when its fetch left.
+        self.metrics_manager = metrics_manager
+        self._fetch_sent: dict[int, float] = {}
 
     # --- hooks for the engine ------------------------------------------------------------
 
@@ -103,6 +107,8 @@ class AbstractFetch:
         """One FetchRequestData per node to fetch from now (advances each node's session)."""
         with self.lock:
             now_ms = self._time_ms() if now_ms is None else now_ms
+            if self.metrics_manager is not None:
+                self.metrics_manager.maybe_update_assignment()
             buffered = self.fetch_buffer.buffered_partitions()
             unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
             if not unbuffered:
@@ -182,6 +188,7 @@ class AbstractFetch:
     def mark_pending(self, node_id: int) -> None:
         with self.lock:
             self.nodes_with_pending_fetch_requests.add(node_id)
+            self._fetch_sent[node_id] = time.monotonic()
 
     # --- handling responses --------------------------------------------------------------
 
@@ -189,6 +196,12 @@ class AbstractFetch:
         """Advance the node's session and buffer one CompletedFetch per returned partition."""
         with self.lock:
             try:
+                sent = self._fetch_sent.pop(node_id, None)
+                metrics = self.metrics_manager
+                if metrics is not None:
+                    if sent is not None:
+                        metrics.record_latency((time.monotonic() - sent) * 1000.0)
+                    metrics.record_throttle_time(getattr(response, "throttle_time_ms", 0))
                 handler = self.session_handlers.get(node_id)
                 if handler is None:
                     log.error("fetch response from node %s with no fetch session handler", node_id)
@@ -221,6 +234,12 @@ class AbstractFetch:
                         tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
                         check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
                         value_deserializer=config.value_deserializer))
+                if metrics is not None and completed:
+                    # Java's FetchMetricsAggregator: the response's bytes and records are
+                    # recorded once every partition of it has been consumed (drained).
+                    aggregator = metrics.new_aggregator([c.partition for c in completed])
+                    for c in completed:
+                        c.metric_aggregator = aggregator
                 self.fetch_buffer.add_all(completed)
             finally:
                 self.nodes_with_pending_fetch_requests.discard(node_id)
@@ -245,6 +264,7 @@ class AbstractFetch:
         """The request failed as a whole: the next one to this node is full again."""
         with self.lock:
             try:
+                self._fetch_sent.pop(node_id, None)
                 handler = self.session_handlers.get(node_id)
                 if handler is not None:
                     handler.handle_error(error)

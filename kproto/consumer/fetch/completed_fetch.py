@@ -88,6 +88,11 @@ class CompletedFetch:
         self.is_consumed = False
         self.initialized = False
         self.records_read = 0
+        # Metrics: bytes of the batches iterated, reported with records_read on drain()
+        # to the response's FetchMetricsAggregator (set by AbstractFetch; None: no metrics).
+        self.bytes_read = 0
+        self.metric_aggregator: Any = None
+        self._collecting = False  # inside fetch_records: records_read is not final yet
         self.error_code: int = getattr(partition_data, "error_code", 0)
         self.high_watermark: int = getattr(partition_data, "high_watermark", -1)
         self.last_stable_offset: int = getattr(partition_data, "last_stable_offset", -1)
@@ -129,10 +134,18 @@ class CompletedFetch:
         """Mark this fetch consumed (stale, errored or fully read); nothing more comes out."""
         if not self.is_consumed:
             self.is_consumed = True
+            if not self._collecting:
+                self._report_metrics()
             self._batch_records = None
             self._batch_error = None
             self._batches = None
             self._decoding = None
+
+    def _report_metrics(self) -> None:
+        """Once, when consumed: bytes and records to the response's metrics aggregator."""
+        aggregator, self.metric_aggregator = self.metric_aggregator, None
+        if aggregator is not None:
+            aggregator.record(self.partition, self.bytes_read, self.records_read)
 
     def _read_batches(self, check_crcs: bool) -> Iterator[Any]:
         # The reader wants bytes; convert the response's memoryview once, not per reader.
@@ -157,6 +170,18 @@ class CompletedFetch:
         if self.is_consumed or max_records <= 0:
             return out
         plain = self._key_deserializer is None and self._value_deserializer is None
+        self._collecting = True
+        try:
+            self._take(out, max_records, plain)
+        finally:
+            self._collecting = False
+            self.records_read += len(out)
+            if self.is_consumed:
+                self._report_metrics()
+        return out
+
+    def _take(self, out: list[ConsumerRecord], max_records: int, plain: bool) -> None:
+        """fetch_records' loop: append up to ``max_records`` records to ``out``."""
         try:
             while len(out) < max_records:
                 records = self._batch_records
@@ -189,8 +214,6 @@ class CompletedFetch:
                 raise self._fetch_error(exc) from exc
             # What was taken before the corrupt record is returned (the position is
             # right after it); the error comes on the next call.
-        self.records_read += len(out)
-        return out
 
     def _fetch_error(self, cause: KafkaError) -> KafkaError:
         """What ``fetch_records`` raises for a decoding failure (Java's KafkaException
@@ -243,6 +266,7 @@ class CompletedFetch:
                 self.drain()
                 return False
             self._current_batch = batch
+            self.bytes_read += batch.size_in_bytes
             epoch = batch.partition_leader_epoch
             self.last_epoch = epoch if epoch >= 0 else None
             if read_committed and batch.producer_id >= 0:

@@ -127,6 +127,8 @@ class FetchBuffer:
             dropped = [cf for cf in self._completed if cf.partition not in partitions]
             if dropped:
                 self._completed = collections.deque(cf for cf in self._completed if cf.partition in partitions)
+                for cf in dropped:
+                    cf.drain()  # as Java: its metrics are reported, nothing more comes out
                 log.debug("dropped buffered fetches for %s", [cf.partition for cf in dropped])
             if self._next_in_line is not None and self._next_in_line.partition not in partitions:
                 self._next_in_line.drain()

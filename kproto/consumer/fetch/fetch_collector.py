@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, Optional
 
 from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
@@ -79,7 +79,8 @@ class FetchCollector:
     def __init__(self, subscriptions: SubscriptionState, max_poll_records: int, isolation_level: str = "read_uncommitted",
                  max_partition_fetch_bytes: int = 1048576,
                  request_metadata_update: Optional[Callable[[], None]] = None,
-                 metadata_max_age_ms: int = 300000, time_ms: Optional[Callable[[], int]] = None) -> None:
+                 metadata_max_age_ms: int = 300000, time_ms: Optional[Callable[[], int]] = None,
+                 metrics_manager: Any = None) -> None:
         self._subscriptions = subscriptions
         self._max_poll_records = max_poll_records
         self._isolation_level = isolation_level
@@ -87,6 +88,8 @@ class FetchCollector:
         self._request_metadata_update = request_metadata_update or (lambda: None)
         self._metadata_max_age_ms = metadata_max_age_ms
         self._time_ms = time_ms or (lambda: 0)
+        #: A FetchMetricsManager (None: metrics disabled): lag and lead per collected batch.
+        self.metrics_manager = metrics_manager
 
     def collect_fetch(self, fetch_buffer: FetchBuffer, max_records: Optional[int] = None,
                       update_positions: bool = True) -> Fetch:
@@ -150,6 +153,8 @@ class FetchCollector:
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
                 fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
+                if self.metrics_manager is not None:
+                    self.metrics_manager.record_partition_lag_and_lead(tp)
                 if records and update_positions:
                     # Round-robin: the next fetch puts other partitions first.
                     subs.move_partition_to_end(tp)

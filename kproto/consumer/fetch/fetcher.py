@@ -36,13 +36,13 @@ class Fetcher(AbstractFetch):
 
     def __init__(self, client: Any, subscriptions: SubscriptionState, config: FetchConfig,
                  fetch_buffer: Optional[FetchBuffer] = None, metadata: Any = None,
-                 time_ms: Callable[[], int] = _wall_ms) -> None:
+                 time_ms: Callable[[], int] = _wall_ms, metrics_manager: Any = None) -> None:
         super().__init__(config, subscriptions, metadata if metadata is not None else client.cluster,
-                         fetch_buffer if fetch_buffer is not None else FetchBuffer(), time_ms)
+                         fetch_buffer if fetch_buffer is not None else FetchBuffer(), time_ms, metrics_manager)
         self.client = client
         self.collector = FetchCollector(subscriptions, config.max_poll_records, config.isolation_level,
                                         config.fetch_size, self.metadata.request_update,
-                                        config.metadata_max_age_ms, time_ms)
+                                        config.metadata_max_age_ms, time_ms, metrics_manager)
 
     def is_unavailable(self, node_id: int) -> bool:
         # ready() also starts connecting, so the node is usable on a later round.

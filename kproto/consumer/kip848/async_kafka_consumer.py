@@ -24,6 +24,7 @@ import logging
 import queue
 import re
 import threading
+import time
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
@@ -31,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.kip848 import events as ev
 from kproto.consumer.kip848.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.kip848.request_managers import build_resources
@@ -38,6 +40,7 @@ from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, WakeupException
+from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.kip848")
@@ -55,6 +58,18 @@ class AsyncKafkaConsumer:
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
         self.fetch_buffer = FetchBuffer()
         self.fetch_config = FetchConfig.from_config(config)
+        # Metrics (None when metrics_enabled is off), built here before the background
+        # thread starts: its managers record into them (see DESIGN.md "Metrics").
+        self._metrics = build_metrics(config)
+        prefix = config["metric_group_prefix"]
+        self.fetch_metrics = self.consumer_metrics = self.coordinator_metrics = None
+        if self._metrics is not None:
+            self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix,
+                                                     config["isolation_level"])
+            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
+            if self.group_id:
+                self.coordinator_metrics = CoordinatorMetrics(
+                    self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
         self.application_event_queue: "queue.Queue" = queue.Queue()
         self.background_event_queue: "queue.Queue" = queue.Queue()
         self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
@@ -79,12 +94,12 @@ class AsyncKafkaConsumer:
         self.fetch_collector = FetchCollector(
             self.subscriptions, self.fetch_config.max_poll_records, self.fetch_config.isolation_level,
             self.fetch_config.fetch_size, self.client.request_metadata_update,
-            self.fetch_config.metadata_max_age_ms, time_ms)
+            self.fetch_config.metadata_max_age_ms, time_ms, self.fetch_metrics)
 
     def _initialize_resources(self) -> Any:
         background_handler = ev.BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
         return build_resources(self.config, self.subscriptions, self.fetch_buffer, self.fetch_config,
-                               background_handler, self._time_ms)
+                               background_handler, self._time_ms, self.fetch_metrics, self.coordinator_metrics)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -139,12 +154,16 @@ class AsyncKafkaConsumer:
             method = getattr(listener, "on_partitions_revoked", None)  # Java's default for lost
         if method is None:
             return None
+        started = self._time_ms()
         try:
             method(set(event.partitions))
         except Exception as exc:
             log.error("User provided listener failed on %s(%s): %s", event.method_name.value,
                       list(event.partitions), exc)
             return exc
+        finally:
+            if self.coordinator_metrics is not None:
+                self.coordinator_metrics.record_listener(event.method_name.value, self._time_ms() - started)
         return None
 
     def _execute_commit_callbacks(self) -> None:
@@ -206,6 +225,15 @@ class AsyncKafkaConsumer:
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
              update_offsets: bool = True) -> dict[TopicPartition, list]:
+        if self.consumer_metrics is None:
+            return self._poll(timeout_ms, max_records, update_offsets)
+        self.consumer_metrics.record_poll_start()
+        try:
+            return self._poll(timeout_ms, max_records, update_offsets)
+        finally:
+            self.consumer_metrics.record_poll_end()
+
+    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         deadline = self._deadline(timeout_ms)
@@ -310,7 +338,12 @@ class AsyncKafkaConsumer:
 
     def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: Optional[int] = None) -> Any:
         self._require_group()
-        offsets = self._add_and_get(ev.FetchCommittedOffsetsEvent([partition], self._deadline(timeout_ms)))
+        started = time.monotonic_ns()
+        try:
+            offsets = self._add_and_get(ev.FetchCommittedOffsetsEvent([partition], self._deadline(timeout_ms)))
+        finally:
+            if self.consumer_metrics is not None:
+                self.consumer_metrics.record_committed(time.monotonic_ns() - started)
         committed = offsets.get(partition)
         if committed is None:
             return None
@@ -319,9 +352,12 @@ class AsyncKafkaConsumer:
     def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
                timeout_ms: Optional[int] = None) -> None:
         self._require_group()
+        started = time.monotonic_ns()
         try:
             self._add_and_get(ev.SyncCommitEvent(self._deadline(timeout_ms), offsets))
         finally:
+            if self.consumer_metrics is not None:
+                self.consumer_metrics.record_commit_sync(time.monotonic_ns() - started)
             self._execute_commit_callbacks()
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
@@ -380,8 +416,10 @@ class AsyncKafkaConsumer:
         return {"group_id": self.group_id, "generation_id": self.membership.member_epoch,
                 "member_id": self.membership.member_id, "group_instance_id": self.membership.group_instance_id}
 
-    def metrics(self, raw: bool = False) -> dict:
-        return {}
+    def metrics(self, raw: bool = False) -> Optional[dict]:
+        if self.fetch_metrics is not None:
+            self.fetch_metrics.maybe_update_assignment()  # unassigned partitions' metrics go first
+        return metrics_view(self._metrics, raw)
 
     def wakeup(self) -> None:
         """From any thread: the blocked (or next) blocking call raises WakeupException."""
@@ -426,6 +464,8 @@ class AsyncKafkaConsumer:
             self.network_thread.close(max(0, deadline - self._time_ms()))
             self.fetch_buffer.close()
             self.client.close()
+            if self._metrics is not None:
+                self._metrics.close()
 
     def _run_callbacks_quietly(self) -> None:
         try:

@@ -81,6 +81,8 @@ class CommitRequestManager:
         self.member_epoch: Optional[int] = None
         self.pending: list[_PendingRequest] = []
         self._closing = False
+        #: CoordinatorMetrics (None: metrics off): commit-latency-*, commit-rate/total.
+        self.sensors: Any = None
 
     # --- member state listener ---------------------------------------------------------
 
@@ -214,6 +216,8 @@ class CommitRequestManager:
                 self.coordinator_request_manager.handle_coordinator_disconnect(error, done_ms)
                 self._on_failure(pending, error, getattr(error, "retriable", False), False, done_ms)
             elif pending.kind == "commit":
+                if self.sensors is not None:
+                    self.sensors.record_commit(done_ms - now_ms)
                 result = handle_offset_commit_response(response, self.group_id, group_protocol="consumer",
                                                        before_revocation=pending.before_revocation)
                 if result.succeeded:

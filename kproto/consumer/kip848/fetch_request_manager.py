@@ -28,8 +28,8 @@ log = logging.getLogger("kproto.kip848")
 class FetchRequestManager(AbstractFetch):
     def __init__(self, config: FetchConfig, subscriptions: Any, metadata: Any, fetch_buffer: FetchBuffer,
                  node_unavailable: Callable[[int], bool] = lambda node_id: False,
-                 time_ms: Callable[[], int] = monotonic_ms) -> None:
-        super().__init__(config, subscriptions, metadata, fetch_buffer, time_ms)
+                 time_ms: Callable[[], int] = monotonic_ms, metrics_manager: Any = None) -> None:
+        super().__init__(config, subscriptions, metadata, fetch_buffer, time_ms, metrics_manager)
         self._node_unavailable = node_unavailable
         self._pending_fetch_request_future: Optional[Future] = None
 

@@ -199,6 +199,8 @@ class ConsumerHeartbeatRequestManager:
                                                              retry_backoff_max_ms, jitter)
         self.heartbeat_state = HeartbeatState(subscriptions, membership_manager)
         self.poll_timer = Timer(now_ms, max_poll_interval_ms)
+        #: CoordinatorMetrics (None: metrics off): heartbeat-* and last-heartbeat-seconds-ago.
+        self.sensors: Any = None
 
     # --- the request manager contract ------------------------------------------------------
 
@@ -278,10 +280,14 @@ class ConsumerHeartbeatRequestManager:
                 if error is not None:
                     self._on_failure(error, done_ms)
                 else:
+                    if self.sensors is not None:
+                        self.sensors.record_heartbeat(done_ms - now_ms)
                     self._on_response(response, done_ms)
 
             unsent.when_complete(_on_complete)
         self.heartbeat_request_state.on_send_attempt(now_ms)
+        if self.sensors is not None:
+            self.sensors.heartbeat_sent()
         self.membership_manager.on_heartbeat_request_generated()
         self.heartbeat_request_state.reset_timer()
         return unsent

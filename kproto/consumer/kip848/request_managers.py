@@ -22,6 +22,7 @@ from kproto.consumer.kip848.coordinator_request_manager import CoordinatorReques
 from kproto.consumer.kip848.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.heartbeat_request_manager import ConsumerHeartbeatRequestManager
+from kproto.consumer.kip848.member_state import MemberState
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
@@ -31,9 +32,28 @@ from kproto.net.client import NetworkClient
 RETRY_BACKOFF_MAX_MS = 1000
 
 
+def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
+    """Member state transitions as rebalance metrics (Java's ConsumerRebalanceMetricsManager):
+    a rebalance starts when reconciling begins and ends when the reconciled assignment is
+    acknowledged (or found stable); being fenced or failing fatally counts as failed."""
+
+    def on_transition(previous: MemberState, new: MemberState) -> None:
+        if new is MemberState.RECONCILING:
+            sensors.rebalance_started()
+        elif previous is MemberState.RECONCILING and new in (MemberState.ACKNOWLEDGING, MemberState.STABLE):
+            sensors.rebalance_ended()
+        elif new in (MemberState.FENCED, MemberState.FATAL):
+            sensors.rebalance_failed()
+
+    return on_transition
+
+
 def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer: FetchBuffer,
                     fetch_config: FetchConfig, background_event_handler: BackgroundEventHandler,
-                    time_ms: Callable[[], int]) -> Resources:
+                    time_ms: Callable[[], int], fetch_metrics: Any = None,
+                    coordinator_metrics: Any = None) -> Resources:
+    """The background resources; ``fetch_metrics`` (FetchMetricsManager) and
+    ``coordinator_metrics`` (CoordinatorMetrics) are None when metrics are off."""
     client = NetworkClient(**dict(config))
     metadata = client.cluster
     now = time_ms()
@@ -61,10 +81,14 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
             auto_commit_before_rebalance=commit.maybe_auto_commit_sync_before_rebalance if auto_commit else None,
             time_ms=time_ms)
         membership.register_state_listener(commit)
+        if coordinator_metrics is not None:
+            commit.sensors = coordinator_metrics
+            membership.register_transition_listener(rebalance_metrics_listener(coordinator_metrics))
         heartbeat = ConsumerHeartbeatRequestManager(
             now, coordinator, membership, subscriptions, background_event_handler,
             max_poll_interval_ms=config["max_poll_interval_ms"], retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS)
+        heartbeat.sensors = coordinator_metrics
 
     offsets = OffsetsRequestManager(subscriptions, metadata, commit,
                                     default_api_timeout_ms=config["default_api_timeout_ms"],
@@ -77,7 +101,8 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
         # the delegate holds its request until the connection is ready.
         return client.connection_failed(node_id) is not None and client.connection_delay(node_id) > 0
 
-    fetch = FetchRequestManager(fetch_config, subscriptions, metadata, fetch_buffer, node_unavailable, time_ms)
+    fetch = FetchRequestManager(fetch_config, subscriptions, metadata, fetch_buffer, node_unavailable, time_ms,
+                                metrics_manager=fetch_metrics)
     processor = ApplicationEventProcessor(
         subscriptions, metadata, fetch_request_manager=fetch, offsets_request_manager=offsets,
         coordinator_request_manager=coordinator, commit_request_manager=commit,

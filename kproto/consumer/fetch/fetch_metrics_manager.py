@@ -1,0 +1,229 @@
+"""FetchMetricsManager: the ``<prefix>-fetch-manager-metrics`` group, Java's names.
+
+Java's ``FetchMetricsManager`` + ``FetchMetricsRegistry`` + ``FetchMetricsAggregator``.
+Who records what (one home for both engines, the shared fetch pipeline):
+
+* ``AbstractFetch.handle_fetch_success`` (the thread that completed the response: the
+  application or heartbeat thread in the classic engine, the background thread in the
+  KIP-848 one): ``fetch-latency-avg/max``, ``fetch-rate/total``, and
+  ``fetch-throttle-time-avg/max`` from the response's ``throttle_time_ms`` (Java records
+  throttling in its NetworkClient for every Fetch response; kproto's network layer has no
+  metrics hook, so it is read here). It hands each ``CompletedFetch`` of the response one
+  ``FetchMetricsAggregator``.
+* ``CompletedFetch.drain`` (application thread: fully read, stale, errored or dropped)
+  reports its bytes (sizes of the batches iterated) and records handed out to the
+  aggregator; once every partition of the response has reported, the response's totals
+  go to ``fetch-size-avg/max``, ``bytes-consumed-rate/total``, ``records-per-request-avg``,
+  ``records-consumed-rate/total`` and the same per topic (tag ``topic``). So the counts
+  are per response, not per record, and appear once the response's data was consumed.
+* ``FetchCollector`` after each batch of records it takes for a partition (application
+  thread): ``records-lag``/``-avg``/``-max`` and ``records-lead``/``-avg``/``-min`` per
+  partition (tags ``topic``, ``partition``) and the client-wide ``records-lag-max`` and
+  ``records-lead-min``. Lag is the high watermark (last stable offset under
+  read_committed) minus the position, lead the position minus the log start offset.
+* ``maybe_update_assignment`` (from ``prepare_fetch_requests`` and before metrics are
+  read): per-partition sensors and the ``preferred-read-replica`` gauge of partitions no
+  longer assigned are removed; newly assigned partitions get the gauge.
+
+Every sensor has its own lock; this object's lock guards the assignment bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable, Optional
+
+from kproto import errors
+from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
+from kproto.structs import TopicPartition
+
+
+class FetchMetricsManager:
+    """The fetch metrics of one consumer; see the module docstring."""
+
+    def __init__(self, metrics: Metrics, subscriptions: Any, prefix: str = "consumer",
+                 isolation_level: str = "read_uncommitted") -> None:
+        self.metrics = metrics
+        self.subscriptions = subscriptions
+        self.isolation_level = isolation_level
+        self.group = group = prefix + "-fetch-manager-metrics"
+        name = metrics.metric_name
+        self._lock = threading.Lock()
+        self._assignment_id = -1
+        self._assigned: set[TopicPartition] = set()
+        # (partition, kind) -> its sensor: the collector records per batch, no registry lookup.
+        self._partition_sensors: dict[tuple[TopicPartition, str], Any] = {}
+
+        self.bytes_fetched = metrics.sensor("bytes-fetched")
+        self._add_size_stats(self.bytes_fetched, None)
+        self.records_fetched = metrics.sensor("records-fetched")
+        self._add_records_stats(self.records_fetched, None)
+        self.fetch_latency = metrics.sensor("fetch-latency")
+        self.fetch_latency.add(name("fetch-latency-avg", group, "The average time taken for a fetch request."), Avg())
+        self.fetch_latency.add(name("fetch-latency-max", group, "The max time taken for any fetch request."), Max())
+        self.fetch_latency.add(Meter(name("fetch-rate", group, "The number of fetch requests per second."),
+                                     name("fetch-total", group, "The total number of fetch requests."),
+                                     WindowedCount()))
+        self.records_lag = metrics.sensor("records-lag")
+        self.records_lag.add(name("records-lag-max", group, "The maximum lag in terms of number of records for any "
+                                  "partition in this window"), Max())
+        self.records_lead = metrics.sensor("records-lead")
+        self.records_lead.add(name("records-lead-min", group, "The minimum lead in terms of number of records for "
+                                   "any partition in this window"), Min())
+        self.throttle_time = metrics.sensor("fetch-throttle-time")
+        self.throttle_time.add(name("fetch-throttle-time-avg", group, "The average throttle time in ms"), Avg())
+        self.throttle_time.add(name("fetch-throttle-time-max", group, "The maximum throttle time in ms"), Max())
+
+    def _add_size_stats(self, sensor: Any, topic: Optional[str]) -> None:
+        name = self.metrics.metric_name
+        tags = None if topic is None else {"topic": topic}
+        where = "" if topic is None else " for a topic"
+        sensor.add(name("fetch-size-avg", self.group, "The average number of bytes fetched per request" + where,
+                        tags), Avg())
+        sensor.add(name("fetch-size-max", self.group, "The maximum number of bytes fetched per request" + where,
+                        tags), Max())
+        sensor.add(Meter(name("bytes-consumed-rate", self.group, "The average number of bytes consumed per second"
+                              + where, tags),
+                         name("bytes-consumed-total", self.group, "The total number of bytes consumed" + where,
+                              tags)))
+
+    def _add_records_stats(self, sensor: Any, topic: Optional[str]) -> None:
+        name = self.metrics.metric_name
+        tags = None if topic is None else {"topic": topic}
+        where = "" if topic is None else " for a topic"
+        sensor.add(name("records-per-request-avg", self.group, "The average number of records in each request"
+                        + where, tags), Avg())
+        sensor.add(Meter(name("records-consumed-rate", self.group, "The average number of records consumed per "
+                              "second" + where, tags),
+                         name("records-consumed-total", self.group, "The total number of records consumed" + where,
+                              tags)))
+
+    # --- recording ----------------------------------------------------------------------
+
+    def record_latency(self, latency_ms: float) -> None:
+        self.fetch_latency.record(latency_ms)
+
+    def record_throttle_time(self, throttle_time_ms: float) -> None:
+        self.throttle_time.record(throttle_time_ms)
+
+    def record_fetched(self, total_bytes: int, total_records: int, per_topic: dict[str, list[int]]) -> None:
+        """One response's totals, client-wide and per topic."""
+        now = self.metrics.time_ms()
+        self.bytes_fetched.record(total_bytes, now)
+        self.records_fetched.record(total_records, now)
+        for topic, (nbytes, nrecords) in per_topic.items():
+            sensor = self.metrics.get_sensor("topic." + topic + ".bytes-fetched")
+            if sensor is None:
+                sensor = self.metrics.sensor("topic." + topic + ".bytes-fetched")
+                self._add_size_stats(sensor, topic)
+            sensor.record(nbytes, now)
+            sensor = self.metrics.get_sensor("topic." + topic + ".records-fetched")
+            if sensor is None:
+                sensor = self.metrics.sensor("topic." + topic + ".records-fetched")
+                self._add_records_stats(sensor, topic)
+            sensor.record(nrecords, now)
+
+    def _partition_sensor(self, tp: TopicPartition, kind: str, extreme: Any) -> Any:
+        sensor = self._partition_sensors.get((tp, kind))
+        if sensor is not None:
+            return sensor
+        sensor_name = "{}-{}.{}".format(tp.topic, tp.partition, kind)
+        with self._lock:
+            sensor = self.metrics.get_sensor(sensor_name)
+            if sensor is not None:
+                self._partition_sensors[(tp, kind)] = sensor
+                return sensor
+            sensor = self.metrics.sensor(sensor_name)
+            tags = {"topic": tp.topic, "partition": str(tp.partition)}
+            name = self.metrics.metric_name
+            what = "latest lag" if kind == "records-lag" else "latest lead"
+            sensor.add(name(kind, self.group, "The {} of the partition".format(what), tags), Value())
+            sensor.add(name(kind + ("-max" if extreme is Max else "-min"), self.group,
+                            "The {} {} of the partition".format("max" if extreme is Max else "min", kind[8:]), tags),
+                       extreme())
+            sensor.add(name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
+                       Avg())
+            self._partition_sensors[(tp, kind)] = sensor
+        return sensor
+
+    def record_partition_lag_and_lead(self, tp: TopicPartition) -> None:
+        """After records of ``tp`` were taken: its lag and lead at the new position."""
+        now = self.metrics.time_ms()
+        subs = self.subscriptions
+        try:
+            lag = subs.partition_lag(tp, self.isolation_level)
+            position = subs.position_or_none(tp)
+            log_start = subs.log_start_offset(tp)
+        except errors.IllegalStateError:
+            return  # unassigned meanwhile (the KIP-848 background thread reconciles)
+        if lag is not None:
+            self.records_lag.record(lag, now)
+            self._partition_sensor(tp, "records-lag", Max).record(lag, now)
+        if position is not None and log_start is not None:
+            lead = position.offset - log_start
+            self.records_lead.record(lead, now)
+            self._partition_sensor(tp, "records-lead", Min).record(lead, now)
+
+    def maybe_update_assignment(self) -> None:
+        """Drop the per-partition metrics of unassigned partitions, add the new ones' gauges."""
+        subs = self.subscriptions
+        with self._lock:
+            assignment_id = subs.assignment_id()
+            if assignment_id == self._assignment_id:
+                return
+            assigned = subs.assigned_partitions()
+            for tp in self._assigned - assigned:
+                for kind in ("records-lag", "records-lead"):
+                    self._partition_sensors.pop((tp, kind), None)
+                    self.metrics.remove_sensor("{}-{}.{}".format(tp.topic, tp.partition, kind))
+                self.metrics.remove_metric(self._replica_name(tp))
+            for tp in assigned - self._assigned:
+                self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
+                    lambda config, now, tp=tp: self._preferred_read_replica(tp)))
+            self._assigned = assigned
+            self._assignment_id = assignment_id
+
+    def _replica_name(self, tp: TopicPartition) -> Any:
+        return self.metrics.metric_name("preferred-read-replica", self.group, "The current read replica for the "
+                                        "partition, or -1 if reading from leader",
+                                        {"topic": tp.topic, "partition": str(tp.partition)})
+
+    def _preferred_read_replica(self, tp: TopicPartition) -> int:
+        # Java reads it at time 0 (expiry ignored): the engines stamp expiries with their
+        # own clocks, which need not be the registry's.
+        replica = self.subscriptions.preferred_read_replica(tp, 0)
+        return -1 if replica is None else replica
+
+    def new_aggregator(self, partitions: Iterable[TopicPartition]) -> "FetchMetricsAggregator":
+        return FetchMetricsAggregator(self, partitions)
+
+
+class FetchMetricsAggregator:
+    """One response's bytes and records, recorded once all its partitions reported."""
+
+    __slots__ = ("_manager", "_unrecorded", "_bytes", "_records", "_topics", "_lock")
+
+    def __init__(self, manager: FetchMetricsManager, partitions: Iterable[TopicPartition]) -> None:
+        self._manager = manager
+        self._unrecorded = set(partitions)
+        self._bytes = 0
+        self._records = 0
+        self._topics: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, tp: TopicPartition, nbytes: int, nrecords: int) -> None:
+        with self._lock:
+            if tp not in self._unrecorded:
+                return
+            self._unrecorded.discard(tp)
+            self._bytes += nbytes
+            self._records += nrecords
+            totals = self._topics.get(tp.topic)
+            if totals is None:
+                self._topics[tp.topic] = [nbytes, nrecords]
+            else:
+                totals[0] += nbytes
+                totals[1] += nrecords
+            if self._unrecorded:
+                return
+        self._manager.record_fetched(self._bytes, self._records, self._topics)

@@ -1,0 +1,293 @@
+"""kproto.metrics on a fake clock: sampled windows, Java's Rate, NaN for empty windows,
+sensors and parents, the registry and its reporters, kafka-python's metrics() shape, and
+the consumer metric sets fed by hand (per-partition removal, per-response aggregation)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
+from kproto.consumer.subscription_state import SubscriptionState
+from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, Max, Meter, MetricConfig, MetricName, Metrics, Min,
+                            Rate, Value, WindowedCount, WindowedSum, by_group)
+from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.structs import TopicPartition
+
+
+class Clock:
+    def __init__(self, now: int = 1_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+CONFIG = MetricConfig(samples=2, time_window_ms=1000)
+
+
+def test_defaults_are_javas():
+    config = MetricConfig()
+    assert (config.samples, config.time_window_ms) == (2, 30000)
+
+
+@pytest.mark.parametrize("stat", [Avg, Max, Min])
+def test_empty_windows_measure_nan(stat):
+    assert math.isnan(stat().measure(CONFIG, 0))
+
+
+def test_windows_roll_over_and_expire():
+    avg, mx, mn = Avg(), Max(), Min()
+    for stat in (avg, mx, mn):
+        stat.record(CONFIG, 10, 0)
+        stat.record(CONFIG, 30, 400)      # same window
+        stat.record(CONFIG, 20, 1500)     # window 0 is complete: a second sample
+    assert avg.measure(CONFIG, 1600) == 20.0
+    assert (mx.measure(CONFIG, 1600), mn.measure(CONFIG, 1600)) == (30, 10)
+    # samples * window after its start, the first sample is reset; the second remains.
+    assert avg.measure(CONFIG, 2000) == 20.0
+    assert (mx.measure(CONFIG, 2000), mn.measure(CONFIG, 2000)) == (20, 20)
+    assert math.isnan(avg.measure(CONFIG, 3500))
+    assert math.isnan(mx.measure(CONFIG, 3500))
+
+
+def test_a_third_window_reuses_the_oldest_sample():
+    total = WindowedSum()
+    total.record(CONFIG, 1, 0)
+    total.record(CONFIG, 2, 1000)
+    total.record(CONFIG, 4, 2000)         # overwrites the sample started at 0
+    assert total.measure(CONFIG, 2000) == 6.0
+
+
+def test_rate_assumes_the_missing_windows_over_a_partial_first_window():
+    rate = Rate()
+    rate.record(CONFIG, 100, 0)
+    # Elapsed 0 ms, but samples - 1 = 1 whole window is assumed: 100 per 1 s.
+    assert rate.measure(CONFIG, 0) == pytest.approx(100.0)
+    # 500 ms elapsed plus the assumed window: 100 per 1.5 s.
+    assert rate.measure(CONFIG, 500) == pytest.approx(100 / 1.5)
+    rate.record(CONFIG, 50, 1200)
+    # One whole window has passed: no padding, 150 per 1.5 s.
+    assert rate.measure(CONFIG, 1500) == pytest.approx(100.0)
+
+
+def test_rate_units_and_count_rates():
+    per_hour = Rate("hours", WindowedCount())
+    per_hour.record(CONFIG, 123, 0)       # counts the event, not its value
+    assert per_hour.measure(CONFIG, 1000) == pytest.approx(3600.0)
+    with pytest.raises(ValueError):
+        Rate("fortnights")
+
+
+def test_cumulative_and_value_stats():
+    total, count, value = CumulativeSum(), CumulativeCount(), Value()
+    assert math.isnan(value.measure(CONFIG, 0))
+    for i, v in enumerate((5, 7)):
+        for stat in (total, count, value):
+            stat.record(CONFIG, v, i * 100_000)
+    assert (total.measure(CONFIG, 10 ** 9), count.measure(CONFIG, 10 ** 9)) == (12, 2)
+    assert value.measure(CONFIG, 0) == 7
+
+
+def test_meter_gives_rate_and_total():
+    clock = Clock(0)
+    metrics = Metrics(CONFIG, time_ms=clock)
+    sensor = metrics.sensor("bytes")
+    sensor.add(Meter(metrics.metric_name("b-rate", "g"), metrics.metric_name("b-total", "g")))
+    counter = metrics.sensor("calls")
+    counter.add(Meter(metrics.metric_name("c-rate", "g"), metrics.metric_name("c-total", "g"), WindowedCount()))
+    for value in (10, 30):
+        sensor.record(value)
+        counter.record(value)
+    values = by_group(metrics)["g"]
+    assert values["b-total"] == 40 and values["c-total"] == 2
+    assert values["b-rate"] == pytest.approx(40.0) and values["c-rate"] == pytest.approx(2.0)
+
+
+def test_sensor_records_into_parents_and_reads_at_the_clock():
+    clock = Clock(0)
+    metrics = Metrics(CONFIG, time_ms=clock)
+    parent = metrics.sensor("all")
+    parent.add(metrics.metric_name("all-max", "g"), Max())
+    child = metrics.sensor("one", parents=[parent])
+    child.add(metrics.metric_name("one-max", "g"), Max())
+    child.record(7)
+    parent.record(3)
+    got = {name.name: m.value() for name, m in metrics.metrics.items()}
+    assert got == {"all-max": 7, "one-max": 7}
+    clock.now = 5000                        # both windows expired
+    assert all(math.isnan(m.value()) for m in metrics.metrics.values())
+    assert metrics.sensor("one") is child   # get-or-create
+    assert child.add(metrics.metric_name("one-max", "g"), Max()) is False
+
+
+class Reporter:
+    def __init__(self):
+        self.events = []
+
+    def init(self, metrics):
+        self.events.append(("init", sorted(m.metric_name.name for m in metrics)))
+
+    def metric_change(self, metric):
+        self.events.append(("change", metric.metric_name.name))
+
+    def metric_removal(self, metric):
+        self.events.append(("removal", metric.metric_name.name))
+
+    def configure(self, configs):
+        pass
+
+    def close(self):
+        self.events.append(("close",))
+
+
+def test_registry_names_removal_and_reporters():
+    metrics = Metrics(MetricConfig(tags={"client-id": "c1"}), time_ms=Clock())
+    name = metrics.metric_name("x", "g", "described", {"topic": "t"})
+    assert name.tags == {"client-id": "c1", "topic": "t"}
+    assert name == MetricName("x", "g", "other description", {"topic": "t", "client-id": "c1"})
+    parent = metrics.sensor("p")
+    parent.add(metrics.metric_name("p-avg", "g"), Avg())
+    reporter = Reporter()
+    metrics.add_reporter(reporter)
+    child = metrics.sensor("c", parents=[parent])
+    child.add(name, Value())
+    with pytest.raises(ValueError):
+        metrics.add_metric(name, Value())
+    metrics.remove_sensor("p")               # takes its child sensor along, as Java
+    assert metrics.get_sensor("c") is None and metrics.metrics == {}
+    metrics.close()
+    assert reporter.events == [("init", ["p-avg"]), ("change", "x"), ("removal", "p-avg"), ("removal", "x"),
+                               ("close",)]
+
+
+def test_by_group_prefers_the_client_wide_metric_on_a_name_clash():
+    metrics = Metrics(CONFIG, time_ms=Clock())
+    for tags, value in (({"topic": "a"}, 1), ({}, 2), ({"topic": "b"}, 3)):
+        sensor = metrics.sensor("s{}".format(value))
+        sensor.add(metrics.metric_name("bytes-consumed-total", "grp", tags=tags), CumulativeSum())
+        sensor.record(value)
+    assert by_group(metrics) == {"grp": {"bytes-consumed-total": 2}}
+    assert metrics_view(metrics, raw=True) == metrics.metrics
+    assert metrics_view(None, raw=False) is None
+
+
+def test_build_metrics_honours_kafka_python_settings():
+    made = []
+
+    class MyReporter(Reporter):
+        def __init__(self):
+            super().__init__()
+            made.append(self)
+
+    assert build_metrics({"metrics_enabled": False}) is None
+    metrics = build_metrics({"metrics_num_samples": 3, "metrics_sample_window_ms": 500, "client_id": "me",
+                             "metric_reporters": [MyReporter]})
+    assert (metrics.config.samples, metrics.config.time_window_ms) == (3, 500)
+    assert metrics.metric_name("n", "g").tags == {"client-id": "me"}
+    assert [r.events for r in made] == [[("init", [])]]
+
+
+# --- consumer metric sets ------------------------------------------------------------------
+
+TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def _subscriptions(*tps):
+    subs = SubscriptionState("earliest")
+    subs.assign_from_user(list(tps))
+    for tp in tps:
+        subs.seek(tp, 5)
+        subs.update_high_watermark(tp, 12)
+        subs.update_log_start_offset(tp, 2)
+    return subs
+
+
+def _tagged(metrics, name):
+    return {(m.tags.get("topic"), m.tags.get("partition")): v.value()
+            for m, v in metrics.metrics.items() if m.name == name and "partition" in m.tags}
+
+
+def test_partition_lag_and_lead_and_their_removal_on_unassignment():
+    metrics = Metrics(CONFIG, time_ms=Clock())
+    subs = _subscriptions(TP0, TP1)
+    manager = FetchMetricsManager(metrics, subs)
+    manager.maybe_update_assignment()
+    for tp in (TP0, TP1):
+        manager.record_partition_lag_and_lead(tp)
+    assert _tagged(metrics, "records-lag") == {("t", "0"): 7, ("t", "1"): 7}
+    assert _tagged(metrics, "records-lead-min") == {("t", "0"): 3, ("t", "1"): 3}
+    assert _tagged(metrics, "preferred-read-replica") == {("t", "0"): -1, ("t", "1"): -1}
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert (values["records-lag-max"], values["records-lead-min"]) == (7, 3)
+
+    subs.assign_from_user([TP1])
+    manager.maybe_update_assignment()
+    for name in ("records-lag", "records-lag-avg", "records-lag-max", "records-lead", "records-lead-avg",
+                 "records-lead-min", "preferred-read-replica"):
+        assert set(_tagged(metrics, name)) == {("t", "1")}, name
+
+
+def test_response_totals_are_recorded_once_every_partition_reported():
+    metrics = Metrics(CONFIG, time_ms=Clock())
+    manager = FetchMetricsManager(metrics, _subscriptions(TP0, TP1))
+    aggregator = manager.new_aggregator([TP0, TP1])
+    aggregator.record(TP0, 100, 4)
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert values["records-consumed-total"] == 0 and math.isnan(values["fetch-size-avg"])
+    aggregator.record(TP0, 100, 4)           # a partition reports once
+    aggregator.record(TP1, 50, 1)
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert (values["bytes-consumed-total"], values["records-consumed-total"]) == (150, 5)
+    assert (values["fetch-size-avg"], values["records-per-request-avg"]) == (150, 5)
+    per_topic = {m.name: v.value() for m, v in metrics.metrics.items() if m.tags.get("topic") == "t"
+                 and "partition" not in m.tags}
+    assert per_topic["bytes-consumed-total"] == 150 and per_topic["records-consumed-total"] == 5
+
+
+def test_poll_timing_on_a_fake_clock():
+    clock = Clock(10_000)
+    metrics = Metrics(CONFIG, time_ms=clock)
+    poll = KafkaConsumerMetrics(metrics)
+    group = "consumer-metrics"
+    assert by_group(metrics)[group]["last-poll-seconds-ago"] == -1
+    poll.record_poll_start()
+    clock.now += 100
+    poll.record_poll_end()                   # first poll: 100 ms in poll, 0 since the last
+    clock.now += 300                         # the application works 300 ms
+    poll.record_poll_start()
+    clock.now += 100
+    poll.record_poll_end()
+    clock.now += 2500
+    values = by_group(metrics, now_ms=clock.now - 2500)[group]
+    assert values["time-between-poll-max"] == 400
+    assert values["time-between-poll-avg"] == 200
+    assert values["poll-idle-ratio-avg"] == pytest.approx((1.0 + 100 / 500) / 2)
+    assert by_group(metrics)[group]["last-poll-seconds-ago"] == 2
+
+
+def test_coordinator_metrics_rebalance_and_listener_timings():
+    clock = Clock(0)
+    metrics = Metrics(CONFIG, time_ms=clock)
+    sensors = CoordinatorMetrics(metrics, lambda: 3, classic=False)
+    group = "consumer-coordinator-metrics"
+    values = by_group(metrics)[group]
+    assert "join-total" not in values and values["assigned-partitions"] == 3
+    assert values["last-rebalance-seconds-ago"] == -1
+    sensors.rebalance_started()
+    clock.now = 250
+    sensors.rebalance_started()              # one open rebalance keeps its start
+    clock.now = 400
+    sensors.rebalance_ended()
+    sensors.rebalance_ended()                # nothing open: not counted again
+    sensors.record_listener("on_partitions_assigned", 12)
+    sensors.heartbeat_sent()
+    sensors.record_heartbeat(4)
+    clock.now = 3400
+    values = by_group(metrics, now_ms=400)[group]
+    assert (values["rebalance-total"], values["rebalance-latency-max"]) == (1, 400)
+    assert values["partition-assigned-latency-max"] == 12
+    assert values["heartbeat-total"] == 1 and values["heartbeat-response-time-max"] == 4
+    values = by_group(metrics)[group]
+    assert values["last-rebalance-seconds-ago"] == 3 and values["last-heartbeat-seconds-ago"] == 3
