@@ -7,16 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.test_group_support import (Member, UnhurriedCooperativeSticky, assert_disjoint_per_generation,
-                                      assert_no_committed_work_redone, processed_union, stamp, wait_for)
+from tests.test_group_support import (LingerInFirstEmptyAssignment, Member, UnhurriedCooperativeSticky,
+                                      assert_disjoint_per_generation, assert_no_committed_work_redone,
+                                      processed_union, wait_for)
 
 
 @pytest.fixture
@@ -136,17 +134,7 @@ def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cl
     # cannot complete for a while after the old member's revocation, and fresh records land
     # on every partition meanwhile: a window in which the old member must keep fetching and
     # processing what it kept (left to timing, the window was ~0 ms at times).
-    lingered = threading.Event()
-    during_window: list = []
-    window_closed: list = []
-
-    def linger(member: Member, kind: str, partitions: Any) -> None:
-        if kind == "assigned" and not partitions and not lingered.is_set():
-            lingered.set()
-            during_window.extend(cluster.produce(topic, 60, start_index=len(backlog)))
-            time.sleep(1.0)
-            window_closed.append(stamp())  # only after this can the second round complete
-
+    linger = LingerInFirstEmptyAssignment(lambda: cluster.produce(topic, 60, start_index=len(backlog)), 1.0)
     new = Member("new", bootstrap, "coop", [topic], partition_assignment_strategy=[UnhurriedCooperativeSticky()],
                  per_batch_s=0.03, listener_hook=linger)
     old.start()
@@ -158,7 +146,7 @@ def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cl
         new.start()
         wait_for(lambda: len(new.assignment()) == 3 and len(old.assignment()) == 3, "a 3/3 split")
         written = cluster.produce(topic, 60, start_index=len(backlog) + 60)
-        wait_for(lambda: written_set(written + during_window + backlog) <= processed_union([old, new]),
+        wait_for(lambda: written_set(written + linger.during_window + backlog) <= processed_union([old, new]),
                  "both to consume")
         with old.lock:
             old_events = list(old.events)
@@ -172,15 +160,15 @@ def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cl
         old.stop()
     taken = frozenset().union(*[p for k, _g, p in new_events if k == "assigned"])
     assert len(taken) == 3
-    assert lingered.is_set()
+    assert linger.lingered.is_set()
     # Through the rebalance: between its revocation and the end of the newcomer's linger
     # (the second round cannot complete before), the old member kept processing the
     # partitions it keeps.
     revoked_at = next(s for (kind, _g, parts), s in zip(old_events, old_stamps) if kind == "revoked")
     handed_at = next(s for (kind, _g, parts), s in zip(new_events, new_stamps) if kind == "assigned" and parts)
-    assert window_closed[0] < handed_at
+    assert linger.window_closed < handed_at
     kept = {(tp.topic, tp.partition) for tp in frozenset().union(*[p for k, _g, p in old_events]) - taken}
-    assert any(revoked_at < s < window_closed[0] and (t, p) in kept for s, t, p, _off in old_processed)
+    assert any(revoked_at < s < linger.window_closed and (t, p) in kept for s, t, p, _off in old_processed)
     # The old member: everything assigned once, then exactly the newcomer's partitions
     # revoked (the partitions it keeps are never revoked), and nothing added afterwards.
     kinds = [(kind, parts) for kind, _gen, parts in old_events]
@@ -204,19 +192,9 @@ def test_group_requests_have_their_own_connection_so_a_parked_join_does_not_stal
     backlog = cluster.produce(topic, 20)
     old = Member("old", cluster.bootstrap_servers, group, [topic],
                  partition_assignment_strategy=[UnhurriedCooperativeSticky()])
-    lingered = threading.Event()
-    during_window: list = []
-    window_closed: list = []
-
-    def linger(member: Member, kind: str, partitions: Any) -> None:
-        # The newcomer's first (empty) assignment: the old member has revoked one partition
-        # and its JoinGroup for the second round waits for this member, which sleeps here.
-        if kind == "assigned" and not partitions and not lingered.is_set():
-            lingered.set()
-            during_window.extend(cluster.produce(topic, 20, start_index=len(backlog)))
-            time.sleep(1.5)
-            window_closed.append(stamp())  # only after this can the second round complete
-
+    # In its first (empty) assignment the newcomer holds the second round open: the old
+    # member has revoked one partition and its JoinGroup waits for the newcomer.
+    linger = LingerInFirstEmptyAssignment(lambda: cluster.produce(topic, 20, start_index=len(backlog)), 1.5)
     new = Member("new", cluster.bootstrap_servers, group, [topic],
                  partition_assignment_strategy=[UnhurriedCooperativeSticky()], listener_hook=linger)
     old.start()
@@ -224,7 +202,7 @@ def test_group_requests_have_their_own_connection_so_a_parked_join_does_not_stal
         wait_for(lambda: written_set(backlog) <= processed_union([old]), "the first member to read everything")
         new.start()
         wait_for(lambda: len(new.assignment()) == 1 and len(old.assignment()) == 1, "a 1/1 split")
-        wait_for(lambda: written_set(during_window) <= processed_union([old, new]), "the records of the window")
+        wait_for(lambda: written_set(linger.during_window) <= processed_union([old, new]), "the records of the window")
         with old.lock:
             old_events, old_stamps, old_processed = list(old.events), list(old.event_stamps), list(old.stamped)
         with new.lock:
@@ -232,14 +210,14 @@ def test_group_requests_have_their_own_connection_so_a_parked_join_does_not_stal
     finally:
         new.stop()
         old.stop()
-    assert lingered.is_set()
+    assert linger.lingered.is_set()
     revoked_at = next(s for (kind, _g, _p), s in zip(old_events, old_stamps) if kind == "revoked")
     taken = {tp.partition for kind, _g, parts in new_events if kind == "assigned" for tp in parts}
     (kept,) = {0, 1} - taken
-    fresh = {(w.partition, w.offset) for w in during_window if w.partition == kept}
+    fresh = {(w.partition, w.offset) for w in linger.during_window if w.partition == kept}
     # The kept partition's fresh records arrived while the second round was still waiting
     # for the newcomer (on a shared connection they would wait behind the JoinGroup).
-    assert fresh and any(revoked_at < s < window_closed[0] for s, _t, p, off in old_processed if (p, off) in fresh)
+    assert fresh and any(revoked_at < s < linger.window_closed for s, _t, p, off in old_processed if (p, off) in fresh)
 
 
 def test_leader_assigns_topics_only_other_members_subscribe_to(cluster):

@@ -7,7 +7,8 @@ stamped with one sequence shared by all members (``assert_no_committed_work_redo
 ``wait_for`` polls a condition (no fixed sleeps
 in assertions: a condition that never comes fails with a message after a generous limit).
 ``UnhurriedCooperativeSticky``: cooperative-sticky for tests that need every SyncGroup of a
-round to count on librdkafka's mock.
+round to count on librdkafka's mock. ``LingerInFirstEmptyAssignment``: a listener hook that
+holds a cooperative rebalance's second round open while records are produced.
 """
 
 from __future__ import annotations
@@ -56,6 +57,28 @@ class UnhurriedCooperativeSticky(CooperativeStickyAssignor):
     def assign(self, cluster: Any, members: Any) -> Any:
         time.sleep(0.2)
         return super().assign(cluster, members)
+
+
+class LingerInFirstEmptyAssignment:
+    """A ``Member`` listener hook for a cooperative newcomer: in its first (empty) assignment
+    callback it runs ``produce()`` (records stored in ``during_window``), then sleeps
+    ``linger_s``. The second round of the rebalance waits for this member to rejoin, so
+    between the old members' revocations and ``window_closed`` (a shared-order stamp taken
+    after the sleep) they must keep fetching and processing what they kept."""
+
+    def __init__(self, produce: Callable[[], list], linger_s: float) -> None:
+        self.produce = produce
+        self.linger_s = linger_s
+        self.lingered = threading.Event()
+        self.during_window: list = []
+        self.window_closed: Optional[int] = None
+
+    def __call__(self, member: "Member", kind: str, partitions: Any) -> None:
+        if kind == "assigned" and not partitions and not self.lingered.is_set():
+            self.lingered.set()
+            self.during_window.extend(self.produce())
+            time.sleep(self.linger_s)
+            self.window_closed = stamp()  # only after this can the second round complete
 
 
 class Member(threading.Thread):
