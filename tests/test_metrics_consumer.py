@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
 import pytest
 
@@ -134,6 +135,12 @@ def test_fetch_metrics_count_what_was_consumed(broker, protocol):
         wait_for(lambda: consumer.poll(50) == {} and value(consumer, "records-consumed-total") == n,
                  "records-consumed-total to reach {}".format(n), limit_s=20)
         assert value(consumer, "records-consumed-total") == n
+        # Readable from a monitoring thread (as Java's; not thread-confined).
+        read = []
+        reader = threading.Thread(target=lambda: read.append(consumer.metrics()[FETCH]["records-consumed-total"]))
+        reader.start()
+        reader.join()
+        assert read == [n]
         assert tagged(consumer, "records-consumed-total") == {(("topic", topic),): n}
         total_bytes = value(consumer, "bytes-consumed-total")
         assert total_bytes > sum(len(w.value or b"") + len(w.key or b"") for w in written)

@@ -300,10 +300,10 @@ class KafkaConsumer:
         per-topic/per-partition metrics gives the client-wide value), or with ``raw=True``
         the registry's ``{MetricName: KafkaMetric}`` (tags included). None when
         ``metrics_enabled=False``; empty after ``close()`` (the registry is cleared).
+        Callable from any thread, as Java's (a monitoring thread reads them while another
+        polls): it bypasses the thread confinement; the registry has its own locks.
         """
-        if self._closed:
-            return self._delegate.metrics(raw)  # read-only; the cleared registry
-        return self._call("metrics", raw)
+        return self._delegate.metrics(raw)
 
     # -- lifecycle ----------------------------------------------------------------------
 
