@@ -196,3 +196,42 @@ def test_tansu_closing_on_an_unknown_mechanism_is_an_authentication_error(auth_t
             consumer.poll(timeout_ms=30_000)
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_session_lifetime_renewed_by_a_new_connection(engine):
+    """KIP-368: the broker gives the session a lifetime; kproto opens a fresh, newly
+    authenticated connection before it ends, and consuming goes on."""
+    import time
+
+    gw = SaslGateway(USERS, session_lifetime_ms=1500)
+    broker = TansuBroker(advertised_port=gw.port)
+    consumer = None
+    try:
+        broker.start()
+        gw.upstream = ("127.0.0.1", broker.port)
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": gw.bootstrap_servers, "broker.address.family": "v4",
+                             **librdkafka_sasl("SCRAM-SHA-256")})
+        for future in admin.create_topics([NewTopic("renew", 1, 1)], operation_timeout=15).values():
+            future.result(15)
+        first = produce_records(gw.bootstrap_servers, "renew", 10, producer_config=librdkafka_sasl("SCRAM-SHA-256"))
+        consumer = KafkaConsumer(bootstrap_servers=gw.bootstrap_servers, group_protocol=engine,
+                                 auto_offset_reset="earliest", **kproto_sasl("SCRAM-SHA-512"))
+        consumer.assign([TopicPartition("renew", 0)])
+        got = consume_all(consumer, 10)
+        logins_before = sum(1 for m, _ in gw.logins if m == "SCRAM-SHA-512")
+        deadline = time.monotonic() + 3.5  # more than two session lifetimes of polling
+        while time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=200).values():
+                got.extend(batch)
+        second = produce_records(gw.bootstrap_servers, "renew", 10, start_index=10,
+                                 producer_config=librdkafka_sasl("SCRAM-SHA-256"))
+        got += consume_all(consumer, 10)
+    finally:
+        if consumer is not None:
+            consumer.close()
+        gw.close()
+        broker.stop()
+    assert [(r.offset, r.value) for r in got] == [(w.offset, w.value) for w in first + second]
+    assert sum(1 for m, _ in gw.logins if m == "SCRAM-SHA-512") > logins_before

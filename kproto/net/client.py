@@ -531,11 +531,16 @@ class NetworkClient:
                 if (node.is_ready() and node.proto.in_flight_count == 0
                         and now >= node.reauthenticate_at_ms):
                     # KIP-368 without re-authentication on the same socket: the session is
-                    # about to expire, so a fresh connection authenticates again.
+                    # about to expire and nothing is in flight (new requests were held
+                    # back), so a fresh connection authenticates again; held requests
+                    # keep waiting for it instead of failing with this connection.
                     log.info("node %s: SASL session lifetime nearly over; reconnecting", node.node_id)
+                    held = self._unsent.pop(node.node_id, None)
                     self._close_node(node, now, errors.KafkaConnectionError(
                         "SASL session expiring"), failed=False)
                     node.backoff_until_ms = now
+                    if held:
+                        self._unsent[node.node_id] = held
                     continue
                 if (node.is_ready() and node.proto.in_flight_count == 0
                         and not self._unsent.get(node.node_id)
@@ -676,6 +681,8 @@ class NetworkClient:
         log.debug("node %s: ready after SASL %s", node.node_id, authenticator.mechanism.name)
 
     def _flush_unsent(self, node: BrokerConnection, now: float) -> None:
+        if now >= node.reauthenticate_at_ms:
+            return  # held for the next SASL session: this one closes once idle (KIP-368)
         queue = self._unsent.get(node.node_id)
         while queue and node.proto is not None and node.proto.can_send_more():
             item = queue.popleft()
