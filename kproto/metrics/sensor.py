@@ -60,6 +60,7 @@ class Sensor:
         self._registry = registry
         self._time_ms = time_ms
         self._stats: list[Any] = []
+        self._recorders: tuple = ()  # (stat.record, config) pairs: bound once, not per record
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self.lock = threading.Lock()
         for parent in parents:
@@ -71,8 +72,8 @@ class Sensor:
         if now_ms is None:
             now_ms = self._time_ms()
         with self.lock:
-            for stat, config in self._stats:
-                stat.record(config, value, now_ms)
+            for record, config in self._recorders:
+                record(config, value, now_ms)
         for parent in self.parents:
             parent.record(value, now_ms)
 
@@ -86,8 +87,7 @@ class Sensor:
             parts = metric.stats()
             if any(name in self._metrics for name, _ in parts):
                 return False
-            with self.lock:
-                self._stats.append((metric, config))
+            self._add_stat(metric, config)
             for name, measurable in parts:
                 self._register(name, measurable, config)
             return True
@@ -95,10 +95,14 @@ class Sensor:
             raise ValueError("add(metric_name, stat): the stat is missing")
         if metric in self._metrics:
             return False
-        with self.lock:
-            self._stats.append((stat, config))
+        self._add_stat(stat, config)
         self._register(metric, stat, config)
         return True
+
+    def _add_stat(self, stat: Any, config: MetricConfig) -> None:
+        with self.lock:
+            self._stats.append((stat, config))
+            self._recorders = tuple((s.record, c) for s, c in self._stats)
 
     def _register(self, name: MetricName, measurable: Measurable, config: MetricConfig) -> None:
         kafka_metric = KafkaMetric(self.lock, name, measurable, config, self._time_ms)

@@ -82,8 +82,10 @@ class SampledStat(Stat):
         self._current = 0
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        sample = self._current_sample(now_ms)
-        if sample.is_complete(now_ms, config):
+        # _current_sample and _Sample.is_complete inlined: this runs for every value recorded.
+        samples = self._samples
+        sample = samples[self._current] if samples else self._current_sample(now_ms)
+        if now_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
             sample = self._advance(config, now_ms)
         self.update(sample, value)
         sample.event_count += 1
