@@ -15,13 +15,17 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "kproto"
 
 # What each layer may import from kproto (besides itself). The first matching prefix wins.
 ALLOWED: list[tuple[str, set[str]]] = [
-    ("kproto.consumer.classic", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "consumer"}),
-    ("kproto.consumer.kip848", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "consumer"}),
-    ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "consumer"}),
+    ("kproto.consumer.classic", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                                 "consumer"}),
+    ("kproto.consumer.kip848", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                                "consumer"}),
+    ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                         "consumer"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
     ("kproto.net", {"errors", "structs", "protocol", "messages", "net"}),
     ("kproto.records", {"errors", "structs", "codecs", "records"}),
     ("kproto.codecs", {"errors", "codecs"}),
+    ("kproto.metrics", {"errors", "metrics"}),
     ("kproto.messages", {"errors", "protocol", "messages"}),
     ("kproto.protocol", {"errors", "protocol"}),
     ("kproto.structs", set()),
