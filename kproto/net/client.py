@@ -47,8 +47,8 @@ from kproto.net.connection import Connection, InFlightRequest, highest_common_ve
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata, response_needs_metadata_update
 from kproto.net.metadata_updater import METADATA, MetadataUpdater
-from kproto.net.sasl import SaslClientAuthenticator, check_sasl_config, create_mechanism
-from kproto.net.tls import SASL_PROTOCOLS, build_ssl_context
+from kproto.net.channel_authenticator import SASL, ChannelAuthenticator
+from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
 
 log = logging.getLogger("kproto.net")
@@ -80,11 +80,7 @@ class NetworkClient:
         # Unknown keys are ignored so the consumer can hand over its whole configuration.
         self.config = {k: configs.get(k, v) for k, v in DEFAULT_CONFIG.items()}
         self._ssl_context = build_ssl_context(self.config)
-        self._sasl = str(self.config["security_protocol"]).upper() in SASL_PROTOCOLS
-        if self._sasl:
-            check_sasl_config(self.config)
-        # An authentication failure not yet raised by poll() (Java: Metadata's fatalError).
-        self._fatal_error: BaseException | None = None
+        self._authenticator = ChannelAuthenticator(self)  # SASL; checks its settings now
         bootstrap = [BrokerMetadata("bootstrap-{}".format(i), host, port, None)
                      for i, (host, port) in enumerate(
                          parse_bootstrap_servers(self.config["bootstrap_servers"]))]
@@ -163,7 +159,7 @@ class NetworkClient:
 
     def _maybe_throw_fatal_error(self) -> None:
         with self._lock:
-            error, self._fatal_error = self._fatal_error, None
+            error = self._authenticator.take_fatal_error()
         if error is not None:
             raise error
 
@@ -442,24 +438,9 @@ class NetworkClient:
             self._connection_error(node, exc, now)
 
     def _connection_error(self, node: BrokerConnection, exc: errors.KafkaError, now: float) -> None:
-        authenticator = node.authenticator
-        if (node.state is ConnectionState.AUTHENTICATING and authenticator is not None
-                and not isinstance(exc, errors.AuthenticationError)):
-            if authenticator.error is not None:
-                # The broker's verdict arrived with (or just before) its hang-up: keep it.
-                exc = authenticator.error
-        if (node.state is ConnectionState.AUTHENTICATING and authenticator is not None
-                and isinstance(exc, errors.KafkaConnectionError)):
-            # Kafka brokers (and Tansu) close the socket on a failed SASL exchange, e.g. an
-            # unknown user or a mechanism they do not enable: not a network blip to retry.
-            auth_error = errors.SaslAuthenticationError(
-                "node {} ({}:{}) closed the connection during {} authentication (bad credentials, "
-                "or a mechanism the broker does not enable?): {}".format(
-                    node.node_id, node.host, node.port, authenticator.mechanism.name, exc))
-            auth_error.__cause__ = exc
-            exc = authenticator.fail(auth_error)
+        exc = self._authenticator.connection_error(node, exc)
         if isinstance(exc, errors.AuthenticationError):
-            self._authentication_failed(node, exc, now)
+            self._authenticator.failed(node, exc, now)  # fatal: never retried silently
             return
         connecting = node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
         if connecting and node.has_more_addresses() and isinstance(exc, errors.KafkaConnectionError):
@@ -482,15 +463,6 @@ class NetworkClient:
             failure = errors.KafkaConnectionError(str(exc))
             failure.__cause__ = exc
         self._close_node(node, now, failure, failed=True)
-
-    def _authentication_failed(self, node: BrokerConnection, exc: errors.KafkaError, now: float) -> None:
-        """Java's AUTHENTICATION_FAILED channel state: fatal, reported, backed off."""
-        log.error("node %s (%s:%s): authentication failed: %s", node.node_id, node.host, node.port, exc)
-        self._close_node(node, now, exc, failed=True)
-        self._fatal_error = exc
-        # Whoever waits for metadata (partitions_for_topic, joins) learns it now instead of
-        # retrying until its deadline.
-        self.cluster.failed_update(exc, now)
 
     def _close_node(self, node: BrokerConnection, now: float, exc: BaseException, *,
                     failed: bool, timed_out: set[int] | None = None) -> None:
@@ -619,8 +591,8 @@ class NetworkClient:
         kind = self._internal.pop(id(ifr.future), None)
         if kind == "api_versions":
             self._on_api_versions(node, ifr, response, now)
-        elif kind == "sasl":
-            self._on_sasl_response(node, response, now)
+        elif kind == SASL:
+            self._authenticator.on_response(node, response, now)
         elif kind == METADATA:
             self._metadata_updater.handle_response(response, now)
             self._completed.append((ifr.future, response, None))
@@ -648,37 +620,10 @@ class NetworkClient:
         if response.error_code:
             raise errors.for_code(response.error_code)(
                 "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))
-        if self._sasl:
-            authenticator = SaslClientAuthenticator(create_mechanism(self.config), versions, node.node_id)
-            node.authenticating(versions, authenticator)
-            log.debug("node %s: API versions known; authenticating with %s", node.node_id,
-                      authenticator.mechanism.name)
-            self._send_sasl(node, authenticator.start(), now)
-            return
+        if self._authenticator.start(node, versions, now):
+            return  # ready once SASL completes
         node.negotiated(versions)
         log.debug("node %s: ready (%d APIs)", node.node_id, len(versions))
-
-    def _send_sasl(self, node: BrokerConnection, request: tuple[Any, int], now: float) -> None:
-        message, version = request
-        ifr = node.proto.send(message, version, now_ms=now, timeout_ms=self.config["request_timeout_ms"])
-        self._internal[id(ifr.future)] = "sasl"
-        node.write(now)
-
-    def _on_sasl_response(self, node: BrokerConnection, response: Any, now: float) -> None:
-        authenticator = node.authenticator
-        if authenticator is None:  # a late answer on a connection already reset
-            return
-        following = authenticator.on_response(response)  # raises AuthenticationError
-        if following is not None:
-            self._send_sasl(node, following, now)
-            return
-        node.negotiated(node.api_versions)
-        lifetime = authenticator.session_lifetime_ms
-        if lifetime > 0:
-            # KIP-368: renew at 85-95% of the lifetime (jittered so many connections do not
-            # reconnect at once).
-            node.reauthenticate_at_ms = now + lifetime * random.uniform(0.85, 0.95)
-        log.debug("node %s: ready after SASL %s", node.node_id, authenticator.mechanism.name)
 
     def _flush_unsent(self, node: BrokerConnection, now: float) -> None:
         if now >= node.reauthenticate_at_ms:
