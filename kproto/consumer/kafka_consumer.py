@@ -40,6 +40,7 @@ class ConsumerDelegate(Protocol):
     def seek_to_end(self, partitions: tuple) -> None: ...
     def position(self, partition: TopicPartition, timeout_ms: Optional[int]) -> Optional[int]: ...
     def highwater(self, partition: TopicPartition) -> Optional[int]: ...
+    def current_lag(self, partition: TopicPartition) -> Optional[int]: ...
     def committed(self, partition: TopicPartition, metadata: bool,
                   timeout_ms: Optional[int]) -> Any: ...
     def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]],
@@ -230,6 +231,15 @@ class KafkaConsumer:
     def highwater(self, partition: TopicPartition) -> Optional[int]:
         """The last known high watermark of ``partition`` (None before a fetch returned)."""
         return self._call("highwater", partition)
+
+    def current_lag(self, partition: TopicPartition) -> Optional[int]:
+        """Java's ``currentLag``: records between the position and the end the last fetch
+        reported (the high watermark; the last stable offset under ``read_committed``).
+
+        None until a fetch of the partition has answered; never does network I/O.
+        Raises ``IllegalStateError`` if the partition is not assigned.
+        """
+        return self._call("current_lag", partition)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop fetching from these partitions until resumed."""

@@ -133,15 +133,10 @@ class OffsetResolver:
 
     def _fetch_end(self, tp: TopicPartition) -> Optional[int]:
         # The end a Fetch reported: the high watermark, or under read_committed the last
-        # stable offset. The façade has highwater() but no accessor for the last stable
-        # offset (Java's currentLag), so it is read from the engine's SubscriptionState.
-        if self.options.isolation_level != "read_committed":
-            return self._consumer.highwater(tp)
-        subscriptions = getattr(getattr(self._consumer, "_delegate", None), "subscriptions", None)
-        if subscriptions is None:
-            raise KafkaConfigurationError("kproto Spark source: this consumer engine exposes no last stable "
-                                          "offset (needed for kafka.isolation.level=read_committed)")
-        return subscriptions.last_stable_offset(tp)
+        # stable offset, as position + current_lag (positions do not move here: records
+        # are polled with update_offsets=False).
+        lag = self._consumer.current_lag(tp)
+        return None if lag is None else self._consumer.position(tp) + lag
 
     def _with_fetch_ends(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         consumer = self._consumer

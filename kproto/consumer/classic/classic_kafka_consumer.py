@@ -390,6 +390,10 @@ class ClassicKafkaConsumer:
             raise errors.IllegalStateError("Partition is not assigned")
         return self.subscriptions.high_watermark(partition)
 
+    def current_lag(self, partition: TopicPartition) -> Optional[int]:
+        _check_partition(partition)
+        return self.subscriptions.partition_lag(partition, self.isolation_level)
+
     def pause(self, partitions: tuple) -> None:
         for tp in partitions:
             _check_partition(tp)

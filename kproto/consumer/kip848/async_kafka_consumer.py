@@ -325,6 +325,11 @@ class AsyncKafkaConsumer:
     def highwater(self, partition: TopicPartition) -> Optional[int]:
         return self.subscriptions.high_watermark(partition)
 
+    def current_lag(self, partition: TopicPartition) -> Optional[int]:
+        if not isinstance(partition, TopicPartition):
+            raise TypeError("partition must be a TopicPartition namedtuple, not {!r}".format(partition))
+        return self.subscriptions.partition_lag(partition, self.fetch_config.isolation_level)
+
     def pause(self, partitions: tuple) -> None:
         self._add_and_get(ev.PausePartitionsEvent(partitions, self._deadline(None)))
 
