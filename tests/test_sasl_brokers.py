@@ -117,6 +117,7 @@ def test_assigned_consumer_reads_seeded_records_over_scram(gateway, seeded, mech
 
 def test_classic_group_over_scram_consumes_and_commits(gateway, seeded):
     consumer = KafkaConsumer(TOPIC, bootstrap_servers=gateway.bootstrap_servers, group_id="sasl-group",
+                             session_timeout_ms=6000, heartbeat_interval_ms=1000,
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              **kproto_sasl("SCRAM-SHA-512"))
     try:
@@ -235,3 +236,29 @@ def test_session_lifetime_renewed_by_a_new_connection(engine):
         broker.stop()
     assert [(r.offset, r.value) for r in got] == [(w.offset, w.value) for w in first + second]
     assert sum(1 for m, _ in gw.logins if m == "SCRAM-SHA-512") > logins_before
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unknown_user_in_group_mode_raises_from_poll(auth_tansu, engine):
+    """Subscribed: the failure comes from the coordinator lookup's connection (classic:
+    on the application thread or the heartbeat thread; KIP-848: the background thread)."""
+    consumer = KafkaConsumer("t", bootstrap_servers=auth_tansu.bootstrap_servers, group_id="g-" + engine,
+                             group_protocol=engine, **kproto_sasl("SCRAM-SHA-256", "nobody", "secret"))
+    try:
+        with pytest.raises(errors.SaslAuthenticationError, match="unknown-user"):
+            consumer.poll(timeout_ms=30_000)
+    finally:
+        # The leave (KIP-848 heartbeat) cannot reach a coordinator: do not wait 30 s for it.
+        consumer.close(timeout_ms=1000)
+
+
+def test_classic_lookups_raise_the_authentication_error(auth_tansu):
+    consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers,
+                             **kproto_sasl("SCRAM-SHA-256", "nobody", "secret"))
+    try:
+        with pytest.raises(errors.SaslAuthenticationError):
+            consumer.end_offsets([TopicPartition("t", 0)], timeout_ms=30_000)
+        with pytest.raises(errors.SaslAuthenticationError):
+            consumer.topics()
+    finally:
+        consumer.close()
