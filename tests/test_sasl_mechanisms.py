@@ -317,3 +317,11 @@ def test_response_in_wrong_state_is_illegal_sasl_state() -> None:
     auth = SaslClientAuthenticator(PlainMechanism("u", "p"), ALL_VERSIONS)
     with pytest.raises(errors.IllegalSaslStateError):
         auth.on_response(SaslAuthenticateResponse())
+
+
+def test_wire_trace_redacts_sasl_tokens() -> None:
+    from kproto.messages import SaslAuthenticateRequest
+    from kproto.net.wire import field_tree
+    tree = field_tree(SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00hunter2"))
+    assert "hunter2".encode().hex() not in tree and "hunter2" not in tree
+    assert "14 bytes, redacted" in tree

@@ -16,6 +16,7 @@ from typing import Any
 log = logging.getLogger("kproto.wire")
 
 _MAX_BYTES_SHOWN = 32
+_SECRET_MESSAGES = ("SaslAuthenticateRequest", "SaslAuthenticateResponse")
 
 
 def _printable(value: Any) -> Any:
@@ -37,6 +38,9 @@ def field_tree(message: Any) -> str:
     """A message's fields as an indented tree (what the trace prints)."""
     to_dict = getattr(message, "to_dict", None)
     tree = to_dict() if to_dict is not None else vars(message)
+    if type(message).__name__ in _SECRET_MESSAGES and isinstance(tree, dict) and "auth_bytes" in tree:
+        # SASL tokens carry passwords (PLAIN) and bearer tokens: length only.
+        tree = dict(tree, auth_bytes="<{} bytes, redacted>".format(len(tree["auth_bytes"] or b"")))
     return pprint.pformat(_printable(tree), indent=2, width=100, sort_dicts=False)
 
 
