@@ -59,6 +59,15 @@ def _skip_tags(buf: bytes, pos: int) -> int:
     return pos
 
 
+def _shutdown(*sockets: socket.socket) -> None:
+    # shutdown() (not just close()) wakes threads blocked in accept()/recv() on them.
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class SaslGateway:
     """Listens on 127.0.0.1; ``users`` maps mechanism -> {name: password}."""
 
@@ -125,11 +134,7 @@ class SaslGateway:
                 up.sendall(head + frame)
         except OSError:
             pass
-        for s in (client, up):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shutdown(client, up)
 
     @staticmethod
     def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -141,20 +146,13 @@ class SaslGateway:
                 dst.sendall(data)
         except OSError:
             pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shutdown(src, dst)
 
     def close(self) -> None:
         with self._lock:
             sockets = [self.listener, *self._sockets]
+        _shutdown(*sockets)
         for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             s.close()
 
 
