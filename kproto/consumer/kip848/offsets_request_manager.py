@@ -262,13 +262,9 @@ class OffsetsRequestManager:
                 raise error
             result = utils.handle_list_offsets_response(response, versions[-1], requested)
         except Exception as exc:
-            self.subscriptions.request_failed(requested, self._time_ms() + self.retry_backoff_ms)
-            self.metadata.request_update()
-            if not getattr(exc, "retriable", False):
-                if self._cached_reset_error is None:
-                    self._cached_reset_error = exc
-                else:
-                    log.error("Discarding ListOffsets error %s: another one is pending", exc)
+            self._cached_reset_error = utils.position_request_failed(
+                self.subscriptions, requested, exc, self._time_ms() + self.retry_backoff_ms,
+                self.metadata.request_update, self._cached_reset_error)
             return
         utils.apply_reset_result(self.subscriptions, self.metadata, requested, result, self._time_ms(),
                                  self.retry_backoff_ms)
@@ -313,15 +309,10 @@ class OffsetsRequestManager:
         try:
             if error is not None:
                 raise error
-            result = lev.handle_offset_for_leader_epoch_response(response, requested)
+            self._cached_validation_error = lev.on_validation_response(
+                subs, response, requested, self._time_ms(), self.retry_backoff_ms,
+                self.metadata.request_update, self._cached_validation_error)
         except Exception as exc:
-            subs.request_failed(requested, self._time_ms() + self.retry_backoff_ms)
-            self.metadata.request_update()
-            if not getattr(exc, "retriable", False) and self._cached_validation_error is None:
-                self._cached_validation_error = exc
-            return
-        truncations = lev.apply_validation(subs, result, requested, self._time_ms(), self.retry_backoff_ms)
-        if result.partitions_to_retry:
-            self.metadata.request_update()
-        if truncations and self._cached_validation_error is None:
-            self._cached_validation_error = lev.truncation_error(truncations, requested)
+            self._cached_validation_error = utils.position_request_failed(
+                subs, requested, exc, self._time_ms() + self.retry_backoff_ms,
+                self.metadata.request_update, self._cached_validation_error)

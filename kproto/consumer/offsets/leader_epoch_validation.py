@@ -142,6 +142,22 @@ def apply_validation(subscriptions: Any, result: OffsetForEpochResult,
     return truncations
 
 
+def on_validation_response(subscriptions: Any, response: Any, requested: Mapping[TopicPartition, Any],
+                           now_ms: int, retry_backoff_ms: int, request_metadata_update: Any,
+                           pending_error: Optional[BaseException]) -> Optional[BaseException]:
+    """One OffsetForLeaderEpoch answer, in both engines: decode it (a ``KafkaError`` here is
+    the caller's failure path), apply it, refresh the metadata if partitions must be asked
+    again, and keep a truncation found under ``auto_offset_reset="none"`` as the error the
+    next position update raises (unless one is pending already). Returns the error to keep."""
+    result = handle_offset_for_leader_epoch_response(response, requested)
+    truncations = apply_validation(subscriptions, result, requested, now_ms, retry_backoff_ms)
+    if result.partitions_to_retry:
+        request_metadata_update()
+    if truncations and pending_error is None:
+        return truncation_error(truncations, requested)
+    return pending_error
+
+
 def truncation_error(truncations: Mapping[TopicPartition, Optional[OffsetAndMetadata]],
                      positions: Mapping[TopicPartition, Any]) -> errors.LogTruncationError:
     """A ``LogTruncationError`` whose ``divergent_offsets`` holds the known divergence points."""

@@ -232,13 +232,9 @@ class OffsetFetcher:
 
     @_synchronized
     def _on_reset_failure(self, requested: dict[TopicPartition, int], exc: BaseException) -> None:
-        self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
-        self._client.request_metadata_update()
-        if not getattr(exc, "retriable", False):
-            if self._cached_reset_error is None:
-                self._cached_reset_error = exc
-            else:
-                log.error("Discarding ListOffsets error %s: another one is pending", exc)
+        self._cached_reset_error = utils.position_request_failed(
+            self._subscriptions, requested, exc, int(self._clock()) + self._retry_backoff_ms,
+            self._client.request_metadata_update, self._cached_reset_error)
 
     @_synchronized
     def validate_positions_if_needed(self) -> None:
@@ -275,23 +271,17 @@ class OffsetFetcher:
     @_synchronized
     def _on_validation_response(self, requested: dict[TopicPartition, Any], response: Any) -> None:
         try:
-            result = lev.handle_offset_for_leader_epoch_response(response, requested)
+            self._cached_validation_error = lev.on_validation_response(
+                self._subscriptions, response, requested, int(self._clock()), self._retry_backoff_ms,
+                self._client.request_metadata_update, self._cached_validation_error)
         except errors.KafkaError as exc:
             self._on_validation_failure(requested, exc)
-            return
-        now = int(self._clock())
-        truncations = lev.apply_validation(self._subscriptions, result, requested, now, self._retry_backoff_ms)
-        if result.partitions_to_retry:
-            self._client.request_metadata_update()
-        if truncations and self._cached_validation_error is None:
-            self._cached_validation_error = lev.truncation_error(truncations, requested)
 
     @_synchronized
     def _on_validation_failure(self, requested: dict[TopicPartition, Any], exc: BaseException) -> None:
-        self._subscriptions.request_failed(requested, int(self._clock()) + self._retry_backoff_ms)
-        self._client.request_metadata_update()
-        if not getattr(exc, "retriable", False) and self._cached_validation_error is None:
-            self._cached_validation_error = exc
+        self._cached_validation_error = utils.position_request_failed(
+            self._subscriptions, requested, exc, int(self._clock()) + self._retry_backoff_ms,
+            self._client.request_metadata_update, self._cached_validation_error)
 
     # --- helpers -----------------------------------------------------------------------
 

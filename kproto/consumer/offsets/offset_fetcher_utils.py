@@ -313,6 +313,23 @@ def apply_reset_result(subscriptions: Any, metadata: Any, requested: Mapping[Top
         subscriptions.request_failed(retry, now_ms + retry_backoff_ms)
 
 
+def position_request_failed(subscriptions: Any, requested: Iterable[TopicPartition], exc: BaseException,
+                            retry_at_ms: int, request_metadata_update: Any,
+                            pending_error: Optional[BaseException]) -> Optional[BaseException]:
+    """The failure path of a reset (ListOffsets) or validation (OffsetForLeaderEpoch), in
+    both engines as in Java: back the partitions off until ``retry_at_ms``, refresh the
+    metadata (the leader may have moved), and keep the first non-retriable error for the
+    next position update to raise. Returns the error to keep."""
+    subscriptions.request_failed(requested, retry_at_ms)
+    request_metadata_update()
+    if getattr(exc, "retriable", False):
+        return pending_error
+    if pending_error is not None:
+        log.error("Discarding %s: another error is pending", exc)
+        return pending_error
+    return exc
+
+
 def _strategy_for(timestamp: int) -> AutoOffsetResetStrategy:
     if timestamp == EARLIEST_TIMESTAMP:
         return AutoOffsetResetStrategy.EARLIEST
