@@ -262,3 +262,45 @@ def test_classic_lookups_raise_the_authentication_error(auth_tansu):
             consumer.topics()
     finally:
         consumer.close()
+
+
+def test_network_client_queues_requests_until_authenticated(gateway, seeded):
+    """The gateway closes any connection that sends a request other than ApiVersions
+    before authenticating, so an answer proves the Metadata request waited for SASL."""
+    from kproto.messages import MetadataRequest
+    from kproto.net.broker import ConnectionState
+    from kproto.net.client import NetworkClient
+
+    client = NetworkClient(bootstrap_servers=gateway.bootstrap_servers, **kproto_sasl("SCRAM-SHA-512"))
+    try:
+        future = client.send("bootstrap-0", MetadataRequest(topics=None))  # queued at once
+        states = set()
+        while not future.is_done:
+            client.poll(timeout_ms=100)
+            states.add(client.connection_state("bootstrap-0"))
+        assert future.succeeded(), future.exception
+        assert TOPIC in {t.name for t in future.value.topics}
+        assert ConnectionState.READY in states and client.authentication_exception("bootstrap-0") is None
+    finally:
+        client.close()
+
+
+def test_network_client_authentication_failure_is_fatal_and_backed_off(auth_tansu):
+    from kproto.messages import MetadataRequest
+    from kproto.net.client import NetworkClient
+
+    client = NetworkClient(bootstrap_servers=auth_tansu.bootstrap_servers, reconnect_backoff_ms=5000,
+                           reconnect_backoff_max_ms=5000, **kproto_sasl("SCRAM-SHA-256", "nobody", "pw"))
+    try:
+        future = client.send("bootstrap-0", MetadataRequest(topics=None))
+        with pytest.raises(errors.SaslAuthenticationError) as raised:
+            client.poll(timeout_ms=30_000, future=future)
+        assert future.failed() and isinstance(future.exception, errors.SaslAuthenticationError)
+        assert not future.retriable()
+        assert client.authentication_exception("bootstrap-0") is raised.value
+        assert client.connection_failed("bootstrap-0") is raised.value
+        client.poll(timeout_ms=0)  # raised once, not on every poll
+        again = client.send("bootstrap-0", MetadataRequest(topics=None))
+        assert isinstance(again.exception, errors.NodeNotReadyError)  # backing off, no retry loop
+    finally:
+        client.close()
