@@ -245,11 +245,16 @@ def test_configuration_errors(kw: dict, match: str) -> None:
         create_mechanism(config(**kw))
 
 
-def test_gssapi_fails_at_consumer_construction() -> None:
+@pytest.mark.parametrize("engine", ["classic", "consumer"])
+@pytest.mark.parametrize("kw, match", [
+    ({"sasl_mechanism": "GSSAPI"}, "Kerberos"),
+    ({"sasl_mechanism": "SCRAM-SHA-256"}, "sasl_plain_username"),
+])
+def test_unusable_sasl_settings_fail_at_consumer_construction(engine: str, kw: dict, match: str) -> None:
     from kproto import KafkaConsumer
-    with pytest.raises(errors.KafkaConfigurationError, match="Kerberos"):
+    with pytest.raises(errors.KafkaConfigurationError, match=match):
         KafkaConsumer(bootstrap_servers="127.0.0.1:1", security_protocol="SASL_PLAINTEXT",
-                      sasl_mechanism="GSSAPI")
+                      group_protocol=engine, **kw)
 
 
 # --- the authenticator's state machine ------------------------------------------------
