@@ -1,5 +1,9 @@
 """A SASL-terminating gateway in front of a plaintext broker (test-only).
 
+SCRAM-SHA-256/512 are served by scramp; PLAIN (RFC 4616) and OAUTHBEARER (RFC 7628 as
+Kafka's KIP-255/342 use it: unsecured JWTs accepted by their ``sub``, or fixed tokens) are
+parsed here, and librdkafka logs in with them too before kproto does.
+
 Why it exists: Tansu 0.6.0 with ``--authentication`` checks SCRAM against users in its
 storage, but with the memory storage the tests use no user can ever be created (``tansu
 user create`` sends AlterUserScramCredentials, which an authenticating broker refuses
@@ -18,6 +22,8 @@ The request/response framing here is written by hand from the Kafka protocol gui
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import struct
 import threading
@@ -69,9 +75,13 @@ def _shutdown(*sockets: socket.socket) -> None:
 
 
 class SaslGateway:
-    """Listens on 127.0.0.1; ``users`` maps mechanism -> {name: password}."""
+    """Listens on 127.0.0.1; ``users`` maps a SCRAM mechanism -> {name: password};
+    ``plain`` {name: password} enables PLAIN; ``oauth_tokens`` (exact tokens) and
+    ``oauth_principals`` (``sub`` of unsecured JWTs) enable OAUTHBEARER."""
 
-    def __init__(self, users: dict[str, dict[str, str]], session_lifetime_ms: int = 0) -> None:
+    def __init__(self, users: dict[str, dict[str, str]], session_lifetime_ms: int = 0, *,
+                 plain: dict[str, str] | None = None, oauth_tokens: set[str] = frozenset(),
+                 oauth_principals: set[str] = frozenset()) -> None:
         self.upstream: tuple[str, int] | None = None
         self.session_lifetime_ms = session_lifetime_ms
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -79,6 +89,12 @@ class SaslGateway:
         self.logins: list[tuple[str, str]] = []        # (mechanism, user) of each success
         self.failures: list[tuple[str, str]] = []      # (mechanism, reason)
         self.expired_closes = 0
+        self.plain = dict(plain or {})
+        self.oauth_tokens = set(oauth_tokens)
+        self.oauth_principals = set(oauth_principals)
+        self.oauth_extensions: list[dict[str, str]] = []  # extensions of each OAUTHBEARER login
+        self.mechanisms = sorted([*users, *(["PLAIN"] if self.plain else []),
+                                  *(["OAUTHBEARER"] if self.oauth_tokens or self.oauth_principals else [])])
         self._auth: dict[str, dict[str, tuple]] = {}
         for mechanism, by_user in users.items():
             scram = scramp.ScramMechanism(mechanism)
@@ -156,6 +172,10 @@ class SaslGateway:
             s.close()
 
 
+class _Refused(Exception):
+    """The login failed (the reason is recorded in ``SaslGateway.failures``)."""
+
+
 class _Session:
     """One client connection's SASL state on the gateway."""
 
@@ -187,19 +207,19 @@ class _Session:
         return self._authenticate(correlation_id, version, frame[pos:pos + size])
 
     def _handshake(self, correlation_id: int, mechanism: str) -> bytes:
-        offered = sorted(self.gateway._auth)
+        offered = self.gateway.mechanisms
         body = struct.pack(">i", correlation_id)
         if mechanism in offered:
             self.mechanism = mechanism
-            auth = self.gateway._auth[mechanism]
+            auth = self.gateway._auth.get(mechanism)
+            if auth is not None:
+                def auth_fn(user: str) -> tuple:
+                    self.user = user
+                    if user not in auth:
+                        raise scramp.ScramException("unknown-user")
+                    return auth[user]
 
-            def auth_fn(user: str) -> tuple:
-                self.user = user
-                if user not in auth:
-                    raise scramp.ScramException("unknown-user")
-                return auth[user]
-
-            self.server = scramp.ScramMechanism(mechanism).make_server(auth_fn)
+                self.server = scramp.ScramMechanism(mechanism).make_server(auth_fn)
             error = 0
         else:
             error = 33  # UNSUPPORTED_SASL_MECHANISM
@@ -211,36 +231,94 @@ class _Session:
     def _authenticate(self, correlation_id: int, version: int, data: bytes) -> tuple[bytes, bool]:
         error, message, reply = 0, None, b""
         try:
-            if self.server is None:
-                raise scramp.ScramException("SaslAuthenticate before SaslHandshake")
-            if self.step == 0:
-                self.server.set_client_first(data.decode())
-                reply = self.server.get_server_first().encode()
-            else:
-                self.server.set_client_final(data.decode())
-                reply = self.server.get_server_final().encode()
-                self.authenticated = True
-                lifetime = self.gateway.session_lifetime_ms
-                self.expires_at = time.monotonic() + lifetime / 1000.0 if lifetime else 0.0
-                with self.gateway._lock:
-                    self.gateway.logins.append((self.mechanism or "", self.user))
+            reply = self._exchange(data)
             self.step += 1
-        except (scramp.ScramException, UnicodeDecodeError, ValueError) as exc:
+        except (_Refused, scramp.ScramException, UnicodeDecodeError, ValueError) as exc:
             error, message, reply = 58, "Authentication failed during authentication due to invalid " \
                 "credentials with SASL mechanism {}".format(self.mechanism), b""
             with self.gateway._lock:
                 self.gateway.failures.append((self.mechanism or "", str(exc)))
         lifetime = self.gateway.session_lifetime_ms if self.authenticated else 0
-        if version >= 2:
-            body = struct.pack(">i", correlation_id) + b"\x00" + struct.pack(">h", error)
-            body += _write_uvarint(0 if message is None else len(message.encode()) + 1)
-            body += (message or "").encode()
-            body += _write_uvarint(len(reply) + 1) + reply + struct.pack(">q", lifetime) + b"\x00"
-        else:
-            body = struct.pack(">ih", correlation_id, error)
-            body += struct.pack(">h", -1) if message is None else \
-                struct.pack(">h", len(message.encode())) + message.encode()
-            body += struct.pack(">i", len(reply)) + reply
-            if version >= 1:
-                body += struct.pack(">q", lifetime)
-        return body, error != 0
+        return _authenticate_response(correlation_id, version, error, message, reply, lifetime), error != 0
+
+    def _exchange(self, data: bytes) -> bytes:
+        if self.mechanism is None:
+            raise _Refused("SaslAuthenticate before SaslHandshake")
+        if self.mechanism == "PLAIN":
+            return self._plain(data)
+        if self.mechanism == "OAUTHBEARER":
+            return self._oauthbearer(data)
+        if self.step == 0:
+            self.server.set_client_first(data.decode())
+            return self.server.get_server_first().encode()
+        self.server.set_client_final(data.decode())
+        reply = self.server.get_server_final().encode()
+        self._success()
+        return reply
+
+    def _success(self) -> None:
+        self.authenticated = True
+        lifetime = self.gateway.session_lifetime_ms
+        self.expires_at = time.monotonic() + lifetime / 1000.0 if lifetime else 0.0
+        with self.gateway._lock:
+            self.gateway.logins.append((self.mechanism or "", self.user))
+
+    def _plain(self, data: bytes) -> bytes:
+        parts = data.decode().split("\x00")
+        if len(parts) != 3:
+            raise _Refused("malformed PLAIN message")
+        authzid, self.user, password = parts
+        if authzid not in ("", self.user) or self.gateway.plain.get(self.user) != password:
+            raise _Refused("invalid PLAIN credentials")
+        self._success()
+        return b""
+
+    def _oauthbearer(self, data: bytes) -> bytes:
+        if self.step > 0:
+            raise _Refused("token rejected")  # the client's %x01 after our error challenge
+        text = data.decode()
+        header, sep, rest = text.partition("\x01")
+        if not header.startswith("n,") or not sep or not rest.endswith("\x01\x01"):
+            raise _Refused("malformed OAUTHBEARER message")
+        pairs = dict(kv.split("=", 1) for kv in rest[:-2].split("\x01") if "=" in kv)
+        auth = pairs.pop("auth", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        principal = self._token_principal(token)
+        if principal is None:
+            return json.dumps({"status": "invalid_token"}).encode()  # RFC 7628 error challenge
+        self.user = principal
+        with self.gateway._lock:
+            self.gateway.oauth_extensions.append(pairs)
+        self._success()
+        return b""
+
+    def _token_principal(self, token: str) -> str | None:
+        if token in self.gateway.oauth_tokens:
+            return token
+        parts = token.split(".")
+        if len(parts) == 3:  # an unsecured JWT (librdkafka's built-in token)
+            try:
+                claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+            except ValueError:
+                return None
+            if isinstance(claims, dict) and claims.get("sub") in self.gateway.oauth_principals:
+                return claims["sub"]
+        return None
+
+
+def _authenticate_response(correlation_id: int, version: int, error: int, message: str | None,
+                           reply: bytes, lifetime: int) -> bytes:
+    """A SaslAuthenticate response (v0-v2) with its response header."""
+    if version >= 2:
+        body = struct.pack(">i", correlation_id) + b"\x00" + struct.pack(">h", error)
+        body += _write_uvarint(0 if message is None else len(message.encode()) + 1)
+        body += (message or "").encode()
+        body += _write_uvarint(len(reply) + 1) + reply + struct.pack(">q", lifetime) + b"\x00"
+    else:
+        body = struct.pack(">ih", correlation_id, error)
+        body += struct.pack(">h", -1) if message is None else \
+            struct.pack(">h", len(message.encode())) + message.encode()
+        body += struct.pack(">i", len(reply)) + reply
+        if version >= 1:
+            body += struct.pack(">q", lifetime)
+    return body
