@@ -42,9 +42,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "sasl_plain_username": None,
     "sasl_plain_password": None,
     "sasl_oauth_token_provider": None,
-    "sasl_kerberos_name": None,
-    "sasl_kerberos_service_name": "kafka",
-    "sasl_kerberos_domain_name": None,
+    # (sasl_kerberos_* stay consumer settings only: GSSAPI is refused, see kproto.net.sasl.)
 }
 
 
