@@ -58,6 +58,7 @@ def auth_tansu():
 
 @pytest.fixture(scope="module")
 def gateway():
+    pytest.importorskip("scramp")
     gw = SaslGateway(USERS)
     broker = TansuBroker(advertised_port=gw.port)
     try:
@@ -205,6 +206,7 @@ def test_session_lifetime_renewed_by_a_new_connection(engine):
     authenticated connection before it ends, and consuming goes on."""
     import time
 
+    pytest.importorskip("scramp")
     gw = SaslGateway(USERS, session_lifetime_ms=1500)
     broker = TansuBroker(advertised_port=gw.port)
     consumer = None

@@ -29,6 +29,7 @@ TOPIC = "sasl-ssl-topic"
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
+    pytest.importorskip("scramp")
     cert, key = make_cert(tmp_path_factory.mktemp("sasl-tls"), "localhost", "IP:127.0.0.1,DNS:localhost")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
