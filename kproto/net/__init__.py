@@ -6,6 +6,8 @@
   negotiation, timeouts, reconnect backoff, TLS, metadata refresh; thread-safe ``send``.
 - :class:`~kproto.net.metadata.ClusterMetadata`: brokers, leaders, epochs, topic ids.
 - :class:`~kproto.net.future.Future`: the result of a request, with callbacks.
+- :mod:`kproto.net.sasl`: SASL mechanisms (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) and the
+  sans-IO per-connection authenticator for ``SASL_PLAINTEXT``/``SASL_SSL``.
 - ``kproto.wire`` logger (:mod:`kproto.net.wire`): every request/response as a field tree.
 """
 
