@@ -254,14 +254,19 @@ def test_unknown_user_in_group_mode_raises_from_poll(auth_tansu, engine):
         consumer.close(timeout_ms=1000)
 
 
-def test_classic_lookups_raise_the_authentication_error(auth_tansu):
-    consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers,
+@pytest.mark.parametrize("engine", ENGINES)
+def test_lookups_raise_the_authentication_error(auth_tansu, engine):
+    tp = TopicPartition("t", 0)
+    consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers, group_protocol=engine,
                              **kproto_sasl("SCRAM-SHA-256", "nobody", "secret"))
     try:
-        with pytest.raises(errors.SaslAuthenticationError):
-            consumer.end_offsets([TopicPartition("t", 0)], timeout_ms=30_000)
-        with pytest.raises(errors.SaslAuthenticationError):
-            consumer.topics()
+        for lookup in (lambda: consumer.partitions_for_topic("t"),
+                       lambda: consumer.end_offsets([tp], timeout_ms=30_000),
+                       lambda: consumer.beginning_offsets([tp], timeout_ms=30_000),
+                       lambda: consumer.offsets_for_times({tp: 0}, timeout_ms=30_000),
+                       lambda: consumer.topics()):
+            with pytest.raises(errors.SaslAuthenticationError):
+                lookup()
     finally:
         consumer.close()
 

@@ -6,7 +6,8 @@ to the least-loaded node when :meth:`ClusterMetadata.ttl` says a refresh is due 
 connection first if none is ready), its answer or failure handed to the
 :class:`~kproto.net.metadata.ClusterMetadata`. When every known broker has failed and is
 in reconnect backoff, whoever waits for the refresh gets ``NoBrokersAvailable`` (the
-refresh stays due and is tried again once a node may connect).
+refresh stays due and is tried again once a node may connect), or the brokers'
+``AuthenticationError`` when that is why every one of them failed.
 
 It is part of :class:`~kproto.net.client.NetworkClient` (it reads the client's node table
 and sends on its connections) and runs only inside the client's poll loop, under the
@@ -39,6 +40,7 @@ class MetadataUpdater:
     def __init__(self, client: NetworkClient) -> None:
         self._client = client
         self.in_flight: Any = None  # node id of the Metadata request out, if any
+        self._asked = (0, False)  # (request version, all topics?) of the request out
 
     def maybe_update(self, now: float) -> float:
         """Send a Metadata request when one is due; return ms until the next check."""
@@ -64,8 +66,8 @@ class MetadataUpdater:
             cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
             return client.config["retry_backoff_ms"]
         try:
-            request = build_metadata_request(cluster.topics_of_interest(), version,
-                                             client.config["allow_auto_create_topics"])
+            topics = cluster.topics_of_interest()
+            request = build_metadata_request(topics, version, client.config["allow_auto_create_topics"])
             ifr = node.proto.send(request, version, now_ms=now,
                                   timeout_ms=client.config["request_timeout_ms"])
         except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
@@ -73,6 +75,7 @@ class MetadataUpdater:
             return client.config["retry_backoff_ms"]
         client._internal[id(ifr.future)] = METADATA
         self.in_flight = node_id
+        self._asked = (cluster.request_version, topics is None)
         cluster.attempt(now)
         return float("inf")
 
@@ -83,6 +86,11 @@ class MetadataUpdater:
         nodes = [client._nodes[b.node_id] for b in client.cluster.brokers()
                  if b.node_id in client._nodes]
         causes = [n.last_error for n in nodes if n.last_error is not None]
+        if nodes and len(causes) == len(nodes) and all(
+                isinstance(c, errors.AuthenticationError) for c in causes):
+            # Every broker refused our credentials: that, not "retry later", is the answer.
+            client.cluster.failed_update(causes[-1], now)
+            return max(min(n.connection_delay(now) for n in nodes), 1.0)
         exc = errors.NoBrokersAvailable("no broker could be reached for metadata ({} tried){}".format(
             len(nodes), ": {}".format(causes[-1]) if causes else ""))
         if causes:
@@ -93,7 +101,8 @@ class MetadataUpdater:
 
     def handle_response(self, response: Any, now: float) -> None:
         self.in_flight = None
-        self._client.cluster.update(response, now)
+        version, asked_all = self._asked
+        self._client.cluster.update(response, now, request_version=version, asked_all=asked_all)
 
     def handle_failure(self, exc: BaseException, now: float) -> None:
         """The connection carrying the Metadata request closed (or the request timed out)."""

@@ -110,7 +110,10 @@ class OffsetsRequestManager:
     def _send_lookup(self, lookup: "_Lookup") -> list[UnsentRequest]:
         by_node, no_leader = utils.group_list_offsets_requests(lookup.remaining, self.metadata)
         if no_leader:
-            self.metadata.request_update()
+            # A refresh that fails for good (an authentication failure) ends the lookup
+            # now instead of at its deadline.
+            self.metadata.request_update().add_errback(
+                lambda exc: None if getattr(exc, "retriable", False) else self._finish_lookup(lookup, exc))
         if not by_node:
             lookup.next_send_ms = self._time_ms() + self.retry_backoff_ms
             return []
