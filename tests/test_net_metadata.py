@@ -179,3 +179,23 @@ def test_a_coordinator_gets_a_node_id_of_its_own_with_the_address_it_was_found_a
     assert m.broker_metadata(node_id) == BrokerMetadata(node_id, "coord-host", 9999, None)
     assert m.broker_metadata(1).host == "h1"  # the broker itself is unchanged
     assert m.add_coordinator(2, "h2", 9093) != node_id
+
+
+def test_an_answer_to_an_older_request_leaves_newer_needs_pending():
+    """Java's requestVersion: a refresh asked for while a request is in flight is answered
+    only by a request sent after it (the one in flight did not ask for it)."""
+    m = ClusterMetadata()
+    first = m.request_update()
+    sent_version = m.request_version  # the updater sends a request now (topics of interest)
+    m.need_all_topic_metadata(True)   # then, in flight, someone needs every topic
+    second = m.request_update()
+    m.update(response({0: (1, 0)}), now_ms=0, request_version=sent_version, asked_all=False)
+    assert first.is_done and first.succeeded()
+    assert not second.is_done
+    assert m.need_update()  # ask again
+    m.update(response({0: (1, 0)}, extra_topics=[Topic(name="other", topic_id=uuid.uuid4(), partitions=[
+        Partition(partition_index=0, leader_id=2, leader_epoch=0, replica_nodes=[2], isr_nodes=[2])])]),
+        now_ms=10, request_version=m.request_version, asked_all=True)
+    assert second.is_done and second.succeeded()
+    assert not m.need_update()
+    assert m.topics() == {"t", "other"}

@@ -58,6 +58,7 @@ class ConsumerDelegate(Protocol):
                           timeout_ms: Optional[int]) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]: ...
     def partitions_for_topic(self, topic: str) -> Optional[set]: ...
     def topics(self) -> set: ...
+    def bootstrap(self, timeout_ms: Optional[int], refresh: bool) -> None: ...
     def bootstrap_connected(self) -> bool: ...
     def group_metadata(self) -> Any: ...
     def metrics(self, raw: bool) -> Optional[dict]: ...
@@ -294,6 +295,16 @@ class KafkaConsumer:
     def topics(self) -> set:
         """The names of the topics the cluster has."""
         return self._call("topics")
+
+    def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
+        """Block until cluster metadata has arrived (kafka-python's ``bootstrap``).
+
+        Metadata otherwise comes lazily with the first call that needs it. With ``refresh``
+        a new update is awaited even if one arrived before. ``timeout_ms=None`` waits
+        ``default_api_timeout_ms`` (kafka-python waits forever); raises
+        ``KafkaTimeoutError`` when no broker answered in time.
+        """
+        self._call("bootstrap", timeout_ms, refresh)
 
     def bootstrap_connected(self) -> bool:
         """Whether a connection to a bootstrap server is established."""

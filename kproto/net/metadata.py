@@ -90,7 +90,11 @@ class ClusterMetadata:
         self._need_update = True
         self._last_refresh_ms = -float("inf")
         self._last_attempt_ms = -float("inf")
-        self._waiters: list[Future] = []
+        # (request version, future): who waits for an update that answers their request.
+        self._waiters: list[tuple[int, Future]] = []
+        # Java's Metadata.requestVersion: bumped by every request for an update, so that a
+        # response to a request sent before the latest need does not settle it.
+        self.request_version = 0
         # Completes a waiter: at once by default; the network client defers it until its
         # lock is released (futures complete with no lock held, so callbacks may send()).
         self._settle: Callable[[Future, Any, BaseException | None], Any] = _settle_now
@@ -114,6 +118,10 @@ class ClusterMetadata:
         node_id = coordinator_connection_id(broker_id)
         self._coordinators[node_id] = BrokerMetadata(node_id, host, port, None)
         return node_id
+
+    def bootstrap_brokers(self) -> set[BrokerMetadata]:
+        """The ``bootstrap_servers`` as nodes (``"bootstrap-<i>"``)."""
+        return set(self._bootstrap.values())
 
     def is_bootstrap(self, node_id: Any) -> bool:
         return node_id in self._bootstrap
@@ -175,6 +183,7 @@ class ClusterMetadata:
         """Fetch every topic (pattern subscriptions) instead of the topics of interest."""
         if value and not self._need_all_topics:
             self._need_update = True
+            self.request_version += 1
         self._need_all_topics = value
 
     def topics_of_interest(self) -> set[str] | None:
@@ -184,10 +193,12 @@ class ClusterMetadata:
     # --- the refresh schedule ------------------------------------------------------------
 
     def request_update(self) -> Future:
-        """Ask for a refresh soon; the future completes (with self) after the next update."""
+        """Ask for a refresh soon; the future completes (with self) after the first update
+        that answers a request sent after this call (an older one in flight does not)."""
         self._need_update = True
+        self.request_version += 1
         future = Future()
-        self._waiters.append(future)
+        self._waiters.append((self.request_version, future))
         return future
 
     def need_update(self) -> bool:
@@ -210,7 +221,7 @@ class ClusterMetadata:
         """The Metadata request failed; fail whoever waits on it and retry after the backoff."""
         self._last_attempt_ms = now_ms
         waiters, self._waiters = self._waiters, []
-        for future in waiters:
+        for _version, future in waiters:
             self._settle(future, None, exception)
 
     def update_last_seen_epoch_if_newer(self, tp: TopicPartition, leader_epoch: int) -> bool:
@@ -246,11 +257,21 @@ class ClusterMetadata:
 
     # --- applying a response ---------------------------------------------------------------
 
-    def update(self, response: Any, now_ms: float) -> None:
-        """Apply a MetadataResponse (any version)."""
+    def update(self, response: Any, now_ms: float, *, request_version: int | None = None,
+               asked_all: bool | None = None) -> None:
+        """Apply a MetadataResponse (any version).
+
+        ``request_version`` and ``asked_all`` describe the request it answers (the
+        ``request_version`` and ``topics_of_interest() is None`` when it was sent); a
+        response to an older request leaves newer needs (and their waiters) pending.
+        Without them the response is taken to answer everything asked so far.
+        """
         brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, getattr(b, "rack", None))
                    for b in response.brokers}
-        asked_all = self._need_all_topics
+        if asked_all is None:
+            asked_all = self._need_all_topics
+        if request_version is None:
+            request_version = self.request_version
         partitions: dict[str, dict[int, PartitionMetadata]] = {}
         topic_ids: dict[str, uuid.UUID] = {}
         internal, unauthorized, invalid, unknown = set(), set(), set(), set()
@@ -316,12 +337,13 @@ class ClusterMetadata:
         self.controller_id = controller if controller is not None and controller >= 0 else None
         self._last_refresh_ms = now_ms
         self._last_attempt_ms = now_ms
-        self._need_update = stale_epoch or retry_soon
+        self._need_update = stale_epoch or retry_soon or request_version < self.request_version
         self.update_count += 1
         log.debug("metadata updated: %d brokers, %d topics%s", len(brokers), len(partitions),
                   " (refresh again soon)" if self._need_update else "")
-        waiters, self._waiters = self._waiters, []
-        for future in waiters:
+        answered = [f for v, f in self._waiters if v <= request_version]
+        self._waiters = [(v, f) for v, f in self._waiters if v > request_version]
+        for future in answered:
             self._settle(future, self, None)
         for listener in list(self._listeners):
             try:

@@ -40,6 +40,7 @@ class MetadataUpdater:
     def __init__(self, client: NetworkClient) -> None:
         self._client = client
         self.in_flight: Any = None  # node id of the Metadata request out, if any
+        self._asked = (0, False)  # (request version, all topics?) of the request out
 
     def maybe_update(self, now: float) -> float:
         """Send a Metadata request when one is due; return ms until the next check."""
@@ -65,8 +66,8 @@ class MetadataUpdater:
             cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
             return client.config["retry_backoff_ms"]
         try:
-            request = build_metadata_request(cluster.topics_of_interest(), version,
-                                             client.config["allow_auto_create_topics"])
+            topics = cluster.topics_of_interest()
+            request = build_metadata_request(topics, version, client.config["allow_auto_create_topics"])
             ifr = node.proto.send(request, version, now_ms=now,
                                   timeout_ms=client.config["request_timeout_ms"])
         except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
@@ -74,6 +75,7 @@ class MetadataUpdater:
             return client.config["retry_backoff_ms"]
         client._internal[id(ifr.future)] = METADATA
         self.in_flight = node_id
+        self._asked = (cluster.request_version, topics is None)
         cluster.attempt(now)
         return float("inf")
 
@@ -99,7 +101,8 @@ class MetadataUpdater:
 
     def handle_response(self, response: Any, now: float) -> None:
         self.in_flight = None
-        self._client.cluster.update(response, now)
+        version, asked_all = self._asked
+        self._client.cluster.update(response, now, request_version=version, asked_all=asked_all)
 
     def handle_failure(self, exc: BaseException, now: float) -> None:
         """The connection carrying the Metadata request closed (or the request timed out)."""

@@ -219,9 +219,10 @@ class ClassicKafkaConsumer:
     def _update_metadata_topics(self) -> None:
         self.metadata.set_topics(self.subscriptions.metadata_topics() | self._lookup_topics)
 
-    def _await_metadata(self, deadline: float) -> None:
-        """A metadata refresh, asked again after retry_backoff_ms while no broker answers."""
-        await_metadata_update(self.client, deadline, self._time_ms, self.retry_backoff_ms, self._client_poll)
+    def _await_metadata(self, deadline: float) -> bool:
+        """A metadata refresh, asked again after retry_backoff_ms while no broker answers;
+        False if none arrived by the deadline."""
+        return await_metadata_update(self.client, deadline, self._time_ms, self.retry_backoff_ms, self._client_poll)
 
     # --- subscription and assignment ------------------------------------------------------
 
@@ -498,8 +499,15 @@ class ClassicKafkaConsumer:
                 self.metadata.need_all_topic_metadata(False)
         return set(self.metadata.topics(self.config["exclude_internal_topics"]))
 
+    def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
+        if refresh or self.metadata.update_count == 0:
+            if not self._await_metadata(self._deadline(timeout_ms)):
+                raise errors.KafkaTimeoutError("no cluster metadata within {} ms".format(
+                    self.default_api_timeout_ms if timeout_ms is None else timeout_ms))
+
     def bootstrap_connected(self) -> bool:
-        return any(self.client.is_ready(b.node_id) for b in self.metadata.brokers())
+        # A ready connection to a bootstrap server or to a broker the metadata named.
+        return any(self.client.is_ready(b.node_id) for b in self.metadata.brokers() | self.metadata.bootstrap_brokers())
 
     def group_metadata(self) -> Any:
         if self.coordinator is None:

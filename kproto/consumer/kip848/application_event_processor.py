@@ -116,6 +116,28 @@ class ApplicationEventProcessor:
         # Completes after the next metadata update (the network step applies it).
         self.metadata.add_topic(topic).add_callback(_answer).add_errback(_fail)
 
+    def _process_ListTopicsEvent(self, event: ev.ListTopicsEvent) -> None:
+        """``topics()``: ask for every topic once, then go back to the topics of interest
+        (unless a pattern subscription needs all of them anyway)."""
+        self.metadata.need_all_topic_metadata(True)
+
+        def _answer(_: Any) -> None:
+            if not self.subscriptions.has_pattern_subscription():
+                self.metadata.need_all_topic_metadata(False)
+            if not event.future.done():
+                event.future.set_result(self.metadata.topics(event.exclude_internal_topics))
+
+        self.metadata.request_update().add_callback(_answer).add_errback(
+            lambda error: None if event.future.done() else event.future.set_exception(error))
+
+    def _process_MetadataUpdateEvent(self, event: ev.MetadataUpdateEvent) -> None:
+        if not event.refresh and self.metadata.update_count > 0:
+            event.future.set_result(None)
+            return
+        self.metadata.request_update().add_callback(
+            lambda _: None if event.future.done() else event.future.set_result(None)).add_errback(
+            lambda error: None if event.future.done() else event.future.set_exception(error))
+
     def _process_CheckAndUpdatePositionsEvent(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
         chain(self.offsets.update_fetch_positions(event.deadline_ms), event.future)
 

@@ -39,7 +39,7 @@ from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, WakeupException
+from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
@@ -410,10 +410,29 @@ class AsyncKafkaConsumer:
         return self._add_and_get(ev.TopicMetadataEvent(topic, self._deadline(None)))
 
     def topics(self) -> set:
-        return self.client.cluster.topics()
+        return self._add_and_get(ev.ListTopicsEvent(bool(self.config["exclude_internal_topics"]),
+                                                    self._deadline(None)))
+
+    def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
+        deadline = self._deadline(timeout_ms)
+        while True:
+            try:
+                self._add_and_get(ev.MetadataUpdateEvent(refresh, deadline))
+                return
+            except KafkaError as exc:
+                # No broker answered yet (all backing off): ask again until the deadline, as
+                # the classic engine's metadata wait does.
+                left = deadline - self._time_ms()
+                if not exc.retriable or left <= 0:
+                    if exc.retriable or isinstance(exc, KafkaTimeoutError):
+                        raise KafkaTimeoutError("no cluster metadata within {} ms".format(
+                            self.default_api_timeout_ms if timeout_ms is None else timeout_ms)) from exc
+                    raise
+                time.sleep(min(left, self.retry_backoff_ms) / 1000.0)
 
     def bootstrap_connected(self) -> bool:
-        return any(self.client.is_ready(b.node_id) for b in self.client.cluster.brokers())
+        # A ready connection to a bootstrap server or to a broker the metadata named.
+        return any(self.client.is_ready(b.node_id) for b in self.client.cluster.brokers() | self.client.cluster.bootstrap_brokers())
 
     def group_metadata(self) -> Any:
         if self.membership is None:

@@ -256,6 +256,22 @@ class TopicMetadataEvent(CompletableApplicationEvent):
         self.topic = topic
 
 
+class ListTopicsEvent(CompletableApplicationEvent):
+    """``topics()``: every topic of the cluster, from one all-topics Metadata request."""
+
+    def __init__(self, exclude_internal_topics: bool, deadline_ms: int) -> None:
+        super().__init__(deadline_ms)
+        self.exclude_internal_topics = exclude_internal_topics
+
+
+class MetadataUpdateEvent(CompletableApplicationEvent):
+    """``bootstrap()`` (kafka-python's): cluster metadata once; with ``refresh``, a new one."""
+
+    def __init__(self, refresh: bool, deadline_ms: int) -> None:
+        super().__init__(deadline_ms)
+        self.refresh = refresh
+
+
 class ConsumerRebalanceListenerMethodName(enum.Enum):
     """Which ConsumerRebalanceListener method a callback event runs."""
 
