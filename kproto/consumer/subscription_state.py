@@ -19,6 +19,9 @@ clears it. An illegal transition raises ``IllegalStateError``.
 Thread safety: every public method holds one ``RLock``, because the KIP-848 engine's
 background thread updates assignments and watermarks while the application thread seeks,
 pauses and reads positions.
+
+The per-partition state machine and position types live in ``topic_partition_state``
+(re-exported here, where the rest of the consumer imports them from).
 """
 
 from __future__ import annotations
@@ -30,10 +33,15 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
+from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
+                                                   LeaderAndEpoch, LogTruncation, TopicPartitionState)
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["AutoOffsetResetStrategy", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
+           "SubscriptionState", "SubscriptionType", "TopicPartitionState"]
 
 log = logging.getLogger("kproto.consumer")
 
@@ -62,145 +70,6 @@ class SubscriptionType(enum.Enum):
     AUTO_PATTERN = "AUTO_PATTERN"
     AUTO_PATTERN_RE2J = "AUTO_PATTERN_RE2J"  # a regex the broker evaluates (KIP-848)
     USER_ASSIGNED = "USER_ASSIGNED"
-
-
-class AutoOffsetResetStrategy(enum.Enum):
-    """What to do without a valid position; ``timestamp`` is ListOffsets' special value."""
-
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    NONE = "none"
-
-    @property
-    def timestamp(self) -> int:
-        if self is AutoOffsetResetStrategy.EARLIEST:
-            return -2
-        if self is AutoOffsetResetStrategy.LATEST:
-            return -1
-        raise IllegalStateError("reset strategy 'none' has no ListOffsets timestamp")
-
-    @classmethod
-    def of(cls, value: "str | AutoOffsetResetStrategy") -> "AutoOffsetResetStrategy":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise IllegalArgumentError("unknown offset reset strategy {!r}".format(value)) from None
-
-
-class FetchState(enum.Enum):
-    INITIALIZING = "INITIALIZING"
-    FETCHING = "FETCHING"
-    AWAIT_RESET = "AWAIT_RESET"
-    AWAIT_VALIDATION = "AWAIT_VALIDATION"
-
-    @property
-    def valid_transitions(self) -> frozenset["FetchState"]:
-        return _TRANSITIONS[self]
-
-    @property
-    def requires_position(self) -> bool:
-        return self in (FetchState.FETCHING, FetchState.AWAIT_VALIDATION)
-
-    @property
-    def has_valid_position(self) -> bool:
-        return self is FetchState.FETCHING
-
-
-_TRANSITIONS: dict[FetchState, frozenset[FetchState]] = {
-    FetchState.INITIALIZING: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
-    FetchState.FETCHING: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
-    FetchState.AWAIT_RESET: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET}),
-    FetchState.AWAIT_VALIDATION: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
-}
-
-
-class LeaderAndEpoch(NamedTuple):
-    """The partition leader's node id and leader epoch as last known (either may be None)."""
-
-    leader: Optional[int] = None
-    epoch: Optional[int] = None
-
-
-class FetchPosition(NamedTuple):
-    """The offset of the next record to return, its leader epoch, and the leader then."""
-
-    offset: int
-    offset_epoch: Optional[int] = None
-    current_leader: LeaderAndEpoch = LeaderAndEpoch()
-
-
-class LogTruncation(NamedTuple):
-    """Validation found the log truncated below ``fetch_position`` (and no reset policy)."""
-
-    topic_partition: TopicPartition
-    fetch_position: FetchPosition
-    divergent_offset: Optional[OffsetAndMetadata]
-
-
-class TopicPartitionState:
-    """One assigned partition's state; only SubscriptionState touches it (under its lock)."""
-
-    __slots__ = ("fetch_state", "position", "high_watermark", "log_start_offset", "last_stable_offset",
-                 "paused", "pending_revocation", "pending_on_assigned_callback", "reset_strategy",
-                 "next_retry_time_ms", "preferred_read_replica", "preferred_read_replica_expiration_ms")
-
-    def __init__(self) -> None:
-        self.fetch_state = FetchState.INITIALIZING
-        self.position: Optional[FetchPosition] = None
-        self.high_watermark: Optional[int] = None
-        self.log_start_offset: Optional[int] = None
-        self.last_stable_offset: Optional[int] = None
-        self.paused = False
-        self.pending_revocation = False
-        self.pending_on_assigned_callback = False
-        self.reset_strategy: Optional[AutoOffsetResetStrategy] = None
-        self.next_retry_time_ms: Optional[int] = None
-        self.preferred_read_replica: Optional[int] = None
-        self.preferred_read_replica_expiration_ms: Optional[int] = None
-
-    def transition_state(self, new_state: FetchState, position: Optional[FetchPosition] = None) -> None:
-        if new_state not in self.fetch_state.valid_transitions:
-            raise IllegalStateError("illegal fetch state transition {} -> {}".format(
-                self.fetch_state.name, new_state.name))
-        if new_state.requires_position:
-            if position is None:
-                raise IllegalStateError("transitioned to {} without a position".format(new_state.name))
-            self.position = position
-        else:
-            self.position = None
-        self.fetch_state = new_state
-        self.next_retry_time_ms = None
-
-    def is_fetchable(self) -> bool:
-        return (not self.paused and not self.pending_revocation and not self.pending_on_assigned_callback
-                and self.fetch_state.has_valid_position)
-
-    def seek_validated(self, position: FetchPosition) -> None:
-        self.transition_state(FetchState.FETCHING, position)
-
-    def seek_unvalidated(self, position: FetchPosition) -> None:
-        self.seek_validated(position)
-        self.validate_position(position)
-
-    def validate_position(self, position: FetchPosition) -> None:
-        # Without both epochs there is nothing OffsetForLeaderEpoch could check.
-        if position.offset_epoch is not None and position.current_leader.epoch is not None:
-            self.transition_state(FetchState.AWAIT_VALIDATION, position)
-        else:
-            self.transition_state(FetchState.FETCHING, position)
-
-    def reset(self, strategy: AutoOffsetResetStrategy) -> None:
-        self.transition_state(FetchState.AWAIT_RESET)
-        self.reset_strategy = strategy
-
-    def awaiting_retry_backoff(self, now_ms: int) -> bool:
-        return self.next_retry_time_ms is not None and now_ms < self.next_retry_time_ms
-
-    def __repr__(self) -> str:
-        return "TopicPartitionState(fetch_state={}, position={}, paused={})".format(
-            self.fetch_state.name, self.position, self.paused)
 
 
 @_synchronize_public_methods
