@@ -3,7 +3,8 @@
 ``consume`` prints records of a topic like kafka-console-consumer, or JSON lines with
 ``--json``. Without ``--bootstrap-server`` it starts the embedded Tansu broker
 (``kproto[embedded]``), seeds a sample topic with an independent producer and consumes it,
-so a fresh machine can see kproto work end to end.
+so a fresh machine can see kproto work end to end. ``--consumer-property KEY=VALUE`` (as
+kafka-console-consumer's) passes any KafkaConsumer argument, e.g. TLS or SASL settings.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
                        group_protocol=args.group_protocol, enable_auto_commit=args.group is not None)
         if args.group:
             configs["group_id"] = args.group
+        configs.update(parse_consumer_properties(args.consumer_property))
         with KafkaConsumer(**configs) as consumer:
             if args.group:
                 consumer.subscribe([topic])
@@ -122,6 +124,31 @@ class CliError(Exception):
     """A usage or run-time problem reported as one line on stderr (exit status 1)."""
 
 
+def parse_consumer_properties(items: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs into KafkaConsumer kwargs.
+
+    Keys take kafka-python's names or Java's dotted ones (``security.protocol`` is
+    ``security_protocol``); values that read as integers or true/false become those, the
+    rest stay strings. The consumer's own validation rejects unknown keys and bad values.
+    """
+    configs: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace(".", "_").replace("-", "_")
+        if not sep or not key:
+            raise CliError("--consumer-property wants KEY=VALUE, not {!r}".format(item))
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                pass
+        configs[key] = value
+    return configs
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kproto",
                                      description="kproto: a pure-Python Kafka consumer")
@@ -139,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     c.add_argument("--sample-records", type=int, default=1000,
                    help="records to seed into the embedded broker's sample topic")
+    c.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="any KafkaConsumer argument (kafka-python or Java name), e.g. "
+                        "security.protocol=SASL_SSL; repeatable")
     c.add_argument("--debug", action="store_true", help="log at DEBUG (kproto.wire shows the protocol)")
     return parser
 
