@@ -59,6 +59,17 @@ def test_kafka_settings_translate_to_kproto_names_and_types():
     assert config["client_id"] == "spark-job" and config["ssl_check_hostname"] is False
 
 
+def test_sasl_jaas_config_of_the_plain_and_scram_modules_gives_the_credentials():
+    # What a Java Spark Kafka job carries, quotes and separators inside the values included.
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="al\\"ice" password="p=w;d";')
+    opts = parse(**{"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                    "kafka.sasl.jaas.config": jaas})
+    config = opts.client_config
+    assert (config["security_protocol"], config["sasl_mechanism"]) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (config["sasl_plain_username"], config["sasl_plain_password"]) == ('al"ice', "p=w;d")
+
+
 def test_kafka_group_id_names_every_consumer_of_the_query_and_commits_stay_off():
     from kproto.spark.reader import task_consumer_config
 
@@ -104,6 +115,10 @@ BAD = [
     ({"kafka.value.deserializer": "x"}, "always returned as bytes"),
     ({"kafka.enable.auto.commit": "true"}, "never in Kafka"),
     ({"kafka.ssl.truststore.location": "/x.jks"}, "PEM"),
+    ({"kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"},
+     "only PlainLoginModule / ScramLoginModule"),
+    ({"kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u";'},
+     'needs username="..." and password="..."'),
     ({"kafka.no.such.setting": "1"}, "unknown Kafka client setting 'no.such.setting'"),
     ({"kafka.selector": "x"}, "cannot be given as a string"),
     ({"kafka.isolation.level": "dirty"}, "isolation_level"),

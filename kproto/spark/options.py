@@ -62,8 +62,9 @@ _JAVA_ALIASES = {
 _JAVA_UNSUPPORTED = {
     "ssl.truststore.location": "kproto reads PEM files: use kafka.ssl.cafile",
     "ssl.keystore.location": "kproto reads PEM files: use kafka.ssl.certfile and kafka.ssl.keyfile",
-    "sasl.jaas.config": "kproto does not implement SASL",
 }
+# sasl.jaas.config login modules kproto reads the username and password from.
+_JAAS_CREDENTIAL_MODULES = ("PlainLoginModule", "ScramLoginModule")
 # Settings kproto's consumer takes only as Python objects; a string option cannot set them.
 _OBJECT_SETTINGS = frozenset((
     "ssl_context", "selector", "socket_options", "metric_reporters", "kafka_client",
@@ -211,6 +212,23 @@ def _parse_offsets(name: str, value: str, *, streaming: bool, ending: bool) -> O
     return parsed
 
 
+def _jaas_credentials(key: str, value: str) -> dict:
+    """``sasl.jaas.config`` of the PLAIN or SCRAM login module as kproto's username and
+    password (``...LoginModule required username="u" password="p";``). Other modules
+    (OAUTHBEARER's callback handlers, Kerberos) name JVM classes kproto cannot run."""
+    text = str(value).strip()
+    module = re.match(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b", text)
+    if module is None or not module.group(1).endswith(_JAAS_CREDENTIAL_MODULES):
+        raise _fail("option '{}': kproto reads only PlainLoginModule / ScramLoginModule credentials from "
+                    "sasl.jaas.config (for OAUTHBEARER pass a token provider to KafkaConsumer; Kerberos is "
+                    "not supported)".format(key))
+    pairs = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', text[module.end():]))
+    if "username" not in pairs or "password" not in pairs:
+        raise _fail("option '{}': sasl.jaas.config needs username=\"...\" and password=\"...\"".format(key))
+    unescape = lambda v: re.sub(r"\\(.)", r"\1", v)  # noqa: E731
+    return {"sasl_plain_username": unescape(pairs["username"]), "sasl_plain_password": unescape(pairs["password"])}
+
+
 def client_settings(options: Mapping[str, str]) -> dict:
     """The ``kafka.*`` options as KafkaConsumer kwargs (Java names -> kproto names, typed)."""
     config: dict = {}
@@ -222,6 +240,9 @@ def client_settings(options: Mapping[str, str]) -> dict:
             raise _fail("Kafka option '{}' is not supported: {}".format(java, _REFUSED_CLIENT_SETTINGS[java]))
         if java in _JAVA_UNSUPPORTED:
             raise _fail("Kafka option '{}' is not supported: {}".format(java, _JAVA_UNSUPPORTED[java]))
+        if java == "sasl.jaas.config":
+            config.update(_jaas_credentials(key, value))
+            continue
         name = _JAVA_ALIASES.get(java, java.replace(".", "_"))
         if name not in DEFAULT_CONFIG:
             raise _fail("unknown Kafka client setting '{}' (option '{}'; kproto consumer settings are "
