@@ -50,3 +50,21 @@ def test_bootstrap_times_out_when_no_broker_answers(group_protocol):
         assert not consumer.bootstrap_connected()
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("group_protocol", ENGINES)
+def test_partitions_for_a_topic_created_after_the_consumer_first_asked(broker, group_protocol):
+    name = "later-{}-{}".format(group_protocol, time.monotonic_ns())
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_protocol=group_protocol,
+                             allow_auto_create_topics=False)
+    try:
+        assert consumer.partitions_for_topic(name) is None  # not there yet
+        broker.create_topic(name, 3)
+        # The topic is now "of interest" with no metadata: a new lookup must ask again.
+        deadline = time.monotonic() + 20
+        found = None
+        while found is None and time.monotonic() < deadline:
+            found = consumer.partitions_for_topic(name)
+        assert found == {0, 1, 2}
+    finally:
+        consumer.close()

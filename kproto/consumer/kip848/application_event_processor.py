@@ -113,8 +113,10 @@ class ApplicationEventProcessor:
             if not event.future.done():
                 event.future.set_exception(error)
 
-        # Completes after the next metadata update (the network step applies it).
-        self.metadata.add_topic(topic).add_callback(_answer).add_errback(_fail)
+        # Completes after an update that answers a request made from now on (the topic may
+        # already be of interest with its metadata still missing: ask anyway).
+        self.metadata.add_topic(topic)
+        self.metadata.request_update().add_callback(_answer).add_errback(_fail)
 
     def _process_ListTopicsEvent(self, event: ev.ListTopicsEvent) -> None:
         """``topics()``: ask for every topic once, then go back to the topics of interest
