@@ -191,7 +191,9 @@ def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monke
 
 
 def test_bad_tls_settings_are_configuration_errors(tmp_path):
-    with pytest.raises(errors.KafkaConfigurationError):
+    with pytest.raises(errors.KafkaConfigurationError, match="not supported"):
+        NetworkClient(bootstrap_servers="localhost:1", security_protocol="TLS")
+    with pytest.raises(errors.KafkaConfigurationError, match="sasl_mechanism"):
         NetworkClient(bootstrap_servers="localhost:1", security_protocol="SASL_SSL")
     with pytest.raises(errors.KafkaConfigurationError):
         NetworkClient(bootstrap_servers="localhost:1", security_protocol="SSL",
