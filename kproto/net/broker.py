@@ -7,7 +7,9 @@ and the sans-IO :class:`~kproto.net.connection.Connection`; the SASL authenticat
 ``SASL_*`` connection (:mod:`kproto.net.sasl`, driven by the client); and the reconnect backoff
 (exponential, jittered, between ``reconnect_backoff_ms`` and ``reconnect_backoff_max_ms``).
 It never touches the selector or a lock: the network client calls it from its poll loop
-and reads ``interest()`` to know what to wait for.
+and reads ``interest()`` to know what to wait for. Its ``listener`` (a
+:class:`~kproto.net.network_listener.NetworkListener`, None when unused) hears about
+connections opened and closed, bytes moved and request/response frames, as they happen.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class BrokerConnection:
         self._addresses: list[tuple] = []
         self._address_index = 0
         self._tls_wants = selectors.EVENT_WRITE
+        self.listener: Any = None  # NetworkListener, set by the client
 
     def __repr__(self) -> str:
         return "<BrokerConnection node={} {}:{} {}>".format(
@@ -176,6 +179,8 @@ class BrokerConnection:
         self.proto = proto
         self.state = ConnectionState.API_VERSIONS
         self.last_activity_ms = now_ms
+        if self.listener is not None:
+            self.listener.connection_created(self.node_id)
 
     def authenticating(self, api_versions: dict[int, tuple[int, int]], authenticator: Any) -> None:
         """ApiVersions done on a SASL connection: authenticate before anything else."""
@@ -195,29 +200,42 @@ class BrokerConnection:
     def write(self, now_ms: float) -> None:
         """Write as much queued output as the socket takes."""
         assert self.sock is not None and self.proto is not None
-        while self.proto.has_pending_output():
-            try:
-                sent = self.sock.send(self.proto.pending_output())
-            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-                return
-            except OSError as exc:
-                raise errors.KafkaConnectionError("write to node {} failed: {}".format(
-                    self.node_id, exc)) from exc
-            if sent == 0:
-                return
-            self.proto.advance_output(sent)
-            self.last_activity_ms = now_ms
+        listener = self.listener
+        written = 0
+        try:
+            while self.proto.has_pending_output():
+                try:
+                    sent = self.sock.send(self.proto.pending_output())
+                except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                    return
+                except OSError as exc:
+                    raise errors.KafkaConnectionError("write to node {} failed: {}".format(
+                        self.node_id, exc)) from exc
+                if sent == 0:
+                    return
+                completed = self.proto.advance_output(sent)
+                written += sent
+                self.last_activity_ms = now_ms
+                if listener is not None:
+                    for ifr in completed:
+                        listener.request_sent(self.node_id, ifr.api_key, ifr.size)
+        finally:
+            if written and listener is not None:
+                listener.bytes_sent(self.node_id, written)
 
     def read(self, now_ms: float) -> tuple[list, errors.KafkaError | None]:
         """Read what is available: the completed (InFlightRequest, response) pairs, and
         the error that ended the connection if one did (pairs completed before it kept)."""
         assert self.sock is not None and self.proto is not None
         done: list = []
+        error: errors.KafkaError | None = None
+        nbytes = 0
         try:
             for _ in range(_MAX_READS_PER_EVENT):
                 data = self._recv(_RECV_CHUNK)
                 if data is None:
                     break
+                nbytes += len(data)
                 done.extend(self.proto.receive(data))
                 self.last_activity_ms = now_ms
             else:
@@ -228,12 +246,23 @@ class BrokerConnection:
                     data = self._recv(pending)
                     if data is None:
                         break
+                    nbytes += len(data)
                     done.extend(self.proto.receive(data))
                     pending = self.sock.pending()  # type: ignore[attr-defined]
         except errors.KafkaError as exc:
             done.extend(getattr(exc, "completed", ()))
-            return done, exc
-        return done, None
+            error = exc
+        if self.listener is not None:
+            self._report_read(nbytes, done, now_ms)
+        return done, error
+
+    def _report_read(self, nbytes: int, done: list, now_ms: float) -> None:
+        listener, node_id = self.listener, self.node_id
+        if nbytes:
+            listener.bytes_received(node_id, nbytes)
+        for ifr, response in done:
+            listener.response_received(node_id, ifr.api_key, ifr.response_size, now_ms - ifr.send_time_ms,
+                                       getattr(response, "throttle_time_ms", 0) or 0)
 
     def _recv(self, size: int) -> bytes | None:
         """Bytes from the socket; None if none are available now."""
@@ -259,6 +288,8 @@ class BrokerConnection:
             except OSError:
                 pass
             self.sock = None
+        if self.proto is not None and self.listener is not None:
+            self.listener.connection_closed(self.node_id)
         pending = self.proto.close() if self.proto is not None else []
         self.proto = None
         self.state = ConnectionState.DISCONNECTED

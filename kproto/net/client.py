@@ -26,6 +26,9 @@ server signature that does not verify, the broker hanging up mid-exchange) is fa
 Java's ``authenticationException(node)``: the node's requests and metadata waiters fail
 with the ``AuthenticationError``, the node backs off, and the next ``poll()`` raises it
 once (Java's ``ConsumerNetworkClient.poll``); it is never retried silently.
+
+``network_listener`` (:mod:`kproto.net.network_listener`; None by default) observes
+connections, bytes, frames and select/I-O time: the consumer's network metrics use it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from kproto.net.connection import Connection, InFlightRequest, highest_common_ve
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata, response_needs_metadata_update
 from kproto.net.metadata_updater import METADATA, MetadataUpdater
+from kproto.net.network_listener import NetworkListener
 from kproto.net.channel_authenticator import SASL, ChannelAuthenticator
 from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
@@ -76,9 +80,10 @@ class _Unsent:
 class NetworkClient:
     """Non-blocking client for many brokers; see the module docstring for the threading."""
 
-    def __init__(self, **configs: Any) -> None:
+    def __init__(self, *, network_listener: NetworkListener | None = None, **configs: Any) -> None:
         # Unknown keys are ignored so the consumer can hand over its whole configuration.
         self.config = {k: configs.get(k, v) for k, v in DEFAULT_CONFIG.items()}
+        self._listener = network_listener
         self._ssl_context = build_ssl_context(self.config)
         self._authenticator = ChannelAuthenticator(self)  # SASL; checks its settings now
         bootstrap = [BrokerMetadata("bootstrap-{}".format(i), host, port, None)
@@ -330,9 +335,11 @@ class NetworkClient:
                 timeout_ms = min(timeout_ms, self._next_timeout_ms(now))
                 self._sync_selector()
                 self._selecting = True
+            select_start = time.perf_counter_ns()
             try:
                 events = self._selector.select(max(timeout_ms, 0.0) / 1000.0)
             finally:
+                select_end = time.perf_counter_ns()
                 with self._lock:
                     self._selecting = False
             with self._lock:
@@ -344,6 +351,8 @@ class NetworkClient:
                         self._handle_io(key.data, mask, now)
                 self._handle_timeouts(now)
                 self._write_all(now)
+                if self._listener is not None:
+                    self._listener.poll_done(select_end - select_start, time.perf_counter_ns() - select_end)
         finally:
             self._io_lock.release()
         return self._complete_futures()
@@ -549,6 +558,7 @@ class NetworkClient:
             if broker is None:
                 raise errors.UnknownBrokerIdError("node {} is not in the cluster metadata".format(node_id))
             node = BrokerConnection(node_id, broker.host, broker.port, self.config, self._ssl_context)
+            node.listener = self._listener
             self._nodes[node_id] = node
         elif (broker is not None and node.state is ConnectionState.DISCONNECTED
               and (broker.host, broker.port) != (node.host, node.port)):

@@ -40,7 +40,7 @@ class InFlightRequest:
     """A request written (or queued to be written) and waiting for its response."""
 
     __slots__ = ("correlation_id", "api_key", "api_version", "request", "future",
-                 "send_time_ms", "deadline_ms", "size")
+                 "send_time_ms", "deadline_ms", "size", "response_size")
 
     def __init__(self, correlation_id: int, api_key: int, api_version: int, request: Any,
                  future: Future, send_time_ms: float, deadline_ms: float, size: int) -> None:
@@ -51,7 +51,8 @@ class InFlightRequest:
         self.future = future
         self.send_time_ms = send_time_ms
         self.deadline_ms = deadline_ms
-        self.size = size
+        self.size = size  # the request frame's bytes, size prefix included
+        self.response_size = 0  # the response frame's, once it arrived
 
     def __repr__(self) -> str:
         return "<InFlightRequest {} v{} corr={}>".format(
@@ -79,6 +80,7 @@ class Connection:
         self._in_flight: collections.deque[InFlightRequest] = collections.deque()
         # Outgoing frames not yet (fully) written; _out_pos is how much of the first is sent.
         self._out: collections.deque[memoryview] = collections.deque()
+        self._out_requests: collections.deque[InFlightRequest] = collections.deque()  # one per frame
         self._out_pos = 0
         # Incoming frame being assembled: 4-byte size prefix, then exactly `size` bytes.
         self._prefix = bytearray()
@@ -125,6 +127,7 @@ class Connection:
                               future if future is not None else Future(), now_ms,
                               now_ms + timeout_ms, size + 4)
         self._in_flight.append(ifr)
+        self._out_requests.append(ifr)
         wire.trace_request(self.node_id, correlation_id, request, api_version)
         return ifr
 
@@ -137,18 +140,22 @@ class Connection:
     def has_pending_output(self) -> bool:
         return bool(self._out)
 
-    def advance_output(self, n: int) -> None:
-        """``n`` bytes of ``pending_output()`` were written."""
+    def advance_output(self, n: int) -> list[InFlightRequest]:
+        """``n`` bytes of ``pending_output()`` were written; returns the requests whose
+        frames that completed (Java's completed sends: what request metrics count)."""
+        sent: list[InFlightRequest] = []
         while n > 0 and self._out:
             left = len(self._out[0]) - self._out_pos
             if n < left:
                 self._out_pos += n
-                return
+                return sent
             n -= left
             self._out.popleft()
+            sent.append(self._out_requests.popleft())
             self._out_pos = 0
         if n > 0:
             raise errors.IllegalStateError("advanced past the queued output")
+        return sent
 
     # --- receiving ----------------------------------------------------------------
 
@@ -211,6 +218,7 @@ class Connection:
                                    ifr.api_version, strict=self.strict)
         # Only now: a frame that fails to decode leaves its request in flight to be failed.
         self._in_flight.popleft()
+        ifr.response_size = len(frame) + 4
         wire.trace_response(self.node_id, correlation_id, response, ifr.api_version)
         return ifr, response
 
@@ -229,6 +237,7 @@ class Connection:
         pending = list(self._in_flight)
         self._in_flight.clear()
         self._out.clear()
+        self._out_requests.clear()
         self._out_pos = 0
         self._frame = None
         self._prefix.clear()

@@ -38,6 +38,7 @@ from kproto.consumer.offsets import OffsetFetcher
 from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker, await_metadata_update
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient, monotonic_ms
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -130,8 +131,6 @@ class ClassicKafkaConsumer:
         self.retry_backoff_ms: int = config["retry_backoff_ms"]
         self.isolation_level: str = config["isolation_level"]
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
-        self.client = NetworkClient(**dict(config))
-        self.metadata = self.client.cluster
         self.fetch_config = FetchConfig.from_config(config)
         # Metrics (None when metrics_enabled is off): see DESIGN.md "Metrics".
         self._metrics = build_metrics(config)
@@ -140,6 +139,9 @@ class ClassicKafkaConsumer:
         if self._metrics is not None:
             self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix, self.isolation_level)
             self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
+        self.client = NetworkClient(network_listener=selector_metrics(
+            self._metrics, prefix, getattr(self.fetch_metrics, "throttle_time", None)), **dict(config))
+        self.metadata = self.client.cluster
         # The Fetcher stamps wall-clock times on positions (preferred replica expiry) and
         # takes its own clock; everything timed here uses the monotonic one.
         self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config, metrics_manager=self.fetch_metrics)

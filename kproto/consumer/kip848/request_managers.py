@@ -26,6 +26,7 @@ from kproto.consumer.kip848.member_state import MemberState
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
+from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
 
 # Java's retry.backoff.max.ms default; kafka-python has no such setting.
@@ -54,7 +55,10 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
                     coordinator_metrics: Any = None) -> Resources:
     """The background resources; ``fetch_metrics`` (FetchMetricsManager) and
     ``coordinator_metrics`` (CoordinatorMetrics) are None when metrics are off."""
-    client = NetworkClient(**dict(config))
+    # The network metrics share the fetch metrics' registry (both None when metrics are off).
+    client = NetworkClient(network_listener=selector_metrics(
+        getattr(fetch_metrics, "metrics", None), config["metric_group_prefix"],
+        getattr(fetch_metrics, "throttle_time", None)), **dict(config))
     metadata = client.cluster
     now = time_ms()
     retry_backoff_ms = config["retry_backoff_ms"]
