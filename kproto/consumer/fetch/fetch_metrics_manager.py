@@ -6,9 +6,9 @@ Who records what (one home for both engines, the shared fetch pipeline):
 * ``AbstractFetch.handle_fetch_success`` (the thread that completed the response: the
   application or heartbeat thread in the classic engine, the background thread in the
   KIP-848 one): ``fetch-latency-avg/max``, ``fetch-rate/total``, and
-  ``fetch-throttle-time-avg/max`` from the response's ``throttle_time_ms`` (Java records
-  throttling in its NetworkClient for every Fetch response; kproto's network layer has no
-  metrics hook, so it is read here). It hands each ``CompletedFetch`` of the response one
+  ``fetch-throttle-time-avg/max`` from the response's ``throttle_time_ms`` (the network
+  listener, ``kproto.metrics.selector_metrics``, records every other response's throttle
+  time into the same sensor, as Java's NetworkClient does). It hands each ``CompletedFetch`` of the response one
   ``FetchMetricsAggregator``.
 * ``CompletedFetch.drain`` (application thread: fully read, stale, errored or dropped)
   reports its bytes (sizes of the batches iterated) and records handed out to the
