@@ -28,10 +28,12 @@ from kproto.consumer.classic.consumer_protocol import (
 from kproto.messages import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 from kproto.structs import TopicPartition
 from tests.brokers import raw
+from tests.test_group_support import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 TOPIC = "cp-interop"
+SYNC_GROUP = 14
 
 
 class RawLeader:
@@ -135,6 +137,15 @@ class LibrdkafkaMember:
         self._consumer.close()
 
 
+def _sync_after_librdkafka(cluster, leader: RawLeader, assignments: dict) -> None:
+    """The leader's SyncGroup, sent only once librdkafka's SyncGroup of this round has
+    reached the mock (the caller cleared the tracked requests before the round's join):
+    the mock refuses a follower's SyncGroup that arrives after the leader's
+    (INVALID_REQUEST), and librdkafka would rejoin instead of taking the assignment."""
+    wait_for(lambda: SYNC_GROUP in [r.api_key for r in cluster.requests()], "librdkafka's SyncGroup")
+    leader.sync(assignments)
+
+
 def _the_other(resp, me: str):
     (other,) = [m for m in resp.members if m.member_id != me]
     return other.member_id, bytes(other.metadata)
@@ -151,10 +162,12 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
     leader.join(mine)
     leader.sync({leader.member_id: encode_assignment(Assignment([]))})
 
+    cluster.start_request_tracking()
     member = LibrdkafkaMember(address, group, strategy, "rack-x")
     try:
         # 1. librdkafka joins: its v3 subscription, nothing owned yet
         leader.wait_for_rebalance()
+        cluster.clear_requests()
         resp = leader.join(mine)
         assert resp.leader == leader.member_id
         rd_id, rd_bytes = _the_other(resp, leader.member_id)
@@ -165,14 +178,15 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
         # 2. it consumes an assignment our encoder wrote
         given = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 2), TopicPartition(TOPIC, 3)]
         ours = [TopicPartition(TOPIC, 1)]
-        leader.sync({leader.member_id: encode_assignment(Assignment(ours)),
-                     rd_id: encode_assignment(Assignment(given))})
+        _sync_after_librdkafka(cluster, leader, {leader.member_id: encode_assignment(Assignment(ours)),
+                                                 rd_id: encode_assignment(Assignment(given))})
         assert member.wait_assignments(1, tick=leader.keep_alive) == given
 
         # 3. we rejoin; a cooperative member keeps its partitions and reports them + generation
         assignor = CooperativeStickyAssignor()
         generation = leader.generation
         ((_, our_metadata),) = group_protocols([assignor], [TOPIC], ours, generation)
+        cluster.clear_requests()
         resp = leader.join(our_metadata)
         rd_id, rd_bytes = _the_other(resp, leader.member_id)
         sub = decode_subscription(rd_bytes)
@@ -186,16 +200,17 @@ def test_librdkafka_subscription_bytes_and_our_assignments(mock_cluster_factory)
         kept = result[rd_id]
         assert len(kept) == 2 and set(kept) < set(given) and result[leader.member_id] == ours
         moving = sorted(set(given) - set(kept))
-        leader.sync(out)
+        _sync_after_librdkafka(cluster, leader, out)
         assert member.wait_revocations(1, tick=leader.keep_alive) == moving
 
         # 5. librdkafka rejoins after revoking; round 2 hands the partition over
         ((_, our_metadata),) = group_protocols([assignor], [TOPIC], ours, leader.generation)
+        cluster.clear_requests()
         resp = leader.join(our_metadata)
         assert sorted(decode_subscription(_the_other(resp, leader.member_id)[1]).owned_partitions) == kept
         out = perform_assignment(assignor, ClusterView({TOPIC: 4}), resp.members, RebalanceProtocol.COOPERATIVE)
         result = {m: sorted(decode_assignment(b).partitions()) for m, b in out.items()}
         assert result[leader.member_id] == sorted(ours + moving) and result[rd_id] == kept
-        leader.sync(out)
+        _sync_after_librdkafka(cluster, leader, out)
     finally:
         member.close()
