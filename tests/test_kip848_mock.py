@@ -221,6 +221,22 @@ def test_compiled_pattern_is_matched_by_the_client(broker) -> None:
 
 
 @pytest.mark.needs("kip848")
+def test_compiled_pattern_subscribed_before_any_metadata_joins_with_the_matches(broker) -> None:
+    """A fresh consumer has no metadata when it subscribes: it joins only once the pattern
+    has been matched against an update, so the first heartbeat names the topics (an empty
+    first heartbeat makes librdkafka's mock abort the process, and some brokers refuse it)."""
+    prefix = "cy{}".format(time.monotonic_ns() % 10**9)
+    topic = broker.new_topic(partitions=2, prefix=prefix)
+    written = broker.produce(topic, 8)
+    consumer = make_consumer(broker, "g-" + topic)
+    consumer.subscribe(pattern=re.compile(re.escape(prefix) + ".*"))
+    seen: dict = {}
+    drive([consumer], lambda: len(seen) == len(written), seen)
+    assert consumer.assignment() == {TP(topic, 0), TP(topic, 1)}
+    consumer.close()
+
+
+@pytest.mark.needs("kip848")
 def test_mixed_group_with_a_librdkafka_member(broker) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = broker.new_topic(partitions=4, prefix="k848")

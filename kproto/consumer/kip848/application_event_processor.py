@@ -233,8 +233,12 @@ class ApplicationEventProcessor:
             self.metadata.add_listener(self._update_pattern_subscription)
             self._pattern_listener_added = True
         self._update_pattern_subscription(self.metadata)
-        self.metadata.request_update()
-        self.membership.on_subscription_updated()
+        # Join once the pattern has been matched against a metadata update asked for now
+        # (Java joins at once, with whatever the cached metadata matched: often nothing
+        # on a fresh consumer, and a first heartbeat with no topic names and no regex
+        # is refused by some brokers and makes librdkafka's mock abort).
+        membership = self.membership
+        self.metadata.request_update().add_both(lambda _result: membership.on_subscription_updated())
         event.future.set_result(None)
 
     def _update_pattern_subscription(self, metadata: Any) -> None:
