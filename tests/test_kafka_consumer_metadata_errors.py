@@ -17,7 +17,8 @@ from kproto.errors import TopicAuthorizationFailedError
 DEADLINE_S = 60.0
 
 
-def _consume_after_error(consumer: KafkaConsumer, broker, topic: str, written) -> None:
+def consume_after_error(consumer: KafkaConsumer, broker, topic: str, written) -> None:
+    """poll() raises the topic's authorization error until it is cleared; then every written record arrives."""
     deadline = time.monotonic() + DEADLINE_S
     with pytest.raises(TopicAuthorizationFailedError, match=topic):
         while True:
@@ -49,6 +50,6 @@ def test_unauthorized_topic_is_raised_from_poll_then_consumption_resumes(broker,
             consumer.subscribe([topic])
         else:
             consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-        _consume_after_error(consumer, broker, topic, written)
+        consume_after_error(consumer, broker, topic, written)
     finally:
         consumer.close()

@@ -88,7 +88,8 @@ def test_poll_zero_returns_buffered_records_without_spinning(broker) -> None:
         consumer.close()
 
 
-def _drain(consumer: KafkaConsumer, n: int) -> set:
+def drain(consumer: KafkaConsumer, n: int) -> set:
+    """Poll until ``n`` distinct (partition, offset) pairs arrived (a bound turns a hang into a failure)."""
     seen: set = set()
     deadline = time.monotonic() + 60
     while len(seen) < n:
@@ -106,13 +107,13 @@ def test_unsubscribe_leaves_and_subscribe_rejoins(broker) -> None:
                              group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
     try:
         consumer.subscribe([topic])
-        assert _drain(consumer, 10) == {(r.partition, r.offset) for r in first}
+        assert drain(consumer, 10) == {(r.partition, r.offset) for r in first}
         consumer.commit()
         consumer.unsubscribe()
         assert consumer.assignment() == set() and consumer.subscription() is None
         second = broker.produce(topic, 6, start_index=10)
         consumer.subscribe([topic])
-        assert _drain(consumer, 6) == {(r.partition, r.offset) for r in second}  # resumed at the commit
+        assert drain(consumer, 6) == {(r.partition, r.offset) for r in second}  # resumed at the commit
     finally:
         consumer.close()
 
@@ -128,7 +129,7 @@ def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
         assert consumer.partitions_for_topic(topic) == {0, 1}  # fetched on demand
         consumer.assign([tp0, tp1])
         everything = {(r.partition, r.offset) for r in written}
-        assert _drain(consumer, len(written)) == everything
+        assert drain(consumer, len(written)) == everything
         consumer.commit()
         end = max(r.offset for r in written if r.partition == 0) + 1
         assert consumer.committed(tp0) == end == consumer.position(tp0)
@@ -142,7 +143,7 @@ def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
         if broker.name == "apache_kafka":  # the mock does not search by timestamp (answers -1)
             assert found[tp0].offset == expected
         consumer.seek_to_beginning()
-        assert _drain(consumer, len(written)) == everything
+        assert drain(consumer, len(written)) == everything
     finally:
         consumer.close()
 
@@ -168,6 +169,6 @@ def test_poll_without_updating_offsets_leaves_positions_to_the_caller(broker) ->
             again = consumer.poll(timeout_ms=200, max_records=3, update_offsets=False).get(tp, [])
         assert [r.offset for r in again] == [0, 1, 2]
         consumer.seek(tp, 3)  # the caller moves on itself
-        assert _drain(consumer, len(written) - 3) == {(0, r.offset) for r in written[3:]}
+        assert drain(consumer, len(written) - 3) == {(0, r.offset) for r in written[3:]}
     finally:
         consumer.close()

@@ -15,8 +15,8 @@ import pytest
 
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.consumer.kip848.member_state import MemberState
-from kproto.errors import TopicAuthorizationFailedError
 from kproto.structs import TopicPartition as TP
+from tests.test_kafka_consumer_metadata_errors import consume_after_error
 
 pytestmark = [pytest.mark.broker]
 
@@ -462,19 +462,5 @@ def test_unauthorized_topic_in_metadata_is_raised_from_poll_then_consumption_res
     broker.set_topic_error(topic, 29)  # TOPIC_AUTHORIZATION_FAILED in Metadata responses
     consumer = make_consumer(broker, "g-" + topic, metadata_max_age_ms=500)
     consumer.subscribe([topic])
-    deadline = time.monotonic() + DEADLINE_S
-    with pytest.raises(TopicAuthorizationFailedError, match=topic):
-        while True:
-            assert time.monotonic() < deadline, "the metadata error was never raised"
-            consumer.poll(timeout_ms=100)
-    broker.set_topic_error(topic, 0)
-    seen: set = set()
-    while len(seen) < len(written):
-        assert time.monotonic() < deadline, "consumption did not resume; seen {}".format(len(seen))
-        try:
-            records = consumer.poll(timeout_ms=100)
-        except TopicAuthorizationFailedError:
-            continue  # from a metadata update before the error was cleared
-        seen.update((tp.partition, r.offset) for tp, batch in records.items() for r in batch)
-    assert seen == {(r.partition, r.offset) for r in written}
+    consume_after_error(consumer, broker, topic, written)
     consumer.close()

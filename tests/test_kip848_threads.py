@@ -27,6 +27,7 @@ from kproto.consumer.kip848.member_state import MemberState
 from kproto.errors import KafkaTimeoutError
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition as TP
+from tests.test_kip848_consumer import drain
 
 pytestmark = [pytest.mark.broker]
 
@@ -48,16 +49,6 @@ class Lost:
 
     def on_partitions_lost(self, partitions) -> None:
         self.log.append(("lost", sorted(partitions)))
-
-
-def _drain(consumer: KafkaConsumer, n: int) -> set:
-    seen: set = set()
-    deadline = time.monotonic() + DEADLINE_S
-    while len(seen) < n:
-        assert time.monotonic() < deadline, "got {} of {}".format(len(seen), n)
-        for tp, records in consumer.poll(timeout_ms=200).items():
-            seen.update((tp.partition, r.offset) for r in records)
-    return seen
 
 
 @pytest.mark.needs("kip848")
@@ -84,7 +75,7 @@ def test_the_application_thread_never_does_network_io(broker, monkeypatch) -> No
                              enable_auto_commit=False)
     try:
         consumer.subscribe([topic])
-        assert _drain(consumer, len(written)) == {(r.partition, r.offset) for r in written}
+        assert drain(consumer, len(written)) == {(r.partition, r.offset) for r in written}
         consumer.commit()
         tp0 = TP(topic, 0)
         end = max(r.offset for r in written if r.partition == 0) + 1
@@ -111,7 +102,7 @@ def test_a_poll_longer_than_max_poll_interval_keeps_the_member(broker) -> None:
                              fetch_max_wait_ms=5000, request_timeout_ms=30000)
     try:
         consumer.subscribe([topic], listener=listener)
-        assert _drain(consumer, len(written)) == {(r.partition, r.offset) for r in written}
+        assert drain(consumer, len(written)) == {(r.partition, r.offset) for r in written}
         member = consumer._delegate.membership
         deadline = time.monotonic() + DEADLINE_S
         while member.state is not MemberState.STABLE:
