@@ -86,13 +86,11 @@ class NetworkClientDelegate:
                 waiting.append(unsent)
         self.unsent_requests = waiting
 
-    def _authentication_failure(self, node_id: Any) -> Optional[BaseException]:
-        """The AuthenticationError that keeps a request from ever being sent: the node's,
-        or, for a request any node may take, the one every known node refused us with.
-        (Fatal, as in Java: waiting for a connection until the request times out would only
-        hold up the caller, e.g. close(), for the whole timeout.)"""
-        if node_id is not None:
-            return self.client.authentication_exception(node_id)
+    def _refused_by_every_node(self) -> Optional[BaseException]:
+        """The AuthenticationError every known node refused us with, if all did: a request
+        any node may take can then never be sent. (Fatal, as in Java: waiting for a
+        connection until the request times out would only hold up the caller, e.g.
+        close(), for the whole timeout.)"""
         cluster = self.client.cluster
         found = [self.client.authentication_exception(b.node_id)
                  for b in cluster.brokers() | cluster.bootstrap_brokers()]
@@ -100,22 +98,15 @@ class NetworkClientDelegate:
 
     def _try_send(self, unsent: UnsentRequest, now_ms: int) -> bool:
         node_id = unsent.node_id if unsent.node_id is not None else self.client.least_loaded_node()
-        if node_id is None:
-            refused = self._authentication_failure(None)
-            if refused is not None:
-                unsent.complete_exceptionally(refused, now_ms)
-                return True
-            return False
         # ready() also starts connecting, so a later pass can send.
-        if not self.client.ready(node_id):
-            failure = self.client.connection_failed(node_id)
-            if failure is not None and unsent.node_id is not None:
-                # A known node refusing connections: fail fast, the manager decides.
+        if node_id is None or not self.client.ready(node_id):
+            failure = self.client.connection_failed(node_id) if unsent.node_id is not None else None
+            if failure is None:
+                failure = self._refused_by_every_node()
+            if failure is not None:
+                # A known node refusing connections, or every node refusing our credentials:
+                # fail fast, the manager decides.
                 unsent.complete_exceptionally(failure, now_ms)
-                return True
-            refused = self._authentication_failure(None)
-            if refused is not None:
-                unsent.complete_exceptionally(refused, now_ms)
                 return True
             return False
         request = unsent.request
