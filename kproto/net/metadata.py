@@ -66,6 +66,11 @@ def coordinator_connection_id(broker_id: int) -> int:
     return _COORDINATOR_ID_BASE - broker_id
 
 
+def coordinator_broker_id(connection_id: int) -> int:
+    """The broker a coordinator connection id (``coordinator_connection_id``) points at."""
+    return _COORDINATOR_ID_BASE - connection_id
+
+
 class ClusterMetadata:
     """Brokers, partition leaders and epochs, topic ids, and the refresh schedule."""
 

@@ -30,6 +30,7 @@ from kproto import errors
 from kproto.messages import FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from kproto.net.future import Future
 from kproto.net.client import monotonic_ms
+from kproto.net.metadata import coordinator_broker_id
 
 from .group_requests import (
     build_find_coordinator,
@@ -80,7 +81,6 @@ class AbstractCoordinator:
                                    max_poll_interval_ms=rebalance_timeout_ms, retry_backoff_ms=retry_backoff_ms,
                                    now_ms=self._clock())
         self.coordinator_id: Optional[Any] = None  # the coordinator's connection (node) id
-        self.coordinator_broker_id: Optional[int] = None  # the broker it runs on
         self._find_future: Any = None
         self._find_failures = 0
         self._next_find_ms = 0.0
@@ -216,7 +216,6 @@ class AbstractCoordinator:
             # A connection of its own (Java's Integer.MAX_VALUE - broker id): see
             # kproto.net.metadata.coordinator_connection_id.
             self.coordinator_id = self._client.cluster.add_coordinator(entry.node_id, entry.host, entry.port)
-            self.coordinator_broker_id = entry.node_id
             self.heartbeat.reset_session_timeout(self._clock())
         log.info("Group %s: discovered coordinator %s (%s:%s)", self.group_id, entry.node_id, entry.host, entry.port)
         self._client.ready(entry.node_id)
@@ -610,6 +609,12 @@ class AbstractCoordinator:
             log.info("Group %s: LeaveGroup failed: %s", self.group_id, future.exception)
 
     # --- introspection ----------------------------------------------------------------------------
+
+    @property
+    def coordinator_broker_id(self) -> Optional[int]:
+        """The broker the known coordinator runs on (None while it is unknown)."""
+        node = self.coordinator_id
+        return None if node is None else coordinator_broker_id(node)
 
     def generation(self) -> Generation:
         with self._lock:
