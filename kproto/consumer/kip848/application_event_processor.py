@@ -97,6 +97,22 @@ class ApplicationEventProcessor:
         chain(self.offsets.fetch_offsets_by_times(event.timestamps_to_search, event.require_timestamps,
                                                   event.deadline_ms), event.future)
 
+    def _answer_after_metadata_update(self, event: Any, answer: Callable[[], Any]) -> None:
+        """Complete ``event`` with ``answer()`` once an update answering a request made from
+        now on has been applied, or with the refresh's failure. ``answer`` runs even when the
+        event expired meanwhile (it may restore state, as ``topics()`` does)."""
+
+        def _done(_: Any) -> None:
+            value = answer()
+            if not event.future.done():
+                event.future.set_result(value)
+
+        def _fail(error: BaseException) -> None:
+            if not event.future.done():
+                event.future.set_exception(error)
+
+        self.metadata.request_update().add_callback(_done).add_errback(_fail)
+
     def _process_TopicMetadataEvent(self, event: ev.TopicMetadataEvent) -> None:
         """``partitions_for_topic`` of a topic the metadata does not cover yet."""
         topic = event.topic
@@ -104,41 +120,27 @@ class ApplicationEventProcessor:
         if known is not None:
             event.future.set_result(known)
             return
-
-        def _answer(_: Any) -> None:
-            if not event.future.done():
-                event.future.set_result(self.metadata.partitions_for_topic(topic))
-
-        def _fail(error: BaseException) -> None:
-            if not event.future.done():
-                event.future.set_exception(error)
-
-        # Completes after an update that answers a request made from now on (the topic may
-        # already be of interest with its metadata still missing: ask anyway).
+        # The topic may already be of interest with its metadata still missing: ask anyway.
         self.metadata.add_topic(topic)
-        self.metadata.request_update().add_callback(_answer).add_errback(_fail)
+        self._answer_after_metadata_update(event, lambda: self.metadata.partitions_for_topic(topic))
 
     def _process_ListTopicsEvent(self, event: ev.ListTopicsEvent) -> None:
         """``topics()``: ask for every topic once, then go back to the topics of interest
         (unless a pattern subscription needs all of them anyway)."""
         self.metadata.need_all_topic_metadata(True)
 
-        def _answer(_: Any) -> None:
+        def _answer() -> Any:
             if not self.subscriptions.has_pattern_subscription():
                 self.metadata.need_all_topic_metadata(False)
-            if not event.future.done():
-                event.future.set_result(self.metadata.topics(event.exclude_internal_topics))
+            return self.metadata.topics(event.exclude_internal_topics)
 
-        self.metadata.request_update().add_callback(_answer).add_errback(
-            lambda error: None if event.future.done() else event.future.set_exception(error))
+        self._answer_after_metadata_update(event, _answer)
 
     def _process_MetadataUpdateEvent(self, event: ev.MetadataUpdateEvent) -> None:
         if not event.refresh and self.metadata.update_count > 0:
             event.future.set_result(None)
             return
-        self.metadata.request_update().add_callback(
-            lambda _: None if event.future.done() else event.future.set_result(None)).add_errback(
-            lambda error: None if event.future.done() else event.future.set_exception(error))
+        self._answer_after_metadata_update(event, lambda: None)
 
     def _process_CheckAndUpdatePositionsEvent(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
         chain(self.offsets.update_fetch_positions(event.deadline_ms), event.future)
