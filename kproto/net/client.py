@@ -203,6 +203,10 @@ class NetworkClient:
             return (node is not None and node.is_ready() and node.proto is not None
                     and node.proto.can_send_more())
 
+    def bootstrap_connected(self) -> bool:
+        """Is a connection to a bootstrap server or to a broker the metadata named ready?"""
+        return any(self.is_ready(b.node_id) for b in self.cluster.known_brokers())
+
     def is_disconnected(self, node_id: Any) -> bool:
         with self._lock:
             node = self._nodes.get(node_id)

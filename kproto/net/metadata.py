@@ -124,9 +124,10 @@ class ClusterMetadata:
         self._coordinators[node_id] = BrokerMetadata(node_id, host, port, None)
         return node_id
 
-    def bootstrap_brokers(self) -> set[BrokerMetadata]:
-        """The ``bootstrap_servers`` as nodes (``"bootstrap-<i>"``)."""
-        return set(self._bootstrap.values())
+    def known_brokers(self) -> set[BrokerMetadata]:
+        """Every node a connection may be open to: the brokers the metadata named and the
+        ``bootstrap_servers`` (``"bootstrap-<i>"``)."""
+        return set(self._brokers.values()) | set(self._bootstrap.values())
 
     def is_bootstrap(self, node_id: Any) -> bool:
         return node_id in self._bootstrap

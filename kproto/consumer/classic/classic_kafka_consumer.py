@@ -508,8 +508,7 @@ class ClassicKafkaConsumer:
                     self.default_api_timeout_ms if timeout_ms is None else timeout_ms))
 
     def bootstrap_connected(self) -> bool:
-        # A ready connection to a bootstrap server or to a broker the metadata named.
-        return any(self.client.is_ready(b.node_id) for b in self.metadata.brokers() | self.metadata.bootstrap_brokers())
+        return self.client.bootstrap_connected()
 
     def group_metadata(self) -> Any:
         if self.coordinator is None:

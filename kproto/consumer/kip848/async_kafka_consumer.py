@@ -431,8 +431,7 @@ class AsyncKafkaConsumer:
                 time.sleep(min(left, self.retry_backoff_ms) / 1000.0)
 
     def bootstrap_connected(self) -> bool:
-        # A ready connection to a bootstrap server or to a broker the metadata named.
-        return any(self.client.is_ready(b.node_id) for b in self.client.cluster.brokers() | self.client.cluster.bootstrap_brokers())
+        return self.client.bootstrap_connected()
 
     def group_metadata(self) -> Any:
         if self.membership is None:

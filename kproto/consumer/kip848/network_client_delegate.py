@@ -91,9 +91,7 @@ class NetworkClientDelegate:
         any node may take can then never be sent. (Fatal, as in Java: waiting for a
         connection until the request times out would only hold up the caller, e.g.
         close(), for the whole timeout.)"""
-        cluster = self.client.cluster
-        found = [self.client.authentication_exception(b.node_id)
-                 for b in cluster.brokers() | cluster.bootstrap_brokers()]
+        found = [self.client.authentication_exception(b.node_id) for b in self.client.cluster.known_brokers()]
         return found[0] if found and all(found) else None
 
     def _try_send(self, unsent: UnsentRequest, now_ms: int) -> bool:
