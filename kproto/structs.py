@@ -16,6 +16,13 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+def check_partition(partition: Any) -> TopicPartition:
+    """``partition`` if it is a TopicPartition; TypeError otherwise (kafka-python's check)."""
+    if not isinstance(partition, TopicPartition):
+        raise TypeError("partition must be a TopicPartition namedtuple, not {!r}".format(partition))
+    return partition
+
+
 class OffsetAndMetadata(NamedTuple):
     """A committed (or to-be-committed) offset with its metadata string and leader epoch."""
 

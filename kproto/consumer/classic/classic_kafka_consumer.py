@@ -40,7 +40,7 @@ from kproto.consumer.subscription_state import AutoOffsetResetStrategy, Subscrip
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient, monotonic_ms
-from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -94,12 +94,6 @@ def _create_coordinator(client: NetworkClient, subscriptions: SubscriptionState,
                     "without committed offsets or group management", config["group_id"])
         return None
     return ConsumerCoordinator(client, subscriptions, config)
-
-
-def _check_partition(partition: Any) -> TopicPartition:
-    if not isinstance(partition, TopicPartition):
-        raise TypeError("partition must be a TopicPartition namedtuple, not {!r}".format(partition))
-    return partition
 
 
 class _WakeupAwareClient:
@@ -271,7 +265,7 @@ class ClassicKafkaConsumer:
             self.unsubscribe()
             return
         for tp in partitions:
-            _check_partition(tp)
+            check_partition(tp)
         self.fetcher.fetch_buffer.retain_all(set(partitions))
         # Java commits the positions of the partitions being dropped before a manual
         # reassignment when auto-commit is on.
@@ -345,7 +339,7 @@ class ClassicKafkaConsumer:
     # --- positions ---------------------------------------------------------------------------
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        _check_partition(partition)
+        check_partition(partition)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise errors.IllegalArgumentError("seek offset must be a non-negative integer, not {!r}".format(offset))
         if not self.subscriptions.is_assigned(partition):
@@ -361,7 +355,7 @@ class ClassicKafkaConsumer:
 
     def _request_reset(self, partitions: tuple, strategy: AutoOffsetResetStrategy) -> None:
         for tp in partitions:
-            _check_partition(tp)
+            check_partition(tp)
             if not self.subscriptions.is_assigned(tp):
                 raise errors.IllegalStateError("No current assignment for partition {}".format(tp))
         for tp in partitions or self.subscriptions.assigned_partitions():
@@ -369,7 +363,7 @@ class ClassicKafkaConsumer:
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
         """The next offset to fetch; blocks until it is known, None after ``timeout_ms``."""
-        _check_partition(partition)
+        check_partition(partition)
         if not self.subscriptions.is_assigned(partition):
             raise errors.IllegalStateError("You can only check the position for partitions assigned to this "
                                            "consumer.")
@@ -388,23 +382,23 @@ class ClassicKafkaConsumer:
             self._client_poll(min(remaining, self.retry_backoff_ms))
 
     def highwater(self, partition: TopicPartition) -> Optional[int]:
-        _check_partition(partition)
+        check_partition(partition)
         if not self.subscriptions.is_assigned(partition):
             raise errors.IllegalStateError("Partition is not assigned")
         return self.subscriptions.high_watermark(partition)
 
     def current_lag(self, partition: TopicPartition) -> Optional[int]:
-        _check_partition(partition)
+        check_partition(partition)
         return self.subscriptions.partition_lag(partition, self.isolation_level)
 
     def pause(self, partitions: tuple) -> None:
         for tp in partitions:
-            _check_partition(tp)
+            check_partition(tp)
             self.subscriptions.pause(tp)
 
     def resume(self, partitions: tuple) -> None:
         for tp in partitions:
-            _check_partition(tp)
+            check_partition(tp)
             self.subscriptions.resume(tp)
 
     def paused(self) -> set:
@@ -413,7 +407,7 @@ class ClassicKafkaConsumer:
     # --- commits -------------------------------------------------------------------------------
 
     def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: Optional[int] = None) -> Any:
-        _check_partition(partition)
+        check_partition(partition)
         coordinator = self._require_group()
         deadline = self._deadline(timeout_ms)
         started = time.monotonic_ns()
@@ -451,7 +445,7 @@ class ClassicKafkaConsumer:
     def _check_offsets(offsets: Mapping[TopicPartition, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
         checked = {}
         for tp, meta in dict(offsets).items():
-            _check_partition(tp)
+            check_partition(tp)
             if isinstance(meta, int) and not isinstance(meta, bool):
                 meta = OffsetAndMetadata(meta, "", -1)
             if not isinstance(meta, OffsetAndMetadata) or meta.offset < 0:

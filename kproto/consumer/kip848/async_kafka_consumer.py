@@ -41,7 +41,7 @@ from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
 
@@ -326,8 +326,7 @@ class AsyncKafkaConsumer:
         return self.subscriptions.high_watermark(partition)
 
     def current_lag(self, partition: TopicPartition) -> Optional[int]:
-        if not isinstance(partition, TopicPartition):
-            raise TypeError("partition must be a TopicPartition namedtuple, not {!r}".format(partition))
+        check_partition(partition)
         return self.subscriptions.partition_lag(partition, self.fetch_config.isolation_level)
 
     def pause(self, partitions: tuple) -> None:
