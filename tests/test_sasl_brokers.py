@@ -86,6 +86,17 @@ def seeded(gateway):
     return written
 
 
+def assert_first_poll_raises(consumer: KafkaConsumer, topic: str, error: type, match: str | None = None) -> None:
+    """Assigned partition 0 of ``topic``, the consumer's first poll() raises ``error``
+    (the login failed); the consumer is closed either way."""
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        with pytest.raises(error, match=match):
+            consumer.poll(timeout_ms=30_000)
+    finally:
+        consumer.close()
+
+
 def as_tuples(records) -> list[tuple]:
     return sorted((r.partition, r.offset, r.key, r.value, tuple(r.headers)) for r in records)
 
@@ -156,12 +167,7 @@ def test_wrong_password_raises_from_poll_without_retry_loop(gateway, seeded, eng
 def test_unknown_user_at_tansu_raises_from_poll(auth_tansu, engine):
     consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers, group_protocol=engine,
                              **kproto_sasl("SCRAM-SHA-512", "nobody", "secret"))
-    try:
-        consumer.assign([TopicPartition("t", 0)])
-        with pytest.raises(errors.SaslAuthenticationError, match="unknown-user"):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
+    assert_first_poll_raises(consumer, "t", errors.SaslAuthenticationError, match="unknown-user")
 
 
 def test_blocking_calls_raise_the_authentication_error(auth_tansu):
@@ -183,23 +189,13 @@ def test_blocking_calls_raise_the_authentication_error(auth_tansu):
 def test_mechanism_the_broker_does_not_enable_names_its_mechanisms(gateway, engine):
     consumer = KafkaConsumer(bootstrap_servers=gateway.bootstrap_servers, group_protocol=engine,
                              **kproto_sasl("PLAIN", "alice", "alice-secret"))
-    try:
-        consumer.assign([TopicPartition(TOPIC, 0)])
-        with pytest.raises(errors.UnsupportedSaslMechanismError, match="SCRAM-SHA-256, SCRAM-SHA-512"):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
+    assert_first_poll_raises(consumer, TOPIC, errors.UnsupportedSaslMechanismError, match="SCRAM-SHA-256, SCRAM-SHA-512")
 
 
 def test_tansu_closing_on_an_unknown_mechanism_is_an_authentication_error(auth_tansu):
     consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers,
                              **kproto_sasl("PLAIN", "alice", "alice-secret"))
-    try:
-        consumer.assign([TopicPartition("t", 0)])
-        with pytest.raises(errors.SaslAuthenticationError, match="closed the connection during PLAIN"):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
+    assert_first_poll_raises(consumer, "t", errors.SaslAuthenticationError, match="closed the connection during PLAIN")
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -15,7 +15,7 @@ from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.embedded import TansuBroker
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
-from tests.test_sasl_brokers import consume_all
+from tests.test_sasl_brokers import assert_first_poll_raises, consume_all
 
 TOPIC = "plain-oauth"
 LIBRDKAFKA_PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
@@ -103,12 +103,7 @@ def test_plain_wrong_password(token_gateway):
     gateway, _ = token_gateway
     consumer = KafkaConsumer(bootstrap_servers=gateway.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
                              sasl_mechanism="PLAIN", sasl_plain_username="carol", sasl_plain_password="nope")
-    try:
-        consumer.assign([TopicPartition(TOPIC, 0)])
-        with pytest.raises(errors.SaslAuthenticationFailedError):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
+    assert_first_poll_raises(consumer, TOPIC, errors.SaslAuthenticationFailedError)
 
 
 @pytest.mark.parametrize("engine", ["classic", "consumer"])
@@ -118,11 +113,6 @@ def test_oauthbearer_rejected_token_goes_through_the_error_challenge(token_gatew
     consumer = KafkaConsumer(bootstrap_servers=gateway.bootstrap_servers, group_protocol=engine,
                              security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
                              sasl_oauth_token_provider=TokenProvider("expired-token"))
-    try:
-        consumer.assign([TopicPartition(TOPIC, 0)])
-        with pytest.raises(errors.SaslAuthenticationFailedError):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
+    assert_first_poll_raises(consumer, TOPIC, errors.SaslAuthenticationFailedError)
     # The gateway saw the client's %x01 answer to its JSON challenge (the second round).
     assert ("OAUTHBEARER", "token rejected") in gateway.failures[before:]

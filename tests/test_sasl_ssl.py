@@ -20,7 +20,7 @@ from tests.brokers.proxy import BrokerProxy
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
 from tests.test_net_tls import make_cert
-from tests.test_sasl_brokers import consume_all
+from tests.test_sasl_brokers import assert_first_poll_raises, consume_all
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
@@ -74,9 +74,4 @@ def test_sasl_ssl_wrong_password(chain):
     consumer = KafkaConsumer(bootstrap_servers=chain["servers"], security_protocol="SASL_SSL",
                              ssl_cafile=chain["cafile"], sasl_mechanism="SCRAM-SHA-512",
                              sasl_plain_username="bob", sasl_plain_password="wrong")
-    try:
-        consumer.assign([TopicPartition(TOPIC, 0)])
-        with pytest.raises(errors.SaslAuthenticationError):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
+    assert_first_poll_raises(consumer, TOPIC, errors.SaslAuthenticationError)
