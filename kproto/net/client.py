@@ -1,10 +1,13 @@
 """NetworkClient: many broker connections driven by one ``selectors`` loop.
 
 Owns the node table (one :class:`BrokerConnection` per node id), the requests queued for
-nodes that are not ready yet, ApiVersions negotiation on every new connection, request
-and connect timeouts, idle-connection close and the wakeup socketpair; the metadata
-refresh loop feeding :class:`ClusterMetadata` is its :class:`MetadataUpdater`. Java's
-``NetworkClient`` and ``ConsumerNetworkClient`` in one, with their names in snake_case.
+nodes that are not ready yet, request and connect timeouts, idle-connection close and the
+wakeup socketpair. Three parts of it live in their own modules: the ApiVersions
+negotiation of every new connection and the version choice per node
+(:class:`~kproto.net.api_versions.ApiVersions`), the metadata refresh loop feeding
+:class:`ClusterMetadata` (:class:`MetadataUpdater`) and SASL
+(:class:`ChannelAuthenticator`). Java's ``NetworkClient`` and ``ConsumerNetworkClient`` in
+one, with their names in snake_case.
 
 Threading model. Any thread may call ``send()``; it only queues bytes in the sans-IO
 connection under ``_lock`` and wakes a thread blocked in ``select``. All socket I/O and
@@ -43,10 +46,10 @@ import time
 from typing import Any
 
 from kproto import errors
-from kproto.messages import API_KEYS, ApiVersionsRequest
+from kproto.net.api_versions import API_VERSIONS, ApiVersions
 from kproto.net.broker import BrokerConnection, ConnectionState
 from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
-from kproto.net.connection import Connection, InFlightRequest, highest_common_version
+from kproto.net.connection import Connection, InFlightRequest
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata, response_needs_metadata_update
 from kproto.net.metadata_updater import METADATA, MetadataUpdater
@@ -56,8 +59,6 @@ from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
 
 log = logging.getLogger("kproto.net")
-
-_API_VERSIONS_KEY = ApiVersionsRequest.api_key
 
 
 def monotonic_ms() -> float:
@@ -106,7 +107,9 @@ class NetworkClient:
         # Metadata-refresh waiters, completed like responses but not returned by poll().
         self._settled: list[tuple[Future, Any, BaseException | None]] = []
         self.cluster.set_settle(lambda f, value, exc: self._settled.append((f, value, exc)))
-        self._internal: dict[int, str] = {}  # id(InFlightRequest.future) -> "api_versions"/"metadata"
+        # id(InFlightRequest.future) -> API_VERSIONS/SASL/METADATA: the client's own requests.
+        self._internal: dict[int, str] = {}
+        self._api_versions = ApiVersions(self)
         self._metadata_updater = MetadataUpdater(self)
         self._selecting = False
         self._closed = False
@@ -271,25 +274,13 @@ class NetworkClient:
 
     def api_version(self, api_key: int, node_id: Any = None) -> int | None:
         """The highest version of an API usable with the node (or with every ready node)."""
-        request_class = API_KEYS[api_key][0]
         with self._lock:
-            nodes = ([self._nodes.get(node_id)] if node_id is not None
-                     else [n for n in self._nodes.values() if n.is_ready()])
-            best = None
-            for node in nodes:
-                if node is None or not node.api_versions:
-                    return None
-                version = highest_common_version(request_class, node.api_versions)
-                if version is None:
-                    return None
-                best = version if best is None else min(best, version)
-            return best
+            return self._api_versions.usable_version(api_key, node_id)
 
     def broker_api_versions(self, node_id: Any) -> dict[int, tuple[int, int]]:
         """The (min, max) versions the node advertised, by API key."""
         with self._lock:
-            node = self._nodes.get(node_id)
-            return dict(node.api_versions) if node is not None else {}
+            return self._api_versions.node_api_versions(node_id)
 
     def request_metadata_update(self) -> Future:
         """Ask for a metadata refresh on the next poll; completes after it is applied."""
@@ -590,21 +581,13 @@ class NetworkClient:
                            receive_message_max_bytes=self.config["receive_message_max_bytes"])
         node.connected(proto, now)
         log.debug("node %s: connected; negotiating API versions", node.node_id)
-        self._send_api_versions(node, ApiVersionsRequest.max_version, now)
-
-    def _send_api_versions(self, node: BrokerConnection, version: int, now: float) -> None:
-        request = ApiVersionsRequest(client_software_name=self.config["client_software_name"],
-                                     client_software_version=self.config["client_software_version"])
-        ifr = node.proto.send(request, version, now_ms=now,
-                              timeout_ms=self.config["request_timeout_ms"])
-        self._internal[id(ifr.future)] = "api_versions"
-        node.write(now)
+        self._api_versions.start(node, now)
 
     def _on_response(self, node: BrokerConnection, ifr: InFlightRequest, response: Any,
                      now: float) -> None:
         kind = self._internal.pop(id(ifr.future), None)
-        if kind == "api_versions":
-            self._on_api_versions(node, ifr, response, now)
+        if kind == API_VERSIONS:
+            self._api_versions.handle_response(node, ifr, response, now)
         elif kind == SASL:
             self._authenticator.on_response(node, response, now)
         elif kind == METADATA:
@@ -617,28 +600,6 @@ class NetworkClient:
         if node.is_ready():
             self._flush_unsent(node, now)
 
-    def _on_api_versions(self, node: BrokerConnection, ifr: InFlightRequest, response: Any,
-                         now: float) -> None:
-        versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        if response.error_code == errors.UnsupportedVersionError.errno:
-            # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
-            broker = versions.get(_API_VERSIONS_KEY)
-            retry = min(broker[1], ApiVersionsRequest.max_version) if broker else 0
-            if retry >= ifr.api_version:
-                retry = 0 if ifr.api_version > 0 else -1
-            if retry >= 0:
-                log.debug("node %s: ApiVersions v%d unsupported; retrying with v%d",
-                          node.node_id, ifr.api_version, retry)
-                self._send_api_versions(node, retry, now)
-                return
-        if response.error_code:
-            raise errors.for_code(response.error_code)(
-                "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))
-        if self._authenticator.start(node, versions, now):
-            return  # ready once SASL completes
-        node.negotiated(versions)
-        log.debug("node %s: ready (%d APIs)", node.node_id, len(versions))
-
     def _flush_unsent(self, node: BrokerConnection, now: float) -> None:
         if now >= node.reauthenticate_at_ms:
             return  # held for the next SASL session: this one closes once idle (KIP-368)
@@ -648,11 +609,7 @@ class NetworkClient:
             try:
                 version = item.version
                 if version is None:
-                    version = highest_common_version(type(item.request), node.api_versions)
-                    if version is None:
-                        raise errors.UnsupportedVersionError(
-                            "node {} supports no version of {} that kproto has".format(
-                                node.node_id, type(item.request).__name__))
+                    version = self._api_versions.latest_usable_version(node, type(item.request))
                 node.proto.send(item.request, version, now_ms=now,
                                 timeout_ms=max(item.deadline_ms - now, 0.0), future=item.future)
             except errors.KafkaError as exc:
