@@ -1,10 +1,11 @@
 """NetworkClient: many broker connections driven by one ``selectors`` loop.
 
 Owns the node table (one :class:`BrokerConnection` per node id), the requests queued for
-nodes that are not ready yet, request and connect timeouts, idle-connection close and the
-wakeup socketpair. Three parts of it live in their own modules: the ApiVersions
-negotiation of every new connection and the version choice per node
-(:class:`~kproto.net.api_versions.ApiVersions`), the metadata refresh loop feeding
+nodes that are not ready yet, the selector and its wakeup socketpair, and the fate of
+requests when a connection closes. Four parts of it live in their own modules: the
+ApiVersions negotiation of every new connection and the version choice per node
+(:class:`~kproto.net.api_versions.ApiVersions`), the connect, request, idle and SASL
+session deadlines (:mod:`kproto.net.timeouts`), the metadata refresh loop feeding
 :class:`ClusterMetadata` (:class:`MetadataUpdater`) and SASL
 (:class:`ChannelAuthenticator`). Java's ``NetworkClient`` and ``ConsumerNetworkClient`` in
 one, with their names in snake_case.
@@ -46,6 +47,7 @@ import time
 from typing import Any
 
 from kproto import errors
+from kproto.net import timeouts
 from kproto.net.api_versions import API_VERSIONS, ApiVersions
 from kproto.net.broker import BrokerConnection, ConnectionState
 from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
@@ -327,7 +329,7 @@ class NetworkClient:
                 now = monotonic_ms()
                 timeout_ms = min(timeout_ms, self._metadata_updater.maybe_update(now))
                 self._write_all(now)
-                timeout_ms = min(timeout_ms, self._next_timeout_ms(now))
+                timeout_ms = min(timeout_ms, timeouts.next_timeout_ms(self, now))
                 self._sync_selector()
                 self._selecting = True
             select_start = time.perf_counter_ns()
@@ -344,7 +346,7 @@ class NetworkClient:
                         self._drain_wakeup()
                     else:
                         self._handle_io(key.data, mask, now)
-                self._handle_timeouts(now)
+                timeouts.handle_timeouts(self, now)
                 self._write_all(now)
                 if self._listener is not None:
                     self._listener.poll_done(select_end - select_start, time.perf_counter_ns() - select_end)
@@ -400,21 +402,6 @@ class NetworkClient:
                 self._selector.unregister(have[0])
             except (KeyError, ValueError, OSError):
                 pass
-
-    def _next_timeout_ms(self, now: float) -> float:
-        timeout = float("inf")
-        for node_id, node in self._nodes.items():
-            if node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE):
-                timeout = min(timeout, node.connect_deadline_ms - now)
-            if node.proto is not None:
-                timeout = min(timeout, node.proto.next_deadline_ms() - now)
-                if node.is_ready() and node.proto.in_flight_count == 0:
-                    timeout = min(timeout, node.last_activity_ms
-                                  + self.config["connections_max_idle_ms"] - now,
-                                  node.reauthenticate_at_ms - now)
-            for item in self._unsent.get(node_id, ()):
-                timeout = min(timeout, item.deadline_ms - now)
-        return max(timeout, 0.0)
 
     def _handle_io(self, node_id: Any, mask: int, now: float) -> None:
         node = self._nodes.get(node_id)
@@ -486,52 +473,6 @@ class NetworkClient:
         # Requests not yet written share the fate of the connection they were waiting for.
         for item in self._unsent.pop(node.node_id, ()):
             self._completed.append((item.future, None, exc))
-
-    def _handle_timeouts(self, now: float) -> None:
-        for node in list(self._nodes.values()):
-            if (node.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
-                    and now >= node.connect_deadline_ms):
-                self._connection_error(node, errors.KafkaConnectionError(
-                    "connecting to node {} ({}:{}) timed out".format(
-                        node.node_id, node.host, node.port)), now)
-                continue
-            if node.proto is not None:
-                expired = node.proto.expired(now)
-                if expired:
-                    # The connection is in an unknown state (Java disconnects too).
-                    self._close_node(node, now, errors.KafkaConnectionError(
-                        "connection to node {} closed after a request timeout".format(
-                            node.node_id)), failed=True,
-                        timed_out={ifr.correlation_id for ifr in expired})
-                    continue
-                if (node.is_ready() and node.proto.in_flight_count == 0
-                        and now >= node.reauthenticate_at_ms):
-                    # KIP-368 without re-authentication on the same socket: the session is
-                    # about to expire and nothing is in flight (new requests were held
-                    # back), so a fresh connection authenticates again; held requests
-                    # keep waiting for it instead of failing with this connection.
-                    log.info("node %s: SASL session lifetime nearly over; reconnecting", node.node_id)
-                    held = self._unsent.pop(node.node_id, None)
-                    self._close_node(node, now, errors.KafkaConnectionError(
-                        "SASL session expiring"), failed=False)
-                    node.backoff_until_ms = now
-                    if held:
-                        self._unsent[node.node_id] = held
-                    continue
-                if (node.is_ready() and node.proto.in_flight_count == 0
-                        and not self._unsent.get(node.node_id)
-                        and now - node.last_activity_ms >= self.config["connections_max_idle_ms"]):
-                    log.debug("node %s: closing idle connection", node.node_id)
-                    self._close_node(node, now, errors.KafkaConnectionError("idle"), failed=False)
-                    node.backoff_until_ms = now
-                    continue
-            queue = self._unsent.get(node.node_id)
-            if queue:  # not FIFO by deadline: each request has its own timeout
-                for item in [i for i in queue if i.deadline_ms <= now]:
-                    queue.remove(item)
-                    self._completed.append((item.future, None, errors.KafkaTimeoutError(
-                        "{} for node {} was not sent within {:.0f} ms".format(
-                            type(item.request).__name__, node.node_id, item.timeout_ms))))
 
     def _write_all(self, now: float) -> None:
         for node in list(self._nodes.values()):

@@ -1,0 +1,104 @@
+"""The network client's deadlines: when each one fires, and how long ``poll()`` may sleep.
+
+Owns the expiry rules of :class:`~kproto.net.client.NetworkClient`, kept in one place
+because the two functions must agree: every deadline :func:`handle_timeouts` acts on is
+one :func:`next_timeout_ms` wakes ``select`` for, else it would fire only when unrelated
+I/O happens. Per node, in this order (the first that fires ends the node's turn):
+
+- connect: ``socket_connection_setup_timeout_ms`` while CONNECTING or in the TLS
+  handshake; handled like any connection error, so the next DNS address is tried first
+  (Java's ``NetworkClient.handleTimedOutConnections``);
+- request: a request in flight past its ``request_timeout_ms`` closes the connection,
+  whose state is unknown; the expired requests fail with ``RequestTimeoutError``, the rest
+  with ``KafkaConnectionError`` (Java's ``handleTimedOutRequests``);
+- SASL session renewal (KIP-368): when a session with a lifetime is nearly over and
+  nothing is in flight, the connection is closed without a backoff penalty and the
+  requests held back for the next session keep waiting for it;
+- idle: a ready connection with nothing in flight or queued for
+  ``connections_max_idle_ms`` closes without a backoff penalty (Java's
+  ``Selector``/``IdleExpiryManager``);
+- unsent: a request still queued (never written) past its own timeout fails with
+  ``KafkaTimeoutError`` (Java's ``ConsumerNetworkClient.failExpiredRequests``).
+
+Both functions are part of the client's poll loop: they read and change its node table
+and queues and run under its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kproto import errors
+from kproto.net.broker import ConnectionState
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
+
+log = logging.getLogger("kproto.net")
+
+_CONNECTING = (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
+
+
+def next_timeout_ms(client: NetworkClient, now: float) -> float:
+    """Ms until the nearest deadline of any node or queued request (0 if one passed)."""
+    timeout = float("inf")
+    idle_ms = client.config["connections_max_idle_ms"]
+    for node_id, node in client._nodes.items():
+        if node.state in _CONNECTING:
+            timeout = min(timeout, node.connect_deadline_ms - now)
+        if node.proto is not None:
+            timeout = min(timeout, node.proto.next_deadline_ms() - now)
+            if node.is_ready() and node.proto.in_flight_count == 0:
+                timeout = min(timeout, node.last_activity_ms + idle_ms - now,
+                              node.reauthenticate_at_ms - now)
+        for item in client._unsent.get(node_id, ()):
+            timeout = min(timeout, item.deadline_ms - now)
+    return max(timeout, 0.0)
+
+
+def handle_timeouts(client: NetworkClient, now: float) -> None:
+    """Act on every deadline that has passed (see the module docstring for the order)."""
+    for node in list(client._nodes.values()):
+        if node.state in _CONNECTING and now >= node.connect_deadline_ms:
+            client._connection_error(node, errors.KafkaConnectionError(
+                "connecting to node {} ({}:{}) timed out".format(
+                    node.node_id, node.host, node.port)), now)
+            continue
+        if node.proto is not None:
+            expired = node.proto.expired(now)
+            if expired:
+                # The connection is in an unknown state (Java disconnects too).
+                client._close_node(node, now, errors.KafkaConnectionError(
+                    "connection to node {} closed after a request timeout".format(
+                        node.node_id)), failed=True,
+                    timed_out={ifr.correlation_id for ifr in expired})
+                continue
+            if (node.is_ready() and node.proto.in_flight_count == 0
+                    and now >= node.reauthenticate_at_ms):
+                # KIP-368 without re-authentication on the same socket: the session is
+                # about to expire and nothing is in flight (new requests were held
+                # back), so a fresh connection authenticates again; held requests
+                # keep waiting for it instead of failing with this connection.
+                log.info("node %s: SASL session lifetime nearly over; reconnecting", node.node_id)
+                held = client._unsent.pop(node.node_id, None)
+                client._close_node(node, now, errors.KafkaConnectionError(
+                    "SASL session expiring"), failed=False)
+                node.backoff_until_ms = now
+                if held:
+                    client._unsent[node.node_id] = held
+                continue
+            if (node.is_ready() and node.proto.in_flight_count == 0
+                    and not client._unsent.get(node.node_id)
+                    and now - node.last_activity_ms >= client.config["connections_max_idle_ms"]):
+                log.debug("node %s: closing idle connection", node.node_id)
+                client._close_node(node, now, errors.KafkaConnectionError("idle"), failed=False)
+                node.backoff_until_ms = now
+                continue
+        queue = client._unsent.get(node.node_id)
+        if queue:  # not FIFO by deadline: each request has its own timeout
+            for item in [i for i in queue if i.deadline_ms <= now]:
+                queue.remove(item)
+                client._completed.append((item.future, None, errors.KafkaTimeoutError(
+                    "{} for node {} was not sent within {:.0f} ms".format(
+                        type(item.request).__name__, node.node_id, item.timeout_ms))))
