@@ -2,8 +2,10 @@
 
 - :class:`~kproto.net.connection.Connection`: the sans-IO protocol state of one connection
   (framing, correlation ids, requests in flight); no sockets.
-- :class:`~kproto.net.client.NetworkClient`: sockets, ``selectors``, ApiVersions
-  negotiation, timeouts, reconnect backoff, TLS, metadata refresh; thread-safe ``send``.
+- :class:`~kproto.net.client.NetworkClient`: sockets, ``selectors``, reconnect backoff, TLS,
+  metadata refresh; thread-safe ``send``. Its parts: :mod:`kproto.net.api_versions`
+  (ApiVersions negotiation per connection) and :mod:`kproto.net.timeouts` (connect,
+  request, SASL session, idle and unsent-request deadlines).
 - :class:`~kproto.net.metadata.ClusterMetadata`: brokers, leaders, epochs, topic ids.
 - :class:`~kproto.net.future.Future`: the result of a request, with callbacks.
 - :mod:`kproto.net.sasl`: SASL mechanisms (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) and the
