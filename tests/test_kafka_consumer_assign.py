@@ -212,9 +212,16 @@ def test_second_thread_gets_concurrent_modification_error(broker):
     with consumer_for(broker) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
         seen: list = []
+        main_thread = threading.get_ident()
 
         def other_thread():
-            time.sleep(0.2)  # the main thread is inside poll() by now
+            # Wait until the main thread holds the consumer inside poll() (a fixed sleep
+            # raced with a slow start of poll() on a loaded machine: the call then succeeded
+            # and the early wakeup() ended the poll with nothing seen). Only reading the
+            # owner: calling the consumer here could itself make poll() the refused call.
+            deadline = time.monotonic() + 30
+            while consumer._confinement._owner != main_thread and time.monotonic() < deadline:
+                time.sleep(0.01)
             try:
                 consumer.assignment()
             except Exception as exc:  # the assertion happens on the main thread

@@ -5,10 +5,14 @@ import pickle
 import uuid
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kproto.protocol import primitives as p
+
+# No per-example deadline: these checks take microseconds, and Hypothesis' default 200 ms
+# deadline turns one descheduled example on a loaded 2-core CI machine into a failure.
+UNTIMED = settings(deadline=None)
 
 
 def _round_trip(write, read, value):
@@ -19,17 +23,20 @@ def _round_trip(write, read, value):
     return decoded, bytes(out)
 
 
+@UNTIMED
 @given(st.integers(0, 0xFFFFFFFF))
 def test_uvarint(value):
     decoded, raw = _round_trip(p.write_uvarint, p.read_uvarint, value)
     assert decoded == value and len(raw) == p.uvarint_size(value)
 
 
+@UNTIMED
 @given(st.integers(-(1 << 31), (1 << 31) - 1))
 def test_varint(value):
     assert _round_trip(p.write_varint, p.read_varint, value)[0] == value
 
 
+@UNTIMED
 @given(st.integers(-(1 << 63), (1 << 63) - 1))
 def test_varlong(value):
     assert _round_trip(p.write_varlong, p.read_varlong, value)[0] == value
@@ -53,6 +60,7 @@ def test_invalid_varints():
         p.read_uvarint(memoryview(b"\xff\xff\xff\xff\x7f"), 0)
 
 
+@UNTIMED
 @given(st.one_of(st.none(), st.text(max_size=20)))
 def test_strings(value):
     assert _round_trip(p.write_nullable_string, p.read_nullable_string, value)[0] == value
@@ -60,6 +68,7 @@ def test_strings(value):
                        value)[0] == value
 
 
+@UNTIMED
 @given(st.one_of(st.none(), st.binary(max_size=20)))
 def test_bytes_and_records(value):
     assert _round_trip(p.write_nullable_bytes, p.read_nullable_bytes, value)[0] == value
