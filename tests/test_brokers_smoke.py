@@ -138,7 +138,11 @@ def test_injected_fetch_error_is_top_level(cluster):
 @pytest.mark.parametrize("codec", seeding.CODECS)
 def test_raw_fetch_returns_the_producers_batches(broker, codec):
     topic = broker.new_topic(partitions=1)
-    written = broker.produce(topic, 8, codec=codec)
+    # Two batches of 4, whatever the timing: librdkafka sends a batch uncompressed when the
+    # codec would not make it smaller, which with the default 5 ms linger hit the small
+    # batches a loaded machine made (one lz4 batch of 8 records arrived as codec 0 and 3).
+    written = broker.produce(topic, 8, codec=codec,
+                             producer_config={"batch.num.messages": 4, "linger.ms": 60_000})
     offset, batches = 0, []
     # The mock returns one batch per Fetch; keep fetching until the log end.
     while offset < len(written):

@@ -79,6 +79,10 @@ class ConsumerNetworkThread(threading.Thread):
         if not self._initialized.wait(timeout_s):
             raise KafkaError("the consumer background thread did not start")
         if self.initialization_error is not None:
+            # The thread sets the event just before it returns: wait for that return, so a
+            # consumer whose constructor failed leaves no background thread behind (without
+            # the join the thread was still alive when the constructor raised, rarely).
+            self.join()
             raise self.initialization_error
 
     def run(self) -> None:
