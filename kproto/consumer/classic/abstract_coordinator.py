@@ -1,19 +1,21 @@
 """Group membership over the network for the classic protocol (Java's ``AbstractCoordinator``).
 
-Owns coordinator discovery (FindCoordinator to the least-loaded node, exponential backoff,
-rediscovery when the coordinator says NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE or its
-connection fails), the JoinGroup -> SyncGroup exchange, Heartbeat and LeaveGroup requests,
-and the heartbeat thread's work (``heartbeat_step``). The state itself (member state,
-generation, rejoin flag, answer verdicts) is the sans-IO ``GroupMembership``; the timers are
-the sans-IO ``Heartbeat``. Subclasses (``ConsumerCoordinator``) supply the protocol: its type
-and per-protocol metadata, the leader's assignment, and what happens before and after a
-join.
+Owns the JoinGroup -> SyncGroup exchange, Heartbeat and LeaveGroup requests, the heartbeat
+thread's work (``heartbeat_step``) and the application thread's blocking waits (for the
+coordinator: ``ensure_coordinator_ready``; for a join: ``join_group_if_needed``). The state
+itself (member state, generation, rejoin flag, answer verdicts) is the sans-IO
+``GroupMembership``; the timers are the sans-IO ``Heartbeat``; the known coordinator and the
+FindCoordinator lookup are ``CoordinatorDiscovery`` (``coordinator_discovery``), whose calls
+this class passes on under their Java names. Subclasses (``ConsumerCoordinator``) supply the
+protocol: its type and per-protocol metadata, the leader's assignment, and what happens
+before and after a join.
 
 Threading: JoinGroup/SyncGroup and the subclass hooks run on the application thread (inside
 ``ensure_active_group``); Heartbeat, FindCoordinator and the poll-timeout LeaveGroup may also
-be sent from the heartbeat thread. ``_lock`` (re-entrant) guards the membership state and
-timers; it is never held across ``client.poll`` (response callbacks take it, and they may
-run on either thread), nor while user callbacks run.
+be sent from the heartbeat thread. ``_lock`` (re-entrant, shared with ``CoordinatorDiscovery``)
+guards the membership state, the timers and the known coordinator; it is never held across
+``client.poll`` (response callbacks take it, and they may run on either thread), nor while
+user callbacks run.
 
 A join in progress is kept in ``_join`` (the in-flight request's future), so a ``poll()``
 with a short timeout resumes it on the next call instead of starting over.
@@ -22,18 +24,16 @@ with a short timeout resumes it on the next call instead of starting over.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from typing import Any, Callable, Optional
 
 from kproto import errors
-from kproto.messages import FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from kproto.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from kproto.net.future import Future
 from kproto.net.client import monotonic_ms
-from kproto.net.metadata import coordinator_broker_id
 
+from .coordinator_discovery import CoordinatorDiscovery
 from .group_requests import (
-    build_find_coordinator,
     build_heartbeat,
     build_join_group,
     build_leave_group,
@@ -73,24 +73,24 @@ class AbstractCoordinator:
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         self.request_timeout_ms = request_timeout_ms
         self._lock = threading.RLock()
         self.membership = GroupMembership(group_id, group_instance_id)
         self.heartbeat = Heartbeat(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
                                    max_poll_interval_ms=rebalance_timeout_ms, retry_backoff_ms=retry_backoff_ms,
                                    now_ms=self._clock())
-        self.coordinator_id: Optional[Any] = None  # the coordinator's connection (node) id
-        self._find_future: Any = None
-        self._find_failures = 0
-        self._next_find_ms = 0.0
+        self.discovery = CoordinatorDiscovery(
+            client, group_id, lock=self._lock, clock=self._clock, retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms, on_fatal_error=self._set_fatal_error,
+            # Found (again): the session timer restarts, there was no one to heartbeat to.
+            on_discovered=lambda: self.heartbeat.reset_session_timeout(self._clock()))
         self._join: Any = None  # the Future of the join round in progress
         self._need_join_prepare = True
         self._heartbeat_thread: Any = None
         self._heartbeat_future: Any = None
         self._leave_future: Any = None
         self._outstanding_since: Optional[float] = None  # heartbeat thread: request out since
-        # A fatal error seen on the heartbeat thread, raised on the application thread.
+        # A fatal error seen in a callback or on the heartbeat thread, raised on the application thread.
         self._fatal_error: Optional[BaseException] = None
         self._closing = False
         #: Set by the consumer (its ``maybe_trigger_wakeup``): called around every blocking
@@ -100,6 +100,10 @@ class AbstractCoordinator:
         #: None: metrics disabled), recorded from the response callbacks on either thread.
         self.sensors: Any = None
         self._sent_ms: dict[str, float] = {}  # request kind -> when it left (latencies)
+
+    def _set_fatal_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self._fatal_error = exc
 
     def _record(self, method: str, *args: Any) -> None:
         """``self.sensors.<method>(*args)`` when metrics are on."""
@@ -131,29 +135,28 @@ class AbstractCoordinator:
     def on_join_complete(self, generation: Generation, assignment: bytes) -> None:
         """After SyncGroup gave this member its assignment."""
 
-    # --- coordinator discovery -------------------------------------------------------------
+    # --- coordinator discovery (``CoordinatorDiscovery``) -----------------------------------
+
+    @property
+    def coordinator_id(self) -> Optional[Any]:
+        """The coordinator's connection (node) id; None while it is unknown."""
+        return self.discovery.coordinator_id
+
+    @property
+    def _find_future(self) -> Any:
+        # The FindCoordinator in flight (read by the heartbeat step and ConsumerCoordinator.poll).
+        return self.discovery.find_future
 
     def coordinator_unknown(self) -> bool:
         """No coordinator, or its connection failed (then it is forgotten and looked up again)."""
-        with self._lock:
-            node = self.coordinator_id
-        if node is None:
-            return True
-        delay = self._client.connection_delay(node)
-        if self._client.connection_failed(node) is not None and delay > 0:
-            self.mark_coordinator_unknown("the connection to the coordinator failed")
-            with self._lock:
-                # It is likely the same node again: look it up once it may be reconnected.
-                self._next_find_ms = max(self._next_find_ms, self._clock() + min(delay, self.retry_backoff_max_ms))
-            return True
-        return False
+        return self.discovery.coordinator_unknown()
 
     def mark_coordinator_unknown(self, reason: str) -> None:
-        with self._lock:
-            if self.coordinator_id is not None:
-                log.info("Group %s: coordinator %s is unavailable or invalid (%s); will rediscover it",
-                         self.group_id, self.coordinator_id, reason)
-                self.coordinator_id = None
+        self.discovery.mark_coordinator_unknown(reason)
+
+    def lookup_coordinator(self) -> Optional[Any]:
+        """Send FindCoordinator unless one is in flight or we are backing off; its Future or None."""
+        return self.discovery.lookup_coordinator()
 
     def ensure_coordinator_ready(self, timeout_ms: float) -> Optional[Any]:
         """The coordinator's node id once known and connected, or None if time ran out.
@@ -176,60 +179,6 @@ class AbstractCoordinator:
                 return None
             wait = min(remaining, self.retry_backoff_ms) if future is None else remaining
             self._app_poll(wait, future)
-
-    def lookup_coordinator(self) -> Optional[Any]:
-        """Send FindCoordinator unless one is in flight or we are backing off; its Future or None."""
-        with self._lock:
-            if self._find_future is not None:
-                return self._find_future
-            now = self._clock()
-            if now < self._next_find_ms:
-                return None
-            node = self._client.least_loaded_node()
-            if node is None or not self._client.ready(node):
-                return None
-            version = self._client.api_version(FindCoordinatorRequest.api_key, node)
-            if version is None:
-                raise errors.UnsupportedVersionError("node {} does not support FindCoordinator".format(node))
-            request = build_find_coordinator(self.group_id, version)
-            log.debug("Group %s: sending FindCoordinator v%d to node %s", self.group_id, version, node)
-            future = self._client.send(node, request, version=version)
-            self._find_future = future
-        future.add_callback(self._on_find_coordinator_response)
-        future.add_errback(self._on_find_coordinator_failure)
-        return future
-
-    def _on_find_coordinator_response(self, response: Any) -> None:
-        entry = response
-        if response.coordinators:
-            entry = next((c for c in response.coordinators if c.key == self.group_id), None)
-            if entry is None:
-                self._on_find_coordinator_failure(errors.IllegalStateError(
-                    "FindCoordinator answer has no entry for group {!r}".format(self.group_id)))
-                return
-        if entry.error_code != 0:
-            self._on_find_coordinator_failure(errors.error_for(entry.error_code, entry.error_message or None))
-            return
-        with self._lock:
-            self._find_future = None
-            self._find_failures = 0
-            # A connection of its own (Java's Integer.MAX_VALUE - broker id): see
-            # kproto.net.metadata.coordinator_connection_id.
-            self.coordinator_id = self._client.cluster.add_coordinator(entry.node_id, entry.host, entry.port)
-            self.heartbeat.reset_session_timeout(self._clock())
-        log.info("Group %s: discovered coordinator %s (%s:%s)", self.group_id, entry.node_id, entry.host, entry.port)
-        self._client.ready(entry.node_id)
-
-    def _on_find_coordinator_failure(self, exc: BaseException) -> None:
-        with self._lock:
-            self._find_future = None
-            self._find_failures += 1
-            backoff = min(self.retry_backoff_max_ms, self.retry_backoff_ms * 2 ** (self._find_failures - 1))
-            self._next_find_ms = self._clock() + backoff * random.uniform(0.8, 1.2)
-            if not getattr(exc, "retriable", False) and isinstance(exc, errors.BrokerResponseError):
-                # e.g. GROUP_AUTHORIZATION_FAILED: nothing to retry, tell the application.
-                self._fatal_error = exc
-        log.debug("Group %s: FindCoordinator failed (%s); next attempt after backoff", self.group_id, exc)
 
     # --- joining ---------------------------------------------------------------------------------
 
@@ -613,8 +562,7 @@ class AbstractCoordinator:
     @property
     def coordinator_broker_id(self) -> Optional[int]:
         """The broker the known coordinator runs on (None while it is unknown)."""
-        node = self.coordinator_id
-        return None if node is None else coordinator_broker_id(node)
+        return self.discovery.coordinator_broker_id
 
     def generation(self) -> Generation:
         with self._lock:
