@@ -120,10 +120,12 @@ def test_poll_interval_exceeded_leaves_the_group_and_next_poll_rejoins_with_part
 
     c = consumer(cluster, "slow", max_poll_interval_ms=1000, session_timeout_ms=6000)
     try:
+        # Tracking from the start: a slow return from the last poll must not let the
+        # LeaveGroup go out before tracking begins (nothing else in this group leaves).
+        cluster.start_request_tracking()
         c.subscribe([topic], listener=listener)
         poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
         generation = c.group_metadata()["generation_id"]
-        cluster.start_request_tracking()
         # Stop polling for longer than max_poll_interval_ms: the heartbeat thread leaves.
         wait_for(lambda: LEAVE_GROUP in api_keys_seen(cluster), "the heartbeat thread's LeaveGroup")
         cluster.stop_request_tracking()
