@@ -142,11 +142,6 @@ class AbstractCoordinator:
         """The coordinator's connection (node) id; None while it is unknown."""
         return self.discovery.coordinator_id
 
-    @property
-    def _find_future(self) -> Any:
-        # The FindCoordinator in flight (read by the heartbeat step and ConsumerCoordinator.poll).
-        return self.discovery.find_future
-
     def coordinator_unknown(self) -> bool:
         """No coordinator, or its connection failed (then it is forgotten and looked up again)."""
         return self.discovery.coordinator_unknown()
@@ -465,7 +460,7 @@ class AbstractCoordinator:
                     wait = idle
         if self._leave_future is not None and self._leave_future.is_done:
             self._leave_future = None
-        if self._heartbeat_future is None and self._find_future is None and self._leave_future is None:
+        if self._heartbeat_future is None and self.discovery.find_future is None and self._leave_future is None:
             self._outstanding_since = None
         elif self._outstanding_since is None:
             # The application thread usually polls (and so sends and receives this) soon;

@@ -129,7 +129,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         wait = self.time_to_next_heartbeat(now_ms)
         if self._auto_commit is not None and self._subscriptions.num_assigned_partitions():
             wait = min(wait, self._auto_commit.remaining_ms(int(now_ms)))
-        if self._join is not None or self._find_future is not None:
+        if self._join is not None or self.discovery.find_future is not None:
             wait = min(wait, self.retry_backoff_ms)
         return wait
 

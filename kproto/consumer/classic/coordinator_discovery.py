@@ -23,9 +23,9 @@ from typing import Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import FindCoordinatorRequest
+from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
 from kproto.net.metadata import coordinator_broker_id
 
-from .group_requests import build_find_coordinator
 
 # The classic engine's one logger (the coordinator's messages read as one stream).
 log = logging.getLogger("kproto.consumer.classic")
@@ -94,7 +94,7 @@ class CoordinatorDiscovery:
             version = self._client.api_version(FindCoordinatorRequest.api_key, node)
             if version is None:
                 raise errors.UnsupportedVersionError("node {} does not support FindCoordinator".format(node))
-            request = build_find_coordinator(self.group_id, version)
+            request = build_find_coordinator_request(self.group_id, version)
             log.debug("Group %s: sending FindCoordinator v%d to node %s", self.group_id, version, node)
             future = self._client.send(node, request, version=version)
             self.find_future = future
@@ -103,25 +103,20 @@ class CoordinatorDiscovery:
         return future
 
     def _on_find_coordinator_response(self, response: Any) -> None:
-        entry = response  # v0-3: the answer is in the top-level fields
-        if response.coordinators:
-            entry = next((c for c in response.coordinators if c.key == self.group_id), None)
-            if entry is None:
-                self._on_find_coordinator_failure(errors.IllegalStateError(
-                    "FindCoordinator answer has no entry for group {!r}".format(self.group_id)))
-                return
-        if entry.error_code != 0:
-            self._on_find_coordinator_failure(errors.error_for(entry.error_code, entry.error_message or None))
+        entry, error = group_coordinator(response, self.group_id)
+        if error is not None:
+            self._on_find_coordinator_failure(error)
             return
         with self._lock:
             self.find_future = None
             self._find_failures = 0
             # A connection of its own (Java's Integer.MAX_VALUE - broker id): see
             # kproto.net.metadata.coordinator_connection_id.
-            self.coordinator_id = self._client.cluster.add_coordinator(entry.node_id, entry.host, entry.port)
+            self.coordinator_id = coordinator = self._client.cluster.add_coordinator(
+                entry.node_id, entry.host, entry.port)
             self._on_discovered()
         log.info("Group %s: discovered coordinator %s (%s:%s)", self.group_id, entry.node_id, entry.host, entry.port)
-        self._client.ready(entry.node_id)
+        self._client.ready(coordinator)  # start connecting now (Java's client.tryConnect(coordinator))
 
     def _on_find_coordinator_failure(self, exc: BaseException) -> None:
         with self._lock:

@@ -1,7 +1,7 @@
 """The group-membership requests of the classic protocol, sans-IO.
 
-Owns which version of JoinGroup / SyncGroup / Heartbeat / LeaveGroup / FindCoordinator the
-coordinator uses (``choose_version``, capped at ``MAX_VERSIONS``), how each request is
+Owns which version of JoinGroup / SyncGroup / Heartbeat / LeaveGroup the coordinator
+uses (``choose_version``, capped at ``MAX_VERSIONS``), how each request is
 built for that version (fields a version lacks are left at their defaults), and a
 tolerant second reading of the error answers the librdkafka mock cluster writes with null
 strings/bytes where the schema forbids them (otherwise the strict decoder closes the
@@ -15,7 +15,6 @@ from typing import Any, Optional, Sequence
 
 from kproto import errors
 from kproto.messages import (
-    FindCoordinatorRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -24,8 +23,6 @@ from kproto.messages import (
     SyncGroupResponse,
 )
 
-COORDINATOR_KEY_TYPE_GROUP = 0
-_FIND_COORDINATOR_BATCHED_VERSION = 4  # v4 replaced ``key`` with ``coordinator_keys``
 # The newest versions used. These are librdkafka's: the librdkafka mock cluster advertises
 # newer ones than it can parse (JoinGroup v6 and SyncGroup v4 close the connection, LeaveGroup
 # v3+ answers in the v0 layout), and nothing the consumer needs came later (JoinGroup v5 and
@@ -44,12 +41,6 @@ def choose_version(request_cls: Any, supported: tuple[int, int], node: Any = Non
         raise errors.UnsupportedVersionError("no common version of {} with coordinator {} (broker {}-{})".format(
             request_cls.__name__, node, low, high))
     return max(bottom, min(top, MAX_VERSIONS.get(request_cls.api_key, top)))
-
-
-def build_find_coordinator(group_id: str, version: int) -> Any:
-    if version >= _FIND_COORDINATOR_BATCHED_VERSION:
-        return FindCoordinatorRequest(key_type=COORDINATOR_KEY_TYPE_GROUP, coordinator_keys=[group_id])
-    return FindCoordinatorRequest(key=group_id, key_type=COORDINATOR_KEY_TYPE_GROUP)
 
 
 def build_join_group(version: int, group_id: str, member_id: str, group_instance_id: Optional[str],

@@ -22,14 +22,11 @@ from kproto.consumer.kip848.request_manager import (
     RequestState,
     UnsentRequest,
 )
-from kproto.errors import IllegalStateError, KafkaConnectionError, error_for
+from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
+from kproto.errors import KafkaConnectionError
 from kproto.messages import FindCoordinatorRequest
 
 log = logging.getLogger("kproto.kip848")
-
-COORDINATOR_KEY_TYPE_GROUP = 0
-# FindCoordinator v4 replaced the single ``key`` with the batched ``coordinator_keys``.
-_BATCHED_KEYS_MIN_VERSION = 4
 
 
 class Coordinator(NamedTuple):
@@ -84,21 +81,10 @@ class CoordinatorRequestManager:
         return unsent.when_complete(_on_complete)
 
     def _build_request(self, version: int) -> tuple[FindCoordinatorRequest, int]:
-        if version >= _BATCHED_KEYS_MIN_VERSION:
-            return FindCoordinatorRequest(key_type=COORDINATOR_KEY_TYPE_GROUP,
-                                          coordinator_keys=[self.group_id]), version
-        return FindCoordinatorRequest(key=self.group_id, key_type=COORDINATOR_KEY_TYPE_GROUP), version
+        return build_find_coordinator_request(self.group_id, version), version
 
     def _on_response(self, now_ms: int, response: Any) -> None:
-        if response.coordinators:
-            entry = next((c for c in response.coordinators if c.key == self.group_id), None)
-            if entry is None:
-                self._on_failed_response(now_ms, IllegalStateError(
-                    "FindCoordinator response has no coordinator for group {!r}".format(self.group_id)))
-                return
-        else:  # v0-3: the answer is in the top-level fields
-            entry = response
-        error = error_for(entry.error_code, entry.error_message or None)
+        entry, error = group_coordinator(response, self.group_id)
         if error is not None:
             self._on_failed_response(now_ms, error)
             return
