@@ -14,7 +14,7 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition
 from tests.test_group_support import (LingerInFirstEmptyAssignment, Member, UnhurriedCooperativeSticky,
                                       assert_disjoint_per_generation, assert_no_committed_work_redone,
-                                      processed_union, wait_for)
+                                      processed_after_revocation, processed_union, wait_for)
 
 
 @pytest.fixture
@@ -133,8 +133,10 @@ def test_cooperative_sticky_join_moves_only_the_partitions_the_newcomer_takes(cl
     # The newcomer lingers in its first (empty) assignment callback, so the second round
     # cannot complete for a while after the old member's revocation, and fresh records land
     # on every partition meanwhile: a window in which the old member must keep fetching and
-    # processing what it kept (left to timing, the window was ~0 ms at times).
-    linger = LingerInFirstEmptyAssignment(lambda: cluster.produce(topic, 60, start_index=len(backlog)), 1.0)
+    # processing what it kept (left to timing, the window was ~0 ms at times). The window
+    # stays open until the old member was seen processing a kept partition after revoking.
+    linger = LingerInFirstEmptyAssignment(lambda: cluster.produce(topic, 60, start_index=len(backlog)),
+                                          until=lambda: processed_after_revocation(old))
     new = Member("new", bootstrap, "coop", [topic], partition_assignment_strategy=[UnhurriedCooperativeSticky()],
                  per_batch_s=0.03, listener_hook=linger)
     old.start()
@@ -193,8 +195,11 @@ def test_group_requests_have_their_own_connection_so_a_parked_join_does_not_stal
     old = Member("old", cluster.bootstrap_servers, group, [topic],
                  partition_assignment_strategy=[UnhurriedCooperativeSticky()])
     # In its first (empty) assignment the newcomer holds the second round open: the old
-    # member has revoked one partition and its JoinGroup waits for the newcomer.
-    linger = LingerInFirstEmptyAssignment(lambda: cluster.produce(topic, 20, start_index=len(backlog)), 1.5)
+    # member has revoked one partition and its JoinGroup waits for the newcomer; it stays
+    # there until the old member processed a fresh record of the partition it kept.
+    linger = LingerInFirstEmptyAssignment(
+        lambda: cluster.produce(topic, 20, start_index=len(backlog)),
+        until=lambda: processed_after_revocation(old, written_set(linger.during_window)))
     new = Member("new", cluster.bootstrap_servers, group, [topic],
                  partition_assignment_strategy=[UnhurriedCooperativeSticky()], listener_hook=linger)
     old.start()

@@ -8,7 +8,8 @@ stamped with one sequence shared by all members (``assert_no_committed_work_redo
 in assertions: a condition that never comes fails with a message after a generous limit).
 ``UnhurriedCooperativeSticky``: cooperative-sticky for tests that need every SyncGroup of a
 round to count on librdkafka's mock. ``LingerInFirstEmptyAssignment``: a listener hook that
-holds a cooperative rebalance's second round open while records are produced.
+holds a cooperative rebalance's second round open while records are produced, until the old
+member was seen working in the window (``processed_after_revocation``).
 """
 
 from __future__ import annotations
@@ -61,14 +62,17 @@ class UnhurriedCooperativeSticky(CooperativeStickyAssignor):
 
 class LingerInFirstEmptyAssignment:
     """A ``Member`` listener hook for a cooperative newcomer: in its first (empty) assignment
-    callback it runs ``produce()`` (records stored in ``during_window``), then sleeps
-    ``linger_s``. The second round of the rebalance waits for this member to rejoin, so
-    between the old members' revocations and ``window_closed`` (a shared-order stamp taken
-    after the sleep) they must keep fetching and processing what they kept."""
+    callback it runs ``produce()`` (records stored in ``during_window``), then stays in the
+    callback until ``until()`` holds (or ``limit_s`` passed: the test's assertion then fails).
+    The second round of the rebalance waits for this member to rejoin, so between the old
+    members' revocations and ``window_closed`` (a shared-order stamp taken after the wait)
+    they must keep fetching and processing what they kept. (A fixed linger was too short for
+    the old member to fetch anything on a loaded machine.)"""
 
-    def __init__(self, produce: Callable[[], list], linger_s: float) -> None:
+    def __init__(self, produce: Callable[[], list], until: Callable[[], Any], limit_s: float = 30.0) -> None:
         self.produce = produce
-        self.linger_s = linger_s
+        self.until = until
+        self.limit_s = limit_s
         self.lingered = threading.Event()
         self.during_window: list = []
         self.window_closed: Optional[int] = None
@@ -77,8 +81,25 @@ class LingerInFirstEmptyAssignment:
         if kind == "assigned" and not partitions and not self.lingered.is_set():
             self.lingered.set()
             self.during_window.extend(self.produce())
-            time.sleep(self.linger_s)
+            end = time.monotonic() + self.limit_s
+            while not self.until() and time.monotonic() < end:
+                time.sleep(0.05)
             self.window_closed = stamp()  # only after this can the second round complete
+
+
+def processed_after_revocation(member: "Member", records: Optional[set] = None) -> bool:
+    """Whether ``member`` processed, after its first revocation callback, a record of a
+    partition it did not revoke; only records of ``records`` ((topic, partition, offset)) count
+    if given."""
+    with member.lock:
+        revocations = [(s, parts) for (kind, _g, parts), s in zip(member.events, member.event_stamps)
+                       if kind == "revoked"]
+        if not revocations:
+            return False
+        revoked_at, revoked = revocations[0]
+        gone = {(tp.topic, tp.partition) for tp in revoked}
+        return any(s > revoked_at and (t, p) not in gone and (records is None or (t, p, off) in records)
+                   for s, t, p, off in member.stamped)
 
 
 class Member(threading.Thread):
