@@ -13,7 +13,8 @@ Error handling (``_on_error_response``):
   heartbeat again without backoff;
 - COORDINATOR_LOAD_IN_PROGRESS: retry after backoff;
 - UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: the member is fenced (partitions lost, rejoin);
-- TOPIC_AUTHORIZATION_FAILED: surfaced to the application, the member stays as it is;
+- TOPIC_AUTHORIZATION_FAILED: surfaced to the application, the member stays as it is and
+  heartbeats again after the backoff;
 - GROUP_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED,
   UNSUPPORTED_ASSIGNOR, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION and anything
   unknown: fatal, surfaced to the application as an ErrorEvent.
@@ -322,6 +323,10 @@ class ConsumerHeartbeatRequestManager:
         message = response.error_message
         state = self.heartbeat_request_state
         membership = self.membership_manager
+        # Every error answer ends the request and starts the backoff (Java's onErrorResponse);
+        # coordinator and fencing errors then drop the backoff. Without it, an error that
+        # keeps the member (TOPIC_AUTHORIZATION_FAILED) left the request "in flight" forever.
+        state.on_failed_attempt(now_ms)
         if name in ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"):
             log.info("ConsumerGroupHeartbeat failed with %s; rediscovering the coordinator", name)
             self.coordinator_request_manager.mark_coordinator_unknown(name, now_ms)
@@ -329,7 +334,6 @@ class ConsumerHeartbeatRequestManager:
             state.reset()
         elif name == "COORDINATOR_LOAD_IN_PROGRESS":
             log.info("ConsumerGroupHeartbeat: the coordinator is still loading; retrying after backoff")
-            state.on_failed_attempt(now_ms)
         elif name in ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"):
             log.info("ConsumerGroupHeartbeat: member %s with epoch %s is fenced (%s)",
                      membership.member_id, membership.member_epoch, name)
@@ -350,6 +354,7 @@ class ConsumerHeartbeatRequestManager:
             self._handle_fatal_failure(error_for(response.error_code, message))
         # The broker may not have taken the last fields: send everything next time.
         self.heartbeat_state.reset()
+        membership.on_heartbeat_failure(False)
 
     def _handle_fatal_failure(self, error: BaseException) -> None:
         self.background_event_handler.add(ErrorEvent(error))
