@@ -25,6 +25,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from kproto.consumer.kip848.local_assignment import completed_future
 from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.errors import KafkaError, KafkaTimeoutError
 
@@ -294,6 +295,15 @@ class ConsumerRebalanceListenerCallbackCompletedEvent(ApplicationEvent):
         self.future = future
         self.error = error
 
+    def resume_waiter(self) -> None:
+        """On the background thread: complete ``future`` (once) with the callback's outcome."""
+        if self.future.done():
+            return
+        if self.error is not None:
+            self.future.set_exception(self.error)
+        else:
+            self.future.set_result(None)
+
 
 # --- background events (background thread -> application thread) -----------------------
 
@@ -332,6 +342,23 @@ class ConsumerRebalanceListenerCallbackNeededEvent(CompletableBackgroundEvent):
         super().__init__()
         self.method_name = method_name
         self.partitions = tuple(sorted(partitions))
+
+
+def request_listener_callback(handler: "BackgroundEventHandler", has_listener: bool,
+                              method: ConsumerRebalanceListenerMethodName, partitions: Iterable[Any],
+                              always: bool = False) -> Future:
+    """Enqueue a listener callback for the application thread; its future completes on return.
+
+    Revoked and lost run only for a non-empty set; assigned always runs (as the classic
+    consumer does), when a listener is set. Without one the future is already complete.
+    """
+    partitions = set(partitions)
+    if not has_listener or (not partitions and not always):
+        return completed_future()
+    event = ConsumerRebalanceListenerCallbackNeededEvent(method, partitions)
+    handler.add(event)
+    log.debug("Enqueued %s(%s) for the application thread", method.value, sorted(partitions))
+    return event.future
 
 
 # --- handlers and the reaper -------------------------------------------------------------

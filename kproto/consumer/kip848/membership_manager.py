@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from kproto.consumer.kip848.events import (
     BackgroundEventHandler,
     ConsumerRebalanceListenerCallbackCompletedEvent,
-    ConsumerRebalanceListenerCallbackNeededEvent,
     ConsumerRebalanceListenerMethodName,
+    request_listener_callback,
 )
 from kproto.consumer.kip848.local_assignment import (
     LocalAssignment,
@@ -203,7 +203,9 @@ class ConsumerMembershipManager:
         if self._state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING):
             log.info("Member %s with epoch %s got fenced while leaving the group; it will not "
                      "send the leave request or rejoin.", self.member_id, self.member_epoch)
-            self._finalize_leaving()
+            if self._state is MemberState.PREPARE_LEAVING:
+                # Through LEAVING, as Java: the leave epoch, and listeners told the epoch is gone.
+                self.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
             self.transition_to(MemberState.UNSUBSCRIBED)
             self._maybe_complete_leave_in_progress()
             return
@@ -236,7 +238,9 @@ class ConsumerMembershipManager:
         if previous is MemberState.UNSUBSCRIBED:
             return
         if previous in (MemberState.PREPARE_LEAVING, MemberState.LEAVING):
+            # The leave already released (or is releasing) the partitions: no lost callback.
             self._maybe_complete_leave_in_progress()
+            return
 
         def _after_lost(error: Optional[BaseException]) -> None:
             if error is not None:
@@ -448,8 +452,10 @@ class ConsumerMembershipManager:
         assigned = {tp for _, tp in assigned_by_id}
         added = assigned - owned
         revoked = owned - assigned
-        if not can_commit and revoked:
-            log.debug("Delaying the revocation of %s until the next poll()", sorted(revoked))
+        if not can_commit and (revoked or self._auto_commit_before_rebalance is not None):
+            # Java's canCommit: the auto-commit below would commit offsets of records the
+            # application may still be processing, so it waits for poll() too.
+            log.debug("Delaying the reconciliation (revoking %s) until the next poll()", sorted(revoked))
             return
 
         self._reconciliation_in_progress = True
@@ -484,7 +490,8 @@ class ConsumerMembershipManager:
 
         def _after_revocation(error: Optional[BaseException]) -> None:
             if error is not None:
-                log.error("on_partitions_revoked failed: %s", error)
+                self._fail_reconciliation("on_partitions_revoked", error)
+                return
             if self._maybe_abort_reconciliation():
                 return
             try:
@@ -498,7 +505,8 @@ class ConsumerMembershipManager:
 
             def _after_assign(assign_error: Optional[BaseException]) -> None:
                 if assign_error is not None:
-                    log.error("on_partitions_assigned failed: %s", assign_error)
+                    self._fail_reconciliation("on_partitions_assigned", assign_error)
+                    return
                 self._reconciliation_in_progress = False
                 if not self._maybe_abort_reconciliation():
                     self.current_assignment = resolved
@@ -526,6 +534,13 @@ class ConsumerMembershipManager:
 
         when_complete(result, _enable)
         return result
+
+    def _fail_reconciliation(self, callback: str, error: BaseException) -> None:
+        # Java: a failed callback fails the reconciliation; no ack, the member stays
+        # RECONCILING and the next poll() tries again (or the broker fences it).
+        log.error("Reconciliation failed: %s raised %s; not acknowledging", callback, error)
+        self._reconciliation_in_progress = False
+        self._rejoined_while_reconciliation_in_progress = False
 
     def _maybe_abort_reconciliation(self) -> bool:
         abort = self._state is not MemberState.RECONCILING or self._rejoined_while_reconciliation_in_progress
@@ -576,25 +591,11 @@ class ConsumerMembershipManager:
 
     def _invoke_listener(self, method: ConsumerRebalanceListenerMethodName,
                          partitions: Iterable[TopicPartition], always: bool = False) -> Future:
-        """Enqueue the callback for the application thread; its future completes on return.
-
-        Revoked and lost run only for a non-empty set; assigned always runs (as the classic
-        consumer does), when a listener is set.
-        """
-        partitions = set(partitions)
-        if self.subscriptions.rebalance_listener is None or (not partitions and not always):
-            return completed_future()
-        event = ConsumerRebalanceListenerCallbackNeededEvent(method, partitions)
-        self.background_event_handler.add(event)
-        log.debug("Enqueued %s(%s) for the application thread", method.value, sorted(partitions))
-        return event.future
+        return request_listener_callback(self.background_event_handler,
+                                         self.subscriptions.rebalance_listener is not None,
+                                         method, partitions, always)
 
     def consumer_rebalance_listener_callback_completed(
             self, event: ConsumerRebalanceListenerCallbackCompletedEvent) -> None:
         """The application thread ran the callback: resume what waited on it."""
-        if event.future.done():
-            return
-        if event.error is not None:
-            event.future.set_exception(event.error)
-        else:
-            event.future.set_result(None)
+        event.resume_waiter()
