@@ -47,3 +47,37 @@ def test_heartbeats_go_on_after_a_topic_authorization_error(broker) -> None:
               and membership(consumer).state is MemberState.STABLE, seen, timeout_s=DEADLINE_S)
     finally:
         consumer.close()
+
+
+class _Listener:
+    def on_partitions_revoked(self, partitions):
+        pass
+
+    def on_partitions_assigned(self, partitions):
+        pass
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+def test_close_without_time_for_the_callbacks_still_sends_the_leave(broker) -> None:
+    """Java: close sends the leave heartbeat even when no time is left (pollOnClose sends it
+    for a member still leaving, and the close loop polls the network at least once). kproto
+    sent nothing when close's deadline had passed, so the partitions stayed with the closed
+    member until its session timed out."""
+    topic = broker.new_topic(partitions=2, prefix="k848r")
+    broker.produce(topic, 4)
+    broker.set_group_consumer_heartbeat_interval(100)
+    broker.set_group_consumer_session_timeout(600_000)  # far beyond this test's deadline
+    group = "g-" + topic
+    leaving = make_consumer(broker, group)
+    staying = make_consumer(broker, group)
+    try:
+        leaving.subscribe([topic], listener=_Listener())
+        staying.subscribe([topic])
+        seen: dict = {}
+        drive([leaving, staying], lambda: len(leaving.assignment()) == 1 and len(staying.assignment()) == 1
+              and membership(leaving).state is MemberState.STABLE, seen)
+        leaving.close(timeout_ms=0)
+        drive([staying], lambda: staying.assignment() == {TP(topic, 0), TP(topic, 1)}, seen, timeout_s=DEADLINE_S)
+    finally:
+        leaving.close()
+        staying.close()

@@ -163,9 +163,15 @@ class ConsumerNetworkThread(threading.Thread):
         now = self._time_ms()
         for manager in resources.request_managers:
             delegate.add_all(manager.poll(now))
+        for manager in resources.request_managers:
+            poll_on_close = getattr(manager, "poll_on_close", None)  # Java's RequestManager.pollOnClose
+            if poll_on_close is not None:
+                delegate.add_all(poll_on_close(now))
         delegate.add_all(resources.close_requests())
+        # At least one network poll, as Java's sendUnsentRequests: close(timeout_ms=0) still
+        # writes the leave heartbeat to a ready coordinator connection.
         while delegate.has_pending_requests():
-            remaining = deadline - self._time_ms()
+            remaining = max(0, deadline - self._time_ms())
+            delegate.poll(min(remaining, 100))
             if remaining <= 0:
                 break
-            delegate.poll(min(remaining, 100))

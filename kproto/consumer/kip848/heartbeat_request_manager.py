@@ -239,6 +239,22 @@ class ConsumerHeartbeatRequestManager:
         request = self._make_heartbeat_request(now_ms, coordinator.node_id, ignore_response=False)
         return PollResult(state.heartbeat_interval_ms, [request])
 
+    def poll_on_close(self, now_ms: int) -> PollResult:
+        """Java's pollOnClose: the leave heartbeat of a member closed while still leaving.
+
+        A member still in PREPARE_LEAVING (close's deadline passed before the application
+        ran the revocation callback) enters LEAVING here, so the last heartbeat is a leave
+        (Java would send its current epoch); the callback can no longer run anyway.
+        """
+        membership = self.membership_manager
+        coordinator = self.coordinator_request_manager.coordinator
+        if coordinator is None or not membership.is_leaving_group():
+            return PollResult.EMPTY  # type: ignore[attr-defined]
+        if membership.state is MemberState.PREPARE_LEAVING:
+            membership.transition_to_sending_leave_group(due_to_expired_poll_timer=False)
+        leave = self._make_heartbeat_request(now_ms, coordinator.node_id, ignore_response=True)
+        return PollResult(self.heartbeat_request_state.heartbeat_interval_ms, [leave])
+
     def maximum_time_to_wait(self, now_ms: int) -> int:
         """At most half the poll timer's remaining time, so it never expires while blocked."""
         self.poll_timer.update(now_ms)

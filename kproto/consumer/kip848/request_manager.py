@@ -114,7 +114,11 @@ PollResult.EMPTY = PollResult()  # type: ignore[attr-defined]
 
 @runtime_checkable
 class RequestManager(Protocol):
-    """Polled once per network-thread iteration, on the background thread only."""
+    """Polled once per network-thread iteration, on the background thread only.
+
+    A manager may also define ``poll_on_close(now_ms) -> PollResult`` (Java's pollOnClose):
+    its last requests, sent when the background thread closes.
+    """
 
     def poll(self, now_ms: int) -> PollResult:
         """The requests to send now; never does I/O."""
