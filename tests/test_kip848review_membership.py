@@ -140,3 +140,42 @@ def test_a_failed_assignment_callback_is_not_acknowledged() -> None:
         pass
     assert h.manager.state is S.RECONCILING and not h.manager.is_reconciliation_in_progress()
     assert h.manager.current_assignment.is_none()
+
+
+def test_a_target_changed_during_a_reconciliation_is_reconciled_after_the_ack() -> None:
+    """Java (same in kproto): the reconciliation in flight finishes with the assignment it
+    started from and is acknowledged; the ack heartbeat then finds the newer target
+    unreconciled and the member reconciles again (RECONCILING, not STABLE)."""
+    h = Harness("alpha", "beta")
+    _stable_with(h, {"alpha": [0, 1]})
+    h.log.clear()
+    h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [1]}))
+    h.manager.maybe_reconcile(can_commit=True)  # on_partitions_revoked is pending
+    h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=3,
+                                                      assignment={"alpha": [1], "beta": [0]}))
+    assert h.manager.is_reconciliation_in_progress()
+    while h.run_application_callbacks():
+        pass
+    assert h.owned() == [TP("alpha", 1)] and h.manager.state is S.ACKNOWLEDGING
+    h.manager.on_heartbeat_request_generated()  # the ack of [alpha-1]
+    assert h.manager.state is S.RECONCILING
+    h.manager.maybe_reconcile(can_commit=True)
+    while h.run_application_callbacks():
+        pass
+    assert h.log == [("revoked", [TP("alpha", 0)]), ("assigned", []), ("assigned", [TP("beta", 0)])]
+    assert h.owned() == [TP("alpha", 1), TP("beta", 0)] and h.manager.state is S.ACKNOWLEDGING
+    h.manager.on_heartbeat_request_generated()
+    assert h.manager.state is S.STABLE
+
+
+def test_fenced_after_the_leave_was_generated_does_not_rejoin() -> None:
+    """Java (same in kproto): fencing answered to a member that already left is ignored."""
+    h = Harness("alpha")
+    _stable_with(h, {"alpha": [0]})
+    done = h.manager.leave_group()
+    while h.run_application_callbacks():
+        pass
+    h.manager.on_heartbeat_request_generated()  # the leave heartbeat went out
+    assert h.manager.state is S.UNSUBSCRIBED and done.done()
+    h.manager.transition_to_fenced()
+    assert h.manager.state is S.UNSUBSCRIBED and h.manager.should_skip_heartbeat()
