@@ -208,14 +208,16 @@ def test_fence_during_reconciliation_aborts_it() -> None:
     assert not h.manager.is_reconciliation_in_progress()
 
 
-def test_callback_failure_does_not_stop_reconciliation() -> None:
+def test_callback_failure_leaves_the_member_reconciling_without_an_ack() -> None:
+    # As Java: a failed reconciliation is not acknowledged; the member stays RECONCILING
+    # (the next poll retries; the broker fences it if it never completes).
     h = Harness("alpha", fail="revoked")
     _stable_with(h, {"alpha": [0, 1]})
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [1]}))
     h.manager.maybe_reconcile(can_commit=True)
     while h.run_application_callbacks():
         pass
-    assert h.owned() == [TP("alpha", 1)] and h.manager.state is S.ACKNOWLEDGING
+    assert h.owned() == [TP("alpha", 0), TP("alpha", 1)] and h.manager.state is S.RECONCILING
 
 
 @pytest.mark.parametrize("instance_id,epoch", [(None, LEAVE_GROUP_MEMBER_EPOCH),
