@@ -151,7 +151,8 @@ def test_raw_fetch_returns_the_producers_batches(broker, codec):
         batches += found
         offset = found[-1].base_offset + found[-1].last_offset_delta + 1
     assert offset == len(written)
-    assert {b.codec for b in batches} == {seeding.CODEC_IDS[codec]}
+    assert {b.codec for b in batches} == {seeding.CODEC_IDS[codec]}, \
+        [(b.base_offset, b.last_offset_delta, b.codec) for b in batches]
 
 
 def test_raw_fetch_of_an_empty_partition_is_empty(broker):
