@@ -8,7 +8,8 @@ It owns one ``FetchSessionHandler`` per node and the set of nodes with a fetch i
 ``prepare_fetch_requests`` groups the fetchable partitions that have no buffered data by
 their leader (or preferred read replica), and skips a node that has a request in flight
 or that leads a partition with buffered data (fetching the others would drop the buffered
-ones from the broker's session). ``handle_fetch_success`` advances the session and
+ones from the broker's session); a paused partition's buffered data does not count (it
+waits for resume, and must not starve the node's other partitions: Java's KAFKA-17182). ``handle_fetch_success`` advances the session and
 buffers one ``CompletedFetch`` per partition; ``handle_fetch_failure`` resets the
 session so the next request is full.
 
@@ -89,13 +90,44 @@ class AbstractFetch:
         return leader if leader is not None and leader >= 0 else None
 
     def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+        """The preferred read replica (KIP-392) while its lease holds and the metadata
+        knows it as an online replica of the partition (Java's ``nodeIfOnline``), else the
+        leader. A replica the metadata does not know (stale metadata, a broker gone) is
+        forgotten and the metadata refreshed, as Java: fetching from it would stall until
+        the lease ran out, since a node without an address never becomes ready."""
         replica = self.subscriptions.preferred_read_replica(tp, now_ms)
-        return leader if replica is None else replica
+        if replica is None or replica == leader:
+            return leader
+        if self._replica_online(tp, replica):
+            return replica
+        log.debug("not fetching %s from preferred read replica %s: not an online replica in the metadata; "
+                  "using the leader %s", tp, replica, leader)
+        self.subscriptions.clear_preferred_read_replica(tp)
+        self.metadata.request_update()
+        return leader
+
+    def _replica_online(self, tp: TopicPartition, node_id: int) -> bool:
+        broker_metadata = getattr(self.metadata, "broker_metadata", None)
+        partition_metadata = getattr(self.metadata, "partition_metadata", None)
+        if broker_metadata is None or partition_metadata is None:
+            return True  # a metadata view without brokers and replicas: nothing to check
+        if broker_metadata(node_id) is None:
+            return False
+        # Java also wants the node in the partition's replica list; a leader only ever
+        # names one of its replicas, so kproto checks only that it is not offline.
+        partition = partition_metadata(tp)
+        return partition is not None and node_id not in partition.offline_replicas
 
     def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int) -> set[int]:
         nodes = set()
+        subs = self.subscriptions
         for tp in buffered:
-            position = self.subscriptions.position_or_none(tp)
+            # As Java (KAFKA-17182): a paused partition's data stays buffered until resume,
+            # so counting it would starve every other partition its node leads; data
+            # without a valid position (unassigned, reset, awaiting validation) is stale.
+            if subs.is_paused(tp) or not subs.has_valid_position(tp):
+                continue
+            position = subs.position_or_none(tp)
             if position is None:
                 continue
             leader = self._leader(tp, position.current_leader.leader)

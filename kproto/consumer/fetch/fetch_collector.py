@@ -11,7 +11,9 @@ Java's ``FetchCollector``. It owns the rules that make positions trustworthy:
   False)``) leaves them all unchanged: the caller moves them (``seek``), and a fetch whose
   next offset then equals the position goes on from the buffer, else it is dropped as stale;
 * data of a partition no longer assigned or fetchable is dropped; a paused partition's
-  data stays buffered for a later poll;
+  data stays buffered for a later poll; a fetch (data or partition error) for a partition
+  without a valid position (unassigned, reset or awaiting validation since it was sent)
+  is ignored, as Java's ``initialize``;
 * per-partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset`` (or raises
   with 'none'); leadership and unknown-topic errors ask for a metadata refresh; a first
   batch larger than the fetch size raises ``RecordTooLargeError`` telling the user to
@@ -171,7 +173,14 @@ class FetchCollector:
 
         Returns the fetch to read from, or None (it is stale or carried an error).
         """
+        tp = completed.partition
         try:
+            if not self._subscriptions.has_valid_position(tp):
+                # As Java: unassigned, reset or awaiting validation since the fetch was
+                # sent, so neither its data nor its error applies any more.
+                log.debug("ignoring fetched data for %s: it no longer has a valid position", tp)
+                completed.drain()
+                return None
             if completed.error_code == NONE:
                 return self._initialize_success(completed)
             self._handle_error(completed)
@@ -179,6 +188,9 @@ class FetchCollector:
         finally:
             if completed.error_code != NONE:
                 completed.drain()
+                # As Java: a partition that failed goes to the back of the fetch order, so
+                # partitions of one topic tend to stay together in the next request.
+                self._subscriptions.move_partition_to_end(tp)
 
     def _initialize_success(self, completed: CompletedFetch) -> Optional[CompletedFetch]:
         tp = completed.partition
