@@ -130,3 +130,31 @@ def test_partition_error_of_an_unassigned_partition_is_ignored(broker, group_pro
         broker.broker_rtt(1, 0)
         records = consume(consumer, len(written), timeout_s=20)
     assert [r.offset for r in records] == [w.offset for w in written]
+
+
+@pytest.mark.parametrize("group_protocol", ENGINES)
+@pytest.mark.needs("fault_injection")
+@pytest.mark.broker_kinds("mock")
+def test_unreachable_preferred_read_replica_is_dropped(broker, group_protocol):
+    # Java sends the Fetch to the preferred replica even before it is connected; when the
+    # connection fails the request fails, and handleFetchFailure forgets the replica, so
+    # the next Fetch goes to the leader. Here the replica's broker stops while the
+    # consumer's metadata (5 minutes old at most) still lists it.
+    topic = "replicated"  # a fresh cluster per test: the name is free
+    broker.create_topic(topic, partitions=1, replication=3)
+    broker.set_partition_leader(topic, 0, 1)
+    written = broker.produce(topic, 20)
+    tp = TopicPartition(topic, 0)
+    with _consumer(broker, group_protocol, client_rack="r1") as consumer:
+        consumer.assign([tp])
+        records = consume(consumer, len(written), timeout_s=20)
+        broker.broker_down(2)
+        broker.set_partition_follower(topic, 0, 2)
+        deadline = time.monotonic() + 20
+        while _preferred_read_replica(consumer, tp) != 2 and time.monotonic() < deadline:
+            assert consumer.poll(timeout_ms=100) == {}
+        assert _preferred_read_replica(consumer, tp) == 2  # the leader redirected us
+        broker.set_partition_follower(topic, 0, -1)
+        written += broker.produce(topic, 20, start_index=20)
+        records += consume(consumer, 20, timeout_s=20)
+    assert [r.offset for r in records] == [w.offset for w in written]

@@ -23,6 +23,7 @@ from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
 from kproto.consumer.subscription_state import SubscriptionState
+from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
 
@@ -47,6 +48,19 @@ class Fetcher(AbstractFetch):
     def is_unavailable(self, node_id: int) -> bool:
         # ready() also starts connecting, so the node is usable on a later round.
         return not self.client.ready(node_id) or self.client.api_version(FETCH_API_KEY, node_id) is None
+
+    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+        node = super().select_read_replica(tp, leader, now_ms)
+        if node != leader and self.client.connection_failed(node) is not None:
+            # Java sends to a replica not yet connected and, when the connection fails,
+            # the failed request drops the replica (handle_fetch_failure). This engine
+            # sends only to ready nodes, so without this the replica would be waited on
+            # until its lease ran out.
+            log.debug("preferred read replica %s of %s cannot be reached; fetching from the leader %s",
+                      node, tp, leader)
+            self.subscriptions.clear_preferred_read_replica(tp)
+            return leader
+        return node
 
     def send_fetches(self) -> int:
         """Send a fetch to every node that should get one now; returns how many were sent."""
