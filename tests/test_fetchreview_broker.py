@@ -16,7 +16,9 @@ from tests.test_kafka_consumer_assign import consume
 
 FETCH_API_KEY = 1
 TOPIC_AUTHORIZATION_FAILED = 29
-ENGINES = ["classic", "consumer"]
+# Every test: both engines, on a fresh mock cluster of its own.
+pytestmark = [pytest.mark.parametrize("group_protocol", ["classic", "consumer"]),
+              pytest.mark.needs("fault_injection"), pytest.mark.broker_kinds("mock")]
 
 
 def _consumer(cluster, group_protocol: str, **configs) -> KafkaConsumer:
@@ -33,16 +35,33 @@ def _preferred_read_replica(consumer: KafkaConsumer, tp: TopicPartition):
     return None
 
 
-@pytest.mark.parametrize("group_protocol", ENGINES)
-@pytest.mark.needs("fault_injection")
-@pytest.mark.broker_kinds("mock")
+def _topic_led_by_broker_1(broker, partitions: int) -> str:
+    topic = broker.new_topic(partitions=partitions)
+    for p in range(partitions):
+        broker.set_partition_leader(topic, p, 1)
+    return topic
+
+
+def _replicated_topic(broker) -> str:
+    topic = "replicated"  # a fresh cluster per test: the name is free
+    broker.create_topic(topic, partitions=1, replication=3)  # broker 2 is a replica
+    broker.set_partition_leader(topic, 0, 1)
+    return topic
+
+
+def _await_redirect(consumer: KafkaConsumer, tp: TopicPartition) -> None:
+    """Poll (nothing comes) until the leader's answer named broker 2 as read replica."""
+    deadline = time.monotonic() + 20
+    while _preferred_read_replica(consumer, tp) != 2 and time.monotonic() < deadline:
+        assert consumer.poll(timeout_ms=100) == {}
+    assert _preferred_read_replica(consumer, tp) == 2
+
+
 def test_paused_partition_with_buffered_data_does_not_block_its_node(broker, group_protocol):
     # Java (KAFKA-17182): a node leading a partition with buffered data is skipped, but
     # not for a paused partition: its data stays buffered until resume, and skipping its
     # node would starve every other partition that node leads.
-    topic = broker.new_topic(partitions=2)
-    for p in (0, 1):
-        broker.set_partition_leader(topic, p, 1)
+    topic = _topic_led_by_broker_1(broker, 2)
     # The mock answers one batch per partition per Fetch. Partition 0: one 40-record
     # batch, so after 4 of its records the rest of its fetch is still buffered.
     # Partition 1: four batches, so its records need four Fetches from the same node.
@@ -70,17 +89,12 @@ def test_paused_partition_with_buffered_data_does_not_block_its_node(broker, gro
     assert got == [(w.partition, w.offset) for w in written]
 
 
-@pytest.mark.parametrize("group_protocol", ENGINES)
-@pytest.mark.needs("fault_injection")
-@pytest.mark.broker_kinds("mock")
 def test_preferred_read_replica_missing_from_metadata_falls_back_to_the_leader(broker, group_protocol):
     # Java's selectReadReplica uses the preferred replica only while the metadata knows
     # it as an online replica of the partition; otherwise it refreshes the metadata,
     # forgets the replica and fetches from the leader (the mock leaves a broker that is
     # down out of its Metadata responses).
-    topic = "replicated"  # a fresh cluster per test: the name is free
-    broker.create_topic(topic, partitions=1, replication=3)  # broker 2 is a replica
-    broker.set_partition_leader(topic, 0, 1)
+    topic = _replicated_topic(broker)
     written = broker.produce(topic, 20)
     tp = TopicPartition(topic, 0)
     broker.broker_down(2)
@@ -88,25 +102,17 @@ def test_preferred_read_replica_missing_from_metadata_falls_back_to_the_leader(b
     # Default metadata_max_age_ms (5 min): the replica's lease must not be what ends the stall.
     with _consumer(broker, group_protocol, client_rack="r1") as consumer:
         consumer.assign([tp])
-        deadline = time.monotonic() + 20
-        while _preferred_read_replica(consumer, tp) != 2 and time.monotonic() < deadline:
-            assert consumer.poll(timeout_ms=100) == {}
-        assert _preferred_read_replica(consumer, tp) == 2  # the leader redirected us
+        _await_redirect(consumer, tp)
         # The leader stops redirecting (as Kafka's does for a replica out of the ISR).
         broker.set_partition_follower(topic, 0, -1)
         records = consume(consumer, len(written), timeout_s=20)
     assert [r.offset for r in records] == [w.offset for w in written]
 
 
-@pytest.mark.parametrize("group_protocol", ENGINES)
-@pytest.mark.needs("fault_injection")
-@pytest.mark.broker_kinds("mock")
 def test_partition_error_of_an_unassigned_partition_is_ignored(broker, group_protocol):
     # Java's FetchCollector.initialize ignores a fetch (error or not) for a partition
     # without a valid position: here it was unassigned while its Fetch was in flight.
-    topic = broker.new_topic(partitions=2)
-    for p in (0, 1):
-        broker.set_partition_leader(topic, p, 1)
+    topic = _topic_led_by_broker_1(broker, 2)
     written = broker.produce(topic, 20, partitions=[1])
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     with _consumer(broker, group_protocol) as consumer:
@@ -132,17 +138,12 @@ def test_partition_error_of_an_unassigned_partition_is_ignored(broker, group_pro
     assert [r.offset for r in records] == [w.offset for w in written]
 
 
-@pytest.mark.parametrize("group_protocol", ENGINES)
-@pytest.mark.needs("fault_injection")
-@pytest.mark.broker_kinds("mock")
 def test_unreachable_preferred_read_replica_is_dropped(broker, group_protocol):
     # Java sends the Fetch to the preferred replica even before it is connected; when the
     # connection fails the request fails, and handleFetchFailure forgets the replica, so
     # the next Fetch goes to the leader. Here the replica's broker stops while the
     # consumer's metadata (5 minutes old at most) still lists it.
-    topic = "replicated"  # a fresh cluster per test: the name is free
-    broker.create_topic(topic, partitions=1, replication=3)
-    broker.set_partition_leader(topic, 0, 1)
+    topic = _replicated_topic(broker)
     written = broker.produce(topic, 20)
     tp = TopicPartition(topic, 0)
     with _consumer(broker, group_protocol, client_rack="r1") as consumer:
@@ -150,10 +151,7 @@ def test_unreachable_preferred_read_replica_is_dropped(broker, group_protocol):
         records = consume(consumer, len(written), timeout_s=20)
         broker.broker_down(2)
         broker.set_partition_follower(topic, 0, 2)
-        deadline = time.monotonic() + 20
-        while _preferred_read_replica(consumer, tp) != 2 and time.monotonic() < deadline:
-            assert consumer.poll(timeout_ms=100) == {}
-        assert _preferred_read_replica(consumer, tp) == 2  # the leader redirected us
+        _await_redirect(consumer, tp)
         broker.set_partition_follower(topic, 0, -1)
         written += broker.produce(topic, 20, start_index=20)
         records += consume(consumer, 20, timeout_s=20)
