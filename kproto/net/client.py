@@ -20,7 +20,8 @@ send Heartbeats while the application thread polls.
 
 Failure semantics: a connection that closes fails every request in flight on it with a
 retriable ``KafkaConnectionError`` (a request past its deadline with
-``RequestTimeoutError``); a request for a node in reconnect backoff fails at once with
+``RequestTimeoutError``) and, unless the client closed it itself, asks for a metadata
+refresh (:meth:`MetadataUpdater.handle_server_disconnect`); a request for a node in reconnect backoff fails at once with
 ``NodeNotReadyError`` (fail fast, the caller decides when to retry).
 
 Authentication (``SASL_PLAINTEXT``/``SASL_SSL``): after ApiVersions a connection runs
@@ -473,6 +474,9 @@ class NetworkClient:
         # Requests not yet written share the fate of the connection they were waiting for.
         for item in self._unsent.pop(node.node_id, ()):
             self._completed.append((item.future, None, exc))
+        if failed:
+            # Not our own close (those pass failed=False): the metadata may be stale.
+            self._metadata_updater.handle_server_disconnect(node.node_id, now)
 
     def _write_all(self, now: float) -> None:
         for node in list(self._nodes.values()):

@@ -11,14 +11,22 @@ answer to ``update()`` (Java's ``Metadata`` + ``MetadataCache``; names from kafk
 
 Leader epochs only move forward: a response that carries an older epoch for a partition
 than one already known (a lagging broker answered) keeps the known leader and asks for
-another refresh, as Java's ``Metadata.updateLatestMetadata`` does.
+another refresh, as Java's ``Metadata.updateLatestMetadata`` does. The same rule guards
+:meth:`ClusterMetadata.update_partition_leadership` (KIP-951): a leader named by a Fetch
+answer replaces the known one only with a newer epoch.
+
+Threads: ``update`` runs under the network client's lock, but fetch responses (which call
+``update_partition_leadership``) are handled on whichever thread completes the future, so
+the two writers also share this object's own ``_lock`` and publish new dicts whole (a
+reader never sees one half-changed).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from kproto import errors
 from kproto.messages import MetadataRequest
@@ -105,6 +113,8 @@ class ClusterMetadata:
         self._settle: Callable[[Future, Any, BaseException | None], Any] = _settle_now
         self._listeners: list[Callable[[ClusterMetadata], Any]] = []
         self.update_count = 0
+        # Serialises the writers (see the module docstring); never held across callbacks.
+        self._lock = threading.RLock()
 
     # --- reads ------------------------------------------------------------------------
 
@@ -207,6 +217,13 @@ class ClusterMetadata:
         self._waiters.append((self.request_version, future))
         return future
 
+    def request_update_no_wait(self) -> int:
+        """Ask for a refresh soon without a future to wait on (Java's ``requestUpdate``,
+        e.g. after a disconnection); returns the new request version."""
+        self._need_update = True
+        self.request_version += 1
+        return self.request_version
+
     def need_update(self) -> bool:
         return self._need_update
 
@@ -221,6 +238,11 @@ class ClusterMetadata:
 
     def attempt(self, now_ms: float) -> None:
         """A Metadata request was sent now (no other one before the backoff passes)."""
+        self._last_attempt_ms = now_ms
+
+    def backoff_update(self, now_ms: float) -> None:
+        """Count a failed attempt (for the backoff) without failing anyone who waits: a
+        disconnection while a refresh was due (Java's ``handleServerDisconnect``)."""
         self._last_attempt_ms = now_ms
 
     def failed_update(self, exception: BaseException, now_ms: float) -> None:
@@ -272,6 +294,19 @@ class ClusterMetadata:
         response to an older request leaves newer needs (and their waiters) pending.
         Without them the response is taken to answer everything asked so far.
         """
+        with self._lock:
+            answered = self._apply_update(response, now_ms, request_version, asked_all)
+        for future in answered:
+            self._settle(future, self, None)
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:
+                log.exception("metadata listener %r failed", listener)
+
+    def _apply_update(self, response: Any, now_ms: float, request_version: int | None,
+                      asked_all: bool | None) -> list[Future]:
+        """``update`` under the lock; returns the waiters it answered (settled outside)."""
         brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, getattr(b, "rack", None))
                    for b in response.brokers}
         if asked_all is None:
@@ -349,13 +384,57 @@ class ClusterMetadata:
                   " (refresh again soon)" if self._need_update else "")
         answered = [f for v, f in self._waiters if v <= request_version]
         self._waiters = [(v, f) for v, f in self._waiters if v > request_version]
-        for future in answered:
-            self._settle(future, self, None)
-        for listener in list(self._listeners):
-            try:
-                listener(self)
-            except Exception:
-                log.exception("metadata listener %r failed", listener)
+        return answered
+
+    def update_partition_leadership(self, partition_leaders: Mapping[TopicPartition, tuple[int, int]],
+                                    node_endpoints: Iterable[BrokerMetadata] = ()) -> set[TopicPartition]:
+        """Apply leaders a Fetch answer named (KIP-951; Java's ``updatePartitionLeadership``).
+
+        ``partition_leaders`` maps a partition to ``(leader_id, leader_epoch)`` and
+        ``node_endpoints`` are the brokers the answer described (Fetch v16+). A partition
+        is updated only when both numbers are set (>= 0), the epoch is newer than the
+        known one, the leader is a known broker or one of ``node_endpoints``, and the
+        metadata knows the partition; its replicas and ISR stay as they were. When any
+        partition is updated, ``node_endpoints`` join the known brokers (replacing an
+        entry with the same id: the answer is newer). Returns the partitions updated.
+        No refresh is requested here (the caller asks for one as before) and metadata
+        listeners are not called: no topic appeared or went.
+        """
+        endpoints = {b.node_id: b for b in node_endpoints}
+        with self._lock:
+            nodes = {**self._brokers, **endpoints}
+            changed: dict[str, dict[int, PartitionMetadata]] = {}
+            updated: set[TopicPartition] = set()
+            for tp, (leader_id, leader_epoch) in partition_leaders.items():
+                if leader_id is None or leader_epoch is None or leader_id < 0 or leader_epoch < 0:
+                    log.debug("%s: incomplete leader from fetch (%s, epoch %s); ignored", tp, leader_id, leader_epoch)
+                    continue
+                known = self.partition_metadata(tp)
+                if known is None:
+                    log.debug("%s: leader %s from fetch for a partition not in the metadata; ignored", tp, leader_id)
+                    continue
+                if known.leader_epoch >= 0 and leader_epoch <= known.leader_epoch:
+                    log.debug("%s: leader %s epoch %d from fetch is not newer than epoch %d; ignored",
+                              tp, leader_id, leader_epoch, known.leader_epoch)
+                    continue
+                if leader_id not in nodes:
+                    log.debug("%s: leader %s from fetch is not a known broker; ignored", tp, leader_id)
+                    continue
+                parts = changed.get(tp.topic)
+                if parts is None:
+                    parts = changed[tp.topic] = dict(self._partitions[tp.topic])
+                parts[tp.partition] = PartitionMetadata(
+                    known.topic, known.partition, leader_id, leader_epoch, known.replicas, known.isr,
+                    known.offline_replicas, known.error_code)
+                updated.add(tp)
+                log.debug("%s: leader %s (epoch %d) from a fetch answer, was %s (epoch %d)", tp, leader_id,
+                          leader_epoch, known.leader, known.leader_epoch)
+            if not changed:
+                return set()
+            # New dicts, published whole: readers on other threads see before or after.
+            self._brokers = nodes
+            self._partitions = {**self._partitions, **changed}
+            return updated
 
     def __repr__(self) -> str:
         return "ClusterMetadata(brokers={}, topics={}, need_update={})".format(

@@ -9,6 +9,12 @@ in reconnect backoff, whoever waits for the refresh gets ``NoBrokersAvailable`` 
 refresh stays due and is tried again once a node may connect), or the brokers'
 ``AuthenticationError`` when that is why every one of them failed.
 
+A connection the broker (or the network) closed asks for a refresh, since the disconnect
+may be the result of stale metadata (Java's ``handleServerDisconnect``); one that closes
+while a refresh is due (and none is in flight) counts as a failed attempt, so the
+``retry_backoff_ms`` between Metadata requests still holds: a broker that keeps refusing
+connections cannot cause a storm of refreshes.
+
 It is part of :class:`~kproto.net.client.NetworkClient` (it reads the client's node table
 and sends on its connections) and runs only inside the client's poll loop, under the
 client's lock.
@@ -103,6 +109,18 @@ class MetadataUpdater:
         self.in_flight = None
         version, asked_all = self._asked
         self._client.cluster.update(response, now, request_version=version, asked_all=asked_all)
+
+    def handle_server_disconnect(self, node_id: Any, now: float) -> None:
+        """A connection closed other than by the client's own request (refused, reset,
+        timed out, failed authentication): Java's ``DefaultMetadataUpdater.handleServerDisconnect``.
+        Called after the connection's requests failed, so a Metadata request it carried has
+        already been counted as a failed attempt (the refresh is then not due again yet)."""
+        cluster = self._client.cluster
+        if self.in_flight is None and cluster.ttl(now) <= 0:
+            # A refresh was due (perhaps this very connection was being opened for it).
+            cluster.backoff_update(now)
+        log.debug("node %s disconnected: requesting a metadata refresh", node_id)
+        cluster.request_update_no_wait()
 
     def handle_failure(self, exc: BaseException, now: float) -> None:
         """The connection carrying the Metadata request closed (or the request timed out)."""

@@ -22,7 +22,12 @@ order: this lock, then the FetchBuffer's or SubscriptionState's; neither calls b
 
 Leaders: a position carries the leader it was validated against; a position without one
 (a user seek before metadata arrived) fetches from the metadata's current leader, or asks
-for a metadata refresh when there is none.
+for a metadata refresh when there is none. KIP-951 (Java 3.7+): a NOT_LEADER_OR_FOLLOWER
+or FENCED_LEADER_EPOCH answer may name the partition's current leader (Fetch v12+) and
+that broker's address (``node_endpoints``, v16+); ``handle_fetch_success`` hands those to
+``metadata.update_partition_leadership`` and moves the positions of the partitions it
+updated to the new leader (validating them, as after a metadata change), so the next
+fetch goes there without waiting for the metadata refresh it still asks for.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import (ZERO_UUID, FetchRequestData, FetchSessionHandler,
                                                          PartitionData)
+from kproto.consumer.offsets.offset_fetcher_utils import current_leader
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.structs import TopicPartition
+from kproto.structs import BrokerMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
 
@@ -249,12 +255,17 @@ class AbstractFetch:
                     return
                 buffered = self.fetch_buffer.buffered_partitions()
                 completed = []
+                new_leaders: dict[TopicPartition, tuple[int, int]] = {}
                 config = self.fetch_config
                 for tp, part in partitions["named"]:
                     request = data.session_partitions.get(tp)
                     if request is None:
                         raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
                             "full" if data.metadata.is_full else "session", *tp))
+                    if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
+                        leader = getattr(part, "current_leader", None)
+                        if leader is not None and leader.leader_id != -1 and leader.leader_epoch != -1:
+                            new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
                     if tp in buffered:
                         # Cannot happen while nodes with buffered data are skipped; the data
                         # will be fetched again since the position has not moved.
@@ -273,8 +284,23 @@ class AbstractFetch:
                     for c in completed:
                         c.metric_aggregator = aggregator
                 self.fetch_buffer.add_all(completed)
+                if new_leaders:
+                    self._update_leadership(new_leaders, getattr(response, "node_endpoints", None) or ())
             finally:
                 self.nodes_with_pending_fetch_requests.discard(node_id)
+
+    def _update_leadership(self, new_leaders: dict[TopicPartition, tuple[int, int]], endpoints: Any) -> None:
+        """KIP-951: apply the leaders the answer named; positions follow the updated ones."""
+        update = getattr(self.metadata, "update_partition_leadership", None)
+        if update is None:
+            return  # a metadata view without it: the refresh asked for above will do
+        nodes = [BrokerMetadata(e.node_id, e.host, e.port, e.rack) for e in endpoints if e.node_id >= 0]
+        for tp in update(new_leaders, nodes):
+            # The partition may have been unassigned while its fetch was in flight.
+            if self.subscriptions.is_assigned(tp):
+                log.debug("%s: leader moved to %s (from a fetch answer); the position will be validated",
+                          tp, new_leaders[tp][0])
+                self.subscriptions.maybe_validate_position_for_current_leader(tp, current_leader(self.metadata, tp))
 
     @staticmethod
     def _response_partitions(response: Any, version: int, topic_names: dict) -> dict[str, Any]:
