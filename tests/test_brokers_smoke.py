@@ -138,9 +138,11 @@ def test_injected_fetch_error_is_top_level(cluster):
 @pytest.mark.parametrize("codec", seeding.CODECS)
 def test_raw_fetch_returns_the_producers_batches(broker, codec):
     topic = broker.new_topic(partitions=1)
-    # Two batches of 4, whatever the timing: librdkafka sends a batch uncompressed when the
-    # codec would not make it smaller, which with the default 5 ms linger hit the small
-    # batches a loaded machine made (one lz4 batch of 8 records arrived as codec 0 and 3).
+    # Batches of 4: librdkafka sends a batch uncompressed when the codec would not make it
+    # smaller, which with the default 5 ms linger hit the small batches a loaded machine
+    # made. Even so the first record sometimes leaves alone (seen under load: [0], [1-4],
+    # [5-7]), and one or two small records may not shrink (records 5-6 do not): batches of
+    # three or more records must carry the codec.
     written = broker.produce(topic, 8, codec=codec,
                              producer_config={"batch.num.messages": 4, "linger.ms": 60_000})
     offset, batches = 0, []
@@ -151,8 +153,10 @@ def test_raw_fetch_returns_the_producers_batches(broker, codec):
         batches += found
         offset = found[-1].base_offset + found[-1].last_offset_delta + 1
     assert offset == len(written)
-    assert {b.codec for b in batches} == {seeding.CODEC_IDS[codec]}, \
-        [(b.base_offset, b.last_offset_delta, b.codec) for b in batches]
+    layout = [(b.base_offset, b.last_offset_delta, b.codec) for b in batches]
+    want = seeding.CODEC_IDS[codec]
+    assert all(c == want for _base, delta, c in layout if delta >= 2), layout
+    assert any(delta >= 2 for _base, delta, _c in layout), layout
 
 
 def test_raw_fetch_of_an_empty_partition_is_empty(broker):

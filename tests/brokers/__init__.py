@@ -69,8 +69,9 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   deterministic, batch boundaries are not (the producer batches up to 25 records per 5
   ms); ``producer_config={"batch.num.messages": 1}`` gives one record per batch. A batch
   the codec would not make smaller is sent uncompressed (librdkafka), so a test asserting
-  the codec of every batch fixes the batch size (``{"batch.num.messages": 4, "linger.ms":
-  60_000}``: the small batches a loaded machine makes otherwise are stored as codec 0). Only v2
+  the codec fixes the batch size (``{"batch.num.messages": 4, "linger.ms": 60_000}``: the
+  small batches a loaded machine makes otherwise are stored as codec 0) and checks
+  batches of three or more records only (the first record can still leave alone). Only v2
   batches are written (librdkafka's legacy-format fallbacks are not reliable here);
 - ``seeding.produce_legacy(bootstrap, topic, n, magic=0|1, codec="none")``: legacy
   messages built by kafka-python's builder, one per raw Produce v2 (empty partition
