@@ -1,0 +1,99 @@
+"""KIP-951 leader discovery from Fetch answers, and metadata refreshes on disconnect,
+against librdkafka's mock cluster (fault injection: a fresh cluster per test).
+
+The mock fills ``current_leader`` in Fetch v12+ NOT_LEADER_OR_FOLLOWER answers and
+``node_endpoints`` in v16+ (checked: the consumer negotiates v16 with it).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kproto import KafkaConsumer, TopicPartition
+from kproto.messages import MetadataRequest
+from tests.test_kafka_consumer_assign import assert_same, consume
+from tests.test_net_client_mock import clients, poll_until, wait  # noqa: F401 (fixture)
+
+FETCH_API_KEY, METADATA_API_KEY = 1, 3
+REQUEST_TIMED_OUT = 7
+
+
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+@pytest.mark.needs("fault_injection")
+@pytest.mark.broker_kinds("mock")
+def test_consumer_fetches_from_the_leader_a_fetch_answer_names(broker, group_protocol):
+    # Java 3.7+ (KIP-951): a NOT_LEADER_OR_FOLLOWER answer names the new leader, and the
+    # next Fetch goes there without waiting for metadata. Here every Metadata answer
+    # after the move carries a retriable error for the topic, so the metadata keeps
+    # naming the old leader: only the Fetch answer can tell the consumer where to go.
+    topic = broker.new_topic(partitions=1)
+    broker.set_partition_leader(topic, 0, 1)
+    written = broker.produce(topic, 10)
+    tp = TopicPartition(topic, 0)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_protocol=group_protocol,
+                       auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
+        consumer.assign([tp])
+        records = consume(consumer, len(written), timeout_s=20)
+        consumer.pause(tp)  # no Fetch while the stage is set
+        written += broker.produce(topic, 10, start_index=10)
+        broker.set_topic_error(topic, REQUEST_TIMED_OUT)
+        broker.start_request_tracking()
+        try:
+            broker.set_partition_leader(topic, 0, 2)
+            consumer.resume(tp)
+            records += consume(consumer, 10, timeout_s=20)
+            tracked = broker.requests()
+        finally:
+            broker.stop_request_tracking()
+    assert_same(records, written)
+    assert any(r.api_key == FETCH_API_KEY and r.broker_id == 2 for r in tracked)
+    # The full refresh is still asked for (its answers carry the error, so they teach nothing).
+    assert any(r.api_key == METADATA_API_KEY for r in tracked)
+
+
+@pytest.mark.needs("fault_injection")
+def test_a_broker_disconnecting_is_followed_by_a_metadata_request(mock_cluster_factory, clients):  # noqa: F811
+    # Java's DefaultMetadataUpdater.handleServerDisconnect: "the disconnect may be the
+    # result of stale metadata", so every disconnection asks for a refresh.
+    cluster = mock_cluster_factory(3)
+    client = clients(cluster, metadata_max_age_ms=600_000)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(2, MetadataRequest(topics=[])))
+    assert not client.cluster.need_update()
+    before = client.cluster.update_count
+    cluster.start_request_tracking()
+    try:
+        cluster.broker_down(2)  # closes the connection to node 2
+        assert poll_until(client, lambda: client.cluster.update_count > before)
+        tracked = cluster.requests()
+    finally:
+        cluster.stop_request_tracking()
+    assert any(r.api_key == METADATA_API_KEY and r.broker_id != 2 for r in tracked)
+
+
+@pytest.mark.needs("fault_injection")
+def test_a_broker_refusing_connections_does_not_cause_a_refresh_storm(mock_cluster_factory, clients):  # noqa: F811
+    # Every refused reconnect (every 10 ms here) asks for a refresh, but Metadata
+    # requests stay retry_backoff_ms apart.
+    backoff_ms = 250
+    cluster = mock_cluster_factory(3)
+    client = clients(cluster, metadata_max_age_ms=600_000, retry_backoff_ms=backoff_ms,
+                     reconnect_backoff_ms=10, reconnect_backoff_max_ms=10)
+    wait(client, client.request_metadata_update())
+    assert wait(client, client.send(2, MetadataRequest(topics=[])))
+    cluster.broker_down(2)
+    cluster.start_request_tracking()
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < 1.5:
+            client.ready(2)  # reconnect whenever the backoff allows
+            client.poll(20)
+        elapsed_ms = (time.monotonic() - start) * 1000
+        tracked = cluster.requests()
+    finally:
+        cluster.stop_request_tracking()
+    metadata_requests = sum(r.api_key == METADATA_API_KEY for r in tracked)
+    assert client.connection_failed(2) is not None
+    assert 1 <= metadata_requests <= elapsed_ms / backoff_ms + 1
