@@ -14,7 +14,10 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition
 from kproto.messages import MetadataRequest
 from tests.test_kafka_consumer_assign import assert_same, consume
-from tests.test_net_client_mock import clients, poll_until, wait  # noqa: F401 (fixture)
+from tests import test_net_client_mock
+from tests.test_net_client_mock import poll_until, wait
+
+clients = test_net_client_mock.clients  # the fixture: NetworkClients closed after the test
 
 FETCH_API_KEY, METADATA_API_KEY = 1, 3
 REQUEST_TIMED_OUT = 7
@@ -54,7 +57,7 @@ def test_consumer_fetches_from_the_leader_a_fetch_answer_names(broker, group_pro
 
 
 @pytest.mark.needs("fault_injection")
-def test_a_broker_disconnecting_is_followed_by_a_metadata_request(mock_cluster_factory, clients):  # noqa: F811
+def test_a_broker_disconnecting_is_followed_by_a_metadata_request(mock_cluster_factory, clients):
     # Java's DefaultMetadataUpdater.handleServerDisconnect: "the disconnect may be the
     # result of stale metadata", so every disconnection asks for a refresh.
     cluster = mock_cluster_factory(3)
@@ -74,7 +77,7 @@ def test_a_broker_disconnecting_is_followed_by_a_metadata_request(mock_cluster_f
 
 
 @pytest.mark.needs("fault_injection")
-def test_a_broker_refusing_connections_does_not_cause_a_refresh_storm(mock_cluster_factory, clients):  # noqa: F811
+def test_a_broker_refusing_connections_does_not_cause_a_refresh_storm(mock_cluster_factory, clients):
     # Every refused reconnect (every 10 ms here) asks for a refresh, but Metadata
     # requests stay retry_backoff_ms apart.
     backoff_ms = 250
