@@ -13,7 +13,8 @@ A connection the broker (or the network) closed asks for a refresh, since the di
 may be the result of stale metadata (Java's ``handleServerDisconnect``); one that closes
 while a refresh is due (and none is in flight) counts as a failed attempt, so the
 ``retry_backoff_ms`` between Metadata requests still holds: a broker that keeps refusing
-connections cannot cause a storm of refreshes.
+connections cannot cause a storm of refreshes. Its waiters are failed then only when no
+node is left to try (``NoBrokersAvailable``, as above).
 
 It is part of :class:`~kproto.net.client.NetworkClient` (it reads the client's node table
 and sends on its connections) and runs only inside the client's poll loop, under the
@@ -115,10 +116,15 @@ class MetadataUpdater:
         timed out, failed authentication): Java's ``DefaultMetadataUpdater.handleServerDisconnect``.
         Called after the connection's requests failed, so a Metadata request it carried has
         already been counted as a failed attempt (the refresh is then not due again yet)."""
-        cluster = self._client.cluster
+        client = self._client
+        cluster = client.cluster
         if self.in_flight is None and cluster.ttl(now) <= 0:
             # A refresh was due (perhaps this very connection was being opened for it).
             cluster.backoff_update(now)
+            if client.least_loaded_node() is None:
+                # That was the last node it could use: its waiters learn it now, as
+                # maybe_update would tell them (the backoff just set would delay that).
+                self._no_node(now)
         log.debug("node %s disconnected: requesting a metadata refresh", node_id)
         cluster.request_update_no_wait()
 
