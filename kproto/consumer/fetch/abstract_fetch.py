@@ -9,9 +9,9 @@ It owns one ``FetchSessionHandler`` per node and the set of nodes with a fetch i
 their leader (or preferred read replica), and skips a node that has a request in flight
 or that leads a partition with buffered data (fetching the others would drop the buffered
 ones from the broker's session); a paused partition's buffered data does not count (it
-waits for resume, and must not starve the node's other partitions: Java's KAFKA-17182). ``handle_fetch_success`` advances the session and
-buffers one ``CompletedFetch`` per partition; ``handle_fetch_failure`` resets the
-session so the next request is full.
+waits for resume, and must not starve the node's other partitions: Java's KAFKA-17182).
+``handle_fetch_success`` advances the session and buffers one ``CompletedFetch`` per
+partition; ``handle_fetch_failure`` resets the session so the next request is full.
 
 Threads: in the classic engine the heartbeat thread sometimes drives the shared
 NetworkClient, so ``handle_fetch_success``/``handle_fetch_failure`` may run on it while the
