@@ -148,16 +148,30 @@ def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monke
     p = proxy()
     cluster = p.cluster
     # The mock answers a Fetch with at most one producer batch (~1 MB) per partition:
-    # three partitions make a ~3 MiB response.
+    # three partitions make a ~3 MiB response. The long linger keeps each partition's
+    # records together until the flush (with 50 ms a loaded machine made small batches and
+    # the Fetch from offset 0 was 45 kB); the Fetch starts at each partition's largest
+    # batch, since the first record can still leave on its own.
     topic = cluster.new_topic(partitions=3)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 50,
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 60_000,
                          "compression.type": "none"})
     blob = os.urandom(1024)
     for i in range(2_700):  # ~0.9 MiB per partition, below the mock's ~5 MiB retention
         producer.produce(topic, value=blob[i % 512:] + blob[:i % 512], key=b"%d" % i,
                          partition=i % 3)
     assert producer.flush(30) == 0
-    expected = [raw.fetch_partition_bytes(cluster.bootstrap_servers, topic, n) for n in range(3)]
+
+    def largest_batch(partition: int) -> tuple[int, bytes]:
+        """(offset, records bytes) of the partition's largest batch (one batch per Fetch)."""
+        offset, best = 0, (0, b"")
+        while offset < 900:
+            data = raw.fetch_partition_bytes(cluster.bootstrap_servers, topic, partition, offset)
+            header = raw.batch_headers(data)[0]
+            best = max(best, (offset, data), key=lambda found: len(found[1]))
+            offset = header.base_offset + header.last_offset_delta + 1
+        return best
+
+    starts, expected = zip(*(largest_batch(n) for n in range(3)))
     assert sum(map(len, expected)) > 2 * 1024 * 1024
 
     drains = []
@@ -175,14 +189,14 @@ def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monke
         request = FetchRequest(
             replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=limit, isolation_level=0,
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
-                FetchRequest.FetchPartition(partition=n, fetch_offset=0,
+                FetchRequest.FetchPartition(partition=n, fetch_offset=starts[n],
                                             partition_max_bytes=limit) for n in range(3)])])
         future = client.send("bootstrap-0", request, version=12)
         client.poll(30_000, future=future)
         assert future.succeeded(), future.exception
         parts = sorted(future.value.responses[0].partitions, key=lambda q: q.partition_index)
         assert [q.error_code for q in parts] == [0, 0, 0]
-        assert [bytes(q.records) for q in parts] == expected
+        assert [bytes(q.records) for q in parts] == list(expected)
         # More than one burst's worth of TLS records came in, so the cap was reached.
         assert sum(map(len, expected)) > broker_module._MAX_READS_PER_EVENT * 16 * 1024
         assert drains, "the read cap was never reached"
