@@ -113,12 +113,16 @@ def test_fenced_instance_id_is_fatal_with_a_clear_error(cluster):
         c.close()
 
 
-def test_poll_interval_exceeded_leaves_the_group_and_next_poll_rejoins_with_partitions_lost(cluster):
+# With heartbeats 2 s apart no Heartbeat is in flight when the poll timer expires, so only
+# the heartbeat thread's own poll after queueing the LeaveGroup (Java's pollNoWakeup) sends it.
+@pytest.mark.parametrize("heartbeat", [{}, {"heartbeat_interval_ms": 2000}],
+                         ids=["default-heartbeat", "nothing-else-in-flight"])
+def test_poll_interval_exceeded_leaves_the_group_and_next_poll_rejoins_with_partitions_lost(cluster, heartbeat):
     topic = cluster.new_topic(partitions=2)
     listener = EventRecorder()
     events = listener.events
 
-    c = consumer(cluster, "slow", max_poll_interval_ms=1000, session_timeout_ms=6000)
+    c = consumer(cluster, "slow", max_poll_interval_ms=1000, session_timeout_ms=6000, **heartbeat)
     try:
         # Tracking from the start: a slow return from the last poll must not let the
         # LeaveGroup go out before tracking begins (nothing else in this group leaves).

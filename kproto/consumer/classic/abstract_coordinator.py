@@ -431,6 +431,7 @@ class AbstractCoordinator:
                 self._client.poll(timeout_ms=0)
                 return min(idle, _JOIN_POLL_INTERVAL_MS)
             return idle
+        left = None
         if self.coordinator_unknown():
             self.lookup_coordinator()
             wait = idle
@@ -447,7 +448,7 @@ class AbstractCoordinator:
                         "max_poll_interval_ms (%d ms); leaving the group. Make poll() calls more often, process "
                         "fewer records per poll (max_poll_records) or raise max_poll_interval_ms.",
                         self.group_id, self.heartbeat.max_poll_interval_ms)
-                    self.leave_group("consumer poll timeout has expired")
+                    left = self.leave_group("consumer poll timeout has expired")
                     wait = idle
                 elif not self.heartbeat.should_heartbeat(now):
                     wait = min(idle, max(1.0, self.heartbeat.time_to_next_heartbeat(now)))
@@ -458,6 +459,11 @@ class AbstractCoordinator:
                     self.heartbeat.sent_heartbeat(now)
                     self._send_heartbeat()
                     wait = idle
+        if left is not None:
+            # Java's pollNoWakeup in maybeLeaveGroup: send() only queues the LeaveGroup, the
+            # member now counts as not joined (so the steps above skip the I/O below), and
+            # the application that overran max_poll_interval_ms may not poll for a while.
+            self._client.poll(timeout_ms=0)
         if self._leave_future is not None and self._leave_future.is_done:
             self._leave_future = None
         if self._heartbeat_future is None and self.discovery.find_future is None and self._leave_future is None:
