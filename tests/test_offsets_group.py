@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from kproto import errors
+from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
 from kproto.consumer.offsets.group_offsets import GroupOffsets
 from kproto.messages import FindCoordinatorRequest, OffsetCommitRequest, OffsetFetchRequest
 from kproto.net.client import NetworkClient
@@ -35,14 +36,14 @@ class FindCoordinatorLookup:
             while not c.ready(bootstrap):
                 c.poll(timeout_ms=50)
             version = c.api_version(FindCoordinatorRequest.api_key, bootstrap)
-            req = (FindCoordinatorRequest(key=self.group, key_type=0) if version < 4
-                   else FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group]))
-            future = c.send(bootstrap, req, version=version)
+            future = c.send(bootstrap, build_find_coordinator_request(self.group, version), version=version)
             c.poll(timeout_ms=timeout_ms, future=future)
             if not future.succeeded():
                 return None
-            resp = future.value
-            self.node = resp.node_id if version < 4 else resp.coordinators[0].node_id
+            entry, error = group_coordinator(future.value, self.group)
+            if error is not None:
+                return None
+            self.node = entry.node_id
         while not c.ready(self.node):
             c.poll(timeout_ms=50)
         return self.node
