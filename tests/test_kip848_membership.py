@@ -79,16 +79,6 @@ def test_join_then_empty_assignment_acknowledges_and_becomes_stable() -> None:
     assert h.manager.state is S.STABLE
 
 
-def _stable_with(h: Harness, assignment: dict, epoch: int = 1) -> None:
-    h.join()
-    h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=epoch, assignment=assignment))
-    h.manager.maybe_reconcile(can_commit=True)
-    while h.run_application_callbacks():
-        pass
-    h.manager.on_heartbeat_request_generated()
-    assert h.manager.state is S.STABLE
-
-
 def test_reconciliation_runs_in_the_seed_order() -> None:
     order: list = []
     commits: list = []
@@ -102,7 +92,7 @@ def test_reconciliation_runs_in_the_seed_order() -> None:
         commits.append(future)
         return future
 
-    _stable_with(h, {"alpha": [0, 1]})
+    h.stable_with({"alpha": [0, 1]})
     h.manager._auto_commit_before_rebalance = commit_before_rebalance
     order.clear()
 
@@ -140,7 +130,7 @@ def test_added_partitions_are_unfetchable_until_on_partitions_assigned_returns()
 
 def test_revocation_waits_for_the_application_poll() -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0, 1]})
+    h.stable_with({"alpha": [0, 1]})
     h.log.clear()
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [1]}))
     h.manager.poll(h.clock())  # the background loop may not revoke: records may be in flight
@@ -155,7 +145,7 @@ def test_revocation_waits_for_the_application_poll() -> None:
 
 def test_assignment_of_an_unknown_topic_id_waits_for_metadata() -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     h.log.clear()
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2,
                                                       assignment={"alpha": [0], "gamma": [0, 1]}))
@@ -181,7 +171,7 @@ def test_assignment_of_an_unknown_topic_id_waits_for_metadata() -> None:
 @pytest.mark.parametrize("reason", ["UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"])
 def test_fenced_member_loses_partitions_and_rejoins_fresh(reason: str) -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0, 1]}, epoch=7)
+    h.stable_with({"alpha": [0, 1]}, epoch=7)
     member_id = h.manager.member_id
     h.log.clear()
     h.manager.transition_to_fenced()
@@ -212,7 +202,7 @@ def test_callback_failure_leaves_the_member_reconciling_without_an_ack() -> None
     # As Java: a failed reconciliation is not acknowledged; the member stays RECONCILING
     # (the next poll retries; the broker fences it if it never completes).
     h = Harness("alpha", fail="revoked")
-    _stable_with(h, {"alpha": [0, 1]})
+    h.stable_with({"alpha": [0, 1]})
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [1]}))
     h.manager.maybe_reconcile(can_commit=True)
     while h.run_application_callbacks():
@@ -224,7 +214,7 @@ def test_callback_failure_leaves_the_member_reconciling_without_an_ack() -> None
                                                ("static-1", LEAVE_GROUP_STATIC_MEMBER_EPOCH)])
 def test_leave_group_revokes_then_sends_leave_epoch(instance_id, epoch) -> None:
     h = Harness("alpha", instance_id=instance_id)
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     h.log.clear()
     done = h.manager.leave_group()
     assert h.manager.state is S.PREPARE_LEAVING and not done.done()
@@ -239,7 +229,7 @@ def test_leave_group_revokes_then_sends_leave_epoch(instance_id, epoch) -> None:
 
 def test_expired_poll_timer_leaves_goes_stale_and_rejoins_on_poll() -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]}, epoch=3)
+    h.stable_with({"alpha": [0]}, epoch=3)
     h.log.clear()
     h.manager.transition_to_sending_leave_group(due_to_expired_poll_timer=True)
     assert h.manager.state is S.LEAVING and h.manager.member_epoch == LEAVE_GROUP_MEMBER_EPOCH
@@ -264,7 +254,7 @@ def test_member_listeners_see_epochs_and_assignments() -> None:
 
     h = Harness("alpha")
     h.manager.register_state_listener(Listener())
-    _stable_with(h, {"alpha": [0]}, epoch=4)
+    h.stable_with({"alpha": [0]}, epoch=4)
     h.manager.transition_to_fenced()
     h.run_application_callbacks()
     assert seen == [("epoch", 4), ("assignment", [TP("alpha", 0)]), ("epoch", None), ("assignment", [])]
@@ -272,7 +262,7 @@ def test_member_listeners_see_epochs_and_assignments() -> None:
 
 def test_fatal_releases_partitions_and_stops_heartbeats() -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     h.log.clear()
     h.manager.transition_to_fatal()
     h.run_application_callbacks()
@@ -282,7 +272,7 @@ def test_fatal_releases_partitions_and_stops_heartbeats() -> None:
 
 def test_response_ignored_while_leaving_and_new_assignment_ignored_while_preparing() -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     h.manager.leave_group()
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=9, assignment={"alpha": [1]}))
     assert h.manager.member_epoch == 9  # the epoch is still tracked while preparing

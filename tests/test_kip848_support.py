@@ -14,6 +14,7 @@ from kproto.consumer.kip848.events import (
     ErrorEvent,
     drain,
 )
+from kproto.consumer.kip848.member_state import MemberState
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.subscription_state import SubscriptionState
 
@@ -118,6 +119,17 @@ class Harness:
 
     def owned(self) -> list:
         return sorted(self.subscriptions.assigned_partitions())
+
+    def stable_with(self, assignment: dict, epoch: int = 1) -> None:
+        """Join, take ``assignment`` at ``epoch``, run its callbacks and acknowledge: STABLE."""
+        self.join()
+        self.manager.on_heartbeat_success(heartbeat_response(self.manager.member_id, epoch=epoch,
+                                                             assignment=assignment))
+        self.manager.maybe_reconcile(can_commit=True)
+        while self.run_application_callbacks():
+            pass
+        self.manager.on_heartbeat_request_generated()
+        assert self.manager.state is MemberState.STABLE
 
 
 def heartbeat_response(member_id: Optional[str] = None, epoch: int = 1, interval_ms: int = 3000,

@@ -15,16 +15,6 @@ from kproto.structs import TopicPartition as TP
 from tests.test_kip848_support import Harness, heartbeat_response
 
 
-def _stable_with(h: Harness, assignment: dict, epoch: int = 1) -> None:
-    h.join()
-    h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=epoch, assignment=assignment))
-    h.manager.maybe_reconcile(can_commit=True)
-    while h.run_application_callbacks():
-        pass
-    h.manager.on_heartbeat_request_generated()
-    assert h.manager.state is S.STABLE
-
-
 class _Commits:
     """auto_commit_before_rebalance: records each call, completes at once."""
 
@@ -43,7 +33,7 @@ def test_with_auto_commit_the_background_loop_does_not_reconcile_even_an_additio
     before reconciling would otherwise commit records the application is still processing."""
     commits = _Commits()
     h = Harness("alpha", commit=commits)
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     calls_after_join = commits.calls
     h.log.clear()
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [0, 1]}))
@@ -60,7 +50,7 @@ def test_with_auto_commit_the_background_loop_does_not_reconcile_even_an_additio
 
 def test_without_auto_commit_the_background_loop_still_takes_an_addition() -> None:
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [0, 1]}))
     h.manager.poll(h.clock())
     while h.run_application_callbacks():
@@ -72,7 +62,7 @@ def test_fatal_error_while_preparing_to_leave_runs_no_lost_callback() -> None:
     """Java transitionToFatal: a member that was (PREPARE_)LEAVING completes the leave and
     stays FATAL; its partitions are released by the leave, not lost a second time."""
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     h.log.clear()
     done = h.manager.leave_group()  # on_partitions_revoked is now pending
     h.manager.transition_to_fatal()
@@ -97,7 +87,7 @@ def test_fenced_while_preparing_to_leave_takes_the_leave_epoch() -> None:
 
     h = Harness("alpha")
     h.manager.register_state_listener(Listener())
-    _stable_with(h, {"alpha": [0]}, epoch=3)
+    h.stable_with({"alpha": [0]}, epoch=3)
     done = h.manager.leave_group()
     h.manager.transition_to_fenced()
     assert h.manager.state is S.UNSUBSCRIBED and done.done()
@@ -112,7 +102,7 @@ def test_a_failed_revocation_callback_fails_the_reconciliation_and_poll_retries_
     partitions are kept (pending revocation), nothing is assigned or acknowledged, the member
     stays RECONCILING and the next poll() reconciles again."""
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0, 1]})
+    h.stable_with({"alpha": [0, 1]})
     h.log.clear()
     h.listener.fail = "revoked"
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [1]}))
@@ -147,7 +137,7 @@ def test_a_target_changed_during_a_reconciliation_is_reconciled_after_the_ack() 
     started from and is acknowledged; the ack heartbeat then finds the newer target
     unreconciled and the member reconciles again (RECONCILING, not STABLE)."""
     h = Harness("alpha", "beta")
-    _stable_with(h, {"alpha": [0, 1]})
+    h.stable_with({"alpha": [0, 1]})
     h.log.clear()
     h.manager.on_heartbeat_success(heartbeat_response(h.manager.member_id, epoch=2, assignment={"alpha": [1]}))
     h.manager.maybe_reconcile(can_commit=True)  # on_partitions_revoked is pending
@@ -171,7 +161,7 @@ def test_a_target_changed_during_a_reconciliation_is_reconciled_after_the_ack() 
 def test_fenced_after_the_leave_was_generated_does_not_rejoin() -> None:
     """Java (same in kproto): fencing answered to a member that already left is ignored."""
     h = Harness("alpha")
-    _stable_with(h, {"alpha": [0]})
+    h.stable_with({"alpha": [0]})
     done = h.manager.leave_group()
     while h.run_application_callbacks():
         pass
