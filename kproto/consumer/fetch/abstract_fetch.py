@@ -113,15 +113,11 @@ class AbstractFetch:
         return leader
 
     def _replica_online(self, tp: TopicPartition, node_id: int) -> bool:
-        broker_metadata = getattr(self.metadata, "broker_metadata", None)
-        partition_metadata = getattr(self.metadata, "partition_metadata", None)
-        if broker_metadata is None or partition_metadata is None:
-            return True  # a metadata view without brokers and replicas: nothing to check
-        if broker_metadata(node_id) is None:
+        if self.metadata.broker_metadata(node_id) is None:
             return False
         # Java also wants the node in the partition's replica list; a leader only ever
         # names one of its replicas, so kproto checks only that it is not offline.
-        partition = partition_metadata(tp)
+        partition = self.metadata.partition_metadata(tp)
         return partition is not None and node_id not in partition.offline_replicas
 
     def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int) -> set[int]:
