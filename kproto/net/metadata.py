@@ -211,10 +211,8 @@ class ClusterMetadata:
     def request_update(self) -> Future:
         """Ask for a refresh soon; the future completes (with self) after the first update
         that answers a request sent after this call (an older one in flight does not)."""
-        self._need_update = True
-        self.request_version += 1
         future = Future()
-        self._waiters.append((self.request_version, future))
+        self._waiters.append((self.request_update_no_wait(), future))
         return future
 
     def request_update_no_wait(self) -> int:
@@ -238,11 +236,6 @@ class ClusterMetadata:
 
     def attempt(self, now_ms: float) -> None:
         """A Metadata request was sent now (no other one before the backoff passes)."""
-        self._last_attempt_ms = now_ms
-
-    def backoff_update(self, now_ms: float) -> None:
-        """Count a failed attempt (for the backoff) without failing anyone who waits: a
-        disconnection while a refresh was due (Java's ``handleServerDisconnect``)."""
         self._last_attempt_ms = now_ms
 
     def failed_update(self, exception: BaseException, now_ms: float) -> None:

@@ -119,8 +119,9 @@ class MetadataUpdater:
         client = self._client
         cluster = client.cluster
         if self.in_flight is None and cluster.ttl(now) <= 0:
-            # A refresh was due (perhaps this very connection was being opened for it).
-            cluster.backoff_update(now)
+            # A refresh was due (perhaps this very connection was being opened for it):
+            # count it as an attempt, for the backoff, without failing anyone who waits.
+            cluster.attempt(now)
             if client.least_loaded_node() is None:
                 # That was the last node it could use: its waiters learn it now, as
                 # maybe_update would tell them (the backoff just set would delay that).
