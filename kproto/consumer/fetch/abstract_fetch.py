@@ -287,11 +287,8 @@ class AbstractFetch:
 
     def _update_leadership(self, new_leaders: dict[TopicPartition, tuple[int, int]], endpoints: Any) -> None:
         """KIP-951: apply the leaders the answer named; positions follow the updated ones."""
-        update = getattr(self.metadata, "update_partition_leadership", None)
-        if update is None:
-            return  # a metadata view without it: the refresh asked for above will do
         nodes = [BrokerMetadata(e.node_id, e.host, e.port, e.rack) for e in endpoints if e.node_id >= 0]
-        for tp in update(new_leaders, nodes):
+        for tp in self.metadata.update_partition_leadership(new_leaders, nodes):
             # The partition may have been unassigned while its fetch was in flight.
             if self.subscriptions.is_assigned(tp):
                 log.debug("%s: leader moved to %s (from a fetch answer); the position will be validated",
