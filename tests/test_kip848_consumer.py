@@ -161,14 +161,18 @@ def test_poll_without_updating_offsets_leaves_positions_to_the_caller(broker) ->
         while not first:
             assert time.monotonic() < deadline
             first = consumer.poll(timeout_ms=200, max_records=3, update_offsets=False).get(tp, [])
-        assert [r.offset for r in first] == [0, 1, 2]
+        # librdkafka may write the first record in a batch of its own and the mock answers
+        # one batch per partition per fetch, so the first poll can hold fewer than three.
+        taken = len(first)
+        assert [r.offset for r in first] == list(range(taken)) and 1 <= taken <= 3
         assert consumer.position(tp) == 0  # not moved: the caller decides
         again: list = []
         while not again:
             assert time.monotonic() < deadline
             again = consumer.poll(timeout_ms=200, max_records=3, update_offsets=False).get(tp, [])
-        assert [r.offset for r in again] == [0, 1, 2]
-        consumer.seek(tp, 3)  # the caller moves on itself
-        assert drain(consumer, len(written) - 3) == {(0, r.offset) for r in written[3:]}
+        assert [r.offset for r in again] == [r.offset for r in first]
+        assert consumer.position(tp) == 0
+        consumer.seek(tp, taken)  # the caller moves on itself
+        assert drain(consumer, len(written) - taken) == {(0, r.offset) for r in written[taken:]}
     finally:
         consumer.close()
