@@ -62,10 +62,11 @@ def test_paused_partition_with_buffered_data_does_not_block_its_node(broker, gro
     # not for a paused partition: its data stays buffered until resume, and skipping its
     # node would starve every other partition that node leads.
     topic = _topic_led_by_broker_1(broker, 2)
-    # The mock answers one batch per partition per Fetch. Partition 0: one 40-record
-    # batch, so after 4 of its records the rest of its fetch is still buffered.
-    # Partition 1: four batches, so its records need four Fetches from the same node.
-    written = broker.produce(topic, 40, partitions=[0], producer_config={"batch.num.messages": 1000, "linger.ms": 200})
+    # The mock answers one batch per partition per Fetch. Partition 0: exactly one
+    # 40-record batch (written as one; librdkafka may send the first records alone), so
+    # after 4 of its records the rest of its fetch is still buffered. Partition 1: at
+    # least four batches, so its records need four Fetches from the same node.
+    written = broker.produce_batch(topic, 40, partition=0)
     for i in range(4):
         written += broker.produce(topic, 10, partitions=[1], start_index=40 + 10 * i)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)

@@ -67,7 +67,12 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   ``seeding.record_for(i, tag=...)``: null keys, null and empty values, 0-2 headers (some
   with null values) and multi-byte UTF-8 appear deterministically. Records are
   deterministic, batch boundaries are not (the producer batches up to 25 records per 5
-  ms); ``producer_config={"batch.num.messages": 1}`` gives one record per batch. A batch
+  ms; the producer learns the topic's metadata before the first record, which keeps the
+  first records from leaving alone under load, but nothing guarantees a layout):
+  never assume one poll, Fetch or batch holds given records.
+  ``producer_config={"batch.num.messages": 1}`` gives one record per batch, and
+  ``produce_batch(topic, n, partition=0, codec="none", start_index=0, tag="r")`` writes
+  exactly one batch of n records (kafka-python's builder, one raw Produce v3). A batch
   the codec would not make smaller is sent uncompressed (librdkafka), so a test asserting
   the codec fixes the batch size (``{"batch.num.messages": 4, "linger.ms": 60_000}``: the
   small batches a loaded machine makes otherwise are stored as codec 0) and checks

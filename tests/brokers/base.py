@@ -117,6 +117,11 @@ class Broker:
         return seeding.produce_records(self.bootstrap_servers, topic, n,
                                        partitions=partitions, codec=codec, **kwargs)
 
+    def produce_batch(self, topic: str, n: int, **kwargs) -> list[seeding.WrittenRecord]:
+        """:func:`tests.brokers.seeding.produce_batch` on this broker: ``n`` records as
+        exactly one batch (for a test that needs the layout)."""
+        return seeding.produce_batch(self.bootstrap_servers, topic, n, **kwargs)
+
     def produce_transactions(self, topic: str, **kwargs) -> seeding.Transactions:
         """:func:`tests.brokers.seeding.produce_transactions` on this broker."""
         if "transactions" not in self.capabilities:
