@@ -1,9 +1,11 @@
 """Consumer configuration: kafka-python 3.x's KafkaConsumer keyword arguments, validated.
 
 Owns the table of every accepted setting with its default (the same defaults as
-kafka-python's ``KafkaConsumer.DEFAULT_CONFIG``, plus the KIP-848 settings
-``group_protocol`` and ``group_remote_assignor``), the validation done once at
-construction, and ``ConsumerConfig``, the read-only mapping both engines read.
+kafka-python's ``KafkaConsumer.DEFAULT_CONFIG``, plus Java settings kafka-python lacks, by
+their Java names in snake_case: the KIP-848 settings ``group_protocol`` and
+``group_remote_assignor``, and ``retry_backoff_max_ms``, KIP-580's cap on the exponential
+retry backoff), the validation done once at construction, and ``ConsumerConfig``, the
+read-only mapping both engines read.
 
 Everything wrong with a configuration raises ``KafkaConfigurationError`` at construction,
 naming the setting: an unknown key, a wrong type, a value out of range or outside its
@@ -78,6 +80,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "request_timeout_ms": 30000,
     "default_api_timeout_ms": 60000,
     "retry_backoff_ms": 100,
+    # Java's retry.backoff.max.ms (KIP-580); kafka-python has no such key. Metadata
+    # refreshes and KIP-848/FindCoordinator retries back off from retry_backoff_ms to it.
+    "retry_backoff_max_ms": 1000,
     "reconnect_backoff_ms": 50,
     "reconnect_backoff_max_ms": 30000,
     "max_in_flight_requests_per_connection": 5,
@@ -318,6 +323,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "request_timeout_ms": _int(),
     "default_api_timeout_ms": _int(),
     "retry_backoff_ms": _int(),
+    "retry_backoff_max_ms": _int(),
     "reconnect_backoff_ms": _int(),
     "reconnect_backoff_max_ms": _int(),
     "max_in_flight_requests_per_connection": _int(lo=1),
@@ -392,6 +398,12 @@ def _check_combinations(config: dict[str, Any], user: frozenset[str]) -> None:
     if unsupported:
         raise KafkaConfigurationError(
             "{} not supported with group_protocol={!r}".format(", ".join(sorted(unsupported)), protocol))
+    if config["retry_backoff_ms"] > config["retry_backoff_max_ms"]:
+        # Java warns and backs off a constant retry_backoff_max_ms; two explicit settings
+        # that contradict each other are refused here, as for the reconnect pair.
+        raise KafkaConfigurationError(
+            "retry_backoff_ms ({}) must not exceed retry_backoff_max_ms ({})".format(
+                config["retry_backoff_ms"], config["retry_backoff_max_ms"]))
     if config["reconnect_backoff_ms"] > config["reconnect_backoff_max_ms"]:
         raise KafkaConfigurationError(
             "reconnect_backoff_ms ({}) must not exceed reconnect_backoff_max_ms ({})".format(
@@ -426,6 +438,10 @@ class ConsumerConfig(Mapping):
             given["auto_offset_reset"] = new
         for key, value in given.items():
             values[key] = _VALIDATORS[key](key, value)
+        if "retry_backoff_max_ms" not in given and values["retry_backoff_ms"] > values["retry_backoff_max_ms"]:
+            # A kafka-python configuration (it has no retry_backoff_max_ms) asking for a
+            # longer retry_backoff_ms than Java's default cap keeps its constant backoff.
+            values["retry_backoff_max_ms"] = values["retry_backoff_ms"]
         if values["socks5_proxy"] is not None and values["proxy_url"] is None:
             log.warning("socks5_proxy is deprecated; use proxy_url")
             values["proxy_url"] = values["socks5_proxy"]

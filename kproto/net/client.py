@@ -95,6 +95,7 @@ class NetworkClient:
                          parse_bootstrap_servers(self.config["bootstrap_servers"]))]
         self.cluster = ClusterMetadata(metadata_max_age_ms=self.config["metadata_max_age_ms"],
                                        retry_backoff_ms=self.config["retry_backoff_ms"],
+                                       retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
                                        bootstrap_brokers=bootstrap)
         self._lock = threading.RLock()
         self._io_lock = threading.RLock()
@@ -285,10 +286,12 @@ class NetworkClient:
         with self._lock:
             return self._api_versions.node_api_versions(node_id)
 
-    def request_metadata_update(self) -> Future:
-        """Ask for a metadata refresh on the next poll; completes after it is applied."""
+    def request_metadata_update(self, reset_equivalent: bool = True) -> Future:
+        """Ask for a metadata refresh on the next poll; completes after it is applied.
+        ``reset_equivalent=False`` when retrying for fresher leaders (see
+        ``ClusterMetadata.request_update_no_wait``)."""
         with self._lock:
-            future = self.cluster.request_update()
+            future = self.cluster.request_update(reset_equivalent)
             wake = self._selecting
         if wake:
             self.wakeup()
@@ -540,7 +543,8 @@ class NetworkClient:
             self._completed.append((ifr.future, response, None))
         else:
             if response_needs_metadata_update(response):
-                self.cluster.request_update()
+                # A retry for fresher leaders (Java's requestUpdate(false)); nobody waits.
+                self.cluster.request_update_no_wait(reset_equivalent=False)
             self._completed.append((ifr.future, response, None))
         if node.is_ready():
             self._flush_unsent(node, now)

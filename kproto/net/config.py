@@ -27,6 +27,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "send_buffer_bytes": None,
     "metadata_max_age_ms": 300_000,
     "retry_backoff_ms": 100,
+    # Java's retry.backoff.max.ms (KIP-580): metadata refreshes back off exponentially
+    # from retry_backoff_ms up to this (kafka-python has no such setting).
+    "retry_backoff_max_ms": 1_000,
     "allow_auto_create_topics": False,
     "security_protocol": "PLAINTEXT",
     "ssl_context": None,

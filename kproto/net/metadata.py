@@ -24,12 +24,14 @@ reader never sees one half-changed).
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import uuid
 from typing import Any, Callable, Iterable, Mapping
 
 from kproto import errors
 from kproto.messages import MetadataRequest
+from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
 from kproto.net.future import Future
 from kproto.structs import BrokerMetadata, TopicPartition
 
@@ -83,9 +85,14 @@ class ClusterMetadata:
     """Brokers, partition leaders and epochs, topic ids, and the refresh schedule."""
 
     def __init__(self, *, metadata_max_age_ms: int = 300_000, retry_backoff_ms: int = 100,
-                 bootstrap_brokers: Iterable[BrokerMetadata] = ()) -> None:
+                 retry_backoff_max_ms: int = 1000, bootstrap_brokers: Iterable[BrokerMetadata] = (),
+                 rng: random.Random | None = None) -> None:
         self.metadata_max_age_ms = metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        # Java's Metadata.refreshBackoff; ``rng`` makes its jitter reproducible.
+        self._refresh_backoff = ExponentialBackoff(retry_backoff_ms, RETRY_BACKOFF_EXP_BASE,
+                                                   retry_backoff_max_ms, RETRY_BACKOFF_JITTER, rng)
         self._bootstrap = {b.node_id: b for b in bootstrap_brokers}
         self._brokers: dict[int, BrokerMetadata] = {}
         self._coordinators: dict[int, BrokerMetadata] = {}  # by coordinator connection id
@@ -101,8 +108,16 @@ class ClusterMetadata:
         self._topics: set[str] = set()
         self._need_all_topics = False
         self._need_update = True
+        # KIP-580 (Java's Metadata): the last answer or failure (lastRefreshMs), the last
+        # answer (lastSuccessfulRefreshMs), failed requests in a row (attempts) and answers
+        # in a row that taught nothing new (equivalentResponseCount). Each backoff is drawn
+        # (jittered) once when its counter changes, so ttl() is stable between events.
         self._last_refresh_ms = -float("inf")
-        self._last_attempt_ms = -float("inf")
+        self._last_successful_refresh_ms = -float("inf")
+        self.attempts = 0
+        self.equivalent_response_count = 0
+        self._attempts_backoff_ms = 0
+        self._equivalent_backoff_ms = 0
         # (request version, future): who waits for an update that answers their request.
         self._waiters: list[tuple[int, Future]] = []
         # Java's Metadata.requestVersion: bumped by every request for an update, so that a
@@ -184,11 +199,11 @@ class ClusterMetadata:
     # --- what to ask for ----------------------------------------------------------------
 
     def set_topics(self, topics: Iterable[str]) -> Future:
-        """Replace the topics of interest; asks for a refresh if that adds any."""
+        """Replace the topics of interest; asks for a refresh at once if that adds any."""
         topics = set(topics)
         if topics - self._topics or (topics and not self._topics):
             self._topics = topics
-            return self.request_update()
+            return self.request_update_for_new_topics()
         self._topics = topics
         return Future().success(self)
 
@@ -198,8 +213,8 @@ class ClusterMetadata:
     def need_all_topic_metadata(self, value: bool = True) -> None:
         """Fetch every topic (pattern subscriptions) instead of the topics of interest."""
         if value and not self._need_all_topics:
-            self._need_update = True
-            self.request_version += 1
+            self._new_metadata_wanted()
+            self.request_update_no_wait()
         self._need_all_topics = value
 
     def topics_of_interest(self) -> set[str] | None:
@@ -208,59 +223,106 @@ class ClusterMetadata:
 
     # --- the refresh schedule ------------------------------------------------------------
 
-    def request_update(self) -> Future:
+    def request_update(self, reset_equivalent: bool = True) -> Future:
         """Ask for a refresh soon; the future completes (with self) after the first update
-        that answers a request sent after this call (an older one in flight does not)."""
+        that answers a request sent after this call (an older one in flight does not).
+        ``reset_equivalent``: see :meth:`request_update_no_wait`."""
         future = Future()
-        self._waiters.append((self.request_update_no_wait(), future))
+        self._waiters.append((self.request_update_no_wait(reset_equivalent), future))
         return future
 
-    def request_update_no_wait(self) -> int:
-        """Ask for a refresh soon without a future to wait on (Java's ``requestUpdate``,
-        e.g. after a disconnection); returns the new request version."""
+    def request_update_no_wait(self, reset_equivalent: bool = True) -> int:
+        """Ask for a refresh soon without a future to wait on (Java's ``requestUpdate``);
+        returns the new request version.
+
+        ``reset_equivalent=False`` when an operation is retried because its leader seemed
+        stale (NOT_LEADER_OR_FOLLOWER, a disconnect, an invalid-metadata error): the
+        backoff grown by answers that taught nothing new stays, so a broker that keeps
+        naming the same stale leader is not asked again and again. True (the default, as
+        Java advises when in doubt) when new metadata is wanted (a subscription change, a
+        user's call): the next request goes out after ``retry_backoff_ms`` at most.
+        """
         self._need_update = True
+        if reset_equivalent:
+            self.equivalent_response_count = 0
         self.request_version += 1
         return self.request_version
+
+    def request_update_for_new_topics(self) -> Future:
+        """Java's ``requestUpdateForNewTopics``: metadata for topics not asked for before is
+        wanted now, so neither backoff delays it (a failure streak is still counted)."""
+        self._new_metadata_wanted()
+        return self.request_update()
+
+    def _new_metadata_wanted(self) -> None:
+        # Java sets lastRefreshMs to 0: both backoffs count from the last refresh.
+        self._last_refresh_ms = -float("inf")
+        self.equivalent_response_count = 0
 
     def need_update(self) -> bool:
         return self._need_update
 
+    def time_to_allow_update(self, now_ms: float) -> float:
+        """Milliseconds until a Metadata request may go out (Java's ``timeToAllowUpdate``):
+        the larger of the backoff after failed requests in a row and the backoff after
+        answers in a row that taught nothing new, both counted from the last refresh.
+        Once the metadata is older than ``metadata_max_age_ms`` the second one no longer
+        holds (the periodic refresh is due)."""
+        for_attempts = self._last_refresh_ms + self._attempts_backoff_ms - now_ms
+        if now_ms >= self._last_successful_refresh_ms + self.metadata_max_age_ms:
+            self.equivalent_response_count = 0
+        for_equivalent = self._last_refresh_ms - now_ms
+        if self.equivalent_response_count > 0:
+            for_equivalent += self._equivalent_backoff_ms
+        return max(for_attempts, for_equivalent, 0.0)
+
     def ttl(self, now_ms: float) -> float:
-        """Milliseconds until a Metadata request is due (0: now), backing off after a failure."""
+        """Milliseconds until a Metadata request is due (0: now): Java's
+        ``timeToNextUpdate``, at once when requested, else when the metadata is older than
+        ``metadata_max_age_ms``, and never before :meth:`time_to_allow_update`."""
         if self._need_update:
             due = 0.0
         else:
-            due = self._last_refresh_ms + self.metadata_max_age_ms - now_ms
-        backoff = self._last_attempt_ms + self.retry_backoff_ms - now_ms
-        return max(due, backoff, 0.0)
+            due = max(self._last_successful_refresh_ms + self.metadata_max_age_ms - now_ms, 0.0)
+        return max(due, self.time_to_allow_update(now_ms))
 
-    def attempt(self, now_ms: float) -> None:
-        """A Metadata request was sent now (no other one before the backoff passes)."""
-        self._last_attempt_ms = now_ms
+    def record_failed_attempt(self, now_ms: float) -> None:
+        """A refresh attempt failed (Java's ``failedUpdate``): the next waits
+        ``retry_backoff_ms * 2**(attempts - 1)`` (jittered, at most ``retry_backoff_max_ms``).
+        Whoever waits for the refresh keeps waiting (see :meth:`failed_update`)."""
+        self._last_refresh_ms = now_ms
+        self.attempts += 1
+        self.equivalent_response_count = 0
+        self._attempts_backoff_ms = self._refresh_backoff.backoff(self.attempts - 1)
+        log.debug("metadata refresh attempt %d failed: next one in %d ms at the earliest", self.attempts,
+                  self._attempts_backoff_ms)
 
     def failed_update(self, exception: BaseException, now_ms: float) -> None:
-        """The Metadata request failed; fail whoever waits on it and retry after the backoff."""
-        self._last_attempt_ms = now_ms
+        """The Metadata request failed: fail whoever waits on it; the refresh is retried
+        after the backoff (:meth:`record_failed_attempt`)."""
+        self.record_failed_attempt(now_ms)
         waiters, self._waiters = self._waiters, []
         for _version, future in waiters:
             self._settle(future, None, exception)
 
     def update_last_seen_epoch_if_newer(self, tp: TopicPartition, leader_epoch: int) -> bool:
-        """A response elsewhere carried a leader epoch; a newer one than known means refresh."""
+        """A response elsewhere carried a leader epoch; a newer one than known means refresh
+        (a retry for fresher leaders: the equivalent-answer backoff stays, as in Java)."""
         meta = self.partition_metadata(tp)
         if leader_epoch >= 0 and meta is not None and leader_epoch > meta.leader_epoch:
             log.debug("leader epoch of %s moved %d -> %d: refreshing metadata", tp,
                       meta.leader_epoch, leader_epoch)
-            self.request_update()
+            self.request_update_no_wait(reset_equivalent=False)
             return True
         return False
 
     def maybe_request_update_for_error(self, error: Any) -> bool:
-        """Ask for a refresh if an error (class, instance or code) says metadata is stale."""
+        """Ask for a refresh if an error (class, instance or code) says metadata is stale
+        (a retry for fresher leaders: the equivalent-answer backoff stays)."""
         if isinstance(error, int):
             error = errors.for_code(error)
         if getattr(error, "invalid_metadata", False):
-            self.request_update()
+            self.request_update_no_wait(reset_equivalent=False)
             return True
         return False
 
@@ -310,6 +372,9 @@ class ClusterMetadata:
         topic_ids: dict[str, uuid.UUID] = {}
         internal, unauthorized, invalid, unknown = set(), set(), set(), set()
         stale_epoch = retry_soon = False
+        # KIP-580: an answer counts as equivalent (no progress) unless some partition
+        # below is new, has a newer leader epoch, none at all, or a new topic id.
+        progress = False
         for topic in response.topics:
             name = topic.name
             tid = getattr(topic, "topic_id", None)
@@ -336,15 +401,19 @@ class ClusterMetadata:
             if getattr(topic, "is_internal", False):
                 internal.add(name)
             known = self._partitions.get(name, {})
+            # A re-created topic starts its epochs again (Java's updateLatestMetadata).
+            new_topic_id = tid is not None and tid.int != 0 and tid != self._topic_ids.get(name)
             parts: dict[int, PartitionMetadata] = {}
             for p in topic.partitions:
                 epoch = getattr(p, "leader_epoch", -1)
                 old = known.get(p.partition_index)
-                if old is not None and epoch >= 0 and old.leader_epoch > epoch:
+                if old is not None and epoch >= 0 and old.leader_epoch > epoch and not new_topic_id:
                     # A lagging broker answered: keep the newer knowledge, ask again.
                     parts[p.partition_index] = old
                     stale_epoch = True
                     continue
+                if epoch < 0 or old is None or old.leader_epoch < 0 or new_topic_id or epoch > old.leader_epoch:
+                    progress = True
                 parts[p.partition_index] = PartitionMetadata(
                     name, p.partition_index, p.leader_id, epoch, list(p.replica_nodes),
                     list(p.isr_nodes), list(getattr(p, "offline_replicas", None) or ()),
@@ -369,12 +438,21 @@ class ClusterMetadata:
         self.cluster_id = getattr(response, "cluster_id", None)
         controller = getattr(response, "controller_id", -1)
         self.controller_id = controller if controller is not None and controller >= 0 else None
-        self._last_refresh_ms = now_ms
-        self._last_attempt_ms = now_ms
+        self._last_refresh_ms = self._last_successful_refresh_ms = now_ms
+        self.attempts = 0
+        self._attempts_backoff_ms = self._refresh_backoff.backoff(0)
+        if progress:
+            self.equivalent_response_count = 0
+        else:
+            self.equivalent_response_count += 1
+            self._equivalent_backoff_ms = self._refresh_backoff.backoff(self.equivalent_response_count - 1)
+        # Asking again for a lagging broker or a retriable error is Java's
+        # requestUpdate(false): the count just updated keeps backing those refreshes off.
         self._need_update = stale_epoch or retry_soon or request_version < self.request_version
         self.update_count += 1
-        log.debug("metadata updated: %d brokers, %d topics%s", len(brokers), len(partitions),
-                  " (refresh again soon)" if self._need_update else "")
+        log.debug("metadata updated: %d brokers, %d topics%s%s", len(brokers), len(partitions),
+                  " (refresh again soon)" if self._need_update else "",
+                  "" if progress else " (equivalent answer {} in a row)".format(self.equivalent_response_count))
         answered = [f for v, f in self._waiters if v <= request_version]
         self._waiters = [(v, f) for v, f in self._waiters if v > request_version]
         return answered

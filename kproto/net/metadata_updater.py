@@ -12,9 +12,11 @@ refresh stays due and is tried again once a node may connect), or the brokers'
 A connection the broker (or the network) closed asks for a refresh, since the disconnect
 may be the result of stale metadata (Java's ``handleServerDisconnect``); one that closes
 while a refresh is due (and none is in flight) counts as a failed attempt, so the
-``retry_backoff_ms`` between Metadata requests still holds: a broker that keeps refusing
+backoff between Metadata requests still holds: a broker that keeps refusing
 connections cannot cause a storm of refreshes. Its waiters are failed then only when no
-node is left to try (``NoBrokersAvailable``, as above).
+node is left to try (``NoBrokersAvailable``, as above). That refresh does not reset the
+backoff grown by equivalent answers (KIP-580, Java's ``requestUpdate(false)``), and
+failed attempts in a row back off exponentially up to ``retry_backoff_max_ms``.
 
 It is part of :class:`~kproto.net.client.NetworkClient` (it reads the client's node table
 and sends on its connections) and runs only inside the client's poll loop, under the
@@ -71,7 +73,7 @@ class MetadataUpdater:
         version = highest_common_version(MetadataRequest, node.api_versions)
         if version is None:
             cluster.failed_update(errors.UnsupportedVersionError("Metadata"), now)
-            return client.config["retry_backoff_ms"]
+            return cluster.ttl(now)
         try:
             topics = cluster.topics_of_interest()
             request = build_metadata_request(topics, version, client.config["allow_auto_create_topics"])
@@ -79,11 +81,10 @@ class MetadataUpdater:
                                   timeout_ms=client.config["request_timeout_ms"])
         except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
             cluster.failed_update(exc, now)
-            return client.config["retry_backoff_ms"]
+            return cluster.ttl(now)
         client._internal[id(ifr.future)] = METADATA
         self.in_flight = node_id
         self._asked = (cluster.request_version, topics is None)
-        cluster.attempt(now)
         return float("inf")
 
     def _no_node(self, now: float) -> float:
@@ -120,14 +121,16 @@ class MetadataUpdater:
         cluster = client.cluster
         if self.in_flight is None and cluster.ttl(now) <= 0:
             # A refresh was due (perhaps this very connection was being opened for it):
-            # count it as an attempt, for the backoff, without failing anyone who waits.
-            cluster.attempt(now)
+            # count it as a failed attempt, for the backoff, without failing anyone who
+            # waits. The last node it could use gone, its waiters learn it now, as
+            # maybe_update would tell them (the backoff just set would delay that).
             if client.least_loaded_node() is None:
-                # That was the last node it could use: its waiters learn it now, as
-                # maybe_update would tell them (the backoff just set would delay that).
                 self._no_node(now)
+            else:
+                cluster.record_failed_attempt(now)
         log.debug("node %s disconnected: requesting a metadata refresh", node_id)
-        cluster.request_update_no_wait()
+        # A retry for fresher leaders, not new metadata (Java's requestUpdate(false)).
+        cluster.request_update_no_wait(reset_equivalent=False)
 
     def handle_failure(self, exc: BaseException, now: float) -> None:
         """The connection carrying the Metadata request closed (or the request timed out)."""

@@ -76,7 +76,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                          rebalance_timeout_ms=config["max_poll_interval_ms"],
                          heartbeat_interval_ms=config["heartbeat_interval_ms"],
                          retry_backoff_ms=config["retry_backoff_ms"],
-                         retry_backoff_max_ms=config.get("retry_backoff_max_ms", 1000),
+                         retry_backoff_max_ms=config["retry_backoff_max_ms"],
                          request_timeout_ms=config["request_timeout_ms"], clock=clock)
         self._subscriptions = subscriptions
         self._cluster = client.cluster

@@ -12,6 +12,7 @@ whichever thread polls the client (the classic heartbeat thread sometimes does),
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -42,7 +43,8 @@ class Fetcher(AbstractFetch):
                          fetch_buffer if fetch_buffer is not None else FetchBuffer(), time_ms, metrics_manager)
         self.client = client
         self.collector = FetchCollector(subscriptions, config.max_poll_records, config.isolation_level,
-                                        config.fetch_size, self.metadata.request_update,
+                                        config.fetch_size,
+                                        functools.partial(self.metadata.request_update, reset_equivalent=False),
                                         config.metadata_max_age_ms, time_ms, metrics_manager)
 
     def is_unavailable(self, node_id: int) -> bool:

@@ -20,6 +20,7 @@ The background thread, its managers and the network client are built in
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import re
@@ -93,7 +94,7 @@ class AsyncKafkaConsumer:
         self.membership = resources.membership_manager
         self.fetch_collector = FetchCollector(
             self.subscriptions, self.fetch_config.max_poll_records, self.fetch_config.isolation_level,
-            self.fetch_config.fetch_size, self.client.request_metadata_update,
+            self.fetch_config.fetch_size, functools.partial(self.client.request_metadata_update, reset_equivalent=False),
             self.fetch_config.metadata_max_age_ms, time_ms, self.fetch_metrics)
 
     def _initialize_resources(self) -> Any:

@@ -25,6 +25,7 @@ raised by the next ``update_fetch_positions`` (so from the application's poll())
 
 from __future__ import annotations
 
+import functools
 import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
@@ -157,13 +158,13 @@ class OffsetsRequestManager:
             if not getattr(exc, "retriable", False):
                 self._finish_lookup(lookup, exc)
                 return
-            self.metadata.request_update()
+            self.metadata.request_update(reset_equivalent=False)
         else:
             lookup.fetched.update(result.fetched_offsets)
             for tp in list(result.fetched_offsets) + list(result.no_offset):
                 lookup.remaining.pop(tp, None)
             if result.metadata_update_needed:
-                self.metadata.request_update()
+                self.metadata.request_update(reset_equivalent=False)
         if not lookup.remaining and not lookup.in_flight:
             self._finish_lookup(lookup, None)
         elif not lookup.in_flight:
@@ -267,12 +268,12 @@ class OffsetsRequestManager:
         except Exception as exc:
             self._cached_reset_error = utils.position_request_failed(
                 self.subscriptions, requested, exc, self._time_ms() + self.retry_backoff_ms,
-                self.metadata.request_update, self._cached_reset_error)
+                functools.partial(self.metadata.request_update, reset_equivalent=False), self._cached_reset_error)
             return
         utils.apply_reset_result(self.subscriptions, self.metadata, requested, result, self._time_ms(),
                                  self.retry_backoff_ms)
         if result.metadata_update_needed:
-            self.metadata.request_update()
+            self.metadata.request_update(reset_equivalent=False)
 
     # --- validation (OffsetForLeaderEpoch) ---------------------------------------------------
 
@@ -314,8 +315,10 @@ class OffsetsRequestManager:
                 raise error
             self._cached_validation_error = lev.on_validation_response(
                 subs, response, requested, self._time_ms(), self.retry_backoff_ms,
-                self.metadata.request_update, self._cached_validation_error)
+                functools.partial(self.metadata.request_update, reset_equivalent=False),
+                self._cached_validation_error)
         except Exception as exc:
             self._cached_validation_error = utils.position_request_failed(
                 subs, requested, exc, self._time_ms() + self.retry_backoff_ms,
-                self.metadata.request_update, self._cached_validation_error)
+                functools.partial(self.metadata.request_update, reset_equivalent=False),
+                self._cached_validation_error)

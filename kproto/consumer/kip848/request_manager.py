@@ -4,7 +4,7 @@ Owns ``RequestManager`` (Java's ``RequestManager``: ``poll(now_ms) -> PollResult
 I/O, ``maximum_time_to_wait(now_ms)`` bounds how long the network thread may block),
 ``PollResult``, ``UnsentRequest`` (a request staged for the network client, answered
 through a future) and ``RequestState`` (Java's ``RequestState``: one request at a time per
-manager, with exponential backoff after failures).
+manager, with exponential backoff after failures: ``kproto.net.backoff.ExponentialBackoff``).
 
 The network thread collects every manager's unsent requests, hands them to the network
 client, and completes each ``UnsentRequest`` with the response body or an exception. A
@@ -14,9 +14,10 @@ manager learns about the outcome only through the callbacks it chained on that f
 from __future__ import annotations
 
 import logging
-import random
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
+
+from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
 
 log = logging.getLogger("kproto.kip848")
 
@@ -127,26 +128,6 @@ class RequestManager(Protocol):
         """How long the network thread may block without this manager missing a deadline."""
 
 
-class ExponentialBackoff:
-    """Java's ``ExponentialBackoff``: ``initial * multiplier**attempts``, capped, with jitter."""
-
-    def __init__(self, initial_ms: int, multiplier: float, max_ms: int, jitter: float,
-                 rng: Optional[random.Random] = None) -> None:
-        self.initial_ms = initial_ms
-        self.multiplier = multiplier
-        self.max_ms = max(initial_ms, max_ms)
-        self.jitter = jitter
-        self._rng = rng or random.Random()
-
-    def backoff(self, attempts: int) -> int:
-        if self.max_ms <= self.initial_ms:
-            return self.initial_ms
-        term = self.initial_ms * (self.multiplier ** min(attempts, 64))
-        if self.jitter > 0:
-            term *= self._rng.uniform(1 - self.jitter, 1 + self.jitter)
-        return int(min(term, self.max_ms))
-
-
 class RequestState:
     """One-at-a-time request bookkeeping with backoff after failures.
 
@@ -154,8 +135,8 @@ class RequestState:
     response has elapsed. A successful response clears the backoff.
     """
 
-    RETRY_BACKOFF_EXP_BASE = 2
-    RETRY_BACKOFF_JITTER = 0.2
+    RETRY_BACKOFF_EXP_BASE = RETRY_BACKOFF_EXP_BASE
+    RETRY_BACKOFF_JITTER = RETRY_BACKOFF_JITTER
 
     def __init__(self, owner: str, retry_backoff_ms: int, retry_backoff_max_ms: int,
                  jitter: float = RETRY_BACKOFF_JITTER) -> None:

@@ -29,10 +29,6 @@ from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
 
-# Java's retry.backoff.max.ms default; kafka-python has no such setting.
-RETRY_BACKOFF_MAX_MS = 1000
-
-
 def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
     """Member state transitions as rebalance metrics (Java's ConsumerRebalanceMetricsManager):
     a rebalance starts when reconciling begins and ends when the reconciled assignment is
@@ -62,19 +58,20 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
     metadata = client.cluster
     now = time_ms()
     retry_backoff_ms = config["retry_backoff_ms"]
+    retry_backoff_max_ms = config["retry_backoff_max_ms"]
     delegate = NetworkClientDelegate(client, config["request_timeout_ms"], time_ms)
 
     coordinator = commit = heartbeat = membership = None
     group_id = config["group_id"]
     if group_id:
-        coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, RETRY_BACKOFF_MAX_MS,
+        coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, retry_backoff_max_ms,
                                                 add_coordinator=metadata.add_coordinator)
         auto_commit = bool(config["enable_auto_commit"])
         commit = CommitRequestManager(
             group_id, subscriptions, coordinator, auto_commit_enabled=auto_commit,
             auto_commit_interval_ms=config["auto_commit_interval_ms"],
             group_instance_id=config["group_instance_id"], retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS,
+            retry_backoff_max_ms=retry_backoff_max_ms,
             require_stable=config["isolation_level"] == "read_committed", now_ms=now, time_ms=time_ms)
         membership = ConsumerMembershipManager(
             group_id, subscriptions, background_event_handler,
@@ -91,7 +88,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
         heartbeat = ConsumerHeartbeatRequestManager(
             now, coordinator, membership, subscriptions, background_event_handler,
             max_poll_interval_ms=config["max_poll_interval_ms"], retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=RETRY_BACKOFF_MAX_MS)
+            retry_backoff_max_ms=retry_backoff_max_ms)
         heartbeat.sensors = coordinator_metrics
 
     offsets = OffsetsRequestManager(subscriptions, metadata, commit,

@@ -228,13 +228,14 @@ class OffsetFetcher:
         utils.apply_reset_result(self._subscriptions, self._metadata, requested, result,
                                  int(self._clock()), self._retry_backoff_ms)
         if result.metadata_update_needed:
-            self._client.request_metadata_update()
+            self._client.request_metadata_update(reset_equivalent=False)
 
     @_synchronized
     def _on_reset_failure(self, requested: dict[TopicPartition, int], exc: BaseException) -> None:
         self._cached_reset_error = utils.position_request_failed(
             self._subscriptions, requested, exc, int(self._clock()) + self._retry_backoff_ms,
-            self._client.request_metadata_update, self._cached_reset_error)
+            functools.partial(self._client.request_metadata_update, reset_equivalent=False),
+            self._cached_reset_error)
 
     @_synchronized
     def validate_positions_if_needed(self) -> None:
@@ -273,7 +274,8 @@ class OffsetFetcher:
         try:
             self._cached_validation_error = lev.on_validation_response(
                 self._subscriptions, response, requested, int(self._clock()), self._retry_backoff_ms,
-                self._client.request_metadata_update, self._cached_validation_error)
+                functools.partial(self._client.request_metadata_update, reset_equivalent=False),
+                self._cached_validation_error)
         except errors.KafkaError as exc:
             self._on_validation_failure(requested, exc)
 
@@ -281,7 +283,8 @@ class OffsetFetcher:
     def _on_validation_failure(self, requested: dict[TopicPartition, Any], exc: BaseException) -> None:
         self._cached_validation_error = utils.position_request_failed(
             self._subscriptions, requested, exc, int(self._clock()) + self._retry_backoff_ms,
-            self._client.request_metadata_update, self._cached_validation_error)
+            functools.partial(self._client.request_metadata_update, reset_equivalent=False),
+            self._cached_validation_error)
 
     # --- helpers -----------------------------------------------------------------------
 
