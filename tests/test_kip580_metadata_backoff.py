@@ -17,7 +17,6 @@ import pytest
 from kproto import errors
 from kproto.consumer.config import ConsumerConfig
 from kproto.errors import KafkaConfigurationError
-from kproto.messages import MetadataResponse
 from kproto.net.client import NetworkClient
 from kproto.net.metadata import ClusterMetadata
 from kproto.structs import TopicPartition
@@ -194,23 +193,12 @@ def test_stale_leadership_signals_keep_the_equivalent_backoff():
 
 # --- call sites ------------------------------------------------------------------------------
 
-def fetch_metadata_answer():
-    """The answer ``tests.test_fetch_abstract.make()`` applied: the same leaders again."""
-    answer = MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=n, host="127.0.0.1", port=9000 + n) for n in (1, 2)],
-        topics=[MetadataResponse.MetadataResponseTopic(
-            name="t", topic_id=FETCH_TOPIC_ID,
-            partitions=[MetadataResponse.MetadataResponsePartition(
-                partition_index=p, leader_id=leader, leader_epoch=4, replica_nodes=[leader], isr_nodes=[leader])
-                for p, leader in FETCH_LEADERS.items()])])
-    return MetadataResponse.decode(answer.encode(12), 12)
-
-
 def test_not_leader_fetch_error_asks_again_without_resetting_the_backoff():
     fetch, _ = make_fetch()
     md = fetch.metadata
+    same_leaders = {p: (leader, 4) for p, leader in FETCH_LEADERS.items()}  # as make() applied
     for _ in range(3):
-        md.update(fetch_metadata_answer(), now_ms=0)
+        md.update(response(same_leaders, topic_id=FETCH_TOPIC_ID), now_ms=0)
     assert md.equivalent_response_count == 3
     requests = fetch.prepare_fetch_requests()
     fetch.handle_fetch_success(2, requests[2], response_for(
