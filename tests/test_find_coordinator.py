@@ -98,3 +98,39 @@ def test_discovery_finds_the_coordinator_and_opens_its_own_connection_at_once(br
         assert discovery.coordinator_id is None and discovery.coordinator_unknown()
     finally:
         client.close()
+
+
+@pytest.mark.needs("fault_injection")
+def test_forgetting_the_coordinator_closes_its_connection_and_fails_what_is_in_flight(broker):
+    """Java's markCoordinatorUnknown disconnects: a request parked at a coordinator that has
+    stopped answering (a SyncGroup held by a broker that forgot the member, a heartbeat after
+    the session timed out) fails at once, instead of holding the member until its request
+    timeout. Here the coordinator answers 20 s late; forgetting it must fail the request first."""
+    client = NetworkClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=60_000)
+    discovery = CoordinatorDiscovery(
+        client, "forget-coordinator-group", lock=threading.RLock(), clock=monotonic_ms,
+        retry_backoff_ms=50, retry_backoff_max_ms=500, on_discovered=lambda: None,
+        on_fatal_error=lambda exc: None)
+    try:
+        _discover(client, discovery)
+        connection = discovery.coordinator_id
+        deadline = time.monotonic() + 10
+        while not client.is_ready(connection):
+            assert time.monotonic() < deadline, "the coordinator connection never became ready"
+            client.poll(timeout_ms=50)
+        broker.broker_rtt(coordinator_broker_id(connection), 20_000)
+        version = client.api_version(FindCoordinatorRequest.api_key, connection)
+        in_flight = client.send(connection, build_find_coordinator_request("forget-coordinator-group", version),
+                                version=version)
+        client.poll(timeout_ms=200)  # written: now it waits for the late answer
+        assert not in_flight.is_done
+        discovery.mark_coordinator_unknown("no answer for a whole session")
+        deadline = time.monotonic() + 60
+        while not in_flight.is_done:
+            assert time.monotonic() < deadline
+            client.poll(timeout_ms=100)
+        assert isinstance(in_flight.exception, errors.KafkaConnectionError)  # not the late answer
+        assert client.is_disconnected(connection)
+        assert discovery.coordinator_id is None
+    finally:
+        client.close()

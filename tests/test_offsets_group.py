@@ -48,7 +48,7 @@ class FindCoordinatorLookup:
             c.poll(timeout_ms=50)
         return self.node
 
-    def mark_coordinator_unknown(self, reason):
+    def mark_coordinator_unknown(self, reason, *, cause=None):
         self.forgotten.append(reason)
         self.node = None
 
@@ -92,7 +92,7 @@ def test_commit_async_without_a_coordinator_fails_fast_and_retriably(broker, set
         def ensure_coordinator_ready(self, timeout_ms):
             return None
 
-        def mark_coordinator_unknown(self, reason):
+        def mark_coordinator_unknown(self, reason, *, cause=None):
             pass
 
     seen = []

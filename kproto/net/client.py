@@ -117,6 +117,8 @@ class NetworkClient:
         self._metadata_updater = MetadataUpdater(self)
         self._selecting = False
         self._closed = False
+        # Java's disconnectAsync: closed by the next poll, on whichever thread owns the I/O.
+        self._pending_disconnects: set[Any] = set()
 
     # --- public API -------------------------------------------------------------------
 
@@ -304,10 +306,7 @@ class NetworkClient:
             now = monotonic_ms()
             targets = [node_id] if node_id is not None else list(self._nodes)
             for nid in targets:
-                node = self._nodes.get(nid)
-                if node is not None:
-                    self._close_node(node, now, errors.KafkaConnectionError(
-                        "connection to node {} closed by the client".format(nid)), failed=False)
+                self._close_by_client(nid, now)
             if node_id is None and not self._closed:
                 self._closed = True
                 for queue in self._unsent.values():
@@ -318,6 +317,14 @@ class NetworkClient:
                 self._wake_r.close()
                 self._wake_w.close()
         self._complete_futures()
+
+    def disconnect_async(self, node_id: Any) -> None:
+        """Close ``node_id``'s connection at the next poll (Java's ``disconnectAsync``): its
+        in-flight requests then fail with a connection error. Safe under any caller's lock,
+        since it neither waits for the I/O lock nor runs callbacks."""
+        with self._lock:
+            self._pending_disconnects.add(node_id)
+        self.wakeup()
 
     # --- the poll loop ----------------------------------------------------------------
 
@@ -331,6 +338,7 @@ class NetworkClient:
                 if self._closed:
                     raise errors.IllegalStateError("network client is closed")
                 now = monotonic_ms()
+                self._process_pending_disconnects(now)
                 timeout_ms = min(timeout_ms, self._metadata_updater.maybe_update(now))
                 self._write_all(now)
                 timeout_ms = min(timeout_ms, timeouts.next_timeout_ms(self, now))
@@ -357,6 +365,17 @@ class NetworkClient:
         finally:
             self._io_lock.release()
         return self._complete_futures()
+
+    def _process_pending_disconnects(self, now: float) -> None:
+        pending, self._pending_disconnects = self._pending_disconnects, set()
+        for nid in pending:
+            self._close_by_client(nid, now)
+
+    def _close_by_client(self, node_id: Any, now: float) -> None:
+        node = self._nodes.get(node_id)
+        if node is not None:
+            self._close_node(node, now, errors.KafkaConnectionError(
+                "connection to node {} closed by the client".format(node_id)), failed=False)
 
     def _complete_futures(self) -> list:
         with self._lock:

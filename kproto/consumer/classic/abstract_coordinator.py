@@ -146,8 +146,12 @@ class AbstractCoordinator:
         """No coordinator, or its connection failed (then it is forgotten and looked up again)."""
         return self.discovery.coordinator_unknown()
 
-    def mark_coordinator_unknown(self, reason: str) -> None:
-        self.discovery.mark_coordinator_unknown(reason)
+    def mark_coordinator_unknown(self, reason: str, *, cause: Optional[BaseException] = None) -> None:
+        """Forget the coordinator and close its connection, unless ``cause`` says the
+        connection is gone already (a connection error or request timeout, as Java's
+        ``markCoordinatorUnknown(isDisconnected=true)`` after a DisconnectException)."""
+        disconnected = isinstance(cause, (errors.KafkaConnectionError, errors.RequestTimeoutError))
+        self.discovery.mark_coordinator_unknown(reason, disconnected=disconnected)
 
     def lookup_coordinator(self) -> Optional[Any]:
         """Send FindCoordinator unless one is in flight or we are backing off; its Future or None."""
@@ -235,7 +239,7 @@ class AbstractCoordinator:
                 self._apply_verdict(exc.verdict, deadline)
             elif getattr(exc, "retriable", False):
                 log.info("Group %s: join round failed (%s); rediscovering the coordinator", self.group_id, exc)
-                self.mark_coordinator_unknown(str(exc))
+                self.mark_coordinator_unknown(str(exc), cause=exc)
                 self._backoff(deadline)
             else:
                 assert exc is not None
@@ -514,7 +518,7 @@ class AbstractCoordinator:
             self._heartbeat_future = None
             self.heartbeat.fail_heartbeat(self._clock())
         if getattr(exc, "retriable", False):
-            self.mark_coordinator_unknown(str(exc))
+            self.mark_coordinator_unknown(str(exc), cause=exc)
 
     # --- leaving -----------------------------------------------------------------------------
 

@@ -66,19 +66,27 @@ class CoordinatorDiscovery:
             return True
         delay = self._client.connection_delay(node)
         if self._client.connection_failed(node) is not None and delay > 0:
-            self.mark_coordinator_unknown("the connection to the coordinator failed")
+            self.mark_coordinator_unknown("the connection to the coordinator failed", disconnected=True)
             with self._lock:
                 # It is likely the same node again: look it up once it may be reconnected.
                 self._next_find_ms = max(self._next_find_ms, self._clock() + min(delay, self.retry_backoff_max_ms))
             return True
         return False
 
-    def mark_coordinator_unknown(self, reason: str) -> None:
+    def mark_coordinator_unknown(self, reason: str, *, disconnected: bool = False) -> None:
+        """Forget the coordinator and, unless its connection is already gone, close it (Java's
+        ``markCoordinatorUnknown`` and ``disconnectAsync``): requests still in flight to it
+        (a parked JoinGroup or SyncGroup, a heartbeat) then fail at once instead of holding
+        the member until their request timeout, e.g. when the session timed out with no answer."""
         with self._lock:
-            if self.coordinator_id is not None:
-                log.info("Group %s: coordinator %s is unavailable or invalid (%s); will rediscover it",
-                         self.group_id, self.coordinator_id, reason)
-                self.coordinator_id = None
+            old = self.coordinator_id
+            if old is None:
+                return
+            log.info("Group %s: coordinator %s is unavailable or invalid (%s); will rediscover it",
+                     self.group_id, old, reason)
+            self.coordinator_id = None
+        if not disconnected:
+            self._client.disconnect_async(old)
 
     def lookup_coordinator(self) -> Optional[Any]:
         """Send FindCoordinator unless one is in flight or we are backing off; its Future or None."""

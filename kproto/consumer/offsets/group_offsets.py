@@ -32,8 +32,9 @@ class Coordinator(Protocol):
     def ensure_coordinator_ready(self, timeout_ms: float) -> Optional[int]:
         """The coordinator's node id once known and connected, or None if time ran out."""
 
-    def mark_coordinator_unknown(self, reason: str) -> None:
-        """Forget the coordinator (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...)."""
+    def mark_coordinator_unknown(self, reason: str, *, cause: Optional[BaseException] = None) -> None:
+        """Forget the coordinator (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a lost connection
+        given as ``cause``, ...)."""
 
 
 class Membership(Protocol):
@@ -135,7 +136,7 @@ class GroupOffsets:
                 callback(offsets, result.error)
 
         def failed(exc: BaseException) -> None:
-            self._coordinator.mark_coordinator_unknown(str(exc))
+            self._coordinator.mark_coordinator_unknown(str(exc), cause=exc)
             if callback is not None:
                 callback(offsets, exc)
 
@@ -188,7 +189,7 @@ class GroupOffsets:
             if not future.retriable():
                 raise future.exception
             # A lost connection to the coordinator: look it up again, as Java does.
-            self._coordinator.mark_coordinator_unknown(str(future.exception))
+            self._coordinator.mark_coordinator_unknown(str(future.exception), cause=future.exception)
             return None, future.exception
         return future.value, None
 
