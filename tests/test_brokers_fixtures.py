@@ -56,6 +56,24 @@ def test_produce_writes_the_recipe_with_each_codec(broker, codec):
         assert m.timestamp()[1] == r.timestamp
 
 
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_produce_batch_writes_exactly_one_batch_of_the_recipe(broker, codec):
+    from tests.brokers import raw
+
+    topic = broker.new_topic(partitions=2)
+    broker.produce(topic, 3, partitions=[1])  # the batch goes after what is there
+    written = broker.produce_batch(topic, 20, partition=1, codec=codec, start_index=3)
+    assert [(w.partition, w.offset, w.index) for w in written] == [(1, i, i) for i in range(3, 23)]
+    first = raw.batch_headers(broker.raw_fetch(topic, 1, 3))[0]
+    assert (first.base_offset, first.last_offset_delta, first.codec) == (3, 19, seeding.CODEC_IDS[codec])
+    got = {m.offset(): m for m in _read_back(broker.bootstrap_servers, topic, [1], 23)}
+    for r in written:
+        assert (r.key, r.value, r.headers) == seeding.record_for(r.index)
+        m = got[r.offset]
+        assert (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]) == (
+            r.key, r.value, r.headers, r.timestamp)
+
+
 def test_record_recipe_covers_the_awkward_cases():
     records = [seeding.record_for(i) for i in range(40)]
     assert any(k is None for k, _, _ in records)
