@@ -151,10 +151,14 @@ def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monke
     # three partitions make a ~3 MiB response. The long linger keeps each partition's
     # records together until the flush (with 50 ms a loaded machine made small batches and
     # the Fetch from offset 0 was 45 kB); the Fetch starts at each partition's largest
-    # batch, since the first record can still leave on its own.
+    # batch, since the first record can still leave on its own. The producer learns the
+    # topic first: records queued before that are moved to their partition one by one,
+    # and with the flush under way a partition's records then split anywhere (measured:
+    # 40 records as [28, 12], [10, 30]; see tests.brokers.seeding).
     topic = cluster.new_topic(partitions=3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 60_000,
                          "compression.type": "none"})
+    producer.list_topics(topic, timeout=30)
     blob = os.urandom(1024)
     for i in range(2_700):  # ~0.9 MiB per partition, below the mock's ~5 MiB retention
         producer.produce(topic, value=blob[i % 512:] + blob[:i % 512], key=b"%d" % i,
