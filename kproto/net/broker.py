@@ -24,6 +24,7 @@ import ssl
 from typing import Any
 
 from kproto import errors
+from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
 from kproto.net.connection import Connection
 
 log = logging.getLogger("kproto.net")
@@ -315,6 +316,5 @@ def reconnect_backoff_ms(failures: int, base_ms: float, max_ms: float,
     Jitter spreads the reconnects of many clients after a broker restart; the clamp keeps
     the result inside [base, max] as the settings promise.
     """
-    exp = base_ms * (2 ** max(failures - 1, 0)) if base_ms > 0 else 0.0
-    jitter = (rng or random).uniform(0.8, 1.2)
-    return min(max(exp * jitter, base_ms), max(max_ms, base_ms))
+    backoff = ExponentialBackoff(int(base_ms), RETRY_BACKOFF_EXP_BASE, int(max_ms), RETRY_BACKOFF_JITTER, rng)
+    return min(max(backoff.backoff(max(failures - 1, 0)), base_ms), max(max_ms, base_ms))

@@ -17,13 +17,13 @@ re-entrant lock (passed in), which is never held across a client poll. The two h
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from typing import Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import FindCoordinatorRequest
 from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
+from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
 from kproto.net.metadata import coordinator_broker_id
 
 
@@ -43,6 +43,8 @@ class CoordinatorDiscovery:
         self._clock = clock
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
+        self._find_backoff = ExponentialBackoff(retry_backoff_ms, RETRY_BACKOFF_EXP_BASE, retry_backoff_max_ms,
+                                                RETRY_BACKOFF_JITTER)
         # A coordinator was found (e.g. restart the session timer: it had no one to heartbeat to).
         self._on_discovered = on_discovered
         # A FindCoordinator error retrying cannot fix, for the application thread to raise.
@@ -130,8 +132,7 @@ class CoordinatorDiscovery:
         with self._lock:
             self.find_future = None
             self._find_failures += 1
-            backoff = min(self.retry_backoff_max_ms, self.retry_backoff_ms * 2 ** (self._find_failures - 1))
-            self._next_find_ms = self._clock() + backoff * random.uniform(0.8, 1.2)
+            self._next_find_ms = self._clock() + self._find_backoff.backoff(self._find_failures - 1)
             if not getattr(exc, "retriable", False) and isinstance(exc, errors.BrokerResponseError):
                 # e.g. GROUP_AUTHORIZATION_FAILED: nothing to retry, tell the application.
                 self._on_fatal_error(exc)
