@@ -198,13 +198,18 @@ def test_not_leader_error_requests_a_refresh(mock_cluster, clients):
 
 
 def test_idle_connection_is_closed(mock_cluster, clients):
-    client = clients(mock_cluster, connections_max_idle_ms=300)
+    client = clients(mock_cluster, connections_max_idle_ms=300, metadata_max_age_ms=600_000)
     wait(client, client.request_metadata_update())
     assert wait(client, client.send(1, MetadataRequest(topics=[])))
+    assert not client.cluster.need_update()
+    updates = client.cluster.update_count
     assert client.connection_state(1) is ConnectionState.READY
     assert poll_until(client, lambda: client.is_disconnected(1), timeout_ms=10_000)
     # Closing an idle connection is not a failure: it may reconnect at once.
     assert client.connection_failed(1) is None
+    # As in Java, where the Selector reports an idle expiry like any disconnect, it asks for
+    # a metadata refresh (metadata_max_age_ms is far away here).
+    assert client.cluster.need_update() or client.cluster.update_count > updates
     assert wait(client, client.send(1, MetadataRequest(topics=[]))).brokers
 
 

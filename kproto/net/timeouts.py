@@ -15,8 +15,8 @@ I/O happens. Per node, in this order (the first that fires ends the node's turn)
   nothing is in flight, the connection is closed without a backoff penalty and the
   requests held back for the next session keep waiting for it;
 - idle: a ready connection with nothing in flight or queued for
-  ``connections_max_idle_ms`` closes without a backoff penalty (Java's
-  ``Selector``/``IdleExpiryManager``);
+  ``connections_max_idle_ms`` closes without a backoff penalty and asks for a metadata
+  refresh, as any server disconnect does (Java's ``Selector``/``IdleExpiryManager``);
 - unsent: a request still queued (never written) past its own timeout fails with
   ``KafkaTimeoutError`` (Java's ``ConsumerNetworkClient.failExpiredRequests``).
 
@@ -94,6 +94,9 @@ def handle_timeouts(client: NetworkClient, now: float) -> None:
                 log.debug("node %s: closing idle connection", node.node_id)
                 client._close_node(node, now, errors.KafkaConnectionError("idle"), failed=False)
                 node.backoff_until_ms = now
+                # As Java, whose Selector reports an idle expiry like any disconnect: the
+                # metadata may be stale (the refresh is under the KIP-580 backoff).
+                client._metadata_updater.handle_server_disconnect(node.node_id, now)
                 continue
         queue = client._unsent.get(node.node_id)
         if queue:  # not FIFO by deadline: each request has its own timeout
