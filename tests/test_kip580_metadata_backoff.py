@@ -233,6 +233,7 @@ def test_disconnects_while_due_back_off_exponentially():
             # A broker refusing connections while a refresh is due: each counts as a
             # failed attempt (nobody waiting is failed while another node may be tried).
             assert md.ttl(now) == 0
+            updater.connecting = 1  # the refresh waits for node 1's connection
             updater.handle_server_disconnect(1, now)
             gap = md.ttl(now)
             gaps.append(gap)

@@ -190,12 +190,17 @@ def test_disconnect_asks_for_a_refresh_nobody_waits_on(idle_client):
     assert md._waiters == []
 
 
-def test_disconnect_while_a_refresh_is_due_counts_as_a_failed_attempt(idle_client):
+def test_the_connection_a_due_refresh_waited_for_failing_counts_as_a_failed_attempt(idle_client):
     md, updater = idle_client.cluster, idle_client._metadata_updater
     now = monotonic_ms()
     md.update(response({0: (1, 5)}), now_ms=now)
     waiter = md.request_update()
     assert md.ttl(now + 1000) == 0
+    # Another node's disconnect while the refresh is due adds no backoff ...
+    updater.connecting = 1  # maybe_update is opening node 1 to send the refresh on
+    updater.handle_server_disconnect(3, now + 1000)
+    assert md.ttl(now + 1000) == 0
+    # ... the connection the refresh waited for failing does.
     updater.handle_server_disconnect(1, now + 1000)
     # The next Metadata request waits out retry_backoff_ms (+-20% jitter, KIP-580); the
     # waiter is not failed.

@@ -10,10 +10,12 @@ refresh stays due and is tried again once a node may connect), or the brokers'
 ``AuthenticationError`` when that is why every one of them failed.
 
 A connection the broker (or the network) closed asks for a refresh, since the disconnect
-may be the result of stale metadata (Java's ``handleServerDisconnect``); one that closes
-while a refresh is due (and none is in flight) counts as a failed attempt, so the
-backoff between Metadata requests still holds: a broker that keeps refusing
-connections cannot cause a storm of refreshes. Its waiters are failed then only when no
+may be the result of stale metadata (Java's ``handleServerDisconnect``); the connection a
+due refresh was waiting for (none in flight) counts as a failed attempt when it closes, so
+the backoff between Metadata requests still holds: a broker that keeps refusing
+connections cannot cause a storm of refreshes. (Java counts any disconnect while a
+refresh is due; with a node refusing reconnects every few ms that starves the refresh,
+so kproto counts only the one it waited for.) Its waiters are failed then only when no
 node is left to try (``NoBrokersAvailable``, as above). That refresh does not reset the
 backoff grown by equivalent answers (KIP-580, Java's ``requestUpdate(false)``), and
 failed attempts in a row back off exponentially up to ``retry_backoff_max_ms``.
@@ -49,6 +51,8 @@ class MetadataUpdater:
     def __init__(self, client: NetworkClient) -> None:
         self._client = client
         self.in_flight: Any = None  # node id of the Metadata request out, if any
+        # Node id whose connection a due refresh waits for (to send its request on), if any.
+        self.connecting: Any = None
         self._asked = (0, False)  # (request version, all topics?) of the request out
 
     def maybe_update(self, now: float) -> float:
@@ -66,6 +70,7 @@ class MetadataUpdater:
         node = client._node(node_id)
         if not node.is_ready():
             client._maybe_connect(node_id)
+            self.connecting = node_id
             return float("inf") if node.state is not ConnectionState.DISCONNECTED else \
                 node.connection_delay(now)
         if not node.proto.can_send_more():
@@ -84,6 +89,7 @@ class MetadataUpdater:
             return cluster.ttl(now)
         client._internal[id(ifr.future)] = METADATA
         self.in_flight = node_id
+        self.connecting = None
         self._asked = (cluster.request_version, topics is None)
         return float("inf")
 
@@ -119,11 +125,15 @@ class MetadataUpdater:
         already been counted as a failed attempt (the refresh is then not due again yet)."""
         client = self._client
         cluster = client.cluster
-        if self.in_flight is None and cluster.ttl(now) <= 0:
-            # A refresh was due (perhaps this very connection was being opened for it):
-            # count it as a failed attempt, for the backoff, without failing anyone who
-            # waits. The last node it could use gone, its waiters learn it now, as
-            # maybe_update would tell them (the backoff just set would delay that).
+        if self.in_flight is None and node_id == self.connecting and cluster.ttl(now) <= 0:
+            # The connection a due refresh was waiting for failed: count it as a failed
+            # attempt, for the backoff, without failing anyone who waits. Unlike Java, which
+            # counts any disconnect while a refresh is due, another node's disconnect does
+            # not: a broker refusing reconnects every few ms would otherwise land one in the
+            # poll where the refresh falls due, every time, and starve it (seen on the mock).
+            # The last node it could use gone, its waiters learn it now, as maybe_update
+            # would tell them (the backoff just set would delay that).
+            self.connecting = None
             if client.least_loaded_node() is None:
                 self._no_node(now)
             else:
