@@ -62,9 +62,9 @@ _FENCED_LEADER_EPOCH = 74
 class AbstractFetch:
     """Fetch request building and response handling; see the module docstring.
 
-    ``metadata`` is the cluster metadata (``kproto.net.ClusterMetadata`` or anything with
-    ``leader_for_partition``, ``leader_epoch_for_partition``, ``topic_id`` and
-    ``request_update``).
+    ``metadata`` is the cluster metadata (``kproto.net.ClusterMetadata``). A fetch error that
+    says it is stale asks it for a refresh with ``request_update_no_wait`` (nobody here waits
+    on the answer, so no waiter is left behind until it comes).
     """
 
     def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
@@ -109,7 +109,7 @@ class AbstractFetch:
         log.debug("not fetching %s from preferred read replica %s: not an online replica in the metadata; "
                   "using the leader %s", tp, replica, leader)
         self.subscriptions.clear_preferred_read_replica(tp)
-        self.metadata.request_update(reset_equivalent=False)
+        self.metadata.request_update_no_wait(reset_equivalent=False)
         return leader
 
     def _replica_online(self, tp: TopicPartition, node_id: int) -> bool:
@@ -179,7 +179,7 @@ class AbstractFetch:
                     builder.add(tp, PartitionData(topic_id, position.offset, INVALID_LOG_START_OFFSET,
                                                   self.fetch_config.fetch_size, -1 if epoch is None else epoch))
             if need_metadata:
-                self.metadata.request_update(reset_equivalent=False)
+                self.metadata.request_update_no_wait(reset_equivalent=False)
             return {node: builder.build() for node, builder in builders.items()}
 
     @staticmethod
@@ -247,7 +247,7 @@ class AbstractFetch:
                                              getattr(response, "throttle_time_ms", 0))
                 if not ok:
                     if error_code == _FETCH_SESSION_TOPIC_ID_ERROR:
-                        self.metadata.request_update(reset_equivalent=False)
+                        self.metadata.request_update_no_wait(reset_equivalent=False)
                     return
                 buffered = self.fetch_buffer.buffered_partitions()
                 completed = []
@@ -268,7 +268,7 @@ class AbstractFetch:
                         log.warning("dropping fetched data for %s: it is already buffered", tp)
                         continue
                     if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
-                        self.metadata.request_update(reset_equivalent=False)
+                        self.metadata.request_update_no_wait(reset_equivalent=False)
                     completed.append(CompletedFetch(
                         tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
                         check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
@@ -322,7 +322,7 @@ class AbstractFetch:
                     for tp in list(handler.session_partitions):
                         self.subscriptions.clear_preferred_read_replica(tp)
                 if isinstance(error, errors.KafkaError) and error.invalid_metadata:
-                    self.metadata.request_update(reset_equivalent=False)
+                    self.metadata.request_update_no_wait(reset_equivalent=False)
             finally:
                 self.nodes_with_pending_fetch_requests.discard(node_id)
 

@@ -44,7 +44,7 @@ class Fetcher(AbstractFetch):
         self.client = client
         self.collector = FetchCollector(subscriptions, config.max_poll_records, config.isolation_level,
                                         config.fetch_size,
-                                        functools.partial(self.metadata.request_update, reset_equivalent=False),
+                                        functools.partial(self.metadata.request_update_no_wait, reset_equivalent=False),
                                         config.metadata_max_age_ms, time_ms, metrics_manager)
 
     def is_unavailable(self, node_id: int) -> bool:
