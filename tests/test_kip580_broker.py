@@ -17,6 +17,7 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition
 from tests.test_kafka_consumer_assign import assert_same, consume
+from tests.test_kip951_broker import reading_from_broker_1
 
 pytestmark = [pytest.mark.needs("fault_injection"), pytest.mark.parametrize("group_protocol", ["classic", "consumer"])]
 
@@ -61,14 +62,8 @@ def test_metadata_requests_that_time_out_are_retried_with_growing_gaps(mock_clus
 
 def test_answers_that_teach_nothing_new_are_asked_for_less_and_less_often(mock_cluster_factory, group_protocol):
     cluster = mock_cluster_factory(3)
-    topic = cluster.new_topic(partitions=1)
-    cluster.set_partition_leader(topic, 0, 1)
-    written = cluster.produce(topic, 10)
-    tp = TopicPartition(topic, 0)
-    with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_protocol=group_protocol,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
-        consumer.assign([tp])
-        records = consume(consumer, len(written), timeout_s=20)
+    with reading_from_broker_1(cluster, group_protocol) as (consumer, tp, written, records):
+        topic = tp.topic
         # From now on every Metadata answer carries a retriable error for the topic (each
         # asks for another refresh, as Java's requestUpdate(false)) and the leader moves:
         # the fetch path asks for fresher leaders, the answers never tell more.

@@ -7,6 +7,7 @@ The mock fills ``current_leader`` in Fetch v12+ NOT_LEADER_OR_FOLLOWER answers a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -24,6 +25,20 @@ FETCH_API_KEY, METADATA_API_KEY = 1, 3
 REQUEST_TIMED_OUT = 7
 
 
+@contextlib.contextmanager
+def reading_from_broker_1(cluster, group_protocol: str):
+    """A one-partition topic led by broker 1 with 10 records, and a consumer assigned to it
+    that has read them: yields ``(consumer, tp, written, records)`` for a test to go on."""
+    topic = cluster.new_topic(partitions=1)
+    cluster.set_partition_leader(topic, 0, 1)
+    written = cluster.produce(topic, 10)
+    tp = TopicPartition(topic, 0)
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_protocol=group_protocol,
+                       auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
+        consumer.assign([tp])
+        yield consumer, tp, written, consume(consumer, len(written), timeout_s=20)
+
+
 @pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
 @pytest.mark.needs("fault_injection")
 @pytest.mark.broker_kinds("mock")
@@ -32,14 +47,8 @@ def test_consumer_fetches_from_the_leader_a_fetch_answer_names(broker, group_pro
     # next Fetch goes there without waiting for metadata. Here every Metadata answer
     # after the move carries a retriable error for the topic, so the metadata keeps
     # naming the old leader: only the Fetch answer can tell the consumer where to go.
-    topic = broker.new_topic(partitions=1)
-    broker.set_partition_leader(topic, 0, 1)
-    written = broker.produce(topic, 10)
-    tp = TopicPartition(topic, 0)
-    with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_protocol=group_protocol,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
-        consumer.assign([tp])
-        records = consume(consumer, len(written), timeout_s=20)
+    with reading_from_broker_1(broker, group_protocol) as (consumer, tp, written, records):
+        topic = tp.topic
         consumer.pause(tp)  # no Fetch while the stage is set
         written += broker.produce(topic, 10, start_index=10)
         broker.set_topic_error(topic, REQUEST_TIMED_OUT)
