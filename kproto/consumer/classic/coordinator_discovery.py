@@ -41,8 +41,6 @@ class CoordinatorDiscovery:
         self.group_id = group_id
         self._lock = lock
         self._clock = clock
-        self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
         self._find_backoff = ExponentialBackoff(retry_backoff_ms, RETRY_BACKOFF_EXP_BASE, retry_backoff_max_ms,
                                                 RETRY_BACKOFF_JITTER)
         # A coordinator was found (e.g. restart the session timer: it had no one to heartbeat to).
@@ -71,7 +69,7 @@ class CoordinatorDiscovery:
             self.mark_coordinator_unknown("the connection to the coordinator failed", disconnected=True)
             with self._lock:
                 # It is likely the same node again: look it up once it may be reconnected.
-                self._next_find_ms = max(self._next_find_ms, self._clock() + min(delay, self.retry_backoff_max_ms))
+                self._next_find_ms = max(self._next_find_ms, self._clock() + min(delay, self._find_backoff.max_ms))
             return True
         return False
 
