@@ -1,0 +1,119 @@
+"""Decoding proxied frames with :mod:`kproto.messages`: requests by their header, responses
+by the request they answer, and the JSON-able field tree of a decoded message.
+
+Owns :func:`decode_request`, :func:`decode_response` and :func:`json_tree`. Nothing here
+raises on bad input: a frame that does not decode comes back with ``error`` set (the proxy
+forwards it untouched and reports it). Responses are decoded with ``allow_trailing`` (the
+librdkafka mock appends a byte to flexible Metadata answers); rewrite.py keeps such bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from kproto import messages
+from kproto.errors import KafkaError
+from kproto.protocol.headers import (decode_request_header, request_header_version,
+                                     response_header_version)
+from kproto.protocol.primitives import DecodeFailure, read_tagged_fields
+
+__all__ = ["DecodedRequest", "DecodedResponse", "decode_request", "decode_response",
+           "api_name", "json_tree"]
+
+_KEY_VERSION = struct.Struct(">hh")
+_INT32 = struct.Struct(">i")
+_MAX_BYTES_SHOWN = 32
+# SASL tokens carry passwords (PLAIN) and bearer tokens: only their length is shown.
+_SECRET_FIELDS = {36: "auth_bytes"}
+
+
+def api_name(api_key: int) -> str:
+    """``Fetch`` for 1; ``Api<n>`` for a key Kafka 4.4 does not know."""
+    names = messages._API_KEYS.get(api_key)  # the table, without importing the module
+    return names[0][:-len("Request")] if names else "Api{}".format(api_key)
+
+
+@dataclass
+class DecodedRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: Optional[str]
+    message: Any = None  # None when the body did not decode
+    error: Optional[str] = None
+
+
+@dataclass
+class DecodedResponse:
+    correlation_id: int
+    message: Any = None
+    body_offset: int = 0  # where the body starts, counted after the size prefix
+    error: Optional[str] = None
+
+
+def decode_request(frame: memoryview) -> DecodedRequest:
+    """A request frame (size prefix included)."""
+    body = frame[4:]
+    if len(body) < 8:
+        return DecodedRequest(-1, -1, -1, None, error="{}-byte frame is too short for a request "
+                              "header".format(len(body)))
+    api_key, api_version = _KEY_VERSION.unpack_from(body, 0)
+    correlation_id = _INT32.unpack_from(body, 4)[0]
+    out = DecodedRequest(api_key, api_version, correlation_id, None)
+    try:
+        header_version = request_header_version(api_key, api_version)
+        _, _, _, out.client_id, pos = decode_request_header(body, header_version)
+        request_cls = messages.API_KEYS[api_key][0]
+        out.message = request_cls.decode(body[pos:], api_version)
+    except (KafkaError, KeyError) as exc:
+        out.error = "{}: {}".format(type(exc).__name__, exc)
+    return out
+
+
+def decode_response(frame: memoryview, api_key: int, api_version: int) -> DecodedResponse:
+    """A response frame (size prefix included) to a request of ``api_key`` v``api_version``."""
+    body = frame[4:]
+    if len(body) < 4:
+        return DecodedResponse(-1, error="{}-byte frame is too short for a response header"
+                               .format(len(body)))
+    out = DecodedResponse(_INT32.unpack_from(body, 0)[0])
+    try:
+        pos = 4
+        if response_header_version(api_key, api_version) == 1:
+            _, pos = read_tagged_fields(body, pos)
+        out.body_offset = pos
+        response_cls = messages.API_KEYS[api_key][1]
+        out.message = response_cls.decode(body[pos:], api_version, allow_trailing=True)
+    except DecodeFailure as exc:
+        out.error = "response header: {} at offset {}".format(exc.reason, exc.offset)
+    except (KafkaError, KeyError) as exc:
+        out.error = "{}: {}".format(type(exc).__name__, exc)
+    return out
+
+
+def json_tree(message: Any, api_key: int = -1) -> Any:
+    """The decoded field tree as JSON values (bytes shortened, UUIDs as text)."""
+    tree = message.to_dict()
+    secret = _SECRET_FIELDS.get(api_key)
+    if secret and isinstance(tree, dict) and tree.get(secret) is not None:
+        tree[secret] = "<{} bytes, redacted>".format(len(tree[secret]))
+    return _plain(tree)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value[:_MAX_BYTES_SHOWN])
+        if not value:
+            return ""
+        return "<{} bytes: {}{}>".format(len(value), raw.hex(),
+                                         "..." if len(value) > len(raw) else "")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
