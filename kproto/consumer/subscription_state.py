@@ -37,6 +37,7 @@ from typing import Any, Optional, TypeVar
 
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
+from kproto import events
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
@@ -90,6 +91,8 @@ class SubscriptionState:
         # Bumped on every assignment change so in-flight fetches can tell they are stale.
         self._assignment_id = 0
         self.rebalance_listener: Any = None
+        # Who this consumer is in kproto.events (its client_id; set by the consumer).
+        self.event_source: Optional[str] = None
 
     # --- subscription ---------------------------------------------------------------
 
@@ -230,6 +233,13 @@ class SubscriptionState:
         old = self._assignment
         self._assignment = {tp: old.get(tp) or TopicPartitionState() for tp in dict.fromkeys(partitions)}
         self._assignment_id += 1
+        if events.enabled():
+            for tp, state in self._assignment.items():
+                state.event_label = (self.event_source, "{}-{}".format(*tp))
+            events.emit("assignment", source=self.event_source,
+                        partitions=sorted("{}-{}".format(*tp) for tp in self._assignment),
+                        added=sorted("{}-{}".format(*tp) for tp in self._assignment if tp not in old),
+                        removed=sorted("{}-{}".format(*tp) for tp in old if tp not in self._assignment))
         log.debug("assignment is now %s", list(self._assignment))
 
     def assignment_id(self) -> int:

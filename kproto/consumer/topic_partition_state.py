@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple, Optional
 
+from kproto import events
 from kproto.errors import IllegalArgumentError, IllegalStateError
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
@@ -97,7 +98,8 @@ class TopicPartitionState:
 
     __slots__ = ("fetch_state", "position", "high_watermark", "log_start_offset", "last_stable_offset",
                  "paused", "pending_revocation", "pending_on_assigned_callback", "reset_strategy",
-                 "next_retry_time_ms", "preferred_read_replica", "preferred_read_replica_expiration_ms")
+                 "next_retry_time_ms", "preferred_read_replica", "preferred_read_replica_expiration_ms",
+                 "event_label")
 
     def __init__(self) -> None:
         self.fetch_state = FetchState.INITIALIZING
@@ -112,6 +114,8 @@ class TopicPartitionState:
         self.next_retry_time_ms: Optional[int] = None
         self.preferred_read_replica: Optional[int] = None
         self.preferred_read_replica_expiration_ms: Optional[int] = None
+        # (source, "topic-p") for kproto.events, set by SubscriptionState.
+        self.event_label: Optional[tuple[Optional[str], str]] = None
 
     def transition_state(self, new_state: FetchState, position: Optional[FetchPosition] = None) -> None:
         if new_state not in self.fetch_state.valid_transitions:
@@ -123,6 +127,10 @@ class TopicPartitionState:
             self.position = position
         else:
             self.position = None
+        if self.event_label is not None and events.enabled():
+            events.emit("fetch_state", source=self.event_label[0], partition=self.event_label[1],
+                        previous=self.fetch_state.name, state=new_state.name,
+                        position=None if self.position is None else self.position.offset)
         self.fetch_state = new_state
         self.next_retry_time_ms = None
 

@@ -378,6 +378,11 @@ class TraceProxy:
         resp = decode_response(frame, req.api_key, req.api_version)
         rewritten: list = []
         problem = None
+        if resp.message is not None and req.api_key == _METADATA:
+            # Before rewriting: the brokers' own addresses name the lanes.
+            self.topic_names.learn(resp.message)
+            for b in resp.message.brokers:
+                self.nodes[_addr(b.host, b.port)] = b.node_id
         if resp.message is not None and req.api_key in ENDPOINT_FIELDS:
             start = 4 + resp.body_offset
             new_body, rewritten, problem = rewrite_response(
@@ -386,10 +391,6 @@ class TraceProxy:
                 head = bytes(frame[4:start])
                 frame = memoryview(_SIZE.pack(len(head) + len(new_body)) + head + new_body)
         link.client.queue(frame)
-        if resp.message is not None and req.api_key == _METADATA:
-            self.topic_names.learn(resp.message)
-            for b in resp.message.brokers:
-                self.nodes[_addr(b.host, b.port)] = b.node_id
         self._report(link, t, now, req, req_size, resp, len(frame), rewritten=rewritten,
                      problem=problem)
 

@@ -84,12 +84,15 @@ def decode_assignment(data: Any) -> Optional[list[str]]:
 
 
 def decode_subscription(data: Any) -> Optional[dict[str, Any]]:
+    """Topics, and (version 1+) the partitions the member says it still owns."""
     decoded = _consumer_protocol(messages.ConsumerProtocolSubscription, data)
     if decoded is None:
         return None
-    return {"topics": list(decoded.topics),
-            "owned": sorted("{}-{}".format(tp.topic, p) for tp in decoded.owned_partitions
-                            for p in tp.partitions)}
+    out: dict[str, Any] = {"topics": list(decoded.topics)}
+    if _INT16.unpack_from(data, 0)[0] >= 1:
+        out["owned"] = sorted("{}-{}".format(tp.topic, p) for tp in decoded.owned_partitions
+                              for p in tp.partitions)
+    return out
 
 
 def _tps(topics: Any, names: TopicNames, detail: Any = None, topic_attr: str = "topic",

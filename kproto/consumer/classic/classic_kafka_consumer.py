@@ -125,6 +125,7 @@ class ClassicKafkaConsumer:
         self.retry_backoff_ms: int = config["retry_backoff_ms"]
         self.isolation_level: str = config["isolation_level"]
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
+        self.subscriptions.event_source = config["client_id"]
         self.fetch_config = FetchConfig.from_config(config)
         # Metrics (None when metrics_enabled is off): see DESIGN.md "Metrics".
         self._metrics = build_metrics(config)

@@ -78,6 +78,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                          retry_backoff_ms=config["retry_backoff_ms"],
                          retry_backoff_max_ms=config["retry_backoff_max_ms"],
                          request_timeout_ms=config["request_timeout_ms"], clock=clock)
+        self.membership.event_source = config.get("client_id")
         self._subscriptions = subscriptions
         self._cluster = client.cluster
         self._assignors = resolve_assignors(config["partition_assignment_strategy"])

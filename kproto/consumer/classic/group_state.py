@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
-from kproto import errors
+from kproto import errors, events
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -96,11 +96,25 @@ class GroupMembership:
     def __init__(self, group_id: str, group_instance_id: Optional[str] = None) -> None:
         self.group_id = group_id
         self.group_instance_id = group_instance_id
-        self.state = MemberState.UNJOINED
         self.generation = NO_GENERATION
+        self._state = MemberState.UNJOINED
+        self.event_source: Optional[str] = None  # the client_id, for kproto.events
         self.rejoin_needed = True
         self.rejoin_reason = "initial join"
         self.leader_id: Optional[str] = None
+
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
+    @state.setter
+    def state(self, new: MemberState) -> None:
+        if new is not self._state and events.enabled():
+            events.emit("member_state", source=self.event_source, group=self.group_id,
+                        member_id=self.generation.member_id,
+                        generation=self.generation.generation_id, previous=self._state.name,
+                        state=new.name)
+        self._state = new
 
     # --- simple transitions -------------------------------------------------------------------
 

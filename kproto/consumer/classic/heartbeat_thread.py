@@ -14,6 +14,8 @@ import logging
 import threading
 from typing import Any
 
+from kproto import events
+
 log = logging.getLogger("kproto.consumer.classic")
 
 THREAD_NAME_PREFIX = "kafka-coordinator-heartbeat-thread | "
@@ -30,6 +32,7 @@ class HeartbeatThread(threading.Thread):
 
     def run(self) -> None:
         log.debug("Heartbeat thread for group %s started", self._coordinator.group_id)
+        self._event("started")
         while not self._closed.is_set():
             try:
                 wait_ms = self._coordinator.heartbeat_step()
@@ -37,9 +40,17 @@ class HeartbeatThread(threading.Thread):
                 log.error("Heartbeat thread for group %s failed: %s", self._coordinator.group_id, exc)
                 self.failure = exc
                 self._coordinator.on_heartbeat_thread_failure(exc)
+                self._event("failed", error=str(exc))
                 return
             self._closed.wait(max(0.001, wait_ms / 1000.0))
         log.debug("Heartbeat thread for group %s stopped", self._coordinator.group_id)
+        self._event("stopped")
+
+    def _event(self, action: str, **fields: Any) -> None:
+        if events.enabled():
+            membership = getattr(self._coordinator, "membership", None)
+            events.emit("heartbeat_thread", source=getattr(membership, "event_source", None),
+                        group=self._coordinator.group_id, action=action, **fields)
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the loop and wait for it (never from the thread itself)."""

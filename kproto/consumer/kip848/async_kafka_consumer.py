@@ -57,6 +57,7 @@ class AsyncKafkaConsumer:
         self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
         self.retry_backoff_ms: int = config["retry_backoff_ms"]
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
+        self.subscriptions.event_source = config["client_id"]
         self.fetch_buffer = FetchBuffer()
         self.fetch_config = FetchConfig.from_config(config)
         # Metrics (None when metrics_enabled is off), built here before the background

@@ -33,6 +33,7 @@ import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from kproto import events
 from kproto.consumer.kip848.events import (
     BackgroundEventHandler,
     ConsumerRebalanceListenerCallbackCompletedEvent,
@@ -123,6 +124,9 @@ class ConsumerMembershipManager:
         previous, self._state = self._state, next_state
         log.info("Member %s with epoch %s transitioned from %s to %s.", self.member_id,
                  self.member_epoch, previous.name, next_state.name)
+        events.emit("member_state", source=self._event_source(), group=self.group_id,
+                    member_id=self.member_id, epoch=self.member_epoch, previous=previous.name,
+                    state=next_state.name)
         for listener in self._transition_listeners:
             listener(previous, next_state)
 
@@ -150,10 +154,15 @@ class ConsumerMembershipManager:
     def leave_group_epoch(self) -> int:
         return LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.group_instance_id else LEAVE_GROUP_MEMBER_EPOCH
 
+    def _event_source(self) -> Optional[str]:
+        return getattr(self.subscriptions, "event_source", None)
+
     def _update_member_epoch(self, epoch: int) -> None:
         changed = epoch != self.member_epoch
         self.member_epoch = epoch
         if changed:
+            events.emit("member_epoch", source=self._event_source(), group=self.group_id,
+                        member_id=self.member_id, epoch=epoch)
             for listener in self._state_listeners:
                 listener.on_member_epoch_updated(epoch if epoch > 0 else None, self.member_id)
 
@@ -462,6 +471,10 @@ class ConsumerMembershipManager:
         self._rejoined_while_reconciliation_in_progress = False
         log.info("Reconciling: assigned %s, added %s, revoked %s", sorted(assigned), sorted(added),
                  sorted(revoked))
+        if events.enabled():
+            events.emit("reconcile", step="start", source=self._event_source(),
+                        group=self.group_id, member_id=self.member_id, epoch=self.member_epoch,
+                        assigned=_names(assigned), added=_names(added), revoked=_names(revoked))
         # Stop fetching (and drop in-flight fetch data for) partitions about to be given up.
         self.subscriptions.mark_pending_revocation(revoked)
         if self._auto_commit_before_rebalance is not None:
@@ -482,6 +495,9 @@ class ConsumerMembershipManager:
                            revoked: set[TopicPartition], added: set[TopicPartition]) -> None:
         if revoked:
             log.info("Revoking previously assigned partitions %s", sorted(revoked))
+            events.emit("reconcile", step="revoke", source=self._event_source(),
+                        group=self.group_id, member_id=self.member_id, epoch=self.member_epoch,
+                        revoked=_names(revoked))
             still_owned = revoked & set(self.subscriptions.assigned_partitions())
             revocation = self._invoke_listener(Method.ON_PARTITIONS_REVOKED, still_owned) \
                 if still_owned else completed_future()
@@ -510,6 +526,10 @@ class ConsumerMembershipManager:
                 self._reconciliation_in_progress = False
                 if not self._maybe_abort_reconciliation():
                     self.current_assignment = resolved
+                    if events.enabled():
+                        events.emit("reconcile", step="done", source=self._event_source(),
+                                    group=self.group_id, member_id=self.member_id, epoch=self.member_epoch,
+                                    owned=_names(self.subscriptions.assigned_partitions()))
                     self.transition_to(MemberState.ACKNOWLEDGING)
 
             when_complete(assign_result, _after_assign)
@@ -599,3 +619,8 @@ class ConsumerMembershipManager:
             self, event: ConsumerRebalanceListenerCallbackCompletedEvent) -> None:
         """The application thread ran the callback: resume what waited on it."""
         event.resume_waiter()
+
+
+def _names(partitions: Any) -> list[str]:
+    """``topic-p`` texts for kproto.events (the trace timeline's notation)."""
+    return sorted("{}-{}".format(tp[0], tp[1]) for tp in partitions)
