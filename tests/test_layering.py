@@ -15,12 +15,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "kproto"
 
 # What each layer may import from kproto (besides itself). The first matching prefix wins.
 ALLOWED: list[tuple[str, set[str]]] = [
+    # The tracing proxy sits on top of the protocol layers; nothing imports it (see below).
+    ("kproto.trace", {"errors", "structs", "protocol", "messages", "records", "net", "events", "trace"}),
     ("kproto.consumer.classic", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                                 "consumer"}),
+                                 "consumer", "events"}),
     ("kproto.consumer.kip848", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                                "consumer"}),
+                                "consumer", "events"}),
     ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                         "consumer"}),
+                         "consumer", "events"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
     ("kproto.net", {"errors", "structs", "protocol", "messages", "net"}),
     ("kproto.records", {"errors", "structs", "codecs", "records"}),
@@ -29,6 +31,7 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.messages", {"errors", "protocol", "messages"}),
     ("kproto.protocol", {"errors", "protocol"}),
     ("kproto.structs", set()),
+    ("kproto.events", set()),  # the consumer's structured state-transition events
     ("kproto.errors", set()),
 ]
 
@@ -66,7 +69,8 @@ def _kproto_imports(path: pathlib.Path, module: str) -> set[str]:
 
 # kproto/__init__.py, __main__.py and embedded.py sit above every layer (the public names,
 # the CLI and its demo broker), so only the layered packages are checked.
-MODULES = sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT or p.stem in ("errors", "structs"))
+MODULES = sorted(p for p in ROOT.rglob("*.py")
+                 if p.parent != ROOT or p.stem in ("errors", "structs", "events"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
@@ -98,3 +102,12 @@ def test_the_checker_resolves_relative_imports(tmp_path):
     src.write_text("from kproto.consumer import subscription_state\n"
                    "def f():\n    from ..records import read_batches\n")
     assert _kproto_imports(src, "kproto.net.x") == {"kproto.consumer", "kproto.records"}
+
+
+def test_nothing_imports_the_trace_package():
+    # kproto.trace is a tool on top of everything: only the CLI dispatch may reach it.
+    users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
+             if not _module_name(p).startswith("kproto.trace") and p.name != "__main__.py"
+             and any(t == "kproto.trace" or t.startswith("kproto.trace.")
+                     for t in _kproto_imports(p, _module_name(p)))]
+    assert users == []

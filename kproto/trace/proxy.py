@@ -132,6 +132,11 @@ class TraceProxy:
         return {_addr(*up): _addr(self.advertise_host, port)
                 for up, (_, port) in self._listeners.items()}
 
+    def buffered_bytes(self) -> int:
+        """Bytes held in memory for all connections (waiting to be written, or partial frames)."""
+        return sum(link.client.out_bytes + link.upstream.out_bytes + link.requests.buffered
+                   + link.responses.buffered for link in list(self._links))
+
     def start(self) -> TraceProxy:
         self._thread = threading.Thread(target=self._run, name="kproto-trace-proxy", daemon=True)
         self._thread.start()

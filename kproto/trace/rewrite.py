@@ -36,7 +36,6 @@ ENDPOINT_FIELDS: dict[int, tuple[str, ...]] = {
 # Responses with Host/Port fields that are not brokers a client connects to (the test of
 # ENDPOINT_FIELDS requires every Host+Port pair in spec/ to be in one table or the other).
 NOT_CLIENT_ENDPOINTS: dict[int, str] = {
-    29: "ACL host patterns", 31: "ACL host patterns",
     52: "KRaft controller quorum", 53: "KRaft controller quorum",
     54: "KRaft controller quorum", 55: "KRaft controller quorum listeners",
     59: "KRaft controller quorum", 82: "KRaft controller quorum",
