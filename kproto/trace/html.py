@@ -173,8 +173,8 @@ _LANE_HEIGHT = 30
 
 
 def render_page(events: Iterable[dict], title: str = "kproto trace") -> str:
-    """The HTML text of the timeline of ``events`` (sorted by time)."""
-    model = build_timeline(sorted(events, key=lambda e: e.get("t", 0.0)))
+    """The HTML text of the timeline of ``events``."""
+    model = build_timeline(list(events))
     # "</" inside the JSON would end the script element early.
     payload = json.dumps(model, default=str, separators=(",", ":")).replace("</", "<\\/")
     counts = "{} lanes, {} arrows, {} markers".format(len(model["lanes"]), len(model["arrows"]),

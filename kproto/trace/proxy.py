@@ -334,6 +334,12 @@ class TraceProxy:
             return
         link.closed = True
         for side in (link.client, link.upstream):
+            if side.out and not side.connecting and not side.handshaking:
+                try:  # best effort: what one side sent before closing still reaches the other
+                    self._write(side)
+                except OSError:
+                    pass
+        for side in (link.client, link.upstream):
             if link.registered.get(side.sock.fileno()):
                 self._sel.unregister(side.sock)
             try:

@@ -98,10 +98,10 @@ class _Builder:
 
 
 def build_timeline(events: list[dict]) -> dict:
-    """The page's model of ``events`` (sorted by time)."""
+    """The page's model of ``events`` (any order: they are sorted by time here)."""
     b = _Builder()
     t_last = 0.0
-    for event in events:
+    for event in sorted(events, key=lambda e: e.get("t", 0.0)):
         kind = event.get("kind")
         t_last = max(t_last, event.get("t_end") or event.get("t") or 0.0)
         if kind == "exchange":
