@@ -161,7 +161,10 @@ _SCRIPT = r"""
   }
   const fit = Math.max(20, Math.min(4000, (window.innerWidth - 640) / span));
   zoom.min = Math.max(1, fit / 4); zoom.max = Math.max(fit * 50, 5000); zoom.value = fit;
-  hideNoise.checked = location.hash === '#quiet';
+  // #quiet hides the noisy APIs; #show=N opens the details of item N (links, screenshots).
+  hideNoise.checked = /quiet/.test(location.hash);
+  const wanted = /show=(\d+)/.exec(location.hash);
+  if (wanted) show(Number(wanted[1]), 'item ' + wanted[1]);
   zoom.addEventListener('input', draw);
   hideNoise.addEventListener('change', draw);
   draw();

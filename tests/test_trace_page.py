@@ -1,0 +1,206 @@
+"""``python -m kproto trace`` as a user runs it, and the timeline page in a real browser.
+
+A kproto group member reads a topic of the mock cluster through the CLI proxy (a child
+process, stopped with SIGINT as Ctrl-C would); its ``kproto.events`` go to a file; ``trace
+render`` merges both into one page. The page is then opened by headless Chromium (Debian's
+``chromium``; without it those tests skip with the reason): the DOM the browser built must
+hold every lane and arrow of the trace and the decoded fields of a chosen exchange, and the
+screenshot must show the lanes' colours (the PNG is decoded here with zlib).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+
+from kproto import KafkaConsumer
+from kproto.events import JsonlEventHandler
+from kproto.trace.report import read_events
+from kproto.trace.timeline import build_timeline
+
+RECORDS = 30
+
+
+def _browser() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def traced(mock_cluster, tmp_path_factory):
+    """A CLI proxy run: (its stdout, stderr, the jsonl, the kproto events file, the page)."""
+    directory = tmp_path_factory.mktemp("trace")
+    topic = mock_cluster.new_topic(partitions=2)
+    mock_cluster.produce(topic, RECORDS)
+    jsonl, events_file, html = (str(directory / n) for n in ("trace.jsonl", "events.jsonl", "live.html"))
+    proc = subprocess.Popen([sys.executable, "-m", "kproto", "trace", "--upstream",
+                             "{}:{}".format(*mock_cluster.addresses[0]), "--jsonl", jsonl,
+                             "--html", html], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        first = proc.stdout.readline()
+        match = re.search(r"listening on (\S+) for", first)
+        assert match, first + proc.stderr.read()
+        handler = JsonlEventHandler.attach(events_file)
+        read = 0
+        try:
+            with KafkaConsumer(bootstrap_servers=match.group(1), group_id="trace-cli-" + topic,
+                               client_id="trace-cli", auto_offset_reset="earliest",
+                               enable_auto_commit=True) as consumer:
+                consumer.subscribe([topic])
+                deadline = time.monotonic() + 60
+                while read < RECORDS and time.monotonic() < deadline:
+                    read += sum(len(r) for r in consumer.poll(200).values())
+        finally:
+            handler.detach()
+        assert read == RECORDS
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return {"stdout": first + out, "stderr": err, "jsonl": jsonl, "events": events_file,
+            "html": html, "dir": directory}
+
+
+def test_the_cli_prints_one_line_per_exchange_and_a_summary(traced):
+    lines = traced["stdout"].splitlines()
+    fetches = [line for line in lines if " Fetch v" in line]
+    assert fetches and all(" trace-cli " in line for line in fetches)
+    assert any(re.search(r"JoinGroup v\d+ #\d+ [\d.]+ms .*generation=\d+", line) for line in lines)
+    assert any("SyncGroup" in line and "assignment=[" in line for line in lines)
+    recorded = [e for e in read_events([traced["jsonl"]]) if e["kind"] == "exchange"]
+    assert len([line for line in lines if re.search(r" #\d+ ", line)]) == len(recorded)
+    assert "requests" in traced["stderr"] and "Fetch" in traced["stderr"]
+    assert "timeline written to" in traced["stderr"]
+    assert all("request" in e for e in recorded)  # the decoded trees are in the jsonl
+
+
+def test_the_cli_filters_by_api(mock_cluster):
+    proc = subprocess.Popen([sys.executable, "-m", "kproto", "trace", "--upstream",
+                             "{}:{}".format(*mock_cluster.addresses[0]), "--api", "Metadata"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        address = re.search(r"listening on (\S+) for", proc.stdout.readline()).group(1)
+        with KafkaConsumer(bootstrap_servers=address, client_id="trace-filter") as consumer:
+            assert consumer.topics() is not None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    exchanges = [line for line in out.splitlines() if re.search(r" #\d+ ", line)]
+    assert exchanges and all(" Metadata v" in line for line in exchanges)
+    assert "ApiVersions" in err  # the summary still counts everything
+
+
+def _render(traced) -> str:
+    page = str(traced["dir"] / "page.html")
+    result = subprocess.run([sys.executable, "-m", "kproto", "trace", "render", traced["jsonl"],
+                             traced["events"], "-o", page], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return page
+
+
+def test_the_page_is_self_contained(traced):
+    text = open(_render(traced), encoding="utf-8").read()
+    assert not re.search(r"<(script|img|link|iframe)[^>]*\b(src|href)=", text)
+    assert not re.search(r"url\((?!'?#)", text) and "@import" not in text  # url(#id) is local
+    assert "default-src 'none'" in text  # the browser is told to load nothing either
+    assert os.path.getsize(traced["html"]) > 0  # --html wrote the same kind of page on exit
+
+
+def _model(traced) -> dict:
+    return build_timeline(read_events([traced["jsonl"], traced["events"]]))
+
+
+def _chromium(args: list[str]) -> subprocess.CompletedProcess:
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless browser: install Debian's chromium (apt-get install chromium)")
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", "--user-data-dir=" + os.path.join(
+                               os.environ.get("TMPDIR", "/tmp"), "kproto-trace-chromium-%d" % os.getpid()),
+                           *args], capture_output=True, text=True, timeout=120)
+
+
+def test_the_browser_draws_every_lane_and_arrow_and_shows_decoded_fields(traced):
+    page = _render(traced)
+    model = _model(traced)
+    join = next(i for i, d in enumerate(model["details"]) if d.get("api") == "JoinGroup")
+    result = _chromium(["--virtual-time-budget=5000", "--dump-dom",
+                        "file://{}#show={}".format(page, join)])
+    dom = result.stdout
+    assert 'data-rendered="{}"'.format(len(model["arrows"])) in dom, result.stderr[-2000:]
+    assert dom.count('class="arrow ') >= len(model["arrows"])
+    for lane in model["lanes"]:
+        assert ">{}<".format(lane["label"].replace(">", "&gt;")) in dom
+    generations = [m["text"] for m in model["markers"] if m["text"].startswith("generation ")]
+    assert generations and all(g in dom for g in generations)
+    # The details panel holds the decoded JoinGroup exchange (what a click shows).
+    details = re.search(r'<pre id="details">(.*?)</pre>', dom, re.S).group(1)
+    assert '"api": "JoinGroup"' in details and '"generation_id"' in details.replace("&quot;", '"')
+
+
+def _png_pixels(path: str) -> tuple[int, int, list[bytes]]:
+    """Width, height and rows of an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes)."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
+            assert depth == 8 and color in (2, 6) and interlace == 0
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    raw, rows, prev, stride = zlib.decompress(idat), [], bytearray(width * bpp), width * bpp
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([bytes(line[j:j + 3]) for j in range(0, stride, bpp)])
+        prev = line
+    return width, height, rows
+
+
+def test_the_screenshot_shows_the_lanes(traced):
+    page = _render(traced)
+    shot = str(traced["dir"] / "page.png")
+    result = _chromium(["--virtual-time-budget=5000", "--window-size=1000,600",
+                        "--screenshot=" + shot, "file://" + page])
+    assert os.path.exists(shot), result.stderr[-2000:]
+    width, height, rows = _png_pixels(shot)
+    assert (width, height) == (1000, 600)
+    colours = {}
+    for row in rows:
+        for px in row:
+            colours[px] = colours.get(px, 0) + 1
+    # The lane backgrounds of the page's CSS: brokers, group members, kproto's inner events.
+    for name, rgb in (("broker", (0xee, 0xf3, 0xff)), ("member", (0xf5, 0xff, 0xf0)),
+                      ("kproto", (0xff, 0xf8, 0xec))):
+        assert colours.get(bytes(rgb), 0) > 2000, "no {} lane in the screenshot".format(name)
