@@ -1,7 +1,8 @@
 """kproto trace, below the proxy loop: framing, address rewriting, garbage and backpressure.
 
 The splitter and the rewriter are sans-IO and tested directly; the rewriting table is
-checked against Kafka's schemas (spec/). Garbage and backpressure run the real proxy
+checked against Kafka's schemas (spec/). TLS toward the upstream is checked through the
+TLS-terminating test proxy in front of a mock broker. Garbage and backpressure run the real proxy
 between a raw socket client and a raw socket peer started here (the peer only records and
 sends bytes: what is under test is that the proxy passes bytes unchanged and bounds its
 memory), then a real broker behind the same proxy still answers.
@@ -12,11 +13,14 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import shutil
 import socket
+import ssl
 import struct
 import threading
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +31,9 @@ from kproto.trace.frames import FrameSplitter
 from kproto.trace.proxy import TraceProxy
 from kproto.trace.rewrite import ENDPOINT_FIELDS, NOT_CLIENT_ENDPOINTS, rewrite_response
 from tests.brokers._net import recv_exact
+from tests.brokers.proxy import BrokerProxy
 from tests.brokers.raw import encode_frame, roundtrip
+from tests.test_net_tls import make_cert
 
 SPEC = pathlib.Path(__file__).resolve().parent.parent / "spec"
 
@@ -256,3 +262,24 @@ def test_a_broker_behind_the_proxy_still_answers_after_garbage(mock_cluster):
 
 def test_response_decoding_reports_a_short_frame():
     assert decode_response(memoryview(b"\x00\x00\x00\x02\x00\x01"), 3, 12).error
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_tls_toward_the_upstream(mock_cluster_factory, tmp_path):
+    cert, key = make_cert(tmp_path, "localhost", "DNS:localhost")
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    cluster = mock_cluster_factory(1)
+    events: list[dict] = []
+    with BrokerProxy(cluster.addresses[0], server) as terminator:
+        client_side = ssl.create_default_context(cafile=cert)
+        with TraceProxy(("localhost", terminator.port), events.append,
+                        ssl_context=client_side) as proxy:
+            address = ("127.0.0.1", int(proxy.bootstrap_servers.rsplit(":", 1)[1]))
+            response = roundtrip(address, MetadataRequest(topics=[]), 12, allow_trailing=True)
+    assert not terminator.handshake_errors
+    # The request crossed TLS (the terminator saw it) and the answer came back decoded.
+    assert [r.api_key for r in terminator.requests()] == [3]
+    assert len(response.brokers) == 1
+    (metadata,) = [e for e in events if e["kind"] == "exchange"]
+    assert metadata["api"] == "Metadata" and not metadata.get("response_error")
