@@ -129,7 +129,8 @@ _SCRIPT = r"""
       const x0 = x(seg.t0), w = Math.max(2, x(seg.t1) - x0);
       el('rect', {x: x0, y: tops[seg.lane] + LANE - 6, width: w, height: 20, rx: 3}, g);
       const text = el('text', {x: x0 + 3, y: tops[seg.lane] + LANE + 8}, g);
-      text.textContent = seg.text;
+      const room = Math.floor((w - 6) / 6);  // a label stays inside its segment
+      text.textContent = seg.text.length <= room ? seg.text : room > 3 ? seg.text.slice(0, room - 1) + '\u2026' : '';
       el('title', {}, g).textContent = seg.text;
       g.addEventListener('click', function () { show(null, seg.text); });
     });

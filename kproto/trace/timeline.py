@@ -4,8 +4,8 @@ Owns :func:`build_timeline`. Input: events in time order (the proxy's ``exchange
 ``close``/``undecodable`` and kproto's own ``kind: "kproto"`` events). Output: a JSON-able
 dict the page renders without further protocol knowledge:
 
-- ``lanes``: one per broker (by upstream address), per client connection, per group member
-  (``group / member``), and per kproto consumer's inner events;
+- ``lanes``: one per group member (``group / member``: the story, on top), per kproto
+  consumer's inner events, per broker (by upstream address) and per client connection;
 - ``arrows``: each request (client lane -> broker lane, at its send time) and response
   (back, at its arrival), with the API, errors (``bad``) and the index of its details;
 - ``segments``: on member lanes, what the member owns over time (classic: from SyncGroup
@@ -21,7 +21,21 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ["build_timeline"]
+__all__ = ["build_timeline", "compact"]
+
+
+def compact(partitions: list[str]) -> str:
+    """``["t-0", "t-1", "u-3"]`` as ``t[0,1] u[3]`` (long topic names once per topic)."""
+    by_topic: dict[str, list[str]] = {}
+    for text in partitions:
+        topic, _, number = text.rpartition("-")
+        by_topic.setdefault(topic, []).append(number)
+    return " ".join("{}[{}]".format(topic, ",".join(sorted(numbers, key=_number)))
+                    for topic, numbers in by_topic.items())
+
+
+def _number(text: str) -> int:
+    return int(text) if text.isdigit() else -1
 
 
 class _Builder:
@@ -68,14 +82,15 @@ class _Builder:
             self.member_client[member] = client_id
         client_id = client_id or self.member_client.get(member)
         index = self.lane(("member", group, member), "", "member")
-        self.lanes[index]["label"] = "group {} member {}{}".format(
-            group, member[:24], " ({})".format(client_id) if client_id else "")
+        self.lanes[index]["label"] = "{}group {} member {}".format(
+            client_id + " in " if client_id else "", group, member[:24])
         return index
 
     def marker(self, lane: int, t: float, text: str, cls: str = "", detail: Optional[int] = None) -> None:
         self.markers.append({"lane": lane, "t": t, "text": text, "cls": cls, "detail": detail})
 
-    def own(self, lane: int, t: float, partitions: list[str], label: str, detail: Optional[int]) -> None:
+    def own(self, lane: int, t: float, partitions: list[str], label: str, detail: Optional[int],
+            leaving: bool = False) -> None:
         """The member owns ``partitions`` from ``t`` (a new segment when they change)."""
         previous = self.owned.get(lane)
         before = previous[1] if previous else []
@@ -86,10 +101,13 @@ class _Builder:
                                   "partitions": previous[1]})
         gained = [p for p in partitions if p not in before]
         lost = [p for p in before if p not in partitions]
-        change = " ".join(["+" + p for p in gained] + ["-" + p for p in lost])
+        change = (["+" + compact(gained)] if gained else []) + (["-" + compact(lost)] if lost else [])
         if change:
-            self.marker(lane, t, "{}: {}".format(label, change), "own", detail)
-        self.owned[lane] = (t, partitions, "{}: {}".format(label, ", ".join(partitions) or "nothing"))
+            self.marker(lane, t, "{}: {}".format(label, " ".join(change)), "own", detail)
+        if leaving:  # out of the group: no segment until it joins again
+            self.owned.pop(lane, None)
+            return
+        self.owned[lane] = (t, partitions, "{}: {}".format(label, compact(partitions) or "nothing"))
 
     def finish(self, t_end: float) -> None:
         for lane, (t0, partitions, text) in self.owned.items():
@@ -120,7 +138,7 @@ def build_timeline(events: list[dict]) -> dict:
     b.finish(t_last)
     times = [a["t"] for a in b.arrows] + [m["t"] for m in b.markers]
     order = sorted(range(len(b.lanes)), key=lambda i: (
-        {"broker": 0, "client": 1, "member": 2, "kproto": 3}[b.lanes[i]["kind"]], i))
+        {"member": 0, "kproto": 1, "broker": 2, "client": 3}[b.lanes[i]["kind"]], i))
     remap = {old: new for new, old in enumerate(order)}
     for item in b.arrows:
         item["from"], item["to"] = remap[item["from"]], remap[item["to"]]
@@ -170,12 +188,14 @@ def _exchange(b: _Builder, e: dict) -> None:
             lane = b.member_lane(s["group"], member, client_id)
             if s.get("owned") is not None and api == "ConsumerGroupHeartbeat":
                 b.own(lane, t, s["owned"], "epoch {}".format(s.get("epoch")), detail)
+            elif (s.get("epoch") or 0) < 0 and lane in b.owned:  # -1/-2: leaving the group
+                b.own(lane, t, [], "left", detail, leaving=True)
             epoch = s.get("member_epoch")
             if epoch is not None and b.generation.get(lane) != epoch and not e.get("errors"):
                 b.generation[lane] = epoch
                 b.marker(lane, t_end, "epoch {}".format(epoch), "gen", detail)
             if s.get("assignment") is not None:
-                b.marker(lane, t_end, "target: {}".format(", ".join(s["assignment"]) or "nothing"),
+                b.marker(lane, t_end, "target: {}".format(compact(s["assignment"]) or "nothing"),
                          "target", detail)
                 if api == "ShareGroupHeartbeat":  # share members own what they are given
                     b.own(lane, t_end, s["assignment"], "epoch {}".format(epoch), detail)
@@ -183,7 +203,7 @@ def _exchange(b: _Builder, e: dict) -> None:
         for member in s.get("members") or []:
             lane = b.member_lane(s["group"], member, client_id)
             b.marker(lane, t, "leaves", "gen", detail)
-            b.own(lane, t, [], "left", detail)
+            b.own(lane, t, [], "left", detail, leaving=True)
     elif api == "OffsetCommit":
         b.marker(client, t, "commit " + ", ".join(s.get("offsets") or []), "commit", detail)
     elif api == "Fetch":
