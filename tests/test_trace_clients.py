@@ -201,6 +201,15 @@ def test_a_kip848_group_of_two_kproto_members_on_the_timeline(mock_cluster_facto
         members[1].start()
         wait_for(lambda: len(members[0].assignment()) == 2 and len(members[1].assignment()) == 2,
                  "a 2/2 split")
+
+        def reported_on_the_wire() -> bool:  # the acknowledging heartbeats went through
+            owned = {e["summary"]["member"]: e["summary"]["owned"] for e in list(events)
+                     if e["kind"] == "exchange" and e["api"] == "ConsumerGroupHeartbeat"
+                     and e["summary"].get("owned") is not None}
+            return sorted(map(len, owned.values())) == [2, 2]
+
+        wait_for(reported_on_the_wire, "both members to report owning two partitions")
+        t_split = time.time()
         want = {(w.topic, w.partition, w.offset) for w in written}
         wait_for(lambda: want <= members[0].processed_set() | members[1].processed_set(),
                  "every record consumed")
@@ -222,12 +231,10 @@ def test_a_kip848_group_of_two_kproto_members_on_the_timeline(mock_cluster_facto
         shown = {int(m.group(1)) for m in map(re.compile(r"epoch (\d+)$").match,
                                                   _marker_texts(model, lane)) if m}
         assert given and given <= shown, (label, given, shown)
-        # The partitions the member last reported owning are its final segment.
-        segments = [s for s in model["segments"] if s["lane"] == lane]
-        assert segments and len(segments[-1]["partitions"]) == 2
-    finals = [set(s["partitions"]) for s in model["segments"] if s.get("open")]
-    assert len(finals) == 2 and not finals[0] & finals[1]
-    assert finals[0] | finals[1] == {"{}-{}".format(topic, p) for p in range(4)}
+    # When both members had two partitions each, their lanes showed that split.
+    split = [set(s["partitions"]) for s in model["segments"] if s["t0"] <= t_split <= s["t1"]]
+    assert len(split) == 2 and [len(p) for p in split] == [2, 2] and not split[0] & split[1]
+    assert split[0] | split[1] == {"{}-{}".format(topic, p) for p in range(4)}
     inner = [lane["label"] for lane in model["lanes"] if lane["kind"] == "kproto"]
     assert sorted(inner) == ["kproto inner: trace-848-m1", "kproto inner: trace-848-m2"]
     texts = {m["text"] for m in model["markers"]}
