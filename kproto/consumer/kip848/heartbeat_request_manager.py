@@ -19,6 +19,11 @@ Error handling (``_on_error_response``):
   UNSUPPORTED_ASSIGNOR, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION and anything
   unknown: fatal, surfaced to the application as an ErrorEvent.
 
+UnsupportedVersionError (an UNSUPPORTED_VERSION answer, or a coordinator without the API)
+says "KIP-848 is unavailable, use the classic protocol", except when it is about the regex
+(a regex string needs ConsumerGroupHeartbeat v1, Kafka 3.x speaks v0): that is reported as
+such, since KIP-848 with topic names (or a client-matched compiled pattern) works there.
+
 After any error the next heartbeat carries the full state again.
 """
 
@@ -42,6 +47,12 @@ log = logging.getLogger("kproto.kip848")
 CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG = (
     "The cluster does not support the new consumer group protocol (KIP-848). Set "
     "group_protocol='classic' to use the classic group protocol.")
+# A subscription to a regex string (evaluated by the broker) on a coordinator speaking
+# ConsumerGroupHeartbeat v0 only (Kafka 3.x): KIP-848 works there, the regex does not.
+REGEX_RESOLUTION_NOT_SUPPORTED_MSG = (
+    "The cluster does not support regular expressions resolution on ConsumerGroupHeartbeat v0; "
+    "subscribing to a regex string needs ConsumerGroupHeartbeat v1 (Kafka 4.0+). Subscribe to "
+    "a list of topics or to a compiled re.Pattern (matched by the client) instead.")
 
 _FATAL_ERRORS = frozenset({
     "GROUP_AUTHORIZATION_FAILED", "INVALID_REQUEST", "GROUP_MAX_SIZE_REACHED",
@@ -176,10 +187,15 @@ def for_version(request: ConsumerGroupHeartbeatRequest, version: int) -> Consume
         elif request.subscribed_topic_regex is not None and request.subscribed_topic_names is None:
             request.subscribed_topic_names = []
     elif request.subscribed_topic_regex:
-        raise UnsupportedVersionError("a regex subscription needs ConsumerGroupHeartbeat v1 (Kafka 4.0+)")
+        raise UnsupportedVersionError(REGEX_RESOLUTION_NOT_SUPPORTED_MSG)
     else:
         request.subscribed_topic_regex = None
     return request
+
+
+def _is_regex_unsupported(message: str) -> bool:
+    # Java's wording (and ours) of "this coordinator cannot take the regex".
+    return "regular expressions resolution" in message
 
 
 class ConsumerHeartbeatRequestManager:
@@ -329,7 +345,8 @@ class ConsumerHeartbeatRequestManager:
                      self.heartbeat_request_state.remaining_backoff_ms(now_ms), error)
         else:
             log.error("ConsumerGroupHeartbeat failed with a fatal error: %s", error)
-            if isinstance(error, UnsupportedVersionError):
+            if isinstance(error, UnsupportedVersionError) and not _is_regex_unsupported(str(error)):
+                # The coordinator lacks the API: KIP-848 itself is unavailable there.
                 error = UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
             self._handle_fatal_failure(error)
         self.membership_manager.on_heartbeat_failure(retriable)
@@ -361,7 +378,11 @@ class ConsumerHeartbeatRequestManager:
             log.error("ConsumerGroupHeartbeat failed: %s %s", name, message or "")
             self.background_event_handler.add(ErrorEvent(error_for(response.error_code, message)))
         elif name == "UNSUPPORTED_VERSION":
-            self._handle_fatal_failure(UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG))
+            # A broker that says the regex is the problem keeps its own explanation.
+            regex = message is not None and _is_regex_unsupported(message)
+            log.error("ConsumerGroupHeartbeat failed with %s: %s", name, message or "")
+            self._handle_fatal_failure(UnsupportedVersionError(
+                message if regex else CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG))
         else:
             if name not in _FATAL_ERRORS:
                 log.error("ConsumerGroupHeartbeat failed with an unexpected error %s", name)
