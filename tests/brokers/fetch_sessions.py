@@ -132,6 +132,8 @@ class CachedPartition:
 
 
 class FetchSession:
+    """One session: its id, next expected epoch, topic form and cached partitions."""
+
     def __init__(self, session_id: int, uses_topic_ids: bool, partitions: dict[Key, CachedPartition],
                  now_ms: int) -> None:
         self.id = session_id
@@ -140,6 +142,18 @@ class FetchSession:
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.creation_ms = now_ms
         self.last_used_ms = now_ms
+
+    def update(self, requested: list[tuple[Key, Any]], forgotten: list[Key]) -> None:
+        """An incremental request's changes: named partitions added or their fetch
+        parameters replaced, forgotten ones removed."""
+        for key, params in requested:
+            cached = self.partitions.get(key)
+            if cached is None:
+                self.partitions[key] = CachedPartition(key, params)
+            else:
+                cached.params = params
+        for key in forgotten:
+            self.partitions.pop(key, None)
 
 
 class FetchSessionCache:
@@ -202,14 +216,10 @@ class FetchSessionCache:
         return self.evict(victim.id)
 
 
-def _keys(topics: list, by_id: bool) -> list[tuple[Key, Any]]:
-    """(key, entry) of each partition of request/response topics, in order."""
-    out = []
-    for t in topics:
-        topic = t.topic_id if by_id else t.topic
-        for p in t.partitions:
-            out.append(((topic, p.partition if hasattr(p, "fetch_offset") else p.partition_index), p))
-    return out
+def _keys(topics: list, by_id: bool, index: str = "partition_index") -> list[tuple[Key, Any]]:
+    """(key, entry) of each partition of response topics (request topics: ``index`` is
+    "partition"), in order."""
+    return [((t.topic_id if by_id else t.topic, getattr(p, index)), p) for t in topics for p in t.partitions]
 
 
 class FetchSessionFront(BrokerProxy):
@@ -306,7 +316,7 @@ class FetchSessionFront(BrokerProxy):
         _, _, correlation_id, client_id, pos = headers.decode_request_header(frame, hv)
         request = FetchRequest.decode(memoryview(frame)[pos:], version)
         by_id = version >= _FIRST_TOPIC_ID_VERSION
-        requested = _keys(request.topics, by_id)
+        requested = _keys(request.topics, by_id, "partition")
         forgotten = [((f.topic_id if by_id else f.topic), p)
                      for f in request.forgotten_topics_data for p in f.partitions]
         sid, epoch = request.session_id, request.session_epoch
@@ -341,35 +351,28 @@ class FetchSessionFront(BrokerProxy):
                 return answer(response, "no_session_slot")
             return answer(response, "new_session", cache.get(response.session_id))
 
+        def session_error(code: int) -> bytes:
+            return answer(FetchResponse(error_code=code, session_id=INVALID_SESSION_ID, responses=[]),
+                          "session_error")
+
         with cache.lock:
             session = cache.get(sid)
-            error = 0
             if session is None:
-                error = FETCH_SESSION_ID_NOT_FOUND
-            elif session.epoch != epoch:
-                error = INVALID_FETCH_SESSION_EPOCH
-            elif session.uses_topic_ids != by_id:
-                error = FETCH_SESSION_TOPIC_ID_ERROR
-            if error:
-                return answer(FetchResponse(error_code=error, session_id=INVALID_SESSION_ID,
-                                            responses=[]), "session_error")
-            for key, params in requested:
-                cached = session.partitions.get(key)
-                if cached is None:
-                    session.partitions[key] = CachedPartition(key, params)
-                else:
-                    cached.params = params
-            for key in forgotten:
-                session.partitions.pop(key, None)
-            if not session.partitions:
+                return session_error(FETCH_SESSION_ID_NOT_FOUND)
+            if session.epoch != epoch:
+                return session_error(INVALID_FETCH_SESSION_EPOCH)
+            if session.uses_topic_ids != by_id:
+                return session_error(FETCH_SESSION_TOPIC_ID_ERROR)
+            session.update(requested, forgotten)
+            closed = not session.partitions
+            if closed:
                 cache.remove(sid)
-                session = None
             else:
                 cache.touch(session)
                 session.epoch = next_epoch(session.epoch)
-                expected = session.epoch
-                entries = [(key, c.params) for key, c in session.partitions.items()]
-        if session is None:  # emptied: closed, answered as a sessionless fetch
+            expected = session.epoch
+            entries = [(key, c.params) for key, c in session.partitions.items()]
+        if closed:  # emptied: closed, answered as a sessionless fetch
             return answer(upstream(requested, request.max_wait_ms), "sessionless")
 
         deadline = time.monotonic() + request.max_wait_ms / 1000
