@@ -59,6 +59,7 @@ from kproto.protocol import headers
 from tests.brokers._net import recv_exact
 from tests.brokers.base import BROKER_CAPABILITIES, Broker
 from tests.brokers.proxy import BrokerProxy
+from tests.brokers.tansu import BrokerStartError
 
 INVALID_SESSION_ID, INITIAL_EPOCH, FINAL_EPOCH = 0, 0, -1
 FETCH_SESSION_ID_NOT_FOUND = 70
@@ -473,7 +474,7 @@ class TansuFetchSessions(Broker):
             self._tansu.start()
         except EmbeddedBrokerError as exc:
             self.front.close()
-            raise RuntimeError(str(exc)) from exc
+            raise BrokerStartError(str(exc)) from exc
         self.front.upstream = ("127.0.0.1", self._tansu.port)
 
     @property
