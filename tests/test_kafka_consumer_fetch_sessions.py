@@ -74,9 +74,8 @@ def test_consumer_reads_exactly_through_incremental_answers(broker, group_protoc
 
 
 @ENGINES
+@pytest.mark.broker_kinds("tansu_sessions")  # a test can evict sessions on the front only
 def test_consumer_recovers_from_an_evicted_session(broker, group_protocol):
-    if broker.name != "tansu_sessions":
-        pytest.skip("needs a broker whose sessions a test can evict")
     topic = broker.new_topic(partitions=3)
 
     def evict_session(n: int) -> None:

@@ -34,7 +34,8 @@ understanding; this is an independent implementation):
   session. ``eviction_ms=0`` makes it plain LRU. :meth:`FetchSessionCache.evict` drops
   a session on demand.
 
-Upstream, every Fetch (v7+) goes to Tansu as one sessionless full fetch of the same
+Tansu serves Fetch v0-17, so the front forwards each request at the client's version
+(kproto sends v17, topics by id). Upstream, every Fetch (v7+) goes to Tansu as one sessionless full fetch of the same
 version with the client's max_wait/min_bytes/max_bytes. An incremental answer with
 nothing to report is re-polled until the client's max_wait has passed, as a real broker
 holds the request. Each connection is served one request at a time, in order (as Kafka
