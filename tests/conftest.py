@@ -13,7 +13,11 @@ from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES
 # pytester runs inner pytest sessions (the needs-marker tests use it).
 pytest_plugins = ["pytester"]
 
-BROKER_KINDS = ("mock", "tansu", "apache_kafka")
+BROKER_KINDS = ("mock", "tansu", "apache_kafka", "tansu_sessions")
+# Kinds the `broker` fixture offers only to tests that need their capability or name them
+# in broker_kinds (Tansu behind the fetch-session front would otherwise rerun every Tansu
+# test).
+OPT_IN_KINDS = {"tansu_sessions": "fetch_sessions"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +57,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError("--brokers: unknown kind(s) {}".format(sorted(bad)))
     mark = metafunc.definition.get_closest_marker("broker_kinds")
     kinds = [k for k in selected if mark is None or k in mark.args]
+    # Unvalidated here: the `broker` fixture reports unknown names per test.
+    needs = {name for m in metafunc.definition.iter_markers("needs") for name in m.args}
+    kinds = [k for k in kinds if k not in OPT_IN_KINDS or OPT_IN_KINDS[k] in needs
+             or (mark is not None and k in mark.args)]
     metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
 
 
@@ -94,6 +102,17 @@ def tansu_broker():
 
 
 @pytest.fixture(scope="session")
+def fetch_sessions():
+    """A Tansu of its own behind the KIP-227 fetch-session front, shared by the session
+    (:class:`tests.brokers.fetch_sessions.TansuFetchSessions`; ``.front`` has the record)."""
+    from tests.brokers.fetch_sessions import TansuFetchSessions
+
+    broker = TansuFetchSessions()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
 def apache_kafka():
     """Apache Kafka 4 in Docker, shared by the session; skips where Docker is absent."""
     from tests.brokers.apache import ApacheKafka, docker_unavailable_reason
@@ -108,7 +127,8 @@ def apache_kafka():
 
 @pytest.fixture
 def broker(request: pytest.FixtureRequest):
-    """The test's broker: one parameter per kind (mock, tansu, apache_kafka).
+    """The test's broker: one parameter per kind (mock, tansu, apache_kafka; and
+    tansu_sessions for tests that need ``fetch_sessions``).
 
     Kinds lacking a capability the test ``needs`` skip before any broker starts. A test
     that needs ``fault_injection`` gets a fresh 3-broker mock cluster of its own (so the
@@ -127,4 +147,5 @@ def broker(request: pytest.FixtureRequest):
         request.addfinalizer(cluster.close)
         return cluster
     return request.getfixturevalue({"mock": "mock_cluster", "tansu": "tansu_broker",
-                                    "apache_kafka": "apache_kafka"}[kind])
+                                    "apache_kafka": "apache_kafka",
+                                    "tansu_sessions": "fetch_sessions"}[kind])

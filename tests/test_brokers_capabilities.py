@@ -88,3 +88,25 @@ def test_transaction_markers_and_aborted_lists(broker):
     else:
         assert aborted_list == []
     assert committed.last_stable_offset == end
+
+
+@pytest.mark.broker_kinds("mock", "tansu", "apache_kafka", "tansu_sessions")
+def test_fetch_sessions_capability_matches_the_broker(broker):
+    from kproto.messages import FetchRequest
+
+    topic = broker.new_topic(partitions=1)
+    end = broker.produce(topic, 3)[-1].offset + 1
+
+    def fetch(session_id: int, epoch: int, offset: int | None) -> FetchRequest:
+        parts = [] if offset is None else [FetchRequest.FetchTopic(topic=topic, partitions=[
+            FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]
+        return FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, session_id=session_id,
+                            session_epoch=epoch, topics=parts, forgotten_topics_data=[])
+
+    with raw.RawConnection(raw.partition_leader(broker.bootstrap_servers, topic, 0)) as conn:
+        first = conn.request(fetch(0, 0, 0), 11)
+        assert first.error_code == 0
+        assert ("fetch_sessions" in broker.capabilities) == (first.session_id != 0)
+        if first.session_id:  # an incremental fetch with nothing new names no partition
+            idle = conn.request(fetch(first.session_id, 1, end), 11)
+            assert (idle.error_code, idle.session_id, idle.responses) == (0, first.session_id, [])

@@ -1,7 +1,8 @@
 """Real brokers for the test suite: fixtures, seeding and raw-protocol helpers.
 
-Three real broker implementations, all on 127.0.0.1, started and stopped by the fixtures
-in ``tests/conftest.py`` (test-only: they need the ``test`` extra):
+Three real broker implementations (and Tansu behind a fetch-session front), all on
+127.0.0.1, started and stopped by the fixtures in ``tests/conftest.py`` (test-only: they
+need the ``test`` extra):
 
 ========================  ===============================================================
 fixture                   what it gives
@@ -18,8 +19,13 @@ fixture                   what it gives
 ``apache_kafka``          session-wide :class:`~tests.brokers.apache.ApacheKafka` (Apache
                           Kafka 4.0 KRaft, ``apache/kafka:4.0.0`` via testcontainers);
                           skips with the reason when no Docker engine is reachable.
+``fetch_sessions``        session-wide :class:`~tests.brokers.fetch_sessions.TansuFetchSessions`
+                          (kind ``tansu_sessions``): a Tansu of its own behind a front that
+                          keeps KIP-227 fetch sessions by Kafka's broker rules (see below).
 ``broker``                parametrized over ``mock``, ``tansu``, ``apache_kafka`` (test ids
-                          ``[mock]`` ...); ``--brokers=mock,tansu`` narrows the run.
+                          ``[mock]`` ...), plus ``tansu_sessions`` only for tests that
+                          ``needs("fetch_sessions")`` or name it in ``broker_kinds``;
+                          ``--brokers=mock,tansu`` narrows the run.
 ========================  ===============================================================
 
 Declaring what a test needs::
@@ -48,7 +54,10 @@ create_topics_api                   no    yes    yes
 fault_injection                     yes   no     no
 multi_broker                        yes   no     no
 fast_classic_rebalance              yes   no     yes
+fetch_sessions                      no    no     yes
 ==================================  ====  =====  ======
+
+``tansu_sessions`` has Tansu's capabilities plus ``fetch_sessions``.
 
 Every broker object (:class:`~tests.brokers.base.Broker`) offers:
 
@@ -115,6 +124,19 @@ tracking forgets the record: read it first),
 termination, and ``requests() -> [RecordedRequest(api_key, api_version, correlation_id,
 client_id)]``, the request headers clients sent through it (versions included).
 
+:class:`tests.brokers.fetch_sessions.FetchSessionFront(upstream, max_sessions=1000,
+eviction_ms=120_000)` answers Fetch v7+ with sessions (new session on epoch 0,
+sessionless on -1, incremental answers naming only partitions with records or changed
+marks, errors 70/71/106, Kafka's eviction rule; ``eviction_ms=0`` is plain LRU) and passes
+everything else through; ``events() -> [FetchEvent(kind, version, request_session_id,
+request_epoch, session_id, error_code, requested, forgotten, answered,
+session_partitions)]`` records each Fetch it answered (partitions as (topic name,
+partition)), ``evict(session_id)`` drops a session on demand, ``cache.evicted`` lists
+evictions and ``errors`` what a serving thread hit. The ``fetch_sessions`` broker's
+``front`` is one; another front on ``front.upstream`` suits raw requests only (Metadata
+names the first). :class:`tests.brokers.raw.RawConnection(address)` sends several raw
+requests over one socket.
+
 Plain scripts (no pytest) can do the same::
 
     from tests.brokers.mock_cluster import MockCluster
@@ -128,6 +150,8 @@ Known behaviour to design tests around (measured):
 
 - The mock keeps at most ~5 MiB or 100k batches per partition and silently drops older
   data: keep test topics well below that.
+- Neither the mock nor Tansu keeps fetch sessions (both answer session id 0): use the
+  ``tansu_sessions`` kind for incremental Fetch answers.
 - Neither the mock nor Tansu sends the aborted-transactions list in Fetch responses, so
   read_committed filtering must also be tested on Fetch responses kproto encodes itself.
   The mock's transaction markers carry CRC 0 (Tansu's are correct).

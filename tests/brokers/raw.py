@@ -2,7 +2,8 @@
 
 Owns :func:`exchange` (send one size-prefixed frame, read one back),
 :func:`response_body` / :func:`roundtrip` (encode a ``kproto.messages`` request with its
-header; return the response body, or decode it) and the
+header; return the response body, or decode it), :class:`RawConnection` (several
+requests over one socket) and the
 golden-data helpers :func:`fetch_partition` / :func:`fetch_partition_bytes` (one Fetch of
 a partition from its leader, found through confluent-kafka's metadata so that these
 helpers do not depend on kproto's own metadata code). No kproto.net: the smoke tests and
@@ -76,6 +77,42 @@ def roundtrip(address: tuple[str, int], request: Any, version: int, *,
     body = response_body(address, request, version, correlation_id=correlation_id,
                          timeout=timeout)
     return request.response_class.decode(body, version, allow_trailing=allow_trailing)
+
+
+class RawConnection:
+    """One plain socket for several requests in turn (a fetch session's requests come
+    over one connection from real clients): ``request(message, version)`` returns the
+    decoded response."""
+
+    def __init__(self, address: tuple[str, int], timeout: float = 10.0) -> None:
+        self.socket = socket.create_connection(address, timeout=timeout)
+        self._correlation_id = 0
+
+    def request(self, request: Any, version: int) -> Any:
+        from kproto.protocol import headers
+
+        self._correlation_id += 1
+        frame = encode_frame(request, version, self._correlation_id)
+        self.socket.sendall(struct.pack(">i", len(frame)) + frame)
+        head = recv_exact(self.socket, 4)
+        size = struct.unpack(">i", head)[0] if head is not None else -1
+        data = recv_exact(self.socket, size) if 0 <= size <= MAX_RESPONSE_BYTES else None
+        if data is None:
+            raise RawProtocolError("the connection closed or sent size {}".format(size))
+        got_id, pos = headers.decode_response_header(
+            data, headers.response_header_version(request.api_key, version))
+        if got_id != self._correlation_id:
+            raise RawProtocolError("correlation id {} != {}".format(got_id, self._correlation_id))
+        return request.response_class.decode(memoryview(data)[pos:], version)
+
+    def close(self) -> None:
+        self.socket.close()
+
+    def __enter__(self) -> "RawConnection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def partition_leader(bootstrap_servers: str, topic: str, partition: int) -> tuple[str, int]:
