@@ -69,7 +69,10 @@ def render(errors_py: Path = ERRORS) -> str:
              "from enum import IntEnum", "", "from kproto.errors import ("]
     lines += ["    {},".format(name) for name in imports]
     lines += [")", "", "", "class ErrorCode(IntEnum):",
-              '    """Every Kafka error code, under its name in Java\'s ``Errors`` enum."""', ""]
+              '    """Every Kafka error code, under its name in Java\'s ``Errors`` enum."""', "",
+              "    # str() is the number on every Python version (IntEnum's own from 3.11), as for",
+              "    # the plain ints that decoded responses carry.",
+              "    __str__ = int.__repr__", ""]
     lines += ["    {} = {}".format(enum_name, code) for code, _, enum_name, _, _ in TABLE]
     exported = ["ErrorCode"]
     for code, name, enum_name, flags, meaning in TABLE:

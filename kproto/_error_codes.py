@@ -25,6 +25,10 @@ from kproto.errors import (
 class ErrorCode(IntEnum):
     """Every Kafka error code, under its name in Java's ``Errors`` enum."""
 
+    # str() is the number on every Python version (IntEnum's own from 3.11), as for
+    # the plain ints that decoded responses carry.
+    __str__ = int.__repr__
+
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
