@@ -114,13 +114,14 @@ def fetch_sessions():
 
 @pytest.fixture(scope="session")
 def apache_kafka():
-    """Apache Kafka 4 in Docker, shared by the session; skips where Docker is absent."""
-    from tests.brokers.apache import ApacheKafka, docker_unavailable_reason
+    """Apache Kafka shared by the session: the running broker at KPROTO_KAFKA_BOOTSTRAP,
+    else a distribution at KPROTO_KAFKA_HOME started as a child process, else Docker's
+    image; skips (with the reason) when there is none."""
+    from tests.brokers.apache import start_apache_kafka
 
-    reason = docker_unavailable_reason()
-    if reason is not None:
-        pytest.skip("apache_kafka: " + reason)
-    broker = ApacheKafka()
+    broker, reason = start_apache_kafka()
+    if broker is None:
+        pytest.skip("apache_kafka: {}".format(reason))
     yield broker
     broker.close()
 
@@ -130,22 +131,30 @@ def broker(request: pytest.FixtureRequest):
     """The test's broker: one parameter per kind (mock, tansu, apache_kafka; and
     tansu_sessions for tests that need ``fetch_sessions``).
 
-    Kinds lacking a capability the test ``needs`` skip before any broker starts. A test
+    Kinds lacking a capability the test ``needs`` skip before any broker starts (for
+    ``apache_kafka`` the table is a prior: the started broker's ApiVersions decide, so it
+    may skip after starting). A test
     that needs ``fault_injection`` gets a fresh 3-broker mock cluster of its own (so the
     errors it injects cannot leak into other tests); otherwise brokers are session-wide.
     """
     kind = request.param
     needs = _needs(request.node)
-    missing = needs - BROKER_CAPABILITIES[kind]
-    if missing:
-        pytest.skip("{} lacks {}".format(
-            kind, "; ".join("{} ({})".format(c, CAPABILITIES[c]) for c in sorted(missing))))
+    _skip_unless_offered(kind, needs, BROKER_CAPABILITIES[kind])
     if kind == "mock" and "fault_injection" in needs:
         from tests.brokers.mock_cluster import MockCluster
 
         cluster = MockCluster(3)
         request.addfinalizer(cluster.close)
         return cluster
-    return request.getfixturevalue({"mock": "mock_cluster", "tansu": "tansu_broker",
-                                    "apache_kafka": "apache_kafka",
-                                    "tansu_sessions": "fetch_sessions"}[kind])
+    broker = request.getfixturevalue({"mock": "mock_cluster", "tansu": "tansu_broker",
+                                      "apache_kafka": "apache_kafka",
+                                      "tansu_sessions": "fetch_sessions"}[kind])
+    _skip_unless_offered(kind, needs, broker.capabilities)
+    return broker
+
+
+def _skip_unless_offered(kind: str, needs: frozenset[str], offered: frozenset[str]) -> None:
+    missing = needs - offered
+    if missing:
+        pytest.skip("{} lacks {}".format(
+            kind, "; ".join("{} ({})".format(c, CAPABILITIES[c]) for c in sorted(missing))))

@@ -192,7 +192,7 @@ def test_expired_poll_timer_leaves_and_the_next_poll_rejoins(broker) -> None:
     consumer.close()
 
 
-@pytest.mark.needs("kip848")
+@pytest.mark.needs("kip848", "kip848_regex")
 def test_broker_evaluated_regex_subscription(broker) -> None:
     prefix = "rx{}".format(time.monotonic_ns() % 10**9)
     topic = broker.new_topic(partitions=2, prefix=prefix)
@@ -241,7 +241,7 @@ def test_compiled_pattern_subscribed_before_any_metadata_joins_with_the_matches(
     consumer.close()
 
 
-@pytest.mark.needs("kip848")
+@pytest.mark.needs("kip848", "kip848_regex")
 def test_mixed_group_with_a_librdkafka_member(broker) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = broker.new_topic(partitions=4, prefix="k848")

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import sys
-import threading
 import time
 
 import pytest
@@ -25,6 +24,7 @@ pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip 
 
 from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.test_spark_reader import retained_topic  # noqa: E402,F401  (fixture)
+from tests.threads import TestThread  # noqa: E402
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -346,7 +346,7 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
                 more.extend(broker.produce(second[0], 700, tag="c"))
             time.sleep(0.5)
 
-    producer = threading.Thread(target=keep_producing)
+    producer = TestThread(target=keep_producing)
     query = start(processingTime="500 milliseconds")
     producer.start()
     try:
