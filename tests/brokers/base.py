@@ -36,6 +36,8 @@ CAPABILITIES: dict[str, str] = {
     "multi_broker": "more than one broker in the cluster",
     "fast_classic_rebalance": "classic rebalances settle in about a second "
                               "(Tansu takes ~15 s for two members)",
+    "fetch_sessions": "incremental fetch sessions (KIP-227): an incremental Fetch answer "
+                      "leaves out partitions that did not change",
 }
 
 #: broker kind -> capabilities. The kinds are the ``broker`` fixture's parameters.
@@ -49,7 +51,7 @@ BROKER_CAPABILITIES: dict[str, frozenset[str]] = {
     "apache_kafka": frozenset({
         "classic_groups", "kip848", "offset_for_leader_epoch", "transactions",
         "aborted_transactions_in_fetch", "valid_control_batch_crc",
-        "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance"}),
+        "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance", "fetch_sessions"}),
 }
 
 _topic_counter = itertools.count()
