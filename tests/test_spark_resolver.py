@@ -75,8 +75,12 @@ def test_the_probe_fetches_every_partition_sessionless_at_every_planning():
 
 
 def _latest_twice_with_idle_partitions(broker) -> None:
+    # One record per batch: Tansu's ListOffsets(LATEST) (last batch base + 1) is then the
+    # log end, as Apache Kafka's, so the log-end Fetch of an idle partition returns no
+    # records; partition 2 stays empty.
     topic = broker.new_topic(partitions=3)
-    written = broker.produce(topic, 30, partitions=[0, 1])  # partition 2 stays empty
+    one_per_batch = {"batch.num.messages": 1}
+    written = broker.produce(topic, 30, partitions=[0, 1], producer_config=one_per_batch)
     with OffsetResolver(options(broker.bootstrap_servers, topic)) as resolver:
         tps = resolver.topic_partitions()
         ends = ends_of(written, topic, 3)
@@ -85,7 +89,7 @@ def _latest_twice_with_idle_partitions(broker) -> None:
         assert resolver.latest(tps) == ends
         assert resolver.latest(resolver.topic_partitions()) == ends
         # Partition 1 moves on, 0 and 2 stay idle.
-        written += broker.produce(topic, 7, partitions=[1], start_index=100)
+        written += broker.produce(topic, 7, partitions=[1], start_index=100, producer_config=one_per_batch)
         ends = ends_of(written, topic, 3)
         assert resolver.latest(tps) == ends
         assert resolver.latest(tps) == ends

@@ -34,10 +34,10 @@ CAPABILITIES: dict[str, str] = {
     "fault_injection": "error/latency injection, broker down/up, leader moves "
                        "(librdkafka mock only; the test gets a fresh cluster)",
     "multi_broker": "more than one broker in the cluster",
+    "fetch_sessions": "the broker keeps KIP-227 incremental fetch sessions (Apache Kafka; "
+                      "Tansu behind tests/brokers/fetch_sessions.py)",
     "fast_classic_rebalance": "classic rebalances settle in about a second "
                               "(Tansu takes ~15 s for two members)",
-    "fetch_sessions": "incremental fetch sessions (KIP-227): an incremental Fetch answer "
-                      "leaves out partitions that did not change",
 }
 
 #: broker kind -> capabilities. The kinds are the ``broker`` fixture's parameters.
@@ -51,7 +51,8 @@ BROKER_CAPABILITIES: dict[str, frozenset[str]] = {
     "apache_kafka": frozenset({
         "classic_groups", "kip848", "offset_for_leader_epoch", "transactions",
         "aborted_transactions_in_fetch", "valid_control_batch_crc",
-        "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance", "fetch_sessions"}),
+        "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance",
+        "fetch_sessions"}),
 }
 
 _topic_counter = itertools.count()
