@@ -14,6 +14,7 @@ covered. A TCP refusal or a connection dropped before any TLS byte stays retriab
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 import ssl
@@ -119,6 +120,24 @@ def test_poll_raises_on_the_first_connection_attempt(case, engine, mode):
         assert p.accepted - before == 1
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_raised_and_not_warned_about(pki, proxies, engine, caplog):
+    """The failure is the application's to report (the CLI prints it as its one line): the
+    consumer logs no warning of its own, even when close() finds a copy of it reported by
+    another of the KIP-848 engine's managers (the network step, the coordinator lookup)."""
+    p = proxies["server-auth"]
+    consumer = KafkaConsumer(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+                             ssl_cafile=pki["stranger"][0], group_protocol=engine, group_id="tls-quiet-" + engine,
+                             reconnect_backoff_ms=60_000, reconnect_backoff_max_ms=60_000)
+    try:
+        consumer.assign([TP])
+        with pytest.raises(errors.SslAuthenticationError):
+            consumer.poll(timeout_ms=BOUND_MS)
+    finally:
+        consumer.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
 @pytest.mark.parametrize("engine", ENGINES)
