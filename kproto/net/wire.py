@@ -34,14 +34,22 @@ def _printable(value: Any) -> Any:
     return value
 
 
-def field_tree(message: Any) -> str:
-    """A message's fields as an indented tree (what the trace prints)."""
+def printable_tree(message: Any) -> Any:
+    """A message's fields as plain values: bytes shortened, UUIDs as text, secrets redacted.
+
+    Also what ``python -m kproto trace`` stores as a decoded tree (JSON-able).
+    """
     to_dict = getattr(message, "to_dict", None)
     tree = to_dict() if to_dict is not None else vars(message)
     if type(message).__name__ in _SECRET_MESSAGES and isinstance(tree, dict) and "auth_bytes" in tree:
         # SASL tokens carry passwords (PLAIN) and bearer tokens: length only.
         tree = dict(tree, auth_bytes="<{} bytes, redacted>".format(len(tree["auth_bytes"] or b"")))
-    return pprint.pformat(_printable(tree), indent=2, width=100, sort_dicts=False)
+    return _printable(tree)
+
+
+def field_tree(message: Any) -> str:
+    """A message's fields as an indented tree (what the trace prints)."""
+    return pprint.pformat(printable_tree(message), indent=2, width=100, sort_dicts=False)
 
 
 def trace_request(node_id: Any, correlation_id: int, request: Any, version: int) -> None:

@@ -35,7 +35,9 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
 
 def _proxy_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kproto trace",
-                                description="A decoding proxy: point any Kafka client at --listen.")
+                                description="A decoding proxy: point any Kafka client at --listen.",
+                                epilog="python -m kproto trace render FILE... -o page.html writes "
+                                       "the timeline page of recorded --jsonl (and kproto.events) files.")
     p.add_argument("--upstream", required=True, help="HOST:PORT of a broker (the bootstrap)")
     p.add_argument("--listen", default="127.0.0.1:0",
                    help="HOST:PORT the clients bootstrap to (default: a free port on 127.0.0.1)")

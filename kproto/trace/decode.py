@@ -1,7 +1,8 @@
 """Decoding proxied frames with :mod:`kproto.messages`: requests by their header, responses
-by the request they answer, and the JSON-able field tree of a decoded message.
+by the request they answer.
 
-Owns :func:`decode_request`, :func:`decode_response` and :func:`json_tree`. Nothing here
+Owns :func:`decode_request` and :func:`decode_response` (the field trees come from
+:func:`kproto.net.wire.printable_tree`, the wire log's own). Nothing here
 raises on bad input: a frame that does not decode comes back with ``error`` set (the proxy
 forwards it untouched and reports it). Responses are decoded with ``allow_trailing`` (the
 librdkafka mock appends a byte to flexible Metadata answers); rewrite.py keeps such bytes.
@@ -10,7 +11,6 @@ librdkafka mock appends a byte to flexible Metadata answers); rewrite.py keeps s
 from __future__ import annotations
 
 import struct
-import uuid
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -21,13 +21,10 @@ from kproto.protocol.headers import (decode_request_header, request_header_versi
 from kproto.protocol.primitives import DecodeFailure, read_tagged_fields
 
 __all__ = ["DecodedRequest", "DecodedResponse", "decode_request", "decode_response",
-           "api_name", "json_tree"]
+           "api_name"]
 
 _KEY_VERSION = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
-_MAX_BYTES_SHOWN = 32
-# SASL tokens carry passwords (PLAIN) and bearer tokens: only their length is shown.
-_SECRET_FIELDS = {36: "auth_bytes"}
 
 
 def api_name(api_key: int) -> str:
@@ -92,28 +89,3 @@ def decode_response(frame: memoryview, api_key: int, api_version: int) -> Decode
     except (KafkaError, KeyError) as exc:
         out.error = "{}: {}".format(type(exc).__name__, exc)
     return out
-
-
-def json_tree(message: Any, api_key: int = -1) -> Any:
-    """The decoded field tree as JSON values (bytes shortened, UUIDs as text)."""
-    tree = message.to_dict()
-    secret = _SECRET_FIELDS.get(api_key)
-    if secret and isinstance(tree, dict) and tree.get(secret) is not None:
-        tree[secret] = "<{} bytes, redacted>".format(len(tree[secret]))
-    return _plain(tree)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value[:_MAX_BYTES_SHOWN])
-        if not value:
-            return ""
-        return "<{} bytes: {}{}>".format(len(value), raw.hex(),
-                                         "..." if len(value) > len(raw) else "")
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value

@@ -27,7 +27,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from kproto.trace.decode import api_name, decode_request, decode_response, json_tree
+from kproto.net.wire import printable_tree
+from kproto.trace.decode import api_name, decode_request, decode_response
 from kproto.trace.frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter
 from kproto.trace.rewrite import ENDPOINT_FIELDS, rewrite_response
 from kproto.trace.summaries import TopicNames, error_names, summarize
@@ -433,9 +434,9 @@ class TraceProxy:
             event["rewrite_problem"] = problem
         if self.keep_trees:
             if req.message is not None:
-                event["request"] = json_tree(req.message, req.api_key)
+                event["request"] = printable_tree(req.message)
             if response is not None:
-                event["response"] = json_tree(response, req.api_key)
+                event["response"] = printable_tree(response)
         self._emit(event)
 
     def _node_of(self, link: _Link) -> Optional[int]:
