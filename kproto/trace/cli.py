@@ -50,7 +50,8 @@ def _proxy_parser() -> argparse.ArgumentParser:
     p.add_argument("--api", action="append", default=[], metavar="NAME",
                    help="show only these APIs (e.g. Fetch,JoinGroup); repeatable")
     p.add_argument("--jsonl", help="write every event as JSON lines to this file")
-    p.add_argument("--html", help="write the timeline page to this file on exit")
+    p.add_argument("--html", help="write the timeline page to this file on exit (keeps the "
+                   "events in memory: for long runs use --jsonl and trace render)")
     p.add_argument("--quiet", action="store_true", help="no per-exchange lines")
     return p
 

@@ -41,6 +41,10 @@ class FrameSplitter:
             return [(False, memoryview(data))] if data else []
         if self._pending:
             self._pending += data
+            if len(self._pending) >= 4:
+                (size,) = _SIZE.unpack_from(self._pending, 0)
+                if 0 <= size <= self.max_frame_bytes and len(self._pending) < 4 + size:
+                    return []  # a big frame still arriving: no copy per chunk
             # The buffer is mutated later: frames taken from it must be copies.
             source = memoryview(bytes(self._pending))
             self._pending = bytearray()
