@@ -63,7 +63,7 @@ def decode_request(frame: memoryview) -> DecodedRequest:
     try:
         header_version = request_header_version(api_key, api_version)
         _, _, _, out.client_id, pos = decode_request_header(body, header_version)
-        request_cls = messages.API_KEYS[api_key][0]
+        request_cls: Any = messages.API_KEYS[api_key][0]
         out.message = request_cls.decode(body[pos:], api_version)
     except (KafkaError, KeyError) as exc:
         out.error = "{}: {}".format(type(exc).__name__, exc)
@@ -82,7 +82,7 @@ def decode_response(frame: memoryview, api_key: int, api_version: int) -> Decode
         if response_header_version(api_key, api_version) == 1:
             _, pos = read_tagged_fields(body, pos)
         out.body_offset = pos
-        response_cls = messages.API_KEYS[api_key][1]
+        response_cls: Any = messages.API_KEYS[api_key][1]
         out.message = response_cls.decode(body[pos:], api_version, allow_trailing=True)
     except DecodeFailure as exc:
         out.error = "response header: {} at offset {}".format(exc.reason, exc.offset)

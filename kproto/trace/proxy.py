@@ -25,7 +25,7 @@ import ssl
 import struct
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from kproto.net.wire import printable_tree
 from kproto.trace.decode import api_name, decode_request, decode_response
@@ -407,7 +407,7 @@ class TraceProxy:
                      problem=problem)
 
     def _report(self, link: _Link, t: float, t_end: float, req: Any, req_size: int, resp: Any,
-                resp_size: int, *, rewritten: list = (), problem: Optional[str] = None,
+                resp_size: int, *, rewritten: Sequence[Any] = (), problem: Optional[str] = None,
                 unanswered: bool = False, one_way: bool = False) -> None:
         response = resp.message if resp is not None else None
         event: dict[str, Any] = {
