@@ -5,7 +5,8 @@ on the 3-broker mock cluster (the mock's own request tracking must see exactly t
 the trace reports, so nothing bypassed the proxy) and on Tansu. Groups are traced and their
 timelines checked: a KIP-848 group of two kproto members (every member epoch the coordinator
 gave appears on the member's lane, kproto's inner events are merged), and a classic group
-with a librdkafka member (every generation and assignment appears).
+with a librdkafka member (every generation and assignment appears); then the page of each is
+drawn by headless Chromium and must hold those epochs and generations.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kproto.trace.proxy import TraceProxy
 from kproto.trace.report import read_events
 from kproto.trace.timeline import build_timeline
 from tests.test_group_support import wait_for
+from tests.test_trace_page import rendered_dom
 
 CLIENTS = ("kproto", "confluent", "kafka-python")
 RECORDS = 60
@@ -240,9 +242,15 @@ def test_a_kip848_group_of_two_kproto_members_on_the_timeline(mock_cluster_facto
     texts = {m["text"] for m in model["markers"]}
     assert any("RECONCILING -> ACKNOWLEDGING" in t for t in texts)
     assert any(t.startswith("reconcile done") for t in texts)
+    # And the page a browser draws holds every epoch marker (last: skips without a browser).
+    dom = rendered_dom(read_events([str(tmp_path / "events.jsonl")]) + events, tmp_path)
+    for lane in lanes.values():
+        for text in _marker_texts(model, lane):
+            if re.match(r"epoch \d+$", text):
+                assert "<title>{}</title>".format(text) in dom
 
 
-def test_a_classic_group_with_a_librdkafka_member_on_the_timeline(mock_cluster_factory):
+def test_a_classic_group_with_a_librdkafka_member_on_the_timeline(mock_cluster_factory, tmp_path):
     from tests.test_group_mixed import ConfluentMember
 
     cluster = mock_cluster_factory(3)
@@ -269,3 +277,5 @@ def test_a_classic_group_with_a_librdkafka_member_on_the_timeline(mock_cluster_f
     owned = [s for s in model["segments"] if s["lane"] == lane and s["partitions"]]
     assert owned and set(owned[0]["partitions"]) == {"{}-{}".format(topic, p) for p in range(4)}
     assert owned[0]["text"].startswith("gen {}:".format(max(shown)))
+    dom = rendered_dom(events, tmp_path)  # last: skips without a browser
+    assert all("<title>generation {}".format(g) in dom for g in shown)

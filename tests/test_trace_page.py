@@ -134,6 +134,17 @@ def _chromium(args: list[str]) -> subprocess.CompletedProcess:
                            *args], capture_output=True, text=True, timeout=120)
 
 
+def rendered_dom(events: list[dict], directory, name: str = "page") -> str:
+    """The DOM headless Chromium builds from the page of ``events`` (skips without one)."""
+    from kproto.trace.html import write_page
+
+    page = str(directory / (name + ".html"))
+    write_page(events, page)
+    result = _chromium(["--virtual-time-budget=5000", "--dump-dom", "file://" + page])
+    assert "data-rendered=" in result.stdout, result.stderr[-2000:]
+    return result.stdout
+
+
 def test_the_browser_draws_every_lane_and_arrow_and_shows_decoded_fields(traced):
     page = _render(traced)
     model = _model(traced)
