@@ -7,12 +7,10 @@ import queue
 import uuid
 from typing import Any, Optional
 
+from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
 from kproto.consumer.kip848.events import (
-    BackgroundEventHandler,
     ConsumerRebalanceListenerCallbackCompletedEvent,
     ConsumerRebalanceListenerCallbackNeededEvent,
-    ErrorEvent,
-    drain,
 )
 from kproto.consumer.kip848.member_state import MemberState
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager

@@ -30,14 +30,16 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
+from kproto.consumer.background.events import (ApplicationEventHandler, BackgroundEventHandler,
+                                               CompletableApplicationEvent, ErrorEvent, drain)
+from kproto.consumer.background.timer import monotonic_ms
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.kip848 import events as ev
-from kproto.consumer.kip848.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.kip848.request_managers import build_resources
-from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
@@ -75,7 +77,7 @@ class AsyncKafkaConsumer:
         self.background_event_queue: "queue.Queue" = queue.Queue()
         self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
                                                     time_ms)
-        self.application_event_handler = ev.ApplicationEventHandler(
+        self.application_event_handler = ApplicationEventHandler(
             self.application_event_queue, self.network_thread.wakeup, time_ms)
         self._commit_callbacks: "queue.Queue" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
@@ -98,7 +100,7 @@ class AsyncKafkaConsumer:
             self.fetch_config.metadata_max_age_ms, time_ms, self.fetch_metrics)
 
     def _initialize_resources(self) -> Any:
-        background_handler = ev.BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
+        background_handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
         return build_resources(self.config, self.subscriptions, self.fetch_buffer, self.fetch_config,
                                background_handler, self._time_ms, self.fetch_metrics, self.coordinator_metrics)
 
@@ -110,7 +112,7 @@ class AsyncKafkaConsumer:
             raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
         return self._time_ms() + timeout
 
-    def _add_and_get(self, event: ev.CompletableApplicationEvent) -> Any:
+    def _add_and_get(self, event: CompletableApplicationEvent) -> Any:
         """Wait for ``event``; a ``wakeup()`` from another thread fails the wait (Java's
         WakeupTrigger: the future is completed with WakeupException)."""
         with self._wakeup_lock:
@@ -134,8 +136,8 @@ class AsyncKafkaConsumer:
     def _process_background_events(self) -> None:
         """Raise surfaced errors; run rebalance callbacks here, on the application thread."""
         first_error: Optional[BaseException] = None
-        for event in ev.drain(self.background_event_queue):
-            if isinstance(event, ev.ErrorEvent):
+        for event in drain(self.background_event_queue):
+            if isinstance(event, ErrorEvent):
                 first_error = first_error or event.error
             elif isinstance(event, ev.ConsumerRebalanceListenerCallbackNeededEvent):
                 error = self._invoke_rebalance_listener(event)
@@ -168,7 +170,7 @@ class AsyncKafkaConsumer:
         return None
 
     def _execute_commit_callbacks(self) -> None:
-        for callback, offsets, error in ev.drain(self._commit_callbacks):
+        for callback, offsets, error in drain(self._commit_callbacks):
             callback(offsets, error if error is not None else offsets)
 
     # --- subscription and assignment -----------------------------------------------------

@@ -20,15 +20,15 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
 
-from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.kip848.local_assignment import completed_future
-from kproto.consumer.kip848.request_manager import (
+from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.request_manager import (
     MAX_WAIT_MS,
     PollResult,
     RequestBuilder,
     RequestState,
     UnsentRequest,
 )
+from kproto.consumer.kip848.local_assignment import completed_future
 from kproto.consumer.offsets import (
     AutoCommitState,
     build_offset_commit_request,

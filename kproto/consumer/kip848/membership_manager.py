@@ -33,6 +33,8 @@ import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult
+from kproto.consumer.background.timer import monotonic_ms
 from kproto.consumer.kip848.events import (
     BackgroundEventHandler,
     ConsumerRebalanceListenerCallbackCompletedEvent,
@@ -47,8 +49,6 @@ from kproto.consumer.kip848.local_assignment import (
     when_complete,
 )
 from kproto.consumer.kip848.member_state import MemberState, MemberStateListener, is_valid_transition
-from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult
-from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.errors import IllegalStateError
 from kproto.structs import TopicPartition
 
