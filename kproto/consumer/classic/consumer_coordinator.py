@@ -24,9 +24,9 @@ import logging
 from typing import Any, Callable, Mapping, Optional
 
 from kproto import errors
+from kproto.consumer.classic.group_offsets import GroupOffsets
+from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
-from kproto.consumer.offsets.group_offsets import GroupOffsets
-from kproto.consumer.offsets.metadata_wait import await_metadata_update
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
