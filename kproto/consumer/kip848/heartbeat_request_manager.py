@@ -19,6 +19,11 @@ Error handling (``_on_error_response``):
   UNSUPPORTED_ASSIGNOR, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION and anything
   unknown: fatal, surfaced to the application as an ErrorEvent.
 
+UnsupportedVersionError (an UNSUPPORTED_VERSION answer, or a coordinator without the API)
+says "KIP-848 is unavailable, use the classic protocol", except when it is about the regex
+(a regex string needs ConsumerGroupHeartbeat v1, Kafka 3.x speaks v0): that is reported as
+such, since KIP-848 with topic names (or a client-matched compiled pattern) works there.
+
 After any error the next heartbeat carries the full state again.
 """
 
@@ -34,7 +39,7 @@ from kproto.consumer.background.timer import Timer
 from kproto.consumer.kip848.member_state import MemberState
 from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.subscription_state import SubscriptionType
-from kproto.errors import UnsupportedVersionError, error_for, for_code
+from kproto.errors import ErrorCode, UnsupportedVersionError, error_for, for_code
 from kproto.messages import ConsumerGroupHeartbeatRequest
 
 log = logging.getLogger("kproto.kip848")
@@ -42,10 +47,16 @@ log = logging.getLogger("kproto.kip848")
 CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG = (
     "The cluster does not support the new consumer group protocol (KIP-848). Set "
     "group_protocol='classic' to use the classic group protocol.")
+# A subscription to a regex string (evaluated by the broker) on a coordinator speaking
+# ConsumerGroupHeartbeat v0 only (Kafka 3.x): KIP-848 works there, the regex does not.
+REGEX_RESOLUTION_NOT_SUPPORTED_MSG = (
+    "The cluster does not support regular expressions resolution on ConsumerGroupHeartbeat v0; "
+    "subscribing to a regex string needs ConsumerGroupHeartbeat v1 (Kafka 4.0+). Subscribe to "
+    "a list of topics or to a compiled re.Pattern (matched by the client) instead.")
 
 _FATAL_ERRORS = frozenset({
-    "GROUP_AUTHORIZATION_FAILED", "INVALID_REQUEST", "GROUP_MAX_SIZE_REACHED",
-    "UNSUPPORTED_ASSIGNOR", "UNRELEASED_INSTANCE_ID", "INVALID_REGULAR_EXPRESSION"})
+    ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.INVALID_REQUEST, ErrorCode.GROUP_MAX_SIZE_REACHED,
+    ErrorCode.UNSUPPORTED_ASSIGNOR, ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.INVALID_REGULAR_EXPRESSION})
 
 
 class HeartbeatRequestState(RequestState):
@@ -176,10 +187,15 @@ def for_version(request: ConsumerGroupHeartbeatRequest, version: int) -> Consume
         elif request.subscribed_topic_regex is not None and request.subscribed_topic_names is None:
             request.subscribed_topic_names = []
     elif request.subscribed_topic_regex:
-        raise UnsupportedVersionError("a regex subscription needs ConsumerGroupHeartbeat v1 (Kafka 4.0+)")
+        raise UnsupportedVersionError(REGEX_RESOLUTION_NOT_SUPPORTED_MSG)
     else:
         request.subscribed_topic_regex = None
     return request
+
+
+def _is_regex_unsupported(message: str) -> bool:
+    # Java's wording (and ours) of "this coordinator cannot take the regex".
+    return "regular expressions resolution" in message
 
 
 class ConsumerHeartbeatRequestManager:
@@ -310,7 +326,7 @@ class ConsumerHeartbeatRequestManager:
         return unsent
 
     def _on_response(self, response: Any, now_ms: int) -> None:
-        if response.error_code == 0:
+        if response.error_code == ErrorCode.NONE:
             self.heartbeat_request_state.update_heartbeat_interval_ms(response.heartbeat_interval_ms)
             self.heartbeat_request_state.on_successful_attempt(now_ms)
             self.heartbeat_request_state.reset_timer()
@@ -329,13 +345,15 @@ class ConsumerHeartbeatRequestManager:
                      self.heartbeat_request_state.remaining_backoff_ms(now_ms), error)
         else:
             log.error("ConsumerGroupHeartbeat failed with a fatal error: %s", error)
-            if isinstance(error, UnsupportedVersionError):
+            if isinstance(error, UnsupportedVersionError) and not _is_regex_unsupported(str(error)):
+                # The coordinator lacks the API: KIP-848 itself is unavailable there.
                 error = UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
             self._handle_fatal_failure(error)
         self.membership_manager.on_heartbeat_failure(retriable)
 
     def _on_error_response(self, response: Any, now_ms: int) -> None:
-        name = for_code(response.error_code).message
+        code = response.error_code
+        name = for_code(code).message  # the enum name, for the logs
         message = response.error_message
         state = self.heartbeat_request_state
         membership = self.membership_manager
@@ -343,31 +361,35 @@ class ConsumerHeartbeatRequestManager:
         # coordinator and fencing errors then drop the backoff. Without it, an error that
         # keeps the member (TOPIC_AUTHORIZATION_FAILED) left the request "in flight" forever.
         state.on_failed_attempt(now_ms)
-        if name in ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"):
+        if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
             log.info("ConsumerGroupHeartbeat failed with %s; rediscovering the coordinator", name)
             self.coordinator_request_manager.mark_coordinator_unknown(name, now_ms)
             # No backoff: heartbeat as soon as the coordinator is found again.
             state.reset()
-        elif name == "COORDINATOR_LOAD_IN_PROGRESS":
+        elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             log.info("ConsumerGroupHeartbeat: the coordinator is still loading; retrying after backoff")
-        elif name in ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"):
+        elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
             log.info("ConsumerGroupHeartbeat: member %s with epoch %s is fenced (%s)",
                      membership.member_id, membership.member_epoch, name)
             membership.transition_to_fenced()
             # No backoff: rejoin as soon as the lost partitions are released.
             state.reset()
-        elif name == "TOPIC_AUTHORIZATION_FAILED":
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             # Surfaced on poll(); the member stays as it is and recovers once ACLs allow it.
             log.error("ConsumerGroupHeartbeat failed: %s %s", name, message or "")
-            self.background_event_handler.add(ErrorEvent(error_for(response.error_code, message)))
-        elif name == "UNSUPPORTED_VERSION":
-            self._handle_fatal_failure(UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG))
+            self.background_event_handler.add(ErrorEvent(error_for(code, message)))
+        elif code == ErrorCode.UNSUPPORTED_VERSION:
+            # A broker that says the regex is the problem keeps its own explanation.
+            regex = message is not None and _is_regex_unsupported(message)
+            log.error("ConsumerGroupHeartbeat failed with %s: %s", name, message or "")
+            self._handle_fatal_failure(UnsupportedVersionError(
+                message if regex else CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG))
         else:
-            if name not in _FATAL_ERRORS:
+            if code not in _FATAL_ERRORS:
                 log.error("ConsumerGroupHeartbeat failed with an unexpected error %s", name)
             else:
                 log.error("ConsumerGroupHeartbeat failed with %s: %s", name, message or "")
-            self._handle_fatal_failure(error_for(response.error_code, message))
+            self._handle_fatal_failure(error_for(code, message))
         # The broker may not have taken the last fields: send everything next time.
         self.heartbeat_state.reset()
         membership.on_heartbeat_failure(False)
