@@ -8,10 +8,10 @@ import uuid
 from typing import Any, Optional
 
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.kip848.async_kafka_consumer import invoke_rebalance_callbacks
+from kproto.consumer.kip848.consumer_membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.events import ConsumerRebalanceListenerCallbackNeededEvent
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker
 from kproto.consumer.subscription_state import SubscriptionState
 

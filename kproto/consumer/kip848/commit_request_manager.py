@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.local_assignment import completed_future
 from kproto.consumer.background.request_manager import (
     MAX_WAIT_MS,
     PollResult,
@@ -28,7 +29,6 @@ from kproto.consumer.background.request_manager import (
     RequestState,
     UnsentRequest,
 )
-from kproto.consumer.kip848.local_assignment import completed_future
 from kproto.consumer.offsets import (
     AutoCommitState,
     build_offset_commit_request,

@@ -34,10 +34,10 @@ from typing import Any, Optional
 
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.request_manager import PollResult, RequestBuilder, RequestState, UnsentRequest
 from kproto.consumer.background.timer import Timer
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
+from kproto.consumer.kip848.consumer_membership_manager import ConsumerMembershipManager
 from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import ErrorCode, UnsupportedVersionError, error_for, for_code
 from kproto.messages import ConsumerGroupHeartbeatRequest
