@@ -15,7 +15,7 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import ErrorEvent, drain
 from kproto.consumer.background.member_state import MemberState as S
 from kproto.consumer.background.request_manager import RequestBuilder
-from kproto.consumer.kip848.heartbeat_request_manager import (
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
     REGEX_RESOLUTION_NOT_SUPPORTED_MSG,
     ConsumerHeartbeatRequestManager,

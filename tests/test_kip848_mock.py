@@ -15,7 +15,7 @@ import pytest
 
 from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.kafka_consumer import KafkaConsumer
-from kproto.consumer.kip848.heartbeat_request_manager import (
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
     REGEX_RESOLUTION_NOT_SUPPORTED_MSG,
 )
