@@ -20,6 +20,7 @@ from kproto.consumer.background.local_assignment import completed_future
 
 log = logging.getLogger("kproto.kip848")
 
+
 class AsyncPollEvent(ApplicationEvent):
     """One ``poll()`` round on the background thread: reconcile, validate positions, fetch.
 
