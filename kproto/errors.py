@@ -177,6 +177,14 @@ class SaslAuthenticationError(AuthenticationError):
     exchange (Java's ``SaslAuthenticationException``)."""
 
 
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake with a broker failed: its certificate did not verify (unknown CA,
+    expired, host name mismatch), or it refused ours with an alert, which TLS 1.3 delivers
+    at the first read after the handshake (Java's ``SslAuthenticationException``). A TCP
+    refusal, or a connection closed before any TLS record, stays a retriable
+    ``KafkaConnectionError``."""
+
+
 class CommitFailedError(KafkaError):
     """A commit cannot be completed because the group rebalanced or the member was fenced."""
 

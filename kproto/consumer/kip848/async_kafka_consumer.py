@@ -43,7 +43,8 @@ from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
+from kproto.errors import (AuthenticationError, IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
+                           WakeupException)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
 
@@ -494,4 +495,8 @@ class AsyncKafkaConsumer:
         try:
             self._process_background_events()
         except Exception as exc:  # close() still completes; the error is logged
-            log.warning("Error while closing: %s", exc)
+            # An authentication failure is reported by several managers and raised by any
+            # call that needs a broker, so the application has most likely seen it already
+            # (the CLI printed it as its one line): no warning for a leftover copy.
+            log.log(logging.INFO if isinstance(exc, AuthenticationError) else logging.WARNING,
+                    "Error while closing: %s", exc)
