@@ -279,3 +279,20 @@ def test_a_classic_group_with_a_librdkafka_member_on_the_timeline(mock_cluster_f
     assert owned[0]["text"].startswith("gen {}:".format(max(shown)))
     dom = rendered_dom(events, tmp_path)  # last: skips without a browser
     assert all("<title>generation {}".format(g) in dom for g in shown)
+
+
+def test_produce_without_acks_is_reported_one_way(mock_cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = mock_cluster.new_topic(partitions=1)
+    events: list[dict] = []
+    with TraceProxy(mock_cluster.addresses[0], events.append) as proxy:
+        producer = confluent_kafka.Producer({"bootstrap.servers": proxy.bootstrap_servers, "acks": 0,
+                                             "client.id": "trace-acks0"})
+        for i in range(5):
+            producer.produce(topic, value=b"v%d" % i)
+        assert producer.flush(30) == 0
+    produces = [e for e in events if e["kind"] == "exchange" and e["api"] == "Produce"]
+    assert produces and all(e.get("one_way") for e in produces)
+    # The broker answers nothing to acks=0, so no answer is left unmatched either.
+    assert not [e for e in events if e["kind"] == "undecodable"]
+    assert sum(int(p.split()[-1][:-1]) > 0 for e in produces for p in e["summary"]["produce"]) >= 1
