@@ -278,7 +278,7 @@ class NetworkClient:
             now = monotonic_ms()
             targets = [node_id] if node_id is not None else list(self._nodes)
             for nid in targets:
-                self._close_by_client(nid, now)
+                self._state.close_by_client(nid, now)
             if node_id is None and not self._closed:
                 self._closed = True
                 for queue in self._unsent.values():
@@ -341,13 +341,7 @@ class NetworkClient:
     def _process_pending_disconnects(self, now: float) -> None:
         pending, self._pending_disconnects = self._pending_disconnects, set()
         for nid in pending:
-            self._close_by_client(nid, now)
-
-    def _close_by_client(self, node_id: Any, now: float) -> None:
-        node = self._nodes.get(node_id)
-        if node is not None:
-            self._close_node(node, now, errors.KafkaConnectionError(
-                "connection to node {} closed by the client".format(node_id)), failed=False)
+            self._state.close_by_client(nid, now)
 
     def _complete_futures(self) -> list:
         with self._lock:

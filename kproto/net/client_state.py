@@ -100,6 +100,14 @@ class ClientState:
             node.host, node.port = broker.host, broker.port  # the broker moved
         return node
 
+    def close_by_client(self, node_id: Any, now: float) -> None:
+        """Close the node's connection on the client's own decision (not counted as a
+        failure, no metadata refresh); its requests fail with ``KafkaConnectionError``."""
+        node = self.nodes.get(node_id)
+        if node is not None:
+            self.close_node(node, now, errors.KafkaConnectionError(
+                "connection to node {} closed by the client".format(node_id)), failed=False)
+
     def maybe_connect(self, node_id: Any) -> None:
         """Start connecting to the node unless it is connected or backing off; a node the
         metadata does not know fails what was queued for it."""
