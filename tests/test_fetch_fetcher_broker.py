@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from kproto.consumer.classic.fetcher import Fetcher
 from kproto.consumer.config import ConsumerConfig
-from kproto.consumer.fetch import FetchConfig, Fetcher
+from kproto.consumer.fetch import FetchConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition

@@ -14,8 +14,8 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.consumer.classic.classic_kafka_consumer import ClassicKafkaConsumer
+from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.config import ConsumerConfig
-from kproto.consumer.offsets.metadata_wait import await_metadata_update
 from kproto.net.client import NetworkClient
 from tests.threads import TestThread
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kproto.consumer.background.coordinator_request_manager import Coordinator, CoordinatorRequestManager
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
-from kproto.consumer.kip848.coordinator_request_manager import Coordinator, CoordinatorRequestManager
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import (CommitFailedError, KafkaTimeoutError, SslAuthenticationError, StaleMemberEpochError,
                            UnknownTopicOrPartitionError)

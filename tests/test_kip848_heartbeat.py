@@ -11,15 +11,15 @@ import re
 
 import pytest
 
-from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.kip848.events import ErrorEvent, drain
-from kproto.consumer.kip848.heartbeat_request_manager import (
+from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.events import ErrorEvent, drain
+from kproto.consumer.background.member_state import MemberState as S
+from kproto.consumer.background.request_manager import RequestBuilder
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
     REGEX_RESOLUTION_NOT_SUPPORTED_MSG,
     ConsumerHeartbeatRequestManager,
 )
-from kproto.consumer.kip848.member_state import MemberState as S
-from kproto.consumer.kip848.request_manager import RequestBuilder
 from kproto.errors import (
     GroupAuthorizationFailedError,
     KafkaConnectionError,

@@ -13,12 +13,12 @@ import time
 
 import pytest
 
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.kafka_consumer import KafkaConsumer
-from kproto.consumer.kip848.heartbeat_request_manager import (
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
     REGEX_RESOLUTION_NOT_SUPPORTED_MSG,
 )
-from kproto.consumer.kip848.member_state import MemberState
 from kproto.errors import UnsupportedVersionError
 from kproto.structs import TopicPartition as TP
 from tests.test_kafka_consumer_metadata_errors import consume_after_error

@@ -20,10 +20,10 @@ import time
 
 import pytest
 
+from kproto.consumer.background.consumer_network_thread import BACKGROUND_THREAD_NAME
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.kafka_consumer import KafkaConsumer
-from kproto.consumer.kip848.consumer_network_thread import BACKGROUND_THREAD_NAME
 from kproto.consumer.kip848.events import FetchCommittedOffsetsEvent
-from kproto.consumer.kip848.member_state import MemberState
 from kproto.errors import KafkaTimeoutError
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition as TP

@@ -20,9 +20,9 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
 
-from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.kip848.local_assignment import completed_future
-from kproto.consumer.kip848.request_manager import (
+from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.local_assignment import completed_future
+from kproto.consumer.background.request_manager import (
     MAX_WAIT_MS,
     PollResult,
     RequestBuilder,

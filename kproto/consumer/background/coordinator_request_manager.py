@@ -1,4 +1,4 @@
-"""Group coordinator discovery for the KIP-848 engine (Java's ``CoordinatorRequestManager``).
+"""Group coordinator discovery for the background-thread engines (Java's ``CoordinatorRequestManager``).
 
 Owns the known coordinator (or None) and the FindCoordinator request state: one request
 at a time, to the least-loaded node, with exponential backoff after failures. Other
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, NamedTuple, Optional
 
-from kproto.consumer.kip848.request_manager import (
+from kproto.consumer.background.request_manager import (
     MAX_WAIT_MS,
     PollResult,
     RequestBuilder,
