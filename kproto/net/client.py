@@ -87,6 +87,11 @@ class NetworkClient:
                                        retry_backoff_ms=self.config["retry_backoff_ms"],
                                        retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
                                        bootstrap_brokers=bootstrap)
+        # The node table, queues and outcomes, with the hooks the helpers may call.
+        self._state = ClientState(self.config, self.cluster, ssl_context=ssl_context,
+                                  listener=network_listener, clock=monotonic_ms,
+                                  close_node=self._close_node, connection_error=self._connection_error)
+        self._authenticator = ChannelAuthenticator(self._state)  # SASL; checks its settings now
         self._lock = threading.RLock()
         self._io_lock = threading.RLock()
         self._selector = selectors.DefaultSelector()
@@ -95,16 +100,11 @@ class NetworkClient:
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._registered: dict[Any, tuple[socket.socket, int]] = {}
-        # The node table, queues and outcomes, with the hooks the helpers may call.
-        self._state = ClientState(self.config, self.cluster, ssl_context=ssl_context,
-                                  listener=network_listener, clock=monotonic_ms,
-                                  close_node=self._close_node, connection_error=self._connection_error)
         self._nodes = self._state.nodes
         self._unsent = self._state.unsent
         # Metadata-refresh waiters, completed like responses but not returned by poll().
         self._settled: list[tuple[Future, Any, BaseException | None]] = []
         self.cluster.set_settle(lambda f, value, exc: self._settled.append((f, value, exc)))
-        self._authenticator = ChannelAuthenticator(self._state)  # SASL; checks its settings now
         self._api_versions = ApiVersions(self._state, self._authenticator.start)
         self._metadata_updater = MetadataUpdater(self._state)
         self._selecting = False
