@@ -29,8 +29,9 @@ _INT32 = struct.Struct(">i")
 
 def api_name(api_key: int) -> str:
     """``Fetch`` for 1; ``Api<n>`` for a key Kafka 4.4 does not know."""
-    names = messages._API_KEYS.get(api_key)  # the table, without importing the module
-    return names[0][:-len("Request")] if names else "Api{}".format(api_key)
+    if api_key not in messages.API_KEYS:
+        return "Api{}".format(api_key)
+    return messages.API_KEYS[api_key][0].__name__[:-len("Request")]
 
 
 @dataclass
