@@ -159,15 +159,35 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
     # incoming register). Reversed at width w = n + 32, M·x^32 is just the little-endian
     # integer of the input and s·x^n is the incoming CRC (final XOR undone) in bits 0..31.
     w = len(data) * 8 + 32
-    rv = int.from_bytes(data, "little") ^ (crc ^ 0xFFFFFFFF)
-    if w < 64:
-        rv <<= 64 - w  # the same polynomial at width 64 (only tiny inputs; crc32c never)
-        w = 64
     if w > _FOLD_MAX_BITS:
         raise ValueError("_crc32c_fold takes at most {} bytes".format(_FOLD_CHUNK))
     ks = _FOLD_KS
     fold_bits = _FOLD_BITS
     find = bisect.bisect_left
+    seed = crc ^ 0xFFFFFFFF
+    if w < 2 * 64:
+        rv = int.from_bytes(data, "little") ^ seed
+        if w < 64:
+            rv <<= 64 - w  # the same polynomial at width 64 (only tiny inputs; crc32c never)
+            w = 64
+    else:
+        # The first (largest) fold splits the bytes instead of the integer: H is the first
+        # d8 bits, d8 the fold's d rounded down to whole bytes, so H and L are two
+        # from_bytes and no mask, shift or seed XOR of the whole input is needed. V is then
+        # H·x^(k+r)·... with r = d - d8: H·x^r·(x^k mod P) + L at width k + r (the shifts
+        # below gain r), which still fits (d8 <= k - 31).
+        i = find(ks, (w + 32) >> 1)
+        k = ks[i]
+        split = (w - k) >> 3
+        r = w - k - (split << 3)
+        h = int.from_bytes(data[:split], "little") ^ seed
+        shift = 2 * k - w + r
+        bits = fold_bits[i]
+        acc = h << (shift - bits[0])
+        for t in bits[1:]:
+            acc ^= h << (shift - t)
+        rv = acc ^ int.from_bytes(data[split:], "little")
+        w = k + r
     while w > 64:
         # the smallest k with w <= 2k - 31: about half the width
         i = find(ks, (w + 32) >> 1)
@@ -177,8 +197,9 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
         d = w - k
         h = rv & ((1 << d) - 1)
         base = 2 * k - w
-        acc = 0
-        for t in fold_bits[i]:
+        bits = fold_bits[i]
+        acc = h << (base - bits[0])
+        for t in bits[1:]:
             acc ^= h << (base - t)
         rv = acc ^ (rv >> d)
         w = k
