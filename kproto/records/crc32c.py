@@ -14,7 +14,8 @@ Two algorithms, picked by input size:
   has the same remainder but about half the bits. ``H·c`` for a 32-bit constant c is a
   carry-less multiplication: one shift and XOR of the big integer per set bit of c, and
   CPython does those at C speed per machine word. A few dozen big-integer operations per
-  halving replace one Python-level loop iteration per byte.
+  halving replace one Python-level loop iteration per byte. The last ~256 bits go
+  through the table loop (small folds cost more per operation than they save).
 
 The bit order: CRC-32C is a *reflected* CRC (the least significant bit of each byte is the
 highest-degree coefficient), and ``int.from_bytes(data, "little")`` is exactly the
@@ -122,6 +123,8 @@ _FOLD_TABLE = (
     (383184, 0x01602601), (478898, 0x20980001), (506636, 0x00421021), (564376, 0x0080c009),
 )
 _FOLD_KS = [k for k, _ in _FOLD_TABLE]
+# Widths up to this are finished by the word loop instead of folds (see _crc32c_fold).
+_TAIL_BITS = 256
 _FOLD_BITS = [tuple(i for i in range(32) if c >> i & 1) for _, c in _FOLD_TABLE]
 
 
@@ -188,7 +191,7 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
             acc ^= h << (shift - t)
         rv = acc ^ int.from_bytes(data[split:], "little")
         w = k + r
-    while w > 64:
+    while w > _TAIL_BITS:
         # the smallest k with w <= 2k - 31: about half the width
         i = find(ks, (w + 32) >> 1)
         k = ks[i]
@@ -203,15 +206,14 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
             acc ^= h << (base - t)
         rv = acc ^ (rv >> d)
         w = k
-    # Width 64: V = hi·x^32 + lo; reversed, lo is bits 32..63 and hi bits 0..31.
-    # hi·x^32 mod P (reflected) is the table loop run over four zero bytes from hi.
-    r = rv & 0xFFFFFFFF
-    table = _TABLE
-    r = table[r & 0xFF] ^ (r >> 8)
-    r = table[r & 0xFF] ^ (r >> 8)
-    r = table[r & 0xFF] ^ (r >> 8)
-    r = table[r & 0xFF] ^ (r >> 8)
-    return r ^ (rv >> 32) ^ 0xFFFFFFFF
+    # The last few hundred bits: folds of small integers cost their fixed overhead per
+    # operation (and the small constants have many bits), the word loop is cheaper. At
+    # width w, V = H·x^32 + L with L the top 32 bits of rv; H·x^32 mod P is the table
+    # loop's register over H's bytes from 0 (width padded so H is whole bytes).
+    pad = (32 - w) & 7
+    rv <<= pad
+    w += pad - 32
+    return _crc32c_small((rv & ((1 << w) - 1)).to_bytes(w >> 3, "little"), 0xFFFFFFFF) ^ (rv >> w)
 
 
 def _crc32c_small(data: bytes | bytearray | memoryview, crc: int) -> int:
