@@ -89,6 +89,12 @@ class SubscriptionState:
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
         # Bumped on every assignment change so in-flight fetches can tell they are stale.
         self._assignment_id = 0
+        # (metadata update count, latest position transition) after the last full leader
+        # check (see maybe_validate_positions_for_current_leaders); None: check again.
+        self._leaders_checked: Optional[tuple[int, int]] = None
+        # has_all_fetch_positions' answer and the (assignment id, transition) it holds for.
+        self._all_positions = True
+        self._all_positions_key: Optional[tuple[int, int]] = None
         self.rebalance_listener: Any = None
 
     # --- subscription ---------------------------------------------------------------
@@ -339,6 +345,8 @@ class SubscriptionState:
         state = self._state(tp)
         if not state.fetch_state.has_valid_position:
             raise IllegalStateError("Cannot set a new position without a valid current position")
+        if state.position is None or position.current_leader != state.position.current_leader:
+            self._leaders_checked = None  # a leader to check again
         state.position = position
 
     def has_valid_position(self, tp: TopicPartition) -> bool:
@@ -346,7 +354,12 @@ class SubscriptionState:
         return state is not None and state.fetch_state.has_valid_position
 
     def has_all_fetch_positions(self) -> bool:
-        return all(state.fetch_state.has_valid_position for state in self._assignment.values())
+        # Every poll asks; the answer can only change with the assignment or a transition.
+        key = (self._assignment_id, TopicPartitionState.last_transition)
+        if key != self._all_positions_key:
+            self._all_positions = all(state.fetch_state.has_valid_position for state in self._assignment.values())
+            self._all_positions_key = key
+        return self._all_positions
 
     def fetch_state(self, tp: TopicPartition) -> FetchState:
         return self._state(tp).fetch_state
@@ -419,12 +432,36 @@ class SubscriptionState:
     def maybe_validate_position_for_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> bool:
         """Note the current leader; True if the partition now awaits validation."""
         state = self._state(tp)
+        self._note_current_leader(state, leader)
+        return state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    @staticmethod
+    def _note_current_leader(state: TopicPartitionState, leader: LeaderAndEpoch) -> None:
         if state.fetch_state is FetchState.AWAIT_RESET or leader.leader is None:
-            return False
+            return
         if state.position is not None and state.position.current_leader != leader:
             state.validate_position(state.position._replace(current_leader=leader))
             state.preferred_read_replica = None
-        return state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    def maybe_validate_positions_for_current_leaders(
+            self, current_leader: Callable[[TopicPartition], LeaderAndEpoch],
+            metadata_version: Optional[int] = None) -> None:
+        """``maybe_validate_position_for_current_leader`` for every assigned partition.
+
+        Every poll asks this; with 1,000 partitions the per-partition work cost more than
+        the records. So, as Java checks only when the metadata's update version changed,
+        it is skipped when ``metadata_version`` (the metadata's update count; None: always
+        check) and the latest position transition are what they were after the last check:
+        then every position still names the leader it was checked against.
+        """
+        key = None if metadata_version is None else (metadata_version, TopicPartitionState.last_transition)
+        if key is not None and key == self._leaders_checked:
+            return
+        for tp, state in self._assignment.items():
+            if state.position is not None and state.fetch_state is not FetchState.AWAIT_RESET:
+                self._note_current_leader(state, current_leader(tp))
+        self._leaders_checked = (None if metadata_version is None
+                                 else (metadata_version, TopicPartitionState.last_transition))
 
     def awaiting_validation(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)

@@ -120,8 +120,11 @@ class AbstractFetch:
         partition = self.metadata.partition_metadata(tp)
         return partition is not None and node_id not in partition.offline_replicas
 
-    def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int) -> set[int]:
-        nodes = set()
+    def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int,
+                        enough: Optional[set[int]] = None) -> set[int]:
+        """The nodes leading partitions with buffered data; the scan stops once it has found
+        every node of ``enough`` (when given)."""
+        nodes: set[int] = set()
         subs = self.subscriptions
         for tp in buffered:
             # As Java (KAFKA-17182): a paused partition's data stays buffered until resume,
@@ -135,6 +138,8 @@ class AbstractFetch:
             leader = self._leader(tp, position.current_leader.leader)
             if leader is not None:
                 nodes.add(self.select_read_replica(tp, leader, now_ms))
+                if enough is not None and enough <= nodes:
+                    break
         return nodes
 
     def prepare_fetch_requests(self, now_ms: Optional[int] = None) -> dict[int, FetchRequestData]:
@@ -144,11 +149,22 @@ class AbstractFetch:
             if self.metrics_manager is not None:
                 self.metrics_manager.maybe_update_assignment()
             buffered = self.fetch_buffer.buffered_partitions()
+            # A fetch can only go to a broker the metadata names (another node has no
+            # address) with no fetch in flight. Once buffered data covers all of those,
+            # nothing can be sent: return before the per-partition work, which every poll
+            # would otherwise pay for every assigned partition (1,000 partitions: more than the
+            # records cost). What that work might also do (ask for metadata for a partition
+            # without a leader, drop an offline read replica) waits for the next round.
+            open_nodes = {broker.node_id for broker in self.metadata.brokers()}
+            open_nodes -= self.nodes_with_pending_fetch_requests
+            buffered_nodes = self._buffered_nodes(buffered, now_ms, open_nodes)
+            if open_nodes <= buffered_nodes:
+                return {}
             unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
             if not unbuffered:
                 return {}
-            buffered_nodes = self._buffered_nodes(buffered, now_ms)
             builders: dict[int, FetchSessionHandler.Builder] = {}
+            unavailable: dict[int, bool] = {}  # asked once per node, not per partition
             need_metadata = False
             for tp in unbuffered:
                 position = self.subscriptions.position_or_none(tp)
@@ -160,7 +176,10 @@ class AbstractFetch:
                     need_metadata = True
                     continue
                 node = self.select_read_replica(tp, leader, now_ms)
-                if self.is_unavailable(node):
+                down = unavailable.get(node)
+                if down is None:
+                    down = unavailable[node] = self.is_unavailable(node)
+                if down:
                     log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
                 elif node in self.nodes_with_pending_fetch_requests:
                     log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)

@@ -53,8 +53,8 @@ class OffsetForEpochResult:
 def positions_to_validate(subscriptions: Any, metadata: Any, now_ms: int) -> dict[TopicPartition, Any]:
     """Note every assigned partition's current leader (a change moves it to
     AWAIT_VALIDATION), then the positions awaiting validation whose retry time has come."""
-    for tp in subscriptions.assigned_partitions():
-        subscriptions.maybe_validate_position_for_current_leader(tp, current_leader(metadata, tp))
+    subscriptions.maybe_validate_positions_for_current_leaders(lambda tp: current_leader(metadata, tp),
+                                                               getattr(metadata, "update_count", None))
     positions = {tp: subscriptions.position(tp) for tp in subscriptions.partitions_needing_validation(now_ms)}
     return {tp: pos for tp, pos in positions.items() if pos is not None}
 
