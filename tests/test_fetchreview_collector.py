@@ -40,7 +40,7 @@ def collector_for(policy="none"):
     subs.assign_from_user([T0, T1])
     subs.seek(T0, 5)
     subs.seek(T1, 5)
-    return subs, FetchBuffer(), FetchCollector(subs, 500)
+    return subs, FetchBuffer(), FetchCollector(subs, FetchConfig())
 
 
 @pytest.mark.parametrize("error_code", [OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED])

@@ -28,7 +28,7 @@ from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
 from .assignors.abstract import GroupMember, RebalanceProtocol
@@ -87,7 +87,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         self.rebalance_protocol = select_rebalance_protocol(self._assignors)
         self._rack_id = config.get("client_rack") or None
         self._exclude_internal_topics = config.get("exclude_internal_topics", True)
-        self._require_stable = config.get("isolation_level") == "read_committed"
+        self._require_stable = config.get("isolation_level") == IsolationLevel.READ_COMMITTED
         self._default_commit_callback = config.get("default_offset_commit_callback")
         self._auto_commit: Optional[AutoCommitState] = None
         if config.get("enable_auto_commit"):

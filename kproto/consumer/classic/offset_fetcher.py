@@ -28,7 +28,7 @@ from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.offsets.committed_offsets import refresh_committed_offsets
 from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
-from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 def _synchronized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``method`` under the fetcher's lock (Java's ``synchronized``)."""
@@ -51,12 +51,12 @@ class OffsetFetcher:
     """
 
     def __init__(self, client: Any, subscriptions: Any, metadata: Any = None, *,
-                 isolation_level: Any = "read_uncommitted", request_timeout_ms: int = 30000,
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, clock: Optional[Callable[[], float]] = None) -> None:
         self._client = client
         self._subscriptions = subscriptions
         self._metadata = metadata if metadata is not None else client.cluster
-        self._isolation_level = utils.isolation_level_code(isolation_level)
+        self._isolation_level = isolation_level
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._clock = clock or (lambda: time.monotonic() * 1000.0)

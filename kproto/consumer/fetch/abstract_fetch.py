@@ -68,7 +68,7 @@ class AbstractFetch:
     """
 
     def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
-                 fetch_buffer: FetchBuffer, time_ms: Callable[[], int], metrics_manager: Any = None) -> None:
+                 fetch_buffer: FetchBuffer, time_ms: Callable[[], float], metrics_manager: Any = None) -> None:
         self.fetch_config = config
         self.subscriptions = subscriptions
         self.metadata = metadata
@@ -215,7 +215,7 @@ class AbstractFetch:
                 forgotten.append(entry)
             entry.partitions.append(tp.partition)
         return FetchRequest(replica_id=-1, max_wait_ms=config.max_wait_ms, min_bytes=config.min_bytes,
-                            max_bytes=config.max_bytes, isolation_level=config.isolation_level_id,
+                            max_bytes=config.max_bytes, isolation_level=config.isolation_level,
                             session_id=data.metadata.session_id, session_epoch=data.metadata.epoch,
                             topics=topics, forgotten_topics_data=forgotten, rack_id=config.client_rack)
 
@@ -270,7 +270,7 @@ class AbstractFetch:
                     if part.error_code in _LEADER_MOVED:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
                     completed.append(CompletedFetch(
-                        tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
+                        tp, part, request.fetch_offset, version, isolation_level=config.isolation_level,
                         check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
                         value_deserializer=config.value_deserializer))
                 if metrics is not None and completed:

@@ -36,12 +36,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 from kproto.errors import CorruptRecordError, KafkaError, RecordDeserializationError
+from kproto.messages.fetch import FetchResponse_PartitionData
 from kproto.records import read_batches
-from kproto.structs import ConsumerRecord, TopicPartition
+from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
 
-READ_COMMITTED = 1  # the FetchRequest IsolationLevel byte
 _new_record = tuple.__new__
 _OFFSET = ConsumerRecord._fields.index("offset")
 # The fewest records decoded per step: a poll wanting fewer still gets a chunk this big
@@ -76,8 +76,9 @@ def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
 class CompletedFetch:
     """One partition's fetched data; the FetchCollector takes records from it."""
 
-    def __init__(self, tp: TopicPartition, partition_data: Any, fetch_offset: int, request_version: int, *,
-                 isolation_level: int = 0, check_crcs: bool = True,
+    def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int,
+                 request_version: int, *,
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, check_crcs: bool = True,
                  key_deserializer: Optional[Deserialize] = None,
                  value_deserializer: Optional[Deserialize] = None) -> None:
         self.partition = tp
@@ -93,14 +94,14 @@ class CompletedFetch:
         self.bytes_read = 0
         self.metric_aggregator: Any = None
         self._collecting = False  # inside fetch_records: records_read is not final yet
-        self.error_code: int = getattr(partition_data, "error_code", 0)
-        self.high_watermark: int = getattr(partition_data, "high_watermark", -1)
-        self.last_stable_offset: int = getattr(partition_data, "last_stable_offset", -1)
-        self.log_start_offset: int = getattr(partition_data, "log_start_offset", -1)
-        self.preferred_read_replica: int = getattr(partition_data, "preferred_read_replica", -1)
-        records = getattr(partition_data, "records", None)
+        self.error_code = partition_data.error_code
+        self.high_watermark = partition_data.high_watermark
+        self.last_stable_offset = partition_data.last_stable_offset
+        self.log_start_offset = partition_data.log_start_offset
+        self.preferred_read_replica = partition_data.preferred_read_replica
+        records = partition_data.records
         self.records: bytes | memoryview = records if records is not None else b""
-        self._isolation_level = isolation_level
+        self._read_committed = isolation_level == IsolationLevel.READ_COMMITTED
         self._check_crcs = check_crcs
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
@@ -118,8 +119,8 @@ class CompletedFetch:
         self._corrupt_error: Optional[KafkaError] = None
         self._aborted_producer_ids: set[int] = set()
         self._aborted_transactions: list[tuple[int, int]] = []
-        if isolation_level == READ_COMMITTED:
-            for txn in getattr(partition_data, "aborted_transactions", None) or ():
+        if self._read_committed:
+            for txn in partition_data.aborted_transactions or ():
                 self._aborted_transactions.append((txn.first_offset, txn.producer_id))
             heapq.heapify(self._aborted_transactions)
 
@@ -255,7 +256,7 @@ class CompletedFetch:
 
     def _next_batch(self) -> bool:
         """Move to the next batch with records to return; False (and drained) at the end."""
-        read_committed = self._isolation_level == READ_COMMITTED
+        read_committed = self._read_committed
         if self._batches is None:
             self._batches = self._read_batches(self._check_crcs)
         while True:

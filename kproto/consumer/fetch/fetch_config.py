@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from kproto.consumer.fetch.completed_fetch import Deserialize, make_deserialize
-
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
+from kproto.structs import IsolationLevel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,20 +24,15 @@ class FetchConfig:
     max_poll_records: int = 500
     check_crcs: bool = True
     client_rack: str = ""
-    isolation_level: str = "read_uncommitted"
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     enable_incremental_fetch_sessions: bool = True
     metadata_max_age_ms: int = 300000
     key_deserializer: Optional[Deserialize] = None
     value_deserializer: Optional[Deserialize] = None
 
-    @property
-    def isolation_level_id(self) -> int:
-        """The FetchRequest's IsolationLevel byte."""
-        return READ_COMMITTED if self.isolation_level == "read_committed" else READ_UNCOMMITTED
-
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "FetchConfig":
-        """From a ConsumerConfig (or any mapping with its keys)."""
+        """From a ConsumerConfig (or any mapping with its keys, the isolation level parsed)."""
         return cls(
             min_bytes=config["fetch_min_bytes"],
             max_bytes=config["fetch_max_bytes"],

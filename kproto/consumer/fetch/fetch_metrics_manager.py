@@ -35,14 +35,14 @@ from typing import Any, Iterable, Optional
 
 from kproto import errors
 from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
-from kproto.structs import TopicPartition
+from kproto.structs import IsolationLevel, TopicPartition
 
 
 class FetchMetricsManager:
     """The fetch metrics of one consumer; see the module docstring."""
 
     def __init__(self, metrics: Metrics, subscriptions: Any, prefix: str = "consumer",
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> None:
         self.metrics = metrics
         self.subscriptions = subscriptions
         self.isolation_level = isolation_level

@@ -113,9 +113,8 @@ class AsyncKafkaConsumer:
         self.client = resources.client
         self.membership = resources.membership_manager
         self.fetch_collector = FetchCollector(
-            self.subscriptions, self.fetch_config.max_poll_records, self.fetch_config.isolation_level,
-            self.fetch_config.fetch_size, functools.partial(self.client.request_metadata_update, reset_equivalent=False),
-            self.fetch_config.metadata_max_age_ms, time_ms, self.fetch_metrics)
+            self.subscriptions, self.fetch_config,
+            functools.partial(self.client.request_metadata_update, reset_equivalent=False), time_ms, self.fetch_metrics)
 
     def _initialize_resources(self) -> Any:
         background_handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)

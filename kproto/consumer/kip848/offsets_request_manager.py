@@ -38,7 +38,7 @@ from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.offsets import refresh_committed_offsets
 from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
 from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
-from kproto.structs import TopicPartition
+from kproto.structs import IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.kip848")
 
@@ -59,10 +59,10 @@ class _Lookup:
 
 class OffsetsRequestManager:
     def __init__(self, subscriptions: Any, metadata: Any, commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
-                 isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms
-        self._isolation_level = utils.isolation_level_code(isolation_level)
+        self._isolation_level = isolation_level
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._lookups: list[_Lookup] = []

@@ -28,6 +28,7 @@ from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
+from kproto.structs import IsolationLevel
 
 def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
     """Member state transitions as rebalance metrics (Java's ConsumerRebalanceMetricsManager):
@@ -72,7 +73,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
             auto_commit_interval_ms=config["auto_commit_interval_ms"],
             group_instance_id=config["group_instance_id"], retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms,
-            require_stable=config["isolation_level"] == "read_committed", now_ms=now, time_ms=time_ms)
+            require_stable=config["isolation_level"] == IsolationLevel.READ_COMMITTED, now_ms=now, time_ms=time_ms)
         membership = ConsumerMembershipManager(
             group_id, subscriptions, background_event_handler,
             topic_name_for_id=metadata.topic_name, request_metadata_update=client.request_metadata_update,
