@@ -28,7 +28,7 @@ def cf(tp, fetch_offset, records=b"", error_code=0, hw=100, lso=-1, log_start=-1
     part = FetchResponse.PartitionData(partition_index=tp.partition, error_code=error_code, high_watermark=hw,
                                        last_stable_offset=lso, log_start_offset=log_start,
                                        preferred_read_replica=replica, records=records)
-    return CompletedFetch(tp, part, fetch_offset, 12)
+    return CompletedFetch(tp, part, fetch_offset)
 
 
 class Refresh:

@@ -32,7 +32,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 def completed(tp, fetch_offset, error_code=0, records=b""):
     part = FetchResponse.PartitionData(partition_index=tp.partition, error_code=error_code, high_watermark=100,
                                        records=records)
-    return CompletedFetch(tp, part, fetch_offset, 12)
+    return CompletedFetch(tp, part, fetch_offset)
 
 
 def collector_for(policy="none"):

@@ -270,6 +270,7 @@ class NetworkClient:
                         connectable = node_id
                     continue
                 if node.is_ready():
+                    assert node.proto is not None
                     load = node.proto.in_flight_count + len(self._unsent.get(node_id, ()))
                     if best_load is None or load < best_load:
                         best, best_load = node_id, load
@@ -413,12 +414,14 @@ class NetworkClient:
                 have = None
             if want == 0:
                 continue
+            sock = node.sock
+            assert sock is not None  # a node without a socket has no interest
             if have is None:
-                self._selector.register(node.sock, want, node_id)
-                self._registered[node_id] = (node.sock, want)
+                self._selector.register(sock, want, node_id)
+                self._registered[node_id] = (sock, want)
             elif have[1] != want:
-                self._selector.modify(node.sock, want, node_id)
-                self._registered[node_id] = (node.sock, want)
+                self._selector.modify(sock, want, node_id)
+                self._registered[node_id] = (sock, want)
 
     def _unregister(self, node_id: Any) -> None:
         have = self._registered.pop(node_id, None)

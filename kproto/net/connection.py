@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from kproto import errors
@@ -292,7 +293,7 @@ def _decode_api_versions_loose(response_class: Any, body: memoryview, error_code
     return None
 
 
-def highest_common_version(request_class: Any, broker_versions: dict[int, tuple[int, int]]) -> int | None:
+def highest_common_version(request_class: Any, broker_versions: Mapping[int, tuple[int, int]]) -> int | None:
     """The highest version both kproto's message class and the broker support, or None."""
     span = broker_versions.get(request_class.api_key)
     if span is None:

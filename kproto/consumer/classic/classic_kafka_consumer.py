@@ -54,6 +54,9 @@ class ClassicCoordinator(Protocol):
     before the timeout".
     """
 
+    #: Called during blocking waits; raises WakeupException after ``wakeup()``.
+    check_wakeup: Optional[Callable[[], None]]
+
     def poll(self, timeout_ms: float, wait_for_join_group: bool = True) -> bool:
         """Find the coordinator, (re)join and sync if needed, run rebalance callbacks and
         auto-commit; True when the group state allows fetching (always, under assign())."""

@@ -99,7 +99,6 @@ class ConsumerCoordinator(AbstractCoordinator):
         self._joined_subscription: Optional[frozenset[str]] = None
         # The leader's view of partition counts when it assigned; a change means rejoin.
         self._assignment_snapshot: Optional[dict[str, int]] = None
-        self._is_leader = False
 
     # --- the poll loop ---------------------------------------------------------------------
 
@@ -205,7 +204,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         raise errors.IllegalStateError("the group chose protocol {!r}, which this consumer does not have "
                                        "(configured: {})".format(name, [a.name for a in self._assignors]))
 
-    def perform_assignment(self, leader_id: str, protocol: str, members: list[Any],
+    def perform_assignment(self, leader_id: str, protocol: Optional[str], members: list[Any],
                            skip_assignment: bool) -> dict[str, bytes]:
         assignor = self._assignor(protocol)
         group = []
@@ -215,7 +214,6 @@ class ConsumerCoordinator(AbstractCoordinator):
             sub.group_instance_id = member.group_instance_id
             group.append(GroupMember(member.member_id, member.group_instance_id, sub))
             topics.update(sub.topics)
-        self._is_leader = True
         # The leader needs metadata of every member's topics, not only its own.
         missing = any(not self._cluster.partitions_for_topic(t) for t in topics)
         if self._subscriptions.group_subscribe(topics) or missing:
@@ -270,7 +268,6 @@ class ConsumerCoordinator(AbstractCoordinator):
                 failure = self._listener_invoker.invoke_partitions_revoked(revoked)
                 self._subscriptions.assign_from_subscribed([tp for tp in self._subscriptions.assigned_partitions_list()
                                                             if tp not in revoked])
-        self._is_leader = False
         self._assignment_snapshot = None
         self._subscriptions.reset_group_subscription()
         if failure is not None:

@@ -23,6 +23,7 @@ from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
 from kproto.consumer.subscription_state import SubscriptionState
+from kproto.messages.fetch import FetchResponse
 from kproto.net.client import monotonic_ms
 from kproto.structs import TopicPartition
 
@@ -46,7 +47,7 @@ class Fetcher(AbstractFetch):
         # ready() also starts connecting, so the node is usable on a later round.
         return not self.client.ready(node_id) or self.client.api_version(FETCH_API_KEY, node_id) is None
 
-    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: float) -> int:
         node = super().select_read_replica(tp, leader, now_ms)
         if node != leader and self.client.connection_failed(node) is not None:
             # Java sends to a replica not yet connected and, when the connection fails,
@@ -78,7 +79,7 @@ class Fetcher(AbstractFetch):
             future.add_errback(self._on_failure, node_id, data)
         return len(requests)
 
-    def _on_success(self, node_id: int, data: FetchRequestData, version: int, response: Any) -> None:
+    def _on_success(self, node_id: int, data: FetchRequestData, version: int, response: FetchResponse) -> None:
         self.handle_fetch_success(node_id, data, response, version)
 
     def _on_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:

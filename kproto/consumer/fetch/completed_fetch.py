@@ -43,7 +43,7 @@ from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
 log = logging.getLogger("kproto.consumer.fetch")
 
 _new_record = tuple.__new__
-_OFFSET = ConsumerRecord._fields.index("offset")
+_KEY = ConsumerRecord._fields.index("key")  # value follows key
 # The fewest records decoded per step: a poll wanting fewer still gets a chunk this big
 # (the rest waits for the next poll), so tiny polls do not pay the decoder's per-call
 # cost for every record or two; small enough to keep memory proportional to the poll.
@@ -76,14 +76,11 @@ def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
 class CompletedFetch:
     """One partition's fetched data; the FetchCollector takes records from it."""
 
-    def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int,
-                 request_version: int, *,
+    def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int, *,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, check_crcs: bool = True,
                  key_deserializer: Optional[Deserialize] = None,
                  value_deserializer: Optional[Deserialize] = None) -> None:
         self.partition = tp
-        self.partition_data = partition_data
-        self.request_version = request_version
         self.next_fetch_offset = fetch_offset
         self.last_epoch: Optional[int] = None
         self.is_consumed = False
@@ -190,20 +187,21 @@ class CompletedFetch:
                     if not self._decode_more(max_records - len(out)):
                         break
                     records = self._batch_records
+                    assert records is not None  # _decode_more() filled the buffer
                 i = self._index
                 chunk = records[i:i + max_records - len(out)]
                 if plain:
                     out += chunk
                     self._index = i + len(chunk)
                     if chunk:
-                        self.next_fetch_offset = chunk[-1][_OFFSET] + 1
+                        self.next_fetch_offset = chunk[-1].offset + 1
                 else:
                     for record in chunk:
                         # A failing deserializer raises before the index moves: the
                         # same record is tried again on the next call.
                         out.append(self._parse_record(record))
                         self._index += 1
-                        self.next_fetch_offset = record[_OFFSET] + 1
+                        self.next_fetch_offset = record.offset + 1
                 if self._index >= len(records):
                     self._batch_records = None
         except RecordDeserializationError:
@@ -241,18 +239,20 @@ class CompletedFetch:
 
     def _parse_record(self, record: ConsumerRecord) -> ConsumerRecord:
         """``record`` (raw key and value) with the deserializers applied."""
-        topic = record[0]
-        headers = record[8]
+        topic = record.topic
+        headers = record.headers
         key_des, value_des = self._key_deserializer, self._value_deserializer
         try:
-            key = record[6] if key_des is None else key_des(topic, headers, record[6])
-            value = record[7] if value_des is None else value_des(topic, headers, record[7])
+            key = record.key if key_des is None else key_des(topic, headers, record.key)
+            value = record.value if value_des is None else value_des(topic, headers, record.value)
         except Exception as exc:
             raise RecordDeserializationError(
                 "Error deserializing key/value for partition {}-{} at offset {}. If needed, please seek past the "
-                "record to continue consumption.".format(topic, record[1], record[_OFFSET]),
-                self.partition, record[_OFFSET]) from exc
-        return _new_record(ConsumerRecord, record[:6] + (key, value) + record[8:])
+                "record to continue consumption.".format(topic, record.partition, record.offset),
+                self.partition, record.offset) from exc
+        # The fields around key and value are copied by position: a tuple slice is much
+        # cheaper per record than NamedTuple._replace().
+        return _new_record(ConsumerRecord, record[:_KEY] + (key, value) + record[_KEY + 2:])
 
     def _next_batch(self) -> bool:
         """Move to the next batch with records to return; False (and drained) at the end."""
@@ -319,10 +319,10 @@ class CompletedFetch:
                     # so the offset to seek past is the batch's last one.
                     error.record_offset = error.offset = batch.last_offset
                 self._batch_error = error
-            if records and records[0][_OFFSET] < position:
+            if records and records[0].offset < position:
                 # The batch started before the position (the decoders guarantee
                 # increasing offsets, so what is left is in order).
-                records = [r for r in records if r[_OFFSET] >= position]
+                records = [r for r in records if r.offset >= position]
             if records:
                 self._batch_records = records
                 self._index = 0

@@ -30,6 +30,7 @@ Every sensor has its own lock; this object's lock guards the assignment bookkeep
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Iterable, Optional
 
@@ -179,7 +180,7 @@ class FetchMetricsManager:
                 self.metrics.remove_metric(self._replica_name(tp))
             for tp in assigned - self._assigned:
                 self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
-                    lambda config, now, tp=tp: self._preferred_read_replica(tp)))
+                    functools.partial(self._preferred_read_replica, tp)))
             self._assigned = assigned
             self._assignment_id = assignment_id
 
@@ -188,7 +189,7 @@ class FetchMetricsManager:
                                         "partition, or -1 if reading from leader",
                                         {"topic": tp.topic, "partition": str(tp.partition)})
 
-    def _preferred_read_replica(self, tp: TopicPartition) -> int:
+    def _preferred_read_replica(self, tp: TopicPartition, config: Any, now: float) -> int:
         # Java reads it at time 0 (expiry ignored): the engines stamp expiries with their
         # own clocks, which need not be the registry's.
         replica = self.subscriptions.preferred_read_replica(tp, 0)

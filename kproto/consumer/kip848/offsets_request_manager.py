@@ -37,7 +37,8 @@ from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.offsets import refresh_committed_offsets
 from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
-from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kproto.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kproto.structs import IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.kip848")
@@ -123,8 +124,7 @@ class OffsetsRequestManager:
             requested = set(partitions)
             requests.append(self._list_offsets_request(
                 node_id, partitions, lookup.require_timestamp,
-                lambda versions, response, error, requested=requested:
-                    self._on_lookup_response(lookup, requested, versions, response, error)))
+                functools.partial(self._on_lookup_response, lookup, requested)))
             lookup.in_flight += 1
         return requests
 
@@ -147,7 +147,8 @@ class OffsetsRequestManager:
         unsent.when_complete(lambda response, error: on_done(versions, response, error))
         return unsent
 
-    def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list, response: Any,
+    def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list,
+                            response: ListOffsetsResponse,
                             error: Optional[BaseException]) -> None:
         lookup.in_flight -= 1
         try:
@@ -256,10 +257,9 @@ class OffsetsRequestManager:
             self.subscriptions.set_next_allowed_retry(requested, now + self.request_timeout_ms)
             self._position_requests.append(self._list_offsets_request(
                 node_id, partitions, False,
-                lambda versions, response, error, requested=requested:
-                    self._on_reset_response(requested, versions, response, error)))
+                functools.partial(self._on_reset_response, requested)))
 
-    def _on_reset_response(self, requested: dict, versions: list, response: Any,
+    def _on_reset_response(self, requested: dict, versions: list, response: ListOffsetsResponse,
                            error: Optional[BaseException]) -> None:
         try:
             if error is not None:
@@ -298,11 +298,11 @@ class OffsetsRequestManager:
 
             subs.set_next_allowed_retry(node_positions, now + self.request_timeout_ms)
             unsent = UnsentRequest(RequestBuilder(OffsetForLeaderEpochRequest, _build), node_id)
-            unsent.when_complete(lambda response, error, requested=node_positions:
-                                 self._on_validation_response(requested, response, error))
+            unsent.when_complete(functools.partial(self._on_validation_response, node_positions))
             self._position_requests.append(unsent)
 
-    def _on_validation_response(self, requested: dict, response: Any, error: Optional[BaseException]) -> None:
+    def _on_validation_response(self, requested: dict, response: OffsetForLeaderEpochResponse,
+                                error: Optional[BaseException]) -> None:
         subs = self.subscriptions
         if isinstance(error, UnsupportedVersionError):
             # The node cannot validate (no usable OffsetForLeaderEpoch): trust the positions.

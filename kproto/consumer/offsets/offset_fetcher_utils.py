@@ -17,7 +17,8 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
 from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
 from kproto.errors import ErrorCode
-from kproto.messages import ListOffsetsRequest
+from kproto.messages.list_offsets import (ListOffsetsRequest, ListOffsetsRequest_ListOffsetsPartition, ListOffsetsResponse,
+                                          ListOffsetsResponse_ListOffsetsPartitionResponse)
 from kproto.structs import IsolationLevel, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -27,7 +28,6 @@ LATEST_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
 # ListOffsets' ReplicaId for an ordinary consumer.
 CONSUMER_REPLICA_ID = -1
-LIST_OFFSETS_API_KEY = 2
 
 # Partition errors that mean "the leader (or our view of it) is not ready yet": the request
 # is retried after a metadata refresh (Java's OffsetFetcherUtils / OffsetsForLeaderEpochClient).
@@ -155,7 +155,8 @@ def group_list_offsets_requests(
 
 
 def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, int]],
-                               isolation_level: IsolationLevel, version: int, timeout_ms: int = 30000) -> Any:
+                               isolation_level: IsolationLevel, version: int,
+                               timeout_ms: int = 30000) -> ListOffsetsRequest:
     """A ListOffsetsRequest for ``{tp: (timestamp, current_leader_epoch)}`` to send at ``version``.
 
     Fields a version lacks (isolation level < v2, leader epoch < v4, timeout < v10) stay at
@@ -163,7 +164,7 @@ def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, in
     """
     if isolation_level == IsolationLevel.READ_COMMITTED and version < 2:
         raise errors.IllegalArgumentError("read_committed needs ListOffsets v2+, not v{}".format(version))
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[ListOffsetsRequest_ListOffsetsPartition]] = {}
     for tp, (timestamp, leader_epoch) in partitions.items():
         part = ListOffsetsRequest.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp)
         if version >= 4:  # the leader epoch fences a stale leader; older brokers ignore it
@@ -179,7 +180,7 @@ def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, in
     return request
 
 
-def handle_list_offsets_response(response: Any, version: int,
+def handle_list_offsets_response(response: ListOffsetsResponse, version: int,
                                  requested: Iterable[TopicPartition]) -> ListOffsetResult:
     """Sort one ListOffsets response's partitions into answers, retries and "no offset".
 
@@ -221,7 +222,7 @@ def handle_list_offsets_response(response: Any, version: int,
     return result
 
 
-def _partition_offset(part: Any, version: int) -> Optional[ListOffsetData]:
+def _partition_offset(part: ListOffsetsResponse_ListOffsetsPartitionResponse, version: int) -> Optional[ListOffsetData]:
     if version == 0:
         offsets = part.old_style_offsets
         if not offsets:
