@@ -490,10 +490,6 @@ class SubscriptionState:
     def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).last_stable_offset
 
-    def partition_end_offset(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
-        state = self._state(tp)
-        return state.last_stable_offset if isolation_level == IsolationLevel.READ_COMMITTED else state.high_watermark
-
     def partition_lag(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
         """Records between the position and the end (LSO under read_committed); None if unknown."""
         state = self._state(tp)
