@@ -145,6 +145,10 @@ class CompletableEventReaper:
     def size(self) -> int:
         return len(self._tracked)
 
+    def contains(self, event: Any) -> bool:
+        return any(e is event for e in self._tracked)
+
+
 def _fail(future: Future, error: BaseException) -> None:
     try:
         future.set_exception(error)
@@ -177,6 +181,7 @@ class ApplicationEventHandler:
         """
         self.add(event)
         return wait_for(event.future, event.deadline_ms, self._time_ms)
+
 
 def wait_for(future: Future, deadline_ms: int, time_ms: Callable[[], int] = monotonic_ms) -> Any:
     """``future.result()`` bounded by ``deadline_ms``; a timeout is KafkaTimeoutError.

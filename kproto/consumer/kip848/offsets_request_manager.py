@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
@@ -42,6 +42,14 @@ from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest,
 from kproto.structs import IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.kip848")
+
+
+class _PendingFetchCommitted(NamedTuple):
+    """The OffsetFetch in flight, shared by the polls asking for the same partitions
+    (Java's PendingFetchCommittedRequest)."""
+
+    partitions: frozenset[TopicPartition]
+    future: Future
 
 
 class _Lookup:
@@ -72,7 +80,7 @@ class OffsetsRequestManager:
         self.metadata = metadata
         self.commit_request_manager = commit_request_manager
         # The OffsetFetch in flight and the partitions it asks for (no duplicates per poll).
-        self._pending_committed: Optional[tuple[frozenset, Future]] = None
+        self._pending_committed: Optional[_PendingFetchCommitted] = None
         # Resets and validations queued by update_fetch_positions for the next poll.
         self._position_requests: list[UnsentRequest] = []
         self._cached_reset_error: Optional[BaseException] = None
@@ -224,13 +232,13 @@ class OffsetsRequestManager:
         if self.commit_request_manager is None or not partitions:
             return completed_future({})
         pending = self._pending_committed
-        if pending is not None and not pending[1].done() and pending[0] == partitions:
-            return pending[1]
+        if pending is not None and not pending.future.done() and pending.partitions == partitions:
+            return pending.future
         # Its own deadline: a poll(0) must not make the OffsetFetch expire at once; the
         # request is shared by the polls that follow until it completes.
         deadline_ms = max(deadline_ms, self._time_ms() + self.default_api_timeout_ms)
         future = self.commit_request_manager.fetch_offsets(set(partitions), deadline_ms)
-        self._pending_committed = (partitions, future)
+        self._pending_committed = _PendingFetchCommitted(partitions, future)
         return future
 
     # --- resets (ListOffsets) ----------------------------------------------------------------
