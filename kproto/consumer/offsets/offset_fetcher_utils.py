@@ -19,6 +19,7 @@ from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPos
 from kproto.errors import ErrorCode
 from kproto.messages.list_offsets import (ListOffsetsRequest, ListOffsetsRequest_ListOffsetsPartition, ListOffsetsResponse,
                                           ListOffsetsResponse_ListOffsetsPartitionResponse)
+from kproto.net.client_versions import client_max_version
 from kproto.structs import IsolationLevel, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -109,7 +110,7 @@ def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0)
     unknown: use ours). Raises ``UnsupportedVersionError`` when the broker is too old for
     ``min_version``.
     """
-    ours_min, ours_max = request_cls.min_version, request_cls.max_version
+    ours_min, ours_max = request_cls.min_version, client_max_version(request_cls)
     if broker_versions is None:
         broker_min, broker_max = ours_min, ours_max
     elif isinstance(broker_versions, int):
