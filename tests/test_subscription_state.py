@@ -11,7 +11,7 @@ from kproto.consumer.subscription_state import (
     SubscriptionType, TopicPartitionState,
 )
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 from tests.threads import TestThread
 
 TP0 = TopicPartition("t", 0)
@@ -294,8 +294,8 @@ def test_watermarks_lag_and_read_replica():
     subs.update_last_stable_offset(TP0, 15)
     subs.update_log_start_offset(TP0, 2)
     subs.update_high_watermark(OTHER, 99)  # not assigned: ignored
-    assert subs.partition_lag(TP0, "read_uncommitted") == 15
-    assert subs.partition_lag(TP0, "read_committed") == 10
+    assert subs.partition_lag(TP0, IsolationLevel.READ_UNCOMMITTED) == 15
+    assert subs.partition_lag(TP0, IsolationLevel.READ_COMMITTED) == 10
     assert subs.log_start_offset(TP0) == 2
     subs.update_preferred_read_replica(TP0, 3, expiration_ms=1000)
     assert subs.preferred_read_replica(TP0, 999) == 3

@@ -38,7 +38,7 @@ from typing import Any, Optional, TypeVar
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
 __all__ = ["AutoOffsetResetStrategy", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
            "SubscriptionState", "SubscriptionType", "TopicPartitionState"]
@@ -527,25 +527,21 @@ class SubscriptionState:
     def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).last_stable_offset
 
-    def partition_end_offset(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
-        state = self._state(tp)
-        return state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
-
-    def partition_lag(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
+    def partition_lag(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
         """Records between the position and the end (LSO under read_committed); None if unknown."""
         state = self._state(tp)
-        end = state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
+        end = state.last_stable_offset if isolation_level == IsolationLevel.READ_COMMITTED else state.high_watermark
         if end is None or state.position is None:
             return None
         return end - state.position.offset
 
-    def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: int) -> None:
+    def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: float) -> None:
         state = self._assignment.get(tp)
         if state is not None:
             state.preferred_read_replica = replica_id
             state.preferred_read_replica_expiration_ms = expiration_ms
 
-    def preferred_read_replica(self, tp: TopicPartition, now_ms: int) -> Optional[int]:
+    def preferred_read_replica(self, tp: TopicPartition, now_ms: float) -> Optional[int]:
         """The follower to fetch from (KIP-392), or None once its lease expired."""
         state = self._assignment.get(tp)
         if state is None or state.preferred_read_replica is None:

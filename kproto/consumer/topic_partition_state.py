@@ -124,7 +124,7 @@ class TopicPartitionState:
         self.reset_strategy: Optional[AutoOffsetResetStrategy] = None
         self.next_retry_time_ms: Optional[int] = None
         self.preferred_read_replica: Optional[int] = None
-        self.preferred_read_replica_expiration_ms: Optional[int] = None
+        self.preferred_read_replica_expiration_ms: Optional[float] = None
 
     def transition_state(self, new_state: FetchState, position: Optional[FetchPosition] = None) -> None:
         if new_state not in self.fetch_state.valid_transitions:

@@ -571,6 +571,7 @@ def response_needs_metadata_update(response: Any, _depth: int = 0) -> bool:
 
 def build_metadata_request(topics: set[str] | None, version: int, allow_auto_create: bool) -> Any:
     """A MetadataRequest for these topics (None: all topics; empty: brokers only)."""
+    topic_list: list[Any] | None
     if topics is None:
         topic_list = None if version >= 1 else []
     else:

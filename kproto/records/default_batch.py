@@ -224,7 +224,7 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
             v = buf[pos]
             pos += 1
             if v == 0:
-                headers = []
+                headers: list = []
                 hsize = -1
             else:
                 if v >= 0x80:
