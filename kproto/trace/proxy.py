@@ -25,7 +25,7 @@ import ssl
 import struct
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from kproto.net.wire import printable_tree
 from kproto.trace.decode import api_name, decode_request, decode_response
@@ -206,10 +206,11 @@ class TraceProxy:
     def _tls_pending(self) -> bool:
         return any(True for _ in self._tls_readable())
 
-    def _tls_readable(self):
+    def _tls_readable(self) -> Iterator[_Link]:
+        # Decrypted bytes an SSL socket already holds wake no selector: read them here.
         for link in self._links:
             up = link.upstream
-            if up.tls and not up.handshaking and not link.closed \
+            if isinstance(up.sock, ssl.SSLSocket) and not up.handshaking and not link.closed \
                     and link.client.out_bytes < self.buffer_limit and up.sock.pending():
                 yield link
 
