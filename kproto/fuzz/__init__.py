@@ -1,0 +1,1 @@
+"""Protocol fuzzer for Kafka brokers (``python -m kproto fuzz``); see docs/fuzzing.md."""
