@@ -28,7 +28,7 @@ INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 UINT_BITS = {"uint16": 16, "uint32": 32}
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789._-"
 _UNICODE = "é€𝄞ß中"
-MAX_WAIT_MS = 500  # waits/timeouts the generator writes (the hang bound is far above)
+MAX_WAIT_MS = 100  # waits/timeouts the generator writes (the hang bound is far above)
 
 
 @dataclass

@@ -1,0 +1,540 @@
+"""The fuzzing loop: plan, learn, send, judge, shrink, save (a core over the socket shell).
+
+Owns one run: asking the broker's ApiVersions, learning realistic names from Metadata (and
+seeding a prefixed topic with multi-record batches), the plan of APIs and versions, the
+choice per iteration between a valid request, a field or frame mutant and a sequence (all
+from one seeded ``random.Random``), the oracles' verdicts with their probes (liveness on a
+fresh connection after anything suspicious, the high watermark behind ListOffsets LATEST,
+RSS), de-duplication, minimisation and reproducer files, the progress line and the bounds
+(time, requests, rate, connections). :func:`replay` sends a saved finding again.
+
+Safety: cluster-internal APIs (broker registration, replica control, quorum, quotas...) are
+left out unless asked for; APIs that create, change or delete (Produce, CreateTopics,
+DeleteTopics, DeleteGroups, OffsetCommit, AlterConfigs...) only ever name the fuzzer's own
+prefixed topics and groups, and get no mutation that could garble a name.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from kproto.errors import KafkaError
+from kproto.fuzz import corpus, mutators, oracles, schema, sequences
+from kproto.fuzz.corpus import Finding
+from kproto.fuzz.minimise import minimise
+from kproto.fuzz.mutators import Case, make_case
+from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
+from kproto.fuzz.target import Target, TargetError, parse_address
+from kproto.fuzz.values import Knowledge, TopicInfo, ValueGenerator
+from kproto.messages import CreateTopicsRequest, ProduceRequest
+from kproto.protocol.headers import decode_request_header
+from kproto.records import build_batch
+
+CLUSTER_APIS = frozenset((
+    "LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown", "WriteTxnMarkers",
+    "AlterReplicaLogDirs", "ElectLeaders", "AlterPartitionReassignments", "AlterClientQuotas",
+    "AlterUserScramCredentials", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Envelope",
+    "FetchSnapshot", "AlterPartition", "UpdateFeatures", "BrokerRegistration",
+    "BrokerHeartbeat", "UnregisterBroker", "AllocateProducerIds", "ControllerRegistration",
+    "AssignReplicasToDirs", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
+    "UnregisterController", "InitializeShareGroupState", "ReadShareGroupState",
+    "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary",
+    "CreateAcls", "DeleteAcls", "CreateDelegationToken", "RenewDelegationToken",
+    "ExpireDelegationToken", "SaslHandshake", "SaslAuthenticate"))
+PREFIXED_APIS = frozenset((
+    "Produce", "CreateTopics", "DeleteTopics", "DeleteRecords", "DeleteGroups", "OffsetDelete",
+    "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs", "OffsetCommit",
+    "TxnOffsetCommit", "LeaveGroup", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn",
+    "EndTxn", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+    "StreamsGroupHeartbeat", "ConsumerGroupHeartbeat", "ShareGroupHeartbeat", "JoinGroup",
+    "SyncGroup", "Heartbeat", "ShareAcknowledge", "ShareFetch"))
+# Mutations that leave the body's bytes as they are (safe for PREFIXED_APIS).
+BODY_KEEPING = ("frame.size_lie", "frame.correlation_id", "frame.trailing")
+NOT_MINIMISED = ("dead", "hang", "rss")
+BYTE_LEVEL = ("decode", "header", "unknown_server_error")
+WINDOW = 16
+LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
+
+
+class FuzzUsageError(Exception):
+    """Bad options (unknown API, empty version range...): a one-line reason."""
+
+
+@dataclass
+class FuzzConfig:
+    bootstrap: str
+    apis: Optional[list[str]] = None
+    versions: Optional[tuple[int, int]] = None
+    seed: int = 0
+    seconds: Optional[float] = 60.0
+    requests: Optional[int] = None
+    max_rps: Optional[float] = None
+    out_dir: Optional[Path] = None
+    broker_pid: Optional[int] = None
+    rss_bound_mb: float = 256.0
+    timeout: float = 6.0
+    max_connections: int = 4
+    prefix: str = "kproto-fuzz-"
+    minimise: bool = True
+    setup: bool = True
+    cluster_apis: bool = False
+    skip_apis: list[str] = field(default_factory=list)
+    probe_every: int = 25
+    levels: tuple[str, ...] = ("valid", "field", "frame", "sequence")
+    progress: Optional[TextIO] = None
+
+
+@dataclass
+class RunStats:
+    requests: Counter = field(default_factory=Counter)     # (api, version) -> sent
+    strategies: Counter = field(default_factory=Counter)   # strategy -> sent
+    outcomes: Counter = field(default_factory=Counter)
+    started: float = 0.0
+    ended: float = 0.0
+    iterations: int = 0
+    stop_reason: str = ""
+
+
+def resolve_plan(config: FuzzConfig, advertised: dict[int, tuple[int, int]]
+                 ) -> list[tuple[schema.ApiSpec, list[int]]]:
+    """(API, versions) to fuzz: the ones asked for (or all advertised), within what both the
+    broker and kproto know and ``--versions``."""
+    if config.versions is not None and config.versions[0] > config.versions[1]:
+        raise FuzzUsageError("empty version range {}-{}".format(*config.versions))
+    if config.apis:
+        specs = []
+        for name in config.apis:
+            spec = schema.api_by_name(name)
+            if spec is None:
+                raise FuzzUsageError("unknown API {!r}".format(name))
+            if spec.api_key not in advertised:
+                raise FuzzUsageError("the broker does not advertise {}".format(spec.api_name))
+            specs.append(spec)
+    else:
+        specs = [schema.api(k) for k in sorted(advertised) if k in schema.apis()]
+        if not config.cluster_apis:
+            specs = [s for s in specs if s.api_name not in CLUSTER_APIS]
+    specs = [s for s in specs if s.api_name not in config.skip_apis]
+    plan = []
+    for spec in specs:
+        lo, hi = advertised[spec.api_key]
+        lo, hi = max(lo, spec.min_version), min(hi, spec.max_version)
+        if config.versions is not None:
+            lo, hi = max(lo, config.versions[0]), min(hi, config.versions[1])
+        if lo <= hi:
+            plan.append((spec, list(range(lo, hi + 1))))
+    if not plan:
+        raise FuzzUsageError("no API version to fuzz: {} ∩ the broker's versions is empty"
+                             .format("--versions {}-{}".format(*config.versions)
+                                     if config.versions else "the selection"))
+    return plan
+
+
+def learn(target: Target, prefix: str) -> Knowledge:
+    """Topics, ids, partitions and broker ids from one Metadata (all topics)."""
+    know = Knowledge(prefix=prefix, groups=[prefix + "g" + str(i) for i in range(3)])
+    md = target.metadata()
+    if md is None:
+        return know
+    know.node_ids = [b.node_id for b in md.brokers]
+    for t in md.topics:
+        if t.error_code == 0 and t.name:
+            know.topics.append(TopicInfo(t.name, t.topic_id,
+                                         sorted(p.partition_index for p in t.partitions)))
+    return know
+
+
+def seed_topic(target: Target, know: Knowledge) -> None:
+    """A prefixed 3-partition topic with two 3-record batches in partition 0 (created with
+    CreateTopics when advertised), so reads have data and batch boundaries to get wrong."""
+    name = know.prefix + "seed"
+    if not any(t.name == name for t in know.topics):
+        v = target.version_for(19, 7)
+        if v is not None:
+            target.call(CreateTopicsRequest(timeout_ms=5000, topics=[
+                CreateTopicsRequest.CreatableTopic(name=name, num_partitions=3,
+                                                   replication_factor=1)]), v, timeout=10.0)
+    v = target.version_for(0, 12)
+    if v is None or v < 3:
+        return
+    now = int(time.time() * 1000)
+    for batch in range(2):
+        records = build_batch([(None, "r{}-{}".format(batch, i).encode(), [], now)
+                               for i in range(3)])
+        target.call(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name=name, partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=records)])]), v)
+
+
+def enforce_prefix(request: Any, know: Knowledge) -> Any:
+    """Every string in the tree starts with the prefix; every uuid names one of the
+    fuzzer's own topics or nothing (a random id)."""
+    own = [t.topic_id for t in know.topics if t.name.startswith(know.prefix)]
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return value if value.startswith(know.prefix) or value == "" else (
+                know.prefix + value)
+        if isinstance(value, uuid.UUID):
+            return value if value in own or value.int == 0 else uuid.uuid4()
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if hasattr(value, "_fields"):
+            for name in value._fields:
+                setattr(value, name, fix(getattr(value, name)))
+        return value
+
+    fix(request)
+    return request
+
+
+class Fuzzer:
+    """One run against one broker; ``run()`` returns the report data."""
+
+    def __init__(self, config: FuzzConfig, target: Optional[Target] = None) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        host, port = parse_address(config.bootstrap)
+        self.target = target or Target(host, port, timeout=config.timeout,
+                                       max_connections=config.max_connections,
+                                       broker_pid=config.broker_pid)
+        self.stats = RunStats()
+        self.findings: dict[tuple, Finding] = {}
+        self.knowledge = Knowledge(prefix=config.prefix)
+        self.plan: list[tuple[schema.ApiSpec, list[int]]] = []
+        self.gen = ValueGenerator(self.rng, self.knowledge)
+        self.alive = True
+        self.rss_start: Optional[int] = None
+        self._last_progress = 0.0
+        self.window: list[Exchange] = []  # exchanges since the last good liveness probe
+        self.latency: dict[int, float] = {}  # api key -> moving mean answer time (s)
+
+    # --- setup -----------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        advertised = self.target.fetch_api_versions()
+        self.plan = resolve_plan(self.config, advertised)
+        self.knowledge = learn(self.target, self.config.prefix)
+        if self.config.setup:
+            try:
+                seed_topic(self.target, self.knowledge)
+            except (OSError, TargetError):
+                pass
+            self.knowledge = learn(self.target, self.config.prefix)
+        self.gen = ValueGenerator(self.rng, self.knowledge)
+        self.own = Knowledge(prefix=self.knowledge.prefix, groups=self.knowledge.groups,
+                             node_ids=self.knowledge.node_ids,
+                             topics=[t for t in self.knowledge.topics
+                                     if t.name.startswith(self.knowledge.prefix)])
+        self.rss_start = self.target.rss_kb()
+
+    # --- the loop --------------------------------------------------------------------
+
+    def run(self) -> "RunStats":
+        cfg = self.config
+        self.stats.started = time.monotonic()
+        try:
+            self.prepare()
+        except BaseException:
+            self.target.close()
+            raise
+        try:
+            deadline = None if cfg.seconds is None else self.stats.started + cfg.seconds
+            while True:
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.stats.stop_reason = "time bound"
+                    break
+                if cfg.requests is not None and sum(self.stats.requests.values()) >= cfg.requests:
+                    self.stats.stop_reason = "request bound"
+                    break
+                if not self.alive:
+                    self.stats.stop_reason = "broker dead"
+                    break
+                self.step()
+                self._pace()
+                self._progress()
+        except KeyboardInterrupt:
+            self.stats.stop_reason = "interrupted"
+        finally:
+            self.stats.ended = time.monotonic()
+            if self.alive:
+                self.alive = self.target.alive()[0]
+            self.target.close()
+            self._progress(final=True)
+        return self.stats
+
+    def _pace(self) -> None:
+        if not self.config.max_rps:
+            return
+        sent = sum(self.stats.requests.values())
+        due = self.stats.started + sent / self.config.max_rps
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    def _progress(self, final: bool = False) -> None:
+        out = self.config.progress
+        now = time.monotonic()
+        if out is None or (not final and now - self._last_progress < 1.0):
+            return
+        self._last_progress = now
+        elapsed = max(now - self.stats.started, 1e-9)
+        sent = sum(self.stats.requests.values())
+        out.write("\rkproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns "
+                  "broker {}{}".format(elapsed, sent, sent / elapsed, len(self.findings),
+                                       self.target.connections_opened,
+                                       "alive" if self.alive else "DEAD",
+                                       "\n" if final else ""))
+        out.flush()
+
+    def step(self) -> None:
+        rng = self.rng
+        self.stats.iterations += 1
+        # Slow APIs (a SyncGroup Tansu holds for 5 s) are drawn less often, never never.
+        weights = [1.0 / (0.02 + self.latency.get(s.api_key, 0.0)) for s, _ in self.plan]
+        spec, versions = rng.choices(self.plan, weights)[0]
+        version = rng.choice(versions)
+        levels = [(lv, w) for lv, w in LEVEL_WEIGHTS if lv in self.config.levels]
+        level = rng.choices([lv for lv, _ in levels], [w for _, w in levels])[0]
+        if level == "sequence":
+            self._sequence(rng.choice(sorted(sequences.SEQUENCES)))
+            return
+        prefixed = spec.api_name in PREFIXED_APIS
+        gen = self.gen
+        if prefixed:
+            gen.knowledge = self.own
+        try:
+            request = gen.request(spec, version)
+        finally:
+            gen.knowledge = self.knowledge
+        if prefixed:
+            request = enforce_prefix(request, self.own)
+        try:
+            case = make_case(spec, version, request, self.target.next_correlation_id())
+        except Exception:
+            return  # enforce_prefix made a value too long for its field: skip it
+        if level == "valid":
+            mutant = None
+        else:
+            table = mutators.FIELD_STRATEGIES if level == "field" else mutators.FRAME_STRATEGIES
+            names = sorted(n for n in table if not prefixed or n in BODY_KEEPING)
+            mutant = table[rng.choice(names)](case, rng) if names else None
+        self._send(case, mutant)
+
+    def _send(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
+        spec, version = case.spec, case.version
+        self.stats.requests[(spec.api_name, version)] += 1
+        strategy = "valid" if mutant is None else mutant.strategy
+        self.stats.strategies[strategy] += 1
+        try:
+            if mutant is None:
+                ex = self.target.send_case(case)
+            else:
+                ex = self.target.exchange(mutant.wire, valid=False,
+                                          expects_answer=mutant.expects_answer,
+                                          strategy=strategy, request=case.request)
+        except (OSError, TargetError) as exc:
+            self._check_alive(None, case, mutant, str(exc))
+            return
+        self.stats.outcomes[ex.outcome] += 1
+        old = self.latency.get(spec.api_key)
+        self.latency[spec.api_key] = ex.elapsed if old is None else 0.8 * old + 0.2 * ex.elapsed
+        verdicts = self.verdicts(ex)
+        self.window.append(ex)
+        del self.window[:-WINDOW]
+        # Every mutant is suspicious: a probe right after it names the request that killed
+        # the broker (a crash can take a moment: the window keeps the requests before it).
+        suspicious = mutant is not None or ex.outcome != ANSWER or bool(verdicts)
+        if suspicious or self.stats.iterations % self.config.probe_every == 0:
+            if not self._check_alive(ex, case, mutant, ex.outcome):
+                return
+        for verdict in verdicts:
+            self._record(verdict, ex, case, mutant)
+
+    def verdicts(self, ex: Exchange) -> list[Verdict]:
+        """Every verdict on one exchange, probes included (hang, ListOffsets LATEST)."""
+        answer, out = oracles.evaluate(ex)
+        if ex.valid and ex.outcome == TIMEOUT:
+            if self.target.alive()[0]:
+                out.append(oracles.hang(self.target.timeout))
+        for topic, partition, latest in oracles.latest_offsets(ex, answer):
+            hw = self.target.high_watermark(topic, partition)
+            if hw is not None:
+                v = oracles.latest_below_high_watermark(topic, partition, latest, hw)
+                if v is not None:
+                    out.append(v)
+        return out
+
+    def _check_alive(self, ex: Optional[Exchange], case: Case,
+                     mutant: Optional[mutators.Mutant], detail: str) -> bool:
+        alive, why = self.target.alive()
+        rss = self.target.rss_kb()
+        if rss is not None and self.rss_start is not None:
+            bound = int(self.config.rss_bound_mb * 1024)
+            if rss - self.rss_start > bound and ex is not None:
+                self._record(oracles.rss(self.rss_start, rss, bound), ex, case, mutant)
+                self.rss_start = rss  # report the next growth past the bound again
+        if alive:
+            self.window.clear()
+            return True
+        time.sleep(1.0)
+        if self.target.alive()[0]:
+            self.window.clear()
+            return True
+        self.alive = False
+        ex = ex or Exchange(case.wire if mutant is None else mutant.wire, mutant is None,
+                            CLOSED, None, case.request)
+        gone = self.target.process_exists()
+        before = [e.wire for e in self.window if e is not ex]
+        self._record(oracles.dead("{} after {}{}".format(
+            why, mutant.strategy if mutant else "a valid request",
+            "; process exited" if gone is False else "")), ex, case, mutant, before)
+        return False
+
+    # --- sequences -------------------------------------------------------------------
+
+    def _sequence(self, name: str) -> None:
+        sub_seed = self.rng.getrandbits(32)
+        self.stats.strategies[name] += 1
+        try:
+            found, exchanges = sequences.run_sequence(name, self.target, random.Random(sub_seed),
+                                                      self.own if self.own.topics else
+                                                      self.knowledge)
+        except (OSError, TargetError):
+            self.target.drop_main()
+            found, exchanges = [], []
+        for ex in exchanges:
+            if ex.api_key in schema.apis():
+                self.stats.requests[(schema.api(ex.api_key).api_name, ex.api_version)] += 1
+            self.stats.outcomes[ex.outcome] += 1
+        for verdict, ex in found:
+            if ex.api_key not in schema.apis():
+                continue
+            spec = schema.api(ex.api_key)
+            finding = self._new_finding(verdict, ex, spec, ex.api_version or 0, name, "sequence",
+                                        "")
+            if finding is None:
+                continue
+            finding.steps = [e.wire for e in exchanges]
+            finding.sequence_seed = sub_seed
+            self._finish(finding, ex)
+        if exchanges and any(e.outcome != ANSWER for e in exchanges):
+            if not self.target.alive()[0]:
+                time.sleep(1.0)
+                self.alive = self.target.alive()[0]
+
+    # --- findings --------------------------------------------------------------------
+
+    def _new_finding(self, verdict: Verdict, ex: Exchange, spec: schema.ApiSpec, version: int,
+                     strategy: str, level: str, note: str) -> Optional[Finding]:
+        key = (spec.api_name, version, verdict.oracle, verdict.signature)
+        if key in self.findings:
+            self.findings[key].count += 1
+            return None
+        f = Finding(api=spec.api_name, api_key=spec.api_key, version=version,
+                    oracle=verdict.oracle, signature=verdict.signature, message=verdict.message,
+                    strategy=strategy, level=level, wire=ex.wire, valid=ex.valid, note=note,
+                    request=corpus.request_tree(ex.request), response=ex.response,
+                    seed=self.config.seed, iteration=self.stats.iterations,
+                    found_after_s=round(time.monotonic() - self.stats.started, 3),
+                    original_size=len(ex.wire), extra=dict(verdict.extra),
+                    broker_api_versions=dict(self.target.api_versions))
+        self.findings[key] = f
+        return f
+
+    def _record(self, verdict: Verdict, ex: Exchange, case: Case,
+                mutant: Optional[mutators.Mutant], before: Optional[list[bytes]] = None
+                ) -> None:
+        level = "valid" if mutant is None else mutant.level
+        strategy = "valid" if mutant is None else mutant.strategy
+        note = "" if mutant is None else mutant.note
+        finding = self._new_finding(verdict, ex, case.spec, case.version, strategy, level, note)
+        if finding is None:
+            return
+        if before:
+            finding.steps = before + [ex.wire]  # sent since the last good probe
+        if self.config.minimise and verdict.oracle not in NOT_MINIMISED and self.alive and \
+                strategy != "frame.size_lie":
+            self._minimise(finding, case, ex)
+        self._finish(finding, ex)
+
+    def _finish(self, finding: Finding, ex: Exchange) -> None:
+        if self.config.out_dir is not None:
+            corpus.save(finding, self.config.out_dir)
+        out = self.config.progress
+        if out is not None:
+            out.write("\rkproto fuzz: finding {} v{} {}: {}\n".format(
+                finding.api, finding.version, finding.oracle, finding.message[:160]))
+
+    def _minimise(self, finding: Finding, case: Case, ex: Exchange) -> None:
+        request = case.request if finding.valid else None
+
+        def fires(wire: bytes, req: Any) -> bool:
+            try:
+                cand = self.target.exchange(wire, valid=finding.valid and req is not None,
+                                            own_connection=True, request=req,
+                                            strategy=finding.strategy)
+            except (OSError, TargetError):
+                return False
+            return any(v.oracle == finding.oracle and v.signature == finding.signature
+                       for v in self.verdicts(cand))
+
+        shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
+                          byte_level=finding.oracle in BYTE_LEVEL)
+        if shrunk.after < shrunk.before:
+            finding.wire = shrunk.wire
+            finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
+            finding.valid = finding.valid and shrunk.request is not None
+        finding.minimised = {"before": shrunk.before, "after": shrunk.after,
+                             "calls": shrunk.calls}
+
+
+def replay(finding: Finding, target: Target) -> tuple[bool, list[Verdict]]:
+    """Send a saved finding again; whether its (oracle, signature) fires, and every verdict."""
+    target.fetch_api_versions()
+    if finding.level == "sequence" and finding.strategy in sequences.SEQUENCES:
+        know = learn(target, finding.extra.get("prefix", "kproto-fuzz-"))
+        own = Knowledge(prefix=know.prefix, groups=know.groups, node_ids=know.node_ids,
+                        topics=[t for t in know.topics if t.name.startswith(know.prefix)])
+        found, _ = sequences.run_sequence(finding.strategy, target,
+                                          random.Random(finding.sequence_seed),
+                                          own if own.topics else know)
+        verdicts = [v for v, _ in found]
+    else:
+        fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port)), target)
+        ex = target.exchange(finding.wire, valid=finding.valid, own_connection=True,
+                             request=_request_from(finding))
+        if finding.oracle == "dead":
+            alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
+            verdicts = [] if alive else [oracles.dead("replay")]
+        else:
+            verdicts = fuzzer.verdicts(ex)
+    fires = any(v.oracle == finding.oracle and v.signature == finding.signature
+                for v in verdicts)
+    return fires, verdicts
+
+
+def _request_from(finding: Finding) -> Any:
+    """The request object of a valid finding, decoded from its own bytes (content probes
+    need it); None when the bytes are not a valid request."""
+    if not finding.valid:
+        return None
+    spec = schema.api(finding.api_key)
+    try:
+        pos = decode_request_header(finding.wire[4:], spec.request_header_version(
+            finding.version))[-1]
+        return schema.class_of(spec.module, spec.root).decode(finding.wire[4 + pos:],
+                                                               finding.version)
+    except KafkaError:
+        return None
+
+
+__all__ = ["Fuzzer", "FuzzConfig", "FuzzUsageError", "RunStats", "resolve_plan", "learn",
+           "replay", "enforce_prefix", "CLUSTER_APIS", "PREFIXED_APIS"]
