@@ -60,6 +60,7 @@ BODY_KEEPING = ("frame.size_lie", "frame.correlation_id", "frame.trailing")
 NOT_MINIMISED = ("dead", "hang", "rss")
 BYTE_LEVEL = ("decode", "header", "unknown_server_error")
 WINDOW = 16
+SEQUENCE_SHARE = 0.25
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
 
 
@@ -214,7 +215,8 @@ class Fuzzer:
         self.rss_start: Optional[int] = None
         self._last_progress = 0.0
         self.window: list[Exchange] = []  # exchanges since the last good liveness probe
-        self.latency: dict[int, float] = {}  # api key -> moving mean answer time (s)
+        self.latency: dict[int, float] = {}
+        self.sequence_time = 0.0  # api key -> moving mean answer time (s)
 
     # --- setup -----------------------------------------------------------------------
 
@@ -304,8 +306,16 @@ class Fuzzer:
         levels = [(lv, w) for lv, w in LEVEL_WEIGHTS if lv in self.config.levels]
         level = rng.choices([lv for lv, _ in levels], [w for _, w in levels])[0]
         if level == "sequence":
-            self._sequence(rng.choice(sorted(sequences.SEQUENCES)))
-            return
+            # Sequences wait on group joins and sessions: they get at most a quarter of the
+            # run's time, so that single requests keep their rate.
+            names = self._sequence_names()
+            elapsed = time.monotonic() - self.stats.started
+            if names and self.sequence_time <= SEQUENCE_SHARE * elapsed:
+                self._sequence(rng.choice(names))
+                return
+            level = "valid" if "valid" in self.config.levels else level
+            if level == "sequence":
+                return
         prefixed = spec.api_name in PREFIXED_APIS
         gen = self.gen
         if prefixed:
@@ -400,13 +410,26 @@ class Fuzzer:
 
     # --- sequences -------------------------------------------------------------------
 
+    def _sequence_names(self) -> list[str]:
+        planned = {spec.api_key for spec, _ in self.plan}
+        return [name for name in sorted(sequences.SEQUENCES)
+                if sequences.SEQUENCE_APIS[name] <= planned]
+
     def _sequence(self, name: str) -> None:
+        start = time.monotonic()
+        try:
+            self._run_sequence(name)
+        finally:
+            self.sequence_time += time.monotonic() - start
+
+    def _run_sequence(self, name: str) -> None:
         sub_seed = self.rng.getrandbits(32)
         self.stats.strategies[name] += 1
         try:
-            found, exchanges = sequences.run_sequence(name, self.target, random.Random(sub_seed),
-                                                      self.own if self.own.topics else
-                                                      self.knowledge)
+            found, exchanges = sequences.run_sequence(
+                name, self.target, random.Random(sub_seed),
+                self.own if self.own.topics else self.knowledge,
+                {spec.api_key for spec, _ in self.plan} if self.config.apis else None)
         except (OSError, TargetError):
             self.target.drop_main()
             found, exchanges = [], []

@@ -37,6 +37,7 @@ class Run:
         self.target, self.rng, self.knowledge = target, rng, knowledge
         self.exchanges: list[Exchange] = []
         self.found: Found = []
+        self.apis: Optional[set[int]] = None  # the APIs being fuzzed (pipelines use them)
 
     def version(self, key: int, lowest: int = 0, highest: Optional[int] = None
                 ) -> Optional[int]:
@@ -199,9 +200,10 @@ def pipelined(run: Run) -> None:
     target, rng = run.target, run.rng
     gen = ValueGenerator(rng, run.knowledge)
     cases = []
+    keys = [k for k in PIPELINE_APIS if target.version_for(k) is not None and
+            (run.apis is None or k in run.apis)] or [18]
     for _ in range(rng.randint(3, 8)):
-        key = rng.choice([k for k in PIPELINE_APIS if target.version_for(k) is not None]
-                         or [18])
+        key = rng.choice(keys)
         v = run.version(key)
         if v is None:
             continue
@@ -228,6 +230,17 @@ def pipelined(run: Run) -> None:
             return
 
 
+# The APIs each sequence sends (it runs only when all are being fuzzed).
+SEQUENCE_APIS: dict[str, frozenset[int]] = {
+    "seq.sync_before_join": frozenset((14,)),
+    "seq.stale_generation_heartbeat": frozenset((11, 12)),
+    "seq.commit_unknown_member": frozenset((8,)),
+    "seq.fetch_session_epochs": frozenset((1,)),
+    "seq.consumer_group_epoch_jump": frozenset((68,)),
+    "seq.share_group_epoch_jump": frozenset((76,)),
+    "seq.pipelined": frozenset(),
+}
+
 SEQUENCES: dict[str, Callable[[Run], None]] = {
     "seq.sync_before_join": sync_before_join,
     "seq.stale_generation_heartbeat": stale_generation_heartbeat,
@@ -239,11 +252,12 @@ SEQUENCES: dict[str, Callable[[Run], None]] = {
 }
 
 
-def run_sequence(name: str, target: Target, rng: random.Random, knowledge: Knowledge
-                 ) -> tuple[Found, list[Exchange]]:
+def run_sequence(name: str, target: Target, rng: random.Random, knowledge: Knowledge,
+                 apis: Optional[set[int]] = None) -> tuple[Found, list[Exchange]]:
     run = Run(target, rng, knowledge)
+    run.apis = apis
     SEQUENCES[name](run)
     return run.found, run.exchanges
 
 
-__all__ = ["SEQUENCES", "run_sequence", "Run"]
+__all__ = ["SEQUENCES", "SEQUENCE_APIS", "run_sequence", "Run"]

@@ -225,11 +225,13 @@ class Target:
         version = self.version_for(1, 12)
         if version is None:
             return None
-        req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1024,
+        # min_bytes 1 and room for a batch: Tansu leaves out partitions of a Fetch that
+        # asks for no bytes (itself a finding; the probe must not depend on it).
+        req = FetchRequest(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20,
                            isolation_level=0, topics=[FetchRequest.FetchTopic(
                                topic=topic, partitions=[FetchRequest.FetchPartition(
                                    partition=partition, fetch_offset=0,
-                                   partition_max_bytes=1024)])])
+                                   partition_max_bytes=1 << 20)])])
         try:
             ex, answer = self.call(req, version)
         except (OSError, KafkaError, TargetError):
