@@ -84,6 +84,9 @@ def build_replay_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path)
     p.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
     p.add_argument("--timeout", type=float, default=6.0)
+    p.add_argument("--no-setup", action="store_true",
+                   help="do not re-create the run's seed topic before sending")
+    p.add_argument("--prefix", default="kproto-fuzz-")
     p.add_argument("--allow-remote", action="store_true")
     return p
 
@@ -152,7 +155,8 @@ def run_replay(args: argparse.Namespace) -> int:
         raise FuzzUsageError(str(exc)) from None
     target = Target(host, port, timeout=args.timeout)
     try:
-        fires, verdicts = replay(finding, target)
+        fires, verdicts = replay(finding, target, setup=not args.no_setup,
+                                  prefix=args.prefix)
     finally:
         target.close()
     print("{}: {} v{} [{}] {}: {}".format(

@@ -128,6 +128,12 @@ class _Walker:
         return end
 
 
+def prefix_value(body: bytes, span: Span) -> int:
+    """The count or length a span's prefix says (-1: null)."""
+    width = 2 if span.kind == "string" else 4
+    return _prefix(memoryview(body), span.start, span.compact, width)[0]
+
+
 def spans(spec: ApiSpec, version: int, body: bytes) -> list[Span]:
     """Every field occurrence of ``body`` (a request of ``spec`` at ``version``)."""
     walker = _Walker(spec, version, body)
@@ -142,4 +148,4 @@ def boundaries(found: list[Span]) -> list[int]:
     return sorted({s.start for s in found} | {s.end for s in found})
 
 
-__all__ = ["Span", "spans", "boundaries", "FIXED_SIZES"]
+__all__ = ["Span", "spans", "boundaries", "prefix_value", "FIXED_SIZES"]

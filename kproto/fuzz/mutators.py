@@ -134,12 +134,12 @@ def _rewrite_prefix(case: Case, s: layout.Span, new_prefix: bytes, strategy: str
                          new_prefix=new_prefix.hex(), value=value, path=s.path)
 
 
-def _lie_value(s: layout.Span, rng: random.Random) -> int:
+def _lie_value(case: Case, s: layout.Span, rng: random.Random) -> int:
     width = 2 if s.kind == "string" else 4
     top = (1 << (8 * width - 1)) - 1
     if s.compact:
         top = 0xFFFFFFFE  # the largest uvarint a reader of n+1 can see
-    real = (s.end - s.start) - s.prefix
+    real = layout.prefix_value(case.body, s)
     return rng.choice([v for v in (-1, 0, 1, real + 1, top // 2, top) if v != real] or [top])
 
 
@@ -148,7 +148,7 @@ def count_lie(case: Case, rng: random.Random) -> Optional[Mutant]:
     s = _prefixed(case, rng, ("array",))
     if s is None:
         return None
-    n = _lie_value(s, rng)
+    n = _lie_value(case, s, rng)
     return _rewrite_prefix(case, s, _prefix_bytes(s.compact, 4, n), "field.count_lie", n)
 
 
@@ -157,7 +157,7 @@ def length_lie(case: Case, rng: random.Random) -> Optional[Mutant]:
     s = _prefixed(case, rng, ("string", "bytes", "records"))
     if s is None:
         return None
-    n = _lie_value(s, rng)
+    n = _lie_value(case, s, rng)
     width = 2 if s.kind == "string" else 4
     return _rewrite_prefix(case, s, _prefix_bytes(s.compact, width, n), "field.length_lie", n)
 
@@ -232,7 +232,8 @@ def _value_bytes(case: Case, f: schema.FieldSpec, rng: random.Random) -> bytes:
     if f.type in ("string", "bytes", "records"):
         text = b"kproto-fuzz"
         return _prefix_bytes(compact, 2 if f.type == "string" else 4, len(text)) + text
-    return b"\x00" if compact else b""  # a struct: empty tag section when flexible
+    # a struct: zeros standing in for its fixed fields (and an empty tag section)
+    return bytes(8) + (b"\x00" if compact else b"")
 
 
 def foreign_field(case: Case, rng: random.Random) -> Optional[Mutant]:

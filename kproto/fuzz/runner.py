@@ -519,11 +519,18 @@ class Fuzzer:
                              "calls": shrunk.calls}
 
 
-def replay(finding: Finding, target: Target) -> tuple[bool, list[Verdict]]:
-    """Send a saved finding again; whether its (oracle, signature) fires, and every verdict."""
+def replay(finding: Finding, target: Target, *, setup: bool = True,
+           prefix: str = "kproto-fuzz-") -> tuple[bool, list[Verdict]]:
+    """Send a saved finding again (after the run's set-up, unless ``setup`` is False);
+    whether its (oracle, signature) fires, and every verdict."""
     target.fetch_api_versions()
+    if setup:  # the state the run had: its seed topic with two 3-record batches
+        try:
+            seed_topic(target, learn(target, prefix))
+        except (OSError, TargetError):
+            pass
     if finding.level == "sequence" and finding.strategy in sequences.SEQUENCES:
-        know = learn(target, finding.extra.get("prefix", "kproto-fuzz-"))
+        know = learn(target, prefix)
         own = Knowledge(prefix=know.prefix, groups=know.groups, node_ids=know.node_ids,
                         topics=[t for t in know.topics if t.name.startswith(know.prefix)])
         found, _ = sequences.run_sequence(finding.strategy, target,
