@@ -96,7 +96,7 @@ class Finding:
         out["steps"] = [s.hex() for s in self.steps]
         out["header"] = header_of(self.wire)
         out["request"] = self.request
-        out["broker_api_versions"] = {str(k): list(v)
+        out["broker_api_versions"] = {str(k): "{}-{}".format(*v)
                                       for k, v in sorted(self.broker_api_versions.items())}
         out["format"] = FORMAT
         out["id"] = self.ident
@@ -113,8 +113,8 @@ class Finding:
         kw["response"] = (None if data.get("response") is None
                           else bytes.fromhex(data["response"]["hex"]))
         kw["steps"] = [bytes.fromhex(s) for s in data.get("steps", [])]
-        kw["broker_api_versions"] = {int(k): tuple(v) for k, v in
-                                     data.get("broker_api_versions", {}).items()}
+        kw["broker_api_versions"] = {int(k): tuple(int(x) for x in v.split("-"))
+                                     for k, v in data.get("broker_api_versions", {}).items()}
         return cls(**kw)
 
 
@@ -124,7 +124,9 @@ def save(finding: Finding, out_dir: Path) -> Path:
     path = out_dir / "{}-v{}-{}-{}.json".format(finding.api, finding.version, finding.oracle,
                                                  finding.ident)
     finding.file = str(path)
-    path.write_text(json.dumps(finding.to_json(), indent=1, sort_keys=True) + "\n")
+    data = finding.to_json()
+    del data["file"]  # where it was written is the report's business, not the reproducer's
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
 

@@ -87,7 +87,7 @@ class FuzzConfig:
     setup: bool = True
     cluster_apis: bool = False
     skip_apis: list[str] = field(default_factory=list)
-    probe_every: int = 25
+    probe_every: int = 1
     levels: tuple[str, ...] = ("valid", "field", "frame", "sequence")
     progress: Optional[TextIO] = None
 
@@ -266,6 +266,14 @@ class Fuzzer:
             self.stats.stop_reason = "interrupted"
         finally:
             self.stats.ended = time.monotonic()
+            if self.alive and not self.target.alive()[0] and self.window:
+                last = self.window[-1]  # died after the last good probe: blame the window
+                if last.api_key in schema.apis():
+                    spec = schema.api(last.api_key)
+                    case = make_case(spec, last.api_version or 0,
+                                     last.request if last.request is not None else
+                                     schema.class_of(spec.module, spec.root)(), 0)
+                    self._check_alive(last, case, None, "the end of the run")
             if self.alive:
                 self.alive = self.target.alive()[0]
             self.target.close()
@@ -448,10 +456,20 @@ class Fuzzer:
             finding.steps = [e.wire for e in exchanges]
             finding.sequence_seed = sub_seed
             self._finish(finding, ex)
-        if exchanges and any(e.outcome != ANSWER for e in exchanges):
-            if not self.target.alive()[0]:
-                time.sleep(1.0)
-                self.alive = self.target.alive()[0]
+        if not self.target.alive()[0]:
+            time.sleep(1.0)
+            why = self.target.alive()
+            if not why[0] and exchanges and exchanges[-1].api_key in schema.apis():
+                self.alive = False
+                last = exchanges[-1]
+                finding = self._new_finding(oracles.dead("{} after {}".format(why[1], name)),
+                                            last, schema.api(last.api_key),
+                                            last.api_version or 0, name, "sequence", "")
+                if finding is not None:
+                    finding.steps = [e.wire for e in exchanges]
+                    finding.sequence_seed = sub_seed
+                    self._finish(finding, last)
+            self.alive = why[0]
 
     # --- findings --------------------------------------------------------------------
 

@@ -165,12 +165,17 @@ def _epoch_jump(run: Run, key: int, cls: Any, extra: dict[str, Any], name: str) 
     if v is None:
         return
     group, member = run.group(), str(uuid.UUID(int=run.rng.getrandbits(128)))
+    if key == 68 and v >= 1:
+        # names and regex together from v1 (a null regex kills librdkafka's mock: the
+        # generator finds that on its own; here the join must get through)
+        extra = dict(extra, subscribed_topic_regex="")
     first = run.call(cls(group_id=group, member_id=member, member_epoch=0, **extra), v)
     if first is None or first.error_code != 0:
         return
     member = first.member_id or member
     jump = first.member_epoch + run.rng.choice((1, 10, 1000))
-    extra_hb = {k: val for k, val in extra.items() if k != "subscribed_topic_names"}
+    extra_hb = {k: val for k, val in extra.items()
+                if k not in ("subscribed_topic_names", "subscribed_topic_regex")}
     answer = run.call(cls(group_id=group, member_id=member, member_epoch=jump, **extra_hb), v)
     if answer is not None:
         run.expect_refused(answer, [answer.error_code], "{} epoch jump {} -> {}".format(
