@@ -4,13 +4,14 @@ Owns the search, not the sending: ``fires(wire, request)`` says whether bytes (a
 request they encode, when structured) still produce the same (oracle, signature). First
 structural passes on the request tree (drop array elements, reset fields to their schema
 defaults), re-encoded under the same header; then byte-level delta debugging (ddmin) on the
-body, the size prefix kept true. Bounded by a number of calls; the result is never larger
+body, the size prefix kept true. Bounded by a number of calls and a time; the result is never larger
 than the input and always fired.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
@@ -70,9 +71,16 @@ def _candidates(request: Any) -> Iterator[Any]:
 
 
 def minimise(wire: bytes, request: Optional[Any], version: int, header_len: int,
-             fires: Fires, *, max_calls: int = 60, byte_level: bool = True) -> Shrunk:
-    """Shrink ``wire`` (size prefix + header of ``header_len`` bytes + body)."""
+             fires: Fires, *, max_calls: int = 60, max_seconds: float = 15.0,
+             byte_level: bool = True) -> Shrunk:
+    """Shrink ``wire`` (size prefix + header of ``header_len`` bytes + body) within
+    ``max_calls`` calls of ``fires`` and about ``max_seconds``."""
     calls = 0
+    deadline = time.monotonic() + max_seconds
+
+    def budget() -> bool:
+        return calls < max_calls and time.monotonic() < deadline
+
     header = wire[4:4 + header_len]
     best_wire, best_req = wire, request
 
@@ -83,10 +91,10 @@ def minimise(wire: bytes, request: Optional[Any], version: int, header_len: int,
 
     if request is not None:
         progress = True
-        while progress and calls < max_calls:
+        while progress and budget():
             progress = False
             for cand in _candidates(best_req):
-                if calls >= max_calls:
+                if not budget():
                     break
                 try:
                     cand_wire = frame_wire(header + cand.encode(version))
@@ -97,10 +105,9 @@ def minimise(wire: bytes, request: Optional[Any], version: int, header_len: int,
                 if attempt(cand_wire, cand):
                     best_wire, best_req, progress = cand_wire, cand, True
                     break
-    if byte_level and calls < max_calls:
+    if byte_level and budget():
         body = best_wire[4 + header_len:]
-        body = _ddmin(body, lambda b: attempt(frame_wire(header + b), None),
-                      lambda: calls < max_calls)
+        body = _ddmin(body, lambda b: attempt(frame_wire(header + b), None), budget)
         cand_wire = frame_wire(header + body)
         if len(cand_wire) < len(best_wire):
             best_wire, best_req = cand_wire, None

@@ -527,8 +527,11 @@ class Fuzzer:
             return any(v.oracle == finding.oracle and v.signature == finding.signature
                        for v in self.verdicts(cand))
 
+        left = 15.0
+        if self.config.seconds is not None:  # the run's time bound holds shrinking too
+            left = min(left, self.stats.started + self.config.seconds - time.monotonic())
         shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
-                          byte_level=finding.oracle in BYTE_LEVEL)
+                          byte_level=finding.oracle in BYTE_LEVEL, max_seconds=max(left, 0.0))
         if shrunk.after < shrunk.before:
             finding.wire = shrunk.wire
             finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
