@@ -49,11 +49,11 @@ def _cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def _check_run(bootstrap: str, pid: int, process_alive, tmp_path: Path) -> dict:
+def _check_run(bootstrap: str, pid: int, process_alive, tmp_path: Path, *extra: str) -> dict:
     out = tmp_path / "findings"
     result = _cli("--bootstrap-server", bootstrap, "--seconds", str(RUN_SECONDS), "--seed", "3",
                   "--out", str(out), "--report", str(tmp_path / "r.json"),
-                  "--report-html", str(tmp_path / "r.html"), "--broker-pid", str(pid))
+                  "--report-html", str(tmp_path / "r.html"), "--broker-pid", str(pid), *extra)
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["requests"] > 0 and data["stop_reason"] in ("time bound", "broker dead")
@@ -77,8 +77,11 @@ def test_bounded_run_against_the_mock_cluster_child(mock_child, tmp_path):
 
 
 def test_bounded_run_against_a_fresh_tansu(fresh_tansu, tmp_path):
+    # CreateTopics with ~2^31 partitions makes Tansu allocate gigabytes before it dies
+    # (docs/fuzzing.md): left out here to spare the machine the suite shares.
     _check_run(fresh_tansu.bootstrap_servers, fresh_tansu.pid,
-               lambda: fresh_tansu.process.poll() is None, tmp_path)
+               lambda: fresh_tansu.process.poll() is None, tmp_path,
+               "--skip-api", "CreateTopics")
 
 
 def test_sequences_send_what_they_say(mock_child):

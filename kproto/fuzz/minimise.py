@@ -4,8 +4,8 @@ Owns the search, not the sending: ``fires(wire, request)`` says whether bytes (a
 request they encode, when structured) still produce the same (oracle, signature). First
 structural passes on the request tree (drop array elements, reset fields to their schema
 defaults), re-encoded under the same header; then byte-level delta debugging (ddmin) on the
-body, the size prefix kept true. Bounded by a number of calls and a time; the result is never larger
-than the input and always fired.
+body, the size prefix kept true. Bounded by a number of calls and a time; the result is never
+larger than the input and always fired.
 """
 
 from __future__ import annotations

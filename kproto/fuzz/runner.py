@@ -61,6 +61,7 @@ NOT_MINIMISED = ("dead", "hang", "rss")
 BYTE_LEVEL = ("decode", "header", "unknown_server_error")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
+RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
 
 
@@ -213,6 +214,8 @@ class Fuzzer:
         self.gen = ValueGenerator(self.rng, self.knowledge)
         self.alive = True
         self.rss_start: Optional[int] = None
+        self.rss_first: int = 0
+        self.rss_stop = False
         self._last_progress = 0.0
         self.window: list[Exchange] = []  # exchanges since the last good liveness probe
         self.latency: dict[int, float] = {}
@@ -235,7 +238,7 @@ class Fuzzer:
                              node_ids=self.knowledge.node_ids,
                              topics=[t for t in self.knowledge.topics
                                      if t.name.startswith(self.knowledge.prefix)])
-        self.rss_start = self.target.rss_kb()
+        self.rss_start = self.rss_first = self.target.rss_kb()
 
     # --- the loop --------------------------------------------------------------------
 
@@ -258,6 +261,9 @@ class Fuzzer:
                     break
                 if not self.alive:
                     self.stats.stop_reason = "broker dead"
+                    break
+                if self.rss_stop:
+                    self.stats.stop_reason = "broker RSS past {}x --rss-bound-mb".format(RSS_STOP)
                     break
                 self.step()
                 self._pace()
@@ -399,6 +405,8 @@ class Fuzzer:
             if rss - self.rss_start > bound and ex is not None:
                 self._record(oracles.rss(self.rss_start, rss, bound), ex, case, mutant)
                 self.rss_start = rss  # report the next growth past the bound again
+            if rss - self.rss_first > RSS_STOP * bound:
+                self.rss_stop = True  # spare the machine the broker shares with us
         if alive:
             self.window.clear()
             return True
