@@ -154,8 +154,9 @@ def learn(target: Target, prefix: str) -> Knowledge:
 
 
 def seed_topic(target: Target, know: Knowledge) -> None:
-    """A prefixed 3-partition topic with two 3-record batches in partition 0 (created with
-    CreateTopics when advertised), so reads have data and batch boundaries to get wrong."""
+    """A prefixed 3-partition topic with two 3-record batches in each partition (created
+    with CreateTopics when advertised), so reads have data and batch boundaries to get
+    wrong."""
     name = know.prefix + "seed"
     if not any(t.name == name for t in know.topics):
         v = target.version_for(19, 7)
@@ -172,7 +173,8 @@ def seed_topic(target: Target, know: Knowledge) -> None:
                                for i in range(3)])
         target.call(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
             ProduceRequest.TopicProduceData(name=name, partition_data=[
-                ProduceRequest.PartitionProduceData(index=0, records=records)])]), v)
+                ProduceRequest.PartitionProduceData(index=p, records=records)
+                for p in range(3)])]), v)
 
 
 def enforce_prefix(request: Any, know: Knowledge) -> Any:

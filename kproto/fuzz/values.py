@@ -219,7 +219,8 @@ class ValueGenerator:
             if attr in ("max_bytes", "partition_max_bytes", "min_bytes"):
                 return rng.choice((1, 1024, 1 << 20))
             if attr in ("timestamp",):
-                return rng.choice((-1, -2, -3, -4, -5, int(time.time() * 1000)))
+                # LATEST and EARLIEST most, the newer specials (-3..-5) and a time less
+                return rng.choice((-1, -1, -1, -2, -2, -3, -4, -5, int(time.time() * 1000)))
             if attr in ("generation_id", "member_epoch", "session_epoch", "leader_epoch",
                         "current_leader_epoch", "producer_epoch", "epoch"):
                 return rng.choice((-1, 0, 1))
