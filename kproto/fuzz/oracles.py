@@ -205,11 +205,17 @@ def _compare(want: set, got: set, unique: bool, what: str) -> list[Verdict]:
     return out
 
 
+def no_answer_expected(api_key: Optional[int], request: Any) -> bool:
+    """Produce with acks=0: the broker answers nothing, and closing the connection is how
+    Kafka reports an error to such a producer."""
+    return api_key == 0 and request is not None and getattr(request, "acks", None) == 0
+
+
 def evaluate(ex: Exchange) -> tuple[Optional[Any], list[Verdict]]:
     """Every verdict on one exchange that needs no further request (probes are the
     runner's), and the decoded answer when there is one."""
     out: list[Verdict] = []
-    if ex.outcome == CLOSED and ex.valid:
+    if ex.outcome == CLOSED and ex.valid and not no_answer_expected(ex.api_key, ex.request):
         out.append(Verdict("closed_on_valid", "closed",
                            "the broker closed the connection on a valid request"))
     answer, verdicts = decode_answer(ex)
@@ -259,6 +265,6 @@ def rss(start_kb: int, now_kb: int, bound_kb: int) -> Verdict:
 
 Check = Callable[[Exchange], list[Verdict]]
 
-__all__ = ["Exchange", "Verdict", "evaluate", "shape", "decode_answer", "content", "latest_offsets",
+__all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer", "content", "latest_offsets",
            "latest_below_high_watermark", "hang", "dead", "rss", "ORACLES", "ANSWER",
            "CLOSED", "TIMEOUT", "NOT_EXPECTED"]

@@ -219,7 +219,7 @@ class Fuzzer:
         self.rss_first: int = 0
         self.rss_stop = False
         self._last_progress = 0.0
-        self.window: list[Exchange] = []  # exchanges since the last good liveness probe
+        self.window: list[Exchange] = []  # the last WINDOW exchanges (a crash's context)
         self.latency: dict[int, float] = {}
         self.sequence_time = 0.0  # api key -> moving mean answer time (s)
 
@@ -275,7 +275,7 @@ class Fuzzer:
         finally:
             self.stats.ended = time.monotonic()
             if self.alive and not self.target.alive()[0] and self.window:
-                last = self.window[-1]  # died after the last good probe: blame the window
+                last = self.window[-1]  # died after the last good probe: blame the last
                 if last.api_key in schema.apis():
                     spec = schema.api(last.api_key)
                     case = make_case(spec, last.api_version or 0,
@@ -410,11 +410,9 @@ class Fuzzer:
             if rss - self.rss_first > RSS_STOP * bound:
                 self.rss_stop = True  # spare the machine the broker shares with us
         if alive:
-            self.window.clear()
             return True
         time.sleep(1.0)
         if self.target.alive()[0]:
-            self.window.clear()
             return True
         self.alive = False
         ex = ex or Exchange(case.wire if mutant is None else mutant.wire, mutant is None,
@@ -510,7 +508,7 @@ class Fuzzer:
         if finding is None:
             return
         if before:
-            finding.steps = before + [ex.wire]  # sent since the last good probe
+            finding.steps = before + [ex.wire]  # the last requests: a crash may need them
         if self.config.minimise and verdict.oracle not in NOT_MINIMISED and self.alive and \
                 strategy != "frame.size_lie":
             self._minimise(finding, case, ex)
@@ -574,6 +572,11 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
                              request=_request_from(finding))
         if finding.oracle == "dead":
             alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
+            if alive and len(finding.steps) > 1:
+                # not this request alone: the requests sent before it, in order
+                for wire in finding.steps:
+                    target.exchange(wire, valid=False, own_connection=True, timeout=1.0)
+                alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
             verdicts = [] if alive else [oracles.dead("replay")]
         else:
             verdicts = fuzzer.verdicts(ex)

@@ -18,7 +18,8 @@ from typing import Any, Optional
 from kproto.errors import KafkaError
 from kproto.fuzz import schema
 from kproto.fuzz.mutators import Case, make_case
-from kproto.fuzz.oracles import ANSWER, CLOSED, NOT_EXPECTED, TIMEOUT, Exchange, decode_answer
+from kproto.fuzz.oracles import (ANSWER, CLOSED, NOT_EXPECTED, TIMEOUT, Exchange, decode_answer,
+                                  no_answer_expected)
 from kproto.protocol.headers import decode_response_header
 from kproto.messages import ApiVersionsRequest, FetchRequest, MetadataRequest
 
@@ -147,6 +148,8 @@ class Target:
                         time.monotonic() - start)
 
     def send_case(self, case: Case, **kw: Any) -> Exchange:
+        if no_answer_expected(case.spec.api_key, case.request):
+            kw["expects_answer"] = False
         return self.exchange(case.wire, valid=True, request=case.request, **kw)
 
     def call(self, request: Any, version: int, **kw: Any) -> tuple[Exchange, Any]:
