@@ -169,7 +169,13 @@ def test_an_empty_version_range_on_the_broker_is_refused(mock_child):
     assert result.returncode == 2 and "no API version to fuzz" in result.stderr
 
 
-def test_the_same_seed_sends_the_same_requests(mock_child):
+def test_the_same_seed_sends_the_same_requests(mock_child, monkeypatch):
+    # Timestamps the generator takes from the clock ("now") are the one intended difference.
+    import types
+
+    from kproto.fuzz import values
+    monkeypatch.setattr(values, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.0))
+
     def first_requests():
         config = FuzzConfig(mock_child.bootstrap_servers, seed=9, requests=30, minimise=False,
                             levels=("valid", "field", "frame"), setup=False,

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated subset of " + ",".join(LEVELS))
     p.add_argument("--prefix", default="kproto-fuzz-",
                    help="prefix of every topic and group the fuzzer names or creates")
+    p.add_argument("--adaptive", action="store_true",
+                   help="draw slow APIs less often and cap sequences at a quarter of the "
+                        "time (more requests per second; --seed then replays only roughly)")
     p.add_argument("--no-minimise", action="store_true", help="keep findings as found")
     p.add_argument("--no-setup", action="store_true",
                    help="create no seed topic (the run then only reads what exists)")
@@ -132,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         rss_bound_mb=args.rss_bound_mb, timeout=args.timeout,
         max_connections=max(2, args.max_connections), prefix=args.prefix,
         minimise=not args.no_minimise, setup=not args.no_setup,
-        cluster_apis=args.cluster_apis, levels=levels,
+        cluster_apis=args.cluster_apis, levels=levels, adaptive=args.adaptive,
         skip_apis=[schema.api_by_name(n).api_name for n in _names(args.skip_api)],  # type: ignore[union-attr]
         progress=None if args.quiet else sys.stderr)
     fuzzer = Fuzzer(config)

@@ -90,6 +90,7 @@ class FuzzConfig:
     skip_apis: list[str] = field(default_factory=list)
     probe_every: int = 1
     levels: tuple[str, ...] = ("valid", "field", "frame", "sequence")
+    adaptive: bool = False  # schedule by answer times (faster; --seed then not exact)
     progress: Optional[TextIO] = None
 
 
@@ -315,18 +316,23 @@ class Fuzzer:
     def step(self) -> None:
         rng = self.rng
         self.stats.iterations += 1
-        # Slow APIs (a SyncGroup Tansu holds for 5 s) are drawn less often, never never.
-        weights = [1.0 / (0.02 + self.latency.get(s.api_key, 0.0)) for s, _ in self.plan]
-        spec, versions = rng.choices(self.plan, weights)[0]
+        if self.config.adaptive:
+            # Slow APIs (a SyncGroup Tansu holds for 5 s) are drawn less often, never never;
+            # the draw then depends on timing, so --seed no longer replays the run exactly.
+            weights = [1.0 / (0.02 + self.latency.get(s.api_key, 0.0)) for s, _ in self.plan]
+            spec, versions = rng.choices(self.plan, weights)[0]
+        else:
+            spec, versions = rng.choice(self.plan)
         version = rng.choice(versions)
         levels = [(lv, w) for lv, w in LEVEL_WEIGHTS if lv in self.config.levels]
         level = rng.choices([lv for lv, _ in levels], [w for _, w in levels])[0]
         if level == "sequence":
-            # Sequences wait on group joins and sessions: they get at most a quarter of the
-            # run's time, so that single requests keep their rate.
+            # Sequences wait on group joins and sessions: adaptive runs give them at most a
+            # quarter of the run's time, so that single requests keep their rate.
             names = self._sequence_names()
             elapsed = time.monotonic() - self.stats.started
-            if names and self.sequence_time <= SEQUENCE_SHARE * elapsed:
+            if names and (not self.config.adaptive or
+                          self.sequence_time <= SEQUENCE_SHARE * elapsed):
                 self._sequence(rng.choice(names))
                 return
             level = "valid" if "valid" in self.config.levels else level
