@@ -6,7 +6,8 @@ For each API, a fresh Tansu (a child process) and one ``kproto.fuzz`` run of val
 requests only (``--levels valid``: generation from the schema, encoding, one exchange,
 strict decoding and every oracle with its probes, minimisation off), then the same with
 every level (field/frame mutants and sequences; a broker the mutants kill ends the run
-early, which is printed). Also printed: the generator alone (requests built and encoded per
+early, which is printed). Runs are ``--adaptive`` (sequences capped at a quarter of the
+time). Also printed: the generator alone (requests built and encoded per
 second, no broker). One broker connection at a time, as the fuzzer works.
 """
 
@@ -43,7 +44,7 @@ def broker_rate(api: str, seconds: float, levels: tuple[str, ...]) -> tuple[floa
     broker = TansuBroker()
     try:
         fuzzer = Fuzzer(FuzzConfig(broker.bootstrap_servers, apis=[api], seconds=seconds,
-                                   seed=1, minimise=False, levels=levels,
+                                   seed=1, minimise=False, levels=levels, adaptive=True,
                                    broker_pid=broker.pid))
         stats = fuzzer.run()
         sent = sum(stats.requests.values())
