@@ -21,13 +21,12 @@ import pytest
 from kproto.fuzz import corpus, report, sequences
 from kproto.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.fuzz.target import Target
-from kproto.fuzz.values import Knowledge
 from tests.brokers import _net
 from tests.brokers.mock_process import MockClusterProcess
 from tests.brokers.tansu import TansuBroker
 
 DATA = Path(__file__).resolve().parent / "data" / "fuzz"
-RUN_SECONDS = 10.0
+RUN_SECONDS = 8.0
 
 
 @pytest.fixture

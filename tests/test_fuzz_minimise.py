@@ -5,11 +5,9 @@ finding shrunk against Tansu, then sent once more) with Tansu's OffsetFetch answ
 ``topics=null``: a 2-byte body kproto's strict decoder refuses.
 """
 
-import random
-
 from kproto.fuzz import oracles, schema
 from kproto.fuzz.minimise import _ddmin, minimise
-from kproto.fuzz.mutators import frame_wire, make_case
+from kproto.fuzz.mutators import make_case
 from kproto.fuzz.target import Target
 from kproto.messages import OffsetFetchRequest
 

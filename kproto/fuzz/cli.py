@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
 from kproto.fuzz import corpus, report, schema
-from kproto.fuzz.runner import Fuzzer, FuzzConfig, FuzzUsageError, replay
+from kproto.fuzz.plan import FuzzUsageError
+from kproto.fuzz.replay import replay
+from kproto.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.fuzz.target import Target, TargetError, parse_address
 
 LEVELS = ("valid", "field", "frame", "sequence")
@@ -179,6 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (FuzzUsageError, TargetError) as exc:
         print("kproto fuzz: error: {}".format(exc), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the run started (a running run reports and ends)
+        return 130
 
 
 __all__ = ["main", "build_parser", "check_loopback"]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from kproto.fuzz import layout, schema
 from kproto.fuzz.schema import ApiSpec
-from kproto.fuzz.values import int_domain, int_edges
+from kproto.fuzz.values import int_edges
 from kproto.protocol.headers import encode_request_header
 from kproto.protocol.primitives import read_tagged_fields, write_uvarint
 

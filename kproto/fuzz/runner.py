@@ -6,67 +6,35 @@ choice per iteration between a valid request, a field or frame mutant and a sequ
 from one seeded ``random.Random``), the oracles' verdicts with their probes (liveness on a
 fresh connection after anything suspicious, the high watermark behind ListOffsets LATEST,
 RSS), de-duplication, minimisation and reproducer files, the progress line and the bounds
-(time, requests, rate, connections). :func:`replay` sends a saved finding again.
-
-Safety: cluster-internal APIs (broker registration, replica control, quorum, quotas...) are
-left out unless asked for; APIs that create, change or delete (Produce, CreateTopics,
-DeleteTopics, DeleteGroups, OffsetCommit, AlterConfigs...) only ever name the fuzzer's own
-prefixed topics and groups, and get no mutation that could garble a name.
+(time, requests, rate, connections). What may be sent (and the safety lists) is
+:mod:`kproto.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.fuzz.replay`'s.
 """
 
 from __future__ import annotations
 
 import random
-import sys
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from kproto.errors import KafkaError
 from kproto.fuzz import corpus, mutators, oracles, schema, sequences
 from kproto.fuzz.corpus import Finding
 from kproto.fuzz.minimise import minimise
 from kproto.fuzz.mutators import Case, make_case
 from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
+from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
+                              seed_topic)
 from kproto.fuzz.target import Target, TargetError, parse_address
-from kproto.fuzz.values import Knowledge, TopicInfo, ValueGenerator
-from kproto.messages import CreateTopicsRequest, ProduceRequest
-from kproto.protocol.headers import decode_request_header
-from kproto.records import build_batch
+from kproto.fuzz.values import Knowledge, ValueGenerator
 
-CLUSTER_APIS = frozenset((
-    "LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown", "WriteTxnMarkers",
-    "AlterReplicaLogDirs", "ElectLeaders", "AlterPartitionReassignments", "AlterClientQuotas",
-    "AlterUserScramCredentials", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Envelope",
-    "FetchSnapshot", "AlterPartition", "UpdateFeatures", "BrokerRegistration",
-    "BrokerHeartbeat", "UnregisterBroker", "AllocateProducerIds", "ControllerRegistration",
-    "AssignReplicasToDirs", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
-    "UnregisterController", "InitializeShareGroupState", "ReadShareGroupState",
-    "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary",
-    "CreateAcls", "DeleteAcls", "CreateDelegationToken", "RenewDelegationToken",
-    "ExpireDelegationToken", "SaslHandshake", "SaslAuthenticate"))
-PREFIXED_APIS = frozenset((
-    "Produce", "CreateTopics", "DeleteTopics", "DeleteRecords", "DeleteGroups", "OffsetDelete",
-    "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs", "OffsetCommit",
-    "TxnOffsetCommit", "LeaveGroup", "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn",
-    "EndTxn", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
-    "StreamsGroupHeartbeat", "ConsumerGroupHeartbeat", "ShareGroupHeartbeat", "JoinGroup",
-    "SyncGroup", "Heartbeat", "ShareAcknowledge", "ShareFetch"))
-# Mutations that leave the body's bytes as they are (safe for PREFIXED_APIS).
-BODY_KEEPING = ("frame.size_lie", "frame.correlation_id", "frame.trailing")
 NOT_MINIMISED = ("dead", "hang", "rss")
 BYTE_LEVEL = ("decode", "header", "unknown_server_error")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
-
-
-class FuzzUsageError(Exception):
-    """Bad options (unknown API, empty version range...): a one-line reason."""
 
 
 @dataclass
@@ -105,101 +73,6 @@ class RunStats:
     stop_reason: str = ""
 
 
-def resolve_plan(config: FuzzConfig, advertised: dict[int, tuple[int, int]]
-                 ) -> list[tuple[schema.ApiSpec, list[int]]]:
-    """(API, versions) to fuzz: the ones asked for (or all advertised), within what both the
-    broker and kproto know and ``--versions``."""
-    if config.versions is not None and config.versions[0] > config.versions[1]:
-        raise FuzzUsageError("empty version range {}-{}".format(*config.versions))
-    if config.apis:
-        specs = []
-        for name in config.apis:
-            spec = schema.api_by_name(name)
-            if spec is None:
-                raise FuzzUsageError("unknown API {!r}".format(name))
-            if spec.api_key not in advertised:
-                raise FuzzUsageError("the broker does not advertise {}".format(spec.api_name))
-            specs.append(spec)
-    else:
-        specs = [schema.api(k) for k in sorted(advertised) if k in schema.apis()]
-        if not config.cluster_apis:
-            specs = [s for s in specs if s.api_name not in CLUSTER_APIS]
-    specs = [s for s in specs if s.api_name not in config.skip_apis]
-    plan = []
-    for spec in specs:
-        lo, hi = advertised[spec.api_key]
-        lo, hi = max(lo, spec.min_version), min(hi, spec.max_version)
-        if config.versions is not None:
-            lo, hi = max(lo, config.versions[0]), min(hi, config.versions[1])
-        if lo <= hi:
-            plan.append((spec, list(range(lo, hi + 1))))
-    if not plan:
-        raise FuzzUsageError("no API version to fuzz: {} ∩ the broker's versions is empty"
-                             .format("--versions {}-{}".format(*config.versions)
-                                     if config.versions else "the selection"))
-    return plan
-
-
-def learn(target: Target, prefix: str) -> Knowledge:
-    """Topics, ids, partitions and broker ids from one Metadata (all topics)."""
-    know = Knowledge(prefix=prefix, groups=[prefix + "g" + str(i) for i in range(3)])
-    md = target.metadata()
-    if md is None:
-        return know
-    know.node_ids = [b.node_id for b in md.brokers]
-    for t in md.topics:
-        if t.error_code == 0 and t.name:
-            know.topics.append(TopicInfo(t.name, t.topic_id,
-                                         sorted(p.partition_index for p in t.partitions)))
-    return know
-
-
-def seed_topic(target: Target, know: Knowledge) -> None:
-    """A prefixed 3-partition topic with two 3-record batches in each partition (created
-    with CreateTopics when advertised), so reads have data and batch boundaries to get
-    wrong."""
-    name = know.prefix + "seed"
-    if not any(t.name == name for t in know.topics):
-        v = target.version_for(19, 7)
-        if v is not None:
-            target.call(CreateTopicsRequest(timeout_ms=5000, topics=[
-                CreateTopicsRequest.CreatableTopic(name=name, num_partitions=3,
-                                                   replication_factor=1)]), v, timeout=10.0)
-    v = target.version_for(0, 12)
-    if v is None or v < 3:
-        return
-    now = int(time.time() * 1000)
-    for batch in range(2):
-        records = build_batch([(None, "r{}-{}".format(batch, i).encode(), [], now)
-                               for i in range(3)])
-        target.call(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
-            ProduceRequest.TopicProduceData(name=name, partition_data=[
-                ProduceRequest.PartitionProduceData(index=p, records=records)
-                for p in range(3)])]), v)
-
-
-def enforce_prefix(request: Any, know: Knowledge) -> Any:
-    """Every string in the tree starts with the prefix; every uuid names one of the
-    fuzzer's own topics or nothing (a random id)."""
-    own = [t.topic_id for t in know.topics if t.name.startswith(know.prefix)]
-
-    def fix(value: Any) -> Any:
-        if isinstance(value, str):
-            return value if value.startswith(know.prefix) or value == "" else (
-                know.prefix + value)
-        if isinstance(value, uuid.UUID):
-            return value if value in own or value.int == 0 else uuid.uuid4()
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        if hasattr(value, "_fields"):
-            for name in value._fields:
-                setattr(value, name, fix(getattr(value, name)))
-        return value
-
-    fix(request)
-    return request
-
-
 class Fuzzer:
     """One run against one broker; ``run()`` returns the report data."""
 
@@ -213,6 +86,7 @@ class Fuzzer:
         self.stats = RunStats()
         self.findings: dict[tuple, Finding] = {}
         self.knowledge = Knowledge(prefix=config.prefix)
+        self.own = self.knowledge  # the prefixed part of what was learned (prepare() sets it)
         self.plan: list[tuple[schema.ApiSpec, list[int]]] = []
         self.gen = ValueGenerator(self.rng, self.knowledge)
         self.alive = True
@@ -228,7 +102,9 @@ class Fuzzer:
 
     def prepare(self) -> None:
         advertised = self.target.fetch_api_versions()
-        self.plan = resolve_plan(self.config, advertised)
+        cfg = self.config
+        self.plan = resolve_plan(advertised, cfg.apis, cfg.versions, cfg.cluster_apis,
+                                 cfg.skip_apis)
         self.knowledge = learn(self.target, self.config.prefix)
         if self.config.setup:
             try:
@@ -554,57 +430,4 @@ class Fuzzer:
                              "calls": shrunk.calls}
 
 
-def replay(finding: Finding, target: Target, *, setup: bool = True,
-           prefix: str = "kproto-fuzz-") -> tuple[bool, list[Verdict]]:
-    """Send a saved finding again (after the run's set-up, unless ``setup`` is False);
-    whether its (oracle, signature) fires, and every verdict."""
-    target.fetch_api_versions()
-    if setup:  # the state the run had: its seed topic with two 3-record batches
-        try:
-            seed_topic(target, learn(target, prefix))
-        except (OSError, TargetError):
-            pass
-    if finding.level == "sequence" and finding.strategy in sequences.SEQUENCES:
-        know = learn(target, prefix)
-        own = Knowledge(prefix=know.prefix, groups=know.groups, node_ids=know.node_ids,
-                        topics=[t for t in know.topics if t.name.startswith(know.prefix)])
-        found, _ = sequences.run_sequence(finding.strategy, target,
-                                          random.Random(finding.sequence_seed),
-                                          own if own.topics else know)
-        verdicts = [v for v, _ in found]
-    else:
-        fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port)), target)
-        ex = target.exchange(finding.wire, valid=finding.valid, own_connection=True,
-                             request=_request_from(finding))
-        if finding.oracle == "dead":
-            alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
-            if alive and len(finding.steps) > 1:
-                # not this request alone: the requests sent before it, in order
-                for wire in finding.steps:
-                    target.exchange(wire, valid=False, own_connection=True, timeout=1.0)
-                alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
-            verdicts = [] if alive else [oracles.dead("replay")]
-        else:
-            verdicts = fuzzer.verdicts(ex)
-    fires = any(v.oracle == finding.oracle and v.signature == finding.signature
-                for v in verdicts)
-    return fires, verdicts
-
-
-def _request_from(finding: Finding) -> Any:
-    """The request object of a valid finding, decoded from its own bytes (content probes
-    need it); None when the bytes are not a valid request."""
-    if not finding.valid:
-        return None
-    spec = schema.api(finding.api_key)
-    try:
-        pos = decode_request_header(finding.wire[4:], spec.request_header_version(
-            finding.version))[-1]
-        return schema.class_of(spec.module, spec.root).decode(finding.wire[4 + pos:],
-                                                               finding.version)
-    except KafkaError:
-        return None
-
-
-__all__ = ["Fuzzer", "FuzzConfig", "FuzzUsageError", "RunStats", "resolve_plan", "learn",
-           "replay", "enforce_prefix", "CLUSTER_APIS", "PREFIXED_APIS"]
+__all__ = ["Fuzzer", "FuzzConfig", "RunStats"]
