@@ -104,7 +104,7 @@ def check_loopback(host: str, allow_remote: bool) -> None:
         infos = socket.getaddrinfo(host, None)
     except OSError as exc:
         raise FuzzUsageError("cannot resolve {!r}: {}".format(host, exc)) from None
-    addresses = {info[4][0] for info in infos}
+    addresses = {str(info[4][0]) for info in infos}
     if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
         raise FuzzUsageError("{} is not a loopback address: the fuzzer sends malformed "
                              "traffic, pass --allow-remote to target it".format(host))

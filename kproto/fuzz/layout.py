@@ -70,9 +70,9 @@ class _Walker:
             entries, end = read_tagged_fields(self.mv, pos)
             self.spans.append(Span(path + "<tags>", "tags", start, end, 0, True, False))
             for tag, a, b in entries:
-                f = tagged.get(tag)
-                if f is not None:
-                    used = self.field(f, a, path + f.attr, tagged=True)
+                known = tagged.get(tag)
+                if known is not None:
+                    used = self.field(known, a, path + known.attr, tagged=True)
                     if used != b:
                         raise ValueError("tag {} size mismatch".format(tag))
             pos = end

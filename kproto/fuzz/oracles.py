@@ -185,11 +185,11 @@ def content(ex: Exchange, answer: Any) -> list[Verdict]:
     spec = CONTENT.get(key)  # type: ignore[arg-type]
     if spec is None or _skip_content(key, version, request, answer):  # type: ignore[arg-type]
         return []
-    want = _pairs(request, *spec[:4])
-    got = _pairs(answer, *spec[4:])
-    if want is None or got is None:
+    asked = _pairs(request, *spec[:4])
+    answered = _pairs(answer, *spec[4:])
+    if asked is None or answered is None:
         return []
-    return _compare(set(want), set(got), len(want) == len(set(want)), "partitions")
+    return _compare(set(asked), set(answered), len(asked) == len(set(asked)), "partitions")
 
 
 def _compare(want: set, got: set, unique: bool, what: str) -> list[Verdict]:

@@ -45,18 +45,26 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
         ex = target.exchange(finding.wire, valid=finding.valid, own_connection=True,
                              request=_request_from(finding))
         if finding.oracle == "dead":
-            alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
+            alive = _still_alive(target)
             if alive and len(finding.steps) > 1:
                 # not this request alone: the requests sent before it, in order
                 for wire in finding.steps:
                     target.exchange(wire, valid=False, own_connection=True, timeout=1.0)
-                alive = target.alive()[0] or (time.sleep(1.0) or target.alive()[0])
+                alive = _still_alive(target)
             verdicts = [] if alive else [oracles.dead("replay")]
         else:
             verdicts = fuzzer.verdicts(ex)
     fires = any(v.oracle == finding.oracle and v.signature == finding.signature
                 for v in verdicts)
     return fires, verdicts
+
+
+def _still_alive(target: Target) -> bool:
+    """The run's rule: dead only when two probes a second apart both fail."""
+    if target.alive()[0]:
+        return True
+    time.sleep(1.0)
+    return target.alive()[0]
 
 
 def _request_from(finding: Finding) -> Any:

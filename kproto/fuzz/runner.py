@@ -117,7 +117,8 @@ class Fuzzer:
                              node_ids=self.knowledge.node_ids,
                              topics=[t for t in self.knowledge.topics
                                      if t.name.startswith(self.knowledge.prefix)])
-        self.rss_start = self.rss_first = self.target.rss_kb()
+        self.rss_start = self.target.rss_kb()
+        self.rss_first = self.rss_start or 0
 
     # --- the loop --------------------------------------------------------------------
 
@@ -349,11 +350,12 @@ class Fuzzer:
         if not self.target.alive()[0]:
             time.sleep(1.0)
             why = self.target.alive()
-            if not why[0] and exchanges and exchanges[-1].api_key in schema.apis():
+            key = exchanges[-1].api_key if exchanges else None
+            if not why[0] and key is not None and key in schema.apis():
                 self.alive = False
                 last = exchanges[-1]
                 finding = self._new_finding(oracles.dead("{} after {}".format(why[1], name)),
-                                            last, schema.api(last.api_key),
+                                            last, schema.api(key),
                                             last.api_version or 0, name, "sequence", "")
                 if finding is not None:
                     finding.steps = [e.wire for e in exchanges]
