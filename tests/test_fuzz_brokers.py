@@ -191,3 +191,26 @@ def test_the_same_seed_sends_the_same_requests(mock_child, monkeypatch):
         assert report.build(fuzzer)["requests"] == 30
         return sent
     assert first_requests() == first_requests()
+
+
+def test_ctrl_c_ends_the_run_with_its_report(mock_child, tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "kproto", "fuzz", "--bootstrap-server",
+                             mock_child.bootstrap_servers, "--seconds", "120", "--levels",
+                             "valid", "--api", "Metadata,ApiVersions", "--report",
+                             str(tmp_path / "r.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4.0)  # well into the run (start-up takes about a second)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["stop_reason"] == "interrupted" and data["requests"] > 0
+    assert "kproto fuzz report" in out
