@@ -3,11 +3,11 @@
     python -m kproto fuzz --bootstrap-server 127.0.0.1:9092 [--api Fetch,JoinGroup]
         [--versions 12-17] [--seed N] [--seconds S | --requests N] [--out DIR]
         [--report FILE.json] [--report-html FILE.html] [--broker-pid PID] ...
-    python -m kproto fuzz replay FILE --bootstrap-server 127.0.0.1:9092
+    python -m kproto fuzz replay FILE [FILE...] --bootstrap-server 127.0.0.1:9092
 
 Owns argument parsing, the loopback-only rule (``--allow-remote`` lifts it), the report
-files and exit statuses: 0 a run finished (findings or not) / a replay fires again, 1 a
-replay no longer fires, 2 bad input or an unreachable broker (one line on stderr).
+files and exit statuses: 0 a run finished (findings or not) / every replayed finding fires
+again, 1 one no longer fires, 2 bad input or an unreachable broker (one line on stderr).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 def build_replay_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kproto fuzz replay",
                 description="Send a saved finding again and say whether it still fires.")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, nargs="+", help="reproducer file(s)")
     p.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
     p.add_argument("--timeout", type=float, default=6.0)
     p.add_argument("--no-setup", action="store_true",
@@ -155,21 +155,24 @@ def run_replay(args: argparse.Namespace) -> int:
     host, port = parse_address(args.bootstrap_server)
     check_loopback(host, args.allow_remote)
     try:
-        finding = corpus.load(args.file)
+        findings = [(path, corpus.load(path)) for path in args.file]
     except ValueError as exc:
         raise FuzzUsageError(str(exc)) from None
-    target = Target(host, port, timeout=args.timeout)
-    try:
-        fires, verdicts = replay(finding, target, setup=not args.no_setup,
-                                  prefix=args.prefix)
-    finally:
-        target.close()
-    print("{}: {} v{} [{}] {}: {}".format(
-        args.file, finding.api, finding.version, finding.oracle, finding.signature,
-        "FIRES again" if fires else "does not fire"))
-    for v in verdicts:
-        print("  [{}] {}".format(v.oracle, v.message))
-    return 0 if fires else 1
+    all_fire = True
+    for path, finding in findings:
+        target = Target(host, port, timeout=args.timeout)
+        try:
+            fires, verdicts = replay(finding, target, setup=not args.no_setup,
+                                     prefix=args.prefix)
+        finally:
+            target.close()
+        all_fire = all_fire and fires
+        print("{}: {} v{} [{}] {}: {}".format(
+            path, finding.api, finding.version, finding.oracle, finding.signature,
+            "FIRES again" if fires else "does not fire"))
+        for v in verdicts:
+            print("  [{}] {}".format(v.oracle, v.message))
+    return 0 if all_fire else 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
