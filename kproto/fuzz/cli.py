@@ -138,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
         max_connections=max(2, args.max_connections), prefix=args.prefix,
         minimise=not args.no_minimise, setup=not args.no_setup,
         cluster_apis=args.cluster_apis, levels=levels, adaptive=args.adaptive,
-        skip_apis=[schema.api_by_name(n).api_name for n in _names(args.skip_api)],  # type: ignore[union-attr]
+        skip_apis=[spec.api_name for spec in map(schema.api_by_name, _names(args.skip_api))
+                   if spec is not None],
         progress=None if args.quiet else sys.stderr)
     fuzzer = Fuzzer(config)
     fuzzer.run()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from kproto.errors import CorruptMessageError, KafkaError
 from kproto.fuzz import schema
@@ -263,8 +263,6 @@ def rss(start_kb: int, now_kb: int, bound_kb: int) -> Verdict:
                    .format(start_kb, now_kb, bound_kb))
 
 
-Check = Callable[[Exchange], list[Verdict]]
-
-__all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer", "content", "latest_offsets",
-           "latest_below_high_watermark", "hang", "dead", "rss", "ORACLES", "ANSWER",
-           "CLOSED", "TIMEOUT", "NOT_EXPECTED"]
+__all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer",
+           "content", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
+           "ORACLES", "ANSWER", "CLOSED", "TIMEOUT", "NOT_EXPECTED"]
