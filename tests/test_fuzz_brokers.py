@@ -57,6 +57,11 @@ def _check_run(bootstrap: str, pid: int, process_alive, tmp_path: Path, *extra: 
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["requests"] > 0 and data["stop_reason"] in ("time bound", "broker dead")
     assert "kproto fuzz report" in result.stdout
+    assert sum(data["requests_by_api_version"].values()) == data["requests"]
+    assert data["strategies"]["valid"] > 0 and data["broker_api_versions"]
+    assert 0 < data["field_coverage"]["covered"] <= data["field_coverage"]["fields"]
+    assert sum(sum(c.values()) for c in data["findings_by_api_oracle"].values()) == \
+        data["distinct_findings"] == len(data["findings"])
     html = (tmp_path / "r.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "http" not in html.split("<body>")[1][:0]
     for f in data["findings"]:
