@@ -22,6 +22,7 @@ from typing import Any, Optional
 from kproto import codecs
 from kproto.fuzz import schema
 from kproto.fuzz.schema import ApiSpec, FieldSpec
+from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kproto.records import build_batch, build_message_set
 
 INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -197,7 +198,8 @@ class ValueGenerator:
                 return know.prefix + "c"
             if attr in ("protocol_type",):
                 return "consumer"
-            if attr in ("protocol_name", "assignor", "server_assignor"):
+            if attr in ("protocol_name", "assignor", "server_assignor") or (
+                    attr == "name" and "Protocol" in owner):
                 return rng.choice(("range", "roundrobin", "uniform", "cooperative-sticky"))
             return None
         if type_name == "uuid" and attr == "topic_id" and topics:
@@ -238,7 +240,25 @@ class ValueGenerator:
                 return rng.choice(know.node_ids)
         if type_name == "records":
             return self.records()
+        if type_name == "bytes" and (
+                (attr == "metadata" and "JoinGroup" in owner) or
+                (attr == "assignment" and "SyncGroup" in owner)):
+            return self._consumer_protocol(attr == "metadata")
         return None
+
+    def _consumer_protocol(self, subscription: bool) -> bytes:
+        """The "consumer" protocol's embedded bytes (an int16 version, then the body), as
+        JoinGroup metadata or a SyncGroup assignment carry them, naming known topics."""
+        rng = self.rng
+        names = [t.name for t in self.knowledge.topics[:3]] or [self.knowledge.prefix + "t0"]
+        version = rng.randint(0, 3)
+        if subscription:
+            body = ConsumerProtocolSubscription(topics=names).encode(version)
+        else:
+            body = ConsumerProtocolAssignment(assigned_partitions=[
+                ConsumerProtocolAssignment.TopicPartition(topic=n, partitions=[0])
+                for n in names]).encode(version)
+        return version.to_bytes(2, "big") + body
 
     # --- record batches ----------------------------------------------------------------
 
