@@ -14,6 +14,7 @@ import struct
 from typing import Any, Optional, Sequence
 
 from kproto import errors
+from kproto.net.connection import max_usable_version
 from kproto.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -35,7 +36,7 @@ def choose_version(request_cls: Any, supported: tuple[int, int], node: Any = Non
     """The highest version both sides support, capped at ``MAX_VERSIONS`` unless the broker
     no longer accepts the capped one (then its lowest)."""
     low, high = supported
-    top = min(high, request_cls.max_version)
+    top = min(high, max_usable_version(request_cls))
     bottom = max(low, request_cls.min_version)
     if top < bottom:
         raise errors.UnsupportedVersionError("no common version of {} with coordinator {} (broker {}-{})".format(

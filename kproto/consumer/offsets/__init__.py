@@ -8,7 +8,8 @@ validation) and ``group_offsets.GroupOffsets`` (commits and committed offsets, w
 are the classic engine's wrappers over a NetworkClient.
 """
 
-from .commit import AutoCommitState, CommitResult, build_offset_commit_request, handle_offset_commit_response
+from .commit import (AutoCommitState, CommitResult, build_offset_commit_request, handle_offset_commit_response,
+                     max_version_for_topic_ids, topic_ids_or_none)
 from .committed_offsets import (OffsetFetchResult, build_offset_fetch_request, handle_offset_fetch_response,
                                 refresh_committed_offsets)
 from .group_offsets import GroupOffsets
@@ -17,6 +18,7 @@ from .offset_fetcher_utils import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffs
 
 __all__ = [
     "AutoCommitState", "CommitResult", "build_offset_commit_request", "handle_offset_commit_response",
+    "max_version_for_topic_ids", "topic_ids_or_none",
     "OffsetFetchResult", "build_offset_fetch_request", "handle_offset_fetch_response", "refresh_committed_offsets",
     "GroupOffsets", "OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "ListOffsetData", "ListOffsetResult",
 ]
