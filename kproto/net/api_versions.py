@@ -3,7 +3,9 @@
 Owns the ApiVersions negotiation of every new connection and the version choice that
 follows from it (Java's ``ApiVersions``/``NodeApiVersions`` with ``NetworkClient``'s
 ``handleApiVersionsResponse``): the first request asks with kproto's highest ApiVersions
-version; an UNSUPPORTED_VERSION answer is retried with the broker's advertised ApiVersions
+version (v5 names the cluster and broker id the client expects, KIP-1242: a
+REBOOTSTRAP_REQUIRED answer fails the connection and asks for a rebootstrap); an
+UNSUPPORTED_VERSION answer is retried with the broker's advertised ApiVersions
 maximum (KIP-511), else with v0, and a broker refusing v0 too fails the connection. The
 answer's (min, max) per API key is stored on the node's
 :class:`~kproto.net.broker.BrokerConnection` (``api_versions``), where the SASL
@@ -53,6 +55,13 @@ class ApiVersions:
         config = self._client.config
         request = ApiVersionsRequest(client_software_name=config["client_software_name"],
                                      client_software_version=config["client_software_version"])
+        cluster = self._client.cluster
+        broker_id = cluster.broker_id_of(node.node_id)
+        if version >= 5 and self._client._metadata_updater.rebootstrap_enabled \
+                and cluster.cluster_id is not None and broker_id is not None:
+            # KIP-1242: a broker that is not this node of this cluster (the address now
+            # belongs to another one) answers REBOOTSTRAP_REQUIRED instead of serving us.
+            request.cluster_id, request.node_id = cluster.cluster_id, broker_id
         ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config["request_timeout_ms"])
         self._client._internal[id(ifr.future)] = API_VERSIONS
         node.write(now)
@@ -72,6 +81,9 @@ class ApiVersions:
                           node.node_id, ifr.api_version, retry)
                 self._send(node, retry, now)
                 return
+        if response.error_code == errors.RebootstrapRequiredError.errno:
+            log.info("node %s is not the broker the metadata named: rebootstrapping", node.node_id)
+            self._client._metadata_updater.request_rebootstrap()
         if response.error_code:
             raise errors.for_code(response.error_code)(
                 "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))

@@ -525,6 +525,7 @@ class NetworkClient:
         elif (broker is not None and node.state is ConnectionState.DISCONNECTED
               and (broker.host, broker.port) != (node.host, node.port)):
             node.host, node.port = broker.host, broker.port  # the broker moved
+            node.forget_addresses()  # (the addresses resolved for the old ones)
         return node
 
     def _maybe_connect(self, node_id: Any) -> None:
