@@ -3,8 +3,9 @@
 Owns the ApiVersions negotiation of every new connection and the version choice that
 follows from it (Java's ``ApiVersions``/``NodeApiVersions`` with ``NetworkClient``'s
 ``handleApiVersionsResponse``): the first request asks with kproto's highest ApiVersions
-version (v5 names the cluster and broker id the client expects, KIP-1242: a
-REBOOTSTRAP_REQUIRED answer fails the connection and asks for a rebootstrap); an
+version (v5 names the cluster and broker id the client expects once a broker of the
+cluster has advertised v5, KIP-1242: a REBOOTSTRAP_REQUIRED answer fails the connection
+and asks for a rebootstrap); an
 UNSUPPORTED_VERSION answer is retried with the broker's advertised ApiVersions
 maximum (KIP-511), else with v0, and a broker refusing v0 too fails the connection. The
 answer's (min, max) per API key is stored on the node's
@@ -44,6 +45,10 @@ class ApiVersions:
 
     def __init__(self, client: NetworkClient) -> None:
         self._client = client
+        # Has a broker of this cluster advertised ApiVersions v5? Only then do requests
+        # carry the cluster and node ids: a broker without v5 that parses the body anyway
+        # (Tansu reads it with its v4 layout) takes the ids for garbage and hangs up.
+        self._peers_check_cluster = False
 
     # --- negotiation (Java's NetworkClient.handleApiVersionsResponse) -----------------
 
@@ -57,7 +62,7 @@ class ApiVersions:
                                      client_software_version=config["client_software_version"])
         cluster = self._client.cluster
         broker_id = cluster.broker_id_of(node.node_id)
-        if version >= 5 and self._client._metadata_updater.rebootstrap_enabled \
+        if version >= 5 and self._peers_check_cluster and self._client._metadata_updater.rebootstrap_enabled \
                 and cluster.cluster_id is not None and broker_id is not None:
             # KIP-1242: a broker that is not this node of this cluster (the address now
             # belongs to another one) answers REBOOTSTRAP_REQUIRED instead of serving us.
@@ -70,6 +75,8 @@ class ApiVersions:
                         now: float) -> None:
         """The node's ApiVersions answer; raises its error when negotiation cannot go on."""
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        if versions.get(_API_VERSIONS_KEY, (0, 0))[1] >= 5:
+            self._peers_check_cluster = True
         if response.error_code == errors.UnsupportedVersionError.errno:
             # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
             broker = versions.get(_API_VERSIONS_KEY)
