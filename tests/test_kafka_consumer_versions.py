@@ -21,12 +21,13 @@ import pytest
 
 from kproto import KafkaConsumer
 from kproto.consumer.classic import group_requests
-from kproto.embedded import TansuBroker, create_topic
+from kproto.embedded import create_topic
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from kproto.net.connection import max_usable_version
 from tests.brokers import seeding
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.raw import roundtrip
+from tests.brokers.tansu import tansu_behind
 
 FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 1, 2, 3, 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, API_VERSIONS, CONSUMER_GROUP_HEARTBEAT = 11, 12, 13, 14, 18, 68
@@ -59,15 +60,8 @@ def consume_commit_and_close(consumer: KafkaConsumer, expected: int, timeout_s: 
 
 @pytest.fixture(scope="module")
 def proxied_tansu():
-    proxy = BrokerProxy(("127.0.0.1", 1))  # the upstream is set once Tansu has its port
-    broker = TansuBroker(advertised_port=proxy.port)
-    try:
-        broker.start()
-        proxy.upstream = ("127.0.0.1", broker.port)
+    with BrokerProxy(("127.0.0.1", 1)) as proxy, tansu_behind(proxy):  # (upstream set by tansu_behind)
         yield proxy
-    finally:
-        broker.stop()
-        proxy.close()
 
 
 def test_classic_consumer_sends_the_newest_versions_tansu_advertises(proxied_tansu):
