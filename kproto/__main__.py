@@ -38,8 +38,14 @@ def _format(record: Any, as_json: bool, print_key: bool) -> str:
             "key": _text(record.key), "value": _text(record.value),
             "headers": [[k, _text(v)] for k, v in record.headers],
         })
-    value = _text(record.value)
-    return "{}\t{}".format(_text(record.key), value) if print_key else str(value)
+    value = _plain(record.value)
+    return "{}\t{}".format(_plain(record.key), value) if print_key else value
+
+
+def _plain(data: Optional[bytes]) -> str:
+    """A key or value in plain output: ``null`` when absent, as kafka-console-consumer."""
+    text = _text(data)
+    return "null" if text is None else text
 
 
 def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:

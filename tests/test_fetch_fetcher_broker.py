@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from kproto.consumer.classic.fetcher import Fetcher
 from kproto.consumer.config import ConsumerConfig
-from kproto.consumer.fetch import FetchConfig, Fetcher
+from kproto.consumer.fetch import FetchConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
@@ -103,8 +104,9 @@ def test_fetcher_out_of_range_requests_reset(broker):
         client.close()
 
 
-# Only Apache Kafka keeps fetch sessions (the mock and Tansu answer session id 0).
-@pytest.mark.broker_kinds("apache_kafka")
+# The mock and Tansu answer session id 0; Apache Kafka and Tansu behind the
+# fetch-session front keep sessions.
+@pytest.mark.needs("fetch_sessions")
 def test_fetcher_uses_incremental_sessions(broker):
     topic = broker.new_topic(partitions=2)
     written = broker.produce(topic, 60)

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from kproto import errors
+from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.classic.coordinator_discovery import CoordinatorDiscovery
 from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
-from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
 from kproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from kproto.net.client import NetworkClient, monotonic_ms
 from kproto.net.metadata import coordinator_broker_id, coordinator_connection_id

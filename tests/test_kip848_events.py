@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import queue
-import threading
 
 import pytest
 
-from kproto.consumer.kip848.events import (
+from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
+from kproto.consumer.background.events import (
+    ApplicationEvent,
     ApplicationEventHandler,
-    AsyncPollEvent,
     BackgroundEventHandler,
     CompletableEventReaper,
     ErrorEvent,
-    FetchCommittedOffsetsEvent,
-    SyncCommitEvent,
-    UnsubscribeEvent,
     drain,
 )
-from kproto.consumer.kip848.request_manager import RequestState
-from kproto.consumer.kip848.timer import Timer
-from kproto.errors import CommitFailedError, KafkaError, KafkaTimeoutError
+from kproto.consumer.background.request_manager import RequestState
+from kproto.consumer.background.timer import Timer
+from kproto.consumer.kip848 import events as ev
+from kproto.consumer.kip848.application_event_processor import ConsumerApplicationEventProcessor
+from kproto.consumer.kip848.events import AsyncPollEvent, FetchCommittedOffsetsEvent, SyncCommitEvent, UnsubscribeEvent
+from kproto.errors import CommitFailedError, IllegalStateError, KafkaError, KafkaTimeoutError
 from kproto.structs import TopicPartition as TP
 
 from tests.test_kip848_support import FakeClock
+from tests.threads import TestThread
 
 
 def test_reaper_fails_only_expired_incomplete_events() -> None:
@@ -63,7 +64,7 @@ def test_add_and_get_returns_what_the_background_thread_completes() -> None:
         event = app_queue.get()
         event.future.set_result({TP("a", 0): 42})
 
-    thread = threading.Thread(target=background, name="fake-background", daemon=True)
+    thread = TestThread(target=background, name="fake-background", daemon=True)
     thread.start()
     event = FetchCommittedOffsetsEvent([TP("a", 0)], deadline_ms=10**15)
     assert handler.add_and_get(event) == {TP("a", 0): 42}
@@ -132,3 +133,29 @@ def test_request_state_backoff_grows_and_resets() -> None:
     assert backoffs == [100, 200, 400, 800, 1000, 1000]
     state.on_successful_attempt(now)
     assert state.remaining_backoff_ms(now) == 0 and state.can_send_request(now)
+
+
+def test_every_consumer_application_event_has_a_handler_in_the_table() -> None:
+    # The table is explicit (Java's switch): a new event type without an entry fails here,
+    # not when a user first calls the API that submits it.
+    processor = ConsumerApplicationEventProcessor(None, None, fetch_request_manager=None,
+                                                  offsets_request_manager=None)
+    defined = {c for c in vars(ev).values() if isinstance(c, type) and issubclass(c, ApplicationEvent)
+               and c.__module__ == ev.__name__}
+    bases = {ev.CommitEvent, ev.SubscriptionChangeEvent}  # never submitted themselves
+    assert processor.handled_types() == defined - bases
+
+
+def test_the_processor_dispatches_by_exact_type_and_refuses_unknown_events() -> None:
+    class Pause(ApplicationEvent):
+        pass
+
+    class Resume(Pause):
+        pass
+
+    seen = []
+    processor = ApplicationEventProcessor({Pause: seen.append})
+    processor.process(Pause())
+    with pytest.raises(IllegalStateError, match="no handler for application event Resume"):
+        processor.process(Resume())
+    assert [type(e) for e in seen] == [Pause]

@@ -11,15 +11,16 @@ import threading
 
 import pytest
 
-from kproto.consumer.kafka_consumer import KafkaConsumer
-from kproto.consumer.kip848.consumer_network_thread import (
+from kproto.consumer.background.consumer_network_thread import (
     BACKGROUND_THREAD_NAME,
     ConsumerNetworkThread,
     Resources,
 )
-from kproto.consumer.kip848.events import ApplicationEventHandler, SyncCommitEvent, UnsubscribeEvent
-from kproto.consumer.kip848.network_client_delegate import NetworkClientDelegate
-from kproto.consumer.kip848.request_manager import PollResult
+from kproto.consumer.background.events import ApplicationEventHandler
+from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
+from kproto.consumer.background.request_manager import PollResult
+from kproto.consumer.kafka_consumer import KafkaConsumer
+from kproto.consumer.kip848.events import SyncCommitEvent, UnsubscribeEvent
 from kproto.errors import KafkaConfigurationError, KafkaError
 from kproto.net.client import NetworkClient
 

@@ -12,9 +12,9 @@ import collections
 import pytest
 
 from kproto import errors
+from kproto.consumer.classic.offset_fetcher import OffsetFetcher
 from kproto.consumer.offsets import commit as commit_mod
 from kproto.consumer.offsets import committed_offsets as co
-from kproto.consumer.offsets.offset_fetcher import OffsetFetcher
 from kproto.consumer.subscription_state import FetchPosition, FetchState, LeaderAndEpoch, SubscriptionState
 from kproto.messages import FindCoordinatorRequest, OffsetCommitRequest, OffsetFetchRequest
 from kproto.net.client import NetworkClient

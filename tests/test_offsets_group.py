@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from kproto import errors
+from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
-from kproto.consumer.offsets.group_offsets import GroupOffsets
 from kproto.messages import FindCoordinatorRequest, OffsetCommitRequest, OffsetFetchRequest
 from kproto.net.client import NetworkClient
 from kproto.structs import OffsetAndMetadata, TopicPartition

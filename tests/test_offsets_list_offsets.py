@@ -242,7 +242,7 @@ def test_reset_result_is_dropped_when_the_strategy_changed_meanwhile():
 
 @pytest.fixture
 def idle_fetcher():
-    from kproto.consumer.offsets.offset_fetcher import OffsetFetcher
+    from kproto.consumer.classic.offset_fetcher import OffsetFetcher
     from kproto.net.client import NetworkClient
 
     client = NetworkClient(bootstrap_servers="127.0.0.1:9")  # never contacted by these calls
@@ -267,7 +267,7 @@ def test_nothing_asked_nothing_sent(idle_fetcher):
 
 
 def test_unknown_isolation_level_is_a_configuration_error():
-    from kproto.consumer.offsets.offset_fetcher import OffsetFetcher
+    from kproto.consumer.classic.offset_fetcher import OffsetFetcher
 
     with pytest.raises(errors.KafkaConfigurationError):
         OffsetFetcher(None, SubscriptionState(), object(), isolation_level="dirty")

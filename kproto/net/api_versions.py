@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from kproto import errors
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from kproto.net.broker import BrokerConnection
-from kproto.net.connection import InFlightRequest, highest_common_version, max_usable_version
+from kproto.net.connection import InFlightRequest, highest_common_version
+from kproto.protocol.usable_versions import max_usable_version
 
 if TYPE_CHECKING:
     from kproto.net.client import NetworkClient
@@ -77,7 +78,7 @@ class ApiVersions:
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         if versions.get(_API_VERSIONS_KEY, (0, 0))[1] >= 5:
             self._peers_check_cluster = True
-        if response.error_code == errors.UnsupportedVersionError.errno:
+        if response.error_code == errors.ErrorCode.UNSUPPORTED_VERSION:
             # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
             broker = versions.get(_API_VERSIONS_KEY)
             retry = min(broker[1], max_usable_version(ApiVersionsRequest)) if broker else 0
@@ -88,7 +89,7 @@ class ApiVersions:
                           node.node_id, ifr.api_version, retry)
                 self._send(node, retry, now)
                 return
-        if response.error_code == errors.RebootstrapRequiredError.errno:
+        if response.error_code == errors.ErrorCode.REBOOTSTRAP_REQUIRED:
             log.info("node %s is not the broker the metadata named: rebootstrapping", node.node_id)
             self._client._metadata_updater.request_rebootstrap()
         if response.error_code:

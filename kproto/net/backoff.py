@@ -4,7 +4,7 @@ Owns the one implementation of the retry backoff both layers use: the network la
 metadata refresh schedule (:class:`~kproto.net.metadata.ClusterMetadata`, KIP-580) and
 reconnect backoff (``kproto.net.broker.reconnect_backoff_ms``), the classic engine's
 FindCoordinator retries (``kproto.consumer.classic.coordinator_discovery``) and the KIP-848
-request managers' ``RequestState`` (``kproto.consumer.kip848.request_manager``). It lives in
+request managers' ``RequestState`` (``kproto.consumer.background.request_manager``). It lives in
 ``kproto.net`` because the network layer may not import the consumer layer.
 
 The constants are Java's ``CommonClientConfigs.RETRY_BACKOFF_EXP_BASE`` and

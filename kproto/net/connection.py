@@ -27,11 +27,11 @@ from kproto import errors
 from kproto.net import wire
 from kproto.net.future import Future
 from kproto.protocol import headers
+from kproto.protocol.usable_versions import max_usable_version
 
 _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _API_VERSIONS_KEY = 18
-_UNSUPPORTED_VERSION = 35
 
 DEFAULT_RECEIVE_MESSAGE_MAX_BYTES = 100 * 1024 * 1024
 
@@ -258,7 +258,7 @@ def decode_response(response_class: Any, body: memoryview, api_version: int, *,
     if response_class.api_key != _API_VERSIONS_KEY or api_version == 0 or len(body) < 2:
         return response_class.decode(body, api_version, allow_trailing=allow_trailing)
     (error_code,) = _INT16.unpack_from(body, 0)
-    version = 0 if error_code == _UNSUPPORTED_VERSION else api_version
+    version = 0 if error_code == errors.ErrorCode.UNSUPPORTED_VERSION else api_version
     try:
         return response_class.decode(body, version, allow_trailing=allow_trailing)
     except errors.CorruptMessageError as exc:
@@ -291,37 +291,6 @@ def _decode_api_versions_loose(response_class: Any, body: memoryview, error_code
                                                       max_version=high))
             return response_class(error_code=error_code, api_keys=keys)
     return None
-
-
-#: The newest version of each API the client sends that kproto's code fills and reads
-#: correctly (Kafka 4.4's newest for all of them). A generated class knows every version
-#: of its schema, so a newer schema must not make the client send a version whose new
-#: fields nobody fills (OffsetCommit/OffsetFetch v10 carry topic ids instead of names):
-#: raise an entry only with the code that handles the new version. An API not listed
-#: (none the consumer sends) may use its class's newest version.
-MAX_USABLE_VERSIONS: dict[int, int] = {
-    1: 18,   # Fetch (v18: a follower's high watermark, KIP-1166; nothing for consumers)
-    2: 11,   # ListOffsets (v11: EARLIEST_PENDING_UPLOAD timestamp -6, KIP-1023)
-    3: 13,   # Metadata (v13: top-level error code, REBOOTSTRAP_REQUIRED, KIP-1102)
-    8: 10,   # OffsetCommit (v10: topic ids; only when every topic has one)
-    9: 10,   # OffsetFetch (v10: topic ids; only when every topic has one)
-    10: 6,   # FindCoordinator
-    11: 9,   # JoinGroup (kproto.consumer.classic.group_requests caps it lower)
-    12: 4,   # Heartbeat
-    13: 5,   # LeaveGroup
-    14: 5,   # SyncGroup
-    17: 1,   # SaslHandshake
-    18: 5,   # ApiVersions (v5: cluster and node id checks, KIP-1242)
-    23: 4,   # OffsetForLeaderEpoch
-    36: 2,   # SaslAuthenticate
-    68: 1,   # ConsumerGroupHeartbeat (v1: client-generated member ids, regex)
-}
-
-
-def max_usable_version(request_class: Any) -> int:
-    """The newest version of ``request_class`` kproto may send (see ``MAX_USABLE_VERSIONS``)."""
-    return min(request_class.max_version,
-               MAX_USABLE_VERSIONS.get(request_class.api_key, request_class.max_version))
 
 
 def highest_common_version(request_class: Any, broker_versions: dict[int, tuple[int, int]]) -> int | None:

@@ -30,12 +30,13 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from kproto import errors
-from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.classic.fetcher import Fetcher
+from kproto.consumer.classic.metadata_wait import await_metadata_update
+from kproto.consumer.classic.offset_fetcher import OffsetFetcher
 from kproto.consumer.fetch.fetch_collector import Fetch
+from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
-from kproto.consumer.fetch.fetcher import Fetcher
-from kproto.consumer.offsets import OffsetFetcher
-from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker, await_metadata_update
+from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.metrics.selector_metrics import selector_metrics

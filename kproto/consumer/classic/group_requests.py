@@ -14,7 +14,7 @@ import struct
 from typing import Any, Optional, Sequence
 
 from kproto import errors
-from kproto.net.connection import max_usable_version
+from kproto.protocol.usable_versions import max_usable_version
 from kproto.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -153,7 +153,7 @@ def _read_error_answer(body: bytes, throttled: bool, layout: str) -> Optional[tu
     if len(body) < head + struct.calcsize(layout):
         return None
     error_code, nxt = struct.unpack_from(layout, body, head)
-    if error_code == 0:
+    if error_code == errors.ErrorCode.NONE:
         return None
     throttle = struct.unpack_from(">i", body, 0)[0] if throttled else 0
     return error_code, nxt, throttle

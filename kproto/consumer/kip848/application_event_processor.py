@@ -1,7 +1,8 @@
-"""What each application event does, on the background thread (Java's
-``ApplicationEventProcessor``).
+"""What each KIP-848 consumer application event does, on the background thread (the cases of
+Java's ``ApplicationEventProcessor``).
 
-Owns the dispatch from event type to request-manager calls, and the AsyncPollEvent's
+Owns the handlers, registered by event type in the shell's table
+(``kproto.consumer.background.application_event_processor``), and the AsyncPollEvent's
 stages in the seed's order: (1) reconciliation check with commits allowed, (2) auto-commit
 timer, membership poll hook and the poll timer reset, (3) update fetch positions, then
 (4) fetch requests, each stage marked on the event so the application thread knows when it
@@ -15,8 +16,9 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
+from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
+from kproto.consumer.background.local_assignment import when_complete
 from kproto.consumer.kip848 import events as ev
-from kproto.consumer.kip848.local_assignment import when_complete
 from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import IllegalStateError
 
@@ -37,8 +39,8 @@ def chain(source: Future, target: Future, transform: Callable[[Any], Any] = lamb
     when_complete(source, _copy)
 
 
-class ApplicationEventProcessor:
-    """``process(event)``; managers that the consumer does not have are None."""
+class ConsumerApplicationEventProcessor(ApplicationEventProcessor):
+    """The KIP-848 consumer's handler table; managers that the consumer does not have are None."""
 
     def __init__(self, subscriptions: Any, metadata: Any, *, fetch_request_manager: Any,
                  offsets_request_manager: Any, coordinator_request_manager: Any = None,
@@ -53,16 +55,35 @@ class ApplicationEventProcessor:
         self.heartbeat = heartbeat_request_manager
         self.membership = membership_manager
         self._pattern_listener_added = False
-
-    def process(self, event: ev.ApplicationEvent) -> None:
-        handler = getattr(self, "_process_" + type(event).__name__, None)
-        if handler is None:
-            raise IllegalStateError("no handler for application event {}".format(type(event).__name__))
-        handler(event)
+        super().__init__({
+            ev.AsyncPollEvent: self._process_async_poll_event,
+            ev.CreateFetchRequestsEvent: self._process_create_fetch_requests_event,
+            ev.ListOffsetsEvent: self._process_list_offsets_event,
+            ev.TopicMetadataEvent: self._process_topic_metadata_event,
+            ev.ListTopicsEvent: self._process_list_topics_event,
+            ev.MetadataUpdateEvent: self._process_metadata_update_event,
+            ev.CheckAndUpdatePositionsEvent: self._process_check_and_update_positions_event,
+            ev.AsyncCommitEvent: self._process_async_commit_event,
+            ev.SyncCommitEvent: self._process_sync_commit_event,
+            ev.FetchCommittedOffsetsEvent: self._process_fetch_committed_offsets_event,
+            ev.CommitOnCloseEvent: self._process_commit_on_close_event,
+            ev.ResetOffsetEvent: self._process_reset_offset_event,
+            ev.SeekUnvalidatedEvent: self._process_seek_unvalidated_event,
+            ev.PausePartitionsEvent: self._process_pause_partitions_event,
+            ev.ResumePartitionsEvent: self._process_resume_partitions_event,
+            ev.AssignmentChangeEvent: self._process_assignment_change_event,
+            ev.TopicSubscriptionChangeEvent: self._process_topic_subscription_change_event,
+            ev.TopicRe2jPatternSubscriptionChangeEvent: self._process_re2j_pattern_subscription_change_event,
+            ev.TopicPatternSubscriptionChangeEvent: self._process_topic_pattern_subscription_change_event,
+            ev.UnsubscribeEvent: self._process_unsubscribe_event,
+            ev.LeaveGroupOnCloseEvent: self._process_leave_group_on_close_event,
+            ev.StopFindCoordinatorOnCloseEvent: self._process_stop_find_coordinator_on_close_event,
+            ev.ConsumerRebalanceListenerCallbackCompletedEvent: self._process_listener_callback_completed_event,
+        })
 
     # --- poll ----------------------------------------------------------------------------
 
-    def _process_AsyncPollEvent(self, event: ev.AsyncPollEvent) -> None:
+    def _process_async_poll_event(self, event: ev.AsyncPollEvent) -> None:
         try:
             if self.membership is not None:
                 self.membership.maybe_reconcile(can_commit=True)
@@ -90,10 +111,10 @@ class ApplicationEventProcessor:
 
         when_complete(positions, _after_positions)
 
-    def _process_CreateFetchRequestsEvent(self, event: ev.CreateFetchRequestsEvent) -> None:
+    def _process_create_fetch_requests_event(self, event: ev.CreateFetchRequestsEvent) -> None:
         chain(self.fetch.create_fetch_requests(), event.future)
 
-    def _process_ListOffsetsEvent(self, event: ev.ListOffsetsEvent) -> None:
+    def _process_list_offsets_event(self, event: ev.ListOffsetsEvent) -> None:
         chain(self.offsets.fetch_offsets_by_times(event.timestamps_to_search, event.require_timestamps,
                                                   event.deadline_ms), event.future)
 
@@ -113,7 +134,7 @@ class ApplicationEventProcessor:
 
         self.metadata.request_update().add_callback(_done).add_errback(_fail)
 
-    def _process_TopicMetadataEvent(self, event: ev.TopicMetadataEvent) -> None:
+    def _process_topic_metadata_event(self, event: ev.TopicMetadataEvent) -> None:
         """``partitions_for_topic`` of a topic the metadata does not cover yet."""
         topic = event.topic
         known = self.metadata.partitions_for_topic(topic)
@@ -124,7 +145,7 @@ class ApplicationEventProcessor:
         self.metadata.add_topic(topic)
         self._answer_after_metadata_update(event, lambda: self.metadata.partitions_for_topic(topic))
 
-    def _process_ListTopicsEvent(self, event: ev.ListTopicsEvent) -> None:
+    def _process_list_topics_event(self, event: ev.ListTopicsEvent) -> None:
         """``topics()``: ask for every topic once, then go back to the topics of interest
         (unless a pattern subscription needs all of them anyway)."""
         self.metadata.need_all_topic_metadata(True)
@@ -136,13 +157,13 @@ class ApplicationEventProcessor:
 
         self._answer_after_metadata_update(event, _answer)
 
-    def _process_MetadataUpdateEvent(self, event: ev.MetadataUpdateEvent) -> None:
+    def _process_metadata_update_event(self, event: ev.MetadataUpdateEvent) -> None:
         if not event.refresh and self.metadata.update_count > 0:
             event.future.set_result(None)
             return
         self._answer_after_metadata_update(event, lambda: None)
 
-    def _process_CheckAndUpdatePositionsEvent(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
+    def _process_check_and_update_positions_event(self, event: ev.CheckAndUpdatePositionsEvent) -> None:
         chain(self.offsets.update_fetch_positions(event.deadline_ms), event.future)
 
     # --- commits and committed offsets ---------------------------------------------------
@@ -158,29 +179,29 @@ class ApplicationEventProcessor:
             event.offsets_ready.set_result(offsets)
         return offsets
 
-    def _process_AsyncCommitEvent(self, event: ev.AsyncCommitEvent) -> None:
+    def _process_async_commit_event(self, event: ev.AsyncCommitEvent) -> None:
         offsets = self._commit_offsets(event)
         chain(self._commit_manager().commit_async(offsets), event.future, lambda _: offsets)
 
-    def _process_SyncCommitEvent(self, event: ev.SyncCommitEvent) -> None:
+    def _process_sync_commit_event(self, event: ev.SyncCommitEvent) -> None:
         offsets = self._commit_offsets(event)
         chain(self._commit_manager().commit_sync(offsets, event.deadline_ms), event.future, lambda _: offsets)
 
-    def _process_FetchCommittedOffsetsEvent(self, event: ev.FetchCommittedOffsetsEvent) -> None:
+    def _process_fetch_committed_offsets_event(self, event: ev.FetchCommittedOffsetsEvent) -> None:
         chain(self._commit_manager().fetch_offsets(set(event.partitions), event.deadline_ms), event.future)
 
-    def _process_CommitOnCloseEvent(self, event: ev.CommitOnCloseEvent) -> None:
+    def _process_commit_on_close_event(self, event: ev.CommitOnCloseEvent) -> None:
         if self.commit is not None:
             self.commit.signal_close()
 
     # --- positions -----------------------------------------------------------------------
 
-    def _process_ResetOffsetEvent(self, event: ev.ResetOffsetEvent) -> None:
+    def _process_reset_offset_event(self, event: ev.ResetOffsetEvent) -> None:
         for tp in event.partitions:
             self.subscriptions.request_offset_reset(tp, event.offset_reset_strategy)
         event.future.set_result(None)
 
-    def _process_SeekUnvalidatedEvent(self, event: ev.SeekUnvalidatedEvent) -> None:
+    def _process_seek_unvalidated_event(self, event: ev.SeekUnvalidatedEvent) -> None:
         from kproto.consumer.offsets.offset_fetcher_utils import current_leader
         from kproto.consumer.subscription_state import FetchPosition
 
@@ -190,19 +211,19 @@ class ApplicationEventProcessor:
         self.subscriptions.seek_unvalidated(event.partition, position)
         event.future.set_result(None)
 
-    def _process_PausePartitionsEvent(self, event: ev.PausePartitionsEvent) -> None:
+    def _process_pause_partitions_event(self, event: ev.PausePartitionsEvent) -> None:
         for tp in event.partitions:
             self.subscriptions.pause(tp)
         event.future.set_result(None)
 
-    def _process_ResumePartitionsEvent(self, event: ev.ResumePartitionsEvent) -> None:
+    def _process_resume_partitions_event(self, event: ev.ResumePartitionsEvent) -> None:
         for tp in event.partitions:
             self.subscriptions.resume(tp)
         event.future.set_result(None)
 
     # --- subscriptions ------------------------------------------------------------------
 
-    def _process_AssignmentChangeEvent(self, event: ev.AssignmentChangeEvent) -> None:
+    def _process_assignment_change_event(self, event: ev.AssignmentChangeEvent) -> None:
         if self.commit is not None:
             # Commit what was consumed from the partitions being replaced (auto-commit only).
             self.commit.update_timer_and_maybe_commit(event.current_time_ms)
@@ -210,14 +231,14 @@ class ApplicationEventProcessor:
         self.metadata.set_topics({tp.topic for tp in event.partitions})
         event.future.set_result(None)
 
-    def _process_TopicSubscriptionChangeEvent(self, event: ev.TopicSubscriptionChangeEvent) -> None:
+    def _process_topic_subscription_change_event(self, event: ev.TopicSubscriptionChangeEvent) -> None:
         self._require_membership()
         self.subscriptions.subscribe(sorted(event.topics), event.listener)
         self.metadata.set_topics(event.topics)
         self.membership.on_subscription_updated()
         event.future.set_result(None)
 
-    def _process_TopicRe2jPatternSubscriptionChangeEvent(self, event: ev.TopicRe2jPatternSubscriptionChangeEvent) -> None:
+    def _process_re2j_pattern_subscription_change_event(self, event: ev.TopicRe2jPatternSubscriptionChangeEvent) -> None:
         self._require_membership()
         self.subscriptions.subscribe_pattern(event.pattern, event.listener, broker_evaluated=True)
         # The broker picks the topics: the client needs metadata for all to resolve ids.
@@ -226,7 +247,7 @@ class ApplicationEventProcessor:
         self.membership.on_subscription_updated()
         event.future.set_result(None)
 
-    def _process_TopicPatternSubscriptionChangeEvent(self, event: ev.TopicPatternSubscriptionChangeEvent) -> None:
+    def _process_topic_pattern_subscription_change_event(self, event: ev.TopicPatternSubscriptionChangeEvent) -> None:
         """A compiled ``re.Pattern``: matched here against all topics, after every metadata update."""
         self._require_membership()
         self.subscriptions.subscribe_pattern(event.pattern, event.listener)
@@ -251,24 +272,24 @@ class ApplicationEventProcessor:
             # The next heartbeat carries the new topic names (HeartbeatState sends changes).
             log.info("Pattern subscription now matches %s", sorted(matched))
 
-    def _process_UnsubscribeEvent(self, event: ev.UnsubscribeEvent) -> None:
+    def _process_unsubscribe_event(self, event: ev.UnsubscribeEvent) -> None:
         if self.membership is not None:
             chain(self.membership.leave_group(), event.future)
         else:
             self.subscriptions.unsubscribe()
             event.future.set_result(None)
 
-    def _process_LeaveGroupOnCloseEvent(self, event: ev.LeaveGroupOnCloseEvent) -> None:
+    def _process_leave_group_on_close_event(self, event: ev.LeaveGroupOnCloseEvent) -> None:
         if self.membership is None or event.membership_operation != "leave":
             event.future.set_result(None)
             return
         chain(self.membership.leave_group(), event.future)
 
-    def _process_StopFindCoordinatorOnCloseEvent(self, event: ev.StopFindCoordinatorOnCloseEvent) -> None:
+    def _process_stop_find_coordinator_on_close_event(self, event: ev.StopFindCoordinatorOnCloseEvent) -> None:
         if self.coordinator is not None:
             self.coordinator.signal_close()
 
-    def _process_ConsumerRebalanceListenerCallbackCompletedEvent(
+    def _process_listener_callback_completed_event(
             self, event: ev.ConsumerRebalanceListenerCallbackCompletedEvent) -> None:
         self._require_membership()
         self.membership.consumer_rebalance_listener_callback_completed(event)

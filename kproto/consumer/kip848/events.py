@@ -1,63 +1,24 @@
-"""The events that cross between the application thread and the background thread.
+"""The KIP-848 consumer's events (Java's ``internals.events`` of the ``AsyncKafkaConsumer``).
 
-Owns the two event hierarchies of the seed chapter and their plumbing:
-
-- ``ApplicationEvent`` (application thread -> background thread), with
-  ``CompletableApplicationEvent`` for blocking API calls: it carries a future the caller
-  waits on and a deadline after which the ``CompletableEventReaper`` fails it;
-- ``BackgroundEvent`` (background thread -> application thread): errors to raise from the
-  next API call and rebalance-listener callbacks to run on the application thread;
-- ``ApplicationEventHandler`` (``add`` enqueues and wakes the network thread, ``add_and_get``
-  also waits on the event's future) and ``BackgroundEventHandler``, both over
-  ``queue.Queue``.
-
-Events are plain data; what they do is decided by the processor on the receiving thread.
+Owns the consumer's application events (poll, commits, committed offsets, positions,
+subscriptions, metadata look-ups, close steps), the rebalance-listener callback events in
+both directions, and ``request_listener_callback``. Their roots, queues and reaper are the
+shell's (``kproto.consumer.background.events``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import enum
-import itertools
 import logging
-import queue
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
-from kproto.consumer.kip848.local_assignment import completed_future
-from kproto.consumer.kip848.timer import monotonic_ms
-from kproto.errors import KafkaError, KafkaTimeoutError
+from kproto.consumer.background.events import (ApplicationEvent, BackgroundEventHandler, CompletableApplicationEvent,
+                                               CompletableBackgroundEvent)
+from kproto.consumer.background.local_assignment import completed_future
 
 log = logging.getLogger("kproto.kip848")
-
-_ids = itertools.count(1)
-
-
-# --- application events (application thread -> background thread) ----------------------
-
-
-class ApplicationEvent:
-    """Something the application thread asks the background thread to do."""
-
-    def __init__(self) -> None:
-        self.id = next(_ids)
-
-    def _fields(self) -> str:
-        return ", ".join("{}={!r}".format(k, v) for k, v in vars(self).items()
-                         if k not in ("id", "future") and not k.startswith("_"))
-
-    def __repr__(self) -> str:
-        return "{}(id={}, {})".format(type(self).__name__, self.id, self._fields())
-
-
-class CompletableApplicationEvent(ApplicationEvent):
-    """An event a blocking call waits on: ``future`` completes by ``deadline_ms`` or is reaped."""
-
-    def __init__(self, deadline_ms: int) -> None:
-        super().__init__()
-        self.deadline_ms = deadline_ms
-        self.future: Future = Future()
 
 
 class AsyncPollEvent(ApplicationEvent):
@@ -305,36 +266,6 @@ class ConsumerRebalanceListenerCallbackCompletedEvent(ApplicationEvent):
             self.future.set_result(None)
 
 
-# --- background events (background thread -> application thread) -----------------------
-
-
-class BackgroundEvent:
-    """Something the background thread hands to the application thread."""
-
-    def __init__(self) -> None:
-        self.id = next(_ids)
-
-    def __repr__(self) -> str:
-        fields = ", ".join("{}={!r}".format(k, v) for k, v in vars(self).items()
-                           if k not in ("id", "future"))
-        return "{}(id={}, {})".format(type(self).__name__, self.id, fields)
-
-
-class CompletableBackgroundEvent(BackgroundEvent):
-    def __init__(self, deadline_ms: Optional[int] = None) -> None:
-        super().__init__()
-        self.deadline_ms = deadline_ms
-        self.future: Future = Future()
-
-
-class ErrorEvent(BackgroundEvent):
-    """An error to raise from the application's next consumer call."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__()
-        self.error = error
-
-
 class ConsumerRebalanceListenerCallbackNeededEvent(CompletableBackgroundEvent):
     """Run ``method_name(partitions)`` of the rebalance listener on the application thread."""
 
@@ -359,130 +290,3 @@ def request_listener_callback(handler: "BackgroundEventHandler", has_listener: b
     handler.add(event)
     log.debug("Enqueued %s(%s) for the application thread", method.value, sorted(partitions))
     return event.future
-
-
-# --- handlers and the reaper -------------------------------------------------------------
-
-
-def drain(q: "queue.Queue[Any]") -> list:
-    """Everything currently in ``q``, without blocking (Java's ``drainTo``)."""
-    items = []
-    while True:
-        try:
-            items.append(q.get_nowait())
-        except queue.Empty:
-            return items
-
-
-class CompletableEventReaper:
-    """Fails completable events whose deadline passed (Java's ``CompletableEventReaper``).
-
-    The background thread ``add``s every completable event it processes and calls
-    ``reap(now_ms)`` once per loop; ``reap_incomplete`` on close fails everything left,
-    including events still sitting in the application queue.
-    """
-
-    def __init__(self) -> None:
-        self._tracked: list = []
-
-    def add(self, event: Any) -> None:
-        self._tracked.append(event)
-
-    def reap(self, now_ms: int) -> int:
-        """Fail expired, incomplete events with KafkaTimeoutError; forget completed ones."""
-        expired = 0
-        remaining = []
-        for event in self._tracked:
-            if event.future.done():
-                continue
-            if now_ms >= event.deadline_ms:
-                _fail(event.future, KafkaTimeoutError(
-                    "{} could not be completed before its deadline".format(type(event).__name__)))
-                expired += 1
-            else:
-                remaining.append(event)
-        self._tracked = remaining
-        return expired
-
-    def reap_incomplete(self, pending: Iterable[Any] = ()) -> int:
-        """Fail every tracked event and every completable one in ``pending`` (on close)."""
-        failed = 0
-        for event in itertools.chain(self._tracked, pending):
-            future = getattr(event, "future", None)
-            if isinstance(future, Future) and not future.done():
-                _fail(future, KafkaError("The consumer is closed"))
-                failed += 1
-        self._tracked = []
-        return failed
-
-    def size(self) -> int:
-        return len(self._tracked)
-
-    def contains(self, event: Any) -> bool:
-        return any(e is event for e in self._tracked)
-
-
-def _fail(future: Future, error: BaseException) -> None:
-    try:
-        future.set_exception(error)
-    except concurrent.futures.InvalidStateError:
-        pass  # completed concurrently by the other thread: its outcome stands
-
-
-class ApplicationEventHandler:
-    """The application thread's end of the application-event queue.
-
-    ``wakeup`` is called after every ``add`` so a network thread blocked in its network
-    step picks the event up at once.
-    """
-
-    def __init__(self, application_event_queue: "queue.Queue[ApplicationEvent]",
-                 wakeup: Callable[[], None] = lambda: None,
-                 time_ms: Callable[[], int] = monotonic_ms) -> None:
-        self.queue = application_event_queue
-        self._wakeup = wakeup
-        self._time_ms = time_ms
-
-    def add(self, event: ApplicationEvent) -> None:
-        self.queue.put(event)
-        self._wakeup()
-
-    def add_and_get(self, event: CompletableApplicationEvent) -> Any:
-        """Enqueue ``event`` and wait for its result until its deadline.
-
-        Raises the exception the background thread failed it with, or KafkaTimeoutError.
-        """
-        self.add(event)
-        return wait_for(event.future, event.deadline_ms, self._time_ms)
-
-    def wakeup_network_thread(self) -> None:
-        self._wakeup()
-
-
-def wait_for(future: Future, deadline_ms: int, time_ms: Callable[[], int] = monotonic_ms) -> Any:
-    """``future.result()`` bounded by ``deadline_ms``; a timeout is KafkaTimeoutError.
-
-    The reaper normally fails the future at its deadline; the bound here keeps the caller
-    from hanging if the background thread cannot run it.
-    """
-    # Clamped: a "forever" deadline must not overflow the lock's timeout.
-    remaining_s = min(max(0, deadline_ms - time_ms()) / 1000.0, threading.TIMEOUT_MAX)
-    try:
-        return future.result(timeout=remaining_s)
-    except concurrent.futures.TimeoutError:
-        raise KafkaTimeoutError("Timed out waiting for the background thread") from None
-
-
-class BackgroundEventHandler:
-    """The background thread's end of the background-event queue."""
-
-    def __init__(self, background_event_queue: "queue.Queue[BackgroundEvent]",
-                 wake_application: Callable[[], None] = lambda: None) -> None:
-        self.queue = background_event_queue
-        # The application thread may be blocked waiting for fetched data: a callback to
-        # run or an error to raise must not wait for that wait to time out.
-        self._wake_application = wake_application
-
-    def add(self, event: BackgroundEvent) -> None:
-        self.queue.put(event)
-        self._wake_application()

@@ -14,12 +14,12 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
+from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
+from kproto.consumer.background.timer import monotonic_ms
 from kproto.consumer.fetch.abstract_fetch import AbstractFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
-from kproto.consumer.kip848.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
-from kproto.consumer.kip848.timer import monotonic_ms
 from kproto.messages import FetchRequest
 
 log = logging.getLogger("kproto.kip848")

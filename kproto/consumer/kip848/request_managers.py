@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from kproto.consumer.background.consumer_network_thread import Resources
+from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.member_state import MemberState
+from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.kip848.application_event_processor import ApplicationEventProcessor
+from kproto.consumer.kip848.application_event_processor import ConsumerApplicationEventProcessor
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
-from kproto.consumer.kip848.consumer_network_thread import Resources
-from kproto.consumer.kip848.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.kip848.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import ConsumerHeartbeatRequestManager
+from kproto.consumer.kip848.consumer_membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
-from kproto.consumer.kip848.heartbeat_request_manager import ConsumerHeartbeatRequestManager
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
-from kproto.consumer.kip848.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
@@ -105,7 +105,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
 
     fetch = FetchRequestManager(fetch_config, subscriptions, metadata, fetch_buffer, node_unavailable, time_ms,
                                 metrics_manager=fetch_metrics)
-    processor = ApplicationEventProcessor(
+    processor = ConsumerApplicationEventProcessor(
         subscriptions, metadata, fetch_request_manager=fetch, offsets_request_manager=offsets,
         coordinator_request_manager=coordinator, commit_request_manager=commit,
         heartbeat_request_manager=heartbeat, membership_manager=membership)

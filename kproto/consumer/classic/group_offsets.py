@@ -16,12 +16,11 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from kproto import errors
+from kproto.consumer.offsets import commit as commit_mod
+from kproto.consumer.offsets import committed_offsets as co
+from kproto.consumer.offsets.offset_fetcher_utils import choose_version
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kproto.structs import OffsetAndMetadata, TopicPartition
-
-from . import commit as commit_mod
-from . import committed_offsets as co
-from .offset_fetcher_utils import choose_version
 
 log = logging.getLogger("kproto.consumer.offsets")
 

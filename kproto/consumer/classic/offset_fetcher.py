@@ -23,13 +23,12 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kproto import errors
+from kproto.consumer.classic.metadata_wait import await_metadata_update
+from kproto.consumer.offsets import leader_epoch_validation as lev
+from kproto.consumer.offsets import offset_fetcher_utils as utils
+from kproto.consumer.offsets.committed_offsets import refresh_committed_offsets
 from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-
-from . import leader_epoch_validation as lev
-from . import offset_fetcher_utils as utils
-from .committed_offsets import refresh_committed_offsets
-from .metadata_wait import await_metadata_update
 
 def _synchronized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``method`` under the fetcher's lock (Java's ``synchronized``)."""

@@ -16,9 +16,9 @@ import collections
 import logging
 from typing import Any, Callable, Iterable, Optional
 
-from kproto.consumer.offsets.metadata_wait import MetadataErrorTracker
-from kproto.consumer.kip848.request_manager import PollResult, RequestBuilder, UnsentRequest
-from kproto.consumer.kip848.timer import Timer, monotonic_ms
+from kproto.consumer.background.request_manager import PollResult, RequestBuilder, UnsentRequest
+from kproto.consumer.background.timer import Timer, monotonic_ms
+from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.errors import AuthenticationError, KafkaTimeoutError, UnsupportedVersionError
 
 log = logging.getLogger("kproto.kip848")

@@ -1,22 +1,17 @@
-"""Metadata as the classic engine's callers need it: the blocking wait for a refresh (façade
-lookups, coordinator, OffsetFetcher) and the errors an update carries (``poll()``).
+"""The classic engine's blocking wait for a metadata refresh (façade lookups, coordinator,
+OffsetFetcher).
 
 ``NetworkClient.request_metadata_update()`` futures fail early with retriable
 ``NoBrokersAvailable`` when every known broker is backing off. A caller that waited only
 until the future was done would give up long before its deadline (or, in a retry loop,
 spin). Java's ``ConsumerNetworkClient.awaitMetadataUpdate`` keeps asking: a failed refresh
 is retried after ``retry_backoff_ms`` until the deadline; so does this.
-
-Topics a Metadata response names as unauthorized or invalid are raised from the next
-``poll()``, once per update (``MetadataErrorTracker``), as the KIP-848 engine does.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable, Optional
-
-from kproto import errors
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -51,29 +46,3 @@ def await_metadata_update(client: Any, deadline: float, clock: Callable[[], floa
             step(timeout_ms=left)
         if clock() >= deadline:
             return False
-
-
-class MetadataErrorTracker:
-    """Java's ``Metadata.maybeThrowAnyException`` for a consumer's poll loop: the error the
-    latest metadata update carries (unauthorized or invalid topics), once per update.
-
-    ``ClusterMetadata`` replaces its ``unauthorized_topics``/``invalid_topics`` sets on every
-    update, so the sets' identity tells a new update from one already reported.
-    """
-
-    __slots__ = ("_cluster", "_seen")
-
-    def __init__(self, cluster: Any) -> None:
-        self._cluster = cluster
-        self._seen: tuple[Any, Any] = (None, None)
-
-    def get_and_clear(self) -> Optional[BaseException]:
-        unauthorized, invalid = self._cluster.unauthorized_topics, self._cluster.invalid_topics
-        if unauthorized is self._seen[0] and invalid is self._seen[1]:
-            return None
-        self._seen = (unauthorized, invalid)
-        if unauthorized:
-            return errors.error_for(29, "Not authorized to access topics: {}".format(sorted(unauthorized)))
-        if invalid:
-            return errors.error_for(17, "Invalid topics: {}".format(sorted(invalid)))
-        return None

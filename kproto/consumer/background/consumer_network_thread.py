@@ -1,4 +1,4 @@
-"""The background thread of the KIP-848 engine (Java's ``ConsumerNetworkThread``).
+"""The background thread of a background-thread engine (Java's ``ConsumerNetworkThread``).
 
 Owns the loop that drives everything behind the application's back. Each ``run_once``:
 
@@ -27,9 +27,9 @@ import queue
 import threading
 from typing import Any, Callable, Optional, Sequence
 
-from kproto.consumer.kip848.events import CompletableApplicationEvent, CompletableEventReaper, drain
-from kproto.consumer.kip848.request_manager import MAX_WAIT_MS
-from kproto.consumer.kip848.timer import monotonic_ms
+from kproto.consumer.background.events import CompletableApplicationEvent, CompletableEventReaper, drain
+from kproto.consumer.background.request_manager import MAX_WAIT_MS
+from kproto.consumer.background.timer import monotonic_ms
 from kproto.errors import KafkaError
 
 log = logging.getLogger("kproto.kip848")
