@@ -4,9 +4,10 @@ Owns the table of every accepted setting with its default (the same defaults as
 kafka-python's ``KafkaConsumer.DEFAULT_CONFIG``, plus Java settings kafka-python lacks, by
 their Java names in snake_case: the KIP-848 settings ``group_protocol`` and
 ``group_remote_assignor``, ``retry_backoff_max_ms``, KIP-580's cap on the exponential
-retry backoff, and ``metadata_recovery_strategy`` / ``metadata_recovery_rebootstrap_trigger_ms``,
-KIP-899/KIP-1102's return to the bootstrap servers), the validation done once at construction, and ``ConsumerConfig``, the
-read-only mapping both engines read.
+retry backoff, and ``metadata_recovery_strategy`` /
+``metadata_recovery_rebootstrap_trigger_ms``, KIP-899/KIP-1102's return to the bootstrap
+servers), the validation done once at construction, and ``ConsumerConfig``, the read-only
+mapping both engines read.
 
 Everything wrong with a configuration raises ``KafkaConfigurationError`` at construction,
 naming the setting: an unknown key, a wrong type, a value out of range or outside its

@@ -14,7 +14,6 @@ import struct
 from typing import Any, Optional, Sequence
 
 from kproto import errors
-from kproto.protocol.usable_versions import max_usable_version
 from kproto.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -23,6 +22,7 @@ from kproto.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kproto.protocol.usable_versions import max_usable_version
 
 # The newest versions used. These are librdkafka's: the librdkafka mock cluster advertises
 # newer ones than it can parse (JoinGroup v6 and SyncGroup v4 close the connection, LeaveGroup

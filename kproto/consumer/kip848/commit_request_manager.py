@@ -34,12 +34,12 @@ from kproto.consumer.background.request_manager import (
 )
 from kproto.consumer.offsets import (
     AutoCommitState,
-    max_version_for_topic_ids,
-    topic_ids_or_none,
     build_offset_commit_request,
     build_offset_fetch_request,
     handle_offset_commit_response,
     handle_offset_fetch_response,
+    max_version_for_topic_ids,
+    topic_ids_or_none,
 )
 from kproto.errors import KafkaTimeoutError
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest

@@ -4,9 +4,9 @@ Owns: the OffsetCommit request at any version (generation id / member id / group
 instance id for the classic protocol, the member epoch for KIP-848 from v9, per-partition
 leader epoch and metadata, topic ids instead of names from v10: ``topic_ids_or_none`` and
 ``max_version_for_topic_ids`` decide whether v10 may be used, for OffsetFetch too), the
-per-error verdict on a response (retriable or fatal,
-coordinator rediscovery, rejoin, generation reset; KIP-848's commit-before-revocation
-rules), and ``AutoCommitState``, a pure timer object fed a clock.
+per-error verdict on a response (retriable or fatal, coordinator rediscovery, rejoin,
+generation reset; KIP-848's commit-before-revocation rules), and ``AutoCommitState``, a
+pure timer object fed a clock.
 """
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ class CommitResult:
     """One OffsetCommit response, judged (first error that decides wins, as in Java).
 
     ``retriable``: sending the commit again may work (after ``coordinator_unknown``
-    rediscovery, or a metadata refresh for ``metadata_update_needed``, if set). ``request_rejoin``/``reset_generation`` tell the classic engine
-    its membership is stale. ``failed_partitions`` holds each partition's own error.
+    rediscovery, or a metadata refresh for ``metadata_update_needed``, if set).
+    ``request_rejoin``/``reset_generation`` tell the classic engine its membership is stale.
+    ``failed_partitions`` holds each partition's own error.
     """
 
     error: Optional[errors.KafkaError] = None
@@ -112,7 +113,8 @@ def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, 
         raise errors.UnsupportedVersionError(
             "OffsetCommit v{} cannot carry group_instance_id (static membership needs v7+)".format(version))
     by_topic: dict[str, list[Any]] = {}
-    if version >= FIRST_VERSION_WITH_TOPIC_IDS and topic_ids_or_none({tp.topic for tp in offsets}, topic_ids or {}) is None:
+    if version >= FIRST_VERSION_WITH_TOPIC_IDS and \
+            topic_ids_or_none({tp.topic for tp in offsets}, topic_ids or {}) is None:
         raise errors.IllegalArgumentError("OffsetCommit v{} names topics by id and some topic has none".format(version))
     for tp, om in offsets.items():
         part = Req.OffsetCommitRequestPartition(
