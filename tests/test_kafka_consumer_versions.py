@@ -4,8 +4,8 @@ kproto supports when that is all a broker offers.
 - Tansu behind :class:`~tests.brokers.proxy.BrokerProxy` (Tansu advertises the proxy, so
   every connection goes through it): the proxy records the version of each request, from
   the broker's side of the wire, which must be the newest the broker advertises unless
-  kproto's own cap (``kproto.protocol.usable_versions.MAX_USABLE_VERSIONS``, the classic
-  group caps) is lower.
+  kproto's own cap (``kproto.net.client_versions.CLIENT_MAX_VERSIONS``, the classic group
+  caps) is lower.
 - librdkafka's mock cluster with one API narrowed to a single old version
   (``set_apiversion``): a group consumer of either engine still reads every record,
   commits and reads its commit back, and the mock's request log shows it used that API.
@@ -23,7 +23,7 @@ from kproto import KafkaConsumer
 from kproto.consumer.classic import group_requests
 from kproto.embedded import create_topic
 from kproto.messages import API_KEYS, ApiVersionsRequest
-from kproto.protocol.usable_versions import max_usable_version
+from kproto.net.client_versions import client_max_version
 from tests.brokers import seeding
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.raw import roundtrip
@@ -36,7 +36,7 @@ RECORDS = 12
 
 def kproto_max(api_key: int) -> int:
     """The newest version kproto's consumer sends of an API (classic group caps included)."""
-    cap = max_usable_version(API_KEYS[api_key][0])
+    cap = client_max_version(API_KEYS[api_key][0])
     return min(cap, group_requests.MAX_VERSIONS.get(api_key, cap))
 
 

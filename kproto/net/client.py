@@ -120,7 +120,7 @@ class NetworkClient:
         """Queue ``request`` for ``node_id``; the future completes with the decoded response.
 
         ``version=None`` uses the highest version both sides support (capped at
-        ``kproto.protocol.usable_versions.max_usable_version``). The connection is opened if needed. Fails fast with
+        ``kproto.net.client_versions.client_max_version``). The connection is opened if needed. Fails fast with
         ``NodeNotReadyError`` while the node is in reconnect backoff.
         """
         future = Future()

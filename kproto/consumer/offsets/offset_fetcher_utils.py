@@ -18,7 +18,7 @@ from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
 from kproto.errors import ErrorCode
 from kproto.messages import ListOffsetsRequest
-from kproto.protocol.usable_versions import max_usable_version
+from kproto.net.client_versions import client_max_version
 from kproto.structs import OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -125,13 +125,13 @@ def list_offsets_min_version(isolation_level: int, require_timestamp: bool) -> i
 
 
 def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0) -> int:
-    """The highest version both kproto (``max_usable_version``) and the broker support.
+    """The highest version both kproto (``client_max_version``) and the broker support.
 
     ``broker_versions`` is the broker's max version or a ``(min, max)`` pair (None means
     unknown: use ours). Raises ``UnsupportedVersionError`` when the broker is too old for
     ``min_version``.
     """
-    ours_min, ours_max = request_cls.min_version, max_usable_version(request_cls)
+    ours_min, ours_max = request_cls.min_version, client_max_version(request_cls)
     if broker_versions is None:
         broker_min, broker_max = ours_min, ours_max
     elif isinstance(broker_versions, int):
