@@ -74,6 +74,7 @@ class ApiVersions:
             # KIP-1242: a broker that is not this node of this cluster (the address now
             # belongs to another one) answers REBOOTSTRAP_REQUIRED instead of serving us.
             request.cluster_id, request.node_id = cluster.cluster_id, broker_id
+        assert node.proto is not None  # ApiVersions is the first request on a connected socket
         ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config["request_timeout_ms"])
         self._state.track_internal(ifr, API_VERSIONS)
         node.write(now)

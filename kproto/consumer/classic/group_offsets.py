@@ -20,6 +20,7 @@ from kproto.consumer.offsets import commit as commit_mod
 from kproto.consumer.offsets import committed_offsets as co
 from kproto.consumer.offsets.offset_fetcher_utils import choose_version
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
+from kproto.messages.offset_commit import OffsetCommitResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -39,9 +40,14 @@ class Coordinator(Protocol):
 class Membership(Protocol):
     """The identity a commit carries; read again for every attempt (it may change)."""
 
-    generation_id_or_member_epoch: int
-    member_id: str
-    group_instance_id: Optional[str]
+    @property
+    def generation_id_or_member_epoch(self) -> int: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def group_instance_id(self) -> Optional[str]: ...
 
 
 class GroupOffsets:
@@ -107,7 +113,7 @@ class GroupOffsets:
                     node, self._commit_request(offsets, version, membership, topic_ids), version, deadline)
                 if response is not None:
                     result = self._judge(response, on_result, topic_ids)
-                    if result.succeeded:
+                    if result.error is None:
                         return
                     if not result.retriable:
                         raise result.error
@@ -170,7 +176,7 @@ class GroupOffsets:
             self.group_id, offsets, version, generation_id_or_member_epoch=membership.generation_id_or_member_epoch,
             member_id=membership.member_id, group_instance_id=membership.group_instance_id, topic_ids=topic_ids)
 
-    def _judge(self, response: Any, on_result: Optional[Callable[[commit_mod.CommitResult], None]],
+    def _judge(self, response: OffsetCommitResponse, on_result: Optional[Callable[[commit_mod.CommitResult], None]],
                topic_ids: Optional[Mapping[str, Any]]) -> commit_mod.CommitResult:
         result = commit_mod.handle_offset_commit_response(response, self.group_id, group_protocol=self._group_protocol,
                                                           topic_ids=topic_ids)

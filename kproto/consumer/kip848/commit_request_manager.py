@@ -70,7 +70,7 @@ class CommitRequestManager:
                  *, auto_commit_enabled: bool, auto_commit_interval_ms: int = 5000,
                  group_instance_id: Optional[str] = None, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, jitter: float = RequestState.RETRY_BACKOFF_JITTER,
-                 throw_on_fetch_stable_offset_unsupported: bool = False, require_stable: bool = False,
+                 require_stable: bool = False,
                  now_ms: int = 0, time_ms: Optional[Callable[[], int]] = None,
                  topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
                  request_metadata_update: Callable[[], Any] = lambda: None) -> None:
@@ -179,10 +179,6 @@ class CommitRequestManager:
             return completed_future()
         return self._add("commit", offsets, deadline_ms, before_revocation=True)
 
-    def reset_auto_commit_timer(self, now_ms: int) -> None:
-        if self.auto_commit_state is not None:
-            self.auto_commit_state.reset(now_ms)
-
     # --- requests and responses ------------------------------------------------------------
 
     def _now(self, fallback: int) -> int:
@@ -243,19 +239,20 @@ class CommitRequestManager:
                 result = handle_offset_commit_response(response, self.group_id, group_protocol="consumer",
                                                        before_revocation=pending.before_revocation,
                                                        topic_ids=pending.topic_ids)
-                if result.succeeded:
+                if result.error is None:
                     self._finish(pending, None)
                 else:
                     self._on_failure(pending, result.error, result.retriable, result.coordinator_unknown, done_ms,
                                      result.metadata_update_needed)
             else:
-                result = handle_offset_fetch_response(response, pending.version, self.group_id, pending.payload,
-                                                      pending.topic_ids)
-                if result.error is None:
-                    self._finish(pending, result.offsets)
+                assert pending.version is not None  # set by _build() when the request went out
+                fetched = handle_offset_fetch_response(response, pending.version, self.group_id, pending.payload,
+                                                       pending.topic_ids)
+                if fetched.error is None:
+                    self._finish(pending, fetched.offsets)
                 else:
-                    self._on_failure(pending, result.error, result.retriable, result.coordinator_unknown, done_ms,
-                                     result.metadata_update_needed)
+                    self._on_failure(pending, fetched.error, fetched.retriable, fetched.coordinator_unknown, done_ms,
+                                     fetched.metadata_update_needed)
 
         return unsent.when_complete(_on_complete)
 

@@ -18,14 +18,14 @@ from typing import Any, Iterable, Mapping, Optional
 
 from kproto import errors
 from kproto.errors import ErrorCode
-from kproto.messages import OffsetCommitRequest as Req
+from kproto.messages.offset_commit import OffsetCommitRequest as Req
+from kproto.messages.offset_commit import OffsetCommitRequest_OffsetCommitRequestPartition, OffsetCommitResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .offset_fetcher_utils import topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
-OFFSET_COMMIT_API_KEY = 8
 # Errors after which the coordinator must be looked up again.
 _COORDINATOR_GONE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                                ErrorCode.REQUEST_TIMED_OUT})
@@ -96,7 +96,7 @@ def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, 
                                 version: int, *, generation_id_or_member_epoch: int = DEFAULT_GENERATION_ID,
                                 member_id: str = UNKNOWN_MEMBER_ID,
                                 group_instance_id: Optional[str] = None,
-                                topic_ids: Optional[Mapping[str, uuid.UUID]] = None) -> Any:
+                                topic_ids: Optional[Mapping[str, uuid.UUID]] = None) -> Req:
     """An OffsetCommitRequest for ``offsets`` at ``version``.
 
     The classic engine passes its generation id; the KIP-848 engine its member epoch (and
@@ -112,7 +112,7 @@ def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, 
     if group_instance_id is not None and version < 7:
         raise errors.UnsupportedVersionError(
             "OffsetCommit v{} cannot carry group_instance_id (static membership needs v7+)".format(version))
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[OffsetCommitRequest_OffsetCommitRequestPartition]] = {}
     if version >= FIRST_VERSION_WITH_TOPIC_IDS and \
             topic_ids_or_none({tp.topic for tp in offsets}, topic_ids or {}) is None:
         raise errors.IllegalArgumentError("OffsetCommit v{} names topics by id and some topic has none".format(version))
@@ -131,7 +131,7 @@ def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, 
     return request
 
 
-def _request_topic(name: str, partitions: list[Any], version: int,
+def _request_topic(name: str, partitions: list[OffsetCommitRequest_OffsetCommitRequestPartition], version: int,
                    topic_ids: Optional[Mapping[str, uuid.UUID]]) -> Any:
     if version >= FIRST_VERSION_WITH_TOPIC_IDS:
         assert topic_ids is not None  # checked by the caller
@@ -139,7 +139,7 @@ def _request_topic(name: str, partitions: list[Any], version: int,
     return Req.OffsetCommitRequestTopic(name=name, partitions=partitions)
 
 
-def handle_offset_commit_response(response: Any, group_id: str, *, group_protocol: str = "classic",
+def handle_offset_commit_response(response: OffsetCommitResponse, group_id: str, *, group_protocol: str = "classic",
                                   before_revocation: bool = False,
                                   topic_ids: Optional[Mapping[str, uuid.UUID]] = None) -> CommitResult:
     """Judge an OffsetCommit response.
