@@ -219,6 +219,41 @@ def emit_init(modules: dict[str, list[Message]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _versions(v: "object") -> str:
+    return "({}, {})".format(v.lo, v.hi)  # type: ignore[attr-defined]
+
+
+def emit_schema_table(messages: list[Message]) -> str:
+    """``_schema.py``: the schema facts as data, for tools that walk fields at run time
+    (``kproto.fuzz`` generates and mutates requests from it); no code reads spec/ at run time."""
+    out = [HEADER, "# flake8: noqa",
+           '"""Every message\'s schema facts as data (no classes): for tools that walk fields at',
+           "run time, such as ``kproto.fuzz``.", "",
+           "``MESSAGES``: name -> (api_key, valid versions, flexible versions, module, root class).",
+           "``STRUCTS``: class name -> fields, each ``(attr, type, versions, nullable versions,",
+           "tagged versions, tag, flexible override, struct class name)``; the type is the",
+           "schema's text (``int32``, ``[]string``, ``[]FetchTopic``). Versions are ``(lo, hi)``",
+           "with ``hi`` None when open-ended; ``(1, 0)`` is empty.", '"""', "",
+           "MESSAGES = {"]
+    structs: list[str] = []
+    for msg in messages:
+        out.append("    {!r}: ({!r}, {}, {}, {!r}, {!r}),".format(
+            msg.name, msg.api_key, _versions(msg.valid), _versions(msg.flexible), msg.module,
+            msg.root.class_name))
+        for st in msg.structs:
+            fields = ", ".join("({!r}, {!r}, {}, {}, {}, {!r}, {}, {!r})".format(
+                f.attr, f.type, _versions(f.versions), _versions(f.nullable),
+                _versions(f.tagged), f.tag, None if f.flexible is None else _versions(f.flexible),
+                None if f.struct is None else f.struct.class_name) for f in st.fields)
+            structs.append("    {!r}: ({}{}),".format(st.class_name, fields,
+                                                       "," if len(st.fields) == 1 else ""))
+    out.append("}")
+    out.append("STRUCTS = {")
+    out += structs
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 def generate(spec_dir: Path, out_dir: Path) -> list[Path]:
     """Write the generated package for every schema in ``spec_dir``; return the files written."""
     modules: dict[str, list[Message]] = {}
@@ -235,6 +270,10 @@ def generate(spec_dir: Path, out_dir: Path) -> list[Path]:
     init = out_dir / "__init__.py"
     init.write_text(emit_init(modules), encoding="utf-8")
     written.append(init)
+    table = out_dir / "_schema.py"
+    table.write_text(emit_schema_table(
+        [m for module in sorted(modules) for m in modules[module]]), encoding="utf-8")
+    written.append(table)
     # Remove generated modules whose schema is gone (never hand-written files).
     for path in out_dir.glob("*.py"):
         if path not in written and path.read_text(encoding="utf-8").startswith(HEADER):
@@ -256,4 +295,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["generate", "emit_module", "emit_init", "FIXED"]
+__all__ = ["generate", "emit_module", "emit_init", "emit_schema_table", "FIXED"]

@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="kproto: a pure-Python Kafka consumer")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("trace", help="a decoding proxy for any client (python -m kproto trace -h)")
+    sub.add_parser("fuzz", help="fuzz a broker at the protocol level (python -m kproto fuzz -h)")
     c = sub.add_parser("consume", help="print the records of a topic")
     c.add_argument("--bootstrap-server", help="host:port[,host:port]; omit to use an embedded broker")
     c.add_argument("--topic", help="topic to consume (default with the embedded broker: %s)" % SAMPLE_TOPIC)
@@ -187,6 +188,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from kproto.trace.cli import main as trace_main
 
         return trace_main(argv[1:])
+    if argv[:1] == ["fuzz"]:  # the protocol fuzzer has its own command line
+        from kproto.fuzz.cli import main as fuzz_main
+
+        return fuzz_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")

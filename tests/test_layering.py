@@ -24,6 +24,8 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
                          "consumer", "events"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
+    ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
+                     "fuzz"}),
     ("kproto.net", {"errors", "structs", "protocol", "messages", "net"}),
     ("kproto.records", {"errors", "structs", "codecs", "records"}),
     ("kproto.codecs", {"errors", "codecs"}),

@@ -173,6 +173,11 @@ Plain scripts (no pytest) can do the same::
         written = b.produce(topic, 50, codec="zstd")
         data = b.raw_fetch(topic, 0)
 
+:class:`tests.brokers.mock_process.MockClusterProcess(brokers=1, topics=[(name, n)])` runs
+the mock cluster in a child process (``bootstrap_servers``, ``pid``, ``alive()``,
+``close()`` by pid) for tests that may crash it, such as the fuzzer's: a crash is then the
+child's death, not the test run's.
+
 Known behaviour to design tests around (measured):
 
 - The mock keeps at most ~5 MiB or 100k batches per partition and silently drops older

@@ -1,0 +1,85 @@
+"""Sending a saved finding again: does it still fire?
+
+Owns :func:`replay`: the run's set-up again (its seed topic), then the finding's bytes (a
+sequence is run again from its own seed; for a crash the request alone does not cause,
+the requests before it in order), judged by the same oracles and probes as in the run.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from kproto.errors import KafkaError
+from kproto.fuzz import oracles, schema, sequences
+from kproto.fuzz.corpus import Finding
+from kproto.fuzz.oracles import Verdict
+from kproto.fuzz.plan import learn, seed_topic
+from kproto.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.fuzz.target import Target, TargetError
+from kproto.fuzz.values import Knowledge
+from kproto.protocol.headers import decode_request_header
+
+
+def replay(finding: Finding, target: Target, *, setup: bool = True,
+           prefix: str = "kproto-fuzz-") -> tuple[bool, list[Verdict]]:
+    """Send a saved finding again (after the run's set-up, unless ``setup`` is False);
+    whether its (oracle, signature) fires, and every verdict."""
+    target.fetch_api_versions()
+    if setup:  # the state the run had: its seed topic with two 3-record batches
+        try:
+            seed_topic(target, learn(target, prefix))
+        except (OSError, TargetError):
+            pass
+    if finding.level == "sequence" and finding.strategy in sequences.SEQUENCES:
+        know = learn(target, prefix)
+        own = Knowledge(prefix=know.prefix, groups=know.groups, node_ids=know.node_ids,
+                        topics=[t for t in know.topics if t.name.startswith(know.prefix)])
+        found, _ = sequences.run_sequence(finding.strategy, target,
+                                          random.Random(finding.sequence_seed),
+                                          own if own.topics else know)
+        verdicts = [v for v, _ in found]
+    else:
+        fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port)), target)
+        ex = target.exchange(finding.wire, valid=finding.valid, own_connection=True,
+                             request=_request_from(finding))
+        if finding.oracle == "dead":
+            alive = _still_alive(target)
+            if alive and len(finding.steps) > 1:
+                # not this request alone: the requests sent before it, in order
+                for wire in finding.steps:
+                    target.exchange(wire, valid=False, own_connection=True, timeout=1.0)
+                alive = _still_alive(target)
+            verdicts = [] if alive else [oracles.dead("replay")]
+        else:
+            verdicts = fuzzer.verdicts(ex)
+    fires = any(v.oracle == finding.oracle and v.signature == finding.signature
+                for v in verdicts)
+    return fires, verdicts
+
+
+def _still_alive(target: Target) -> bool:
+    """The run's rule: dead only when two probes a second apart both fail."""
+    if target.alive()[0]:
+        return True
+    time.sleep(1.0)
+    return target.alive()[0]
+
+
+def _request_from(finding: Finding) -> Any:
+    """The request object of a valid finding, decoded from its own bytes (content probes
+    need it); None when the bytes are not a valid request."""
+    if not finding.valid:
+        return None
+    spec = schema.api(finding.api_key)
+    try:
+        pos = decode_request_header(finding.wire[4:], spec.request_header_version(
+            finding.version))[-1]
+        return schema.class_of(spec.module, spec.root).decode(finding.wire[4 + pos:],
+                                                               finding.version)
+    except KafkaError:
+        return None
+
+
+__all__ = ["replay"]

@@ -1,0 +1,435 @@
+"""The fuzzing loop: plan, learn, send, judge, shrink, save (a core over the socket shell).
+
+Owns one run: asking the broker's ApiVersions, learning realistic names from Metadata (and
+seeding a prefixed topic with multi-record batches), the plan of APIs and versions, the
+choice per iteration between a valid request, a field or frame mutant and a sequence (all
+from one seeded ``random.Random``), the oracles' verdicts with their probes (liveness on a
+fresh connection after anything suspicious, the high watermark behind ListOffsets LATEST,
+RSS), de-duplication, minimisation and reproducer files, the progress line and the bounds
+(time, requests, rate, connections). What may be sent (and the safety lists) is
+:mod:`kproto.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.fuzz.replay`'s.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from kproto.fuzz import corpus, mutators, oracles, schema, sequences
+from kproto.fuzz.corpus import Finding
+from kproto.fuzz.minimise import minimise
+from kproto.fuzz.mutators import Case, make_case
+from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
+from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
+                              seed_topic)
+from kproto.fuzz.target import Target, TargetError, parse_address
+from kproto.fuzz.values import Knowledge, ValueGenerator
+
+NOT_MINIMISED = ("dead", "hang", "rss")
+BYTE_LEVEL = ("decode", "header", "unknown_server_error")
+WINDOW = 16
+SEQUENCE_SHARE = 0.25
+RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
+LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
+
+
+@dataclass
+class FuzzConfig:
+    bootstrap: str
+    apis: Optional[list[str]] = None
+    versions: Optional[tuple[int, int]] = None
+    seed: int = 0
+    seconds: Optional[float] = 60.0
+    requests: Optional[int] = None
+    max_rps: Optional[float] = None
+    out_dir: Optional[Path] = None
+    broker_pid: Optional[int] = None
+    rss_bound_mb: float = 256.0
+    timeout: float = 6.0
+    max_connections: int = 4
+    prefix: str = "kproto-fuzz-"
+    minimise: bool = True
+    setup: bool = True
+    cluster_apis: bool = False
+    skip_apis: list[str] = field(default_factory=list)
+    probe_every: int = 1
+    levels: tuple[str, ...] = ("valid", "field", "frame", "sequence")
+    adaptive: bool = False  # schedule by answer times (faster; --seed then not exact)
+    progress: Optional[TextIO] = None
+
+
+@dataclass
+class RunStats:
+    requests: Counter = field(default_factory=Counter)     # (api, version) -> sent
+    strategies: Counter = field(default_factory=Counter)   # strategy -> sent
+    outcomes: Counter = field(default_factory=Counter)
+    started: float = 0.0
+    ended: float = 0.0
+    iterations: int = 0
+    stop_reason: str = ""
+
+
+class Fuzzer:
+    """One run against one broker; ``run()`` returns the report data."""
+
+    def __init__(self, config: FuzzConfig, target: Optional[Target] = None) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        host, port = parse_address(config.bootstrap)
+        self.target = target or Target(host, port, timeout=config.timeout,
+                                       max_connections=config.max_connections,
+                                       broker_pid=config.broker_pid)
+        self.stats = RunStats()
+        self.findings: dict[tuple, Finding] = {}
+        self.knowledge = Knowledge(prefix=config.prefix)
+        self.own = self.knowledge  # the prefixed part of what was learned (prepare() sets it)
+        self.plan: list[tuple[schema.ApiSpec, list[int]]] = []
+        self.gen = ValueGenerator(self.rng, self.knowledge)
+        self.alive = True
+        self.rss_start: Optional[int] = None
+        self.rss_first: int = 0
+        self.rss_stop = False
+        self._last_progress = 0.0
+        self.window: list[Exchange] = []  # the last WINDOW exchanges (a crash's context)
+        self.latency: dict[int, float] = {}
+        self.sequence_time = 0.0  # api key -> moving mean answer time (s)
+
+    # --- setup -----------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        advertised = self.target.fetch_api_versions()
+        cfg = self.config
+        self.plan = resolve_plan(advertised, cfg.apis, cfg.versions, cfg.cluster_apis,
+                                 cfg.skip_apis)
+        self.knowledge = learn(self.target, self.config.prefix)
+        if self.config.setup:
+            try:
+                seed_topic(self.target, self.knowledge)
+            except (OSError, TargetError):
+                pass
+            self.knowledge = learn(self.target, self.config.prefix)
+        self.gen = ValueGenerator(self.rng, self.knowledge)
+        self.own = Knowledge(prefix=self.knowledge.prefix, groups=self.knowledge.groups,
+                             node_ids=self.knowledge.node_ids,
+                             topics=[t for t in self.knowledge.topics
+                                     if t.name.startswith(self.knowledge.prefix)])
+        self.rss_start = self.target.rss_kb()
+        self.rss_first = self.rss_start or 0
+
+    # --- the loop --------------------------------------------------------------------
+
+    def run(self) -> "RunStats":
+        cfg = self.config
+        self.stats.started = time.monotonic()
+        try:
+            self.prepare()
+        except BaseException:
+            self.target.close()
+            raise
+        try:
+            deadline = None if cfg.seconds is None else self.stats.started + cfg.seconds
+            while True:
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.stats.stop_reason = "time bound"
+                    break
+                if cfg.requests is not None and sum(self.stats.requests.values()) >= cfg.requests:
+                    self.stats.stop_reason = "request bound"
+                    break
+                if not self.alive:
+                    self.stats.stop_reason = "broker dead"
+                    break
+                if self.rss_stop:
+                    self.stats.stop_reason = "broker RSS past {}x --rss-bound-mb".format(RSS_STOP)
+                    break
+                self.step()
+                self._pace()
+                self._progress()
+        except KeyboardInterrupt:
+            self.stats.stop_reason = "interrupted"
+        finally:
+            self.stats.ended = time.monotonic()
+            if self.alive and not self.target.alive()[0] and self.window:
+                last = self.window[-1]  # died after the last good probe: blame the last
+                if last.api_key in schema.apis():
+                    spec = schema.api(last.api_key)
+                    case = make_case(spec, last.api_version or 0,
+                                     last.request if last.request is not None else
+                                     schema.class_of(spec.module, spec.root)(), 0)
+                    self._check_alive(last, case, None, "the end of the run")
+            if self.alive:
+                self.alive = self.target.alive()[0]
+            self.target.close()
+            self._progress(final=True)
+        return self.stats
+
+    def _pace(self) -> None:
+        if not self.config.max_rps:
+            return
+        sent = sum(self.stats.requests.values())
+        due = self.stats.started + sent / self.config.max_rps
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    def _progress(self, final: bool = False) -> None:
+        out = self.config.progress
+        now = time.monotonic()
+        if out is None or (not final and now - self._last_progress < 1.0):
+            return
+        self._last_progress = now
+        elapsed = max(now - self.stats.started, 1e-9)
+        sent = sum(self.stats.requests.values())
+        out.write("\rkproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns "
+                  "broker {}{}".format(elapsed, sent, sent / elapsed, len(self.findings),
+                                       self.target.connections_opened,
+                                       "alive" if self.alive else "DEAD",
+                                       "\n" if final else ""))
+        out.flush()
+
+    def step(self) -> None:
+        rng = self.rng
+        self.stats.iterations += 1
+        if self.config.adaptive:
+            # Slow APIs (a SyncGroup Tansu holds for 5 s) are drawn less often, never never;
+            # the draw then depends on timing, so --seed no longer replays the run exactly.
+            weights = [1.0 / (0.02 + self.latency.get(s.api_key, 0.0)) for s, _ in self.plan]
+            spec, versions = rng.choices(self.plan, weights)[0]
+        else:
+            spec, versions = rng.choice(self.plan)
+        version = rng.choice(versions)
+        levels = [(lv, w) for lv, w in LEVEL_WEIGHTS if lv in self.config.levels]
+        level = rng.choices([lv for lv, _ in levels], [w for _, w in levels])[0]
+        if level == "sequence":
+            # Sequences wait on group joins and sessions: adaptive runs give them at most a
+            # quarter of the run's time, so that single requests keep their rate.
+            names = self._sequence_names()
+            elapsed = time.monotonic() - self.stats.started
+            if names and (not self.config.adaptive or
+                          self.sequence_time <= SEQUENCE_SHARE * elapsed):
+                self._sequence(rng.choice(names))
+                return
+            level = "valid" if "valid" in self.config.levels else level
+            if level == "sequence":
+                return
+        prefixed = spec.api_name in PREFIXED_APIS
+        gen = self.gen
+        if prefixed:
+            gen.knowledge = self.own
+        try:
+            request = gen.request(spec, version)
+        finally:
+            gen.knowledge = self.knowledge
+        if prefixed:
+            request = enforce_prefix(request, self.own)
+        try:
+            case = make_case(spec, version, request, self.target.next_correlation_id())
+        except Exception:
+            return  # enforce_prefix made a value too long for its field: skip it
+        if level == "valid":
+            mutant = None
+        else:
+            table = mutators.FIELD_STRATEGIES if level == "field" else mutators.FRAME_STRATEGIES
+            names = sorted(n for n in table if not prefixed or n in BODY_KEEPING)
+            mutant = table[rng.choice(names)](case, rng) if names else None
+        self._send(case, mutant)
+
+    def _send(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
+        spec, version = case.spec, case.version
+        self.stats.requests[(spec.api_name, version)] += 1
+        strategy = "valid" if mutant is None else mutant.strategy
+        self.stats.strategies[strategy] += 1
+        try:
+            if mutant is None:
+                ex = self.target.send_case(case)
+            else:
+                ex = self.target.exchange(mutant.wire, valid=False,
+                                          expects_answer=mutant.expects_answer,
+                                          strategy=strategy, request=case.request)
+        except (OSError, TargetError) as exc:
+            self._check_alive(None, case, mutant, str(exc))
+            return
+        self.stats.outcomes[ex.outcome] += 1
+        old = self.latency.get(spec.api_key)
+        self.latency[spec.api_key] = ex.elapsed if old is None else 0.8 * old + 0.2 * ex.elapsed
+        verdicts = self.verdicts(ex)
+        self.window.append(ex)
+        del self.window[:-WINDOW]
+        # Every mutant is suspicious: a probe right after it names the request that killed
+        # the broker (a crash can take a moment: the window keeps the requests before it).
+        suspicious = mutant is not None or ex.outcome != ANSWER or bool(verdicts)
+        if suspicious or self.stats.iterations % self.config.probe_every == 0:
+            if not self._check_alive(ex, case, mutant, ex.outcome):
+                return
+        for verdict in verdicts:
+            self._record(verdict, ex, case, mutant)
+
+    def verdicts(self, ex: Exchange) -> list[Verdict]:
+        """Every verdict on one exchange, probes included (hang, ListOffsets LATEST)."""
+        answer, out = oracles.evaluate(ex)
+        if ex.valid and ex.outcome == TIMEOUT:
+            if self.target.alive()[0]:
+                out.append(oracles.hang(self.target.timeout))
+        for topic, partition, latest in oracles.latest_offsets(ex, answer):
+            hw = self.target.high_watermark(topic, partition)
+            if hw is not None:
+                v = oracles.latest_below_high_watermark(topic, partition, latest, hw)
+                if v is not None:
+                    out.append(v)
+        return out
+
+    def _check_alive(self, ex: Optional[Exchange], case: Case,
+                     mutant: Optional[mutators.Mutant], detail: str) -> bool:
+        alive, why = self.target.alive()
+        rss = self.target.rss_kb()
+        if rss is not None and self.rss_start is not None:
+            bound = int(self.config.rss_bound_mb * 1024)
+            if rss - self.rss_start > bound and ex is not None:
+                self._record(oracles.rss(self.rss_start, rss, bound), ex, case, mutant)
+                self.rss_start = rss  # report the next growth past the bound again
+            if rss - self.rss_first > RSS_STOP * bound:
+                self.rss_stop = True  # spare the machine the broker shares with us
+        if alive:
+            return True
+        time.sleep(1.0)
+        if self.target.alive()[0]:
+            return True
+        self.alive = False
+        ex = ex or Exchange(case.wire if mutant is None else mutant.wire, mutant is None,
+                            CLOSED, None, case.request)
+        gone = self.target.process_exists()
+        before = [e.wire for e in self.window if e is not ex]
+        self._record(oracles.dead("{} after {}{}".format(
+            why, mutant.strategy if mutant else "a valid request",
+            "; process exited" if gone is False else "")), ex, case, mutant, before)
+        return False
+
+    # --- sequences -------------------------------------------------------------------
+
+    def _sequence_names(self) -> list[str]:
+        planned = {spec.api_key for spec, _ in self.plan}
+        return [name for name in sorted(sequences.SEQUENCES)
+                if sequences.SEQUENCE_APIS[name] <= planned]
+
+    def _sequence(self, name: str) -> None:
+        start = time.monotonic()
+        try:
+            self._run_sequence(name)
+        finally:
+            self.sequence_time += time.monotonic() - start
+
+    def _run_sequence(self, name: str) -> None:
+        sub_seed = self.rng.getrandbits(32)
+        self.stats.strategies[name] += 1
+        try:
+            found, exchanges = sequences.run_sequence(
+                name, self.target, random.Random(sub_seed),
+                self.own if self.own.topics else self.knowledge,
+                {spec.api_key for spec, _ in self.plan} if self.config.apis else None)
+        except (OSError, TargetError):
+            self.target.drop_main()
+            found, exchanges = [], []
+        for ex in exchanges:
+            if ex.api_key in schema.apis():
+                self.stats.requests[(schema.api(ex.api_key).api_name, ex.api_version)] += 1
+            self.stats.outcomes[ex.outcome] += 1
+        for verdict, ex in found:
+            if ex.api_key not in schema.apis():
+                continue
+            spec = schema.api(ex.api_key)
+            finding = self._new_finding(verdict, ex, spec, ex.api_version or 0, name, "sequence",
+                                        "")
+            if finding is None:
+                continue
+            finding.steps = [e.wire for e in exchanges]
+            finding.sequence_seed = sub_seed
+            self._finish(finding, ex)
+        if not self.target.alive()[0]:
+            time.sleep(1.0)
+            why = self.target.alive()
+            key = exchanges[-1].api_key if exchanges else None
+            if not why[0] and key is not None and key in schema.apis():
+                self.alive = False
+                last = exchanges[-1]
+                finding = self._new_finding(oracles.dead("{} after {}".format(why[1], name)),
+                                            last, schema.api(key),
+                                            last.api_version or 0, name, "sequence", "")
+                if finding is not None:
+                    finding.steps = [e.wire for e in exchanges]
+                    finding.sequence_seed = sub_seed
+                    self._finish(finding, last)
+            self.alive = why[0]
+
+    # --- findings --------------------------------------------------------------------
+
+    def _new_finding(self, verdict: Verdict, ex: Exchange, spec: schema.ApiSpec, version: int,
+                     strategy: str, level: str, note: str) -> Optional[Finding]:
+        key = (spec.api_name, version, verdict.oracle, verdict.signature)
+        if key in self.findings:
+            self.findings[key].count += 1
+            return None
+        f = Finding(api=spec.api_name, api_key=spec.api_key, version=version,
+                    oracle=verdict.oracle, signature=verdict.signature, message=verdict.message,
+                    strategy=strategy, level=level, wire=ex.wire, valid=ex.valid, note=note,
+                    request=corpus.request_tree(ex.request), response=ex.response,
+                    seed=self.config.seed, iteration=self.stats.iterations,
+                    found_after_s=round(time.monotonic() - self.stats.started, 3),
+                    original_size=len(ex.wire), extra=dict(verdict.extra),
+                    broker_api_versions=dict(self.target.api_versions))
+        self.findings[key] = f
+        return f
+
+    def _record(self, verdict: Verdict, ex: Exchange, case: Case,
+                mutant: Optional[mutators.Mutant], before: Optional[list[bytes]] = None
+                ) -> None:
+        level = "valid" if mutant is None else mutant.level
+        strategy = "valid" if mutant is None else mutant.strategy
+        note = "" if mutant is None else mutant.note
+        finding = self._new_finding(verdict, ex, case.spec, case.version, strategy, level, note)
+        if finding is None:
+            return
+        if before:
+            finding.steps = before + [ex.wire]  # the last requests: a crash may need them
+        if self.config.minimise and verdict.oracle not in NOT_MINIMISED and self.alive and \
+                strategy != "frame.size_lie":
+            self._minimise(finding, case, ex)
+        self._finish(finding, ex)
+
+    def _finish(self, finding: Finding, ex: Exchange) -> None:
+        if self.config.out_dir is not None:
+            corpus.save(finding, self.config.out_dir)
+        out = self.config.progress
+        if out is not None:
+            out.write("\rkproto fuzz: finding {} v{} {}: {}\n".format(
+                finding.api, finding.version, finding.oracle, finding.message[:160]))
+
+    def _minimise(self, finding: Finding, case: Case, ex: Exchange) -> None:
+        request = case.request if finding.valid else None
+
+        def fires(wire: bytes, req: Any) -> bool:
+            try:
+                cand = self.target.exchange(wire, valid=finding.valid and req is not None,
+                                            own_connection=True, request=req,
+                                            strategy=finding.strategy)
+            except (OSError, TargetError):
+                return False
+            return any(v.oracle == finding.oracle and v.signature == finding.signature
+                       for v in self.verdicts(cand))
+
+        left = 15.0
+        if self.config.seconds is not None:  # the run's time bound holds shrinking too
+            left = min(left, self.stats.started + self.config.seconds - time.monotonic())
+        shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
+                          byte_level=finding.oracle in BYTE_LEVEL, max_seconds=max(left, 0.0))
+        if shrunk.after < shrunk.before:
+            finding.wire = shrunk.wire
+            finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
+            finding.valid = finding.valid and shrunk.request is not None
+        finding.minimised = {"before": shrunk.before, "after": shrunk.after,
+                             "calls": shrunk.calls}
+
+
+__all__ = ["Fuzzer", "FuzzConfig", "RunStats"]
