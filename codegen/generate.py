@@ -134,27 +134,84 @@ def emit_module(messages: list[Message]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+INIT_BODY = '''
+
+def __getattr__(name: str) -> type:
+    """A message class, its module imported on first use (PEP 562)."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
+    value = getattr(_importlib.import_module("kproto.messages." + module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULES))
+
+
+class _ApiKeys(Mapping[int, "tuple[type, type]"]):
+    """API key -> (request class, response class); reading an entry imports its module."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: int) -> tuple[type, type]:
+        request, response = _API_KEYS[key]
+        return __getattr__(request), __getattr__(response)
+
+    def __contains__(self, key: object) -> bool:
+        return key in _API_KEYS
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(_API_KEYS)
+
+    def __len__(self) -> int:
+        return len(_API_KEYS)
+
+    def __repr__(self) -> str:
+        return "<API_KEYS: {} APIs, imported on access>".format(len(_API_KEYS))
+
+
+API_KEYS: Mapping[int, tuple[type, type]] = _ApiKeys()
+'''
+
+
 def emit_init(modules: dict[str, list[Message]]) -> str:
+    """The package __init__: names only, every module imported on first use so that
+    ``import kproto.messages`` stays cheap whatever the number of APIs."""
     out = [HEADER, '"""Kafka protocol messages generated from spec/ (one module per API).',
            "",
-           "``API_KEYS`` maps each API key to its (request class, response class).", '"""', "",
-           "from __future__ import annotations", ""]
+           "Importing the package imports no message module: a class's module is imported when",
+           "the class is first looked up here (PEP 562). ``API_KEYS`` maps each API key to its",
+           "(request class, response class), importing that API's module when read.", '"""', "",
+           "from __future__ import annotations", "",
+           "import importlib as _importlib",
+           "from collections.abc import Iterator, Mapping",
+           "from typing import TYPE_CHECKING", "",
+           "if TYPE_CHECKING:  # the names as mypy sees them"]
     exported: list[str] = []
+    table: list[str] = []
     keys: list[tuple[int, str, str]] = []
     for module, messages in sorted(modules.items()):
         names = sorted(m.name for m in messages)
-        out.append("from kproto.messages.{} import {}".format(module, ", ".join(names)))
+        out.append("    from kproto.messages.{} import {}".format(module, ", ".join(names)))
         exported += names
+        table += ["    {!r}: {!r},".format(name, module) for name in names]
         req = [m for m in messages if m.kind == "request"]
         resp = [m for m in messages if m.kind == "response"]
         if req and resp:
             keys.append((req[0].api_key, req[0].name, resp[0].name))
     out.append("")
-    out.append("API_KEYS: dict[int, tuple[type, type]] = {")
-    for key, req_name, resp_name in sorted(keys):
-        out.append("    {}: ({}, {}),".format(key, req_name, resp_name))
+    out.append("# class name -> the module of kproto.messages defining it")
+    out.append("_MODULES: dict[str, str] = {")
+    out += sorted(table)
     out.append("}")
-    out.append("")
+    out.append("# API key -> (request class name, response class name)")
+    out.append("_API_KEYS: dict[int, tuple[str, str]] = {")
+    for key, req_name, resp_name in sorted(keys):
+        out.append("    {}: ({!r}, {!r}),".format(key, req_name, resp_name))
+    out.append("}")
+    out.append(INIT_BODY)
     out.append("__all__ = [")
     for name in ["API_KEYS"] + sorted(exported):
         out.append("    {!r},".format(name))

@@ -135,7 +135,7 @@ def test_values_that_cannot_be_encoded():
     with pytest.raises(IllegalArgumentError):
         FetchRequest(topics=None).encode(4)
     with pytest.raises(IllegalArgumentError, match="no version"):
-        FetchRequest().encode(18)
+        FetchRequest().encode(FetchRequest.max_version + 1)
     with pytest.raises(IllegalArgumentError):
         FetchRequest.decode(b"", -1)
     with pytest.raises(IllegalArgumentError, match="nested"):
@@ -173,6 +173,27 @@ def test_import_loads_no_third_party_module():
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout.strip()
     assert out == "[]"
+
+
+def test_import_loads_message_modules_on_first_use():
+    code = ("import sys; import kproto.messages as m; "
+            "loaded = lambda: sorted(k for k in sys.modules if k.startswith('kproto.messages.')); "
+            "print(loaded()); from kproto.messages import FetchRequest; print(loaded()); "
+            "print(m.API_KEYS[18][1].__name__, len(m.API_KEYS), 1 in m.API_KEYS); print(loaded())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout.splitlines()
+    assert out == ["[]", "['kproto.messages.fetch']", "ApiVersionsResponse 95 True",
+                   "['kproto.messages.api_versions', 'kproto.messages.fetch']"]
+
+
+def test_unknown_names_raise_attribute_error():
+    import kproto.messages
+
+    with pytest.raises(AttributeError, match="NoSuchRequest"):
+        kproto.messages.NoSuchRequest  # noqa: B018
+    with pytest.raises(KeyError):
+        kproto.messages.API_KEYS[9999]
+    assert "FetchRequest" in dir(kproto.messages)
 
 
 def test_copy_and_pickle():

@@ -24,7 +24,7 @@ __all__ = ["FLEXIBLE_MIN_VERSIONS", "request_header_version", "response_header_v
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
 
-# API key -> first flexible version (None: never flexible), from Kafka 4.0's schemas.
+# API key -> first flexible version (None: never flexible), from Kafka's schemas (spec/).
 FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     0: 9, 1: 12, 2: 6, 3: 9, 4: 4, 5: 2, 6: 6, 7: 3, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4,
     14: 4, 15: 5, 16: 3, 17: None, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3,
@@ -32,7 +32,8 @@ FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     39: 2, 40: 2, 41: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0,
     51: 0, 52: 0, 53: 1, 54: 1, 55: 0, 56: 0, 57: 0, 58: 0, 59: 0, 60: 0, 61: 0, 62: 0, 63: 0,
     64: 0, 65: 0, 66: 0, 67: 0, 68: 0, 69: 0, 70: 0, 71: 0, 72: 0, 73: 0, 74: 0, 75: 0, 76: 0,
-    77: 0, 78: 0, 79: 0, 80: 0, 81: 0, 82: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0,
+    77: 0, 78: 0, 79: 0, 80: 0, 81: 0, 82: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0, 88: 0, 89: 0,
+    90: 0, 91: 0, 92: 0, 93: 0, 94: 0,
 }
 
 
