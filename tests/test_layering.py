@@ -19,6 +19,8 @@ ALLOWED: list[tuple[str, set[str]]] = [
                                  "consumer"}),
     ("kproto.consumer.kip848", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
                                 "consumer"}),
+    ("kproto.consumer.share", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                               "consumer"}),
     ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
                          "consumer"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
@@ -86,10 +88,13 @@ def test_module_imports_only_lower_layers(path):
 
 
 def test_engines_never_import_each_other():
-    for engine, other in (("classic", "kip848"), ("kip848", "classic")):
+    engines = ("classic", "kip848", "share")
+    for engine in engines:
+        others = [e for e in engines if e != engine]
         for path in (ROOT / "consumer" / engine).rglob("*.py") if (ROOT / "consumer" / engine).exists() else []:
             module = _module_name(path)
-            assert not any(t.startswith("kproto.consumer." + other) for t in _kproto_imports(path, module)), module
+            imports = _kproto_imports(path, module)
+            assert not any(t.startswith("kproto.consumer." + other) for other in others for t in imports), module
 
 
 def test_the_checker_resolves_relative_imports(tmp_path):

@@ -1,0 +1,307 @@
+"""Sans-IO: the share engine's request managers on a fake clock.
+
+ShareMembershipManager + ShareHeartbeatRequestManager (join, interval, fencing, leave,
+fatal errors) and ShareConsumeRequestManager (what goes to which node: opening fetches,
+piggy-backed acknowledgements, commits in ShareAcknowledge, one request in flight per
+node, no fetch while a node's records are buffered, session errors, closing), driven by
+calling ``poll`` and completing the UnsentRequests with decoded response objects.
+Metadata is a small stand-in (leaders and topic names), as the managers only read it.
+"""
+
+from __future__ import annotations
+
+import queue
+import uuid
+
+from kproto.consumer.background.coordinator_request_manager import Coordinator, CoordinatorRequestManager
+from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
+from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType
+from kproto.consumer.share.events import AckEntry, ShareAcknowledgementCommitCallbackEvent
+from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
+from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
+from kproto.consumer.share.share_heartbeat_request_manager import ShareHeartbeatRequestManager
+from kproto.consumer.share.share_membership_manager import ShareMembershipManager, ShareMemberState
+from kproto.consumer.share.share_session_handler import FINAL_EPOCH, ShareFetchParams
+from kproto.errors import ShareSessionNotFoundError
+from kproto.messages import (ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+                             ShareGroupHeartbeatResponse)
+from kproto.records.builder import build_batch
+from kproto.structs import TopicIdPartition, TopicPartition
+
+TID = uuid.UUID(int=42)
+TIP0 = TopicIdPartition(TID, TopicPartition("t", 0))
+TIP1 = TopicIdPartition(TID, TopicPartition("t", 1))
+
+
+class Metadata:
+    """Leaders and names, as the managers read them from ClusterMetadata."""
+
+    def __init__(self, leaders: dict[int, int]) -> None:
+        self.leaders = leaders
+
+    def leader_for_partition(self, tp: TopicPartition) -> int:
+        return self.leaders.get(tp.partition, -1)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return "t" if topic_id == TID else None
+
+
+def heartbeat_answer(epoch: int = 1, partitions=None, error_code: int = 0, interval: int = 1000):
+    response = ShareGroupHeartbeatResponse(error_code=error_code, member_epoch=epoch, heartbeat_interval_ms=interval)
+    if partitions is not None:
+        response.assignment = ShareGroupHeartbeatResponse.Assignment(topic_partitions=[
+            ShareGroupHeartbeatResponse.TopicPartitions(topic_id=TID, partitions=list(partitions))])
+    else:
+        response.assignment = None
+    return response
+
+
+def group(now: int = 0):
+    events: queue.Queue = queue.Queue()
+    coordinator = CoordinatorRequestManager("g")
+    coordinator.coordinator = Coordinator(7, "h", 1, 7)
+    membership = ShareMembershipManager("g", Metadata({}).topic_name)
+    heartbeat = ShareHeartbeatRequestManager(now, coordinator, membership, BackgroundEventHandler(events))
+    return coordinator, membership, heartbeat, events
+
+
+# --- membership and heartbeats ------------------------------------------------------------
+
+
+def test_join_heartbeats_at_once_then_at_the_interval():
+    _, membership, heartbeat, _ = group()
+    assert heartbeat.poll(0).unsent_requests == []  # not subscribed: nothing to send
+    membership.subscribe(["t"])
+    [join] = heartbeat.poll(0).unsent_requests
+    assert (join.request.member_epoch, join.request.subscribed_topic_names) == (0, ["t"])
+    assert heartbeat.poll(1).unsent_requests == []  # never two in flight
+    join.complete(heartbeat_answer(epoch=5, partitions=[0, 1], interval=1000), 10)
+    assert membership.state is ShareMemberState.STABLE and membership.member_epoch == 5
+    assert [tip.partition for tip in membership.assigned_partitions()] == [0, 1]
+    assert heartbeat.poll(500).unsent_requests == []
+    [beat] = heartbeat.poll(1010).unsent_requests
+    # The topic names are sent only when joining or after they changed.
+    assert (beat.request.member_epoch, beat.request.subscribed_topic_names) == (5, None)
+    assert beat.request.member_id == join.request.member_id
+
+
+def test_fenced_member_drops_its_assignment_and_rejoins_with_the_same_id():
+    _, membership, heartbeat, _ = group()
+    membership.subscribe(["t"])
+    [join] = heartbeat.poll(0).unsent_requests
+    join.complete(heartbeat_answer(epoch=3, partitions=[0]), 0)
+    [beat] = heartbeat.poll(2000).unsent_requests
+    beat.complete(heartbeat_answer(error_code=110), 2000)  # FENCED_MEMBER_EPOCH
+    assert membership.state is ShareMemberState.JOINING and membership.assigned_partitions() == []
+    [rejoin] = heartbeat.poll(2000).unsent_requests
+    assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
+    assert rejoin.request.subscribed_topic_names == ["t"]
+
+
+def test_not_coordinator_forgets_the_coordinator():
+    coordinator, membership, heartbeat, _ = group()
+    membership.subscribe(["t"])
+    [join] = heartbeat.poll(0).unsent_requests
+    join.complete(heartbeat_answer(error_code=16), 0)  # NOT_COORDINATOR
+    assert coordinator.coordinator is None
+    assert heartbeat.poll(1).unsent_requests == []  # waits for the coordinator
+    assert membership.state is ShareMemberState.JOINING
+
+
+def test_a_fatal_error_is_surfaced_and_stops_heartbeats():
+    _, membership, heartbeat, events = group()
+    membership.subscribe(["t"])
+    [join] = heartbeat.poll(0).unsent_requests
+    join.complete(heartbeat_answer(error_code=81), 0)  # GROUP_MAX_SIZE_REACHED
+    [event] = drain(events)
+    assert isinstance(event, ErrorEvent) and type(event.error).__name__ == "GroupMaxSizeReachedError"
+    assert membership.state is ShareMemberState.FATAL
+    assert heartbeat.poll(10_000).unsent_requests == []
+
+
+def test_leave_sends_epoch_minus_one_once_and_completes():
+    _, membership, heartbeat, _ = group()
+    membership.subscribe(["t"])
+    [join] = heartbeat.poll(0).unsent_requests
+    join.complete(heartbeat_answer(epoch=2, partitions=[0]), 0)
+    future = membership.leave_group()
+    assert membership.assigned_partitions() == []
+    [leave] = heartbeat.poll(1).unsent_requests
+    assert leave.request.member_epoch == FINAL_EPOCH and not future.done()
+    leave.complete(heartbeat_answer(epoch=-1), 2)
+    assert future.done() and membership.state is ShareMemberState.UNSUBSCRIBED
+    assert heartbeat.poll(10_000).unsent_requests == []
+
+
+# --- ShareConsumeRequestManager --------------------------------------------------------------
+
+
+class Consumer:
+    """A consume manager over two partitions: 0 led by node 1, 1 led by node 2."""
+
+    def __init__(self) -> None:
+        self.events: queue.Queue = queue.Queue()
+        self.membership = ShareMembershipManager("g", Metadata({}).topic_name)
+        self.membership.subscribe(["t"])
+        self.membership.on_heartbeat_success(heartbeat_answer(epoch=1, partitions=[0, 1]))
+        self.buffer = ShareFetchBuffer()
+        self.manager = ShareConsumeRequestManager(
+            "g", self.membership, Metadata({0: 1, 1: 2}), self.buffer, BackgroundEventHandler(self.events),
+            ShareFetchParams(max_records=10))
+        self.now = 0
+
+    def poll(self):
+        self.now += 1
+        return {u.node_id: u for u in self.manager.poll(self.now).unsent_requests}
+
+    def build(self, unsent, version=1):
+        return unsent.request.build(version)[0]
+
+    def fetch_all(self):
+        """Open both sessions with records 0-2 acquired on each partition."""
+        self.manager.request_fetch()
+        built = {}
+        for node_id, unsent in self.poll().items():
+            built[node_id] = self.build(unsent)  # built when sent, as the network thread does
+            unsent.complete(fetch_answer(node_id - 1, 0, 2), self.now)
+        return built
+
+
+def fetch_answer(partition: int, first: int, last: int, error_code: int = 0, ack_error: int = 0):
+    part = ShareFetchResponse.PartitionData(partition_index=partition, acknowledge_error_code=ack_error)
+    if last >= first:
+        part.records = build_batch([(None, b"x")] * (last - first + 1), base_offset=first)
+        part.acquired_records = [ShareFetchResponse.AcquiredRecords(first_offset=first, last_offset=last,
+                                                                    delivery_count=1)]
+    return ShareFetchResponse(error_code=error_code, responses=[
+        ShareFetchResponse.ShareFetchableTopicResponse(topic_id=TID, partitions=[part])])
+
+
+def ack_answer(partition: int, error_code: int = 0, top_error: int = 0):
+    return ShareAcknowledgeResponse(error_code=top_error, responses=[
+        ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(topic_id=TID, partitions=[
+            ShareAcknowledgeResponse.PartitionData(partition_index=partition, error_code=error_code)])])
+
+
+def entry(node: int, tip: TopicIdPartition, generation: int = 0, **types: int) -> AckEntry:
+    a = Acknowledgements()
+    for offset, t in types.items():
+        a.add(int(offset[1:]), t)
+    return AckEntry(node, generation, tip, a)
+
+
+def test_fetches_go_to_each_leader_only_when_asked_and_open_sessions():
+    c = Consumer()
+    assert c.poll() == {}  # the application did not ask for records
+    sent = c.fetch_all()
+    assert set(sent) == {1, 2}
+    first = sent[1]
+    assert isinstance(first, ShareFetchRequest) and first.share_session_epoch == 0
+    assert [p.partition_index for p in first.topics[0].partitions] == [0]
+    assert c.manager.handler(1).epoch == 1 and c.manager.handler(2).epoch == 1
+    assert {f.partition.partition for f in c.buffer.drain()} == {0, 1}
+
+
+def test_no_fetch_to_a_node_whose_records_are_still_buffered():
+    c = Consumer()
+    c.fetch_all()
+    fetch_node1 = [f for f in c.buffer.drain() if f.node_id == 1][0]
+    c.buffer.add(fetch_node1)  # node 1's records not yet handed out
+    c.manager.request_fetch()
+    assert set(c.poll()) == {2}
+
+
+def test_acknowledgements_ride_on_the_next_fetch_to_the_node_that_delivered_them():
+    c = Consumer()
+    c.fetch_all()
+    c.buffer.drain()
+    c.manager.add_acknowledgements([entry(1, TIP0, o0=1, o1=1, o2=AcknowledgeType.RELEASE)])
+    c.manager.request_fetch()
+    sent = c.poll()
+    request = c.build(sent[1])
+    assert isinstance(request, ShareFetchRequest) and request.share_session_epoch == 1
+    batches = request.topics[0].partitions[0].acknowledgement_batches
+    assert [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches] == [(0, 1, [1]), (2, 2, [2])]
+    assert not c.build(sent[2]).topics  # node 2: same partitions, nothing to acknowledge
+    sent[1].complete(fetch_answer(0, 3, 2), c.now)
+    [event] = [e for e in drain(c.events) if isinstance(e, ShareAcknowledgementCommitCallbackEvent)]
+    assert [(e.tip, e.acks.offsets(), e.acks.error) for e in event.entries] == [(TIP0, {0, 1, 2}, None)]
+
+
+def test_commit_sends_share_acknowledge_and_completes_with_per_partition_results():
+    c = Consumer()
+    c.fetch_all()
+    future = c.manager.add_acknowledgements(
+        [entry(1, TIP0, o0=1), entry(2, TIP1, o0=AcknowledgeType.REJECT)], commit=True)
+    sent = c.poll()
+    assert {n: type(c.build(u)) for n, u in sent.items()} == {1: ShareAcknowledgeRequest, 2: ShareAcknowledgeRequest}
+    sent[1].complete(ack_answer(0), c.now)
+    assert not future.done()
+    sent[2].complete(ack_answer(1, error_code=121), c.now)  # INVALID_RECORD_STATE
+    result = future.result(0)
+    assert result[TIP0] is None and type(result[TIP1]).__name__ == "InvalidRecordStateError"
+    assert c.manager.handler(1).epoch == 2  # ShareAcknowledge moved the session on
+
+
+def test_one_request_in_flight_per_node_keeps_acknowledgements_in_order():
+    c = Consumer()
+    c.fetch_all()
+    c.manager.add_acknowledgements([entry(1, TIP0, o0=1)], commit=True)
+    first = c.poll()[1]
+    c.manager.add_acknowledgements([entry(1, TIP0, o1=1)], commit=True)
+    assert 1 not in c.poll()  # waits for the first answer
+    first.complete(ack_answer(0), c.now)
+    second = c.build(c.poll()[1])
+    assert [b.first_offset for b in second.topics[0].partitions[0].acknowledgement_batches] == [1]
+
+
+def test_a_session_error_drops_the_nodes_buffered_records_and_fails_old_acknowledgements_locally():
+    c = Consumer()
+    c.fetch_all()
+    c.buffer.drain()
+    c.buffer.add(_fetch_for(c, 1))  # node 1 delivered records still buffered
+    c.manager.add_acknowledgements([entry(1, TIP0, o0=1)], commit=True)
+    sent = c.poll()
+    sent[1].complete(ack_answer(0, top_error=122), c.now)  # SHARE_SESSION_NOT_FOUND
+    assert c.manager.handler(1).epoch == 0 and c.manager.handler(1).generation == 1
+    assert 1 not in c.buffer.buffered_nodes()
+    # An acknowledgement of a record the ended session delivered is not sent anywhere.
+    future = c.manager.add_acknowledgements([entry(1, TIP0, generation=0, o1=1)], commit=True)
+    assert 1 not in c.poll()
+    assert isinstance(future.result(0)[TIP0], ShareSessionNotFoundError)
+
+
+def _fetch_for(c: Consumer, node_id: int):
+    from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
+    return ShareCompletedFetch(node_id, TIP0, build_batch([(None, b"x")]), [(0, 0, 1)])
+
+
+def test_a_disconnect_ends_the_session_and_the_next_fetch_opens_a_new_one():
+    c = Consumer()
+    c.fetch_all()
+    c.buffer.drain()
+    c.manager.request_fetch()
+    sent = c.poll()
+    from kproto.errors import KafkaConnectionError
+    sent[1].complete_exceptionally(KafkaConnectionError("gone"), c.now)
+    assert c.manager.handler(1).epoch == 0
+    c.now += 10_000  # past the backoff
+    c.manager.request_fetch()
+    assert c.build(c.poll()[1]).share_session_epoch == 0
+
+
+def test_close_sends_a_final_acknowledge_to_every_open_session():
+    c = Consumer()
+    c.fetch_all()
+    future = c.manager.acknowledge_on_close([entry(1, TIP0, o0=1)])
+    c.manager.request_fetch()  # ignored while closing
+    sent = c.poll()
+    requests = {n: c.build(u) for n, u in sent.items()}
+    assert {n: (type(r), r.share_session_epoch) for n, r in requests.items()} == {
+        1: (ShareAcknowledgeRequest, FINAL_EPOCH), 2: (ShareAcknowledgeRequest, FINAL_EPOCH)}
+    assert requests[1].topics[0].partitions[0].acknowledgement_batches[0].first_offset == 0
+    assert not requests[2].topics
+    sent[1].complete(ack_answer(0), c.now)
+    assert not future.done()
+    sent[2].complete(ShareAcknowledgeResponse(), c.now)
+    assert future.done() and c.poll() == {}
