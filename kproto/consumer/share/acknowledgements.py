@@ -79,17 +79,11 @@ class Acknowledgements:
     def to_batches(self) -> list[tuple[int, int, list[int]]]:
         """Runs of consecutive offsets with one type, ascending."""
         batches: list[tuple[int, int, list[int]]] = []
-        first = last = kind = None
         for offset, type_ in sorted(self._types.items()):
-            if first is not None and offset == last + 1 and type_ == kind:
-                last = offset
-                continue
-            if first is not None:
-                batches.append((first, last, [kind]))
-            first = last = offset
-            kind = type_
-        if first is not None:
-            batches.append((first, last, [kind]))
+            if batches and offset == batches[-1][1] + 1 and type_ == batches[-1][2][0]:
+                batches[-1] = (batches[-1][0], offset, batches[-1][2])
+            else:
+                batches.append((offset, offset, [type_]))
         return batches
 
     def complete(self, error: Optional[BaseException]) -> None:

@@ -40,10 +40,12 @@ class ShareSubscriptionChangeEvent(CompletableApplicationEvent):
 class ShareFetchEvent(ApplicationEvent):
     """``poll``: acknowledgements so far, and the wish for more records."""
 
-    def __init__(self, entries: list[AckEntry], fetch: bool = True) -> None:
+    def __init__(self, entries: list[AckEntry], settles: bool = False) -> None:
         super().__init__()
         self.entries = entries
-        self.fetch = fetch
+        # The first event of a poll: it carries the acknowledgements of every record the
+        # application held, so fetching from those nodes is safe again once it is queued.
+        self.settles = settles
 
 
 class ShareAcknowledgeSyncEvent(CompletableApplicationEvent):

@@ -316,6 +316,7 @@ class ShareConsumeRequestManager:
         if code == 0:
             return False
         error = error_for(code, response.error_message)
+        assert error is not None  # code != 0
         self._state(node_id).on_failed_attempt(now_ms)
         self._fail_entries(entries, error)
         name = for_code(code).message

@@ -5,9 +5,14 @@ ShareFetch response acquired, the application thread takes records out in ``poll
 condition lets ``poll`` block until data arrives, ``wakeup`` ends that wait early.
 
 The background thread asks ``buffered_nodes`` before fetching from a node: no new
-ShareFetch goes to a node while records it delivered are still buffered, so memory stays
-bounded by one response per node (``fetch_max_bytes``) however many records the
-application holds unacknowledged. ``drop_node`` forgets a node's fetches when its share
+ShareFetch goes to a node while records it delivered are still buffered, or handed to the
+application and not yet settled (``mark_outstanding`` by the application thread when it
+takes records; ``clear_outstanding`` by the background thread once the next poll's
+acknowledgements are queued ahead of any fetch). So memory stays bounded by one response
+per node (``fetch_max_bytes``) however many records the application holds, and no fetch
+is in flight while the application holds records of that node: a broker may answer a
+fetch with records this member already holds (librdkafka's mock does), which would
+otherwise be handed out twice. ``drop_node`` forgets a node's fetches when its share
 session ended (the broker released those records, so they must not be handed out).
 """
 
@@ -26,6 +31,7 @@ class ShareFetchBuffer:
         self._fetches: collections.deque[ShareCompletedFetch] = collections.deque()
         self._woken = False
         self._closed = False
+        self._outstanding: set[int] = set()
 
     def add(self, fetch: ShareCompletedFetch) -> None:
         with self._lock:
@@ -50,8 +56,17 @@ class ShareFetchBuffer:
             return not self._fetches
 
     def buffered_nodes(self) -> set[int]:
+        """Nodes with fetches buffered or records handed out and not yet settled."""
         with self._lock:
-            return {f.node_id for f in self._fetches}
+            return {f.node_id for f in self._fetches} | self._outstanding
+
+    def mark_outstanding(self, node_id: int) -> None:
+        with self._lock:
+            self._outstanding.add(node_id)
+
+    def clear_outstanding(self) -> None:
+        with self._lock:
+            self._outstanding.clear()
 
     def drop_node(self, node_id: int) -> list[ShareCompletedFetch]:
         with self._lock:

@@ -111,6 +111,7 @@ class ShareHeartbeatRequestManager:
             return
         name = for_code(code).message
         error = error_for(code, response.error_message)
+        assert error is not None  # code != 0
         log.info("ShareGroupHeartbeat of %s failed: %s", self.membership.member_id, error)
         if name in ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"):
             self.coordinator.mark_coordinator_unknown(str(error), now_ms)

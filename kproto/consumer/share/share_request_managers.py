@@ -1,0 +1,123 @@
+"""Builds the share consumer's background resources and its event handlers (Java's
+``RequestManagers`` and the share cases of ``ApplicationEventProcessor``).
+
+Owns the wiring, done once on the background thread: the network client and its
+delegate, the request managers in the order the loop polls them (coordinator, share
+heartbeat, share consume), and the handler of each share application event. A
+completable event's future is completed here (or failed with what stopped it); the
+reaper fails it at its deadline otherwise.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Callable, Mapping
+
+from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
+from kproto.consumer.background.consumer_network_thread import Resources
+from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
+from kproto.consumer.fetch.completed_fetch import make_deserialize
+from kproto.consumer.share import events as ev
+from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
+from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
+from kproto.consumer.share.share_heartbeat_request_manager import ShareHeartbeatRequestManager
+from kproto.consumer.share.share_membership_manager import ShareMembershipManager
+from kproto.consumer.share.share_session_handler import ShareFetchParams
+from kproto.metrics.selector_metrics import selector_metrics
+from kproto.net.client import NetworkClient
+
+
+def _chain(source: Future, target: Future) -> None:
+    """Complete ``target`` with ``source``'s outcome (unless the reaper got there first)."""
+
+    def _copy(done: Future) -> None:
+        if target.done():
+            return
+        error = done.exception()
+        if error is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(done.result())
+
+    source.add_done_callback(_copy)
+
+
+class ShareApplicationEventProcessor(ApplicationEventProcessor):
+    def __init__(self, metadata: Any, coordinator: CoordinatorRequestManager, membership: ShareMembershipManager,
+                 consume: ShareConsumeRequestManager) -> None:
+        self.metadata = metadata
+        self.coordinator = coordinator
+        self.membership = membership
+        self.consume = consume
+        super().__init__({
+            ev.ShareSubscriptionChangeEvent: self._subscription_change,
+            ev.ShareFetchEvent: self._fetch,
+            ev.ShareAcknowledgeSyncEvent: self._acknowledge_sync,
+            ev.ShareAcknowledgeAsyncEvent: self._acknowledge_async,
+            ev.ShareAcknowledgeOnCloseEvent: self._acknowledge_on_close,
+            ev.ShareLeaveGroupEvent: self._leave_group,
+            ev.StopFindCoordinatorOnCloseEvent: lambda event: self.coordinator.signal_close(),
+        })
+
+    def _subscription_change(self, event: ev.ShareSubscriptionChangeEvent) -> None:
+        self.metadata.set_topics(event.topics)
+        self.consume.reopen()
+        self.membership.subscribe(event.topics)
+        event.future.set_result(None)
+
+    def _fetch(self, event: ev.ShareFetchEvent) -> None:
+        self.consume.add_acknowledgements(event.entries)
+        if event.settles:
+            self.consume.fetch_buffer.clear_outstanding()
+        self.consume.request_fetch()
+
+    def _acknowledge_sync(self, event: ev.ShareAcknowledgeSyncEvent) -> None:
+        _chain(self.consume.add_acknowledgements(event.entries, commit=True), event.future)
+
+    def _acknowledge_async(self, event: ev.ShareAcknowledgeAsyncEvent) -> None:
+        self.consume.add_acknowledgements(event.entries, commit=True)
+
+    def _acknowledge_on_close(self, event: ev.ShareAcknowledgeOnCloseEvent) -> None:
+        _chain(self.consume.acknowledge_on_close(event.entries), event.future)
+
+    def _leave_group(self, event: ev.ShareLeaveGroupEvent) -> None:
+        _chain(self.membership.leave_group(), event.future)
+
+
+def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, Any], fetch_buffer: ShareFetchBuffer,
+                          background_event_handler: BackgroundEventHandler, time_ms: Callable[[], int],
+                          metrics: Any = None, member_id: Any = None) -> Resources:
+    client = NetworkClient(network_listener=selector_metrics(metrics, config["metric_group_prefix"]), **dict(config))
+    metadata = client.cluster
+    retry_backoff_ms = config["retry_backoff_ms"]
+    retry_backoff_max_ms = config["retry_backoff_max_ms"]
+    delegate = NetworkClientDelegate(client, config["request_timeout_ms"], time_ms)
+    group_id = config["group_id"]
+    coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, retry_backoff_max_ms,
+                                            add_coordinator=metadata.add_coordinator)
+    membership = ShareMembershipManager(group_id, metadata.topic_name, rack_id=config["client_rack"] or None,
+                                        member_id=member_id)
+
+    def request_metadata_update() -> None:
+        client.request_metadata_update(reset_equivalent=False)
+
+    heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
+                                             retry_backoff_ms, retry_backoff_max_ms, request_metadata_update)
+    params = ShareFetchParams(config["fetch_max_wait_ms"], config["fetch_min_bytes"], config["fetch_max_bytes"],
+                              config["max_poll_records"], share_acquire_mode=share_config["share_acquire_mode"])
+    consume = ShareConsumeRequestManager(
+        group_id, membership, metadata, fetch_buffer, background_event_handler, params,
+        check_crcs=config["check_crcs"], key_deserializer=make_deserialize(config["key_deserializer"]),
+        value_deserializer=make_deserialize(config["value_deserializer"]), retry_backoff_ms=retry_backoff_ms,
+        retry_backoff_max_ms=retry_backoff_max_ms, request_metadata_update=request_metadata_update)
+    processor = ShareApplicationEventProcessor(metadata, coordinator, membership, consume)
+
+    def surface_errors() -> None:
+        error = delegate.get_and_clear_metadata_error()
+        if error is not None:
+            background_event_handler.add(ErrorEvent(error))
+
+    return Resources(delegate, [coordinator, heartbeat, consume], processor, client=client,
+                     membership_manager=membership, surface_errors=surface_errors)
