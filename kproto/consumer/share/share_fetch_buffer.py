@@ -74,6 +74,13 @@ class ShareFetchBuffer:
             self._fetches = collections.deque(f for f in self._fetches if f.node_id != node_id)
             return dropped
 
+    def retain_partitions(self, partitions: set) -> None:
+        """Drop fetches of partitions no longer assigned (Java's ``retainAll``): the next
+        ShareFetch forgets those partitions and the broker releases their records, which
+        must then not be handed out here (another member gets them)."""
+        with self._lock:
+            self._fetches = collections.deque(f for f in self._fetches if f.partition in partitions)
+
     def drain(self) -> list[ShareCompletedFetch]:
         with self._lock:
             fetches = list(self._fetches)

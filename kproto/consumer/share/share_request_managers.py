@@ -100,6 +100,9 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     membership = ShareMembershipManager(group_id, metadata.topic_name, rack_id=config["client_rack"] or None,
                                         member_id=member_id)
 
+    membership.assignment_listeners.append(
+        lambda: fetch_buffer.retain_partitions(set(membership.assigned_partitions())))
+
     def request_metadata_update() -> None:
         client.request_metadata_update(reset_equivalent=False)
 
