@@ -305,3 +305,16 @@ def test_close_sends_a_final_acknowledge_to_every_open_session():
     assert not future.done()
     sent[2].complete(ShareAcknowledgeResponse(), c.now)
     assert future.done() and c.poll() == {}
+
+
+def test_renew_on_a_node_without_version_2_fails_its_acknowledgements_and_keeps_the_session():
+    c = Consumer()
+    c.fetch_all()
+    future = c.manager.add_acknowledgements([entry(1, TIP0, o0=AcknowledgeType.RENEW)], commit=True)
+    unsent = c.poll()[1]
+    from kproto.errors import UnsupportedVersionError
+    with __import__("pytest").raises(UnsupportedVersionError):
+        unsent.request.build(1)  # the network thread completes the request with this error
+    unsent.complete_exceptionally(UnsupportedVersionError("v1 only"), c.now)
+    assert isinstance(future.result(0)[TIP0], UnsupportedVersionError)
+    assert c.manager.handler(1).epoch == 1  # never sent: the session is intact

@@ -26,7 +26,7 @@ from collections import Counter
 import pytest
 
 from kproto import AcknowledgeType, KafkaShareConsumer
-from kproto.errors import IllegalStateError
+from kproto.errors import IllegalStateError, UnsupportedVersionError
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 DEADLINE_S = 60  # an upper bound for reads that must happen; never reached when all is well
@@ -381,3 +381,13 @@ def test_read_committed_share_group_never_delivers_aborted_records(fresh):
     assert all(delivered[w.offset] == 1 for w in txns.committed)
     assert not any(w.offset in delivered for w in txns.aborted)
     assert {r.offset: r.value for r in seen if r.offset != sentinel.offset} == {w.offset: w.value for w in txns.committed}
+
+
+def test_a_cluster_without_share_groups_is_a_clear_error(fresh):
+    fresh.set_apiversion(SHARE_GROUP_HEARTBEAT, -1, -1)
+    topic = fresh.new_topic(partitions=1)
+    with share_consumer(fresh, new_group(), topic) as consumer:
+        deadline = time.monotonic() + DEADLINE_S
+        with pytest.raises(UnsupportedVersionError, match="share groups"):
+            while time.monotonic() < deadline:
+                consumer.poll(200)

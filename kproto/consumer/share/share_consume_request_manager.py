@@ -41,7 +41,7 @@ from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_membership_manager import ShareMembershipManager
 from kproto.consumer.share.share_session_handler import ShareFetchParams, ShareSessionHandler
-from kproto.errors import KafkaError, ShareSessionNotFoundError, error_for, for_code
+from kproto.errors import KafkaError, ShareSessionNotFoundError, UnsupportedVersionError, error_for, for_code
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kproto.structs import TopicIdPartition, TopicPartition
 
@@ -261,7 +261,7 @@ class ShareConsumeRequestManager:
             done_ms = unsent.completion_time_ms if unsent.completion_time_ms is not None else now_ms
             try:
                 if error is not None:
-                    self._on_request_failure(node_id, entries, error, done_ms)
+                    self._on_request_failure(node_id, entries, error, done_ms, fetch=True)
                 else:
                     self._on_fetch_response(node_id, partitions, entries, response, generation, done_ms)
             finally:
@@ -297,11 +297,20 @@ class ShareConsumeRequestManager:
 
     # --- answers ----------------------------------------------------------------------------
 
-    def _on_request_failure(self, node_id: int, entries: list[AckEntry], error: BaseException, now_ms: int) -> None:
-        log.info("Share request to node %d failed: %s", node_id, error)
+    def _on_request_failure(self, node_id: int, entries: list[AckEntry], error: BaseException, now_ms: int,
+                            fetch: bool = False) -> None:
         self._state(node_id).on_failed_attempt(now_ms)
-        self._end_session(node_id)
         self._fail_entries(entries, error)
+        if isinstance(error, (UnsupportedVersionError, ValueError)):
+            # Never sent (the node lacks the API or the version the request needs): the
+            # session is intact. A fetch that cannot be sent is the application's problem
+            # (no share groups there, or share_acquire_mode it cannot serve): raise it.
+            log.warning("Share request to node %d not sent: %s", node_id, error)
+            if fetch:
+                self.background_event_handler.add(ErrorEvent(error))
+            return
+        log.info("Share request to node %d failed: %s", node_id, error)
+        self._end_session(node_id)
         self._request_metadata_update()
 
     def _end_session(self, node_id: int) -> None:

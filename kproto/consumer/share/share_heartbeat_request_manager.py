@@ -24,7 +24,7 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestState, UnsentRequest
 from kproto.consumer.share.share_membership_manager import ShareMembershipManager
-from kproto.errors import error_for, for_code
+from kproto.errors import UnsupportedVersionError, error_for, for_code
 from kproto.messages import ShareGroupHeartbeatRequest
 
 log = logging.getLogger("kproto.share")
@@ -95,6 +95,13 @@ class ShareHeartbeatRequestManager:
     def _on_failure(self, error: BaseException, now_ms: int) -> None:
         log.debug("ShareGroupHeartbeat failed: %s", error)
         self.request_state.on_failed_attempt(now_ms)
+        if isinstance(error, UnsupportedVersionError):
+            # The coordinator has no ShareGroupHeartbeat (v1, Kafka 4.1+): no share groups there.
+            fatal = UnsupportedVersionError("the group coordinator does not support share groups "
+                                            "(ShareGroupHeartbeat v1, Kafka 4.1+): {}".format(error))
+            self.membership.on_fatal(fatal)
+            self.background_event_handler.add(ErrorEvent(fatal))
+            return
         self.coordinator.handle_coordinator_disconnect(error, now_ms)
         self.membership.on_heartbeat_failure()
 
