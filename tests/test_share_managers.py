@@ -318,3 +318,26 @@ def test_renew_on_a_node_without_version_2_fails_its_acknowledgements_and_keeps_
     unsent.complete_exceptionally(UnsupportedVersionError("v1 only"), c.now)
     assert isinstance(future.result(0)[TIP0], UnsupportedVersionError)
     assert c.manager.handler(1).epoch == 1  # never sent: the session is intact
+
+
+def test_a_member_not_polled_for_max_poll_interval_leaves_and_rejoins_on_the_next_poll():
+    events: queue.Queue = queue.Queue()
+    coordinator = CoordinatorRequestManager("g")
+    coordinator.coordinator = Coordinator(7, "h", 1, 7)
+    membership = ShareMembershipManager("g", Metadata({}).topic_name)
+    heartbeat = ShareHeartbeatRequestManager(0, coordinator, membership, BackgroundEventHandler(events),
+                                             max_poll_interval_ms=10_000)
+    membership.subscribe(["t"])
+    [join] = heartbeat.poll(0).unsent_requests
+    join.complete(heartbeat_answer(epoch=4, partitions=[0], interval=3000), 0)
+    [beat] = heartbeat.poll(9_000).unsent_requests  # heartbeats go on while the timer runs
+    beat.complete(heartbeat_answer(epoch=4), 9_000)
+    assert heartbeat.maximum_time_to_wait(9_500) == 500  # wakes up for the timer
+    [leave] = heartbeat.poll(10_000).unsent_requests
+    assert leave.request.member_epoch == FINAL_EPOCH and membership.assigned_partitions() == []
+    heartbeat.reset_poll_timer(10_001)  # the application polls while the leave is in flight
+    leave.complete(heartbeat_answer(epoch=-1), 10_002)
+    [rejoin] = heartbeat.poll(10_003).unsent_requests
+    assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
+    rejoin.complete(heartbeat_answer(epoch=6, partitions=[0]), 10_004)
+    assert membership.state is ShareMemberState.STABLE and membership.member_epoch == 6

@@ -13,6 +13,10 @@ they changed or on a join, the subscribed topic names) and how answers are handl
   UNSUPPORTED_VERSION, ...): fatal, surfaced to the application as an ErrorEvent.
 
 A leave heartbeat (epoch -1) is sent once; its answer or failure completes the leave.
+
+The poll timer, as Java's: ``max_poll_interval_ms`` without an application ``poll()`` makes
+the member leave the group (its records are released to the others) and it stays out
+(STALE) until the next ``poll()``, which rejoins with the same member id.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any, Callable, Optional
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestState, UnsentRequest
-from kproto.consumer.share.share_membership_manager import ShareMembershipManager
+from kproto.consumer.background.timer import Timer
+from kproto.consumer.share.share_membership_manager import ShareMembershipManager, ShareMemberState
 from kproto.errors import UnsupportedVersionError, error_for, for_code
 from kproto.messages import ShareGroupHeartbeatRequest
 
@@ -36,7 +41,8 @@ class ShareHeartbeatRequestManager:
     def __init__(self, now_ms: int, coordinator: CoordinatorRequestManager, membership: ShareMembershipManager,
                  background_event_handler: BackgroundEventHandler, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000,
-                 request_metadata_update: Callable[[], Any] = lambda: None) -> None:
+                 request_metadata_update: Callable[[], Any] = lambda: None,
+                 max_poll_interval_ms: int = 300000) -> None:
         self.coordinator = coordinator
         self.membership = membership
         self.background_event_handler = background_event_handler
@@ -45,11 +51,32 @@ class ShareHeartbeatRequestManager:
         self._next_heartbeat_ms = now_ms
         self._request_metadata_update = request_metadata_update
         self.heartbeats_sent = 0
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.poll_timer = Timer(now_ms, max_poll_interval_ms)
+        self.stale = False  # left because the application stopped polling
+
+    def reset_poll_timer(self, now_ms: int) -> None:
+        """The application polled: restart the timer; a STALE member rejoins."""
+        self.poll_timer.update_and_reset(now_ms, self.max_poll_interval_ms)
+        if self.stale:
+            self.stale = False
+            log.info("Share member %s rejoins group %s after polling again", self.membership.member_id,
+                     self.membership.group_id)
+            self.membership.subscribe(self.membership.subscribed_topics)
 
     def poll(self, now_ms: int) -> PollResult:
         membership = self.membership
         if not membership.is_active():
             return PollResult.EMPTY  # type: ignore[attr-defined]
+        self.poll_timer.update(now_ms)
+        if self.poll_timer.is_expired() and not self.stale and membership.state is not ShareMemberState.LEAVING:
+            log.warning("consumer poll timeout has expired: the time between calls to poll() was longer than "
+                        "max_poll_interval_ms (%d ms); share member %s leaves the group until the next poll()",
+                        self.max_poll_interval_ms, membership.member_id)
+            self.stale = True
+            membership.leave_group()
+            if not membership.is_active():
+                return PollResult.EMPTY  # type: ignore[attr-defined]
         error = self.coordinator.get_and_clear_fatal_error()
         if error is not None:
             membership.on_fatal(error)
@@ -70,7 +97,8 @@ class ShareHeartbeatRequestManager:
             return MAX_WAIT_MS
         if self.membership.should_heartbeat_now():
             return 0
-        return max(0, self._next_heartbeat_ms - now_ms)
+        self.poll_timer.update(now_ms)
+        return max(0, min(self._next_heartbeat_ms - now_ms, self.poll_timer.remaining_ms()))
 
     def _make_heartbeat(self, node_id: int, now_ms: int) -> UnsentRequest:
         membership = self.membership

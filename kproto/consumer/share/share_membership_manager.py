@@ -11,7 +11,8 @@ States::
     UNSUBSCRIBED --subscribe--> JOINING --answer--> STABLE
     STABLE/JOINING --UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH--> JOINING (assignment dropped,
         same member id, epoch 0)
-    any --leave_group--> LEAVING --leave answered or failed--> UNSUBSCRIBED
+    any --leave_group--> LEAVING --leave answered or failed--> UNSUBSCRIBED (JOINING if
+        subscribe came meanwhile)
     any --fatal error--> FATAL
 
 The heartbeat request manager reads ``member_epoch_to_send`` and
@@ -63,6 +64,7 @@ class ShareMembershipManager:
         self._leave_future: Optional[Future] = None
         self.fatal_error: Optional[BaseException] = None
         self.assignment_listeners: list[Callable[[], None]] = []
+        self._rejoin_after_leave = False
 
     # --- what the application asks ----------------------------------------------------------
 
@@ -71,8 +73,10 @@ class ShareMembershipManager:
         if topics != self.subscribed_topics or self.state is ShareMemberState.UNSUBSCRIBED:
             self._send_topic_names = True
         self.subscribed_topics = topics
-        if self.state in (ShareMemberState.UNSUBSCRIBED, ShareMemberState.LEAVING):
+        if self.state is ShareMemberState.UNSUBSCRIBED:
             self._transition_to_joining()
+        elif self.state is ShareMemberState.LEAVING:
+            self._rejoin_after_leave = True  # the leave heartbeat's answer must not pass for a join
 
     def leave_group(self) -> Future:
         """Send the leave heartbeat; the future completes when it was answered (or failed)."""
@@ -184,6 +188,9 @@ class ShareMembershipManager:
         self.member_epoch = 0
         self._set_assignment(frozenset())
         self._complete_leave()
+        if self._rejoin_after_leave:
+            self._rejoin_after_leave = False
+            self._transition_to_joining()
 
     def _complete_leave(self) -> None:
         future, self._leave_future = self._leave_future, None

@@ -46,8 +46,11 @@ def _chain(source: Future, target: Future) -> None:
 
 class ShareApplicationEventProcessor(ApplicationEventProcessor):
     def __init__(self, metadata: Any, coordinator: CoordinatorRequestManager, membership: ShareMembershipManager,
-                 consume: ShareConsumeRequestManager) -> None:
+                 consume: ShareConsumeRequestManager, heartbeat: ShareHeartbeatRequestManager,
+                 time_ms: Callable[[], int]) -> None:
         self.metadata = metadata
+        self.heartbeat = heartbeat
+        self._time_ms = time_ms
         self.coordinator = coordinator
         self.membership = membership
         self.consume = consume
@@ -62,6 +65,7 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
         })
 
     def _subscription_change(self, event: ev.ShareSubscriptionChangeEvent) -> None:
+        self.heartbeat.reset_poll_timer(self._time_ms())
         self.metadata.set_topics(event.topics)
         self.consume.reopen()
         self.membership.subscribe(event.topics)
@@ -69,7 +73,8 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
 
     def _fetch(self, event: ev.ShareFetchEvent) -> None:
         self.consume.add_acknowledgements(event.entries)
-        if event.settles:
+        if event.settles:  # the first event of an application poll()
+            self.heartbeat.reset_poll_timer(self._time_ms())
             self.consume.fetch_buffer.clear_outstanding()
         self.consume.request_fetch()
 
@@ -107,7 +112,8 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
         client.request_metadata_update(reset_equivalent=False)
 
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
-                                             retry_backoff_ms, retry_backoff_max_ms, request_metadata_update)
+                                             retry_backoff_ms, retry_backoff_max_ms, request_metadata_update,
+                                             max_poll_interval_ms=config["max_poll_interval_ms"])
     params = ShareFetchParams(config["fetch_max_wait_ms"], config["fetch_min_bytes"], config["fetch_max_bytes"],
                               config["max_poll_records"], share_acquire_mode=share_config["share_acquire_mode"])
     consume = ShareConsumeRequestManager(
@@ -115,7 +121,7 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
         check_crcs=config["check_crcs"], key_deserializer=make_deserialize(config["key_deserializer"]),
         value_deserializer=make_deserialize(config["value_deserializer"]), retry_backoff_ms=retry_backoff_ms,
         retry_backoff_max_ms=retry_backoff_max_ms, request_metadata_update=request_metadata_update)
-    processor = ShareApplicationEventProcessor(metadata, coordinator, membership, consume)
+    processor = ShareApplicationEventProcessor(metadata, coordinator, membership, consume, heartbeat, time_ms)
 
     def surface_errors() -> None:
         error = delegate.get_and_clear_metadata_error()
