@@ -319,11 +319,11 @@ def test_mixed_group_with_confluent_share_consumers_loses_nothing(fresh):
     assert set(seen) == {(w.partition, w.offset) for w in written}
 
 
-def _read_all_despite(cluster, topic, written, fault, **configs) -> Counter:
+def _read_all_despite(cluster, topic, written, fault, group=None) -> Counter:
     """Read every written record (ACCEPT) while ``fault(consumer)`` strikes once, early."""
     seen: Counter = Counter()
     counts: Counter = Counter()
-    with share_consumer(cluster, new_group(), topic, max_poll_records=5, **configs) as consumer:
+    with share_consumer(cluster, group or new_group(), topic, max_poll_records=5) as consumer:
         struck = False
 
         def take(r):
@@ -356,12 +356,21 @@ def test_coordinator_move_and_broker_down_lose_nothing(fresh, caplog):
     fresh.set_partition_leader(topic, 0, leader)
     written = fresh.produce(topic, 40)
 
+    group = new_group()
+
     def move_and_fail(consumer):
-        fresh.push_request_errors(SHARE_GROUP_HEARTBEAT, [16])  # NOT_COORDINATOR: rediscover
+        fresh.start_request_tracking()
+        fresh.set_coordinator("group", group, 3)  # the coordinator moves to broker 3 ...
+        fresh.push_request_errors(SHARE_GROUP_HEARTBEAT, [16])  # ... and the old one says so
         fresh.broker_down(leader)
         threading.Timer(1.0, fresh.broker_up, args=(leader,)).start()
     with caplog.at_level(logging.INFO, logger="kproto.share"):
-        counts = _read_all_despite(fresh, topic, written, move_and_fail)
+        # Partition 0 is unreadable for a second: heartbeats (every 300 ms, and one at once
+        # after NOT_COORDINATOR) reach the new coordinator meanwhile.
+        counts = _read_all_despite(fresh, topic, written, move_and_fail, group)
+    heartbeats_at = {r.broker_id for r in fresh.requests() if r.api_key == SHARE_GROUP_HEARTBEAT}
+    fresh.stop_request_tracking()
+    assert 3 in heartbeats_at
     # At-least-once: what the lost sessions held comes again, delivery_count > 1.
     assert sum(counts.values()) >= len(written)
     messages = [r.getMessage() for r in caplog.records]
