@@ -58,6 +58,9 @@ class Acknowledgements:
     def add(self, offset: int, type_: int) -> None:
         self._types[offset] = int(type_)
 
+    def add_offsets(self, offsets: Iterable[int], type_: int) -> None:
+        self._types.update(dict.fromkeys(offsets, int(type_)))
+
     def add_all(self, other: "Acknowledgements") -> None:
         self._types.update(other._types)
 

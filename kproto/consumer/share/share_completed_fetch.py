@@ -46,7 +46,7 @@ class ShareCompletedFetch:
         self._key_des = key_deserializer
         self._value_des = value_deserializer
         self._batches: Any = None
-        self._pending: list[ConsumerRecord] = []  # decoded, acquired, not yet returned
+        self._pending: list[ShareConsumerRecord] = []  # decoded, acquired, not yet returned
         self._index = 0
         self._next_offset = self.acquired[0][0] if self.acquired else 0
         self.delivered: set[int] = set()
@@ -78,26 +78,31 @@ class ShareCompletedFetch:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        plain = self._key_des is None and self._value_des is None
         while len(out) < max_records and not self.is_consumed:
             if self._index >= len(self._pending):
                 if not self._decode_next_batch():
                     self.is_consumed = True
                     break
                 continue
+            if plain:
+                chunk = self._pending[self._index:self._index + max_records - len(out)]
+                self._index += len(chunk)
+                self.delivered.update([r[_OFFSET] for r in chunk])
+                out += chunk
+                continue
             raw = self._pending[self._index]
             self._index += 1
-            offset: int = raw.offset
-            count = self.delivery_count(offset)
             try:
                 record = self._deserialize(raw)
             except RecordDeserializationError as exc:
-                self.released.add(offset, AcknowledgeType.RELEASE)
+                self.released.add(raw.offset, AcknowledgeType.RELEASE)
                 if out:
                     self._error = exc
                     break
                 raise
-            self.delivered.add(offset)
-            out.append(_new(ShareConsumerRecord, tuple(record) + (count,)))
+            self.delivered.add(raw.offset)
+            out.append(record)
         return out
 
     def _decode_next_batch(self) -> bool:
@@ -122,15 +127,37 @@ class ShareCompletedFetch:
             records, error = batch.decode_records(ConsumerRecord, prefix)
             if error is not None and not records:
                 raise error
-            wanted = [r for r in records if r[_OFFSET] >= self._next_offset
-                      and r[_OFFSET] not in self.delivered and self.delivery_count(r[_OFFSET]) is not None]
+            wanted = self._acquired_of(records)
             self._next_offset = max(self._next_offset, batch.next_offset)
             if wanted:
                 self._pending = wanted
                 self._index = 0
                 return True
 
-    def _deserialize(self, raw: ConsumerRecord) -> ConsumerRecord:
+    def _acquired_of(self, records: list) -> list[ShareConsumerRecord]:
+        """The records (ascending) at or after the next offset that lie in an acquired
+        range, as ShareConsumerRecords with that range's delivery count."""
+        if not records:
+            return []
+        lo = self._next_offset
+        first_offset, last_offset = records[0][_OFFSET], records[-1][_OFFSET]
+        i = max(0, bisect.bisect_right(self._firsts, max(lo, first_offset)) - 1)
+        first, last, count = self.acquired[i]
+        if first <= max(lo, first_offset) and last_offset <= last:
+            # The common case: one acquired range covers the whole batch.
+            tail = (count,)
+            return [_new(ShareConsumerRecord, r + tail) for r in records if r[_OFFSET] >= lo]
+        out = []
+        for r in records:
+            offset = r[_OFFSET]
+            if offset < lo:
+                continue
+            count = self.delivery_count(offset)
+            if count is not None:
+                out.append(_new(ShareConsumerRecord, r + (count,)))
+        return out
+
+    def _deserialize(self, raw: ShareConsumerRecord) -> ShareConsumerRecord:
         key_des, value_des = self._key_des, self._value_des
         if key_des is None and value_des is None:
             return raw
@@ -142,7 +169,7 @@ class ShareCompletedFetch:
             raise RecordDeserializationError(
                 "Error deserializing key/value for partition {}-{} at offset {}; the record was released".format(
                     topic, raw.partition, raw.offset), self.partition.topic_partition, raw.offset) from exc
-        return _new(ConsumerRecord, raw[:6] + (key, value) + raw[8:])
+        return _new(ShareConsumerRecord, raw[:6] + (key, value) + raw[8:])
 
     # --- what is left ---------------------------------------------------------------------
 

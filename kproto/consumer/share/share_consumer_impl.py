@@ -75,6 +75,8 @@ class ShareConsumerImpl:
         # (topic, partition, offset) -> (ack key, delivery_count) of records handed out and
         # not yet acknowledged.
         self._delivered: dict[tuple[str, int, int], tuple[AckKey, int]] = {}
+        # Implicit mode needs no look-ups: what the last poll returned, per partition.
+        self._implicit_batch: list[tuple[AckKey, list[int]]] = []
         self._acks: dict[AckKey, Acknowledgements] = {}
         self._subscription: Optional[set[str]] = None
         self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
@@ -168,11 +170,20 @@ class ShareConsumerImpl:
             acks = self._acks[key] = Acknowledgements()
         acks.add(offset, type_)
 
+    def _holds_records(self) -> bool:
+        return bool(self._delivered or self._implicit_batch)
+
     def _accept_delivered(self) -> None:
         """Implicit mode: everything handed out and not acknowledged is accepted."""
         for (_, _, offset), (key, _) in self._delivered.items():
             self._add_ack(key, offset, AcknowledgeType.ACCEPT)
         self._delivered.clear()
+        for key, offsets in self._implicit_batch:
+            acks = self._acks.get(key)
+            if acks is None:
+                acks = self._acks[key] = Acknowledgements()
+            acks.add_offsets(offsets, AcknowledgeType.ACCEPT)
+        self._implicit_batch.clear()
 
     # --- subscription ---------------------------------------------------------------------------
 
@@ -225,7 +236,7 @@ class ShareConsumerImpl:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         deadline = self._deadline(timeout_ms)
         self._check_wakeup()
-        if self._delivered:
+        if self._holds_records():
             if self.explicit:
                 raise IllegalStateError(
                     "All records must be acknowledged before the next poll in explicit acknowledgement mode: "
@@ -265,8 +276,11 @@ class ShareConsumerImpl:
                 if out:
                     break  # the error comes on the next poll
                 raise
-            for record in records:
-                self._delivered[(record.topic, record.partition, record.offset)] = (key, record.delivery_count)
+            if self.explicit:
+                for record in records:
+                    self._delivered[(record.topic, record.partition, record.offset)] = (key, record.delivery_count)
+            elif records:
+                self._implicit_batch.append((key, [r.offset for r in records]))
             if records:
                 self.fetch_buffer.mark_outstanding(fetch.node_id)
                 out.setdefault(fetch.partition.topic_partition, []).extend(records)
