@@ -14,8 +14,9 @@ waiting for theirs, and the rule of what to send to a node on each ``poll``:
    (a ``commit()``, RENEW, a partition no longer fetched there, or no fetch wanted) they go
    in a ShareAcknowledge;
 4. a ShareFetch goes to a node only when the application asked for records (each
-   ``poll``) and nothing the node delivered is still buffered: memory stays bounded by
-   one response per node;
+   ``poll``) and nothing the node delivered is still buffered or held by the application
+   (``ShareFetchBuffer.buffered_nodes``): memory stays bounded by one response per node,
+   and no answer can repeat records the application holds;
 5. a session error (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH) or a broken
    connection ends the node's session: its buffered records are dropped (the broker
    released them) and its in-flight acknowledgements fail with that error;
