@@ -39,8 +39,14 @@ def _format(record: Any, as_json: bool, print_key: bool) -> str:
             "headers": [[k, _text(v)] for k, v in record.headers],
             **({"delivery_count": record.delivery_count} if hasattr(record, "delivery_count") else {}),
         })
-    value = _text(record.value)
-    return "{}\t{}".format(_text(record.key), value) if print_key else str(value)
+    value = _plain(record.value)
+    return "{}\t{}".format(_plain(record.key), value) if print_key else value
+
+
+def _plain(data: Optional[bytes]) -> str:
+    """A key or value in plain output: ``null`` when absent, as kafka-console-consumer."""
+    text = _text(data)
+    return "null" if text is None else text
 
 
 def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:

@@ -13,7 +13,11 @@ from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES
 # pytester runs inner pytest sessions (the needs-marker tests use it).
 pytest_plugins = ["pytester"]
 
-BROKER_KINDS = ("mock", "tansu", "apache_kafka")
+BROKER_KINDS = ("mock", "tansu", "apache_kafka", "tansu_sessions")
+# Kinds the `broker` fixture offers only to tests that need their capability or name them
+# in broker_kinds (Tansu behind the fetch-session front would otherwise rerun every Tansu
+# test).
+OPT_IN_KINDS = {"tansu_sessions": "fetch_sessions"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +57,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError("--brokers: unknown kind(s) {}".format(sorted(bad)))
     mark = metafunc.definition.get_closest_marker("broker_kinds")
     kinds = [k for k in selected if mark is None or k in mark.args]
+    # Unvalidated here: the `broker` fixture reports unknown names per test.
+    needs = {name for m in metafunc.definition.iter_markers("needs") for name in m.args}
+    kinds = [k for k in kinds if k not in OPT_IN_KINDS or OPT_IN_KINDS[k] in needs
+             or (mark is not None and k in mark.args)]
     metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
 
 
@@ -94,37 +102,59 @@ def tansu_broker():
 
 
 @pytest.fixture(scope="session")
-def apache_kafka():
-    """Apache Kafka 4 in Docker, shared by the session; skips where Docker is absent."""
-    from tests.brokers.apache import ApacheKafka, docker_unavailable_reason
+def fetch_sessions():
+    """A Tansu of its own behind the KIP-227 fetch-session front, shared by the session
+    (:class:`tests.brokers.fetch_sessions.TansuFetchSessions`; ``.front`` has the record)."""
+    from tests.brokers.fetch_sessions import TansuFetchSessions
 
-    reason = docker_unavailable_reason()
-    if reason is not None:
-        pytest.skip("apache_kafka: " + reason)
-    broker = ApacheKafka()
+    broker = TansuFetchSessions()
+    yield broker
+    broker.close()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka():
+    """Apache Kafka shared by the session: the running broker at KPROTO_KAFKA_BOOTSTRAP,
+    else a distribution at KPROTO_KAFKA_HOME started as a child process, else Docker's
+    image; skips (with the reason) when there is none."""
+    from tests.brokers.apache import start_apache_kafka
+
+    broker, reason = start_apache_kafka()
+    if broker is None:
+        pytest.skip("apache_kafka: {}".format(reason))
     yield broker
     broker.close()
 
 
 @pytest.fixture
 def broker(request: pytest.FixtureRequest):
-    """The test's broker: one parameter per kind (mock, tansu, apache_kafka).
+    """The test's broker: one parameter per kind (mock, tansu, apache_kafka; and
+    tansu_sessions for tests that need ``fetch_sessions``).
 
-    Kinds lacking a capability the test ``needs`` skip before any broker starts. A test
+    Kinds lacking a capability the test ``needs`` skip before any broker starts (for
+    ``apache_kafka`` the table is a prior: the started broker's ApiVersions decide, so it
+    may skip after starting). A test
     that needs ``fault_injection`` gets a fresh 3-broker mock cluster of its own (so the
     errors it injects cannot leak into other tests); otherwise brokers are session-wide.
     """
     kind = request.param
     needs = _needs(request.node)
-    missing = needs - BROKER_CAPABILITIES[kind]
-    if missing:
-        pytest.skip("{} lacks {}".format(
-            kind, "; ".join("{} ({})".format(c, CAPABILITIES[c]) for c in sorted(missing))))
+    _skip_unless_offered(kind, needs, BROKER_CAPABILITIES[kind])
     if kind == "mock" and "fault_injection" in needs:
         from tests.brokers.mock_cluster import MockCluster
 
         cluster = MockCluster(3)
         request.addfinalizer(cluster.close)
         return cluster
-    return request.getfixturevalue({"mock": "mock_cluster", "tansu": "tansu_broker",
-                                    "apache_kafka": "apache_kafka"}[kind])
+    broker = request.getfixturevalue({"mock": "mock_cluster", "tansu": "tansu_broker",
+                                      "apache_kafka": "apache_kafka",
+                                      "tansu_sessions": "fetch_sessions"}[kind])
+    _skip_unless_offered(kind, needs, broker.capabilities)
+    return broker
+
+
+def _skip_unless_offered(kind: str, needs: frozenset[str], offered: frozenset[str]) -> None:
+    missing = needs - offered
+    if missing:
+        pytest.skip("{} lacks {}".format(
+            kind, "; ".join("{} ({})".format(c, CAPABILITIES[c]) for c in sorted(missing))))

@@ -9,41 +9,29 @@ from __future__ import annotations
 
 import pytest
 
-from kproto.messages import ApiVersionsRequest, ListOffsetsRequest
+from kproto.messages import ListOffsetsRequest
 from kproto.records import crc32c
 from tests.brokers import raw
+from tests.brokers.base import API_CAPABILITIES, capabilities_from_api_versions
 
-API_CREATE_TOPICS, API_OFFSET_FOR_LEADER_EPOCH, API_CONSUMER_GROUP_HEARTBEAT = 19, 23, 68
-API_JOIN_GROUP = 11
 LATEST = -1
 
 
-def _advertised(broker) -> set[int]:
-    response = raw.roundtrip(broker.addresses[0], ApiVersionsRequest(), 0)
-    return {k.api_key for k in response.api_keys}
-
-
-def test_advertised_apis_match_the_capabilities(broker):
-    apis = _advertised(broker)
-    caps = broker.capabilities
-    assert ("kip848" in caps) == (API_CONSUMER_GROUP_HEARTBEAT in apis)
-    assert ("offset_for_leader_epoch" in caps) == (API_OFFSET_FOR_LEADER_EPOCH in apis)
-    assert ("create_topics_api" in caps) == (API_CREATE_TOPICS in apis)
-    assert ("classic_groups" in caps) == (API_JOIN_GROUP in apis)
+def test_capabilities_read_from_api_versions_match_the_table(broker):
+    # What apache_kafka decides by once started (ApiVersions read with kproto's own
+    # messages), checked on the mock and Tansu, whose capabilities are the static table.
+    derived = capabilities_from_api_versions(raw.api_versions(broker.addresses[0]))
+    assert derived == broker.capabilities & set(API_CAPABILITIES)
+    assert ("kip848_regex" in derived) <= ("kip848" in derived)
 
 
 def test_multi_broker_matches_the_bootstrap_list(broker):
     assert ("multi_broker" in broker.capabilities) == (len(broker.addresses) > 1)
 
 
-def _all_batches(broker, topic: str, end: int, **fetch_kwargs) -> list[raw.BatchHeader]:
-    offset, batches = 0, []
-    while offset < end:  # the mock answers one batch per Fetch
-        found = raw.batch_headers(broker.raw_fetch(topic, 0, offset, **fetch_kwargs))
-        assert found, "no batch at offset {}".format(offset)
-        batches += found
-        offset = found[-1].base_offset + found[-1].last_offset_delta + 1
-    return batches
+def _all_batches(broker, topic: str, end: int) -> list[raw.BatchHeader]:
+    # Several Fetches: the mock answers one batch per Fetch, Kafka stops at segment ends.
+    return raw.batch_headers(raw.fetch_log(broker.bootstrap_servers, topic, 0, end=end).records)
 
 
 def test_list_offsets_latest(broker):
@@ -81,10 +69,34 @@ def test_transaction_markers_and_aborted_lists(broker):
         # The mock (measured): data batches are right, markers carry CRC 0.
         assert all(crc32c(b.crc_covered) == b.crc for b in batches if not b.is_control)
         assert {m.crc for m in markers} == {0}
-    committed = raw.fetch_partition(broker.bootstrap_servers, topic, 0, isolation_level=1)
-    aborted_list = [(a.producer_id, a.first_offset) for a in committed.aborted_transactions or []]
+    # Read to the last stable offset: Kafka lists the aborted transactions that overlap
+    # what each Fetch returns.
+    committed = raw.fetch_log(broker.bootstrap_servers, topic, 0, isolation_level=1)
+    aborted_list = committed.aborted_transactions
     if "aborted_transactions_in_fetch" in broker.capabilities:
         assert [first for _, first in aborted_list] == [txns.aborted[0].offset]
     else:
         assert aborted_list == []
     assert committed.last_stable_offset == end
+
+
+@pytest.mark.broker_kinds("mock", "tansu", "apache_kafka", "tansu_sessions")
+def test_fetch_sessions_capability_matches_the_broker(broker):
+    from kproto.messages import FetchRequest
+
+    topic = broker.new_topic(partitions=1)
+    end = broker.produce(topic, 3)[-1].offset + 1
+
+    def fetch(session_id: int, epoch: int, offset: int | None) -> FetchRequest:
+        parts = [] if offset is None else [FetchRequest.FetchTopic(topic=topic, partitions=[
+            FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]
+        return FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, session_id=session_id,
+                            session_epoch=epoch, topics=parts, forgotten_topics_data=[])
+
+    with raw.RawConnection(raw.partition_leader(broker.bootstrap_servers, topic, 0)) as conn:
+        first = conn.request(fetch(0, 0, 0), 11)
+        assert first.error_code == 0
+        assert ("fetch_sessions" in broker.capabilities) == (first.session_id != 0)
+        if first.session_id:  # an incremental fetch with nothing new names no partition
+            idle = conn.request(fetch(first.session_id, 1, end), 11)
+            assert (idle.error_code, idle.session_id, idle.responses) == (0, first.session_id, [])

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from tests.brokers import seeding
+from tests.brokers._net import wait_until
 from tests.brokers.base import BROKER_CAPABILITIES
 
 
@@ -152,16 +153,16 @@ def test_tansu_dies_with_a_killed_parent():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     pid = int(out.stdout.split()[0])
-    from tests.brokers._net import wait_until
+    assert wait_until(lambda: _gone(pid), timeout=10)
 
-    def gone() -> bool:
-        try:
-            with open("/proc/{}/stat".format(pid)) as f:
-                return f.read().split(")")[-1].split()[0] == "Z"  # dead, awaiting reaping
-        except FileNotFoundError:
-            return True
 
-    assert wait_until(gone, timeout=10)
+def _gone(pid: int) -> bool:
+    """The process is dead (reaped, or a zombie awaiting reaping by whoever adopted it)."""
+    try:
+        with open("/proc/{}/stat".format(pid)) as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_needs_marker_skips_with_reasons_and_rejects_unknown_names(pytester):
@@ -224,3 +225,100 @@ def test_on_any_broker(broker):
                                  "*tansu on port * exited with 1*"])
     result.stdout.fnmatch_lines(["*MockClusterError: cannot load librdkafka from "
                                  "/nonexistent/librdkafka*"])
+
+
+def test_kafka_bootstrap_env_runs_the_apache_tests_on_a_running_broker(pytester, monkeypatch,
+                                                                       tansu_broker):
+    # KPROTO_KAFKA_BOOTSTRAP pointed at the session's Tansu: the apache_kafka tests run on
+    # it, its capabilities come from its ApiVersions answer once reached (Tansu has no
+    # ConsumerGroupHeartbeat: a kip848 test skips after it answered), and a test needing a
+    # broker the session started skips.
+    monkeypatch.setenv("KPROTO_KAFKA_BOOTSTRAP", tansu_broker.bootstrap_servers)
+    pytester.makeconftest("from tests.conftest import *\n")
+    pytester.makepyfile(test_inner='''
+import pytest
+
+from kproto import KafkaConsumer, TopicPartition
+
+pytestmark = pytest.mark.broker_kinds("apache_kafka")
+
+
+def test_reads_what_was_written(broker):
+    assert broker.name == "apache_kafka"
+    assert "create_topics_api" in broker.capabilities and "kip848" not in broker.capabilities
+    topic = broker.new_topic(partitions=2)
+    written = broker.produce(topic, 10)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
+        consumer.seek_to_beginning()
+        got = set()
+        for _ in range(200):
+            for records in consumer.poll(100).values():
+                got.update((r.partition, r.offset, r.value) for r in records)
+            if len(got) == len(written):
+                break
+    assert got == {(w.partition, w.offset, w.value) for w in written}
+
+
+@pytest.mark.needs("fresh_broker")
+def test_fresh(broker):
+    pass
+
+
+@pytest.mark.needs("kip848")
+def test_kip848(broker):
+    pass
+''')
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*apache_kafka lacks fresh_broker*"])
+    result.stdout.fnmatch_lines(["*apache_kafka lacks kip848*"])
+
+
+def test_kafka_home_distribution_is_formatted_started_and_stopped_by_group(tmp_path):
+    # No Kafka distribution is reachable here, so this one is a stand-in: its
+    # kafka-storage.sh records how it was called, and its kafka-server-start.sh runs Tansu
+    # on the PLAINTEXT port of the server.properties it was given, as a child of the
+    # script (not exec'd): only stopping the whole process group stops it.
+    from kproto.embedded import tansu_binary
+    from tests.brokers.apache import LocalKafka
+
+    home = tmp_path / "kafka"
+    (home / "bin").mkdir(parents=True)
+    storage = home / "bin" / "kafka-storage.sh"
+    storage.write_text('#!/bin/sh\n'
+                       'if [ "$1" = random-uuid ]; then echo q1Sh-9_ISia_zwGINzRvyQ; exit 0; fi\n'
+                       'echo "$@" > "{0}/format-args"\n'.format(home))
+    start = home / "bin" / "kafka-server-start.sh"
+    start.write_text('#!/bin/sh\n'
+                     'cp "$1" "{0}/server.properties"\n'
+                     'port=$(sed -n "s|^listeners=PLAINTEXT://127.0.0.1:\\([0-9]*\\),.*|\\1|p" "$1")\n'
+                     '"{1}" broker --listener-url tcp://127.0.0.1:$port '
+                     '--advertised-listener-url tcp://127.0.0.1:$port '
+                     '--storage-engine memory://tansu/ &\n'
+                     'echo $! > "{0}/child.pid"\n'
+                     'wait\n'.format(home, tansu_binary()))
+    for script in (storage, start):
+        script.chmod(0o755)
+    kafka = LocalKafka(str(home), startup_timeout=60)
+    try:
+        config = dict(line.split("=", 1) for line in
+                      (home / "server.properties").read_text().splitlines())
+        args = (home / "format-args").read_text().split()
+        workdir = kafka._dir
+        topic = kafka.new_topic(partitions=2)
+        assert [w.partition for w in kafka.produce(topic, 4)] == [0, 0, 1, 1]
+    finally:
+        kafka.close()
+    assert args[:3] == ["format", "-t", "q1Sh-9_ISia_zwGINzRvyQ"] and "--standalone" not in args
+    assert args[args.index("-c") + 1].startswith(workdir)
+    assert config["process.roles"] == "broker,controller"
+    assert config["listeners"].startswith("PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:"
+                                          .format(kafka.port))
+    assert config["controller.quorum.voters"] == "1@" + config["listeners"].split("//")[-1]
+    assert config["auto.create.topics.enable"] == "false"
+    assert config["group.initial.rebalance.delay.ms"] == "0"
+    assert "fresh_broker" in kafka.capabilities and "kip848" not in kafka.capabilities
+    child = int((home / "child.pid").read_text())
+    assert wait_until(lambda: _gone(child), timeout=10)
+    assert not os.path.exists(workdir)

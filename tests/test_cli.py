@@ -42,15 +42,27 @@ def test_bootstrap_server_mode_prints_what_the_producer_wrote(tansu_broker, code
     for r, w in zip(rows, written):
         assert (r["topic"], r["key"], r["value"], r["timestamp"]) == (topic, _text(w.key), _text(w.value), w.timestamp)
         assert r["headers"] == [[k, _text(v)] for k, v in w.headers]
+    # Null keys and values stay JSON null (not the plain output's "null" text).
+    assert any(r["key"] is None for r in rows) and any(r["value"] is None for r in rows)
 
 
-def test_plain_output_and_idle_timeout(tansu_broker):
+def _console(data):
+    """kafka-console-consumer's rendering of a key or value (the recipe's are UTF-8)."""
+    return "null" if data is None else data.decode("utf-8")
+
+
+@pytest.mark.parametrize("print_key", [True, False])
+def test_plain_output_and_idle_timeout(tansu_broker, print_key):
     topic = tansu_broker.new_topic(partitions=1)
-    written = tansu_broker.produce(topic, 5)
+    written = tansu_broker.produce(topic, 12)  # null keys (3, 10), a null value (5), an empty one (6)
+    assert any(w.key is None for w in written) and any(w.value is None for w in written)
     result = run_cli("--bootstrap-server", tansu_broker.bootstrap_servers, "--topic", topic,
-                     "--from-beginning", "--print-key", "--timeout-ms", "1000")
+                     "--from-beginning", "--timeout-ms", "1000", *(["--print-key"] if print_key else []))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["{}\t{}".format(_text(w.key), _text(w.value)) for w in written]
+    expected = ["{}\t{}".format(_console(w.key), _console(w.value)) if print_key else _console(w.value)
+                for w in written]
+    # split("\n"), not splitlines(): the empty value must stay an (empty) line of its own.
+    assert result.stdout.split("\n") == expected + [""]
 
 
 def test_usage_errors_exit_nonzero_with_a_message(tansu_broker):

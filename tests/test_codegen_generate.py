@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen import generate, import_spec
+from codegen import generate, generate_errors, import_spec
 from codegen.emit import HEADER
 from codegen.schema import Versions, snake
 
@@ -26,6 +26,13 @@ def test_regeneration_is_a_no_op(tmp_path):
     assert produced == committed
     for name in produced:
         assert (tmp_path / name).read_text() == (MESSAGES_DIR / name).read_text(), name
+
+
+def test_error_codes_regeneration_is_a_no_op(tmp_path):
+    out = tmp_path / "_error_codes.py"
+    generate_errors.main(["--out", str(out)])
+    assert out.read_text() == (ROOT / "kproto" / "_error_codes.py").read_text()
+    assert out.read_text().startswith(generate_errors.HEADER + "\n")
 
 
 def test_generated_files_are_marked_and_import_only_protocol_and_errors():

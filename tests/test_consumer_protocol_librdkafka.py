@@ -29,6 +29,7 @@ from kproto.messages import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 from kproto.structs import TopicPartition
 from tests.brokers import raw
 from tests.test_group_support import wait_for
+from tests.threads import TestThread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -100,7 +101,7 @@ class LibrdkafkaMember:
             "partition.assignment.strategy": strategy, "client.rack": rack,
             "session.timeout.ms": 10000, "enable.auto.commit": False})
         self._consumer.subscribe([TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        self._thread = threading.Thread(target=self._run, name="rdkafka-member", daemon=True)
+        self._thread = TestThread(target=self._run, name="rdkafka-member", daemon=True)
         self._thread.start()
 
     def _on_assign(self, consumer, partitions) -> None:

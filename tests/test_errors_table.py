@@ -1,10 +1,13 @@
 """The Kafka error-code table in kproto.errors: completeness, kafka-python names, kinds."""
 
+import ast
 import inspect
+from pathlib import Path
 
 import pytest
 
 from kproto import errors
+from kproto.errors import ErrorCode
 
 
 def _kafka_python_errors():
@@ -60,7 +63,7 @@ def test_retriable_and_invalid_metadata_flags_follow_the_java_hierarchy(code, re
 
 
 def test_flags_and_bases_agree_for_every_code():
-    for code in range(0, 134):
+    for code in ErrorCode:
         cls = errors.for_code(code)
         assert issubclass(cls, errors.RetriableError) == cls.retriable, cls
         if cls.invalid_metadata:
@@ -98,3 +101,58 @@ def test_client_side_errors_have_their_kinds():
     assert issubclass(errors.CorrelationIdError, errors.KafkaProtocolError)
     assert not errors.ProtocolError.retriable
     assert issubclass(errors.KafkaConfigurationError, ValueError)
+
+
+def test_every_code_kafka_4_4_defines_is_an_error_code_member_with_its_own_class():
+    # Kafka 4.4's Errors enum is contiguous from -1 to 136 (GROUP_DELETION_FAILED 134,
+    # STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED 135, CONTROLLER_ID_NOT_REGISTERED 136 new).
+    assert [int(code) for code in ErrorCode] == list(range(-1, 137))
+    classes = {errors.for_code(code) for code in ErrorCode}
+    assert len(classes) == len(ErrorCode)
+    assert ErrorCode.GROUP_DELETION_FAILED == 134
+    assert errors.for_code(135) is errors.StreamsTopologyDescriptionUpdateFailedError
+    assert errors.ControllerIdNotRegisteredError.errno == 136
+
+
+def test_error_code_and_classes_agree_and_round_trip():
+    for code in ErrorCode:
+        cls = errors.for_code(code)
+        assert cls.errno == code and ErrorCode(cls.errno) is code
+        assert cls.message == code.name
+        assert ErrorCode[cls.message] is code
+        assert issubclass(cls, errors.BrokerResponseError)
+        assert getattr(errors, cls.__name__) is cls
+        assert cls.__module__ == "kproto.errors"
+    # IntEnum members compare equal to the plain int16 a decoded response carries.
+    assert ErrorCode.NOT_COORDINATOR == 16 and 16 in {ErrorCode.NOT_COORDINATOR}
+    assert ErrorCode.MESSAGE_TOO_LARGE == errors.MessageSizeTooLargeError.errno
+
+
+def test_every_code_class_is_declared_statically_for_type_checkers():
+    # A class made with type() at import time is invisible to mypy; each must be a class
+    # statement in the generated module (or an alias of one).
+    path = Path(errors.__file__).with_name("_error_codes.py")
+    declared = {node.name for node in ast.parse(path.read_text()).body if isinstance(node, ast.ClassDef)}
+    for code in ErrorCode:
+        assert errors.for_code(code).__name__ in declared, code
+    assert "ErrorCode" in declared
+
+
+@pytest.mark.parametrize("code,retriable,invalid_metadata", [
+    (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, True, False), (ErrorCode.SHARE_SESSION_NOT_FOUND, True, False),
+    (ErrorCode.SHARE_SESSION_LIMIT_REACHED, True, False), (ErrorCode.REBOOTSTRAP_REQUIRED, False, False),
+    (ErrorCode.GROUP_DELETION_FAILED, False, False), (ErrorCode.CONTROLLER_ID_NOT_REGISTERED, False, False),
+    (ErrorCode.KAFKA_STORAGE_ERROR, True, True), (ErrorCode.UNKNOWN_TOPIC_ID, True, True),
+    (ErrorCode.UNKNOWN_SERVER_ERROR, False, False),
+])
+def test_flags_of_newer_codes_follow_the_java_hierarchy(code, retriable, invalid_metadata):
+    cls = errors.for_code(code)
+    assert (cls.retriable, cls.invalid_metadata) == (retriable, invalid_metadata)
+
+
+def test_sasl_codes_are_authentication_errors():
+    for code in (ErrorCode.UNSUPPORTED_SASL_MECHANISM, ErrorCode.ILLEGAL_SASL_STATE):
+        assert issubclass(errors.for_code(code), errors.AuthenticationError)
+        assert not issubclass(errors.for_code(code), errors.SaslAuthenticationError)
+    assert issubclass(errors.for_code(ErrorCode.SASL_AUTHENTICATION_FAILED), errors.SaslAuthenticationError)
+    assert not issubclass(errors.for_code(ErrorCode.NOT_COORDINATOR), errors.AuthenticationError)

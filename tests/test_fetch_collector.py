@@ -14,6 +14,7 @@ from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages import FetchResponse
 from kproto.records import build_batch, build_control_batch
 from kproto.structs import TopicPartition
+from tests.threads import TestThread
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -206,14 +207,14 @@ def test_buffer_wakes_waiter_on_data_and_on_wakeup():
         started.set()
         results.append(buf.await_not_empty(None))
 
-    thread = threading.Thread(target=waiter)
+    thread = TestThread(target=waiter)
     thread.start()
     started.wait()
     buf.add(cf(T0, 0, batch(0, 1)))
     thread.join()
     assert results == [True]
     buf.poll()
-    thread = threading.Thread(target=waiter)
+    thread = TestThread(target=waiter)
     thread.start()
     started.wait()
     buf.wakeup()
@@ -251,7 +252,7 @@ def test_background_thread_feeds_while_application_collects():
                 done.wait(0.001)
         done.set()
 
-    thread = threading.Thread(target=feeder)
+    thread = TestThread(target=feeder)
     thread.start()
     while not (done.is_set() and not buf.buffered_partitions()):
         buf.await_not_empty(0.05)

@@ -104,8 +104,9 @@ def test_fetcher_out_of_range_requests_reset(broker):
         client.close()
 
 
-# Only Apache Kafka keeps fetch sessions (the mock and Tansu answer session id 0).
-@pytest.mark.broker_kinds("apache_kafka")
+# The mock and Tansu answer session id 0; Apache Kafka and Tansu behind the
+# fetch-session front keep sessions.
+@pytest.mark.needs("fetch_sessions")
 def test_fetcher_uses_incremental_sessions(broker):
     topic = broker.new_topic(partitions=2)
     written = broker.produce(topic, 60)

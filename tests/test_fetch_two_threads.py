@@ -16,6 +16,7 @@ import pytest
 from kproto.consumer.classic.classic_kafka_consumer import ClassicKafkaConsumer
 from kproto.consumer.config import ConsumerConfig
 from kproto.structs import TopicPartition
+from tests.threads import TestThread
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -24,21 +25,17 @@ PER_PARTITION = 300
 MAX_POLLS = 2000
 
 
-class _Poller(threading.Thread):
+class _Poller(TestThread):
     """Polls the client until stopped, as a heartbeat thread that drives the I/O would."""
 
     def __init__(self, client) -> None:
         super().__init__(name="test-foreign-poller", daemon=True)
         self.client = client
         self.stop = threading.Event()
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                self.client.poll(timeout_ms=5)
-        except BaseException as exc:  # reported by the test
-            self.error = exc
+    def work(self) -> None:
+        while not self.stop.is_set():
+            self.client.poll(timeout_ms=5)
 
 
 def _record_threads(obj, name: str, seen: list) -> None:
@@ -96,7 +93,7 @@ def test_callbacks_on_a_second_thread_lose_and_repeat_nothing(broker):
             else:
                 assert offsets == want
             assert [r.value for r in got[p][-PER_PARTITION:]] == [w.value for w in expected[p]]
-        assert poller.error is None
+        poller.raise_if_failed()
         # The test means something only if the other thread handled answers.
         assert "test-foreign-poller" in fetch_threads
     finally:

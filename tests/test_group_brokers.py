@@ -44,8 +44,9 @@ def test_one_member_consumes_commits_and_leaves(broker):
 def test_two_members_split_a_topic_and_one_takes_over_after_the_other_leaves(broker):
     topic = broker.new_topic(partitions=4)
     group = "two-" + topic
-    a = Member("a", broker.bootstrap_servers, group, [topic])
-    b = Member("b", broker.bootstrap_servers, group, [topic])
+    # At least Kafka's group.min.session.timeout.ms (6000): a shorter one fails JoinGroup.
+    a = Member("a", broker.bootstrap_servers, group, [topic], session_timeout_ms=6000)
+    b = Member("b", broker.bootstrap_servers, group, [topic], session_timeout_ms=6000)
     a.start()
     try:
         wait_for(lambda: len(a.assignment()) == 4, "the first member's assignment")

@@ -9,11 +9,12 @@ import threading
 import pytest
 
 from tests.test_group_support import Member, wait_for
+from tests.threads import TestThread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
-class ConfluentMember(threading.Thread):
+class ConfluentMember(TestThread):
     """A librdkafka consumer in its own thread: polls, records, commits."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, strategy: str) -> None:
@@ -26,42 +27,38 @@ class ConfluentMember(threading.Thread):
         self.lock = threading.Lock()
         self.processed: set = set()
         self.assigned: frozenset = frozenset()
-        self.error = None
         self._stop_event = threading.Event()
 
-    def run(self) -> None:
-        try:
-            self.consumer.subscribe([self.topic])
-            while not self._stop_event.is_set():
-                msg = self.consumer.poll(0.1)
-                with self.lock:
-                    self.assigned = frozenset((tp.topic, tp.partition) for tp in self.consumer.assignment())
-                if msg is None or msg.error():
-                    continue
-                with self.lock:
-                    self.processed.add((msg.topic(), msg.partition(), msg.offset()))
-                try:
-                    self.consumer.commit(message=msg, asynchronous=False)
-                except confluent_kafka.KafkaException:
-                    pass  # refused during a rebalance: redone by the next owner
-            self.consumer.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
+    def work(self) -> None:
+        self.consumer.subscribe([self.topic])
+        while not self._stop_event.is_set():
+            msg = self.consumer.poll(0.1)
+            with self.lock:
+                self.assigned = frozenset((tp.topic, tp.partition) for tp in self.consumer.assignment())
+            if msg is None or msg.error():
+                continue
+            with self.lock:
+                self.processed.add((msg.topic(), msg.partition(), msg.offset()))
+            try:
+                self.consumer.commit(message=msg, asynchronous=False)
+            except confluent_kafka.KafkaException:
+                pass  # refused during a rebalance: redone by the next owner
+        self.consumer.close()
 
     def assignment(self) -> frozenset:
+        self.raise_if_failed()
         with self.lock:
             return self.assigned
 
     def processed_set(self) -> set:
+        self.raise_if_failed()
         with self.lock:
             return set(self.processed)
 
     def stop(self) -> None:
         self._stop_event.set()
-        self.join(30)
+        self.join(30)  # re-raises what the thread died of
         assert not self.is_alive()
-        if self.error is not None:
-            raise self.error
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])

@@ -22,7 +22,10 @@ from typing import Any, Callable, Optional
 
 from kproto import KafkaConsumer, errors
 from kproto.consumer.classic.assignors.sticky import CooperativeStickyAssignor
+from tests.threads import TestThread
 
+# session_timeout_ms 3000 is below Kafka's group.min.session.timeout.ms (6000): fine on
+# librdkafka's mock (mock-only tests); tests on the `broker` fixture pass 6000 or more.
 GROUP_CONFIG = dict(session_timeout_ms=3000, heartbeat_interval_ms=200, auto_offset_reset="earliest",
                     enable_auto_commit=False, max_poll_records=50, retry_backoff_ms=50,
                     fetch_max_wait_ms=100)
@@ -102,8 +105,9 @@ def processed_after_revocation(member: "Member", records: Optional[set] = None) 
                    for s, t, p, off in member.stamped)
 
 
-class Member(threading.Thread):
-    """A kproto group member consuming ``topics`` in its own thread."""
+class Member(TestThread):
+    """A kproto group member consuming ``topics`` in its own thread. Its views re-raise
+    what the thread died of (a wait on them fails at once), as does :meth:`stop`."""
 
     def __init__(self, name: str, bootstrap: str, group: str, topics: Any = None, *, pattern: Optional[str] = None,
                  commit: str = "sync", per_record_s: float = 0.0, per_batch_s: float = 0.0,
@@ -129,7 +133,6 @@ class Member(threading.Thread):
         self.events: list[tuple[str, int, frozenset]] = []  # (callback, generation, partitions)
         self.event_stamps: list[int] = []  # the shared sequence number of each event
         self.commit_errors: list[BaseException] = []
-        self.error: Optional[BaseException] = None
         self._stop_event = threading.Event()
         self._close_on_stop = True
 
@@ -154,70 +157,68 @@ class Member(threading.Thread):
 
     # --- the loop ---------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def work(self) -> None:
         c = self.consumer
-        try:
-            if self.pattern is not None:
-                c.subscribe(pattern=self.pattern, listener=self)
-            else:
-                c.subscribe(self.topics, listener=self)
-            uncommitted = False
-            pending: dict = {}  # partition -> offset after the last record processed, not committed
-            while not self._stop_event.is_set():
-                batch = c.poll(100)
-                generation = c.group_metadata()["generation_id"]
-                owned = frozenset(c.assignment())
-                with self.lock:
-                    self.ownership.append((generation, owned))
-                if batch and self.per_batch_s:
-                    time.sleep(self.per_batch_s)
-                for tp, records in batch.items():
-                    for record in records:
-                        if self.per_record_s:
-                            time.sleep(self.per_record_s)
-                        with self.lock:
-                            self.processed.append((tp.topic, tp.partition, record.offset))
-                            self.stamped.append((next(_sequence), tp.topic, tp.partition, record.offset))
-                        pending[tp] = record.offset + 1
-                if (batch or uncommitted) and self.commit_mode == "sync":
-                    try:
-                        # commit() covers the partitions assigned now (no rebalance runs inside it).
-                        covered = {tp: off for tp, off in pending.items() if tp in c.assignment()}
-                        c.commit()
-                        stamp = next(_sequence)
-                        with self.lock:
-                            self.commits.extend((stamp, tp.topic, tp.partition, off) for tp, off in covered.items())
-                        pending.clear()
-                        uncommitted = False
-                    except (errors.CommitFailedError, errors.RebalanceInProgressError) as exc:
-                        # Refused while the group rebalances: commit again after the next
-                        # poll (what is no longer ours is redone by its next owner).
-                        self.commit_errors.append(exc)
-                        uncommitted = True
-            if self._close_on_stop:
-                c.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
+        if self.pattern is not None:
+            c.subscribe(pattern=self.pattern, listener=self)
+        else:
+            c.subscribe(self.topics, listener=self)
+        uncommitted = False
+        pending: dict = {}  # partition -> offset after the last record processed, not committed
+        while not self._stop_event.is_set():
+            batch = c.poll(100)
+            generation = c.group_metadata()["generation_id"]
+            owned = frozenset(c.assignment())
+            with self.lock:
+                self.ownership.append((generation, owned))
+            if batch and self.per_batch_s:
+                time.sleep(self.per_batch_s)
+            for tp, records in batch.items():
+                for record in records:
+                    if self.per_record_s:
+                        time.sleep(self.per_record_s)
+                    with self.lock:
+                        self.processed.append((tp.topic, tp.partition, record.offset))
+                        self.stamped.append((next(_sequence), tp.topic, tp.partition, record.offset))
+                    pending[tp] = record.offset + 1
+            if (batch or uncommitted) and self.commit_mode == "sync":
+                try:
+                    # commit() covers the partitions assigned now (no rebalance runs inside it).
+                    covered = {tp: off for tp, off in pending.items() if tp in c.assignment()}
+                    c.commit()
+                    stamp = next(_sequence)
+                    with self.lock:
+                        self.commits.extend((stamp, tp.topic, tp.partition, off) for tp, off in covered.items())
+                    pending.clear()
+                    uncommitted = False
+                except (errors.CommitFailedError, errors.RebalanceInProgressError) as exc:
+                    # Refused while the group rebalances: commit again after the next
+                    # poll (what is no longer ours is redone by its next owner).
+                    self.commit_errors.append(exc)
+                    uncommitted = True
+        if self._close_on_stop:
+            c.close()
 
     def stop(self, close: bool = True, timeout_s: float = 30.0) -> None:
         self._close_on_stop = close
         self._stop_event.set()
-        self.join(timeout_s)
+        self.join(timeout_s)  # re-raises what the thread died of
         assert not self.is_alive(), "member {} did not stop".format(self.member_name)
-        if self.error is not None:
-            raise self.error
 
     # --- views ---------------------------------------------------------------------------------
 
     def processed_set(self) -> set[tuple[str, int, int]]:
+        self.raise_if_failed()
         with self.lock:
             return set(self.processed)
 
     def assignment(self) -> frozenset:
+        self.raise_if_failed()
         with self.lock:
             return self.ownership[-1][1] if self.ownership else frozenset()
 
     def generation(self) -> int:
+        self.raise_if_failed()
         with self.lock:
             return self.ownership[-1][0] if self.ownership else -1
 

@@ -13,6 +13,7 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
 from tests.brokers.seeding import CODECS
+from tests.threads import TestThread
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -229,7 +230,7 @@ def test_second_thread_gets_concurrent_modification_error(broker):
             finally:
                 consumer.wakeup()
 
-        t = threading.Thread(target=other_thread)
+        t = TestThread(target=other_thread)
         t.start()
         with pytest.raises(errors.WakeupException):
             consumer.poll(timeout_ms=60_000)

@@ -17,6 +17,7 @@ from kproto.consumer.classic.classic_kafka_consumer import ClassicKafkaConsumer
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.config import ConsumerConfig
 from kproto.net.client import NetworkClient
+from tests.threads import TestThread
 
 
 @pytest.fixture
@@ -117,7 +118,7 @@ def test_wakeup_from_another_thread_ends_poll_of_an_unreachable_group(dead_boots
                 consumer.poll(timeout_ms=120000)
             except errors.WakeupException as exc:
                 raised.append(exc)
-        thread = threading.Thread(target=run, daemon=True)
+        thread = TestThread(target=run, daemon=True)
         thread.start()
         started.wait()
         consumer.wakeup()

@@ -7,7 +7,8 @@ import pytest
 from kproto.consumer.background.coordinator_request_manager import Coordinator, CoordinatorRequestManager
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import CommitFailedError, KafkaTimeoutError, StaleMemberEpochError, UnknownTopicOrPartitionError
+from kproto.errors import (CommitFailedError, KafkaTimeoutError, SslAuthenticationError, StaleMemberEpochError,
+                           UnknownTopicOrPartitionError)
 from kproto.messages import OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse
 from kproto.structs import OffsetAndMetadata as OAM
 from kproto.structs import TopicPartition as TP
@@ -138,3 +139,23 @@ def test_a_due_auto_commit_wakes_the_application_not_the_background_loop() -> No
     s.clock.advance(6000)  # due, but only the application's poll triggers it
     assert s.commit.maximum_time_to_wait(s.clock()) == 0
     assert s.commit.poll(s.clock()).time_until_next_poll_ms > 60_000
+
+
+def test_a_fatal_coordinator_lookup_fails_the_waiting_commits_and_fetches_at_once() -> None:
+    """Java's maybeFailOnCoordinatorFatalError: e.g. every broker refusing our TLS or SASL
+    authentication, so no coordinator will come; the commit and the committed-offsets
+    fetch fail with that error instead of waiting out their deadlines."""
+    s = Setup()
+    s.coordinator.coordinator = None
+    commit = s.commit.commit_sync({TP("alpha", 0): OAM(10)}, s.clock() + 60_000)
+    fetch = s.commit.fetch_offsets({TP("alpha", 0)}, s.clock() + 60_000)
+    assert s.sent() == []  # waiting for a coordinator
+    (lookup,) = s.coordinator.poll(s.clock()).unsent_requests
+    refused = SslAuthenticationError("TLS handshake failed with node 1 (h:1): certificate verify failed")
+    lookup.complete_exceptionally(refused, s.clock())
+    assert s.sent() == []
+    for future in (commit, fetch):
+        assert future.exception(timeout=0) is refused
+    assert s.commit.pending == []
+    # Still there for the heartbeat manager to surface as an ErrorEvent.
+    assert s.coordinator.get_and_clear_fatal_error() is refused

@@ -14,6 +14,7 @@ import pytest
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.errors import IllegalStateError, KafkaError, WakeupException
 from kproto.structs import TopicPartition as TP
+from tests.threads import TestThread
 
 NOWHERE = "127.0.0.1:1"
 
@@ -25,7 +26,7 @@ def _wake_when_blocked(consumer: KafkaConsumer, blocked) -> threading.Thread:
             time.sleep(0.01)
         consumer.wakeup()
 
-    thread = threading.Thread(target=run, name="waker", daemon=True)
+    thread = TestThread(target=run, name="waker", daemon=True)
     thread.start()
     return thread
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import threading
 
 import pytest
 
@@ -25,6 +24,7 @@ from kproto.errors import CommitFailedError, IllegalStateError, KafkaError, Kafk
 from kproto.structs import TopicPartition as TP
 
 from tests.test_kip848_support import FakeClock
+from tests.threads import TestThread
 
 
 def test_reaper_fails_only_expired_incomplete_events() -> None:
@@ -64,7 +64,7 @@ def test_add_and_get_returns_what_the_background_thread_completes() -> None:
         event = app_queue.get()
         event.future.set_result({TP("a", 0): 42})
 
-    thread = threading.Thread(target=background, name="fake-background", daemon=True)
+    thread = TestThread(target=background, name="fake-background", daemon=True)
     thread.start()
     event = FetchCommittedOffsetsEvent([TP("a", 0)], deadline_ms=10**15)
     assert handler.add_and_get(event) == {TP("a", 0): 42}

@@ -13,12 +13,13 @@ import pytest
 
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import ErrorEvent, drain
+from kproto.consumer.background.member_state import MemberState as S
 from kproto.consumer.background.request_manager import RequestBuilder
-from kproto.consumer.kip848.heartbeat_request_manager import (
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
     CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
+    REGEX_RESOLUTION_NOT_SUPPORTED_MSG,
     ConsumerHeartbeatRequestManager,
 )
-from kproto.consumer.kip848.member_state import MemberState as S
 from kproto.errors import (
     GroupAuthorizationFailedError,
     KafkaConnectionError,
@@ -210,6 +211,34 @@ def test_version_zero_heartbeats_carry_no_regex() -> None:
     (join,) = e.heartbeats(version=0)
     assert join.request.subscribed_topic_names == ["alpha", "beta", "gamma"]
     assert join.request.subscribed_topic_regex is None
+
+
+def test_a_regex_on_a_version_zero_coordinator_fails_the_member_naming_the_regex() -> None:
+    e = Engine(subscribe=())
+    e.h.subscriptions.subscribe_pattern("al.*", e.h.listener, broker_evaluated=True)
+    e.find_coordinator()
+    e.h.join()
+    (unsent,) = e.heartbeat.poll(e.clock()).unsent_requests
+    with pytest.raises(UnsupportedVersionError) as built:
+        unsent.request.build(0)  # what the network client does for a v0-only coordinator
+    unsent.complete_exceptionally(built.value, e.clock())  # ... and how it reports the failure
+    (error,) = e.errors()
+    assert isinstance(error, UnsupportedVersionError)
+    assert REGEX_RESOLUTION_NOT_SUPPORTED_MSG in str(error)
+    assert CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG not in str(error)
+    assert e.h.manager.state is S.FATAL
+
+
+def test_an_unsupported_version_answer_about_the_regex_keeps_its_explanation() -> None:
+    e = Engine(subscribe=())
+    e.h.subscriptions.subscribe_pattern("al.*", e.h.listener, broker_evaluated=True)
+    e.find_coordinator()
+    e.h.join()
+    e.answer(e.one_heartbeat(), error_code=35, error_message=REGEX_RESOLUTION_NOT_SUPPORTED_MSG)
+    (error,) = e.errors()
+    assert isinstance(error, UnsupportedVersionError)
+    assert REGEX_RESOLUTION_NOT_SUPPORTED_MSG in str(error)
+    assert e.h.manager.state is S.FATAL
 
 
 @pytest.mark.parametrize("instance_id,leave_epoch", [(None, -1), ("static-1", -2)])

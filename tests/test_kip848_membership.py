@@ -11,12 +11,12 @@ from itertools import product
 
 import pytest
 
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import (
+from kproto.consumer.background.abstract_membership_manager import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 )
+from kproto.consumer.background.member_state import MemberState
 from kproto.errors import IllegalStateError
 from kproto.structs import TopicPartition as TP
 

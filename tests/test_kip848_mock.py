@@ -13,8 +13,13 @@ import time
 
 import pytest
 
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.kafka_consumer import KafkaConsumer
-from kproto.consumer.kip848.member_state import MemberState
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
+    CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG,
+    REGEX_RESOLUTION_NOT_SUPPORTED_MSG,
+)
+from kproto.errors import UnsupportedVersionError
 from kproto.structs import TopicPartition as TP
 from tests.test_kafka_consumer_metadata_errors import consume_after_error
 
@@ -187,7 +192,7 @@ def test_expired_poll_timer_leaves_and_the_next_poll_rejoins(broker) -> None:
     consumer.close()
 
 
-@pytest.mark.needs("kip848")
+@pytest.mark.needs("kip848", "kip848_regex")
 def test_broker_evaluated_regex_subscription(broker) -> None:
     prefix = "rx{}".format(time.monotonic_ns() % 10**9)
     topic = broker.new_topic(partitions=2, prefix=prefix)
@@ -236,7 +241,7 @@ def test_compiled_pattern_subscribed_before_any_metadata_joins_with_the_matches(
     consumer.close()
 
 
-@pytest.mark.needs("kip848")
+@pytest.mark.needs("kip848", "kip848_regex")
 def test_mixed_group_with_a_librdkafka_member(broker) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = broker.new_topic(partitions=4, prefix="k848")
@@ -469,4 +474,39 @@ def test_unauthorized_topic_in_metadata_is_raised_from_poll_then_consumption_res
     consumer = make_consumer(broker, "g-" + topic, metadata_max_age_ms=500)
     consumer.subscribe([topic])
     consume_after_error(consumer, broker, topic, written)
+    consumer.close()
+
+
+def _first_poll_error(consumer: KafkaConsumer) -> BaseException:
+    """Poll until poll() raises (the member failed fatally); the error it raised."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        try:
+            consumer.poll(timeout_ms=100)
+        except Exception as exc:  # what the application sees
+            return exc
+    raise AssertionError("poll() never raised")
+
+
+@pytest.mark.needs("kip848", "fault_injection")
+@pytest.mark.parametrize("max_version,expected,not_expected", [
+    (0, REGEX_RESOLUTION_NOT_SUPPORTED_MSG, CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG),
+    (-1, CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG, REGEX_RESOLUTION_NOT_SUPPORTED_MSG)],
+    ids=["heartbeat_v0_only", "no_heartbeat_api"])
+def test_regex_string_on_a_coordinator_without_heartbeat_v1_says_why(broker, max_version, expected,
+                                                                      not_expected) -> None:
+    """Kafka 3.x speaks ConsumerGroupHeartbeat v0, which has no SubscribedTopicRegex: the
+    error names the regex (KIP-848 works there), not "use the classic protocol"; that
+    advice is for a coordinator without the API at all.
+
+    (A topic-list member on a v0 coordinator is not tested here: librdkafka 2.16's mock
+    reads SubscribedTopicRegex from v0 heartbeats too, so it cannot parse a valid v0 one.)"""
+    broker.set_apiversion(68, min(max_version, 0), max_version)  # -1, -1 removes the API
+    prefix = "rv{}".format(time.monotonic_ns() % 10**9)
+    broker.new_topic(partitions=1, prefix=prefix)
+    consumer = make_consumer(broker, "g-" + prefix)
+    consumer.subscribe(pattern=prefix + ".*")
+    error = _first_poll_error(consumer)
+    assert isinstance(error, UnsupportedVersionError), repr(error)
+    assert expected in str(error) and not_expected not in str(error)
     consumer.close()

@@ -8,12 +8,11 @@ import uuid
 from typing import Any, Optional
 
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
-from kproto.consumer.kip848.events import (
-    ConsumerRebalanceListenerCallbackCompletedEvent,
-    ConsumerRebalanceListenerCallbackNeededEvent,
-)
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
+from kproto.consumer.background.member_state import MemberState
+from kproto.consumer.kip848.async_kafka_consumer import invoke_rebalance_callbacks
+from kproto.consumer.kip848.consumer_membership_manager import ConsumerMembershipManager
+from kproto.consumer.kip848.events import ConsumerRebalanceListenerCallbackNeededEvent
+from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker
 from kproto.consumer.subscription_state import SubscriptionState
 
 from kproto.messages import ConsumerGroupHeartbeatResponse
@@ -91,22 +90,18 @@ class Harness:
             request_metadata_update=self.metadata.request_update,
             group_instance_id=instance_id, auto_commit_before_rebalance=commit, time_ms=self.clock)
         self.errors: list = []
+        self.listener_invoker = ConsumerRebalanceListenerInvoker(self.subscriptions, self.clock)
 
     def run_application_callbacks(self) -> int:
         """Do what the application thread does with background events; returns how many ran."""
         ran = 0
         for event in drain(self.background_queue):
             if isinstance(event, ConsumerRebalanceListenerCallbackNeededEvent):
-                error = None
-                try:
-                    getattr(self.listener, event.method_name.value)(set(event.partitions))
-                except Exception as exc:  # the listener's error goes back with the completion
-                    error = exc
+                # The listener's error goes back with the completion, which crosses back as an
+                # application event, processed by the background thread (here: directly).
+                completed = invoke_rebalance_callbacks(self.listener_invoker, event)
                 ran += 1
-                # The completion crosses back as an application event, processed by the
-                # background thread (here: directly).
-                self.manager.consumer_rebalance_listener_callback_completed(
-                    ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error))
+                self.manager.consumer_rebalance_listener_callback_completed(completed)
             elif isinstance(event, ErrorEvent):
                 self.errors.append(event.error)
         return ran

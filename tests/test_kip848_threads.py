@@ -21,13 +21,14 @@ import time
 import pytest
 
 from kproto.consumer.background.consumer_network_thread import BACKGROUND_THREAD_NAME
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.consumer.kip848.events import FetchCommittedOffsetsEvent
-from kproto.consumer.kip848.member_state import MemberState
 from kproto.errors import KafkaTimeoutError
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition as TP
 from tests.test_kip848_consumer import drain
+from tests.threads import TestThread
 
 pytestmark = [pytest.mark.broker]
 
@@ -116,7 +117,7 @@ def test_a_poll_longer_than_max_poll_interval_keeps_the_member(broker) -> None:
             while not stop.wait(0.01):
                 states.add(member.state)
 
-        watcher = threading.Thread(target=watch, name="state-watcher", daemon=True)
+        watcher = TestThread(target=watch, name="state-watcher", daemon=True)
         watcher.start()
         try:
             assert consumer.poll(timeout_ms=3000) == {}  # three poll intervals, nothing to read

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kproto.consumer.background.member_state import MemberState as S
 from kproto.consumer.background.request_manager import RequestBuilder
-from kproto.consumer.kip848.member_state import MemberState as S
 from kproto.errors import TopicAuthorizationFailedError
 from kproto.messages import ConsumerGroupHeartbeatRequest
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from kproto.consumer.kip848.member_state import MemberState as S
-from kproto.consumer.kip848.membership_manager import LEAVE_GROUP_MEMBER_EPOCH
+from kproto.consumer.background.abstract_membership_manager import LEAVE_GROUP_MEMBER_EPOCH
+from kproto.consumer.background.member_state import MemberState as S
 from kproto.structs import TopicPartition as TP
 
 from tests.test_kip848_support import Harness, heartbeat_response

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kproto.consumer.kip848.member_state import MemberState
+from kproto.consumer.background.member_state import MemberState
 from kproto.errors import TopicAuthorizationFailedError
 from kproto.structs import TopicPartition as TP
 from tests.test_kip848_mock import drive, make_consumer, membership

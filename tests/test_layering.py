@@ -31,7 +31,10 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.messages", {"errors", "protocol", "messages"}),
     ("kproto.protocol", {"errors", "protocol"}),
     ("kproto.structs", set()),
-    ("kproto.errors", set()),
+    # kproto._error_codes is the generated half of kproto.errors (the per-code classes): the
+    # two import each other and nothing else.
+    ("kproto.errors", {"_error_codes"}),
+    ("kproto._error_codes", {"errors"}),
 ]
 
 
@@ -68,7 +71,7 @@ def _kproto_imports(path: pathlib.Path, module: str) -> set[str]:
 
 # kproto/__init__.py, __main__.py and embedded.py sit above every layer (the public names,
 # the CLI and its demo broker), so only the layered packages are checked.
-MODULES = sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT or p.stem in ("errors", "structs"))
+MODULES = sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT or p.stem in ("errors", "_error_codes", "structs"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
@@ -87,14 +90,72 @@ def test_module_imports_only_lower_layers(path):
     assert not bad, "{} imports {} (allowed layers: {})".format(module, sorted(bad), sorted(rule))
 
 
+# The consumer's group-protocol engines (a KIP-932 share engine joins as "share"), the
+# background-thread shell any of them may build on, and the shared core under them all.
+ENGINES = ("classic", "kip848", "share")
+SHELL = "background"
+# The façades pick an engine.
+CORE = [p for p in (ROOT / "consumer").glob("*.py") if p.stem not in ("kafka_consumer", "kafka_share_consumer")]
+CORE += sorted((ROOT / "consumer" / "fetch").rglob("*.py")) + sorted((ROOT / "consumer" / "offsets").rglob("*.py"))
+
+
+def _package_modules(name: str) -> list[pathlib.Path]:
+    return sorted((ROOT / "consumer" / name).rglob("*.py"))
+
+
+def _imports_package(path: pathlib.Path, name: str) -> bool:
+    prefix = "kproto.consumer." + name
+    return any(t == prefix or t.startswith(prefix + ".") for t in _kproto_imports(path, _module_name(path)))
+
+
 def test_engines_never_import_each_other():
-    engines = ("classic", "kip848", "share")
-    for engine in engines:
-        others = [e for e in engines if e != engine]
-        for path in (ROOT / "consumer" / engine).rglob("*.py") if (ROOT / "consumer" / engine).exists() else []:
-            module = _module_name(path)
-            imports = _kproto_imports(path, module)
-            assert not any(t.startswith("kproto.consumer." + other) for other in others for t in imports), module
+    for engine in ENGINES:
+        for path in _package_modules(engine):
+            others = [other for other in ENGINES if other != engine and _imports_package(path, other)]
+            assert not others, "{} imports the {} engine".format(_module_name(path), others)
+
+
+def test_the_shell_and_the_core_never_import_an_engine():
+    assert _package_modules(SHELL), "the background-thread shell moved: update SHELL"
+    for path in _package_modules(SHELL) + CORE:
+        engines = [engine for engine in ENGINES if _imports_package(path, engine)]
+        assert not engines, "{} imports the {} engine".format(_module_name(path), engines)
+    for path in CORE:
+        assert not _imports_package(path, SHELL), "{} (core) imports the shell".format(_module_name(path))
+
+
+# Blocking network I/O is a network client's poll (the step that reads sockets and runs
+# callbacks); the core builds requests and judges responses, and an engine drives the I/O
+# (classic: its own loops; background engines: the network thread). kproto.net modules the
+# core may use are the pure ones.
+CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff"}
+
+
+def _client_polls(path: pathlib.Path) -> list[str]:
+    """``<...client...>.poll``, called or passed on: a receiver whose last name mentions a client."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "poll":
+            receiver = node.value
+            name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+            if "client" in name.lower():
+                found.append("{}:{}".format(path.name, node.lineno))
+    return sorted(found)
+
+
+def test_the_shared_core_does_no_blocking_network_io():
+    for path in CORE:
+        module = _module_name(path)
+        net = {t for t in _kproto_imports(path, module) if t.startswith("kproto.net")} - CORE_NET_MODULES
+        assert not net, "{} (core) imports {}".format(module, sorted(net))
+        assert not _client_polls(path), "{} (core) polls a network client: {}".format(module, _client_polls(path))
+
+
+def test_the_io_checker_finds_client_polls(tmp_path):
+    src = tmp_path / "x.py"
+    src.write_text("def f(self, client, buffer):\n    self._client.poll(timeout_ms=1)\n    client.poll()\n"
+                   "    buffer.poll()\n    self.poll()\n    step = client.poll\n")
+    assert _client_polls(src) == ["x.py:2", "x.py:3", "x.py:6"]
 
 
 def test_the_checker_resolves_relative_imports(tmp_path):

@@ -30,9 +30,7 @@ def _send(broker, request, version):
 
 @pytest.fixture
 def ranges(broker):
-    response = raw.roundtrip(broker.addresses[0], ApiVersionsRequest(), 0)
-    assert response.error_code == 0
-    return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    return raw.api_versions(broker.addresses[0])
 
 
 def test_api_versions_every_version(broker, ranges):

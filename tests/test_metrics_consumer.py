@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
 from tests.test_group_support import wait_for
+from tests.threads import TestThread
 
 pytestmark = [pytest.mark.broker]
 
@@ -137,7 +137,7 @@ def test_fetch_metrics_count_what_was_consumed(broker, protocol):
         assert value(consumer, "records-consumed-total") == n
         # Readable from a monitoring thread (as Java's; not thread-confined).
         read = []
-        reader = threading.Thread(target=lambda: read.append(consumer.metrics()[FETCH]["records-consumed-total"]))
+        reader = TestThread(target=lambda: read.append(consumer.metrics()[FETCH]["records-consumed-total"]))
         reader.start()
         reader.join()
         assert read == [n]

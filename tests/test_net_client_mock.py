@@ -13,6 +13,7 @@ from kproto.messages import (ApiVersionsRequest, FetchRequest, HeartbeatRequest,
 from kproto.net.broker import ConnectionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
+from tests.threads import TestThread
 
 METADATA, FETCH, HEARTBEAT, API_VERSIONS = 3, 1, 12, 18
 
@@ -235,7 +236,7 @@ def test_wakeup_interrupts_a_blocked_poll(mock_cluster, clients):
         client.poll(120_000)
         returned.set()
 
-    thread = threading.Thread(target=poller, daemon=True)
+    thread = TestThread(target=poller, daemon=True)
     thread.start()
     for _ in range(600):  # keep waking until the poller returns (it may not be in select yet)
         client.wakeup()
@@ -257,7 +258,7 @@ def test_heartbeat_thread_and_application_thread_share_the_client(mock_cluster, 
             client.poll(5_000, future=future)
             results.append(future)
 
-    thread = threading.Thread(target=heartbeat, daemon=True)
+    thread = TestThread(target=heartbeat, daemon=True)
     thread.start()
     app = []
     for _ in range(20):
@@ -481,7 +482,7 @@ def test_versions_on_the_wire_follow_the_brokers_limits(mock_cluster_factory):
 def _usable_from_another_thread(client: NetworkClient) -> bool:
     """Can another thread use the client now (within 10 s)?"""
     done = []
-    other = threading.Thread(target=lambda: done.append(client.is_ready(1)))
+    other = TestThread(target=lambda: done.append(client.is_ready(1)))
     other.start()
     other.join(10)
     return bool(done)

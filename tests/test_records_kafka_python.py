@@ -4,6 +4,7 @@ independent reader of kproto's builder): every codec, magic 0, 1 and 2."""
 import pytest
 
 from kproto import codecs
+from kproto.errors import CorruptRecordError
 from kproto.records import (CREATE_TIME, NO_TIMESTAMP_TYPE, LegacyBatch, RecordBatch,
                             build_batch, build_message_set, read_batches)
 
@@ -91,6 +92,40 @@ def test_decodes_kafka_python_legacy_message_sets(magic, codec):
     else:
         assert {(r.timestamp, r.timestamp_type) for r in got} == {(-1, NO_TIMESTAMP_TYPE)}
     assert all(r.headers == [] and r.checksum is not None for r in got)
+
+
+def _kafka_python_v1_wrapper(codec):
+    """A magic 1 compressed wrapper exactly as kafka-python's producer writes it: wrapper
+    offset 0, inner relative offsets 0..n-1 (no broker has assigned offsets yet)."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    b = LegacyRecordBatchBuilder(magic=1, compression_type=codec, batch_size=1 << 20)
+    for i, (k, v, _, ts) in enumerate(RECORDS):
+        b.append(i, timestamp=ts, key=k, value=v)
+    return bytearray(b.build())
+
+
+@pytest.mark.parametrize("codec", [codecs.GZIP, codecs.SNAPPY, codecs.LZ4])
+def test_producer_side_v1_wrapper_keeps_its_inner_offsets(codec):
+    data = _kafka_python_v1_wrapper(codec)
+    assert int.from_bytes(data[0:8], "big") == 0  # as written, not a broker's offset
+    (batch,) = list(read_batches(bytes(data), check_crcs=True))
+    assert [r.offset for r in batch.records] == [0, 1, 2, 3]
+    assert batch.base_offset == 0
+    records, error = batch.decode_records()
+    assert error is None and [r[0] for r in records] == [0, 1, 2, 3]
+    assert [(r.key, r.value) for r in batch.records] == [(k, v) for k, v, _, _ in RECORDS]
+
+
+def test_v1_wrapper_offset_below_its_last_inner_offset_is_corrupt():
+    data = _kafka_python_v1_wrapper(codecs.GZIP)
+    data[0:8] = (2).to_bytes(8, "big")  # neither 0 nor >= the last inner offset (3)
+    (batch,) = list(read_batches(bytes(data), check_crcs=True))
+    records, error = batch.decode_records()
+    assert records == [] and isinstance(error, CorruptRecordError)
+    assert "less than the last inner offset" in str(error)
+    with pytest.raises(CorruptRecordError):
+        list(batch.records)
 
 
 @pytest.mark.parametrize("codec", [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4,

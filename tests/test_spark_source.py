@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import sys
-import threading
 import time
 
 import pytest
@@ -25,6 +24,7 @@ pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip 
 
 from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.test_spark_reader import retained_topic  # noqa: E402,F401  (fixture)
+from tests.threads import TestThread  # noqa: E402
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -346,7 +346,7 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
                 more.extend(broker.produce(second[0], 700, tag="c"))
             time.sleep(0.5)
 
-    producer = threading.Thread(target=keep_producing)
+    producer = TestThread(target=keep_producing)
     query = start(processingTime="500 milliseconds")
     producer.start()
     try:
@@ -391,3 +391,43 @@ def test_stream_stopped_and_restarted_from_its_checkpoint_writes_every_record_on
     assert {r["topic"] for r in got} == {first, second[0]}
     # kafka.group.id: the group the consumers use; the offsets stay in the checkpoint.
     assert nothing_committed(broker, prefix, [(first, 0), (first, 1), (second[0], 0)])
+
+
+@pytest.mark.broker_kinds("mock", "tansu", "tansu_sessions")  # tansu_sessions: Tansu keeping fetch sessions
+def test_stream_goes_on_after_triggers_with_idle_partitions(spark, broker):
+    # Between the two batches every trigger finds all partitions idle (the resolver asks
+    # the same partitions at the same offsets again); then one partition moves, the other
+    # stays idle. Every record arrives once and the query keeps running. One record per
+    # batch: Tansu's ListOffsets(LATEST) (last batch base + 1) is then the log end, as
+    # Apache Kafka's, so the log-end Fetch of an idle partition returns no records.
+    topic = broker.new_topic(partitions=2)
+    one_per_batch = {"batch.num.messages": 1}
+    written = broker.produce(topic, 40, producer_config=one_per_batch)
+    name = "idle%d" % time.monotonic_ns()
+    # A progress event for every trigger that found nothing new (Spark's default: one per 10 s).
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "100")
+    try:
+        query = (spark.readStream.format("kproto").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("kafka.request.timeout.ms", "5000").option("fetchOffset.numRetries", "0").load()
+                 .select("partition", "offset", "value")
+                 .writeStream.format("memory").queryName(name).trigger(processingTime="100 milliseconds").start())
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    try:
+        query.processAllAvailable()
+        first = len(query.recentProgress)
+
+        def idle_triggers() -> int:
+            if not query.isActive:  # a lookup that failed ended the query: say why
+                raise AssertionError("the query ended: {}".format(query.exception()))
+            return sum(1 for p in query.recentProgress[first:] if p["numInputRows"] == 0)
+
+        _wait(lambda: idle_triggers() >= 3, "three triggers that found the partitions idle")
+        written += broker.produce(topic, 15, partitions=[1], start_index=100, producer_config=one_per_batch)
+        query.processAllAvailable()
+        assert query.exception() is None and query.isActive
+        got = sorted((r.partition, r.offset, r.value) for r in spark.table(name).collect())
+        assert got == sorted((w.partition, w.offset, w.value) for w in written)
+    finally:
+        query.stop()

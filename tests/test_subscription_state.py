@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 
@@ -13,6 +12,7 @@ from kproto.consumer.subscription_state import (
 )
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import OffsetAndMetadata, TopicPartition
+from tests.threads import TestThread
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -279,7 +279,7 @@ def test_concurrent_updates_are_consistent():
             subs.update_position(tp, FetchPosition(offset))
             subs.fetchable_partitions()
 
-    threads = [threading.Thread(target=advance, args=(tp,)) for tp in partitions]
+    threads = [TestThread(target=advance, args=(tp,)) for tp in partitions]
     for thread in threads:
         thread.start()
     for thread in threads:

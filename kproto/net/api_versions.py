@@ -61,7 +61,7 @@ class ApiVersions:
                         now: float) -> None:
         """The node's ApiVersions answer; raises its error when negotiation cannot go on."""
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        if response.error_code == errors.UnsupportedVersionError.errno:
+        if response.error_code == errors.ErrorCode.UNSUPPORTED_VERSION:
             # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
             broker = versions.get(_API_VERSIONS_KEY)
             retry = min(broker[1], ApiVersionsRequest.max_version) if broker else 0

@@ -2,8 +2,11 @@
 
 Owns the socket lifecycle of one node (Java's ``ClusterConnectionStates`` entry plus the
 socket of its ``KafkaChannel``): the addresses DNS gave for the host, tried in turn; a
-non-blocking connect with a deadline; the TLS handshake; moving bytes between the socket
-and the sans-IO :class:`~kproto.net.connection.Connection`; the SASL authenticator of a
+non-blocking connect with a deadline; the TLS handshake, whose verdicts (a certificate
+that does not verify, an alert; TLS 1.3 delivers a refused client certificate at the
+first read) become ``SslAuthenticationError`` while EOF and resets stay retriable; moving
+bytes between the socket and the sans-IO :class:`~kproto.net.connection.Connection`; the
+SASL authenticator of a
 ``SASL_*`` connection (:mod:`kproto.net.sasl`, driven by the client); and the reconnect backoff
 (exponential, jittered, between ``reconnect_backoff_ms`` and ``reconnect_backoff_max_ms``).
 It never touches the selector or a lock: the network client calls it from its poll loop
@@ -18,10 +21,11 @@ import enum
 import errno
 import logging
 import random
+import re
 import selectors
 import socket
 import ssl
-from typing import Any
+from typing import Any, TypeGuard
 
 from kproto import errors
 from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
@@ -70,6 +74,8 @@ class BrokerConnection:
         self._addresses: list[tuple] = []
         self._address_index = 0
         self._tls_wants = selectors.EVENT_WRITE
+        # TLS is up but no byte has come back yet (see finish_connect).
+        self._tls_unconfirmed = False
         self.listener: Any = None  # NetworkListener, set by the client
 
     def __repr__(self) -> str:
@@ -170,11 +176,42 @@ class BrokerConnection:
         except ssl.SSLWantWriteError:
             self._tls_wants = selectors.EVENT_WRITE
             return False
-        except (ssl.SSLError, OSError) as exc:
+        except OSError as exc:  # ssl.SSLError included
+            if is_tls_failure(exc):
+                raise self._tls_failure("TLS handshake failed", exc) from exc
+            # Reset, or closed before the handshake got anywhere: retriable.
             raise errors.KafkaConnectionError("TLS handshake with {}:{} failed: {}".format(
                 self.host, self.port, exc)) from exc
+        # TLS 1.3 ends the client's handshake before the broker has checked our certificate:
+        # its refusal arrives as an alert at the first read (Java's POST_HANDSHAKE state).
+        self._tls_unconfirmed = True
         log.debug("node %s: TLS established (%s)", self.node_id, self.sock.version())  # type: ignore[attr-defined]
         return True
+
+    def _tls_failure(self, what: str, exc: ssl.SSLError) -> errors.SslAuthenticationError:
+        self._tls_unconfirmed = False
+        return errors.SslAuthenticationError("{} with node {} ({}:{}): {}".format(
+            what, self.node_id, self.host, self.port, tls_failure_reason(exc)))
+
+    def _io_error(self, what: str, exc: OSError) -> errors.KafkaError:
+        """A failed read or write: the broker's late TLS verdict (see finish_connect), or
+        a retriable connection error."""
+        if self._tls_unconfirmed:
+            # A write fails on the broker's hang-up while its verdict, the alert it sent
+            # before hanging up, may still wait unread: look for it.
+            verdict = exc if is_tls_failure(exc) else self._unread_tls_verdict()
+            if verdict is not None:
+                return self._tls_failure("TLS handshake refused", verdict)
+        return errors.KafkaConnectionError("{} node {} failed: {}".format(what, self.node_id, exc))
+
+    def _unread_tls_verdict(self) -> ssl.SSLError | None:
+        assert self.sock is not None
+        try:
+            self.sock.recv(1)  # the connection is failing: a byte of data is no loss
+        except OSError as exc:
+            if is_tls_failure(exc):
+                return exc
+        return None
 
     def connected(self, proto: Connection, now_ms: float) -> None:
         self.proto = proto
@@ -210,8 +247,7 @@ class BrokerConnection:
                 except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                     return
                 except OSError as exc:
-                    raise errors.KafkaConnectionError("write to node {} failed: {}".format(
-                        self.node_id, exc)) from exc
+                    raise self._io_error("write to", exc) from exc
                 if sent == 0:
                     return
                 completed = self.proto.advance_output(sent)
@@ -273,10 +309,10 @@ class BrokerConnection:
         except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return None
         except OSError as exc:
-            raise errors.KafkaConnectionError("read from node {} failed: {}".format(
-                self.node_id, exc)) from exc
+            raise self._io_error("read from", exc) from exc
         if not data:
             raise errors.KafkaConnectionError("node {} closed the connection".format(self.node_id))
+        self._tls_unconfirmed = False
         return data
 
     # --- closing ----------------------------------------------------------------------
@@ -294,6 +330,7 @@ class BrokerConnection:
         pending = self.proto.close() if self.proto is not None else []
         self.proto = None
         self.state = ConnectionState.DISCONNECTED
+        self._tls_unconfirmed = False
         self.api_versions = {}
         self.authenticator = None
         self.reauthenticate_at_ms = float("inf")
@@ -307,6 +344,32 @@ class BrokerConnection:
         else:
             self.backoff_until_ms = now_ms + self.config["reconnect_backoff_ms"]
         return pending
+
+
+def is_tls_failure(exc: OSError) -> TypeGuard[ssl.SSLError]:
+    """Is this a TLS verdict (a certificate that does not verify, an alert, a peer that
+    does not speak TLS) rather than the connection dropping? Java turns the former into
+    ``SslAuthenticationException``; EOF and socket errors stay retriable there too."""
+    return isinstance(exc, ssl.SSLError) and not isinstance(exc, (
+        ssl.SSLEOFError, ssl.SSLSyscallError, ssl.SSLZeroReturnError, ssl.SSLWantReadError,
+        ssl.SSLWantWriteError))
+
+
+def tls_failure_reason(exc: ssl.SSLError) -> str:
+    """What went wrong, without OpenSSL's ``[SSL: CODE]`` prefix and ``(_ssl.c:N)`` suffix."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "certificate verify failed: {}".format(exc.verify_message)
+    text = re.sub(r"^\[SSL: [A-Z0-9_]+\] |\s*\(_ssl\.c:\d+\)$", "", str(exc.args[-1] if exc.args else exc))
+    reason = exc.reason or ""
+    if "ALERT" not in reason:
+        return text
+    if any(word in reason for word in ("CERTIFICATE", "UNKNOWN_CA", "ACCESS_DENIED")):
+        return "the broker refused our certificate ({}): it wants a client certificate " \
+               "(ssl_certfile) signed by a CA it trusts".format(text)
+    if "HANDSHAKE_FAILURE" in reason:  # TLS 1.2's answer to a missing client certificate too
+        return "the broker refused the handshake ({}): does it want a client certificate " \
+               "(ssl_certfile), or share no TLS version or cipher with us?".format(text)
+    return "the broker refused the handshake ({})".format(text)
 
 
 def reconnect_backoff_ms(failures: int, base_ms: float, max_ms: float,

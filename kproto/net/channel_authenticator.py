@@ -7,7 +7,10 @@ sending its SaslHandshake/SaslAuthenticate requests as the client's internal req
 marking the node ready when it completes, the renewal time of a session with a lifetime
 (KIP-368), and failures: an error during authentication, the broker hanging up included,
 becomes the node's ``AuthenticationError``, kept until the next ``poll()`` raises it
-(Java's ``authenticationException(node)`` and Metadata's fatal error).
+(Java's ``authenticationException(node)`` and Metadata's fatal error). A TLS handshake
+that fails verification (``SslAuthenticationError`` from
+:class:`~kproto.net.broker.BrokerConnection`, on any ``SSL``/``SASL_SSL`` connection)
+takes the same way.
 
 Like :class:`~kproto.net.metadata_updater.MetadataUpdater` it is part of
 :class:`~kproto.net.client.NetworkClient`, called from its poll loop under its lock.
@@ -107,7 +110,9 @@ class ChannelAuthenticator:
 
     def failed(self, node: BrokerConnection, exc: errors.KafkaError, now: float) -> None:
         """Java's AUTHENTICATION_FAILED channel state: fatal, reported, backed off."""
-        log.error("node %s (%s:%s): authentication failed: %s", node.node_id, node.host, node.port, exc)
+        # The next poll() raises it (the message names the node): logged at INFO so it is
+        # not reported twice, e.g. by the CLI, which prints it as its one error line.
+        log.info("node %s (%s:%s): authentication failed: %s", node.node_id, node.host, node.port, exc)
         self._client._close_node(node, now, exc, failed=True)
         self.fatal_error = exc
         # Whoever waits for metadata (partitions_for_topic, joins) learns it now instead of

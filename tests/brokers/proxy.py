@@ -40,6 +40,7 @@ class BrokerProxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.handshake_errors: list[BaseException] = []
+        self.accepted = 0  # connections accepted so far (counted before their TLS handshake)
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -62,6 +63,7 @@ class BrokerProxy:
             except OSError:
                 return  # closed
             self._sockets.append(raw)
+            self.accepted += 1
             thread = threading.Thread(target=self._serve, args=(raw,), daemon=True)
             self._threads.append(thread)
             thread.start()

@@ -2,10 +2,13 @@
 
 Owns :func:`exchange` (send one size-prefixed frame, read one back),
 :func:`response_body` / :func:`roundtrip` (encode a ``kproto.messages`` request with its
-header; return the response body, or decode it) and the
+header; return the response body, or decode it), :class:`RawConnection` (several
+requests over one socket), :func:`api_versions` /
+:func:`negotiated_version` (what a broker advertises, the version both sides speak) and the
 golden-data helpers :func:`fetch_partition` / :func:`fetch_partition_bytes` (one Fetch of
 a partition from its leader, found through confluent-kafka's metadata so that these
-helpers do not depend on kproto's own metadata code). No kproto.net: the smoke tests and
+helpers do not depend on kproto's own metadata code) and :func:`fetch_log` (Fetches until
+the log end). No kproto.net: the smoke tests and
 golden-data scripts must work before (and independently of) the network client.
 """
 
@@ -78,6 +81,68 @@ def roundtrip(address: tuple[str, int], request: Any, version: int, *,
     return request.response_class.decode(body, version, allow_trailing=allow_trailing)
 
 
+class RawConnection:
+    """One plain socket for several requests in turn (a fetch session's requests come
+    over one connection from real clients): ``request(message, version)`` returns the
+    decoded response."""
+
+    def __init__(self, address: tuple[str, int], timeout: float = 10.0) -> None:
+        self.socket = socket.create_connection(address, timeout=timeout)
+        self._correlation_id = 0
+
+    def request(self, request: Any, version: int) -> Any:
+        from kproto.protocol import headers
+
+        self._correlation_id += 1
+        frame = encode_frame(request, version, self._correlation_id)
+        self.socket.sendall(struct.pack(">i", len(frame)) + frame)
+        head = recv_exact(self.socket, 4)
+        size = struct.unpack(">i", head)[0] if head is not None else -1
+        data = recv_exact(self.socket, size) if 0 <= size <= MAX_RESPONSE_BYTES else None
+        if data is None:
+            raise RawProtocolError("the connection closed or sent size {}".format(size))
+        got_id, pos = headers.decode_response_header(
+            data, headers.response_header_version(request.api_key, version))
+        if got_id != self._correlation_id:
+            raise RawProtocolError("correlation id {} != {}".format(got_id, self._correlation_id))
+        return request.response_class.decode(memoryview(data)[pos:], version)
+
+    def close(self) -> None:
+        self.socket.close()
+
+    def __enter__(self) -> "RawConnection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+def api_versions(address: tuple[str, int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """api_key -> (min_version, max_version) the broker at ``address`` advertises
+    (ApiVersions v0: every broker answers it, in the v0 format even when it speaks more)."""
+    from kproto.messages import ApiVersionsRequest
+
+    response = roundtrip(address, ApiVersionsRequest(), 0, timeout=timeout)
+    if response.error_code:
+        raise RawProtocolError("ApiVersions error {}".format(response.error_code))
+    return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+
+def negotiated_version(address: tuple[str, int], request_class: Any, minimum: int = 0) -> int:
+    """The highest version of ``request_class`` that both kproto and the broker speak and
+    that is at least ``minimum``; :class:`RawProtocolError` if there is none."""
+    advertised = api_versions(address).get(request_class.api_key)
+    if advertised is None:
+        raise RawProtocolError("{}:{} does not advertise {} (api key {})".format(
+            *address, request_class.__name__, request_class.api_key))
+    low = max(advertised[0], request_class.min_version, minimum)
+    high = min(advertised[1], request_class.max_version)
+    if low > high:
+        raise RawProtocolError(
+            "{}:{} speaks {} v{}-v{}, kproto v{}-v{}; at least v{} is needed".format(
+                *address, request_class.__name__, advertised[0], advertised[1],
+                request_class.min_version, request_class.max_version, minimum))
+    return high
+
+
 def partition_leader(bootstrap_servers: str, topic: str, partition: int) -> tuple[str, int]:
     """(host, port) of the partition's leader, from confluent-kafka's metadata."""
     from confluent_kafka.admin import AdminClient
@@ -130,6 +195,48 @@ def fetch_partition_bytes(bootstrap_servers: str, topic: str, partition: int,
     return bytes(p.records) if p.records is not None else b""
 
 
+class FetchedLog(NamedTuple):
+    """What :func:`fetch_log` read: the whole batches in order, every aborted transaction
+    listed on the way (producer_id, first_offset), and the last Fetch's marks."""
+
+    records: bytes
+    aborted_transactions: list[tuple[int, int]]
+    high_watermark: int
+    last_stable_offset: int
+
+
+def fetch_log(bootstrap_servers: str, topic: str, partition: int, offset: int = 0, *,
+              end: int | None = None, isolation_level: int = 0, max_fetches: int = 1000,
+              **kwargs: Any) -> FetchedLog:
+    """Fetch from ``offset`` until ``end`` (default: the high watermark, or the last stable
+    offset under read_committed, of the first answer), each Fetch going on after the last
+    whole batch of the previous one: one Fetch may hold one batch (the mock) or stop at a
+    segment end (Kafka). Raises if a Fetch before the end returns no batch, or after
+    ``max_fetches``."""
+    data, aborted = bytearray(), []
+    for _ in range(max_fetches):
+        p = fetch_partition(bootstrap_servers, topic, partition, offset,
+                            isolation_level=isolation_level, **kwargs)
+        if p.error_code:
+            raise RawProtocolError("Fetch {}-{} error {}".format(topic, partition, p.error_code))
+        if end is None:
+            end = p.last_stable_offset if isolation_level else p.high_watermark
+        aborted += [(a.producer_id, a.first_offset) for a in p.aborted_transactions or []
+                    if (a.producer_id, a.first_offset) not in aborted]
+        records = bytes(p.records) if p.records is not None else b""
+        found = batch_headers(records)
+        if offset < end and not found:
+            raise RawProtocolError("no batch at {}-{} offset {} (end {})".format(
+                topic, partition, offset, end))
+        data += records[:sum(h.size for h in found)]
+        if found:
+            offset = found[-1].base_offset + found[-1].last_offset_delta + 1
+        if offset >= end:
+            return FetchedLog(bytes(data), aborted, p.high_watermark, p.last_stable_offset)
+    raise RawProtocolError("{}-{} not read to offset {} in {} Fetches".format(
+        topic, partition, end, max_fetches))
+
+
 class BatchHeader(NamedTuple):
     """The fixed header fields of one v2 record batch, read without kproto.records."""
 
@@ -138,6 +245,11 @@ class BatchHeader(NamedTuple):
     attributes: int
     crc: int
     crc_covered: bytes  # the bytes the CRC-32C covers (attributes to the batch end)
+
+    @property
+    def size(self) -> int:
+        """The whole batch's length in bytes (base offset and length field included)."""
+        return 21 + len(self.crc_covered)
 
     @property
     def codec(self) -> int:

@@ -26,8 +26,20 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Kafka's codec ids (the attributes bits of a batch).
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
-#: First record's timestamp (ms) unless a caller picks another: 2024-01-01T00:00:00Z.
-BASE_TIMESTAMP_MS = 1_704_067_200_000
+#: The lowest Produce version that may carry each codec (Kafka refuses zstd below v7 with
+#: UNSUPPORTED_COMPRESSION_TYPE).
+MIN_PRODUCE_VERSION = {"none": 0, "gzip": 0, "snappy": 0, "lz4": 0, "zstd": 7}
+
+
+def now_ms() -> int:
+    """The current wall-clock time in ms: the default timestamp base of every producer here.
+
+    Records carry ``base + i`` (``i`` the recipe index). Current times, not a fixed date:
+    a real broker deletes segments older than its retention (7 days by default) and rolls
+    a new segment when a record (e.g. a transaction marker, stamped now) is far newer than
+    the segment's first one, so fixed old timestamps split a short log across segments.
+    """
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -128,14 +140,17 @@ def _collect(topic: str, sink: list, tag: str, timestamp_base: int) -> list[Writ
 def produce_records(bootstrap_servers: str, topic: str, n: int, *,
                     partitions: Sequence[int] = (0,), codec: str = "none",
                     start_index: int = 0, tag: str = "r",
-                    timestamp_base: int = BASE_TIMESTAMP_MS, timeout: float = 30.0,
+                    timestamp_base: int | None = None, timeout: float = 30.0,
                     producer_config: dict | None = None) -> list[WrittenRecord]:
     """Produce records ``start_index .. start_index+n-1`` of the recipe round-robin over
     ``partitions`` with compression ``codec``; return them sorted by (partition, offset).
 
     The topic must exist (create it first: the mock and Tansu auto-create with defaults
     you probably do not want). Raises if any delivery fails or does not finish in time.
+    Record ``i`` carries timestamp ``timestamp_base + i`` (default base: :func:`now_ms`).
     """
+    if timestamp_base is None:
+        timestamp_base = now_ms()
     producer = _producer(bootstrap_servers, codec, producer_config)
     _await_topic_metadata(producer, topic, timeout)
     sink: list = []
@@ -166,12 +181,15 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
                          aborted: int = 10, partitions: Sequence[int] = (0,),
                          codec: str = "none", start_index: int = 0,
                          transactional_id: str | None = None,
-                         timestamp_base: int = BASE_TIMESTAMP_MS,
+                         timestamp_base: int | None = None,
                          timeout: float = 30.0) -> Transactions:
     """Write ``committed`` records in one committed transaction, then ``aborted`` records
     (indices following on) in an aborted one, with a transactional confluent-kafka
-    producer. Records use tag "txc" (committed) and "txa" (aborted) in the recipe.
+    producer. Records use tag "txc" (committed) and "txa" (aborted) in the recipe, and
+    timestamps ``timestamp_base + i`` (default base: :func:`now_ms`).
     """
+    if timestamp_base is None:
+        timestamp_base = now_ms()
     txn_id = transactional_id or "kproto-seed-{}-{}".format(topic, time.monotonic_ns())
     producer = _producer(bootstrap_servers, codec, {
         "transactional.id": txn_id, "enable.idempotence": True,
@@ -196,14 +214,17 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
 
 def produce_batch(bootstrap_servers: str, topic: str, n: int, *, partition: int = 0,
                   codec: str = "none", start_index: int = 0, tag: str = "r",
-                  timestamp_base: int = BASE_TIMESTAMP_MS) -> list[WrittenRecord]:
+                  timestamp_base: int | None = None) -> list[WrittenRecord]:
     """Write records ``start_index .. start_index+n-1`` of the recipe to one partition as
-    exactly one v2 batch (one raw Produce v3 request), for a test that needs the layout.
+    exactly one v2 batch (one raw Produce request), for a test that needs the layout.
 
     librdkafka's batch boundaries are never guaranteed (linger, batch.num.messages and
     load decide them), so the batch is built by kafka-python 3.x's
     ``DefaultRecordBatchBuilder`` (another independent implementation). The broker
-    assigns the offsets; the returned records are sorted by offset.
+    assigns the offsets; the returned records are sorted by offset. The Produce version is
+    the highest both kproto and the broker speak, and at least the codec's
+    :data:`MIN_PRODUCE_VERSION` (raises :class:`~tests.brokers.raw.RawProtocolError` if the
+    broker has none). Timestamps ``timestamp_base + i`` (default base: :func:`now_ms`).
     """
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -214,6 +235,8 @@ def produce_batch(bootstrap_servers: str, topic: str, n: int, *, partition: int 
         raise ValueError("codec must be one of {}".format(CODECS))
     if n < 1:
         raise ValueError("a batch holds at least one record")
+    if timestamp_base is None:
+        timestamp_base = now_ms()
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=CODEC_IDS[codec],
                                         is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1,
@@ -230,10 +253,13 @@ def produce_batch(bootstrap_servers: str, topic: str, n: int, *, partition: int 
             ProduceRequest.PartitionProduceData(index=partition,
                                                 records=bytes(builder.build()))])])
     address = raw.partition_leader(bootstrap_servers, topic, partition)
-    part = raw.roundtrip(address, request, 3).responses[0].partition_responses[0]
+    # v3 is the first Produce version that carries v2 batches.
+    version = raw.negotiated_version(address, ProduceRequest,
+                                     minimum=max(3, MIN_PRODUCE_VERSION[codec]))
+    part = raw.roundtrip(address, request, version).responses[0].partition_responses[0]
     if part.error_code:
-        raise raw.RawProtocolError("Produce of one {}-record batch to {}-{}: error {}".format(
-            n, topic, partition, part.error_code))
+        raise raw.RawProtocolError("Produce v{} of one {}-record batch to {}-{}: error {}"
+                                   .format(version, n, topic, partition, part.error_code))
     return [WrittenRecord(topic, partition, part.base_offset + delta, key, value, headers,
                           timestamp_base + i, i)
             for delta, (i, key, value, headers) in enumerate(recipe)]
@@ -245,7 +271,7 @@ LEGACY_CODECS = ("none", "gzip", "snappy", "lz4")
 
 def produce_legacy(bootstrap_servers: str, topic: str, n: int, *, magic: int,
                    codec: str = "none", partition: int = 0, tag: str = "l",
-                   timestamp_base: int = BASE_TIMESTAMP_MS) -> list[WrittenRecord]:
+                   timestamp_base: int | None = None) -> list[WrittenRecord]:
     """Write records ``0 .. n-1`` of the recipe as legacy messages (``magic`` 0 or 1).
 
     confluent-kafka writes only v2 batches to these brokers, so the messages are built by
@@ -266,6 +292,8 @@ def produce_legacy(bootstrap_servers: str, topic: str, n: int, *, magic: int,
 
     if magic not in (0, 1) or codec not in LEGACY_CODECS:
         raise ValueError("magic must be 0 or 1 and codec one of {}".format(LEGACY_CODECS))
+    if timestamp_base is None:
+        timestamp_base = now_ms()
     address = raw.partition_leader(bootstrap_servers, topic, partition)
     out = []
     for i in range(n):

@@ -7,9 +7,11 @@ request managers, one network step, reap expired events), ``events`` (the event 
 their queues and handlers, the ``CompletableEventReaper``), ``application_event_processor``
 (dispatch by an explicit event-type table), ``request_manager`` (the ``RequestManager``
 contract, ``PollResult``, ``UnsentRequest``, ``RequestState``), ``network_client_delegate``
-(Java's ``NetworkClientDelegate``), ``coordinator_request_manager`` (FindCoordinator) and
-``timer``. An engine brings its events, handlers and request managers; this package never
-imports an engine (``tests/test_layering.py``).
+(Java's ``NetworkClientDelegate``), ``coordinator_request_manager`` (FindCoordinator),
+``timer``, and the group-type-neutral halves of the KIP-848-style group managers:
+``abstract_membership_manager`` (with ``member_state``, ``local_assignment``) and
+``abstract_heartbeat_request_manager``. An engine brings its events, handlers and request
+managers; this package never imports an engine (``tests/test_layering.py``).
 """
 
 from kproto.consumer.background.request_manager import PollResult, RequestManager, RequestState, UnsentRequest

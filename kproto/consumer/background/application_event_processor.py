@@ -9,12 +9,13 @@ is an ``IllegalStateError``, which the network thread hands to the event's futur
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from kproto.consumer.background.events import ApplicationEvent
 from kproto.errors import IllegalStateError
 
-ApplicationEventHandlerFn = Callable[[ApplicationEvent], None]
+# A handler takes its own event type: Any, since Callable is contravariant in its argument.
+ApplicationEventHandlerFn = Callable[[Any], None]
 
 
 class ApplicationEventProcessor:

@@ -6,8 +6,10 @@ managers read ``coordinator``, and call ``mark_coordinator_unknown`` on NOT_COOR
 COORDINATOR_NOT_AVAILABLE and ``handle_coordinator_disconnect`` when a request to it
 failed; the next ``poll`` then looks for it again.
 
-A fatal FindCoordinator error (e.g. GROUP_AUTHORIZATION_FAILED) is kept until the
-heartbeat manager takes it with ``get_and_clear_fatal_error`` and surfaces it.
+A fatal FindCoordinator error (e.g. GROUP_AUTHORIZATION_FAILED, or an
+``AuthenticationError`` from every broker) is kept until the heartbeat manager takes it
+with ``get_and_clear_fatal_error`` and surfaces it; the commit manager, polled before it,
+reads ``fatal_error`` to fail the commits and offset fetches waiting for a coordinator.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from kproto.consumer.background.request_manager import (
     UnsentRequest,
 )
 from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
-from kproto.errors import KafkaConnectionError
+from kproto.errors import AuthenticationError, KafkaConnectionError
 from kproto.messages import FindCoordinatorRequest
 
 log = logging.getLogger("kproto.kip848")
@@ -100,7 +102,10 @@ class CoordinatorRequestManager:
         if getattr(error, "retriable", False):
             log.debug("FindCoordinator failed with a retriable error, will retry: %s", error)
             return
-        log.warning("FindCoordinator failed with a fatal error: %s", error)
+        # An authentication failure is the network client's, which the application's next
+        # call raises: a warning would report it twice (the CLI prints it as its one line).
+        log.log(logging.INFO if isinstance(error, AuthenticationError) else logging.WARNING,
+                "FindCoordinator failed with a fatal error: %s", error)
         self._fatal_error = error
 
     def mark_coordinator_unknown(self, cause: str, now_ms: int) -> None:
@@ -116,6 +121,11 @@ class CoordinatorRequestManager:
         """A request to the coordinator failed; a lost connection means look for it again."""
         if isinstance(error, KafkaConnectionError):
             self.mark_coordinator_unknown(str(error), now_ms)
+
+    @property
+    def fatal_error(self) -> Optional[BaseException]:
+        """The fatal error of the last lookup, until the heartbeat manager takes it."""
+        return self._fatal_error
 
     def get_and_clear_fatal_error(self) -> Optional[BaseException]:
         error, self._fatal_error = self._fatal_error, None

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import logging
 import queue
 import threading
 from concurrent.futures import Future
@@ -30,9 +29,8 @@ from typing import Any, Callable, Iterable, Optional
 from kproto.consumer.background.timer import monotonic_ms
 from kproto.errors import KafkaError, KafkaTimeoutError
 
-log = logging.getLogger("kproto.kip848")
-
 _ids = itertools.count(1)
+
 
 # --- application events (application thread -> background thread) ----------------------
 

@@ -27,6 +27,7 @@ from kproto import errors
 from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
+from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
@@ -79,6 +80,8 @@ class ConsumerCoordinator(AbstractCoordinator):
                          retry_backoff_max_ms=config["retry_backoff_max_ms"],
                          request_timeout_ms=config["request_timeout_ms"], clock=clock)
         self._subscriptions = subscriptions
+        self._listener_invoker = ConsumerRebalanceListenerInvoker(
+            subscriptions, self._clock, lambda method, ms: self._record("record_listener", method, ms))
         self._cluster = client.cluster
         self._assignors = resolve_assignors(config["partition_assignment_strategy"])
         self.rebalance_protocol = select_rebalance_protocol(self._assignors)
@@ -253,25 +256,25 @@ class ConsumerCoordinator(AbstractCoordinator):
             if owned:
                 log.info("Group %s: giving up %s as lost (generation was reset)", self.group_id, sorted(owned))
                 self._subscriptions.mark_pending_revocation(owned)
-                failure = self._invoke_listener("on_partitions_lost", owned)
+                failure = self._listener_invoker.invoke_partitions_lost(owned)
                 self._subscriptions.assign_from_subscribed([])
         elif self.rebalance_protocol is RebalanceProtocol.EAGER:
             self._subscriptions.mark_pending_revocation(owned)
-            failure = self._invoke_listener("on_partitions_revoked", owned)
+            failure = self._listener_invoker.invoke_partitions_revoked(owned)
             self._subscriptions.assign_from_subscribed([])
         else:
             subscribed = self._subscriptions.subscription()
             revoked = {tp for tp in owned if tp.topic not in subscribed}
             if revoked:
                 self._subscriptions.mark_pending_revocation(revoked)
-                failure = self._invoke_listener("on_partitions_revoked", revoked)
+                failure = self._listener_invoker.invoke_partitions_revoked(revoked)
                 self._subscriptions.assign_from_subscribed([tp for tp in self._subscriptions.assigned_partitions_list()
                                                             if tp not in revoked])
         self._is_leader = False
         self._assignment_snapshot = None
         self._subscriptions.reset_group_subscription()
         if failure is not None:
-            raise errors.KafkaError("the rebalance listener raised: {!r}".format(failure)) from failure
+            raise maybe_wrap_as_kafka_error(failure)
 
     def on_join_complete(self, generation: Generation, assignment_bytes: bytes) -> None:
         assignment = decode_assignment(assignment_bytes)
@@ -295,7 +298,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                 log.info("Group %s: revoking %s (moved to other members)", self.group_id, sorted(revoked))
                 self._subscriptions.mark_pending_revocation(revoked)
                 self._auto_commit_sync_before_revocation(revoked)
-                failure = self._invoke_listener("on_partitions_revoked", revoked)
+                failure = self._listener_invoker.invoke_partitions_revoked(revoked)
                 # The partitions can only go to their new owner in a second rebalance.
                 self.request_rejoin("partitions were revoked; rejoining to hand them over")
         else:
@@ -303,32 +306,10 @@ class ConsumerCoordinator(AbstractCoordinator):
         self._subscriptions.assign_from_subscribed(assigned)
         log.info("Group %s: generation %d assignment %s (added %s)", self.group_id, generation.generation_id,
                  sorted(assigned), sorted(added))
-        failure = self._invoke_listener("on_partitions_assigned", added) or failure
+        assigned_failure = self._listener_invoker.invoke_partitions_assigned(added)
+        failure = failure or assigned_failure  # the first one is raised, as Java's firstException
         if failure is not None:
-            raise errors.KafkaError("the rebalance listener raised: {!r}".format(failure)) from failure
-
-    def _invoke_listener(self, method: str, partitions: Any) -> Optional[BaseException]:
-        """Run one listener callback; its exception is returned (raised after the rebalance)."""
-        listener = self._subscriptions.rebalance_listener
-        if listener is None:
-            return None
-        callback = getattr(listener, method, None)
-        if callback is None and method == "on_partitions_lost":
-            callback = getattr(listener, "on_partitions_revoked", None)  # Java's default
-        if callback is None:
-            return None
-        started = self._clock()
-        try:
-            callback(set(partitions))
-        except (errors.WakeupException, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported after the assignment is applied
-            log.error("Group %s: rebalance listener %s failed for %s: %s", self.group_id, method,
-                      sorted(partitions), exc)
-            return exc
-        finally:
-            self._record("record_listener", method, self._clock() - started)
-        return None
+            raise maybe_wrap_as_kafka_error(failure)
 
     # --- commits ----------------------------------------------------------------------------------
 
@@ -450,14 +431,14 @@ class ConsumerCoordinator(AbstractCoordinator):
         generation = self.generation()
         self._subscriptions.mark_pending_revocation(owned)
         if generation.generation_id < 0 or not generation.has_member_id():
-            failure = self._invoke_listener("on_partitions_lost", owned)
+            failure = self._listener_invoker.invoke_partitions_lost(owned)
         else:
             if commit:
                 self._auto_commit_sync_before_revocation(owned)
-            failure = self._invoke_listener("on_partitions_revoked", owned)
+            failure = self._listener_invoker.invoke_partitions_revoked(owned)
         self._subscriptions.assign_from_subscribed([])
         if failure is not None:
-            raise errors.KafkaError("the rebalance listener raised: {!r}".format(failure)) from failure
+            raise maybe_wrap_as_kafka_error(failure)
 
     def maybe_leave_group(self, reason: str) -> Any:
         """Unsubscribe: revoke through the listener, then LeaveGroup (dynamic members only)."""

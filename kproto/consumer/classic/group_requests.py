@@ -152,7 +152,7 @@ def _read_error_answer(body: bytes, throttled: bool, layout: str) -> Optional[tu
     if len(body) < head + struct.calcsize(layout):
         return None
     error_code, nxt = struct.unpack_from(layout, body, head)
-    if error_code == 0:
+    if error_code == errors.ErrorCode.NONE:
         return None
     throttle = struct.unpack_from(">i", body, 0)[0] if throttled else 0
     return error_code, nxt, throttle

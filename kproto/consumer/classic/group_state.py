@@ -145,7 +145,7 @@ class GroupMembership:
 
     def handle_join_response(self, response: Any) -> Verdict:
         code = response.error_code
-        if code == 0:
+        if code == errors.ErrorCode.NONE:
             if self.state is not MemberState.PREPARING_REBALANCE:
                 # We left (poll timeout) or reset while the JoinGroup was out: join again.
                 return Verdict(errors.IllegalStateError("JoinGroup answer arrived after the member left"), retry=True)
@@ -178,7 +178,7 @@ class GroupMembership:
 
     def handle_sync_response(self, response: Any, sent_generation: Generation) -> Verdict:
         code = response.error_code
-        if code == 0:
+        if code == errors.ErrorCode.NONE:
             if self.generation != sent_generation or self.state is not MemberState.COMPLETING_REBALANCE:
                 return Verdict(errors.IllegalStateError("SyncGroup answer for an old generation"), retry=True)
             self.state = MemberState.STABLE
@@ -211,7 +211,7 @@ class GroupMembership:
         return Verdict(exc, retry=True, backoff=True)
 
     def handle_heartbeat_response(self, code: int, sent_generation: Generation) -> Verdict:
-        if code == 0:
+        if code == errors.ErrorCode.NONE:
             return Verdict()
         exc = _error(code, None)
         cls = type(exc)

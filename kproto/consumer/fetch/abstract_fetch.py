@@ -46,6 +46,7 @@ from kproto.consumer.fetch.fetch_session_handler import (ZERO_UUID, FetchRequest
                                                          PartitionData)
 from kproto.consumer.offsets.offset_fetcher_utils import current_leader
 from kproto.consumer.subscription_state import SubscriptionState
+from kproto.errors import ErrorCode
 from kproto.structs import BrokerMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
@@ -54,9 +55,8 @@ FETCH_API_KEY = 1
 # Topic ids replace names from v13; without an id for every partition stay at v12.
 LAST_VERSION_WITHOUT_TOPIC_IDS = 12
 INVALID_LOG_START_OFFSET = -1
-_FETCH_SESSION_TOPIC_ID_ERROR = 106
-_NOT_LEADER_OR_FOLLOWER = 6
-_FENCED_LEADER_EPOCH = 74
+# Partition errors whose answer may carry the new leader (KIP-951) and that call for a refresh.
+_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 class AbstractFetch:
@@ -246,7 +246,7 @@ class AbstractFetch:
                                              {tp for tp, _ in partitions["named"]}, partitions["ids"], version,
                                              getattr(response, "throttle_time_ms", 0))
                 if not ok:
-                    if error_code == _FETCH_SESSION_TOPIC_ID_ERROR:
+                    if error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
                     return
                 buffered = self.fetch_buffer.buffered_partitions()
@@ -258,7 +258,7 @@ class AbstractFetch:
                     if request is None:
                         raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
                             "full" if data.metadata.is_full else "session", *tp))
-                    if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
+                    if part.error_code in _LEADER_MOVED:
                         leader = getattr(part, "current_leader", None)
                         if leader is not None and leader.leader_id != -1 and leader.leader_epoch != -1:
                             new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
@@ -267,7 +267,7 @@ class AbstractFetch:
                         # will be fetched again since the position has not moved.
                         log.warning("dropping fetched data for %s: it is already buffered", tp)
                         continue
-                    if part.error_code in (_NOT_LEADER_OR_FOLLOWER, _FENCED_LEADER_EPOCH):
+                    if part.error_code in _LEADER_MOVED:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
                     completed.append(CompletedFetch(
                         tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,

@@ -30,26 +30,17 @@ from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
+from kproto.errors import ErrorCode
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
 
-# Partition error codes (Kafka's Errors enum) the collector handles without raising.
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-REPLICA_NOT_AVAILABLE = 9
-KAFKA_STORAGE_ERROR = 56
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-OFFSET_NOT_AVAILABLE = 78
-UNKNOWN_TOPIC_ID = 100
-INCONSISTENT_TOPIC_ID = 103
-UNKNOWN_SERVER_ERROR = -1
-_REFRESH_METADATA = frozenset({NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH,
-                               OFFSET_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
-                               INCONSISTENT_TOPIC_ID})
+# Partition errors after which the collector refreshes metadata (and retries) instead of raising.
+_REFRESH_METADATA = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INCONSISTENT_TOPIC_ID,
+})
 
 
 class Fetch:
@@ -181,12 +172,12 @@ class FetchCollector:
                 log.debug("ignoring fetched data for %s: it no longer has a valid position", tp)
                 completed.drain()
                 return None
-            if completed.error_code == NONE:
+            if completed.error_code == ErrorCode.NONE:
                 return self._initialize_success(completed)
             self._handle_error(completed)
             return None
         finally:
-            if completed.error_code != NONE:
+            if completed.error_code != ErrorCode.NONE:
                 completed.drain()
                 # As Java: a partition that failed goes to the back of the fetch order, so
                 # partitions of one topic tend to stay together in the next request.
@@ -235,7 +226,7 @@ class FetchCollector:
             log.debug("error %s fetching %s; refreshing metadata", errors.for_code(code).__name__, tp)
             self._request_metadata_update()
             subs.clear_preferred_read_replica(tp)
-        elif code == OFFSET_OUT_OF_RANGE:
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if subs.clear_preferred_read_replica(tp) is not None:
                 log.debug("offset out of range on the read replica for %s; back to the leader", tp)
                 return
@@ -251,13 +242,13 @@ class FetchCollector:
                 exc = errors.OffsetOutOfRangeError(message)
                 exc.offset_out_of_range_partitions = {tp: completed.next_fetch_offset}  # type: ignore[attr-defined]
                 raise exc
-        elif code == UNKNOWN_LEADER_EPOCH:
+        elif code == ErrorCode.UNKNOWN_LEADER_EPOCH:
             log.debug("received unknown leader epoch fetching %s; retrying", tp)
-        elif code == UNKNOWN_SERVER_ERROR:
+        elif code == ErrorCode.UNKNOWN_SERVER_ERROR:
             log.warning("unknown server error fetching %s; retrying", tp)
-        elif code == errors.TopicAuthorizationFailedError.errno:
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             raise errors.TopicAuthorizationFailedError("Not authorized to read from topic {}".format(tp.topic))
-        elif code == errors.CorruptRecordException.errno:
+        elif code == ErrorCode.CORRUPT_MESSAGE:
             raise errors.CorruptRecordException("Encountered corrupt message when fetching offset {} for "
                                                 "topic-partition {}-{}".format(completed.next_fetch_offset, *tp))
         else:

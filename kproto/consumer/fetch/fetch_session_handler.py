@@ -20,6 +20,7 @@ import logging
 import uuid
 from typing import NamedTuple, Optional
 
+from kproto.errors import ErrorCode
 from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
@@ -29,10 +30,6 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 _INT32_MAX = 2**31 - 1
-
-# Fetch error codes the session handler reacts to (kept here: they decide the next epoch).
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
 
 
 def next_epoch(prev_epoch: int) -> int:
@@ -192,10 +189,10 @@ class FetchSessionHandler:
         ``response_partitions`` are the partitions the response names (mapped to names);
         ``response_topic_ids`` the ids it used (v13+), to spot ids the session never sent.
         """
-        if error_code != 0:
+        if error_code != ErrorCode.NONE:
             log.info("node %s sent a top-level fetch error %d for session %s", self.node_id, error_code,
                      self.next_metadata)
-            if error_code == FETCH_SESSION_ID_NOT_FOUND:
+            if error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
                 self.next_metadata = self._initial()
             else:
                 self.next_metadata = self._close_existing()

@@ -8,6 +8,6 @@ sans-IO: ``poll(now_ms)`` returns the requests to send, responses come back thro
 This package never imports ``kproto.consumer.classic`` (and vice versa).
 """
 
-from kproto.consumer.kip848.member_state import MemberState
+from kproto.consumer.background.member_state import MemberState
 
 __all__ = ["MemberState"]

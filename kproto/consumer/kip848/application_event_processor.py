@@ -17,8 +17,8 @@ from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
+from kproto.consumer.background.local_assignment import when_complete
 from kproto.consumer.kip848 import events as ev
-from kproto.consumer.kip848.local_assignment import when_complete
 from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import IllegalStateError
 

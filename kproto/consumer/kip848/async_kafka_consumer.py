@@ -41,12 +41,29 @@ from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.kip848 import events as ev
 from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
+from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
+from kproto.errors import (AuthenticationError, IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
+                           WakeupException)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
+
+
+def invoke_rebalance_callbacks(invoker: ConsumerRebalanceListenerInvoker,
+                               event: ev.ConsumerRebalanceListenerCallbackNeededEvent
+                               ) -> ev.ConsumerRebalanceListenerCallbackCompletedEvent:
+    """Run the callback ``event`` asks for; the completion carries its error (Java's
+    ``invokeRebalanceCallbacks``). A wakeup raised by the listener is that error too: it
+    fails the reconciliation waiting on the callback and is raised from ``poll()``."""
+    try:
+        error: Optional[BaseException] = invoker.invoke(event.method_name.value, event.partitions)
+    except WakeupException as wakeup:
+        error = wakeup
+    if error is not None:
+        error = maybe_wrap_as_kafka_error(error)
+    return ev.ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error)
 
 
 class AsyncKafkaConsumer:
@@ -59,6 +76,7 @@ class AsyncKafkaConsumer:
         self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
         self.retry_backoff_ms: int = config["retry_backoff_ms"]
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
+        self._listener_invoker = ConsumerRebalanceListenerInvoker(self.subscriptions, time_ms, self._record_listener)
         self.fetch_buffer = FetchBuffer()
         self.fetch_config = FetchConfig.from_config(config)
         # Metrics (None when metrics_enabled is off), built here before the background
@@ -140,34 +158,15 @@ class AsyncKafkaConsumer:
             if isinstance(event, ErrorEvent):
                 first_error = first_error or event.error
             elif isinstance(event, ev.ConsumerRebalanceListenerCallbackNeededEvent):
-                error = self._invoke_rebalance_listener(event)
-                self.application_event_handler.add(
-                    ev.ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error))
-                first_error = first_error or error
+                completed = invoke_rebalance_callbacks(self._listener_invoker, event)
+                self.application_event_handler.add(completed)
+                first_error = first_error or completed.error
         if first_error is not None:
             raise first_error
 
-    def _invoke_rebalance_listener(self, event: ev.ConsumerRebalanceListenerCallbackNeededEvent
-                                   ) -> Optional[BaseException]:
-        listener = self.subscriptions.rebalance_listener
-        if listener is None:
-            return None
-        method = getattr(listener, event.method_name.value, None)
-        if method is None and event.method_name is ev.ConsumerRebalanceListenerMethodName.ON_PARTITIONS_LOST:
-            method = getattr(listener, "on_partitions_revoked", None)  # Java's default for lost
-        if method is None:
-            return None
-        started = self._time_ms()
-        try:
-            method(set(event.partitions))
-        except Exception as exc:
-            log.error("User provided listener failed on %s(%s): %s", event.method_name.value,
-                      list(event.partitions), exc)
-            return exc
-        finally:
-            if self.coordinator_metrics is not None:
-                self.coordinator_metrics.record_listener(event.method_name.value, self._time_ms() - started)
-        return None
+    def _record_listener(self, method: str, latency_ms: float) -> None:
+        if self.coordinator_metrics is not None:
+            self.coordinator_metrics.record_listener(method, latency_ms)
 
     def _execute_commit_callbacks(self) -> None:
         for callback, offsets, error in drain(self._commit_callbacks):
@@ -496,4 +495,8 @@ class AsyncKafkaConsumer:
         try:
             self._process_background_events()
         except Exception as exc:  # close() still completes; the error is logged
-            log.warning("Error while closing: %s", exc)
+            # An authentication failure is reported by several managers and raised by any
+            # call that needs a broker, so the application has most likely seen it already
+            # (the CLI printed it as its one line): no warning for a leftover copy.
+            log.log(logging.INFO if isinstance(exc, AuthenticationError) else logging.WARNING,
+                    "Error while closing: %s", exc)

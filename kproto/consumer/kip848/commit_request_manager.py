@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
+from kproto.consumer.background.local_assignment import completed_future
 from kproto.consumer.background.request_manager import (
     MAX_WAIT_MS,
     PollResult,
@@ -28,7 +29,6 @@ from kproto.consumer.background.request_manager import (
     RequestState,
     UnsentRequest,
 )
-from kproto.consumer.kip848.local_assignment import completed_future
 from kproto.consumer.offsets import (
     AutoCommitState,
     build_offset_commit_request,
@@ -100,6 +100,8 @@ class CommitRequestManager:
         # poll (maximum_time_to_wait makes that poll wake up in time).
         self._expire(now_ms)
         coordinator = self.coordinator_request_manager.coordinator
+        if coordinator is None:
+            self._maybe_fail_on_coordinator_fatal_error()
         if not self.pending or coordinator is None:
             return PollResult(MAX_WAIT_MS if not self.pending else self.retry_backoff_ms)
         unsent = []
@@ -113,6 +115,14 @@ class CommitRequestManager:
 
     def maximum_time_to_wait(self, now_ms: int) -> int:
         return self._auto_commit_wait(now_ms)
+
+    def _maybe_fail_on_coordinator_fatal_error(self) -> None:
+        # Java's maybeFailOnCoordinatorFatalError: no coordinator will come (an
+        # authentication failure, a denied group), so waiting out the deadline helps nobody.
+        error = self.coordinator_request_manager.fatal_error
+        if error is not None:
+            for pending in list(self.pending):
+                self._finish(pending, error=error)
 
     def signal_close(self) -> None:
         self._closing = True

@@ -16,9 +16,10 @@ from typing import Any, Iterable, Mapping, Optional
 
 from kproto.consumer.background.events import (ApplicationEvent, BackgroundEventHandler, CompletableApplicationEvent,
                                                CompletableBackgroundEvent)
-from kproto.consumer.kip848.local_assignment import completed_future
+from kproto.consumer.background.local_assignment import completed_future
 
 log = logging.getLogger("kproto.kip848")
+
 
 class AsyncPollEvent(ApplicationEvent):
     """One ``poll()`` round on the background thread: reconcile, validate positions, fetch.

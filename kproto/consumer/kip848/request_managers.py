@@ -16,15 +16,15 @@ from typing import Any, Callable, Mapping
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.kip848.application_event_processor import ConsumerApplicationEventProcessor
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
+from kproto.consumer.kip848.consumer_heartbeat_request_manager import ConsumerHeartbeatRequestManager
+from kproto.consumer.kip848.consumer_membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
-from kproto.consumer.kip848.heartbeat_request_manager import ConsumerHeartbeatRequestManager
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient

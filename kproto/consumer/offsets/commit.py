@@ -14,15 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from kproto import errors
+from kproto.errors import ErrorCode
 from kproto.messages import OffsetCommitRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
-from . import _codes
 from .offset_fetcher_utils import topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
 OFFSET_COMMIT_API_KEY = 8
+# Errors after which the coordinator must be looked up again.
+_COORDINATOR_GONE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                               ErrorCode.REQUEST_TIMED_OUT})
 # The generation/member id of a consumer outside group management (assign() with a
 # group_id): the coordinator accepts commits from it while the group is empty.
 DEFAULT_GENERATION_ID = -1
@@ -102,10 +105,10 @@ def handle_offset_commit_response(response: Any, group_id: str, *, group_protoco
     unauthorized: set[str] = set()
     for topic in response.topics:
         for part in topic.partitions:
-            if part.error_code != _codes.NONE:
+            if part.error_code != ErrorCode.NONE:
                 result.failed_partitions[TopicPartition(topic.name, part.partition_index)] = part.error_code
     for tp, code in result.failed_partitions.items():
-        if code == _codes.TOPIC_AUTHORIZATION_FAILED:
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             unauthorized.add(tp.topic)
             continue
         verdict = _judge(code, group_id, tp, group_protocol, before_revocation)
@@ -120,26 +123,26 @@ def handle_offset_commit_response(response: Any, group_id: str, *, group_protoco
 
 def _judge(code: int, group_id: str, tp: TopicPartition, group_protocol: str, before_revocation: bool) -> CommitResult:
     exc = errors.for_code(code)("commit of {} in group {!r}".format(tp, group_id))
-    if code == _codes.UNKNOWN_TOPIC_OR_PARTITION and before_revocation:
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and before_revocation:
         return CommitResult(error=exc)
-    if code in (_codes.COORDINATOR_LOAD_IN_PROGRESS, _codes.UNKNOWN_TOPIC_OR_PARTITION):
+    if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
         return CommitResult(error=exc, retriable=True)
-    if code in _codes.COORDINATOR_GONE:
+    if code in _COORDINATOR_GONE:
         return CommitResult(error=exc, retriable=True, coordinator_unknown=True)
-    if code in (_codes.OFFSET_METADATA_TOO_LARGE, _codes.INVALID_COMMIT_OFFSET_SIZE,
-                _codes.FENCED_INSTANCE_ID, _codes.GROUP_AUTHORIZATION_FAILED):
+    if code in (ErrorCode.OFFSET_METADATA_TOO_LARGE, ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+                ErrorCode.FENCED_INSTANCE_ID, ErrorCode.GROUP_AUTHORIZATION_FAILED):
         return CommitResult(error=exc)
-    if code == _codes.STALE_MEMBER_EPOCH:
+    if code == ErrorCode.STALE_MEMBER_EPOCH:
         # Outside commit-before-revocation the caller's view of the epoch is stale: fatal.
         return CommitResult(error=exc, retriable=before_revocation)
     if group_protocol == "classic":
-        if code == _codes.REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
             return CommitResult(error=errors.for_code(code)(
                 "group {!r} is rebalancing: poll() to complete the rebalance, then commit again".format(group_id)),
                 request_rejoin=True)
-        if code in (_codes.UNKNOWN_MEMBER_ID, _codes.ILLEGAL_GENERATION):
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             return CommitResult(error=_commit_failed(group_id, code), reset_generation=True, request_rejoin=True)
-    elif code in (_codes.UNKNOWN_MEMBER_ID, _codes.FENCED_MEMBER_EPOCH):
+    elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
         return CommitResult(error=_commit_failed(group_id, code))
     return CommitResult(error=errors.KafkaError("unexpected error {} ({}) committing {} in group {!r}".format(
         code, errors.for_code(code).message, tp, group_id)))

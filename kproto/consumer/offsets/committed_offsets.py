@@ -15,10 +15,10 @@ from typing import Any, Iterable, Mapping, Optional
 
 from kproto import errors
 from kproto.consumer.subscription_state import FetchPosition
+from kproto.errors import ErrorCode
 from kproto.messages import OffsetFetchRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
-from . import _codes
 from .offset_fetcher_utils import current_leader, format_partitions, topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -27,8 +27,8 @@ OFFSET_FETCH_API_KEY = 9
 # Before v2 the group-level errors came back in every partition; these are the ones that
 # mean the whole request failed (as Java's OffsetFetchResponse lifts them).
 _GROUP_ERRORS_IN_PARTITIONS = frozenset({
-    _codes.COORDINATOR_LOAD_IN_PROGRESS, _codes.NOT_COORDINATOR, _codes.COORDINATOR_NOT_AVAILABLE,
-    _codes.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
 })
 
 
@@ -95,10 +95,10 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
     if group_code is None:
         return OffsetFetchResult(error=errors.ProtocolError(
             "OffsetFetch response has no answer for group {!r}".format(group_id)))
-    if group_code == _codes.NONE and version < 2:
+    if group_code == ErrorCode.NONE and version < 2:
         lifted = {p.error_code for t in topics for p in t.partitions} & _GROUP_ERRORS_IN_PARTITIONS
-        group_code = min(lifted) if lifted else _codes.NONE
-    if group_code != _codes.NONE:
+        group_code = min(lifted) if lifted else ErrorCode.NONE
+    if group_code != ErrorCode.NONE:
         return _group_error(group_code, group_id)
 
     result = OffsetFetchResult()
@@ -108,7 +108,7 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
         for part in topic.partitions:
             tp = TopicPartition(topic.name, part.partition_index)
             code = part.error_code
-            if code == _codes.NONE:
+            if code == ErrorCode.NONE:
                 if part.committed_offset >= 0:
                     epoch = getattr(part, "committed_leader_epoch", -1)
                     result.offsets[tp] = OffsetAndMetadata(
@@ -116,11 +116,11 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
                 else:
                     log.debug("No committed offset for %s in group %s", tp, group_id)
                     result.offsets[tp] = None
-            elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+            elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 unauthorized.add(tp.topic)
-            elif code == _codes.UNSTABLE_OFFSET_COMMIT:
+            elif code == ErrorCode.UNSTABLE_OFFSET_COMMIT:
                 unstable.append(tp)
-            elif code == _codes.UNKNOWN_TOPIC_OR_PARTITION:
+            elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 return OffsetFetchResult(error=errors.for_code(code)(
                     "topic or partition {} does not exist".format(tp)))
             else:
@@ -129,7 +129,7 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
     if unauthorized:
         return OffsetFetchResult(error=topic_authorization_error(unauthorized))
     if unstable:
-        return OffsetFetchResult(error=errors.for_code(_codes.UNSTABLE_OFFSET_COMMIT)(
+        return OffsetFetchResult(error=errors.UnstableOffsetCommitError(
             "a pending transactional commit holds the offsets of {}".format(format_partitions(unstable))), retriable=True)
     if requested is not None:
         # A partition the coordinator left out has nothing committed.
@@ -144,15 +144,15 @@ def _group_view(response: Any, version: int, group_id: str) -> tuple[Optional[in
             if group.group_id == group_id:
                 return group.error_code, list(group.topics)
         return None, []
-    code = response.error_code if version >= 2 else _codes.NONE
+    code = response.error_code if version >= 2 else ErrorCode.NONE
     return code, list(response.topics)
 
 
 def _group_error(code: int, group_id: str) -> OffsetFetchResult:
     exc = errors.for_code(code)("OffsetFetch for group {!r} failed".format(group_id))
-    if code in (_codes.NOT_COORDINATOR, _codes.COORDINATOR_NOT_AVAILABLE):
+    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
         return OffsetFetchResult(error=exc, retriable=True, coordinator_unknown=True)
-    if code in (_codes.COORDINATOR_LOAD_IN_PROGRESS, _codes.STALE_MEMBER_EPOCH):
+    if code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.STALE_MEMBER_EPOCH):
         return OffsetFetchResult(error=exc, retriable=True)
     return OffsetFetchResult(error=exc)
 

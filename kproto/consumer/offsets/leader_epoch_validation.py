@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple, Optional
 
 from kproto import errors
+from kproto.errors import ErrorCode
 from kproto.messages import OffsetForLeaderEpochRequest as Req
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
-from . import _codes
-from .offset_fetcher_utils import answered_partitions, current_leader, format_partitions, topic_authorization_error
+from .offset_fetcher_utils import (PARTITION_RETRIABLE, answered_partitions, current_leader, format_partitions,
+                                   topic_authorization_error)
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -105,12 +106,12 @@ def handle_offset_for_leader_epoch_response(response: Any,
     wanted = set(requested)
     for tp, part in answered_partitions(response.topics, wanted, "topic", "partition"):
         code = part.error_code
-        if code == _codes.NONE:
+        if code == ErrorCode.NONE:
             result.end_offsets[tp] = EpochEndOffset(part.leader_epoch, part.end_offset)
-        elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             unauthorized.add(tp.topic)
         else:
-            if code not in _codes.PARTITION_RETRIABLE:
+            if code not in PARTITION_RETRIABLE:
                 log.warning("OffsetForLeaderEpoch for %s failed with unexpected error %d; will retry", tp, code)
             result.partitions_to_retry.add(tp)
     if unauthorized:

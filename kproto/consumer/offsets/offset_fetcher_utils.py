@@ -16,10 +16,9 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
+from kproto.errors import ErrorCode
 from kproto.messages import ListOffsetsRequest
 from kproto.structs import OffsetAndTimestamp, TopicPartition
-
-from . import _codes
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -31,6 +30,15 @@ CONSUMER_REPLICA_ID = -1
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 LIST_OFFSETS_API_KEY = 2
+
+# Partition errors that mean "the leader (or our view of it) is not ready yet": the request
+# is retried after a metadata refresh (Java's OffsetFetcherUtils / OffsetsForLeaderEpochClient).
+PARTITION_RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.REQUEST_TIMED_OUT,
+})
 
 
 class ListOffsetData(NamedTuple):
@@ -82,7 +90,7 @@ def answered_partitions(topics: Iterable[Any], wanted: set[TopicPartition], topi
 
 def topic_authorization_error(topics: Iterable[str], action: str = "read") -> errors.KafkaError:
     """``TopicAuthorizationFailedError`` naming the topics (Java's TopicAuthorizationException)."""
-    return errors.for_code(_codes.TOPIC_AUTHORIZATION_FAILED)(
+    return errors.TopicAuthorizationFailedError(
         "not authorized to {} topics {}".format(action, ", ".join(sorted(topics))))
 
 
@@ -122,7 +130,7 @@ def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0)
         broker_min, broker_max = broker_versions
     version = min(ours_max, broker_max)
     if version < max(min_version, ours_min, broker_min):
-        raise errors.for_code(_codes.UNSUPPORTED_VERSION)(
+        raise errors.UnsupportedVersionError(
             "{} needs v{}+, the broker supports up to v{}".format(
                 request_cls.__name__, max(min_version, ours_min), broker_max))
     return version
@@ -197,19 +205,19 @@ def handle_list_offsets_response(response: Any, version: int,
     wanted = set(requested)
     for tp, part in answered_partitions(response.topics, wanted):
         code = part.error_code
-        if code == _codes.NONE:
+        if code == ErrorCode.NONE:
             data = _partition_offset(part, version)
             if data is None:
                 result.no_offset.add(tp)
             else:
                 result.fetched_offsets[tp] = data
-        elif code == _codes.UNSUPPORTED_FOR_MESSAGE_FORMAT:
+        elif code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT:
             # A pre-0.10 message format has no timestamps: treated as "no offset found".
             log.debug("ListOffsets for %s unsupported by the message format", tp)
             result.no_offset.add(tp)
-        elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             unauthorized.add(tp.topic)
-        elif code in _codes.PARTITION_RETRIABLE:
+        elif code in PARTITION_RETRIABLE:
             log.debug("ListOffsets for %s failed with error %d; will retry", tp, code)
             result.partitions_to_retry.add(tp)
             result.metadata_update_needed = True

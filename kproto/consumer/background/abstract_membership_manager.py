@@ -1,12 +1,14 @@
-"""The KIP-848 member: its state machine, epochs and assignment reconciliation.
+"""The member of a KIP-848-style group, whatever the group type (Java's ``AbstractMembershipManager``).
 
-Owns ``ConsumerMembershipManager`` (Java's ``AbstractMembershipManager`` and
-``ConsumerMembershipManager`` in one class): the member id and epoch, the ``MemberState``
-with its legal transitions enforced, the target assignment received in heartbeat
-responses, the reconciliation of that target with the partitions owned, and the
-rebalance-listener callbacks, which it never runs itself: it enqueues a
-``ConsumerRebalanceListenerCallbackNeededEvent`` for the application thread and continues
-when the matching completed event comes back.
+Owns what consumer groups and share groups have in common: the member id and epoch, the
+``MemberState`` with its legal transitions enforced, the target assignment received in
+heartbeat responses (by topic id, resolved through metadata), its reconciliation with the
+partitions owned, joining, fencing, leaving and the stale member. What a group type adds
+comes through the hooks: ``signal_reconciliation_started`` (a commit before giving
+partitions up), ``signal_partitions_being_revoked`` / ``_assigned`` / ``_lost`` (futures
+completed once, e.g., the rebalance listener ran on the application thread),
+``auto_commit_enabled`` and ``leave_group_epoch``. The consumer group's member is
+``kproto.consumer.kip848.consumer_membership_manager.ConsumerMembershipManager``.
 
 Everything here runs on the background thread. The heartbeat request manager drives it
 (``on_heartbeat_success`` / ``transition_to_fenced`` / ``transition_to_fatal`` /
@@ -19,10 +21,11 @@ Reconciliation order (the seed's ``maybeReconcile`` / ``revokeAndAssign``):
 1. diff the resolvable part of the target assignment against the owned partitions (topic
    ids resolved through metadata; unknown ids trigger a metadata update and wait);
 2. mark the revoked partitions pending revocation, so fetching from them stops;
-3. auto-commit (when enabled) the consumed offsets, before anything is given up;
-4. ``on_partitions_revoked(revoked)`` on the application thread;
+3. ``signal_reconciliation_started``: the consumer auto-commits (when enabled) the consumed
+   offsets, before anything is given up;
+4. ``signal_partitions_being_revoked(revoked)`` (the consumer's ``on_partitions_revoked``);
 5. take the new assignment (added partitions unfetchable until step 6 completes) and
-   ``on_partitions_assigned(added)`` on the application thread;
+   ``signal_partitions_assigned(added)`` (the consumer's ``on_partitions_assigned``);
 6. ACKNOWLEDGING: the next heartbeat, sent at once, carries the new owned partitions.
 """
 
@@ -33,22 +36,16 @@ import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult
-from kproto.consumer.background.timer import monotonic_ms
-from kproto.consumer.kip848.events import (
-    BackgroundEventHandler,
-    ConsumerRebalanceListenerCallbackCompletedEvent,
-    ConsumerRebalanceListenerMethodName,
-    request_listener_callback,
-)
-from kproto.consumer.kip848.local_assignment import (
+from kproto.consumer.background.local_assignment import (
     LocalAssignment,
     by_topic_id,
     completed_future,
     generate_member_id,
     when_complete,
 )
-from kproto.consumer.kip848.member_state import MemberState, MemberStateListener, is_valid_transition
+from kproto.consumer.background.member_state import MemberState, MemberStateListener, is_valid_transition
+from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult
+from kproto.consumer.background.timer import monotonic_ms
 from kproto.errors import IllegalStateError
 from kproto.structs import TopicPartition
 
@@ -59,35 +56,22 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 METADATA_REQUEST_BACKOFF_MS = 100
 
-Method = ConsumerRebalanceListenerMethodName
 
-
-class ConsumerMembershipManager:
+class AbstractMembershipManager:
     """The member state machine and reconciliation; see the module docstring.
 
     ``topic_name_for_id(topic_id)`` resolves assignment topic ids from the cluster
     metadata (None if unknown) and ``request_metadata_update()`` asks for fresh metadata.
-    ``auto_commit_before_rebalance(deadline_ms)`` returns a future completed when the
-    consumed offsets are committed (or the commit gave up); None disables that step.
     """
 
-    def __init__(self, group_id: str, subscriptions: Any, background_event_handler: BackgroundEventHandler,
-                 *, topic_name_for_id: Callable[[uuid.UUID], Optional[str]],
+    def __init__(self, group_id: str, subscriptions: Any, *,
+                 topic_name_for_id: Callable[[uuid.UUID], Optional[str]],
                  request_metadata_update: Callable[[], None] = lambda: None,
-                 group_instance_id: Optional[str] = None, rack_id: Optional[str] = None,
-                 server_assignor: Optional[str] = None, rebalance_timeout_ms: int = 300000,
-                 auto_commit_before_rebalance: Optional[Callable[[int], Future]] = None,
                  member_id: Optional[str] = None, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.group_id = group_id
-        self.group_instance_id = group_instance_id
-        self.rack_id = rack_id
-        self.server_assignor = server_assignor
-        self.rebalance_timeout_ms = rebalance_timeout_ms
         self.subscriptions = subscriptions
-        self.background_event_handler = background_event_handler
         self._topic_name_for_id = topic_name_for_id
         self._request_metadata_update = request_metadata_update
-        self._auto_commit_before_rebalance = auto_commit_before_rebalance
         self._time_ms = time_ms
 
         self.member_id = member_id or generate_member_id()
@@ -148,7 +132,8 @@ class ConsumerMembershipManager:
         return self._state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
 
     def leave_group_epoch(self) -> int:
-        return LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.group_instance_id else LEAVE_GROUP_MEMBER_EPOCH
+        """The epoch a leave heartbeat carries (a static consumer member's differs)."""
+        return LEAVE_GROUP_MEMBER_EPOCH
 
     def _update_member_epoch(self, epoch: int) -> None:
         changed = epoch != self.member_epoch
@@ -227,7 +212,7 @@ class ConsumerMembershipManager:
                 log.debug("Member %s is %s after releasing its fenced assignment; not rejoining",
                           self.member_id, self._state.name)
 
-        when_complete(self._signal_partitions_lost(self.subscriptions.assigned_partitions()), _after_lost)
+        when_complete(self.signal_partitions_lost(self.subscriptions.assigned_partitions()), _after_lost)
 
     def transition_to_fatal(self) -> None:
         """An unrecoverable error: no more heartbeats; owned partitions are lost."""
@@ -247,7 +232,7 @@ class ConsumerMembershipManager:
                 log.error("on_partitions_lost failed after a fatal error: %s", error)
             self._clear_assignment()
 
-        when_complete(self._signal_partitions_lost(self.subscriptions.assigned_partitions()), _after_lost)
+        when_complete(self.signal_partitions_lost(self.subscriptions.assigned_partitions()), _after_lost)
 
     # --- leaving ------------------------------------------------------------------------
 
@@ -288,8 +273,8 @@ class ConsumerMembershipManager:
             return completed_future()
         if self.member_epoch > 0:
             self.subscriptions.mark_pending_revocation(dropped)
-            return self._invoke_listener(Method.ON_PARTITIONS_REVOKED, dropped)
-        return self._signal_partitions_lost(dropped)
+            return self.signal_partitions_being_revoked(dropped)
+        return self.signal_partitions_lost(dropped)
 
     def transition_to_sending_leave_group(self, due_to_expired_poll_timer: bool) -> None:
         """Set the leave epoch (-1, or -2 for a static member) and enter LEAVING."""
@@ -362,7 +347,7 @@ class ConsumerMembershipManager:
                       self.member_id)
             release.set_result(None)
 
-        when_complete(self._signal_partitions_lost(self.subscriptions.assigned_partitions()), _after_lost)
+        when_complete(self.signal_partitions_lost(self.subscriptions.assigned_partitions()), _after_lost)
 
     def maybe_rejoin_stale_member(self) -> None:
         """The application polled again after the poll timer expired: rejoin (once released)."""
@@ -452,7 +437,7 @@ class ConsumerMembershipManager:
         assigned = {tp for _, tp in assigned_by_id}
         added = assigned - owned
         revoked = owned - assigned
-        if not can_commit and (revoked or self._auto_commit_before_rebalance is not None):
+        if not can_commit and (revoked or self.auto_commit_enabled()):
             # Java's canCommit: the auto-commit below would commit offsets of records the
             # application may still be processing, so it waits for poll() too.
             log.debug("Delaying the reconciliation (revoking %s) until the next poll()", sorted(revoked))
@@ -464,10 +449,7 @@ class ConsumerMembershipManager:
                  sorted(revoked))
         # Stop fetching (and drop in-flight fetch data for) partitions about to be given up.
         self.subscriptions.mark_pending_revocation(revoked)
-        if self._auto_commit_before_rebalance is not None:
-            commit_result = self._auto_commit_before_rebalance(self._time_ms() + self.rebalance_timeout_ms)
-        else:
-            commit_result = completed_future()
+        commit_result = self.signal_reconciliation_started()
 
         def _after_commit(error: Optional[BaseException]) -> None:
             if error is not None:
@@ -483,8 +465,7 @@ class ConsumerMembershipManager:
         if revoked:
             log.info("Revoking previously assigned partitions %s", sorted(revoked))
             still_owned = revoked & set(self.subscriptions.assigned_partitions())
-            revocation = self._invoke_listener(Method.ON_PARTITIONS_REVOKED, still_owned) \
-                if still_owned else completed_future()
+            revocation = self.signal_partitions_being_revoked(still_owned) if still_owned else completed_future()
         else:
             revocation = completed_future()
 
@@ -523,7 +504,7 @@ class ConsumerMembershipManager:
         self.subscriptions.assign_from_subscribed_awaiting_callback(sorted(assigned), sorted(added))
         self._assigned_topic_names = {topic_id: tp.topic for topic_id, tp in assigned_by_id}
         self._notify_assignment_change(assigned)
-        result = self._invoke_listener(Method.ON_PARTITIONS_ASSIGNED, added, always=True)
+        result = self.signal_partitions_assigned(added)
 
         def _enable(error: Optional[BaseException]) -> None:
             if error is None:
@@ -584,18 +565,26 @@ class ConsumerMembershipManager:
         self.current_target_assignment = LocalAssignment.NONE  # type: ignore[attr-defined]
         self._assigned_topic_names = {}
 
-    # --- rebalance listener callbacks --------------------------------------------------------
+    # --- what a group type adds (Java's abstract methods) ------------------------------------
 
-    def _signal_partitions_lost(self, partitions: Iterable[TopicPartition]) -> Future:
-        return self._invoke_listener(Method.ON_PARTITIONS_LOST, partitions)
+    def auto_commit_enabled(self) -> bool:
+        """Whether reconciling commits first, so it waits for the application's poll()."""
+        return False
 
-    def _invoke_listener(self, method: ConsumerRebalanceListenerMethodName,
-                         partitions: Iterable[TopicPartition], always: bool = False) -> Future:
-        return request_listener_callback(self.background_event_handler,
-                                         self.subscriptions.rebalance_listener is not None,
-                                         method, partitions, always)
+    def signal_reconciliation_started(self) -> Future:
+        """Before anything is given up (the consumer's auto-commit); completes when done."""
+        return completed_future()
 
-    def consumer_rebalance_listener_callback_completed(
-            self, event: ConsumerRebalanceListenerCallbackCompletedEvent) -> None:
-        """The application thread ran the callback: resume what waited on it."""
-        event.resume_waiter()
+    def signal_partitions_being_revoked(self, partitions: set[TopicPartition]) -> Future:
+        """Partitions about to be revoked; the reconciliation goes on when this completes
+        (failed: the reconciliation fails and is retried)."""
+        return completed_future()
+
+    def signal_partitions_assigned(self, partitions: set[TopicPartition]) -> Future:
+        """Partitions newly assigned (called even for none); they become fetchable once this
+        completes without error."""
+        return completed_future()
+
+    def signal_partitions_lost(self, partitions: Iterable[TopicPartition]) -> Future:
+        """Partitions lost without a chance to commit (fenced, fatal, stale)."""
+        return completed_future()

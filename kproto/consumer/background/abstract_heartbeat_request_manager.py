@@ -1,11 +1,14 @@
-"""ConsumerGroupHeartbeat for the KIP-848 engine (Java's ``ConsumerHeartbeatRequestManager``).
+"""The heartbeat of a KIP-848-style group, whatever the group type (Java's
+``AbstractHeartbeatRequestManager``).
 
 Owns when a heartbeat is sent (the broker-given interval, at once while JOINING /
-ACKNOWLEDGING / LEAVING, backoff after failures, never two in flight), what it carries
-(``HeartbeatState``: every field on a (re)join, afterwards only the fields that changed
-since the last one sent), how its response or failure is handled (the error table below),
-and the poll timer: ``max_poll_interval_ms`` without an application ``poll()`` sends a
-leave heartbeat and makes the member STALE until the next poll.
+ACKNOWLEDGING / LEAVING, backoff after failures, never two in flight: ``HeartbeatRequestState``),
+how its response or failure is handled (the error table below), and the poll timer:
+``max_poll_interval_ms`` without an application ``poll()`` sends a leave heartbeat and
+makes the member STALE until the next poll. A group type (the consumer's:
+``kproto.consumer.kip848.consumer_heartbeat_request_manager``) builds the request, keeps
+what the last one carried (``reset_heartbeat_state``), names its fatal errors and what
+UNSUPPORTED_VERSION means.
 
 Error handling (``_on_error_response``):
 
@@ -15,9 +18,9 @@ Error handling (``_on_error_response``):
 - UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: the member is fenced (partitions lost, rejoin);
 - TOPIC_AUTHORIZATION_FAILED: surfaced to the application, the member stays as it is and
   heartbeats again after the backoff;
-- GROUP_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED,
-  UNSUPPORTED_ASSIGNOR, UNRELEASED_INSTANCE_ID, INVALID_REGULAR_EXPRESSION and anything
-  unknown: fatal, surfaced to the application as an ErrorEvent.
+- UNSUPPORTED_VERSION: fatal, as ``unsupported_version_error`` words it;
+- GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, the group type's
+  ``fatal_errors`` and anything unknown: fatal, surfaced to the application as an ErrorEvent.
 
 After any error the next heartbeat carries the full state again.
 """
@@ -27,33 +30,26 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from kproto.consumer.background.abstract_membership_manager import AbstractMembershipManager
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
-from kproto.consumer.background.request_manager import PollResult, RequestBuilder, RequestState, UnsentRequest
+from kproto.consumer.background.member_state import MemberState
+from kproto.consumer.background.request_manager import PollResult, RequestState, UnsentRequest
 from kproto.consumer.background.timer import Timer
-from kproto.consumer.kip848.member_state import MemberState
-from kproto.consumer.kip848.membership_manager import ConsumerMembershipManager
-from kproto.consumer.subscription_state import SubscriptionType
-from kproto.errors import UnsupportedVersionError, error_for, for_code
-from kproto.messages import ConsumerGroupHeartbeatRequest
+from kproto.errors import ErrorCode, UnsupportedVersionError, error_for, for_code
 
 log = logging.getLogger("kproto.kip848")
 
-CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG = (
-    "The cluster does not support the new consumer group protocol (KIP-848). Set "
-    "group_protocol='classic' to use the classic group protocol.")
-
-_FATAL_ERRORS = frozenset({
-    "GROUP_AUTHORIZATION_FAILED", "INVALID_REQUEST", "GROUP_MAX_SIZE_REACHED",
-    "UNSUPPORTED_ASSIGNOR", "UNRELEASED_INSTANCE_ID", "INVALID_REGULAR_EXPRESSION"})
+_FATAL_ERRORS = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.INVALID_REQUEST,
+                           ErrorCode.GROUP_MAX_SIZE_REACHED})
 
 
 class HeartbeatRequestState(RequestState):
     """RequestState plus the heartbeat interval timer."""
 
-    def __init__(self, now_ms: int, heartbeat_interval_ms: int, retry_backoff_ms: int,
+    def __init__(self, owner: str, now_ms: int, heartbeat_interval_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, jitter: float) -> None:
-        super().__init__("ConsumerGroupHeartbeat", retry_backoff_ms, retry_backoff_max_ms, jitter)
+        super().__init__(owner, retry_backoff_ms, retry_backoff_max_ms, jitter)
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.heartbeat_timer = Timer(now_ms, heartbeat_interval_ms)
 
@@ -88,105 +84,17 @@ class HeartbeatRequestState(RequestState):
         self.heartbeat_timer.reset(interval_ms)
 
 
-class _SentFields:
-    __slots__ = ("rebalance_timeout_ms", "subscribed_topic_names", "pattern", "server_assignor",
-                 "rack_id", "local_assignment")
+class AbstractHeartbeatRequestManager:
+    """Sends a group's heartbeats to the coordinator and owns the poll timer; a group type
+    supplies the request (``build_heartbeat_request``) and its own answers."""
 
-    def __init__(self) -> None:
-        self.rebalance_timeout_ms: Optional[int] = None
-        self.subscribed_topic_names: Optional[frozenset[str]] = None
-        self.pattern: Optional[str] = None
-        self.server_assignor: Optional[str] = None
-        self.rack_id: Optional[str] = None
-        self.local_assignment: Any = None
-
-
-class HeartbeatState:
-    """Builds each heartbeat: the full state on (re)join, then only what changed.
-
-    group_id, member_id and member_epoch are always sent (and instance_id when set); the
-    other fields are sent when JOINING, after ``reset()`` (any error), or when they
-    differ from what was last sent. The owned partitions are resent whenever the local
-    assignment changes, including an acknowledgement of the same partitions.
-    """
-
-    def __init__(self, subscriptions: Any, membership: ConsumerMembershipManager) -> None:
-        self.subscriptions = subscriptions
-        self.membership = membership
-        self.sent_fields = _SentFields()
-
-    def reset(self) -> None:
-        self.sent_fields = _SentFields()
-
-    def build_request(self) -> ConsumerGroupHeartbeatRequest:
-        m = self.membership
-        sent = self.sent_fields
-        send_all = m.state is MemberState.JOINING
-        request = ConsumerGroupHeartbeatRequest(
-            group_id=m.group_id, member_id=m.member_id, member_epoch=m.member_epoch,
-            instance_id=m.group_instance_id)
-        if m.member_epoch < 0:
-            # A leave heartbeat: the coordinator needs nothing else (and the subscription
-            # may already be cleared).
-            return request
-
-        if send_all or sent.rebalance_timeout_ms != m.rebalance_timeout_ms:
-            request.rebalance_timeout_ms = m.rebalance_timeout_ms
-            sent.rebalance_timeout_ms = m.rebalance_timeout_ms
-
-        topics = frozenset(self.subscriptions.subscription())
-        if send_all or topics != sent.subscribed_topic_names:
-            request.subscribed_topic_names = sorted(topics)
-            sent.subscribed_topic_names = topics
-
-        pattern = None
-        if self.subscriptions.subscription_type is SubscriptionType.AUTO_PATTERN_RE2J:
-            pattern = self.subscriptions.subscribed_pattern().pattern
-        if (send_all and pattern is not None) or pattern != sent.pattern:
-            # An empty regex tells the broker a previous pattern subscription is gone.
-            request.subscribed_topic_regex = pattern if pattern is not None else ""
-            sent.pattern = pattern
-
-        if m.server_assignor is not None and (send_all or m.server_assignor != sent.server_assignor):
-            request.server_assignor = m.server_assignor
-            sent.server_assignor = m.server_assignor
-
-        if send_all or m.rack_id != sent.rack_id:
-            request.rack_id = m.rack_id
-            sent.rack_id = m.rack_id
-
-        local = m.current_assignment
-        if send_all or local != sent.local_assignment:
-            request.topic_partitions = [
-                ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
-                for topic_id, parts in sorted(local.partitions.items(), key=lambda item: str(item[0]))]
-            sent.local_assignment = local
-        return request
-
-
-def for_version(request: ConsumerGroupHeartbeatRequest, version: int) -> ConsumerGroupHeartbeatRequest:
-    """Adjust the subscription fields to the version the coordinator speaks.
-
-    From v1 the topic names and the regex travel together (an empty regex means "none"):
-    librdkafka's mock coordinator insists on it and Kafka accepts it. v0 has no regex.
-    """
-    if version >= 1:
-        if request.subscribed_topic_names is not None and request.subscribed_topic_regex is None:
-            request.subscribed_topic_regex = ""
-        elif request.subscribed_topic_regex is not None and request.subscribed_topic_names is None:
-            request.subscribed_topic_names = []
-    elif request.subscribed_topic_regex:
-        raise UnsupportedVersionError("a regex subscription needs ConsumerGroupHeartbeat v1 (Kafka 4.0+)")
-    else:
-        request.subscribed_topic_regex = None
-    return request
-
-
-class ConsumerHeartbeatRequestManager:
-    """Sends ConsumerGroupHeartbeat to the coordinator and owns the poll timer."""
+    #: The heartbeat API, as the logs name it.
+    heartbeat_api = "heartbeat"
+    #: Error codes that make the member FATAL; a group type adds its own.
+    fatal_errors = _FATAL_ERRORS
 
     def __init__(self, now_ms: int, coordinator_request_manager: CoordinatorRequestManager,
-                 membership_manager: ConsumerMembershipManager, subscriptions: Any,
+                 membership_manager: AbstractMembershipManager,
                  background_event_handler: BackgroundEventHandler, *, max_poll_interval_ms: int = 300000,
                  retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
                  jitter: float = RequestState.RETRY_BACKOFF_JITTER) -> None:
@@ -196,12 +104,25 @@ class ConsumerHeartbeatRequestManager:
         self.max_poll_interval_ms = max_poll_interval_ms
         self._retry_backoff_ms = retry_backoff_ms
         # Interval 0 until the broker says otherwise: the first heartbeat goes out at once.
-        self.heartbeat_request_state = HeartbeatRequestState(now_ms, 0, retry_backoff_ms,
+        self.heartbeat_request_state = HeartbeatRequestState(self.heartbeat_api, now_ms, 0, retry_backoff_ms,
                                                              retry_backoff_max_ms, jitter)
-        self.heartbeat_state = HeartbeatState(subscriptions, membership_manager)
         self.poll_timer = Timer(now_ms, max_poll_interval_ms)
         #: CoordinatorMetrics (None: metrics off): heartbeat-* and last-heartbeat-seconds-ago.
         self.sensors: Any = None
+
+    # --- what a group type adds (Java's abstract methods) ----------------------------------------
+
+    def build_heartbeat_request(self) -> Any:
+        """The next heartbeat: a message object or a ``RequestBuilder``."""
+        raise NotImplementedError
+
+    def reset_heartbeat_state(self) -> None:
+        """After an error or a leave: the next heartbeat carries the member's full state."""
+
+    def unsupported_version_error(self, cause: Optional[BaseException], message: Optional[str]) -> BaseException:
+        """What UNSUPPORTED_VERSION (an answer: ``cause`` None; or a coordinator without the
+        API: ``cause``) is raised as to the application."""
+        return cause if cause is not None else UnsupportedVersionError(message or self.heartbeat_api)
 
     # --- the request manager contract ------------------------------------------------------
 
@@ -225,7 +146,7 @@ class ConsumerHeartbeatRequestManager:
             # The member may rejoin before or after the leave's response: send the next
             # heartbeat (the rejoin) without waiting for it, and with the full state.
             self.heartbeat_request_state.reset()
-            self.heartbeat_state.reset()
+            self.reset_heartbeat_state()
             return PollResult(self.heartbeat_request_state.heartbeat_interval_ms, [leave])
 
         state = self.heartbeat_request_state
@@ -285,9 +206,7 @@ class ConsumerHeartbeatRequestManager:
     # --- requests and responses ----------------------------------------------------------------
 
     def _make_heartbeat_request(self, now_ms: int, node_id: int, ignore_response: bool) -> UnsentRequest:
-        request = self.heartbeat_state.build_request()
-        unsent = UnsentRequest(RequestBuilder(ConsumerGroupHeartbeatRequest,
-                                              lambda version: (for_version(request, version), version)), node_id)
+        unsent = UnsentRequest(self.build_heartbeat_request(), node_id)
         if ignore_response:
             unsent.when_complete(lambda response, error: log.debug(
                 "Response to the leave heartbeat (ignored): %s", error if error is not None else response))
@@ -310,7 +229,7 @@ class ConsumerHeartbeatRequestManager:
         return unsent
 
     def _on_response(self, response: Any, now_ms: int) -> None:
-        if response.error_code == 0:
+        if response.error_code == ErrorCode.NONE:
             self.heartbeat_request_state.update_heartbeat_interval_ms(response.heartbeat_interval_ms)
             self.heartbeat_request_state.on_successful_attempt(now_ms)
             self.heartbeat_request_state.reset_timer()
@@ -321,21 +240,22 @@ class ConsumerHeartbeatRequestManager:
     def _on_failure(self, error: BaseException, now_ms: int) -> None:
         """The request failed without a response (disconnect, timeout, unsupported API)."""
         self.heartbeat_request_state.on_failed_attempt(now_ms)
-        self.heartbeat_state.reset()
+        self.reset_heartbeat_state()
         retriable = bool(getattr(error, "retriable", False))
         if retriable:
             self.coordinator_request_manager.handle_coordinator_disconnect(error, now_ms)
-            log.info("ConsumerGroupHeartbeat failed with a retriable error, will retry in %d ms: %s",
+            log.info("%s failed with a retriable error, will retry in %d ms: %s", self.heartbeat_api,
                      self.heartbeat_request_state.remaining_backoff_ms(now_ms), error)
         else:
-            log.error("ConsumerGroupHeartbeat failed with a fatal error: %s", error)
+            log.error("%s failed with a fatal error: %s", self.heartbeat_api, error)
             if isinstance(error, UnsupportedVersionError):
-                error = UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG)
+                error = self.unsupported_version_error(error, str(error))
             self._handle_fatal_failure(error)
         self.membership_manager.on_heartbeat_failure(retriable)
 
     def _on_error_response(self, response: Any, now_ms: int) -> None:
-        name = for_code(response.error_code).message
+        code = response.error_code
+        name = for_code(code).message  # the enum name, for the logs
         message = response.error_message
         state = self.heartbeat_request_state
         membership = self.membership_manager
@@ -343,33 +263,34 @@ class ConsumerHeartbeatRequestManager:
         # coordinator and fencing errors then drop the backoff. Without it, an error that
         # keeps the member (TOPIC_AUTHORIZATION_FAILED) left the request "in flight" forever.
         state.on_failed_attempt(now_ms)
-        if name in ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"):
-            log.info("ConsumerGroupHeartbeat failed with %s; rediscovering the coordinator", name)
+        if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            log.info("%s failed with %s; rediscovering the coordinator", self.heartbeat_api, name)
             self.coordinator_request_manager.mark_coordinator_unknown(name, now_ms)
             # No backoff: heartbeat as soon as the coordinator is found again.
             state.reset()
-        elif name == "COORDINATOR_LOAD_IN_PROGRESS":
-            log.info("ConsumerGroupHeartbeat: the coordinator is still loading; retrying after backoff")
-        elif name in ("UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"):
-            log.info("ConsumerGroupHeartbeat: member %s with epoch %s is fenced (%s)",
+        elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            log.info("%s: the coordinator is still loading; retrying after backoff", self.heartbeat_api)
+        elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH):
+            log.info("%s: member %s with epoch %s is fenced (%s)", self.heartbeat_api,
                      membership.member_id, membership.member_epoch, name)
             membership.transition_to_fenced()
             # No backoff: rejoin as soon as the lost partitions are released.
             state.reset()
-        elif name == "TOPIC_AUTHORIZATION_FAILED":
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             # Surfaced on poll(); the member stays as it is and recovers once ACLs allow it.
-            log.error("ConsumerGroupHeartbeat failed: %s %s", name, message or "")
-            self.background_event_handler.add(ErrorEvent(error_for(response.error_code, message)))
-        elif name == "UNSUPPORTED_VERSION":
-            self._handle_fatal_failure(UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED_MSG))
+            log.error("%s failed: %s %s", self.heartbeat_api, name, message or "")
+            self.background_event_handler.add(ErrorEvent(error_for(code, message)))
+        elif code == ErrorCode.UNSUPPORTED_VERSION:
+            log.error("%s failed with %s: %s", self.heartbeat_api, name, message or "")
+            self._handle_fatal_failure(self.unsupported_version_error(None, message))
         else:
-            if name not in _FATAL_ERRORS:
-                log.error("ConsumerGroupHeartbeat failed with an unexpected error %s", name)
+            if code not in self.fatal_errors:
+                log.error("%s failed with an unexpected error %s", self.heartbeat_api, name)
             else:
-                log.error("ConsumerGroupHeartbeat failed with %s: %s", name, message or "")
-            self._handle_fatal_failure(error_for(response.error_code, message))
+                log.error("%s failed with %s: %s", self.heartbeat_api, name, message or "")
+            self._handle_fatal_failure(error_for(code, message))
         # The broker may not have taken the last fields: send everything next time.
-        self.heartbeat_state.reset()
+        self.reset_heartbeat_state()
         membership.on_heartbeat_failure(False)
 
     def _handle_fatal_failure(self, error: BaseException) -> None:

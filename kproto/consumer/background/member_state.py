@@ -1,4 +1,5 @@
-"""The KIP-848 member states and the legal transitions between them (Java's ``MemberState``).
+"""The member states of the KIP-848-style group protocols (consumer groups, share groups) and
+the legal transitions between them (Java's ``MemberState``).
 
 Owns ``MemberState`` and ``MemberState.PREVIOUS_VALID_STATES``: the membership manager
 refuses (``IllegalStateError``) any transition whose source state is not listed for its
