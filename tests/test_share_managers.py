@@ -20,7 +20,9 @@ from kproto.consumer.share.events import AckEntry, ShareAcknowledgementCommitCal
 from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_heartbeat_request_manager import ShareHeartbeatRequestManager
-from kproto.consumer.share.share_membership_manager import ShareMembershipManager, ShareMemberState
+from kproto.consumer.share.share_membership_manager import ShareMembershipManager
+from kproto.consumer.subscription_state import SubscriptionState
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.share.share_session_handler import FINAL_EPOCH, ShareFetchParams
 from kproto.errors import ShareSessionNotFoundError
 from kproto.messages import (ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
@@ -56,81 +58,111 @@ def heartbeat_answer(epoch: int = 1, partitions=None, error_code: int = 0, inter
     return response
 
 
-def group(now: int = 0):
-    events: queue.Queue = queue.Queue()
-    coordinator = CoordinatorRequestManager("g")
-    coordinator.coordinator = Coordinator(7, "h", 1, 7)
-    membership = ShareMembershipManager("g", Metadata({}).topic_name)
-    heartbeat = ShareHeartbeatRequestManager(now, coordinator, membership, BackgroundEventHandler(events))
-    return coordinator, membership, heartbeat, events
+class Group:
+    """A share member with its heartbeat manager; the coordinator is node 7."""
+
+    def __init__(self, max_poll_interval_ms: int = 300_000) -> None:
+        self.events: queue.Queue = queue.Queue()
+        self.coordinator = CoordinatorRequestManager("g")
+        self.coordinator.coordinator = Coordinator(7, "h", 1, 7)
+        self.subscriptions = SubscriptionState()
+        self.membership = ShareMembershipManager("g", self.subscriptions, topic_name_for_id=Metadata({}).topic_name)
+        self.heartbeat = ShareHeartbeatRequestManager(0, self.coordinator, self.membership,
+                                                      BackgroundEventHandler(self.events),
+                                                      max_poll_interval_ms=max_poll_interval_ms)
+
+    def subscribe(self, topics) -> None:
+        """What the share engine does on subscribe(): it joins at once."""
+        self.subscriptions.subscribe(topics)
+        self.membership.on_subscription_updated()
+        self.membership.on_consumer_poll()
+
+    def send(self, now: int) -> list:
+        self.membership.poll(now)  # add-only reconciliations run from the background loop
+        return self.heartbeat.poll(now).unsent_requests
+
+    def join(self, epoch: int = 3, partitions=(0, 1), now: int = 0):
+        """Join and take ``partitions``; returns the join request."""
+        self.subscribe(["t"])
+        [join] = self.send(now)
+        join.complete(heartbeat_answer(epoch=epoch, partitions=list(partitions)), now)
+        [ack] = self.send(now)  # reconciled at once (nothing to revoke): acknowledged at once
+        ack.complete(heartbeat_answer(epoch=epoch), now)
+        return join
 
 
-# --- membership and heartbeats ------------------------------------------------------------
-
-
-def test_join_heartbeats_at_once_then_at_the_interval():
-    _, membership, heartbeat, _ = group()
-    assert heartbeat.poll(0).unsent_requests == []  # not subscribed: nothing to send
-    membership.subscribe(["t"])
-    [join] = heartbeat.poll(0).unsent_requests
+def test_join_reconciles_acknowledges_then_heartbeats_at_the_interval():
+    g = Group()
+    assert g.send(0) == []  # not subscribed: nothing to send
+    g.subscribe(["t"])
+    [join] = g.send(0)
     assert (join.request.member_epoch, join.request.subscribed_topic_names) == (0, ["t"])
-    assert heartbeat.poll(1).unsent_requests == []  # never two in flight
+    assert g.send(1) == []  # never two in flight
     join.complete(heartbeat_answer(epoch=5, partitions=[0, 1], interval=1000), 10)
-    assert membership.state is ShareMemberState.STABLE and membership.member_epoch == 5
-    assert [tip.partition for tip in membership.assigned_partitions()] == [0, 1]
-    assert heartbeat.poll(500).unsent_requests == []
-    [beat] = heartbeat.poll(1010).unsent_requests
+    [ack] = g.send(11)
+    assert g.membership.state is MemberState.STABLE and g.membership.member_epoch == 5
+    assert [tip.partition for tip in g.membership.assigned_partitions()] == [0, 1]
+    assert {tip.topic_id for tip in g.membership.assigned_partitions()} == {TID}
+    ack.complete(heartbeat_answer(epoch=5), 12)
+    assert g.send(500) == []
+    [beat] = g.send(1012)
     # The topic names are sent only when joining or after they changed.
     assert (beat.request.member_epoch, beat.request.subscribed_topic_names) == (5, None)
     assert beat.request.member_id == join.request.member_id
 
 
+def test_a_revocation_waits_for_the_applications_poll():
+    g = Group()
+    g.join(partitions=(0, 1))
+    [beat] = g.send(5000)
+    beat.complete(heartbeat_answer(epoch=4, partitions=[1]), 5000)
+    g.send(5001)
+    assert [tip.partition for tip in g.membership.assigned_partitions()] == [0, 1]  # still owned
+    g.membership.maybe_reconcile(can_commit=True)  # the application's next poll
+    assert [tip.partition for tip in g.membership.assigned_partitions()] == [1]
+
+
 def test_fenced_member_drops_its_assignment_and_rejoins_with_the_same_id():
-    _, membership, heartbeat, _ = group()
-    membership.subscribe(["t"])
-    [join] = heartbeat.poll(0).unsent_requests
-    join.complete(heartbeat_answer(epoch=3, partitions=[0]), 0)
-    [beat] = heartbeat.poll(2000).unsent_requests
-    beat.complete(heartbeat_answer(error_code=110), 2000)  # FENCED_MEMBER_EPOCH
-    assert membership.state is ShareMemberState.JOINING and membership.assigned_partitions() == []
-    [rejoin] = heartbeat.poll(2000).unsent_requests
+    g = Group()
+    join = g.join()
+    [beat] = g.send(5000)
+    beat.complete(heartbeat_answer(error_code=110), 5000)  # FENCED_MEMBER_EPOCH
+    assert g.membership.state is MemberState.JOINING and g.membership.assigned_partitions() == []
+    [rejoin] = g.send(5000)
     assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
     assert rejoin.request.subscribed_topic_names == ["t"]
 
 
 def test_not_coordinator_forgets_the_coordinator():
-    coordinator, membership, heartbeat, _ = group()
-    membership.subscribe(["t"])
-    [join] = heartbeat.poll(0).unsent_requests
+    g = Group()
+    g.subscribe(["t"])
+    [join] = g.send(0)
     join.complete(heartbeat_answer(error_code=16), 0)  # NOT_COORDINATOR
-    assert coordinator.coordinator is None
-    assert heartbeat.poll(1).unsent_requests == []  # waits for the coordinator
-    assert membership.state is ShareMemberState.JOINING
+    assert g.coordinator.coordinator is None
+    assert g.send(1) == []  # waits for the coordinator
+    assert g.membership.state is MemberState.JOINING
 
 
 def test_a_fatal_error_is_surfaced_and_stops_heartbeats():
-    _, membership, heartbeat, events = group()
-    membership.subscribe(["t"])
-    [join] = heartbeat.poll(0).unsent_requests
+    g = Group()
+    g.subscribe(["t"])
+    [join] = g.send(0)
     join.complete(heartbeat_answer(error_code=81), 0)  # GROUP_MAX_SIZE_REACHED
-    [event] = drain(events)
+    [event] = drain(g.events)
     assert isinstance(event, ErrorEvent) and type(event.error).__name__ == "GroupMaxSizeReachedError"
-    assert membership.state is ShareMemberState.FATAL
-    assert heartbeat.poll(10_000).unsent_requests == []
+    assert g.membership.state is MemberState.FATAL
+    assert g.send(10_000) == []
 
 
-def test_leave_sends_epoch_minus_one_once_and_completes():
-    _, membership, heartbeat, _ = group()
-    membership.subscribe(["t"])
-    [join] = heartbeat.poll(0).unsent_requests
-    join.complete(heartbeat_answer(epoch=2, partitions=[0]), 0)
-    future = membership.leave_group()
-    assert membership.assigned_partitions() == []
-    [leave] = heartbeat.poll(1).unsent_requests
-    assert leave.request.member_epoch == FINAL_EPOCH and not future.done()
-    leave.complete(heartbeat_answer(epoch=-1), 2)
-    assert future.done() and membership.state is ShareMemberState.UNSUBSCRIBED
-    assert heartbeat.poll(10_000).unsent_requests == []
+def test_leave_sends_epoch_minus_one_and_releases_the_assignment():
+    g = Group()
+    g.join()
+    future = g.membership.leave_group()
+    assert g.membership.assigned_partitions() == []
+    [leave] = g.send(1)
+    assert leave.request.member_epoch == FINAL_EPOCH
+    assert future.done() and g.membership.state is MemberState.UNSUBSCRIBED  # the leave went out
+    assert g.send(10_000) == []
 
 
 # --- ShareConsumeRequestManager --------------------------------------------------------------
@@ -141,9 +173,12 @@ class Consumer:
 
     def __init__(self) -> None:
         self.events: queue.Queue = queue.Queue()
-        self.membership = ShareMembershipManager("g", Metadata({}).topic_name)
-        self.membership.subscribe(["t"])
+        self.membership = ShareMembershipManager("g", SubscriptionState(), topic_name_for_id=Metadata({}).topic_name)
+        self.membership.subscriptions.subscribe(["t"])
+        self.membership.transition_to_joining()
         self.membership.on_heartbeat_success(heartbeat_answer(epoch=1, partitions=[0, 1]))
+        self.membership.maybe_reconcile(can_commit=True)
+        assert len(self.membership.assigned_partitions()) == 2
         self.buffer = ShareFetchBuffer()
         self.manager = ShareConsumeRequestManager(
             "g", self.membership, Metadata({0: 1, 1: 2}), self.buffer, BackgroundEventHandler(self.events),
@@ -321,23 +356,12 @@ def test_renew_on_a_node_without_version_2_fails_its_acknowledgements_and_keeps_
 
 
 def test_a_member_not_polled_for_max_poll_interval_leaves_and_rejoins_on_the_next_poll():
-    events: queue.Queue = queue.Queue()
-    coordinator = CoordinatorRequestManager("g")
-    coordinator.coordinator = Coordinator(7, "h", 1, 7)
-    membership = ShareMembershipManager("g", Metadata({}).topic_name)
-    heartbeat = ShareHeartbeatRequestManager(0, coordinator, membership, BackgroundEventHandler(events),
-                                             max_poll_interval_ms=10_000)
-    membership.subscribe(["t"])
-    [join] = heartbeat.poll(0).unsent_requests
-    join.complete(heartbeat_answer(epoch=4, partitions=[0], interval=3000), 0)
-    [beat] = heartbeat.poll(9_000).unsent_requests  # heartbeats go on while the timer runs
-    beat.complete(heartbeat_answer(epoch=4), 9_000)
-    assert heartbeat.maximum_time_to_wait(9_500) == 500  # wakes up for the timer
-    [leave] = heartbeat.poll(10_000).unsent_requests
-    assert leave.request.member_epoch == FINAL_EPOCH and membership.assigned_partitions() == []
-    heartbeat.reset_poll_timer(10_001)  # the application polls while the leave is in flight
-    leave.complete(heartbeat_answer(epoch=-1), 10_002)
-    [rejoin] = heartbeat.poll(10_003).unsent_requests
+    g = Group(max_poll_interval_ms=10_000)
+    join = g.join()
+    [leave] = g.send(10_000)
+    assert leave.request.member_epoch == FINAL_EPOCH and g.membership.assigned_partitions() == []
+    assert g.membership.state is MemberState.STALE
+    assert g.send(20_000) == []  # stays out until the application polls
+    g.heartbeat.reset_poll_timer(20_001)
+    [rejoin] = g.send(20_002)
     assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
-    rejoin.complete(heartbeat_answer(epoch=6, partitions=[0]), 10_004)
-    assert membership.state is ShareMemberState.STABLE and membership.member_epoch == 6

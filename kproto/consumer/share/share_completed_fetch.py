@@ -152,9 +152,9 @@ class ShareCompletedFetch:
             offset = r[_OFFSET]
             if offset < lo:
                 continue
-            count = self.delivery_count(offset)
-            if count is not None:
-                out.append(_new(ShareConsumerRecord, r + (count,)))
+            found = self.delivery_count(offset)
+            if found is not None:
+                out.append(_new(ShareConsumerRecord, r + (found,)))
         return out
 
     def _deserialize(self, raw: ShareConsumerRecord) -> ShareConsumerRecord:

@@ -11,7 +11,7 @@ reaper fails it at its deadline otherwise.
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
@@ -19,6 +19,7 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.fetch.completed_fetch import make_deserialize
+from kproto.consumer.subscription_state import SubscriptionState
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
@@ -44,6 +45,21 @@ def _chain(source: Future, target: Future) -> None:
     source.add_done_callback(_copy)
 
 
+class _RetainAssigned:
+    """A MemberStateListener: when the assignment changes, the share fetch buffer drops what
+    it holds of partitions no longer assigned (the broker releases those records)."""
+
+    def __init__(self, fetch_buffer: ShareFetchBuffer, membership: ShareMembershipManager) -> None:
+        self._fetch_buffer = fetch_buffer
+        self._membership = membership
+
+    def on_member_epoch_updated(self, member_epoch: Optional[int], member_id: str) -> None:
+        pass
+
+    def on_group_assignment_updated(self, partitions: set) -> None:
+        self._fetch_buffer.retain_partitions(set(self._membership.assigned_partitions()))
+
+
 class ShareApplicationEventProcessor(ApplicationEventProcessor):
     def __init__(self, metadata: Any, coordinator: CoordinatorRequestManager, membership: ShareMembershipManager,
                  consume: ShareConsumeRequestManager, heartbeat: ShareHeartbeatRequestManager,
@@ -65,17 +81,25 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
         })
 
     def _subscription_change(self, event: ev.ShareSubscriptionChangeEvent) -> None:
-        self.heartbeat.reset_poll_timer(self._time_ms())
+        membership = self.membership
+        membership.subscriptions.subscribe(event.topics)
         self.metadata.set_topics(event.topics)
         self.consume.reopen()
-        self.membership.subscribe(event.topics)
+        membership.on_subscription_updated()
+        # A share consumer joins at subscribe (the consumer engine waits for a poll): nothing
+        # is fetched before a poll anyway, and members can join before any of them reads.
+        membership.on_consumer_poll()
+        self.heartbeat.reset_poll_timer(self._time_ms())
         event.future.set_result(None)
 
     def _fetch(self, event: ev.ShareFetchEvent) -> None:
         self.consume.add_acknowledgements(event.entries)
-        if event.settles:  # the first event of an application poll()
+        if event.settles:  # the first event of an application poll(): it settled every record held
             self.heartbeat.reset_poll_timer(self._time_ms())
+            self.membership.on_consumer_poll()
             self.consume.fetch_buffer.clear_outstanding()
+            # Revocations reconcile only here: the application holds no records any more.
+            self.membership.maybe_reconcile(can_commit=True)
         self.consume.request_fetch()
 
     def _acknowledge_sync(self, event: ev.ShareAcknowledgeSyncEvent) -> None:
@@ -102,18 +126,17 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     group_id = config["group_id"]
     coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, retry_backoff_max_ms,
                                             add_coordinator=metadata.add_coordinator)
-    membership = ShareMembershipManager(group_id, metadata.topic_name, rack_id=config["client_rack"] or None,
-                                        member_id=member_id)
-
-    membership.assignment_listeners.append(
-        lambda: fetch_buffer.retain_partitions(set(membership.assigned_partitions())))
 
     def request_metadata_update() -> None:
         client.request_metadata_update(reset_equivalent=False)
 
+    membership = ShareMembershipManager(group_id, SubscriptionState(), topic_name_for_id=metadata.topic_name,
+                                        request_metadata_update=request_metadata_update,
+                                        rack_id=config["client_rack"] or None, member_id=member_id, time_ms=time_ms)
+    membership.register_state_listener(_RetainAssigned(fetch_buffer, membership))
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
-                                             retry_backoff_ms, retry_backoff_max_ms, request_metadata_update,
-                                             max_poll_interval_ms=config["max_poll_interval_ms"])
+                                             max_poll_interval_ms=config["max_poll_interval_ms"],
+                                             retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)
     params = ShareFetchParams(config["fetch_max_wait_ms"], config["fetch_min_bytes"], config["fetch_max_bytes"],
                               config["max_poll_records"], share_acquire_mode=share_config["share_acquire_mode"])
     consume = ShareConsumeRequestManager(
@@ -128,5 +151,5 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
         if error is not None:
             background_event_handler.add(ErrorEvent(error))
 
-    return Resources(delegate, [coordinator, heartbeat, consume], processor, client=client,
+    return Resources(delegate, [coordinator, heartbeat, membership, consume], processor, client=client,
                      membership_manager=membership, surface_errors=surface_errors)
