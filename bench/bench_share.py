@@ -14,11 +14,14 @@ from the members' construction until every record was handed to some member; rec
 three members split the partitions (``--partitions`` should be a multiple of the member
 count). Duplicates (a record handed out twice) are counted and reported: while members join,
 partitions move between them, and a client that hands out records of a partition it just
-lost (the broker released them to the new owner) delivers them twice (at-least-once).
+lost (the broker released them to the new owner) delivers them twice (at-least-once); the
+mock also ends every share session on a broker when any connection to that broker closes,
+which releases what the other members held.
 
-Measured on the 2-core dev machine (20,000 x 100 B, 6 partitions, median of 3 rounds):
-kproto 1 member ~13k records/s, 3 members ~13.5k, 0 duplicates; confluent-kafka 2.16.1
-~32k and ~17k, 500 duplicates with 3 members.
+Measured on the 2-core dev machine shared with other jobs (20,000 x 100 B, 6 partitions,
+median of 3 rounds; the load moves the numbers by 2x): kproto 7k-13k records/s with one
+member, 9k-13.5k with three, 0 duplicates; confluent-kafka 2.16.1 24k-47k and 15k-17k,
+500-1000 duplicates with three members.
 """
 
 from __future__ import annotations
