@@ -95,3 +95,36 @@ def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
         metrics = consumer.metrics()
     assert seen == {w.offset for w in written}
     assert metrics["consumer-metrics"]["request-total"] > 0
+
+
+def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises_from_poll(mock_cluster):
+    mock_cluster.set_sharegroup(auto_offset_reset="earliest")
+    topic = mock_cluster.new_topic(partitions=1)
+    written = mock_cluster.produce(topic, 5)
+    reported: dict = {}
+
+    def callback(offsets, error):
+        assert error is None
+        for tip, done in offsets.items():
+            assert tip.topic == topic and tip.topic_id is not None
+            reported.setdefault(tip.partition, set()).update(done)
+        raise RuntimeError("callback failed")
+
+    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group(),
+                            share_acknowledgement_mode="explicit", fetch_max_wait_ms=100) as consumer:
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(written):
+            assert time.monotonic() < deadline
+            for r in (r for rs in consumer.poll(200).values() for r in rs):
+                got.append(r)
+                consumer.acknowledge(r)
+        # The last poll's acknowledgements are not sent yet: commit_async sends them, the
+        # callback set now gets their outcome, and its exception comes out of a later call.
+        consumer.set_acknowledgement_commit_callback(callback)
+        consumer.commit_async()
+        with pytest.raises(RuntimeError, match="callback failed"):
+            while time.monotonic() < deadline:
+                consumer.poll(100)
+        consumer.set_acknowledgement_commit_callback(None)
+    assert reported and reported[0] <= {w.offset for w in written}
