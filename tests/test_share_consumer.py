@@ -81,9 +81,12 @@ def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
     with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group(),
                             max_poll_records=4, fetch_max_wait_ms=100) as consumer:
         deadline = time.monotonic() + 60
+        handed = 0
         while not seen:
             assert time.monotonic() < deadline
-            seen.update(r.offset for rs in consumer.poll(200).values() for r in rs)
+            batch = [r for rs in consumer.poll(200).values() for r in rs]
+            handed += len(batch)
+            seen.update(r.offset for r in batch)
         consumer.unsubscribe()  # accepts what the last poll returned
         assert consumer.subscription() == set()
         consumer.subscribe([topic])
@@ -92,9 +95,16 @@ def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
             for r in (r for rs in consumer.poll(200).values() for r in rs):
                 assert r.offset not in seen or r.delivery_count > 1
                 seen.add(r.offset)
+                handed += 1
         metrics = consumer.metrics()
     assert seen == {w.offset for w in written}
     assert metrics["consumer-metrics"]["request-total"] > 0
+    fetch = metrics["consumer-share-fetch-manager-metrics"]
+    assert fetch["records-consumed-total"] == handed
+    assert fetch["fetch-total"] > 0 and fetch["bytes-consumed-total"] > 0
+    assert fetch["acknowledgements-error-total"] == 0
+    assert metrics["consumer-share-metrics"]["time-between-poll-max"] >= 0
+    assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] > 0
 
 
 def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises_from_poll(mock_cluster):

@@ -79,8 +79,9 @@ class ShareConsumeRequestManager:
                  fetch_buffer: ShareFetchBuffer, background_event_handler: BackgroundEventHandler,
                  params: ShareFetchParams, *, check_crcs: bool = True, key_deserializer: Any = None,
                  value_deserializer: Any = None, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
-                 request_metadata_update: Callable[[], Any] = lambda: None) -> None:
+                 request_metadata_update: Callable[[], Any] = lambda: None, metrics_manager: Any = None) -> None:
         self.group_id = group_id
+        self.metrics_manager = metrics_manager  # ShareFetchMetricsManager, None when metrics are off
         self.membership = membership
         self.metadata = metadata
         self.fetch_buffer = fetch_buffer
@@ -264,7 +265,7 @@ class ShareConsumeRequestManager:
                 if error is not None:
                     self._on_request_failure(node_id, entries, error, done_ms, fetch=True)
                 else:
-                    self._on_fetch_response(node_id, partitions, entries, response, generation, done_ms)
+                    self._on_fetch_response(node_id, partitions, entries, response, generation, done_ms, now_ms)
             finally:
                 self._after_completion()
                 self.fetch_buffer.wakeup()
@@ -340,12 +341,15 @@ class ShareConsumeRequestManager:
         return True
 
     def _on_fetch_response(self, node_id: int, partitions: list[TopicIdPartition], entries: list[AckEntry],
-                           response: Any, generation: int, now_ms: int) -> None:
+                           response: Any, generation: int, now_ms: int, sent_ms: int) -> None:
         if self._top_level_error(node_id, entries, response, now_ms):
             return
         self._state(node_id).on_successful_attempt(now_ms)
         handler = self.handler(node_id)
         handler.on_fetch_success(partitions)
+        if self.metrics_manager is not None:
+            self.metrics_manager.record_fetch(now_ms - sent_ms, sum(
+                len(part.records or b"") for topic in response.responses for part in topic.partitions))
         names = {tip.topic_id: tip.topic for tip in partitions}
         names.update({e.tip.topic_id: e.tip.topic for e in entries})
         ack_errors: dict[TopicIdPartition, Optional[BaseException]] = {}
@@ -407,6 +411,9 @@ class ShareConsumeRequestManager:
 
     def _report(self, entries: list[AckEntry]) -> None:
         reported = [e for e in entries if e.acks.offsets()]
+        if self.metrics_manager is not None:
+            for e in reported:
+                self.metrics_manager.record_acknowledgements(len(e.acks.offsets()), e.acks.error is not None)
         if reported:
             self.background_event_handler.add(ShareAcknowledgementCommitCallbackEvent(reported))
 

@@ -43,7 +43,8 @@ from kproto.consumer.share.acknowledgements import Acknowledgements, Acknowledge
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
 from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
-from kproto.metrics.consumer_metrics import build_metrics, metrics_view
+from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
+from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
 log = logging.getLogger("kproto.share")
@@ -65,6 +66,12 @@ class ShareConsumerImpl:
         self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
         self.fetch_buffer = ShareFetchBuffer()
         self._metrics = build_metrics(config)
+        self.fetch_metrics = self.consumer_metrics = None
+        if self._metrics is not None:
+            prefix = config["metric_group_prefix"]
+            self.fetch_metrics = ShareFetchMetricsManager(self._metrics, prefix)
+            # Java's KafkaShareConsumerMetrics: the poll timing under consumer-share-metrics.
+            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix + "-share")
         self.application_event_queue: "queue.Queue" = queue.Queue()
         self.background_event_queue: "queue.Queue" = queue.Queue()
         self._share_config = share_config
@@ -97,7 +104,7 @@ class ShareConsumerImpl:
     def _initialize_resources(self) -> Any:
         handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
         return build_share_resources(self.config, self._share_config, self.fetch_buffer, handler, self._time_ms,
-                                     self._metrics)
+                                     self._metrics, fetch_metrics=self.fetch_metrics)
 
     # --- plumbing -----------------------------------------------------------------------------
 
@@ -231,6 +238,15 @@ class ShareConsumerImpl:
     # --- poll -----------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        if self.consumer_metrics is None:
+            return self._poll(timeout_ms)
+        self.consumer_metrics.record_poll_start()
+        try:
+            return self._poll(timeout_ms)
+        finally:
+            self.consumer_metrics.record_poll_end()
+
+    def _poll(self, timeout_ms: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         self._check_open()
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
@@ -247,6 +263,8 @@ class ShareConsumerImpl:
         while True:
             records = self._collect()
             if records:
+                if self.fetch_metrics is not None:
+                    self.fetch_metrics.record_records(sum(len(batch) for batch in records.values()))
                 # No prefetch: the next ShareFetch goes out with this batch's acknowledgements
                 # on the next poll, so no fetch is ever in flight while the application holds
                 # records of that node (a broker may answer with what this member holds).

@@ -26,6 +26,7 @@ from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_heartbeat_request_manager import ShareHeartbeatRequestManager
 from kproto.consumer.share.share_membership_manager import ShareMembershipManager
 from kproto.consumer.share.share_session_handler import ShareFetchParams
+from kproto.metrics.consumer_metrics import CoordinatorMetrics
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
 
@@ -117,7 +118,9 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
 
 def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, Any], fetch_buffer: ShareFetchBuffer,
                           background_event_handler: BackgroundEventHandler, time_ms: Callable[[], int],
-                          metrics: Any = None, member_id: Any = None) -> Resources:
+                          metrics: Any = None, member_id: Any = None, fetch_metrics: Any = None) -> Resources:
+    """The background resources; ``metrics`` is the registry and ``fetch_metrics`` the
+    ShareFetchMetricsManager (both None when metrics are off)."""
     client = NetworkClient(network_listener=selector_metrics(metrics, config["metric_group_prefix"]), **dict(config))
     metadata = client.cluster
     retry_backoff_ms = config["retry_backoff_ms"]
@@ -143,7 +146,12 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
         group_id, membership, metadata, fetch_buffer, background_event_handler, params,
         check_crcs=config["check_crcs"], key_deserializer=make_deserialize(config["key_deserializer"]),
         value_deserializer=make_deserialize(config["value_deserializer"]), retry_backoff_ms=retry_backoff_ms,
-        retry_backoff_max_ms=retry_backoff_max_ms, request_metadata_update=request_metadata_update)
+        retry_backoff_max_ms=retry_backoff_max_ms, request_metadata_update=request_metadata_update,
+        metrics_manager=fetch_metrics)
+    if metrics is not None:
+        # Java's share heartbeat metrics: consumer-share-coordinator-metrics.
+        heartbeat.sensors = CoordinatorMetrics(metrics, membership.subscriptions.num_assigned_partitions,
+                                               config["metric_group_prefix"] + "-share", classic=False)
     processor = ShareApplicationEventProcessor(metadata, coordinator, membership, consume, heartbeat, time_ms)
 
     def surface_errors() -> None:
