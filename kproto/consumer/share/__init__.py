@@ -6,7 +6,6 @@ never on another engine (``tests/test_layering.py``). Modules, by Java's names:
 event handlers), ``share_membership_manager`` and ``share_heartbeat_request_manager``
 (ShareGroupHeartbeat), ``share_consume_request_manager`` (ShareFetch / ShareAcknowledge),
 ``share_session_handler`` (a node's share session), ``share_fetch_buffer`` and
-``share_completed_fetch`` (acquired records between the threads), ``share_fetch_metrics_manager``,
-``acknowledgements``,
-``events`` and ``share_consumer_config``.
+``share_completed_fetch`` (acquired records between the threads),
+``share_fetch_metrics_manager``, ``acknowledgements``, ``events`` and ``share_consumer_config``.
 """
