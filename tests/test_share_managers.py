@@ -365,3 +365,15 @@ def test_a_member_not_polled_for_max_poll_interval_leaves_and_rejoins_on_the_nex
     g.heartbeat.reset_poll_timer(20_001)
     [rejoin] = g.send(20_002)
     assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
+
+
+def test_records_arriving_after_close_began_are_not_buffered():
+    c = Consumer()
+    c.manager.request_fetch()
+    sent = c.poll()
+    c.manager.acknowledge_on_close([])
+    for node_id, unsent in sent.items():
+        unsent.request.build(1)
+        unsent.complete(fetch_answer(node_id - 1, 0, 2), c.now)
+    assert c.buffer.is_empty()  # the sessions' closing requests release them
+    assert {n: c.build(u).share_session_epoch for n, u in c.poll().items()} == {1: FINAL_EPOCH, 2: FINAL_EPOCH}

@@ -363,7 +363,7 @@ class ShareConsumeRequestManager:
                 if part.error_code:
                     self._on_partition_error(tip, part.error_code, part.error_message)
                 acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records]
-                if acquired:
+                if acquired and not self._closing:  # closing: the final request releases them
                     self.fetch_buffer.add(ShareCompletedFetch(
                         node_id, tip, part.records, acquired, check_crcs=self._check_crcs,
                         key_deserializer=self._key_deserializer, value_deserializer=self._value_deserializer,
