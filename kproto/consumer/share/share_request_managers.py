@@ -10,13 +10,13 @@ reaper fails it at its deadline otherwise.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.local_assignment import chain
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.fetch.completed_fetch import make_deserialize
 from kproto.consumer.subscription_state import SubscriptionState
@@ -29,21 +29,6 @@ from kproto.consumer.share.share_session_handler import ShareFetchParams
 from kproto.metrics.consumer_metrics import CoordinatorMetrics
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
-
-
-def _chain(source: Future, target: Future) -> None:
-    """Complete ``target`` with ``source``'s outcome (unless the reaper got there first)."""
-
-    def _copy(done: Future) -> None:
-        if target.done():
-            return
-        error = done.exception()
-        if error is not None:
-            target.set_exception(error)
-        else:
-            target.set_result(done.result())
-
-    source.add_done_callback(_copy)
 
 
 class _RetainAssigned:
@@ -104,16 +89,16 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
         self.consume.request_fetch()
 
     def _acknowledge_sync(self, event: ev.ShareAcknowledgeSyncEvent) -> None:
-        _chain(self.consume.add_acknowledgements(event.entries, commit=True), event.future)
+        chain(self.consume.add_acknowledgements(event.entries, commit=True), event.future)
 
     def _acknowledge_async(self, event: ev.ShareAcknowledgeAsyncEvent) -> None:
         self.consume.add_acknowledgements(event.entries, commit=True)
 
     def _acknowledge_on_close(self, event: ev.ShareAcknowledgeOnCloseEvent) -> None:
-        _chain(self.consume.acknowledge_on_close(event.entries), event.future)
+        chain(self.consume.acknowledge_on_close(event.entries), event.future)
 
     def _leave_group(self, event: ev.ShareLeaveGroupEvent) -> None:
-        _chain(self.membership.leave_group(), event.future)
+        chain(self.membership.leave_group(), event.future)
 
 
 def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, Any], fetch_buffer: ShareFetchBuffer,
