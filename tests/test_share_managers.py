@@ -377,3 +377,18 @@ def test_records_arriving_after_close_began_are_not_buffered():
         unsent.complete(fetch_answer(node_id - 1, 0, 2), c.now)
     assert c.buffer.is_empty()  # the sessions' closing requests release them
     assert {n: c.build(u).share_session_epoch for n, u in c.poll().items()} == {1: FINAL_EPOCH, 2: FINAL_EPOCH}
+
+
+def test_the_answer_to_a_leave_is_not_taken_for_a_rejoin_sent_after_it():
+    g = Group()
+    join = g.join()
+    g.membership.leave_group()
+    [leave] = g.send(1)
+    g.subscribe(["t"])  # unsubscribe() returned once the leave went out; subscribe() again
+    assert g.membership.state is MemberState.JOINING and g.send(2) == []  # the leave is in flight
+    leave.complete(heartbeat_answer(epoch=-1), 3)
+    [rejoin] = g.send(4)
+    assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
+    rejoin.complete(heartbeat_answer(epoch=7, partitions=[0]), 5)
+    g.send(6)
+    assert g.membership.state is MemberState.STABLE and g.membership.member_epoch == 7
