@@ -26,7 +26,7 @@ from collections import Counter
 import pytest
 
 from kproto import AcknowledgeType, KafkaShareConsumer
-from kproto.errors import IllegalStateError, UnsupportedVersionError
+from kproto.errors import GroupMaxSizeReachedError, IllegalStateError, UnsupportedVersionError
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 DEADLINE_S = 60  # an upper bound for reads that must happen; never reached when all is well
@@ -432,3 +432,16 @@ def test_acknowledgements_go_to_the_node_that_delivered_the_records_after_the_le
         # out again after this, even past their lock: measured; Kafka would redeliver them.)
         held_offsets = {h.offset for h in held}
         read_until(consumer, lambda: {r.offset for r in rest} | held_offsets >= {w.offset for w in written}, take)
+
+
+def test_a_full_group_is_a_clear_error_for_the_member_that_does_not_fit(fresh):
+    fresh.set_sharegroup(max_size=1)
+    topic = fresh.new_topic(partitions=1)
+    group = new_group()
+    with share_consumer(fresh, group, topic) as first, share_consumer(fresh, group, topic) as second:
+        deadline = time.monotonic() + DEADLINE_S
+        with pytest.raises(GroupMaxSizeReachedError):
+            while time.monotonic() < deadline:
+                first.poll(100)
+                second.poll(100)
+        assert len(fresh.sharegroup_member_ids(group)) == 1
