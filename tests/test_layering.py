@@ -164,3 +164,42 @@ def test_the_checker_resolves_relative_imports(tmp_path):
     src.write_text("from kproto.consumer import subscription_state\n"
                    "def f():\n    from ..records import read_batches\n")
     assert _kproto_imports(src, "kproto.net.x") == {"kproto.consumer", "kproto.records"}
+
+
+# kproto.net's helpers (api_versions, timeouts, metadata_updater, channel_authenticator)
+# are handed a ClientState (kproto/net/client_state.py), never the NetworkClient: no module
+# of kproto.net but its __init__ imports client.py (not even for type checking), and none
+# reads or writes another object's private attributes (``x._y`` with x other than self/cls).
+NET_MODULES = sorted(p.stem for p in (ROOT / "net").glob("*.py") if p.stem != "__init__")
+
+
+def _foreign_private_attributes(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not (node.attr.startswith("__") and node.attr.endswith("__"))
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            found.append("line {}: {}".format(node.lineno, ast.unparse(node)))
+    return found
+
+
+@pytest.mark.parametrize("name", NET_MODULES)
+def test_net_helpers_are_handed_a_narrow_state_not_the_client(name):
+    path = ROOT / "net" / (name + ".py")
+    module = _module_name(path)
+    assert name == "client" or "kproto.net.client" not in _kproto_imports(path, module), \
+        "{} imports kproto.net.client: take a ClientState (or callables) instead".format(module)
+    bad = _foreign_private_attributes(ast.parse(path.read_text(), filename=str(path)))
+    assert not bad, "{} reaches into other objects' privates: {}".format(module, bad)
+
+
+def test_the_net_helper_checker_finds_what_it_forbids(tmp_path):
+    src = tmp_path / "x.py"
+    src.write_text("from typing import TYPE_CHECKING\n"
+                   "if TYPE_CHECKING:\n    from kproto.net.client import NetworkClient\n"
+                   "def f(self, client, node):\n"
+                   "    self._state.nodes, node.__class__\n"
+                   "    return self._client._nodes, client._close_node(node)\n")
+    assert "kproto.net.client" in _kproto_imports(src, "kproto.net.x")
+    assert [b.split(": ")[1] for b in _foreign_private_attributes(ast.parse(src.read_text()))] == [
+        "self._client._nodes", "client._close_node"]

@@ -14,7 +14,7 @@ import pytest
 from kproto import errors
 from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, HeartbeatRequest,
                              HeartbeatResponse, MetadataRequest, MetadataResponse)
-from kproto.net.connection import Connection
+from kproto.net.connection import Connection, ProtocolState
 from kproto.protocol import headers
 
 
@@ -345,3 +345,59 @@ def test_a_frame_that_fails_to_decode_leaves_its_request_in_flight():
         conn.receive(struct.pack(">ii", 4 + len(body), ifr.correlation_id) + body)
     assert info.value.completed == []
     assert conn.close() == [ifr]
+
+
+# --- the ERROR state (h11's): a connection that hit a protocol error stays broken ----------
+
+def _wrong_correlation(sent):
+    return response_frame(12, 4, sent[1].correlation_id, heartbeat_response())
+
+
+def _oversized_frame(sent):
+    return struct.pack(">i", 2**31 - 1)
+
+
+def _undecodable_body(sent):
+    body = b"\xff" * 9  # not a Heartbeat v4 body
+    return struct.pack(">ii", 5 + len(body), sent[0].correlation_id) + b"\x00" + body
+
+
+@pytest.mark.parametrize("broken, error", [
+    (_wrong_correlation, errors.CorrelationIdError),
+    (_oversized_frame, errors.InvalidReceiveError),
+    (_undecodable_body, errors.CorruptMessageError),
+])
+def test_a_protocol_error_moves_the_connection_to_error_for_good(broken, error):
+    conn = Connection("n1")
+    sent = send_heartbeats(conn, 2)
+    drain(conn)
+    assert conn.state is ProtocolState.OPEN
+    with pytest.raises(error) as first:
+        conn.receive(broken(sent))
+    assert conn.state is ProtocolState.ERROR and conn.error is first.value
+    assert not conn.can_send_more()
+    # The answer the oldest request waits for, well formed: a sound connection would take
+    # it, a broken one must not read on from wherever the bad frame left the stream.
+    good = response_frame(12, 4, sent[0].correlation_id, heartbeat_response())
+    for attempt in (lambda: conn.receive(good), lambda: conn.receive(b""),
+                    lambda: send_heartbeats(conn, 1), lambda: conn.receive(good)):
+        with pytest.raises(error) as again:
+            attempt()
+        assert again.value is first.value and again.value.completed == []
+        assert conn.state is ProtocolState.ERROR
+    assert not conn.has_pending_output()  # the refused send queued nothing
+    # The shell closes it: every request it carried comes back to be failed.
+    assert conn.close() == sent
+    assert conn.state is ProtocolState.CLOSED
+    with pytest.raises(errors.IllegalStateError):
+        conn.receive(good)
+
+
+def test_errors_of_the_caller_leave_the_connection_open():
+    conn = Connection("n1", max_in_flight_requests=1)
+    with pytest.raises(errors.UnsupportedVersionError):
+        conn.send(HeartbeatRequest(group_id="g", generation_id=0, member_id="m"), 99)
+    send_heartbeats(conn, 1)
+    with pytest.raises(errors.TooManyInFlightRequests):
+        send_heartbeats(conn, 1)
+    assert conn.state is ProtocolState.OPEN and conn.error is None

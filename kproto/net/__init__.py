@@ -3,9 +3,10 @@
 - :class:`~kproto.net.connection.Connection`: the sans-IO protocol state of one connection
   (framing, correlation ids, requests in flight); no sockets.
 - :class:`~kproto.net.client.NetworkClient`: sockets, ``selectors``, reconnect backoff, TLS,
-  metadata refresh; thread-safe ``send``. Its parts: :mod:`kproto.net.api_versions`
-  (ApiVersions negotiation per connection) and :mod:`kproto.net.timeouts` (connect,
-  request, SASL session, idle and unsent-request deadlines).
+  metadata refresh; thread-safe ``send``. Its helpers (:mod:`kproto.net.api_versions`,
+  :mod:`kproto.net.timeouts`, :mod:`kproto.net.metadata_updater`,
+  :mod:`kproto.net.channel_authenticator`) are handed its
+  :class:`~kproto.net.client_state.ClientState` (node table, queues, close hooks).
 - :class:`~kproto.net.metadata.ClusterMetadata`: brokers, leaders, epochs, topic ids.
 - :class:`~kproto.net.future.Future`: the result of a request, with callbacks.
 - :mod:`kproto.net.sasl`: SASL mechanisms (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER) and the

@@ -11,37 +11,40 @@ authenticator, the metadata updater and the send path read it; on a ``SASL_*`` c
 the node is handed to the :class:`~kproto.net.channel_authenticator.ChannelAuthenticator`
 instead of being marked ready.
 
-Like :class:`~kproto.net.metadata_updater.MetadataUpdater` it is part of
-:class:`~kproto.net.client.NetworkClient`: it reads the client's node table and is called
-from its poll loop (or public methods) under the client's lock.
+It is handed the network client's :class:`~kproto.net.client_state.ClientState` (the
+node table, the tags of internal requests) and the SASL start hook, and is called from the
+client's poll loop (or public methods) under the client's lock.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 from kproto import errors
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from kproto.net.broker import BrokerConnection
+from kproto.net.client_state import ClientState
 from kproto.net.connection import InFlightRequest, highest_common_version
-
-if TYPE_CHECKING:
-    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.net")
 
 #: The tag of ApiVersions requests in the client's table of internal requests.
 API_VERSIONS = "api_versions"
 
+#: Versions known on a ``SASL_*`` connection: start authenticating it (True), or there is
+#: nothing to do (False). :meth:`ChannelAuthenticator.start`.
+StartAuthentication = Callable[[BrokerConnection, dict[int, tuple[int, int]], float], bool]
+
 _API_VERSIONS_KEY = ApiVersionsRequest.api_key
 
 
 class ApiVersions:
-    """ApiVersions negotiation and version choice for a :class:`NetworkClient`'s nodes."""
+    """ApiVersions negotiation and version choice for a network client's nodes."""
 
-    def __init__(self, client: NetworkClient) -> None:
-        self._client = client
+    def __init__(self, state: ClientState, start_authentication: StartAuthentication) -> None:
+        self._state = state
+        self._start_authentication = start_authentication
 
     # --- negotiation (Java's NetworkClient.handleApiVersionsResponse) -----------------
 
@@ -50,11 +53,11 @@ class ApiVersions:
         self._send(node, ApiVersionsRequest.max_version, now)
 
     def _send(self, node: BrokerConnection, version: int, now: float) -> None:
-        config = self._client.config
+        config = self._state.config
         request = ApiVersionsRequest(client_software_name=config["client_software_name"],
                                      client_software_version=config["client_software_version"])
         ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config["request_timeout_ms"])
-        self._client._internal[id(ifr.future)] = API_VERSIONS
+        self._state.track_internal(ifr, API_VERSIONS)
         node.write(now)
 
     def handle_response(self, node: BrokerConnection, ifr: InFlightRequest, response: Any,
@@ -75,7 +78,7 @@ class ApiVersions:
         if response.error_code:
             raise errors.for_code(response.error_code)(
                 "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))
-        if self._client._authenticator.start(node, versions, now):
+        if self._start_authentication(node, versions, now):
             return  # ready once SASL completes
         node.negotiated(versions)
         log.debug("node %s: ready (%d APIs)", node.node_id, len(versions))
@@ -97,7 +100,7 @@ class ApiVersions:
         """The highest version of an API usable with the node (or with every ready node);
         None when a node's versions are unknown or it has no version kproto has."""
         request_class = API_KEYS[api_key][0]
-        nodes = self._client._nodes
+        nodes = self._state.nodes
         targets = ([nodes.get(node_id)] if node_id is not None
                    else [n for n in nodes.values() if n.is_ready()])
         best = None
@@ -112,5 +115,5 @@ class ApiVersions:
 
     def node_api_versions(self, node_id: Any) -> dict[int, tuple[int, int]]:
         """A copy of the (min, max) versions the node advertised, by API key ({} if none)."""
-        node = self._client._nodes.get(node_id)
+        node = self._state.nodes.get(node_id)
         return dict(node.api_versions) if node is not None else {}

@@ -12,23 +12,22 @@ that fails verification (``SslAuthenticationError`` from
 :class:`~kproto.net.broker.BrokerConnection`, on any ``SSL``/``SASL_SSL`` connection)
 takes the same way.
 
-Like :class:`~kproto.net.metadata_updater.MetadataUpdater` it is part of
-:class:`~kproto.net.client.NetworkClient`, called from its poll loop under its lock.
+It is handed the network client's :class:`~kproto.net.client_state.ClientState` (its
+configuration, metadata, the tags of internal requests and the close hook) and is called
+from the client's poll loop under its lock.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from kproto import errors
 from kproto.net.broker import BrokerConnection, ConnectionState
+from kproto.net.client_state import ClientState
 from kproto.net.sasl import SaslClientAuthenticator, check_sasl_config, create_mechanism
 from kproto.net.tls import SASL_PROTOCOLS
-
-if TYPE_CHECKING:
-    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.net")
 
@@ -37,13 +36,13 @@ SASL = "sasl"
 
 
 class ChannelAuthenticator:
-    """SASL for a :class:`NetworkClient`'s connections (a no-op without ``SASL_*``)."""
+    """SASL for a network client's connections (a no-op without ``SASL_*``)."""
 
-    def __init__(self, client: NetworkClient) -> None:
-        self._client = client
-        self.enabled = str(client.config["security_protocol"]).upper() in SASL_PROTOCOLS
+    def __init__(self, state: ClientState) -> None:
+        self._state = state
+        self.enabled = str(state.config["security_protocol"]).upper() in SASL_PROTOCOLS
         if self.enabled:
-            check_sasl_config(client.config)  # a bad setting fails at construction
+            check_sasl_config(state.config)  # a bad setting fails at construction
         # An authentication failure poll() has not raised yet.
         self.fatal_error: Optional[errors.KafkaError] = None
 
@@ -55,7 +54,7 @@ class ChannelAuthenticator:
         """ApiVersions done: begin authenticating (True), or nothing to do (False)."""
         if not self.enabled:
             return False
-        authenticator = SaslClientAuthenticator(create_mechanism(self._client.config), api_versions,
+        authenticator = SaslClientAuthenticator(create_mechanism(self._state.config), api_versions,
                                                 node.node_id)
         node.authenticating(api_versions, authenticator)
         log.debug("node %s: API versions known; authenticating with %s", node.node_id,
@@ -66,8 +65,8 @@ class ChannelAuthenticator:
     def _send(self, node: BrokerConnection, request: tuple[Any, int], now: float) -> None:
         message, version = request
         ifr = node.proto.send(message, version, now_ms=now,
-                              timeout_ms=self._client.config["request_timeout_ms"])
-        self._client._internal[id(ifr.future)] = SASL
+                              timeout_ms=self._state.config["request_timeout_ms"])
+        self._state.track_internal(ifr, SASL)
         node.write(now)
 
     def on_response(self, node: BrokerConnection, response: Any, now: float) -> None:
@@ -113,8 +112,8 @@ class ChannelAuthenticator:
         # The next poll() raises it (the message names the node): logged at INFO so it is
         # not reported twice, e.g. by the CLI, which prints it as its one error line.
         log.info("node %s (%s:%s): authentication failed: %s", node.node_id, node.host, node.port, exc)
-        self._client._close_node(node, now, exc, failed=True)
+        self._state.close_node(node, now, exc, failed=True)
         self.fatal_error = exc
         # Whoever waits for metadata (partitions_for_topic, joins) learns it now instead of
         # retrying until its deadline.
-        self._client.cluster.failed_update(exc, now)
+        self._state.cluster.failed_update(exc, now)

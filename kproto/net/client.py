@@ -1,12 +1,14 @@
 """NetworkClient: many broker connections driven by one ``selectors`` loop.
 
-Owns the node table (one :class:`BrokerConnection` per node id), the requests queued for
-nodes that are not ready yet, the selector and its wakeup socketpair, and the fate of
-requests when a connection closes. Four parts of it live in their own modules: the
-ApiVersions negotiation of every new connection and the version choice per node
-(:class:`~kproto.net.api_versions.ApiVersions`), the connect, request, idle and SASL
-session deadlines (:mod:`kproto.net.timeouts`), the metadata refresh loop feeding
-:class:`ClusterMetadata` (:class:`MetadataUpdater`) and SASL
+Owns the selector and its wakeup socketpair, the locks, the poll loop, and the fate of
+requests when a connection closes. The node table (one :class:`BrokerConnection` per node
+id), the requests queued for nodes that are not ready yet and the outcomes to deliver live
+in a :class:`~kproto.net.client_state.ClientState`, with the client's close and
+connection-error hooks: the one object its four helpers are handed, so none of them
+reaches into the client. The helpers: the ApiVersions negotiation of every new
+connection and the version choice per node (:class:`~kproto.net.api_versions.ApiVersions`),
+the connect, request, idle and SASL session deadlines (:mod:`kproto.net.timeouts`), the
+metadata refresh loop feeding :class:`ClusterMetadata` (:class:`MetadataUpdater`) and SASL
 (:class:`ChannelAuthenticator`). Java's ``NetworkClient`` and ``ConsumerNetworkClient`` in
 one, with their names in snake_case.
 
@@ -40,9 +42,7 @@ connections, bytes, frames and select/I-O time: the consumer's network metrics u
 
 from __future__ import annotations
 
-import collections
 import logging
-import random
 import selectors
 import socket
 import threading
@@ -53,6 +53,7 @@ from kproto import errors
 from kproto.net import timeouts
 from kproto.net.api_versions import API_VERSIONS, ApiVersions
 from kproto.net.broker import BrokerConnection, ConnectionState
+from kproto.net.client_state import ClientState, Unsent
 from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
 from kproto.net.connection import Connection, InFlightRequest
 from kproto.net.future import Future
@@ -71,18 +72,6 @@ def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _Unsent:
-    __slots__ = ("request", "version", "future", "deadline_ms", "timeout_ms")
-
-    def __init__(self, request: Any, version: int | None, future: Future, deadline_ms: float,
-                 timeout_ms: float) -> None:
-        self.request = request
-        self.version = version
-        self.future = future
-        self.deadline_ms = deadline_ms
-        self.timeout_ms = timeout_ms
-
-
 class NetworkClient:
     """Non-blocking client for many brokers; see the module docstring for the threading."""
 
@@ -90,8 +79,7 @@ class NetworkClient:
         # Unknown keys are ignored so the consumer can hand over its whole configuration.
         self.config = {k: configs.get(k, v) for k, v in DEFAULT_CONFIG.items()}
         self._listener = network_listener
-        self._ssl_context = build_ssl_context(self.config)
-        self._authenticator = ChannelAuthenticator(self)  # SASL; checks its settings now
+        ssl_context = build_ssl_context(self.config)
         bootstrap = [BrokerMetadata("bootstrap-{}".format(i), host, port, None)
                      for i, (host, port) in enumerate(
                          parse_bootstrap_servers(self.config["bootstrap_servers"]))]
@@ -99,6 +87,11 @@ class NetworkClient:
                                        retry_backoff_ms=self.config["retry_backoff_ms"],
                                        retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
                                        bootstrap_brokers=bootstrap)
+        # The node table, queues and outcomes, with the hooks the helpers may call.
+        self._state = ClientState(self.config, self.cluster, ssl_context=ssl_context,
+                                  listener=network_listener, clock=monotonic_ms,
+                                  close_node=self._close_node, connection_error=self._connection_error)
+        self._authenticator = ChannelAuthenticator(self._state)  # SASL; checks its settings now
         self._lock = threading.RLock()
         self._io_lock = threading.RLock()
         self._selector = selectors.DefaultSelector()
@@ -107,16 +100,13 @@ class NetworkClient:
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._registered: dict[Any, tuple[socket.socket, int]] = {}
-        self._nodes: dict[Any, BrokerConnection] = {}
-        self._unsent: dict[Any, collections.deque[_Unsent]] = collections.defaultdict(collections.deque)
-        self._completed: list[tuple[Future, Any, BaseException | None]] = []
+        self._nodes = self._state.nodes
+        self._unsent = self._state.unsent
         # Metadata-refresh waiters, completed like responses but not returned by poll().
         self._settled: list[tuple[Future, Any, BaseException | None]] = []
         self.cluster.set_settle(lambda f, value, exc: self._settled.append((f, value, exc)))
-        # id(InFlightRequest.future) -> API_VERSIONS/SASL/METADATA: the client's own requests.
-        self._internal: dict[int, str] = {}
-        self._api_versions = ApiVersions(self)
-        self._metadata_updater = MetadataUpdater(self)
+        self._api_versions = ApiVersions(self._state, self._authenticator.start)
+        self._metadata_updater = MetadataUpdater(self._state)
         self._selecting = False
         self._closed = False
         # Java's disconnectAsync: closed by the next poll, on whichever thread owns the I/O.
@@ -139,14 +129,14 @@ class NetworkClient:
                 return future.failure(errors.IllegalStateError("network client is closed"))
             now = monotonic_ms()
             try:
-                node = self._node(node_id)
+                node = self._state.node(node_id)
             except errors.KafkaError as exc:
                 return future.failure(exc)
             if node.state is ConnectionState.DISCONNECTED and not node.can_connect(now):
                 return future.failure(errors.NodeNotReadyError(
                     "node {} is in reconnect backoff for {:.0f} ms".format(
                         node_id, node.backoff_until_ms - now)))
-            self._unsent[node_id].append(_Unsent(request, version, future, now + timeout, timeout))
+            self._unsent[node_id].append(Unsent(request, version, future, now + timeout, timeout))
             if node.is_ready():
                 self._flush_unsent(node, now)
             wake = self._selecting
@@ -200,7 +190,7 @@ class NetworkClient:
                 return True
             node = self._nodes.get(node_id)
             if node is None or node.can_connect(monotonic_ms()):
-                self._maybe_connect(node_id)
+                self._state.maybe_connect(node_id)
                 wake = self._selecting
             else:
                 wake = False
@@ -258,27 +248,7 @@ class NetworkClient:
         """A node to send to when any will do: fewest in flight among ready ones, else one
         that is connecting, else one that may connect now; None if all are backing off."""
         with self._lock:
-            now = monotonic_ms()
-            candidates = [b.node_id for b in self.cluster.brokers()]
-            random.shuffle(candidates)
-            best, best_load = None, None
-            connecting = connectable = None
-            for node_id in candidates:
-                node = self._nodes.get(node_id)
-                if node is None or node.state is ConnectionState.DISCONNECTED:
-                    if connectable is None and (node is None or node.can_connect(now)):
-                        connectable = node_id
-                    continue
-                if node.is_ready():
-                    load = node.proto.in_flight_count + len(self._unsent.get(node_id, ()))
-                    if best_load is None or load < best_load:
-                        best, best_load = node_id, load
-                elif connecting is None:
-                    connecting = node_id
-            for choice in (best, connecting, connectable):
-                if choice is not None:
-                    return choice
-            return None
+            return self._state.least_loaded_node()
 
     def api_version(self, api_key: int, node_id: Any = None) -> int | None:
         """The highest version of an API usable with the node (or with every ready node)."""
@@ -308,12 +278,12 @@ class NetworkClient:
             now = monotonic_ms()
             targets = [node_id] if node_id is not None else list(self._nodes)
             for nid in targets:
-                self._close_by_client(nid, now)
+                self._state.close_by_client(nid, now)
             if node_id is None and not self._closed:
                 self._closed = True
                 for queue in self._unsent.values():
                     for item in queue:
-                        self._completed.append((item.future, None, errors.Cancelled("client closed")))
+                        self._state.completed.append((item.future, None, errors.Cancelled("client closed")))
                 self._unsent.clear()
                 self._selector.close()
                 self._wake_r.close()
@@ -343,7 +313,7 @@ class NetworkClient:
                 self._process_pending_disconnects(now)
                 timeout_ms = min(timeout_ms, self._metadata_updater.maybe_update(now))
                 self._write_all(now)
-                timeout_ms = min(timeout_ms, timeouts.next_timeout_ms(self, now))
+                timeout_ms = min(timeout_ms, timeouts.next_timeout_ms(self._state, now))
                 self._sync_selector()
                 self._selecting = True
             select_start = time.perf_counter_ns()
@@ -360,7 +330,7 @@ class NetworkClient:
                         self._drain_wakeup()
                     else:
                         self._handle_io(key.data, mask, now)
-                timeouts.handle_timeouts(self, now)
+                timeouts.handle_timeouts(self._state, now, self._metadata_updater.handle_server_disconnect)
                 self._write_all(now)
                 if self._listener is not None:
                     self._listener.poll_done(select_end - select_start, time.perf_counter_ns() - select_end)
@@ -371,17 +341,11 @@ class NetworkClient:
     def _process_pending_disconnects(self, now: float) -> None:
         pending, self._pending_disconnects = self._pending_disconnects, set()
         for nid in pending:
-            self._close_by_client(nid, now)
-
-    def _close_by_client(self, node_id: Any, now: float) -> None:
-        node = self._nodes.get(node_id)
-        if node is not None:
-            self._close_node(node, now, errors.KafkaConnectionError(
-                "connection to node {} closed by the client".format(node_id)), failed=False)
+            self._state.close_by_client(nid, now)
 
     def _complete_futures(self) -> list:
         with self._lock:
-            done, self._completed = self._completed, []
+            done, self._state.completed = self._state.completed, []
             settled, self._settled = self._settled, []
         responses = []
         for future, value, exc in done:
@@ -485,7 +449,7 @@ class NetworkClient:
         self._unregister(node.node_id)
         node.last_error = exc if failed else None
         for ifr in node.close(now, failed=failed):
-            kind = self._internal.pop(id(ifr.future), None)
+            kind = self._state.internal.pop(id(ifr.future), None)
             if kind == METADATA:
                 self._metadata_updater.handle_failure(exc, now)
             if timed_out is not None and ifr.correlation_id in timed_out:
@@ -494,10 +458,10 @@ class NetworkClient:
                         type(ifr.request).__name__, node.node_id, now - ifr.send_time_ms))
             else:
                 err = exc
-            self._completed.append((ifr.future, None, err))
+            self._state.completed.append((ifr.future, None, err))
         # Requests not yet written share the fate of the connection they were waiting for.
         for item in self._unsent.pop(node.node_id, ()):
-            self._completed.append((item.future, None, exc))
+            self._state.completed.append((item.future, None, exc))
         if failed:
             # Not our own close (those pass failed=False): the metadata may be stale.
             self._metadata_updater.handle_server_disconnect(node.node_id, now)
@@ -511,38 +475,9 @@ class NetworkClient:
                     self._connection_error(node, exc, now)
         for node_id, queue in list(self._unsent.items()):
             if queue:
-                self._maybe_connect(node_id)
+                self._state.maybe_connect(node_id)
 
     # --- connections --------------------------------------------------------------------
-
-    def _node(self, node_id: Any) -> BrokerConnection:
-        node = self._nodes.get(node_id)
-        broker = self.cluster.broker_metadata(node_id)
-        if node is None:
-            if broker is None:
-                raise errors.UnknownBrokerIdError("node {} is not in the cluster metadata".format(node_id))
-            node = BrokerConnection(node_id, broker.host, broker.port, self.config, self._ssl_context)
-            node.listener = self._listener
-            self._nodes[node_id] = node
-        elif (broker is not None and node.state is ConnectionState.DISCONNECTED
-              and (broker.host, broker.port) != (node.host, node.port)):
-            node.host, node.port = broker.host, broker.port  # the broker moved
-        return node
-
-    def _maybe_connect(self, node_id: Any) -> None:
-        try:
-            node = self._node(node_id)
-        except errors.KafkaError as exc:
-            for item in self._unsent.pop(node_id, ()):
-                self._completed.append((item.future, None, exc))
-            return
-        now = monotonic_ms()
-        if not node.can_connect(now):
-            return
-        try:
-            node.connect(now)
-        except errors.KafkaError as exc:
-            self._connection_error(node, exc, now)
 
     def _on_connected(self, node: BrokerConnection, now: float) -> None:
         proto = Connection(node.node_id, client_id=self.config["client_id"],
@@ -554,19 +489,19 @@ class NetworkClient:
 
     def _on_response(self, node: BrokerConnection, ifr: InFlightRequest, response: Any,
                      now: float) -> None:
-        kind = self._internal.pop(id(ifr.future), None)
+        kind = self._state.internal.pop(id(ifr.future), None)
         if kind == API_VERSIONS:
             self._api_versions.handle_response(node, ifr, response, now)
         elif kind == SASL:
             self._authenticator.on_response(node, response, now)
         elif kind == METADATA:
             self._metadata_updater.handle_response(response, now)
-            self._completed.append((ifr.future, response, None))
+            self._state.completed.append((ifr.future, response, None))
         else:
             if response_needs_metadata_update(response):
                 # A retry for fresher leaders (Java's requestUpdate(false)); nobody waits.
                 self.cluster.request_update_no_wait(reset_equivalent=False)
-            self._completed.append((ifr.future, response, None))
+            self._state.completed.append((ifr.future, response, None))
         if node.is_ready():
             self._flush_unsent(node, now)
 
@@ -583,4 +518,4 @@ class NetworkClient:
                 node.proto.send(item.request, version, now_ms=now,
                                 timeout_ms=max(item.deadline_ms - now, 0.0), future=item.future)
             except errors.KafkaError as exc:
-                self._completed.append((item.future, None, exc))
+                self._state.completed.append((item.future, None, exc))

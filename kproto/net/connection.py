@@ -9,8 +9,11 @@ network client wraps one of these around each socket (Java's ``KafkaChannel`` wi
 
 Invariants:
 - responses arrive in request order on a connection, so the first frame received must
-  answer the oldest request in flight; anything else is a ``CorrelationIdError``, after
-  which the connection is unusable (the caller closes it);
+  answer the oldest request in flight; anything else is a ``CorrelationIdError``;
+- a protocol error of the peer (a bad frame size, a correlation id out of order, a response
+  that does not decode) moves the connection to ``ProtocolState.ERROR`` (h11's ERROR
+  state): it keeps the error, and every later ``receive``/``send`` raises it again instead
+  of reading on from a position inside a broken stream; the shell closes it;
 - a frame whose size prefix is negative or over ``receive_message_max_bytes`` is refused
   as soon as its 4-byte prefix is read, before any of it is buffered;
 - after ``close()`` nothing is sent or received and every request in flight is handed
@@ -20,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import enum
 import struct
 from typing import Any
 
@@ -33,6 +37,12 @@ _INT16 = struct.Struct(">h")
 _API_VERSIONS_KEY = 18
 
 DEFAULT_RECEIVE_MESSAGE_MAX_BYTES = 100 * 1024 * 1024
+
+
+class ProtocolState(enum.Enum):
+    OPEN = "open"
+    ERROR = "error"    # the peer broke the protocol: unusable, waiting for close()
+    CLOSED = "closed"
 
 
 class InFlightRequest:
@@ -75,6 +85,9 @@ class Connection:
         # cluster sends one extra byte after flexible Metadata responses; `strict` refuses them.
         self.strict = strict
         self.closed = False
+        # The protocol error that moved the connection to ERROR (raised again by every
+        # later receive/send), None while it is sound.
+        self.error: errors.KafkaError | None = None
         self._next_correlation_id = first_correlation_id
         self._in_flight: collections.deque[InFlightRequest] = collections.deque()
         # Outgoing frames not yet (fully) written; _out_pos is how much of the first is sent.
@@ -89,10 +102,24 @@ class Connection:
         self._frame: bytearray | None = None
         self._frame_size = 0
 
+    @property
+    def state(self) -> ProtocolState:
+        if self.closed:
+            return ProtocolState.CLOSED
+        return ProtocolState.OPEN if self.error is None else ProtocolState.ERROR
+
+    def _raise_error(self) -> None:
+        error = self.error
+        assert error is not None
+        # Nothing was completed this time (the first raise carried the answers before it).
+        error.completed = []  # type: ignore[attr-defined]
+        raise error.with_traceback(None)
+
     # --- sending ------------------------------------------------------------------
 
     def can_send_more(self) -> bool:
-        return not self.closed and len(self._in_flight) < self.max_in_flight_requests
+        return (not self.closed and self.error is None
+                and len(self._in_flight) < self.max_in_flight_requests)
 
     @property
     def in_flight_count(self) -> int:
@@ -103,9 +130,12 @@ class Connection:
 
     def send(self, request: Any, api_version: int, *, now_ms: float = 0.0,
              timeout_ms: float = float("inf"), future: Future | None = None) -> InFlightRequest:
-        """Frame ``request`` at ``api_version`` and queue its bytes; track it in flight."""
+        """Frame ``request`` at ``api_version`` and queue its bytes; track it in flight.
+        In the ERROR state, raises the protocol error that put it there."""
         if self.closed:
             raise errors.IllegalStateError("connection to node {} is closed".format(self.node_id))
+        if self.error is not None:
+            self._raise_error()
         if len(self._in_flight) >= self.max_in_flight_requests:
             raise errors.TooManyInFlightRequests(
                 "node {} has {} requests in flight".format(self.node_id, len(self._in_flight)))
@@ -162,18 +192,22 @@ class Connection:
         """Feed bytes read from the peer; return the responses they complete, in order.
 
         Raises ``InvalidReceiveError`` / ``CorrelationIdError`` / ``CorruptMessageError``
-        when the peer broke the protocol; the caller must then ``close()`` the connection.
-        The exception's ``completed`` attribute holds the pairs completed by earlier frames
-        of the same data, so no answered request is lost; the request whose frame failed
+        when the peer broke the protocol, and moves to the ERROR state, where every later
+        call raises the same error again; the caller closes the connection. The
+        exception's ``completed`` attribute holds the pairs completed by earlier frames of
+        the same data, so no answered request is lost; the request whose frame failed
         stays in flight (``close()`` hands it back).
         """
         if self.closed:
             raise errors.IllegalStateError("connection to node {} is closed".format(self.node_id))
+        if self.error is not None:
+            self._raise_error()
         done: list[tuple[InFlightRequest, Any]] = []
         try:
             self._receive(memoryview(data).cast("B"), done)
         except errors.KafkaError as exc:
             exc.completed = done  # type: ignore[attr-defined]
+            self.error = exc
             raise
         return done
 
@@ -231,7 +265,8 @@ class Connection:
         return min((ifr.deadline_ms for ifr in self._in_flight), default=float("inf"))
 
     def close(self) -> list[InFlightRequest]:
-        """Stop; hand back every request still in flight (the caller fails their futures)."""
+        """Stop (from OPEN or ERROR); hand back every request still in flight (the caller
+        fails their futures)."""
         self.closed = True
         pending = list(self._in_flight)
         self._in_flight.clear()

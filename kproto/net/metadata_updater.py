@@ -20,24 +20,22 @@ node is left to try (``NoBrokersAvailable``, as above). That refresh does not re
 backoff grown by equivalent answers (KIP-580, Java's ``requestUpdate(false)``), and
 failed attempts in a row back off exponentially up to ``retry_backoff_max_ms``.
 
-It is part of :class:`~kproto.net.client.NetworkClient` (it reads the client's node table
-and sends on its connections) and runs only inside the client's poll loop, under the
-client's lock.
+It is handed the network client's :class:`~kproto.net.client_state.ClientState` (the
+node table it reads and sends on, the metadata, the tags of internal requests) and runs
+only inside the client's poll loop, under the client's lock.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kproto import errors
 from kproto.messages import MetadataRequest
 from kproto.net.broker import ConnectionState
+from kproto.net.client_state import ClientState
 from kproto.net.connection import highest_common_version
 from kproto.net.metadata import build_metadata_request
-
-if TYPE_CHECKING:
-    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.net.metadata")
 
@@ -46,10 +44,10 @@ METADATA = "metadata"
 
 
 class MetadataUpdater:
-    """Sends Metadata requests for a :class:`NetworkClient` when its cluster needs them."""
+    """Sends Metadata requests for a network client when its cluster needs them."""
 
-    def __init__(self, client: NetworkClient) -> None:
-        self._client = client
+    def __init__(self, state: ClientState) -> None:
+        self._state = state
         self.in_flight: Any = None  # node id of the Metadata request out, if any
         # Node id whose connection a due refresh waits for (to send its request on), if any.
         self.connecting: Any = None
@@ -57,19 +55,19 @@ class MetadataUpdater:
 
     def maybe_update(self, now: float) -> float:
         """Send a Metadata request when one is due; return ms until the next check."""
-        client = self._client
-        cluster = client.cluster
+        state = self._state
+        cluster = state.cluster
         if self.in_flight is not None:
             return float("inf")
         ttl = cluster.ttl(now)
         if ttl > 0:
             return ttl
-        node_id = client.least_loaded_node()
+        node_id = state.least_loaded_node()
         if node_id is None:
             return self._no_node(now)
-        node = client._node(node_id)
+        node = state.node(node_id)
         if not node.is_ready():
-            client._maybe_connect(node_id)
+            state.maybe_connect(node_id)
             self.connecting = node_id
             return float("inf") if node.state is not ConnectionState.DISCONNECTED else \
                 node.connection_delay(now)
@@ -81,13 +79,13 @@ class MetadataUpdater:
             return cluster.ttl(now)
         try:
             topics = cluster.topics_of_interest()
-            request = build_metadata_request(topics, version, client.config["allow_auto_create_topics"])
+            request = build_metadata_request(topics, version, state.config["allow_auto_create_topics"])
             ifr = node.proto.send(request, version, now_ms=now,
-                                  timeout_ms=client.config["request_timeout_ms"])
+                                  timeout_ms=state.config["request_timeout_ms"])
         except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
             cluster.failed_update(exc, now)
             return cluster.ttl(now)
-        client._internal[id(ifr.future)] = METADATA
+        state.track_internal(ifr, METADATA)
         self.in_flight = node_id
         self.connecting = None
         self._asked = (cluster.request_version, topics is None)
@@ -96,35 +94,34 @@ class MetadataUpdater:
     def _no_node(self, now: float) -> float:
         # Every candidate failed and is backing off: whoever waits for this refresh learns
         # it now; wake when the first node may connect again.
-        client = self._client
-        nodes = [client._nodes[b.node_id] for b in client.cluster.brokers()
-                 if b.node_id in client._nodes]
+        state = self._state
+        nodes = [state.nodes[b.node_id] for b in state.cluster.brokers()
+                 if b.node_id in state.nodes]
         causes = [n.last_error for n in nodes if n.last_error is not None]
         if nodes and len(causes) == len(nodes) and all(
                 isinstance(c, errors.AuthenticationError) for c in causes):
             # Every broker refused our credentials: that, not "retry later", is the answer.
-            client.cluster.failed_update(causes[-1], now)
+            state.cluster.failed_update(causes[-1], now)
             return max(min(n.connection_delay(now) for n in nodes), 1.0)
         exc = errors.NoBrokersAvailable("no broker could be reached for metadata ({} tried){}".format(
             len(nodes), ": {}".format(causes[-1]) if causes else ""))
         if causes:
             exc.__cause__ = causes[-1]
-        client.cluster.failed_update(exc, now)
+        state.cluster.failed_update(exc, now)
         delay = min((n.connection_delay(now) for n in nodes), default=0.0)
-        return max(delay, float(client.config["reconnect_backoff_ms"]), 1.0)
+        return max(delay, float(state.config["reconnect_backoff_ms"]), 1.0)
 
     def handle_response(self, response: Any, now: float) -> None:
         self.in_flight = None
         version, asked_all = self._asked
-        self._client.cluster.update(response, now, request_version=version, asked_all=asked_all)
+        self._state.cluster.update(response, now, request_version=version, asked_all=asked_all)
 
     def handle_server_disconnect(self, node_id: Any, now: float) -> None:
         """A connection closed other than by the client's own request (refused, reset,
         timed out, failed authentication): Java's ``DefaultMetadataUpdater.handleServerDisconnect``.
         Called after the connection's requests failed, so a Metadata request it carried has
         already been counted as a failed attempt (the refresh is then not due again yet)."""
-        client = self._client
-        cluster = client.cluster
+        cluster = self._state.cluster
         if self.in_flight is None and node_id == self.connecting and cluster.ttl(now) <= 0:
             # The connection a due refresh was waiting for failed: count it as a failed
             # attempt, for the backoff, without failing anyone who waits. Unlike Java, which
@@ -134,7 +131,7 @@ class MetadataUpdater:
             # The last node it could use gone, its waiters learn it now, as maybe_update
             # would tell them (the backoff just set would delay that).
             self.connecting = None
-            if client.least_loaded_node() is None:
+            if self._state.least_loaded_node() is None:
                 self._no_node(now)
             else:
                 cluster.record_failed_attempt(now)
@@ -145,4 +142,4 @@ class MetadataUpdater:
     def handle_failure(self, exc: BaseException, now: float) -> None:
         """The connection carrying the Metadata request closed (or the request timed out)."""
         self.in_flight = None
-        self._client.cluster.failed_update(exc, now)
+        self._state.cluster.failed_update(exc, now)
