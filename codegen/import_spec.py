@@ -120,7 +120,12 @@ def import_schema(name: str, source: Path, dest: Path, old_source: Path | None =
     schema = read_facts(source / (name + ".json"))
     old_path = None if old_source is None else old_source / (name + ".json")
     if old_path is not None and old_path.exists():
-        schema, old_range, new_range = merge(read_facts(old_path), schema)
+        old = read_facts(old_path)
+        partner = old_path.with_name(old_path.name.replace("Response.json", "Request.json"))
+        if partner != old_path and partner.exists() and read_facts(partner).get(
+                "latestVersionUnstable"):
+            old["latestVersionUnstable"] = True  # Kafka marks it on the request only
+        schema, old_range, new_range = merge(old, schema)
     else:
         old_range, new_range = range(0), range(0)
         valid = schema["validVersions"]

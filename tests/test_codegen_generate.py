@@ -111,3 +111,12 @@ def test_versions_and_names():
     assert Versions.parse("7").text() == "7"
     assert snake("ClusterAuthorizedOperations") == "cluster_authorized_operations"
     assert snake("TopicId") == "topic_id" and snake("KRaftVersion") == "k_raft_version"
+
+
+def test_request_and_response_have_the_same_versions():
+    # Kafka marks an unstable version on the request only: the merge must drop both sides
+    import kproto.messages as messages
+
+    for key, (request, response) in messages.API_KEYS.items():
+        assert (request.min_version, request.max_version) == \
+            (response.min_version, response.max_version), key

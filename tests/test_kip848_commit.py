@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kproto.net.client_versions import client_max_version
 from kproto.consumer.background.coordinator_request_manager import Coordinator, CoordinatorRequestManager
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
 from kproto.consumer.subscription_state import SubscriptionState
@@ -33,7 +34,7 @@ class Setup:
                                            jitter=0, now_ms=self.clock(), time_ms=self.clock)
         self.commit.on_member_epoch_updated(5, "member-a")
 
-    def sent(self, version: int = OffsetCommitRequest.max_version) -> list:
+    def sent(self, version: int = client_max_version(OffsetCommitRequest)) -> list:
         out = []
         for unsent in self.commit.poll(self.clock()).unsent_requests:
             request, v = unsent.request.build(version)

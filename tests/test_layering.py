@@ -128,7 +128,7 @@ def test_the_shell_and_the_core_never_import_an_engine():
 # callbacks); the core builds requests and judges responses, and an engine drives the I/O
 # (classic: its own loops; background engines: the network thread). kproto.net modules the
 # core may use are the pure ones.
-CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff"}
+CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff", "kproto.net.client_versions"}
 
 
 def _client_polls(path: pathlib.Path) -> list[str]:

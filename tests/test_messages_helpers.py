@@ -22,6 +22,18 @@ BY_NAME: dict[str, Message] = {m.name: m for m in MESSAGES}
 
 INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
+# The schemas kproto speaks (tested with more examples than the rest of Kafka's APIs).
+CONSUMER_APIS = (
+    "ApiVersions", "Metadata", "FindCoordinator", "Fetch", "ListOffsets", "OffsetCommit",
+    "OffsetFetch", "OffsetForLeaderEpoch", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
+    "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "DescribeGroups", "ListGroups", "Produce",
+    "CreateTopics", "DeleteTopics", "InitProducerId", "SaslHandshake", "SaslAuthenticate",
+)
+CONSUMER_SCHEMAS = frozenset(
+    [api + kind for api in CONSUMER_APIS for kind in ("Request", "Response")]
+    + ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
+       "ConsumerProtocolAssignment"])
+
 
 def message_class(msg: Message, struct: Struct | None = None) -> type:
     module = importlib.import_module("kproto.messages." + msg.module)
@@ -32,8 +44,11 @@ def versions_of(msg: Message) -> range:
     return msg.versions()
 
 
-def all_pairs() -> list[tuple[str, int]]:
-    return [(m.name, v) for m in MESSAGES for v in m.versions()]
+def all_pairs(consumer: bool | None = None) -> list[tuple[str, int]]:
+    """(schema, version) for every version of every schema; only those kproto speaks
+    (``consumer=True``) or only the others (``False``)."""
+    return [(m.name, v) for m in MESSAGES for v in m.versions()
+            if consumer is None or (m.name in CONSUMER_SCHEMAS) == consumer]
 
 
 def unstable_latest(msg: Message) -> bool:
@@ -86,5 +101,5 @@ def message_strategy(name: str, version: int) -> st.SearchStrategy:
     return struct_strategy(msg, msg.root, version)
 
 
-__all__ = ["MESSAGES", "BY_NAME", "FIXED", "message_class", "all_pairs", "message_strategy",
+__all__ = ["MESSAGES", "BY_NAME", "CONSUMER_SCHEMAS", "FIXED", "message_class", "all_pairs", "message_strategy",
            "unstable_latest", "versions_of", "ROOT", "SPEC_DIR"]

@@ -11,6 +11,7 @@ import collections
 
 import pytest
 
+from kproto.net.client_versions import client_max_version
 from kproto import errors
 from kproto.consumer.classic.offset_fetcher import OffsetFetcher
 from kproto.consumer.offsets import commit as commit_mod
@@ -278,7 +279,7 @@ def test_commit_then_fetch_committed_at_every_supported_version(broker, client):
     client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
     leader_epoch = client.cluster.leader_epoch_for_partition(tps[0])
     assert leader_epoch >= 0
-    for version in range(max(2, commit_range[0]), min(commit_range[1], OffsetCommitRequest.max_version) + 1):
+    for version in range(max(2, commit_range[0]), min(commit_range[1], client_max_version(OffsetCommitRequest)) + 1):
         # The leader epoch of the consumed record (the broker may check it against its own).
         epoch = leader_epoch if version >= 6 else -1
         offsets = {tps[0]: OffsetAndMetadata(version, "v{}".format(version), epoch),
@@ -286,7 +287,7 @@ def test_commit_then_fetch_committed_at_every_supported_version(broker, client):
         request = commit_mod.build_offset_commit_request(group, offsets, version)
         result = commit_mod.handle_offset_commit_response(roundtrip(client, coordinator, request, version), group)
         assert result.succeeded, (version, result.error)
-        for fetch_version in range(max(1, fetch_range[0]), min(fetch_range[1], OffsetFetchRequest.max_version) + 1):
+        for fetch_version in range(max(1, fetch_range[0]), min(fetch_range[1], client_max_version(OffsetFetchRequest)) + 1):
             req = co.build_offset_fetch_request(group, tps, fetch_version, require_stable=True)
             fetched = co.handle_offset_fetch_response(roundtrip(client, coordinator, req, fetch_version),
                                                       fetch_version, group, tps)

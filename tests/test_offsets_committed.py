@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kproto.net.client_versions import client_max_version
 from kproto import errors
 from kproto.consumer.offsets import committed_offsets as co
 from kproto.consumer.subscription_state import FetchPosition, FetchState, LeaderAndEpoch, SubscriptionState
@@ -40,7 +41,7 @@ def response(parts, version, group_error=0, group=GROUP):
     return wire(msg, version)
 
 
-ALL_VERSIONS = list(range(OffsetFetchRequest.min_version, OffsetFetchRequest.max_version + 1))
+ALL_VERSIONS = list(range(OffsetFetchRequest.min_version, client_max_version(OffsetFetchRequest) + 1))
 
 
 @pytest.mark.parametrize("version", ALL_VERSIONS)

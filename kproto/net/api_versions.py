@@ -25,7 +25,8 @@ from kproto import errors
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from kproto.net.broker import BrokerConnection
 from kproto.net.client_state import ClientState
-from kproto.net.connection import InFlightRequest, highest_common_version
+from kproto.net.client_versions import client_max_version, highest_common_version
+from kproto.net.connection import InFlightRequest
 
 log = logging.getLogger("kproto.net")
 
@@ -50,7 +51,7 @@ class ApiVersions:
 
     def start(self, node: BrokerConnection, now: float) -> None:
         """A connection is up: ask the node for its versions, highest ApiVersions first."""
-        self._send(node, ApiVersionsRequest.max_version, now)
+        self._send(node, client_max_version(ApiVersionsRequest), now)
 
     def _send(self, node: BrokerConnection, version: int, now: float) -> None:
         config = self._state.config
@@ -67,7 +68,7 @@ class ApiVersions:
         if response.error_code == errors.ErrorCode.UNSUPPORTED_VERSION:
             # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
             broker = versions.get(_API_VERSIONS_KEY)
-            retry = min(broker[1], ApiVersionsRequest.max_version) if broker else 0
+            retry = min(broker[1], client_max_version(ApiVersionsRequest)) if broker else 0
             if retry >= ifr.api_version:
                 retry = 0 if ifr.api_version > 0 else -1
             if retry >= 0:

@@ -325,13 +325,3 @@ def _decode_api_versions_loose(response_class: Any, body: memoryview, error_code
                                                       max_version=high))
             return response_class(error_code=error_code, api_keys=keys)
     return None
-
-
-def highest_common_version(request_class: Any, broker_versions: dict[int, tuple[int, int]]) -> int | None:
-    """The highest version both kproto's message class and the broker support, or None."""
-    span = broker_versions.get(request_class.api_key)
-    if span is None:
-        return None
-    low = max(span[0], request_class.min_version)
-    high = min(span[1], request_class.max_version)
-    return high if high >= low else None

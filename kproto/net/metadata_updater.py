@@ -34,7 +34,7 @@ from kproto import errors
 from kproto.messages import MetadataRequest
 from kproto.net.broker import ConnectionState
 from kproto.net.client_state import ClientState
-from kproto.net.connection import highest_common_version
+from kproto.net.client_versions import highest_common_version
 from kproto.net.metadata import build_metadata_request
 
 log = logging.getLogger("kproto.net.metadata")

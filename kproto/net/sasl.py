@@ -40,7 +40,7 @@ from typing import Any, Mapping, Optional
 
 from kproto import errors
 from kproto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
-from kproto.net.connection import highest_common_version
+from kproto.net.client_versions import highest_common_version
 
 log = logging.getLogger("kproto.net.sasl")
 

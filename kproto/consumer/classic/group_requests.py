@@ -22,6 +22,7 @@ from kproto.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kproto.net.client_versions import client_max_version
 
 # The newest versions used. These are librdkafka's: the librdkafka mock cluster advertises
 # newer ones than it can parse (JoinGroup v6 and SyncGroup v4 close the connection, LeaveGroup
@@ -35,7 +36,7 @@ def choose_version(request_cls: Any, supported: tuple[int, int], node: Any = Non
     """The highest version both sides support, capped at ``MAX_VERSIONS`` unless the broker
     no longer accepts the capped one (then its lowest)."""
     low, high = supported
-    top = min(high, request_cls.max_version)
+    top = min(high, client_max_version(request_cls))
     bottom = max(low, request_cls.min_version)
     if top < bottom:
         raise errors.UnsupportedVersionError("no common version of {} with coordinator {} (broker {}-{})".format(

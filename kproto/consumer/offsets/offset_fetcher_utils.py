@@ -18,6 +18,7 @@ from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
 from kproto.errors import ErrorCode
 from kproto.messages import ListOffsetsRequest
+from kproto.net.client_versions import client_max_version
 from kproto.structs import OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -121,7 +122,7 @@ def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0)
     unknown: use ours). Raises ``UnsupportedVersionError`` when the broker is too old for
     ``min_version``.
     """
-    ours_min, ours_max = request_cls.min_version, request_cls.max_version
+    ours_min, ours_max = request_cls.min_version, client_max_version(request_cls)
     if broker_versions is None:
         broker_min, broker_max = ours_min, ours_max
     elif isinstance(broker_versions, int):
