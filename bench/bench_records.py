@@ -59,12 +59,11 @@ def run_kproto(data: bytes, check: bool) -> int:
 
 def run_kproto_consumer(data: bytes, check: bool) -> int:
     from kproto.consumer.fetch.completed_fetch import CompletedFetch
+    from kproto.messages import FetchResponse
     from kproto.structs import TopicPartition
 
-    class PartitionData:  # the fields CompletedFetch reads from a FetchResponse partition
-        records = data
-
-    fetch = CompletedFetch(TopicPartition("bench", 0), PartitionData(), 0, 12, check_crcs=check)
+    part = FetchResponse.PartitionData(records=data)
+    fetch = CompletedFetch(TopicPartition("bench", 0), part, 0, check_crcs=check)
     n = 0
     while True:
         records = fetch.fetch_records(500)

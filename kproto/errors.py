@@ -261,5 +261,11 @@ def error_for(code: int, detail: str | None = None) -> BrokerResponseError | Non
     """An exception instance for a non-zero error code (None for 0), with the broker's text."""
     if code == ErrorCode.NONE:
         return None
+    return exception_for(code, detail)
+
+
+def exception_for(code: int, detail: str | None = None) -> BrokerResponseError:
+    """The exception instance for an error code the caller knows is non-zero (Java's
+    ``Errors.exception(message)``), with the broker's text."""
     cls = for_code(code)
     return cls(detail) if detail else cls()

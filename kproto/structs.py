@@ -1,4 +1,5 @@
-"""Plain value types shared by every layer: topic-partitions, offsets, records, brokers.
+"""Plain value types shared by every layer: topic-partitions, offsets, records, brokers,
+the isolation level.
 
 Field names and defaults match kafka-python's ``kafka.structs`` and its ``ConsumerRecord``
 so code written against kafka-python keeps working after switching the import.
@@ -6,7 +7,16 @@ so code written against kafka-python keeps working after switching the import.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, NamedTuple, Optional
+
+
+class IsolationLevel(IntEnum):
+    """Java's ``IsolationLevel``: which records a fetch or an offset lookup may see. The
+    value is the byte Fetch (v4+) and ListOffsets (v2+) requests carry."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
 
 
 class TopicPartition(NamedTuple):

@@ -161,3 +161,15 @@ def test_assignor_names_are_the_resolvers():
         (assignor,) = resolve_assignors(spelling)
         assert assignor.name == builtin_assignor_name(spelling)
     assert builtin_assignor_name("org.apache.kafka.clients.consumer.rangeassignor") is None
+
+
+def test_isolation_level_reads_as_kafka_pythons_string_and_parses_to_the_enum():
+    # consumer.config shows what kafka-python shows; the engines parse it to the enum.
+    from kproto.consumer.config import parse_isolation_level
+    from kproto.structs import IsolationLevel
+
+    assert ConsumerConfig()["isolation_level"] == "read_uncommitted"
+    config = ConsumerConfig(isolation_level="read_committed")
+    assert config["isolation_level"] == "read_committed"
+    assert parse_isolation_level(config["isolation_level"]) is IsolationLevel.READ_COMMITTED
+    assert ConsumerConfig(isolation_level=IsolationLevel.READ_COMMITTED)["isolation_level"] == "read_committed"

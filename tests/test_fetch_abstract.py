@@ -114,7 +114,7 @@ def test_skips_nodes_in_flight_and_nodes_with_buffered_data():
                                                             records={T[1]: build_batch([(None, b"x")], base_offset=5)}), 16)
     assert fetch.fetch_buffer.buffered_partitions() == {T[1]}
     assert fetch.prepare_fetch_requests() == {}  # node 1 in flight, node 2 hosts buffered data
-    collector = FetchCollector(subs, 500)
+    collector = FetchCollector(subs, FetchConfig())
     assert collector.collect_fetch(fetch.fetch_buffer).num_records == 1
     again = fetch.prepare_fetch_requests()
     assert set(again) == {2}
@@ -126,7 +126,7 @@ def test_paused_partition_is_forgotten_in_the_session():
     requests = fetch.prepare_fetch_requests()
     fetch.mark_pending(1)
     fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
-    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer)  # the empty fetches
+    FetchCollector(subs, FetchConfig()).collect_fetch(fetch.fetch_buffer)  # the empty fetches
     subs.pause(T[2])
     nxt = fetch.prepare_fetch_requests()[1]
     assert nxt.metadata == FetchMetadata(3, 1) and nxt.to_send == {}
@@ -232,7 +232,7 @@ def test_incremental_session_over_the_wire_sends_only_changes():
     records = {T[0]: build_batch([(None, b"a"), (None, b"b")], base_offset=5)}
     fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3, records=records), 16)
     fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=4), 16)
-    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer)
+    FetchCollector(subs, FetchConfig()).collect_fetch(fetch.fetch_buffer)
     nxt = fetch.prepare_fetch_requests()
     # t-0 moved to offset 7; t-2 is unchanged, so it is not named again.
     decoded = FetchRequest.decode(fetch.create_fetch_request(nxt[1], 16).encode(16), 16)
@@ -248,7 +248,7 @@ def test_forgetting_two_partitions_of_one_topic_is_one_entry():
     fetch, subs = make()
     requests = fetch.prepare_fetch_requests()
     fetch.handle_fetch_success(1, requests[1], response_for(requests, 1, 16, session_id=3), 16)
-    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer)
+    FetchCollector(subs, FetchConfig()).collect_fetch(fetch.fetch_buffer)
     subs.pause(T[0])
     subs.pause(T[2])
     assert 1 not in fetch.prepare_fetch_requests()  # nothing fetchable on node 1: no request
@@ -311,5 +311,5 @@ def test_nothing_to_fetch_and_nodes_with_buffered_data_skipped():
     fetch.handle_fetch_success(1, requests[1], response_for(
         requests, 1, 16, session_id=3, records={T[0]: build_batch([(None, b"x")], base_offset=5)}), 16)
     fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=4), 16)
-    FetchCollector(subs, 500).collect_fetch(fetch.fetch_buffer, max_records=0)
+    FetchCollector(subs, FetchConfig()).collect_fetch(fetch.fetch_buffer, max_records=0)
     assert set(fetch.prepare_fetch_requests()) == set()

@@ -10,6 +10,7 @@ from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import FetchCollector
+from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages import FetchResponse
 from kproto.records import build_batch, build_control_batch
@@ -27,7 +28,7 @@ def cf(tp, fetch_offset, records=b"", error_code=0, hw=100, lso=-1, log_start=-1
     part = FetchResponse.PartitionData(partition_index=tp.partition, error_code=error_code, high_watermark=hw,
                                        last_stable_offset=lso, log_start_offset=log_start,
                                        preferred_read_replica=replica, records=records)
-    return CompletedFetch(tp, part, fetch_offset, 12)
+    return CompletedFetch(tp, part, fetch_offset)
 
 
 class Refresh:
@@ -44,7 +45,7 @@ def setup(policy="earliest", max_poll_records=500, positions=None):
     for tp, offset in (positions or {T0: 0, T1: 0}).items():
         subs.seek(tp, offset)
     refresh = Refresh()
-    collector = FetchCollector(subs, max_poll_records, max_partition_fetch_bytes=1000,
+    collector = FetchCollector(subs, FetchConfig(max_poll_records=max_poll_records, fetch_size=1000),
                                request_metadata_update=refresh, time_ms=lambda: 1000)
     return subs, FetchBuffer(), collector, refresh
 

@@ -12,7 +12,7 @@ from kproto.consumer.fetch.completed_fetch import (MIN_DECODE_CHUNK, CompletedFe
 from kproto.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
 from kproto.messages import FetchResponse
 from kproto.records import RecordBatchBuilder, build_batch, build_control_batch
-from kproto.structs import ConsumerRecord, TopicPartition
+from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
 from tests.brokers.raw import fetch_log
 
 TP = TopicPartition("t", 0)
@@ -35,7 +35,7 @@ def completed(records, fetch_offset=0, aborted=(), read_committed=False, **kwarg
     part = FetchResponse.PartitionData(
         partition_index=0, high_watermark=100, records=records,
         aborted_transactions=[FetchResponse.AbortedTransaction(producer_id=p, first_offset=o) for p, o in aborted])
-    return CompletedFetch(TP, part, fetch_offset, 12, isolation_level=1 if read_committed else 0, **kwargs)
+    return CompletedFetch(TP, part, fetch_offset, isolation_level=IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED, **kwargs)
 
 
 def offsets(records):
@@ -193,9 +193,9 @@ def test_read_committed_over_a_real_transactional_producers_batches(broker):
                                         producer_id=pid, first_offset=first_aborted)])])])
     part = FetchResponse.decode(response.encode(12), 12).responses[0].partitions[0]
     tp = TopicPartition(topic, 0)
-    committed = CompletedFetch(tp, part, 0, 12, isolation_level=1).fetch_records(100)
+    committed = CompletedFetch(tp, part, 0, isolation_level=IsolationLevel.READ_COMMITTED).fetch_records(100)
     assert [(r.offset, r.key, r.value) for r in committed] == [(w.offset, w.key, w.value) for w in txns.committed]
-    uncommitted = CompletedFetch(tp, part, 0, 12, isolation_level=0).fetch_records(100)
+    uncommitted = CompletedFetch(tp, part, 0, isolation_level=IsolationLevel.READ_UNCOMMITTED).fetch_records(100)
     assert [r.offset for r in uncommitted] == [w.offset for w in txns.committed + txns.aborted]
 
 

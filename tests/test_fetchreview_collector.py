@@ -32,7 +32,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 def completed(tp, fetch_offset, error_code=0, records=b""):
     part = FetchResponse.PartitionData(partition_index=tp.partition, error_code=error_code, high_watermark=100,
                                        records=records)
-    return CompletedFetch(tp, part, fetch_offset, 12)
+    return CompletedFetch(tp, part, fetch_offset)
 
 
 def collector_for(policy="none"):
@@ -40,7 +40,7 @@ def collector_for(policy="none"):
     subs.assign_from_user([T0, T1])
     subs.seek(T0, 5)
     subs.seek(T1, 5)
-    return subs, FetchBuffer(), FetchCollector(subs, 500)
+    return subs, FetchBuffer(), FetchCollector(subs, FetchConfig())
 
 
 @pytest.mark.parametrize("error_code", [OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED])

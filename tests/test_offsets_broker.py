@@ -19,7 +19,7 @@ from kproto.consumer.offsets import committed_offsets as co
 from kproto.consumer.subscription_state import FetchPosition, FetchState, LeaderAndEpoch, SubscriptionState
 from kproto.messages import FindCoordinatorRequest, OffsetCommitRequest, OffsetFetchRequest
 from kproto.net.client import NetworkClient
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
 LIST_OFFSETS = 2
 TIMEOUT_MS = 10000
@@ -77,7 +77,7 @@ def test_beginning_offsets_on_every_broker(broker, client):
 def test_read_committed_end_offsets_use_list_offsets_v2_or_later(broker, client):
     topic = broker.new_topic(partitions=1)
     written = broker.produce(topic, 5)
-    fetcher = OffsetFetcher(client, SubscriptionState("earliest"), client.cluster, isolation_level="read_committed")
+    fetcher = OffsetFetcher(client, SubscriptionState("earliest"), client.cluster, isolation_level=IsolationLevel.READ_COMMITTED)
     tp = TopicPartition(topic, 0)
     assert fetcher.end_offsets([tp], TIMEOUT_MS) == end_offsets_written(written)
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import pytest
 
 from kproto import errors
+from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.subscription_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                 LeaderAndEpoch, SubscriptionState)
 from kproto.messages import ListOffsetsRequest, ListOffsetsResponse
 from kproto.net.client_versions import client_max_version
-from kproto.structs import OffsetAndTimestamp, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndTimestamp, TopicPartition
 
 T0, T1, U0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -63,8 +64,8 @@ def response(parts, version):
 
 
 @pytest.mark.parametrize("isolation, require_ts, expected", [
-    (utils.READ_UNCOMMITTED, False, 0), (utils.READ_UNCOMMITTED, True, 1),
-    (utils.READ_COMMITTED, False, 2), (utils.READ_COMMITTED, True, 2)])
+    (IsolationLevel.READ_UNCOMMITTED, False, 0), (IsolationLevel.READ_UNCOMMITTED, True, 1),
+    (IsolationLevel.READ_COMMITTED, False, 2), (IsolationLevel.READ_COMMITTED, True, 2)])
 def test_min_version_follows_isolation_and_timestamp_needs(isolation, require_ts, expected):
     assert utils.list_offsets_min_version(isolation, require_ts) == expected
 
@@ -76,14 +77,14 @@ def test_version_choice_is_highest_common_and_refuses_too_old_brokers():
     assert utils.choose_version(ListOffsetsRequest, (0, 99)) == newest
     assert utils.choose_version(ListOffsetsRequest, None) == newest
     with pytest.raises(errors.UnsupportedVersionError):
-        utils.choose_version(ListOffsetsRequest, 1, utils.list_offsets_min_version(utils.READ_COMMITTED, False))
+        utils.choose_version(ListOffsetsRequest, 1, utils.list_offsets_min_version(IsolationLevel.READ_COMMITTED, False))
 
 
 def test_isolation_level_names_and_codes():
-    assert utils.isolation_level_code("read_committed") == 1
-    assert utils.isolation_level_code(0) == 0
+    assert parse_isolation_level("read_committed") is IsolationLevel.READ_COMMITTED == 1
+    assert parse_isolation_level(IsolationLevel.READ_UNCOMMITTED) is IsolationLevel.READ_UNCOMMITTED == 0
     with pytest.raises(errors.KafkaConfigurationError):
-        utils.isolation_level_code("serializable")
+        parse_isolation_level("serializable")
 
 
 # --- requests -------------------------------------------------------------------------
@@ -105,14 +106,14 @@ def test_leaderless_partition_is_not_sent():
 
 @pytest.mark.parametrize("version", range(ListOffsetsRequest.min_version, client_max_version(ListOffsetsRequest) + 1))
 def test_request_fields_per_version(version):
-    isolation = utils.READ_COMMITTED if version >= 2 else utils.READ_UNCOMMITTED
+    isolation = IsolationLevel.READ_COMMITTED if version >= 2 else IsolationLevel.READ_UNCOMMITTED
     req = wire(utils.build_list_offsets_request({T0: (-2, 5), T1: (1234, 6), U0: (-1, -1)}, isolation,
                                                 version, timeout_ms=4321), version)
     assert req.replica_id == -1
     sent = {TopicPartition(t.name, p.partition_index): p for t in req.topics for p in t.partitions}
     assert {tp: p.timestamp for tp, p in sent.items()} == {T0: -2, T1: 1234, U0: -1}
     if version >= 2:
-        assert req.isolation_level == utils.READ_COMMITTED
+        assert req.isolation_level == IsolationLevel.READ_COMMITTED
     if version >= 4:
         assert {tp: p.current_leader_epoch for tp, p in sent.items()} == {T0: 5, T1: 6, U0: -1}
     else:
@@ -125,7 +126,7 @@ def test_request_fields_per_version(version):
 
 def test_read_committed_cannot_be_built_below_v2():
     with pytest.raises(errors.IllegalArgumentError):
-        utils.build_list_offsets_request({T0: (-1, -1)}, utils.READ_COMMITTED, 1)
+        utils.build_list_offsets_request({T0: (-1, -1)}, IsolationLevel.READ_COMMITTED, 1)
 
 
 # --- responses ------------------------------------------------------------------------
@@ -267,10 +268,3 @@ def test_bad_arguments_are_refused(idle_fetcher, call):
 def test_nothing_asked_nothing_sent(idle_fetcher):
     assert idle_fetcher.offsets_for_times({}, 1000) == {}
     assert idle_fetcher.end_offsets([], 1000) == {}
-
-
-def test_unknown_isolation_level_is_a_configuration_error():
-    from kproto.consumer.classic.offset_fetcher import OffsetFetcher
-
-    with pytest.raises(errors.KafkaConfigurationError):
-        OffsetFetcher(None, SubscriptionState(), object(), isolation_level="dirty")

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kproto.records import crc32c
-from kproto.records.crc32c import (_FOLD_CHUNK, _FOLD_MAX_BITS, _FOLD_TABLE, FOLD_THRESHOLD,
-                                    _crc32c_fold, _crc32c_small, _mod_p, _search_fold_table,
-                                    _x_pow_mod, crc32c_table)
+from kproto.records.crc32c import (_FOLD_CHUNK, _FOLD_MAX_BITS, _FOLD_PLAN, _FOLD_TABLE, _SPARSE_MIN_BITS,
+                                    _SPARSE_TABLE, FOLD_THRESHOLD, _crc32c_fold, _crc32c_small, _mod_p,
+                                    _search_fold_table, _x_pow_mod, crc32c_table)
 
 
 # RFC 3720 (iSCSI) appendix B.4 test vectors and the usual "123456789" check value.
@@ -82,9 +82,27 @@ def test_fold_table_constants():
     assert list(_FOLD_TABLE[:len(start)]) == start
 
 
-# Sizes at the edges of the table's steps: the largest input a k accepts, and one byte more.
-_EDGE_SIZES = sorted({n for k, _ in _FOLD_TABLE[::7] for n in ((2 * k - 31 - 32) // 8,
-                                                                (2 * k - 31 - 32) // 8 + 1)
+def test_sparse_table_multipliers():
+    # each R = x^a + x^b + x^c is congruent to x^k, so H·R replaces H·x^k
+    for k, a, b, c in _SPARSE_TABLE:
+        assert a < b < c < 3000
+        assert _x_pow_mod(a) ^ _x_pow_mod(b) ^ _x_pow_mod(c) == _x_pow_mod(k)
+
+
+def test_fold_plan_makes_progress_up_to_the_largest_piece():
+    reaches = [reach for reach, _, _ in _FOLD_PLAN]
+    assert reaches == sorted(set(reaches))
+    for (reach, k, terms), (previous, _, _) in zip(_FOLD_PLAN[1:], _FOLD_PLAN):
+        # every width this entry folds (above the previous reach) shrinks, and the
+        # multiplier's terms fit (shifts are never negative)
+        assert k <= previous and reach <= 2 * k - max(terms)
+    # wide folds use the three-term multipliers
+    assert all(len(terms) == 3 for reach, _, terms in _FOLD_PLAN if reach >= _SPARSE_MIN_BITS)
+    assert reaches[-1] >= _FOLD_MAX_BITS
+
+
+# Sizes at the edges of the plan's steps: the largest input an entry folds, and one byte more.
+_EDGE_SIZES = sorted({n for reach, _, _ in _FOLD_PLAN[::5] for n in ((reach - 32) // 8, (reach - 32) // 8 + 1)
                       if 0 < n <= _FOLD_CHUNK})
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from kproto.errors import KafkaConfigurationError
 from kproto.spark.options import EARLIEST, LATEST, parse_options
-from kproto.structs import TopicPartition
+from kproto.structs import IsolationLevel, TopicPartition
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
 
@@ -54,7 +54,7 @@ def test_kafka_settings_translate_to_kproto_names_and_types():
                     "kafka.check.crcs": "false", "kafka.security.protocol": "PLAINTEXT",
                     "kafka.client.id": "spark-job", "kafka.ssl.endpoint.identification.algorithm": ""})
     config = opts.client_config
-    assert config["isolation_level"] == "read_committed" and opts.isolation_level == "read_committed"
+    assert config["isolation_level"] == "read_committed" and opts.isolation_level is IsolationLevel.READ_COMMITTED
     assert config["fetch_max_bytes"] == 1048576 and config["check_crcs"] is False
     assert config["client_id"] == "spark-job" and config["ssl_check_hostname"] is False
 

@@ -69,7 +69,7 @@ def test_the_probe_fetches_every_partition_sessionless_at_every_planning():
                 sorted(p for p, leader in LEADERS.items() if leader == node), planning
             # The broker offers a session (id 9); the probe must not take it up.
             fetch.handle_fetch_success(node, data, response_for(requests, node, version, session_id=9), version)
-        FetchCollector(subs, 1).collect_fetch(fetch.fetch_buffer)
+        FetchCollector(subs, FetchConfig(max_poll_records=1)).collect_fetch(fetch.fetch_buffer)
         fetch.fetch_buffer.retain_all(set())
         subs.unsubscribe()
 

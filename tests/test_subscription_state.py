@@ -11,7 +11,7 @@ from kproto.consumer.subscription_state import (
     SubscriptionType, TopicPartitionState,
 )
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 from tests.threads import TestThread
 
 TP0 = TopicPartition("t", 0)
@@ -202,6 +202,55 @@ def test_leader_change_triggers_validation():
     assert subs.position(TP0).current_leader == LeaderAndEpoch(2, 3)
 
 
+def test_leaders_of_all_positions_checked_again_only_after_a_change():
+    # Every poll asks; the check is skipped while neither the metadata (its update count)
+    # nor any position changed, as Java's validatePositionsOnMetadataChange.
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0, TP1])
+    subs.seek_validated(TP0, FetchPosition(10))  # a user seek: no leader known yet
+    subs.seek_validated(TP1, FetchPosition(20, 2, LeaderAndEpoch(1, 2)))
+    leaders = {TP0: LeaderAndEpoch(1, 2), TP1: LeaderAndEpoch(1, 2)}
+    subs.maybe_validate_positions_for_current_leaders(leaders.get, 7)
+    assert subs.position(TP0).current_leader == LeaderAndEpoch(1, 2)
+    assert subs.fetch_state(TP1) is FetchState.FETCHING
+    # the same metadata version and no position change: not checked (the new leader is
+    # what a metadata update would bring, with a new version)
+    leaders[TP1] = LeaderAndEpoch(3, 4)
+    subs.maybe_validate_positions_for_current_leaders(leaders.get, 7)
+    assert subs.position(TP1).current_leader == LeaderAndEpoch(1, 2)
+    subs.maybe_validate_positions_for_current_leaders(leaders.get, 8)
+    assert subs.position(TP1).current_leader == LeaderAndEpoch(3, 4)
+    assert subs.fetch_state(TP1) is FetchState.AWAIT_VALIDATION
+    # a seek (a transition) makes the next call check again, the version unchanged
+    subs.seek_validated(TP0, FetchPosition(11))
+    subs.maybe_validate_positions_for_current_leaders(leaders.get, 8)
+    assert subs.position(TP0).current_leader == LeaderAndEpoch(1, 2)
+    # so does a position update that changes the leader it names
+    subs.update_position(TP0, FetchPosition(12))
+    subs.maybe_validate_positions_for_current_leaders(leaders.get, 8)
+    assert subs.position(TP0).current_leader == LeaderAndEpoch(1, 2)
+    # without a version (metadata that does not count updates) every call checks
+    subs.seek_validated(TP1, FetchPosition(30, 2, LeaderAndEpoch(3, 4)))
+    subs.maybe_validate_positions_for_current_leaders(leaders.get, 8)
+    leaders[TP1] = LeaderAndEpoch(5, 6)
+    subs.maybe_validate_positions_for_current_leaders(leaders.get)
+    assert subs.position(TP1).current_leader == LeaderAndEpoch(5, 6)
+
+
+def test_has_all_fetch_positions_follows_assignment_and_transitions():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0])
+    assert not subs.has_all_fetch_positions()
+    subs.seek(TP0, 5)
+    assert subs.has_all_fetch_positions()
+    subs.assign_from_user([TP0, TP1])
+    assert not subs.has_all_fetch_positions()
+    subs.seek(TP1, 1)
+    assert subs.has_all_fetch_positions()
+    subs.request_offset_reset(TP1)
+    assert not subs.has_all_fetch_positions()
+
+
 @pytest.mark.parametrize("policy, end_offset, epoch, expect", [
     ("earliest", 8, 2, "moved"),          # truncated below position: reposition
     ("none", 8, 2, "truncation"),         # no policy: report the divergent offset
@@ -245,8 +294,8 @@ def test_watermarks_lag_and_read_replica():
     subs.update_last_stable_offset(TP0, 15)
     subs.update_log_start_offset(TP0, 2)
     subs.update_high_watermark(OTHER, 99)  # not assigned: ignored
-    assert subs.partition_lag(TP0, "read_uncommitted") == 15
-    assert subs.partition_lag(TP0, "read_committed") == 10
+    assert subs.partition_lag(TP0, IsolationLevel.READ_UNCOMMITTED) == 15
+    assert subs.partition_lag(TP0, IsolationLevel.READ_COMMITTED) == 10
     assert subs.log_start_offset(TP0) == 2
     subs.update_preferred_read_replica(TP0, 3, expiration_ms=1000)
     assert subs.preferred_read_replica(TP0, 999) == 3

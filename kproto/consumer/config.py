@@ -25,6 +25,7 @@ from typing import Any
 from kproto import __version__
 from kproto.errors import KafkaConfigurationError
 from kproto.net.config import parse_bootstrap_servers
+from kproto.structs import IsolationLevel
 
 log = logging.getLogger("kproto.consumer")
 
@@ -190,6 +191,17 @@ def _enum(choices: tuple[str, ...], optional: bool = False, fold: Callable[[str]
     return check
 
 
+_isolation_level_name = _enum(ISOLATION_LEVELS)
+
+
+def parse_isolation_level(value: Any, key: str = "isolation_level") -> IsolationLevel:
+    """``"read_uncommitted"``/``"read_committed"`` (or an IsolationLevel) as the enum; the
+    configuration parses it once and every engine reads the enum."""
+    if isinstance(value, IsolationLevel):
+        return value
+    return IsolationLevel[_isolation_level_name(key, value).upper()]
+
+
 def _callable(optional: bool = True) -> Callable[[str, Any], Any]:
     def check(key: str, value: Any) -> Any:
         if value is None and optional:
@@ -332,7 +344,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "auto_commit_interval_ms": _int(),
     "default_offset_commit_callback": _callable(optional=False),
     "check_crcs": _bool,
-    "isolation_level": _enum(ISOLATION_LEVELS),
+    "isolation_level": lambda key, value: parse_isolation_level(value, key).name.lower(),
     "allow_auto_create_topics": _bool,
     "metadata_max_age_ms": _int(),
     "client_dns_lookup": _enum(DNS_LOOKUPS),

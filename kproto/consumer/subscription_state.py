@@ -38,7 +38,7 @@ from typing import Any, Optional, TypeVar
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
 __all__ = ["AutoOffsetResetStrategy", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
            "SubscriptionState", "SubscriptionType", "TopicPartitionState"]
@@ -89,6 +89,12 @@ class SubscriptionState:
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
         # Bumped on every assignment change so in-flight fetches can tell they are stale.
         self._assignment_id = 0
+        # (metadata update count, latest position transition) after the last full leader
+        # check (see maybe_validate_positions_for_current_leaders); None: check again.
+        self._leaders_checked: Optional[tuple[int, int]] = None
+        # has_all_fetch_positions' answer and the (assignment id, transition) it holds for.
+        self._all_positions = True
+        self._all_positions_key: Optional[tuple[int, int]] = None
         self.rebalance_listener: Any = None
 
     # --- subscription ---------------------------------------------------------------
@@ -339,6 +345,8 @@ class SubscriptionState:
         state = self._state(tp)
         if not state.fetch_state.has_valid_position:
             raise IllegalStateError("Cannot set a new position without a valid current position")
+        if state.position is None or position.current_leader != state.position.current_leader:
+            self._leaders_checked = None  # a leader to check again
         state.position = position
 
     def has_valid_position(self, tp: TopicPartition) -> bool:
@@ -346,7 +354,12 @@ class SubscriptionState:
         return state is not None and state.fetch_state.has_valid_position
 
     def has_all_fetch_positions(self) -> bool:
-        return all(state.fetch_state.has_valid_position for state in self._assignment.values())
+        # Every poll asks; the answer can only change with the assignment or a transition.
+        key = (self._assignment_id, TopicPartitionState.last_transition)
+        if key != self._all_positions_key:
+            self._all_positions = all(state.fetch_state.has_valid_position for state in self._assignment.values())
+            self._all_positions_key = key
+        return self._all_positions
 
     def fetch_state(self, tp: TopicPartition) -> FetchState:
         return self._state(tp).fetch_state
@@ -419,12 +432,36 @@ class SubscriptionState:
     def maybe_validate_position_for_current_leader(self, tp: TopicPartition, leader: LeaderAndEpoch) -> bool:
         """Note the current leader; True if the partition now awaits validation."""
         state = self._state(tp)
+        self._note_current_leader(state, leader)
+        return state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    @staticmethod
+    def _note_current_leader(state: TopicPartitionState, leader: LeaderAndEpoch) -> None:
         if state.fetch_state is FetchState.AWAIT_RESET or leader.leader is None:
-            return False
+            return
         if state.position is not None and state.position.current_leader != leader:
             state.validate_position(state.position._replace(current_leader=leader))
             state.preferred_read_replica = None
-        return state.fetch_state is FetchState.AWAIT_VALIDATION
+
+    def maybe_validate_positions_for_current_leaders(
+            self, current_leader: Callable[[TopicPartition], LeaderAndEpoch],
+            metadata_version: Optional[int] = None) -> None:
+        """``maybe_validate_position_for_current_leader`` for every assigned partition.
+
+        Every poll asks this; with 1,000 partitions the per-partition work cost more than
+        the records. So, as Java checks only when the metadata's update version changed,
+        it is skipped when ``metadata_version`` (the metadata's update count; None: always
+        check) and the latest position transition are what they were after the last check:
+        then every position still names the leader it was checked against.
+        """
+        key = None if metadata_version is None else (metadata_version, TopicPartitionState.last_transition)
+        if key is not None and key == self._leaders_checked:
+            return
+        for tp, state in self._assignment.items():
+            if state.position is not None and state.fetch_state is not FetchState.AWAIT_RESET:
+                self._note_current_leader(state, current_leader(tp))
+        self._leaders_checked = (None if metadata_version is None
+                                 else (metadata_version, TopicPartitionState.last_transition))
 
     def awaiting_validation(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
@@ -490,25 +527,21 @@ class SubscriptionState:
     def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).last_stable_offset
 
-    def partition_end_offset(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
-        state = self._state(tp)
-        return state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
-
-    def partition_lag(self, tp: TopicPartition, isolation_level: str) -> Optional[int]:
+    def partition_lag(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
         """Records between the position and the end (LSO under read_committed); None if unknown."""
         state = self._state(tp)
-        end = state.last_stable_offset if isolation_level == "read_committed" else state.high_watermark
+        end = state.last_stable_offset if isolation_level == IsolationLevel.READ_COMMITTED else state.high_watermark
         if end is None or state.position is None:
             return None
         return end - state.position.offset
 
-    def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: int) -> None:
+    def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: float) -> None:
         state = self._assignment.get(tp)
         if state is not None:
             state.preferred_read_replica = replica_id
             state.preferred_read_replica_expiration_ms = expiration_ms
 
-    def preferred_read_replica(self, tp: TopicPartition, now_ms: int) -> Optional[int]:
+    def preferred_read_replica(self, tp: TopicPartition, now_ms: float) -> Optional[int]:
         """The follower to fetch from (KIP-392), or None once its lease expired."""
         state = self._assignment.get(tp)
         if state is None or state.preferred_read_replica is None:

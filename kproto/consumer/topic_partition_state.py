@@ -11,6 +11,7 @@ names from ``kproto.consumer.subscription_state``.
 from __future__ import annotations
 
 import enum
+import itertools
 from typing import NamedTuple, Optional
 
 from kproto.errors import IllegalArgumentError, IllegalStateError
@@ -92,8 +93,20 @@ class LogTruncation(NamedTuple):
     divergent_offset: Optional[OffsetAndMetadata]
 
 
+# Numbers the fetch-state transitions of every TopicPartitionState (next() on a count is
+# atomic): ``TopicPartitionState.last_transition`` changes whenever some position is set.
+_TRANSITION_NUMBERS = itertools.count(1)
+
+
 class TopicPartitionState:
-    """One assigned partition's state; only SubscriptionState touches it (under its lock)."""
+    """One assigned partition's state; only SubscriptionState touches it (under its lock).
+
+    ``TopicPartitionState.last_transition`` (class-wide) is the number of the latest
+    transition of any state: SubscriptionState skips re-checking every position against
+    the metadata's leaders while neither it nor the metadata changed.
+    """
+
+    last_transition = 0
 
     __slots__ = ("fetch_state", "position", "high_watermark", "log_start_offset", "last_stable_offset",
                  "paused", "pending_revocation", "pending_on_assigned_callback", "reset_strategy",
@@ -111,7 +124,7 @@ class TopicPartitionState:
         self.reset_strategy: Optional[AutoOffsetResetStrategy] = None
         self.next_retry_time_ms: Optional[int] = None
         self.preferred_read_replica: Optional[int] = None
-        self.preferred_read_replica_expiration_ms: Optional[int] = None
+        self.preferred_read_replica_expiration_ms: Optional[float] = None
 
     def transition_state(self, new_state: FetchState, position: Optional[FetchPosition] = None) -> None:
         if new_state not in self.fetch_state.valid_transitions:
@@ -125,6 +138,7 @@ class TopicPartitionState:
             self.position = None
         self.fetch_state = new_state
         self.next_retry_time_ms = None
+        TopicPartitionState.last_transition = next(_TRANSITION_NUMBERS)
 
     def is_fetchable(self) -> bool:
         return (not self.paused and not self.pending_revocation and not self.pending_on_assigned_callback

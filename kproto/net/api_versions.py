@@ -57,6 +57,7 @@ class ApiVersions:
         config = self._state.config
         request = ApiVersionsRequest(client_software_name=config["client_software_name"],
                                      client_software_version=config["client_software_version"])
+        assert node.proto is not None  # ApiVersions is the first request on a connected socket
         ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config["request_timeout_ms"])
         self._state.track_internal(ifr, API_VERSIONS)
         node.write(now)

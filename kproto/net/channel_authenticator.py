@@ -64,6 +64,7 @@ class ChannelAuthenticator:
 
     def _send(self, node: BrokerConnection, request: tuple[Any, int], now: float) -> None:
         message, version = request
+        assert node.proto is not None  # authentication starts once the socket connected
         ifr = node.proto.send(message, version, now_ms=now,
                               timeout_ms=self._state.config["request_timeout_ms"])
         self._state.track_internal(ifr, SASL)

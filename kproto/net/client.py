@@ -377,12 +377,14 @@ class NetworkClient:
                 have = None
             if want == 0:
                 continue
+            sock = node.sock
+            assert sock is not None  # a node without a socket has no interest
             if have is None:
-                self._selector.register(node.sock, want, node_id)
-                self._registered[node_id] = (node.sock, want)
+                self._selector.register(sock, want, node_id)
+                self._registered[node_id] = (sock, want)
             elif have[1] != want:
-                self._selector.modify(node.sock, want, node_id)
-                self._registered[node_id] = (node.sock, want)
+                self._selector.modify(sock, want, node_id)
+                self._registered[node_id] = (sock, want)
 
     def _unregister(self, node_id: Any) -> None:
         have = self._registered.pop(node_id, None)

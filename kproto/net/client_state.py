@@ -140,6 +140,7 @@ class ClientState:
                     connectable = node_id
                 continue
             if node.is_ready():
+                assert node.proto is not None  # a ready node has its framing
                 load = node.proto.in_flight_count + len(self.unsent.get(node_id, ()))
                 if best_load is None or load < best_load:
                     best, best_load = node_id, load

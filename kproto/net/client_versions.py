@@ -7,6 +7,7 @@ the cap has one home that the shared core may import without the network client.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -25,7 +26,7 @@ def client_max_version(request_class: Any) -> int:
                CLIENT_MAX_VERSIONS.get(request_class.api_key, request_class.max_version))
 
 
-def highest_common_version(request_class: Any, broker_versions: dict[int, tuple[int, int]]) -> int | None:
+def highest_common_version(request_class: Any, broker_versions: Mapping[int, tuple[int, int]]) -> int | None:
     """The highest version both kproto's client and the broker support, or None."""
     span = broker_versions.get(request_class.api_key)
     if span is None:

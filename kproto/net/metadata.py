@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import types
 import uuid
 from typing import Any, Callable, Iterable, Mapping
 
@@ -519,21 +520,45 @@ def _settle_now(future: Future, value: Any, exception: BaseException | None) -> 
         future.failure(exception)
 
 
+# Field values the walk below never looks into.
+_LEAF_TYPES = frozenset({int, bool, str, bytes, bytearray, memoryview, float, type(None), uuid.UUID})
+# Per message class: (field name, its slot descriptor, or None to use getattr).
+_FIELD_SLOTS: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def _field_slots(cls: type) -> tuple[tuple[str, Any], ...]:
+    slots = _FIELD_SLOTS.get(cls)
+    if slots is None:
+        slots = _FIELD_SLOTS[cls] = tuple(
+            (name, vars(cls).get(name) if isinstance(vars(cls).get(name), types.MemberDescriptorType) else None)
+            for name in cls._fields)  # type: ignore[attr-defined]
+    return slots
+
+
 def response_needs_metadata_update(response: Any, _depth: int = 0) -> bool:
     """Does any ``error_code`` in the response mean the metadata is stale?
 
     NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, FENCED/UNKNOWN_LEADER_EPOCH and the
     other ``invalid_metadata`` codes, at any depth (Fetch and ListOffsets report them per
-    partition). Walks the decoded fields only; record bytes are never looked into.
+    partition). Walks the decoded fields only; record bytes are never looked into. Fields
+    the response did not carry are skipped (read through the slot, not ``getattr``, which
+    would build their defaults: error codes 0) -- a 1,000-partition Fetch response was
+    walked ~3x over, through defaults, on every response.
     """
-    fields = getattr(response, "_fields", None)
-    if fields is None or _depth > 8:
+    cls = type(response)
+    if getattr(cls, "_fields", None) is None or _depth > 8:
         return False
-    for name in fields:
-        value = getattr(response, name)
+    leaves = _LEAF_TYPES
+    for name, slot in _field_slots(cls):
+        try:
+            value = getattr(response, name) if slot is None else slot.__get__(response, cls)
+        except AttributeError:
+            continue  # not carried: its default holds no error
         if name == "error_code":
             if value and errors.for_code(value).invalid_metadata:
                 return True
+        elif type(value) in leaves:
+            continue
         elif isinstance(value, list):
             if value and hasattr(value[0], "_fields") and any(
                     response_needs_metadata_update(item, _depth + 1) for item in value):
@@ -546,6 +571,7 @@ def response_needs_metadata_update(response: Any, _depth: int = 0) -> bool:
 
 def build_metadata_request(topics: set[str] | None, version: int, allow_auto_create: bool) -> Any:
     """A MetadataRequest for these topics (None: all topics; empty: brokers only)."""
+    topic_list: list[Any] | None
     if topics is None:
         topic_list = None if version >= 1 else []
     else:

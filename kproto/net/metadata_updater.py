@@ -71,6 +71,7 @@ class MetadataUpdater:
             self.connecting = node_id
             return float("inf") if node.state is not ConnectionState.DISCONNECTED else \
                 node.connection_delay(now)
+        assert node.proto is not None  # a ready node has its framing
         if not node.proto.can_send_more():
             return float("inf")
         version = highest_common_version(MetadataRequest, node.api_versions)

@@ -27,11 +27,13 @@ Counting rules (Java's ``Selector``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 
-class NetworkListener:
-    """The hook's interface; every method is a no-op here (subclass what you need)."""
+class NetworkListener(Protocol):
+    """The hook's interface; every method is a no-op here (subclass what you need). A
+    Protocol, so a listener that implements every method (SelectorMetrics) needs no
+    import of this module."""
 
     def connection_created(self, node_id: Any) -> None:
         pass

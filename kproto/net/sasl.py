@@ -362,7 +362,7 @@ class SaslClientAuthenticator:
                 "node {} does not enable SASL mechanism {}; it offers: {}".format(
                     self.node_id, self.mechanism.name, ", ".join(response.mechanisms) or "(none)"))
         if response.error_code:
-            raise errors.error_for(response.error_code, "SaslHandshake with node {}".format(self.node_id))
+            raise errors.exception_for(response.error_code, "SaslHandshake with node {}".format(self.node_id))
         self.state = SaslState.INITIAL
         return self._authenticate(self.mechanism.initial_response())
 
@@ -373,7 +373,7 @@ class SaslClientAuthenticator:
     def _on_authenticate(self, response: Any) -> Optional[tuple[Any, int]]:
         if response.error_code:
             detail = response.error_message or "node {}".format(self.node_id)
-            raise errors.error_for(response.error_code, "{} ({})".format(detail, self.mechanism.name))
+            raise errors.exception_for(response.error_code, "{} ({})".format(detail, self.mechanism.name))
         self.session_lifetime_ms = max(int(response.session_lifetime_ms or 0), 0)
         reply = self.mechanism.evaluate_challenge(bytes(response.auth_bytes or b""))
         if reply is not None:

@@ -51,6 +51,14 @@ class ProtocolStruct:
     _first_version: ClassVar[int] = 0
     _encoders: ClassVar[tuple | None] = None
     _decoders: ClassVar[tuple | None] = None
+    # Declared for the type checker only: a message class's API key (not a ClassVar:
+    # ApiVersions' nested struct has an ``api_key`` field), and the request/response pair
+    # the generated modules link once both classes exist. Nested structs have none.
+    api_key: int
+    response_class: ClassVar[type[ProtocolStruct]]
+    request_class: ClassVar[type[ProtocolStruct]]
+    # A slot of every generated class: tagged fields this schema does not know, kept raw.
+    _unknown_tagged_fields: list[tuple[int, bytes]] | None
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for a slot that holds no value yet: supply the schema default.
@@ -144,7 +152,7 @@ class ProtocolStruct:
         return obj
 
 
-def _lookup(cls: type, table: tuple | None, version: int) -> Callable:
+def _lookup(cls: type[ProtocolStruct], table: tuple | None, version: int) -> Callable:
     if table is None:
         raise IllegalArgumentError("{} is a nested struct; encode/decode its message".format(
             cls._name))
@@ -186,7 +194,8 @@ def unsupported_field(obj: ProtocolStruct, attr: str, versions: str) -> None:
 def add_unknown_tag(obj: ProtocolStruct, tag: int, raw: bytes) -> None:
     unknown = obj._unknown_tagged_fields
     if unknown is None:
-        unknown = obj._unknown_tagged_fields = []
+        unknown = []
+        setattr(obj, "_unknown_tagged_fields", unknown)  # a slot of the generated subclass
     unknown.append((tag, raw))
 
 

@@ -14,7 +14,9 @@ Two algorithms, picked by input size:
   has the same remainder but about half the bits. ``H·c`` for a 32-bit constant c is a
   carry-less multiplication: one shift and XOR of the big integer per set bit of c, and
   CPython does those at C speed per machine word. A few dozen big-integer operations per
-  halving replace one Python-level loop iteration per byte.
+  halving replace one Python-level loop iteration per byte. Wide folds multiply by a
+  three-term polynomial congruent to x^k instead (three shifts, not 5-9). The last ~256 bits go
+  through the table loop (small folds cost more per operation than they save).
 
 The bit order: CRC-32C is a *reflected* CRC (the least significant bit of each byte is the
 highest-degree coefficient), and ``int.from_bytes(data, "little")`` is exactly the
@@ -121,8 +123,96 @@ _FOLD_TABLE = (
     (242756, 0x18206801), (302494, 0x82040009), (343946, 0x00202481), (363296, 0x48003031),
     (383184, 0x01602601), (478898, 0x20980001), (506636, 0x00421021), (564376, 0x0080c009),
 )
-_FOLD_KS = [k for k, _ in _FOLD_TABLE]
-_FOLD_BITS = [tuple(i for i in range(32) if c >> i & 1) for _, c in _FOLD_TABLE]
+# Widths up to this are finished by the word loop instead of folds (see _crc32c_fold).
+_TAIL_BITS = 256
+
+# Wide folds need not multiply by x^k mod P itself: any R ≡ x^k (mod P) does, and H·R
+# still fits in k bits when deg R <= 2k - w. For each k here, R = x^a + x^b + x^c with
+# c < 3,000 (the 4-term multiples x^k + x^a + x^b + x^c of P with the smallest top term
+# c, found by meeting in the middle: _search_sparse_table): three shifts per fold
+# instead of the five to nine of _FOLD_TABLE's constants, for a width only ~c/2 above
+# the half. Used from _SPARSE_MIN_BITS on, where c is small against the width
+# (measured, 10 KB-64 KB inputs: ~1.3-1.8x); (k, a, b, c), k about 2% apart.
+_SPARSE_MIN_BITS = 16384
+_SPARSE_TABLE = (
+    (7000, 223, 323, 707), (7141, 364, 464, 848), (7284, 507, 607, 991), (7430, 653, 753, 1137),
+    (7579, 802, 902, 1286), (7731, 954, 1054, 1438), (7886, 1109, 1209, 1593),
+    (8044, 1267, 1367, 1751), (8205, 1428, 1528, 1912), (8370, 1593, 1693, 2077),
+    (8538, 1761, 1861, 2245), (8709, 1932, 2032, 2416), (8884, 2107, 2207, 2591),
+    (9062, 2285, 2385, 2769), (9244, 2467, 2567, 2951), (9429, 26, 1775, 2310),
+    (9618, 215, 1964, 2499), (9811, 408, 2157, 2692), (10008, 605, 2354, 2889),
+    (10414, 145, 982, 1449), (10623, 354, 1191, 1658), (10836, 567, 1404, 1871),
+    (11053, 141, 555, 2074), (11275, 363, 777, 2296), (11501, 589, 1003, 2522),
+    (11732, 820, 1234, 2753), (11967, 1055, 1469, 2988), (12452, 6, 480, 1011),
+    (12702, 256, 730, 1261), (12957, 511, 985, 1516), (13217, 771, 1245, 1776),
+    (13482, 1036, 1510, 2041), (13752, 198, 398, 1166), (14028, 474, 674, 1442),
+    (14309, 755, 955, 1723), (14596, 1042, 1242, 2010), (14888, 21, 299, 339),
+    (15186, 319, 597, 637), (15490, 623, 901, 941), (15800, 933, 1211, 1251),
+    (16117, 1250, 1528, 1568), (16440, 1573, 1851, 1891), (16769, 212, 1746, 2065),
+    (17105, 548, 2082, 2401), (17448, 247, 551, 563), (17797, 596, 900, 912),
+    (18153, 952, 1256, 1268), (18517, 1316, 1620, 1632), (18888, 1687, 1991, 2003),
+    (19266, 2065, 2369, 2381), (19652, 166, 933, 1278), (20046, 560, 1327, 1672),
+    (20447, 961, 1728, 2073), (20856, 351, 1699, 2330), (21274, 769, 2117, 2748),
+    (22578, 36, 1493, 1760), (23030, 488, 1945, 2212), (23491, 436, 810, 855),
+    (23961, 906, 1280, 1325), (24441, 425, 1006, 1062), (24930, 914, 1495, 1551),
+    (25429, 1413, 1994, 2050), (25938, 503, 1414, 2138), (26457, 1022, 1933, 2657),
+    (27527, 324, 918, 1114), (28078, 875, 1469, 1665), (28640, 1437, 2031, 2227),
+    (29213, 521, 685, 1034), (29798, 64, 620, 700), (30394, 660, 1216, 1296),
+    (31002, 376, 1502, 1553), (31623, 997, 2123, 2174), (32256, 146, 2151, 2792),
+    (32902, 543, 1994, 2741), (33561, 39, 1466, 1497), (34233, 360, 435, 1794),
+    (34918, 516, 1124, 1148), (35617, 1215, 1823, 1847), (36330, 239, 1037, 1496),
+    (37057, 218, 1319, 1661), (37799, 261, 1988, 2332), (38555, 652, 1711, 2986),
+    (39327, 660, 1023, 2333), (40917, 772, 820, 923), (41736, 1591, 1639, 1742),
+    (42571, 2426, 2474, 2577), (44292, 289, 878, 1401), (45178, 66, 313, 399),
+    (46082, 72, 117, 1135), (47004, 894, 1642, 1732), (47945, 274, 1624, 2213),
+    (48904, 872, 2034, 2146), (49883, 793, 1024, 2642), (50881, 757, 1481, 1764),
+    (51899, 681, 1000, 1778), (52937, 1719, 2038, 2816), (55076, 670, 1858, 2250),
+    (56178, 355, 1495, 1904), (57302, 129, 543, 866), (58449, 1276, 1690, 2013),
+    (59618, 150, 1262, 1422), (60811, 1343, 2455, 2615), (62028, 95, 437, 2126),
+    (63269, 303, 2636, 2942), (64535, 83, 907, 2628), (65826, 37, 90, 1677),
+    (67143, 1354, 1407, 2994), (68486, 21, 366, 1502), (69856, 335, 467, 684),
+    (71254, 1733, 1865, 2082), (72680, 794, 933, 1147), (74134, 2248, 2387, 2601),
+    (75617, 951, 1016, 2040), (77130, 109, 1353, 1698), (78673, 1029, 1748, 2887),
+    (80247, 906, 1893, 2371), (81852, 1562, 1658, 1864), (85160, 218, 353, 1447),
+    (86864, 221, 336, 2085), (88602, 596, 1774, 2820), (90375, 151, 645, 817),
+    (92183, 163, 253, 2289), (94027, 934, 1129, 2823), (97827, 246, 278, 489),
+    (99784, 201, 302, 842), (101780, 735, 1070, 1360), (108011, 7, 909, 1214),
+    (110172, 108, 1071, 1953), (112376, 1227, 1354, 1618), (114624, 278, 1106, 1752),
+    (116917, 646, 955, 1648), (119256, 320, 2544, 2864), (121642, 17, 333, 1116),
+    (124075, 292, 1337, 2538), (126557, 925, 1872, 2510), (129089, 1272, 2093, 2264),
+    (131671, 181, 616, 1747), (134305, 22, 1211, 2692), (139732, 690, 954, 1388),
+    (142527, 49, 1262, 1544), (145378, 77, 1905, 2205), (148286, 431, 1675, 2754),
+    (151252, 599, 790, 1710), (154278, 421, 1948, 2500), (157364, 432, 773, 1371),
+    (170338, 222, 2099, 2128), (173745, 1046, 1116, 1699), (177220, 137, 1185, 1259),
+    (180765, 317, 1305, 1649), (184381, 621, 1557, 2208), (188069, 60, 1091, 2582),
+    (191831, 303, 1137, 2508), (195668, 506, 570, 992), (199582, 416, 618, 1698),
+    (203574, 591, 2325, 2489), (207646, 329, 909, 1054), (211799, 845, 2502, 2523),
+    (216035, 7, 401, 1305), (220356, 415, 928, 1859), (224764, 1293, 1911, 2692),
+    (229260, 264, 774, 1309), (233846, 245, 580, 2379), (238523, 197, 580, 1861),
+    (243294, 211, 654, 1275), (248160, 1302, 1935, 2383), (258187, 52, 412, 1221),
+    (268619, 692, 1218, 2518), (273992, 883, 2345, 2467), (279472, 1121, 1554, 1857),
+    (285062, 1184, 1997, 2020), (290764, 486, 1801, 2736), (296580, 579, 879, 2965),
+    (302512, 964, 2871, 2985), (308563, 390, 752, 1740), (314735, 871, 1553, 2749),
+    (321030, 1423, 1858, 2216), (334001, 1130, 2071, 2428), (347496, 544, 1176, 2483),
+    (354446, 363, 377, 1231), (361535, 223, 721, 2812), (368766, 1237, 2155, 2519),
+    (376142, 340, 1948, 2701), (383665, 1448, 1549, 1911), (391339, 133, 1264, 1870),
+    (399166, 1073, 1517, 2185), (407150, 535, 768, 1328), (415294, 660, 1820, 2110),
+    (432073, 17, 805, 2613), (440715, 689, 1010, 1274), (449530, 358, 636, 1219),
+    (458521, 508, 1331, 2226), (477046, 306, 351, 474), (486587, 421, 1307, 2549),
+    (496319, 1044, 1367, 1799), (506246, 209, 1885, 2465), (516371, 1257, 1404, 2134),
+    (526699, 458, 1104, 1680), (537233, 170, 2036, 2387), (547978, 1045, 1427, 2822),
+    (558938, 1181, 1634, 1967), (570117, 1060, 2112, 2354), (581520, 1984, 2297, 2464),
+    (593151, 533, 2263, 2660),
+)
+
+# The fold plan: (reach, k, exponents of the multiplier), sorted by reach, the widest
+# input an entry folds (2k - the multiplier's degree): _FOLD_TABLE's entries below
+# _SPARSE_MIN_BITS, _SPARSE_TABLE's from there. A width w folds with the first entry whose
+# reach is >= w.
+_FOLD_PLAN = ([(2 * k - 31, k, tuple(i for i in range(32) if c >> i & 1))
+               for k, c in _FOLD_TABLE if 2 * k - 31 < _SPARSE_MIN_BITS]
+              + [(2 * k - c, k, (a, b, c)) for k, a, b, c in _SPARSE_TABLE if 2 * k - c >= _SPARSE_MIN_BITS])
+_FOLD_REACH = [reach for reach, _, _ in _FOLD_PLAN]
 
 
 def _search_fold_table(max_bits: int) -> list[tuple[int, int]]:
@@ -145,6 +235,38 @@ def _search_fold_table(max_bits: int) -> list[tuple[int, int]]:
     return table
 
 
+def _search_sparse_table(start: int = 7000, stop: int = 600_000, step: float = 1.02,
+                         max_degree: int = 3000) -> list[tuple[int, int, int, int]]:
+    """How ``_SPARSE_TABLE`` was made (~20 s, ~0.5 GB): for k from ``start`` growing by
+    ``step``, the a < b < c < ``max_degree`` with x^a + x^b + x^c ≡ x^k (mod P) and the
+    smallest c (k without one are left out)."""
+    powers = [1]
+    for _ in range(1, max_degree):
+        v = powers[-1] << 1
+        powers.append(v ^ _POLY if v >> 32 else v)
+    pairs: dict[int, tuple[int, int]] = {}
+    for b in range(max_degree):
+        for a in range(b):
+            pairs.setdefault(powers[a] ^ powers[b], (a, b))
+    table = []
+    k = start
+    while k < stop:
+        target = _x_pow_mod(k)
+        best: tuple[int, int, int] | None = None
+        for c in range(max_degree):
+            if best is not None and c >= best[2]:
+                break
+            ab = pairs.get(target ^ powers[c])
+            if ab is not None and c not in ab:
+                found = tuple(sorted((ab[0], ab[1], c)))
+                if best is None or found[2] < best[2]:
+                    best = found  # type: ignore[assignment]
+        if best is not None:
+            table.append((k, *best))
+        k = int(k * step) + 1
+    return table
+
+
 def crc32c_table(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-32C with the one-byte-at-a-time table loop (the reference algorithm)."""
     table = _TABLE
@@ -159,38 +281,55 @@ def _crc32c_fold(data: bytes | bytearray | memoryview, crc: int) -> int:
     # incoming register). Reversed at width w = n + 32, M·x^32 is just the little-endian
     # integer of the input and s·x^n is the incoming CRC (final XOR undone) in bits 0..31.
     w = len(data) * 8 + 32
-    rv = int.from_bytes(data, "little") ^ (crc ^ 0xFFFFFFFF)
-    if w < 64:
-        rv <<= 64 - w  # the same polynomial at width 64 (only tiny inputs; crc32c never)
-        w = 64
     if w > _FOLD_MAX_BITS:
         raise ValueError("_crc32c_fold takes at most {} bytes".format(_FOLD_CHUNK))
-    ks = _FOLD_KS
-    fold_bits = _FOLD_BITS
+    plan = _FOLD_PLAN
+    reach = _FOLD_REACH
     find = bisect.bisect_left
-    while w > 64:
-        # the smallest k with w <= 2k - 31: about half the width
-        i = find(ks, (w + 32) >> 1)
-        k = ks[i]
-        # V = H·x^k + L at width w -> H·(x^k mod P) + L at width k. Reversed: L is the
-        # top k bits, H the low w - k bits, and H·x^t lands shifted left by 2k - w - t.
+    seed = crc ^ 0xFFFFFFFF
+    if w < 2 * 64:
+        rv = int.from_bytes(data, "little") ^ seed
+        if w < 64:
+            rv <<= 64 - w  # the same polynomial at width 64 (only tiny inputs; crc32c never)
+            w = 64
+    else:
+        # The first (largest) fold splits the bytes instead of the integer: H is the first
+        # d8 bits, d8 the fold's d rounded down to whole bytes, so H and L are two
+        # from_bytes and no mask, shift or seed XOR of the whole input is needed. V is then
+        # H·x^(k+r)·... with r = d - d8: H·x^r·R + L at width k + r (the shifts below
+        # gain r), which still fits (d8 + deg R <= k).
+        _, k, terms = plan[find(reach, w)]
+        split = (w - k) >> 3
+        r = w - k - (split << 3)
+        h = int.from_bytes(data[:split], "little") ^ seed
+        shift = 2 * k - w + r
+        acc = h << (shift - terms[0])
+        for t in terms[1:]:
+            acc ^= h << (shift - t)
+        rv = acc ^ int.from_bytes(data[split:], "little")
+        w = k + r
+    while w > _TAIL_BITS:
+        # the first plan entry that reaches w: about half the width
+        _, k, terms = plan[find(reach, w)]
+        # V = H·x^k + L at width w -> H·R + L at width k (R ≡ x^k, R = sum of x^t over
+        # terms). Reversed: L is the top k bits, H the low w - k bits, and H·x^t lands
+        # shifted left by 2k - w - t.
         d = w - k
         h = rv & ((1 << d) - 1)
         base = 2 * k - w
-        acc = 0
-        for t in fold_bits[i]:
+        acc = h << (base - terms[0])
+        for t in terms[1:]:
             acc ^= h << (base - t)
         rv = acc ^ (rv >> d)
         w = k
-    # Width 64: V = hi·x^32 + lo; reversed, lo is bits 32..63 and hi bits 0..31.
-    # hi·x^32 mod P (reflected) is the table loop run over four zero bytes from hi.
-    r = rv & 0xFFFFFFFF
-    table = _TABLE
-    r = table[r & 0xFF] ^ (r >> 8)
-    r = table[r & 0xFF] ^ (r >> 8)
-    r = table[r & 0xFF] ^ (r >> 8)
-    r = table[r & 0xFF] ^ (r >> 8)
-    return r ^ (rv >> 32) ^ 0xFFFFFFFF
+    # The last few hundred bits: folds of small integers cost their fixed overhead per
+    # operation (and the small constants have many bits), the word loop is cheaper. At
+    # width w, V = H·x^32 + L with L the top 32 bits of rv; H·x^32 mod P is the table
+    # loop's register over H's bytes from 0 (width padded so H is whole bytes).
+    pad = (32 - w) & 7
+    rv <<= pad
+    w += pad - 32
+    return _crc32c_small((rv & ((1 << w) - 1)).to_bytes(w >> 3, "little"), 0xFFFFFFFF) ^ (rv >> w)
 
 
 def _crc32c_small(data: bytes | bytearray | memoryview, crc: int) -> int:

@@ -22,8 +22,9 @@ Layout (Kafka's DefaultRecordBatch)::
 The record loop is the hottest code of kproto: one function call per chunk appending to a
 list (a generator resumed per record costs more), on one ``bytes`` object with an integer
 position; it binds everything it uses to locals, decodes one- and two-byte varints inline
-(nearly every length and delta in practice; the zigzag step is a table lookup), calls a
-helper only for longer ones, and builds each record tuple in one step with the caller's
+(nearly every length and delta in practice; the zigzag step is a table lookup) and
+three-byte record and value lengths (values of ~8 KiB to 1 MiB), calls a helper only for
+longer ones, and builds each record tuple in one step with the caller's
 prefix (the consumer's ``ConsumerRecord`` directly). Bounds are not checked per field:
 indexing past the end raises IndexError, slicing past the end is caught by the per-record
 check that the fields end exactly where the record's length said; both end the list with
@@ -130,8 +131,15 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
                     pos += 2
                     rec_end = pos + zz[(b << 7) + v]
                 else:
-                    v, pos = slow(buf, pos)
-                    rec_end = pos + v
+                    # three bytes: records of 8 KiB to 1 MiB
+                    c = buf[pos + 2]
+                    if c < 0x80:
+                        v = (v - 0x80) | ((b - 0x80) << 7) | (c << 14)
+                        pos += 3
+                        rec_end = pos + ((v >> 1) ^ -(v & 1))
+                    else:
+                        v, pos = slow(buf, pos)
+                        rec_end = pos + v
             # (a length of zero or below is caught by the pos == rec_end check below)
             if rec_end > end:
                 raise _Malformed("record length out of range")
@@ -197,7 +205,13 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
                     vsize = zz[(b << 7) + v]
                     pos += 2
                 else:
-                    vsize, pos = slow(buf, pos)
+                    c = buf[pos + 2]
+                    if c < 0x80:
+                        vsize = (v - 0x80) | ((b - 0x80) << 7) | (c << 14)
+                        vsize = (vsize >> 1) ^ -(vsize & 1)
+                        pos += 3
+                    else:
+                        vsize, pos = slow(buf, pos)
             if vsize >= 0:
                 v = pos + vsize
                 value = buf[pos:v]
@@ -210,7 +224,7 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
             v = buf[pos]
             pos += 1
             if v == 0:
-                headers = []
+                headers: list = []
                 hsize = -1
             else:
                 if v >= 0x80:

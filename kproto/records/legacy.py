@@ -258,7 +258,7 @@ class LegacyBatch:
         records, index, error = cursor
         stop = len(records) if limit is None else min(len(records), index + limit)
         cursor[1] = stop
-        out = [_new_tuple(record_class, prefix + record) for record in records[index:stop]]
+        out: list = [_new_tuple(record_class, prefix + record) for record in records[index:stop]]
         return out, error if stop == len(records) else None
 
     @property

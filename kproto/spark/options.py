@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
-from kproto.consumer.config import DEFAULT_CONFIG, ConsumerConfig
+from kproto.consumer.config import DEFAULT_CONFIG, ConsumerConfig, parse_isolation_level
 from kproto.errors import KafkaConfigurationError
-from kproto.structs import TopicPartition
+from kproto.structs import IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.spark")
 
@@ -111,8 +111,8 @@ class SourceOptions:
     raw: dict = field(default_factory=dict, compare=False)
 
     @property
-    def isolation_level(self) -> str:
-        return self.client_config.get("isolation_level", "read_uncommitted")
+    def isolation_level(self) -> IsolationLevel:
+        return parse_isolation_level(self.client_config.get("isolation_level", IsolationLevel.READ_UNCOMMITTED))
 
 
 def _fail(message: str) -> KafkaConfigurationError:

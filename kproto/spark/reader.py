@@ -128,7 +128,7 @@ def read_range(options: SourceOptions, r: OffsetRange, *, batch_rows: int = BATC
                 if r.from_offset <= record.offset < r.until_offset:
                     pending.append(record)
             new_position = consumer.position(tp)
-            if new_position > position:
+            if new_position is not None and new_position > position:
                 position = new_position
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > options.poll_timeout_ms / 1000.0:

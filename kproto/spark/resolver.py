@@ -127,7 +127,7 @@ class OffsetResolver:
             # Java's Pattern.matches: the whole name must match.
             topics = sorted(t for t in self._retrying("listing topics", self._consumer.topics)
                             if pattern.fullmatch(t) and not t.startswith("__"))
-        result = []
+        result: list[TopicPartition] = []
         for topic in topics:
             partitions = self._partitions_of(topic)
             if partitions is None:
@@ -159,7 +159,8 @@ class OffsetResolver:
         # stable offset, as position + current_lag (positions do not move here: records
         # are polled with update_offsets=False).
         lag = self._consumer.current_lag(tp)
-        return None if lag is None else self._consumer.position(tp) + lag
+        position = self._consumer.position(tp)
+        return None if lag is None or position is None else position + lag
 
     def _with_fetch_ends(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         consumer = self._consumer
@@ -186,7 +187,7 @@ class OffsetResolver:
         if not timestamps:
             return {}
         found = self._retrying("offsets for timestamps", lambda: self._consumer.offsets_for_times(timestamps))
-        return {tp: (None if found.get(tp) is None else found[tp].offset) for tp in timestamps}
+        return {tp: (None if (hit := found.get(tp)) is None else hit.offset) for tp in timestamps}
 
     def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], *, starting: bool) -> dict[TopicPartition, int]:
         """One offset per partition in ``tps`` for a starting or ending spec."""
@@ -211,7 +212,8 @@ class OffsetResolver:
                         "{} (set startingOffsetsByTimestampStrategy=latest to start at the latest offset)"
                         .format(", ".join("{}-{}".format(*tp) for tp in sorted(missing))))
                 found.update(self.latest(missing))
-            return {tp: int(off) for tp, off in found.items()}
+            return {tp: int(off) for tp, off in found.items() if off is not None}
+        assert isinstance(spec, dict), spec  # parse_options allows no other string
         self._check_named(name, spec, tps)
         result = {tp: spec[tp] for tp in tps}
         earliest = [tp for tp, off in result.items() if off == EARLIEST]

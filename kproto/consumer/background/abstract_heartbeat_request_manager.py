@@ -36,7 +36,7 @@ from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.request_manager import PollResult, RequestState, UnsentRequest
 from kproto.consumer.background.timer import Timer
-from kproto.errors import ErrorCode, UnsupportedVersionError, error_for, for_code
+from kproto.errors import ErrorCode, UnsupportedVersionError, exception_for, for_code
 
 log = logging.getLogger("kproto.kip848")
 
@@ -279,7 +279,7 @@ class AbstractHeartbeatRequestManager:
         elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             # Surfaced on poll(); the member stays as it is and recovers once ACLs allow it.
             log.error("%s failed: %s %s", self.heartbeat_api, name, message or "")
-            self.background_event_handler.add(ErrorEvent(error_for(code, message)))
+            self.background_event_handler.add(ErrorEvent(exception_for(code, message)))
         elif code == ErrorCode.UNSUPPORTED_VERSION:
             log.error("%s failed with %s: %s", self.heartbeat_api, name, message or "")
             self._handle_fatal_failure(self.unsupported_version_error(None, message))
@@ -288,7 +288,7 @@ class AbstractHeartbeatRequestManager:
                 log.error("%s failed with an unexpected error %s", self.heartbeat_api, name)
             else:
                 log.error("%s failed with %s: %s", self.heartbeat_api, name, message or "")
-            self._handle_fatal_failure(error_for(code, message))
+            self._handle_fatal_failure(exception_for(code, message))
         # The broker may not have taken the last fields: send everything next time.
         self.reset_heartbeat_state()
         membership.on_heartbeat_failure(False)

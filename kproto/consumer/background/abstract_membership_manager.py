@@ -66,7 +66,7 @@ class AbstractMembershipManager:
 
     def __init__(self, group_id: str, subscriptions: Any, *,
                  topic_name_for_id: Callable[[uuid.UUID], Optional[str]],
-                 request_metadata_update: Callable[[], None] = lambda: None,
+                 request_metadata_update: Callable[[], object] = lambda: None,
                  member_id: Optional[str] = None, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.group_id = group_id
         self.subscriptions = subscriptions

@@ -119,6 +119,7 @@ class ConsumerNetworkThread(threading.Thread):
 
     def run_once(self) -> None:
         resources = self.resources
+        assert resources is not None  # set before the loop starts (initialize_resources)
         now = self._time_ms()
         self._process_application_events(resources)
         poll_wait = MAX_POLL_TIMEOUT_MS

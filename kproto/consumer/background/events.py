@@ -182,9 +182,6 @@ class ApplicationEventHandler:
         self.add(event)
         return wait_for(event.future, event.deadline_ms, self._time_ms)
 
-    def wakeup_network_thread(self) -> None:
-        self._wakeup()
-
 
 def wait_for(future: Future, deadline_ms: int, time_ms: Callable[[], int] = monotonic_ms) -> Any:
     """``future.result()`` bounded by ``deadline_ms``; a timeout is KafkaTimeoutError.

@@ -43,10 +43,6 @@ class MemberState(enum.Enum):
         """Whether a target assignment in a heartbeat response is taken in this state."""
         return self in _CAN_HANDLE_NEW_ASSIGNMENT
 
-    def previous_valid_states(self) -> frozenset["MemberState"]:
-        return PREVIOUS_VALID_STATES[self]
-
-
 _CAN_HANDLE_NEW_ASSIGNMENT = frozenset({
     MemberState.JOINING, MemberState.RECONCILING, MemberState.ACKNOWLEDGING, MemberState.STABLE})
 

@@ -77,8 +77,10 @@ class NetworkClientDelegate:
         waiting: collections.deque[UnsentRequest] = collections.deque()
         while self.unsent_requests:
             unsent = self.unsent_requests.popleft()
-            unsent.timer.update(now_ms)
-            if unsent.timer.is_expired():
+            timer = unsent.timer
+            assert timer is not None  # add_all() stages every request with its timer
+            timer.update(now_ms)
+            if timer.is_expired():
                 unsent.complete_exceptionally(KafkaTimeoutError(
                     "{} could not be sent within {} ms".format(unsent, self.request_timeout_ms)), now_ms)
                 continue

@@ -17,7 +17,9 @@ import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
+from kproto.consumer.background.timer import Timer
 from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
+from kproto.protocol.base import ProtocolStruct
 
 log = logging.getLogger("kproto.kip848")
 
@@ -37,7 +39,7 @@ class RequestBuilder:
 
     __slots__ = ("request_class", "_build")
 
-    def __init__(self, request_class: type, build: Callable[[int], tuple[Any, int]]) -> None:
+    def __init__(self, request_class: type[ProtocolStruct], build: Callable[[int], tuple[Any, int]]) -> None:
         self.request_class = request_class
         self._build = build
 
@@ -67,7 +69,7 @@ class UnsentRequest:
         self.future: Future = Future()
         self.completion_time_ms: Optional[int] = None
         # Set by the network thread when it stages the request (request.timeout.ms).
-        self.timer = None
+        self.timer: Optional[Timer] = None
 
     def when_complete(self, callback: Callable[[Any, Optional[BaseException]], None]) -> "UnsentRequest":
         """Chain ``callback(response, error)``; exactly one of the two is not None."""

@@ -13,11 +13,10 @@ import time
 class Timer:
     """A deadline ``timeout_ms`` after the time it was started or last reset."""
 
-    __slots__ = ("_current_ms", "_start_ms", "_deadline_ms", "_timeout_ms")
+    __slots__ = ("_current_ms", "_deadline_ms", "_timeout_ms")
 
     def __init__(self, now_ms: int, timeout_ms: int) -> None:
         self._current_ms = now_ms
-        self._start_ms = now_ms
         self._timeout_ms = 0
         self._deadline_ms = now_ms
         self.reset(timeout_ms)
@@ -31,7 +30,6 @@ class Timer:
         if timeout_ms < 0:
             raise ValueError("timeout_ms must be >= 0, got {}".format(timeout_ms))
         self._timeout_ms = timeout_ms
-        self._start_ms = self._current_ms
         self._deadline_ms = self._current_ms + timeout_ms
 
     def update_and_reset(self, now_ms: int, timeout_ms: int) -> None:
@@ -41,18 +39,12 @@ class Timer:
     def is_expired(self) -> bool:
         return self._current_ms >= self._deadline_ms
 
-    def not_expired(self) -> bool:
-        return not self.is_expired()
-
     def remaining_ms(self) -> int:
         return max(0, self._deadline_ms - self._current_ms)
 
     def is_expired_by(self) -> int:
         """How long ago the deadline passed (0 if it has not)."""
         return max(0, self._current_ms - self._deadline_ms)
-
-    def elapsed_ms(self) -> int:
-        return self._current_ms - self._start_ms
 
     @property
     def timeout_ms(self) -> int:
@@ -73,10 +65,3 @@ class Timer:
 def monotonic_ms() -> int:
     """The engine's clock: monotonic milliseconds, shared by both threads."""
     return time.monotonic_ns() // 1_000_000
-
-
-def calculate_deadline_ms(now_ms: int, timeout_ms: int) -> int:
-    """``now_ms + timeout_ms`` for a non-negative timeout (Java's calculateDeadlineMs)."""
-    if timeout_ms < 0:
-        raise ValueError("timeout_ms must be >= 0, got {}".format(timeout_ms))
-    return now_ms + timeout_ms

@@ -29,6 +29,9 @@ from typing import Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from kproto.messages.heartbeat import HeartbeatResponse
+from kproto.messages.join_group import JoinGroupResponse
+from kproto.messages.sync_group import SyncGroupResponse
 from kproto.net.future import Future
 from kproto.net.client import monotonic_ms
 
@@ -127,7 +130,7 @@ class AbstractCoordinator:
     def on_join_prepare(self, generation: Generation) -> None:
         """Before (re)joining; ``generation`` is the one being left (NO_GENERATION if lost)."""
 
-    def perform_assignment(self, leader_id: str, protocol: str, members: list[Any],
+    def perform_assignment(self, leader_id: str, protocol: Optional[str], members: list[Any],
                            skip_assignment: bool) -> dict[str, bytes]:
         """Leader only: member id -> assignment bytes."""
         raise NotImplementedError
@@ -276,7 +279,7 @@ class AbstractCoordinator:
         # not sleep through it.
         self._client.wakeup()
 
-    def _on_join_response(self, round_future: Any, response: Any) -> None:
+    def _on_join_response(self, round_future: Any, response: JoinGroupResponse) -> None:
         with self._lock:
             verdict = self.membership.handle_join_response(response)
             if not isinstance(verdict.error, errors.MemberIdRequiredError):  # a step, not a failure (Java)
@@ -292,7 +295,7 @@ class AbstractCoordinator:
         try:
             if is_leader:
                 assignments = self.perform_assignment(response.leader, response.protocol_name, response.members,
-                                                      bool(getattr(response, "skip_assignment", False)))
+                                                      response.skip_assignment)
             else:
                 assignments = {}
             sync = self._send_sync_group(generation, response.protocol_name, assignments)
@@ -310,7 +313,7 @@ class AbstractCoordinator:
         sync.add_callback(self._on_sync_response, round_future, generation)
         sync.add_errback(round_future.failure)
 
-    def _send_sync_group(self, generation: Generation, protocol_name: str,
+    def _send_sync_group(self, generation: Generation, protocol_name: Optional[str],
                          assignments: dict[str, bytes]) -> Optional[Any]:
         node = self.coordinator_id
         version = self._version(SyncGroupRequest, node)
@@ -324,7 +327,7 @@ class AbstractCoordinator:
                   len(assignments))
         return self._client.send(node, request, version=version)
 
-    def _on_sync_response(self, round_future: Any, generation: Generation, response: Any) -> None:
+    def _on_sync_response(self, round_future: Any, generation: Generation, response: SyncGroupResponse) -> None:
         with self._lock:
             verdict = self.membership.handle_sync_response(response, generation)
             if verdict.ok:
@@ -495,7 +498,7 @@ class AbstractCoordinator:
         future.add_callback(self._on_heartbeat_response, generation)
         future.add_errback(self._on_heartbeat_failure)
 
-    def _on_heartbeat_response(self, generation: Generation, response: Any) -> None:
+    def _on_heartbeat_response(self, generation: Generation, response: HeartbeatResponse) -> None:
         now = self._clock()
         self._record("record_heartbeat", *self._latency("heartbeat", True))
         with self._lock:

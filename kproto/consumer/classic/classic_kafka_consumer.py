@@ -33,6 +33,7 @@ from kproto import errors
 from kproto.consumer.classic.fetcher import Fetcher
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.classic.offset_fetcher import OffsetFetcher
+from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_collector import Fetch
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
@@ -41,7 +42,7 @@ from kproto.consumer.subscription_state import AutoOffsetResetStrategy, Subscrip
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient, monotonic_ms
-from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -53,6 +54,9 @@ class ClassicCoordinator(Protocol):
     the application thread. Timeouts are milliseconds; None results mean "not finished
     before the timeout".
     """
+
+    #: Called during blocking waits; raises WakeupException after ``wakeup()``.
+    check_wakeup: Optional[Callable[[], None]]
 
     def poll(self, timeout_ms: float, wait_for_join_group: bool = True) -> bool:
         """Find the coordinator, (re)join and sync if needed, run rebalance callbacks and
@@ -124,7 +128,7 @@ class ClassicKafkaConsumer:
         self.group_id: Optional[str] = config["group_id"]
         self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
         self.retry_backoff_ms: int = config["retry_backoff_ms"]
-        self.isolation_level: str = config["isolation_level"]
+        self.isolation_level: IsolationLevel = parse_isolation_level(config["isolation_level"])
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
         self.fetch_config = FetchConfig.from_config(config)
         # Metrics (None when metrics_enabled is off): see DESIGN.md "Metrics".
@@ -137,13 +141,12 @@ class ClassicKafkaConsumer:
         self.client = NetworkClient(network_listener=selector_metrics(
             self._metrics, prefix, getattr(self.fetch_metrics, "throttle_time", None)), **dict(config))
         self.metadata = self.client.cluster
-        # The Fetcher stamps wall-clock times on positions (preferred replica expiry) and
-        # takes its own clock; everything timed here uses the monotonic one.
-        self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config, metrics_manager=self.fetch_metrics)
+        self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config, time_ms=time_ms,
+                               metrics_manager=self.fetch_metrics)
         self.offset_fetcher = OffsetFetcher(_WakeupAwareClient(self), self.subscriptions, self.metadata,
                                             isolation_level=self.isolation_level,
                                             request_timeout_ms=config["request_timeout_ms"],
-                                            retry_backoff_ms=self.retry_backoff_ms)
+                                            retry_backoff_ms=self.retry_backoff_ms, clock=time_ms)
         self._wakeup_requested = False
         self._closed = False
         self._metadata_errors = MetadataErrorTracker(self.metadata)

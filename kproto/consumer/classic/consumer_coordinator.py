@@ -26,9 +26,10 @@ from typing import Any, Callable, Mapping, Optional
 from kproto import errors
 from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.classic.metadata_wait import await_metadata_update
+from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
 from .assignors.abstract import GroupMember, RebalanceProtocol
@@ -87,7 +88,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         self.rebalance_protocol = select_rebalance_protocol(self._assignors)
         self._rack_id = config.get("client_rack") or None
         self._exclude_internal_topics = config.get("exclude_internal_topics", True)
-        self._require_stable = config.get("isolation_level") == "read_committed"
+        self._require_stable = parse_isolation_level(config["isolation_level"]) == IsolationLevel.READ_COMMITTED
         self._default_commit_callback = config.get("default_offset_commit_callback")
         self._auto_commit: Optional[AutoCommitState] = None
         if config.get("enable_auto_commit"):
@@ -99,7 +100,6 @@ class ConsumerCoordinator(AbstractCoordinator):
         self._joined_subscription: Optional[frozenset[str]] = None
         # The leader's view of partition counts when it assigned; a change means rejoin.
         self._assignment_snapshot: Optional[dict[str, int]] = None
-        self._is_leader = False
 
     # --- the poll loop ---------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         raise errors.IllegalStateError("the group chose protocol {!r}, which this consumer does not have "
                                        "(configured: {})".format(name, [a.name for a in self._assignors]))
 
-    def perform_assignment(self, leader_id: str, protocol: str, members: list[Any],
+    def perform_assignment(self, leader_id: str, protocol: Optional[str], members: list[Any],
                            skip_assignment: bool) -> dict[str, bytes]:
         assignor = self._assignor(protocol)
         group = []
@@ -215,7 +215,6 @@ class ConsumerCoordinator(AbstractCoordinator):
             sub.group_instance_id = member.group_instance_id
             group.append(GroupMember(member.member_id, member.group_instance_id, sub))
             topics.update(sub.topics)
-        self._is_leader = True
         # The leader needs metadata of every member's topics, not only its own.
         missing = any(not self._cluster.partitions_for_topic(t) for t in topics)
         if self._subscriptions.group_subscribe(topics) or missing:
@@ -270,7 +269,6 @@ class ConsumerCoordinator(AbstractCoordinator):
                 failure = self._listener_invoker.invoke_partitions_revoked(revoked)
                 self._subscriptions.assign_from_subscribed([tp for tp in self._subscriptions.assigned_partitions_list()
                                                             if tp not in revoked])
-        self._is_leader = False
         self._assignment_snapshot = None
         self._subscriptions.reset_group_subscription()
         if failure is not None:

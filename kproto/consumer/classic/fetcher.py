@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -24,13 +23,11 @@ from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
 from kproto.consumer.subscription_state import SubscriptionState
+from kproto.messages.fetch import FetchResponse
+from kproto.net.client import monotonic_ms
 from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Fetcher(AbstractFetch):
@@ -38,20 +35,19 @@ class Fetcher(AbstractFetch):
 
     def __init__(self, client: Any, subscriptions: SubscriptionState, config: FetchConfig,
                  fetch_buffer: Optional[FetchBuffer] = None, metadata: Any = None,
-                 time_ms: Callable[[], int] = _wall_ms, metrics_manager: Any = None) -> None:
+                 time_ms: Callable[[], float] = monotonic_ms, metrics_manager: Any = None) -> None:
         super().__init__(config, subscriptions, metadata if metadata is not None else client.cluster,
                          fetch_buffer if fetch_buffer is not None else FetchBuffer(), time_ms, metrics_manager)
         self.client = client
-        self.collector = FetchCollector(subscriptions, config.max_poll_records, config.isolation_level,
-                                        config.fetch_size,
+        self.collector = FetchCollector(subscriptions, config,
                                         functools.partial(self.metadata.request_update_no_wait, reset_equivalent=False),
-                                        config.metadata_max_age_ms, time_ms, metrics_manager)
+                                        time_ms, metrics_manager)
 
     def is_unavailable(self, node_id: int) -> bool:
         # ready() also starts connecting, so the node is usable on a later round.
         return not self.client.ready(node_id) or self.client.api_version(FETCH_API_KEY, node_id) is None
 
-    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: float) -> int:
         node = super().select_read_replica(tp, leader, now_ms)
         if node != leader and self.client.connection_failed(node) is not None:
             # Java sends to a replica not yet connected and, when the connection fails,
@@ -83,7 +79,7 @@ class Fetcher(AbstractFetch):
             future.add_errback(self._on_failure, node_id, data)
         return len(requests)
 
-    def _on_success(self, node_id: int, data: FetchRequestData, version: int, response: Any) -> None:
+    def _on_success(self, node_id: int, data: FetchRequestData, version: int, response: FetchResponse) -> None:
         self.handle_fetch_success(node_id, data, response, version)
 
     def _on_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
@@ -104,9 +100,9 @@ class Fetcher(AbstractFetch):
                 continue
             version = self.request_version(data, max_version)
             futures.append(self.client.send(node_id, self.create_fetch_request(data, version), version=version))
-        deadline = time.monotonic() + timeout_ms / 1000.0
+        deadline = self._time_ms() + timeout_ms
         for future in futures:
-            remaining = (deadline - time.monotonic()) * 1000.0
+            remaining = deadline - self._time_ms()
             if remaining <= 0:
                 break
             self.client.poll(remaining, future=future)

@@ -20,6 +20,7 @@ from kproto.consumer.offsets import commit as commit_mod
 from kproto.consumer.offsets import committed_offsets as co
 from kproto.consumer.offsets.offset_fetcher_utils import choose_version
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
+from kproto.messages.offset_commit import OffsetCommitResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
@@ -39,9 +40,14 @@ class Coordinator(Protocol):
 class Membership(Protocol):
     """The identity a commit carries; read again for every attempt (it may change)."""
 
-    generation_id_or_member_epoch: int
-    member_id: str
-    group_instance_id: Optional[str]
+    @property
+    def generation_id_or_member_epoch(self) -> int: ...
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def group_instance_id(self) -> Optional[str]: ...
 
 
 class GroupOffsets:
@@ -102,7 +108,7 @@ class GroupOffsets:
                                                     version, deadline)
                 if response is not None:
                     result = self._judge(response, on_result)
-                    if result.succeeded:
+                    if result.error is None:
                         return
                     if not result.retriable:
                         raise result.error
@@ -157,7 +163,7 @@ class GroupOffsets:
             self.group_id, offsets, version, generation_id_or_member_epoch=membership.generation_id_or_member_epoch,
             member_id=membership.member_id, group_instance_id=membership.group_instance_id)
 
-    def _judge(self, response: Any, on_result: Optional[Callable[[commit_mod.CommitResult], None]]
+    def _judge(self, response: OffsetCommitResponse, on_result: Optional[Callable[[commit_mod.CommitResult], None]]
                ) -> commit_mod.CommitResult:
         result = commit_mod.handle_offset_commit_response(response, self.group_id, group_protocol=self._group_protocol)
         if result.coordinator_unknown:

@@ -64,7 +64,7 @@ def build_join_group(version: int, group_id: str, member_id: str, group_instance
 
 
 def build_sync_group(version: int, group_id: str, generation_id: int, member_id: str,
-                     group_instance_id: Optional[str], protocol_type: str, protocol_name: str,
+                     group_instance_id: Optional[str], protocol_type: str, protocol_name: Optional[str],
                      assignments: dict[str, bytes]) -> Any:
     """SyncGroup; ``assignments`` is empty for followers."""
     request = LenientSyncGroupRequest(

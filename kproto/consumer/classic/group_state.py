@@ -30,9 +30,11 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from kproto import errors
+from kproto.messages.join_group import JoinGroupResponse
+from kproto.messages.sync_group import SyncGroupResponse
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -78,10 +80,6 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return self.error is None and not self.retry
-
-
-def _error(code: int, detail: Optional[str]) -> BaseException:
-    return errors.for_code(code)(detail) if detail else errors.for_code(code)()
 
 
 def fenced_instance_error(group_id: str, instance_id: Optional[str]) -> errors.KafkaError:
@@ -143,7 +141,7 @@ class GroupMembership:
 
     # --- answers ----------------------------------------------------------------------------
 
-    def handle_join_response(self, response: Any) -> Verdict:
+    def handle_join_response(self, response: JoinGroupResponse) -> Verdict:
         code = response.error_code
         if code == errors.ErrorCode.NONE:
             if self.state is not MemberState.PREPARING_REBALANCE:
@@ -155,7 +153,7 @@ class GroupMembership:
             log.info("Group %s: joined generation %d as %s (leader %s, protocol %s)", self.group_id,
                      response.generation_id, response.member_id, response.leader, response.protocol_name)
             return Verdict()
-        exc = _error(code, getattr(response, "error_message", None))
+        exc = errors.exception_for(code)  # JoinGroup answers carry no error message
         cls = type(exc)
         self.state = MemberState.UNJOINED
         if cls is errors.MemberIdRequiredError:
@@ -176,7 +174,7 @@ class GroupMembership:
         log.error("Group %s: JoinGroup failed: %s", self.group_id, exc)
         return Verdict(exc)
 
-    def handle_sync_response(self, response: Any, sent_generation: Generation) -> Verdict:
+    def handle_sync_response(self, response: SyncGroupResponse, sent_generation: Generation) -> Verdict:
         code = response.error_code
         if code == errors.ErrorCode.NONE:
             if self.generation != sent_generation or self.state is not MemberState.COMPLETING_REBALANCE:
@@ -185,7 +183,7 @@ class GroupMembership:
             self.rejoin_needed = False
             self.rejoin_reason = ""
             return Verdict()
-        exc = _error(code, getattr(response, "error_message", None))
+        exc = errors.exception_for(code)  # SyncGroup answers carry no error message
         cls = type(exc)
         if cls is errors.RebalanceInProgressError:
             self.state = MemberState.UNJOINED
@@ -213,7 +211,7 @@ class GroupMembership:
     def handle_heartbeat_response(self, code: int, sent_generation: Generation) -> Verdict:
         if code == errors.ErrorCode.NONE:
             return Verdict()
-        exc = _error(code, None)
+        exc = errors.exception_for(code)
         cls = type(exc)
         if cls is errors.RebalanceInProgressError:
             if self.state is MemberState.STABLE:

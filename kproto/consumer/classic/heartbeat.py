@@ -32,9 +32,6 @@ class Heartbeat:
         self.max_poll_interval_ms = max_poll_interval_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.heartbeat_in_flight = False
-        self.last_poll_ms = now_ms
-        self.last_heartbeat_send_ms = now_ms
-        self.last_heartbeat_receive_ms = now_ms
         self._heartbeat_deadline = now_ms + heartbeat_interval_ms
         self._session_deadline = now_ms + session_timeout_ms
         self._poll_deadline = now_ms + max_poll_interval_ms
@@ -43,12 +40,10 @@ class Heartbeat:
 
     def poll(self, now_ms: float) -> None:
         """The application called ``poll()``: the poll timer starts again."""
-        self.last_poll_ms = now_ms
         self._poll_deadline = now_ms + self.max_poll_interval_ms
 
     def sent_heartbeat(self, now_ms: float) -> None:
         self.heartbeat_in_flight = True
-        self.last_heartbeat_send_ms = now_ms
         self._heartbeat_deadline = now_ms + self.heartbeat_interval_ms
 
     def fail_heartbeat(self, now_ms: float) -> None:
@@ -59,7 +54,6 @@ class Heartbeat:
     def received_heartbeat(self, now_ms: float) -> None:
         """The coordinator answered: the session is alive."""
         self.heartbeat_in_flight = False
-        self.last_heartbeat_receive_ms = now_ms
         self._session_deadline = now_ms + self.session_timeout_ms
 
     def reset_session_timeout(self, now_ms: float) -> None:

@@ -27,8 +27,10 @@ from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.offsets.committed_offsets import refresh_committed_offsets
-from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
-from kproto.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kproto.consumer.subscription_state import FetchPosition
+from kproto.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 def _synchronized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``method`` under the fetcher's lock (Java's ``synchronized``)."""
@@ -51,12 +53,12 @@ class OffsetFetcher:
     """
 
     def __init__(self, client: Any, subscriptions: Any, metadata: Any = None, *,
-                 isolation_level: Any = "read_uncommitted", request_timeout_ms: int = 30000,
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, clock: Optional[Callable[[], float]] = None) -> None:
         self._client = client
         self._subscriptions = subscriptions
         self._metadata = metadata if metadata is not None else client.cluster
-        self._isolation_level = utils.isolation_level_code(isolation_level)
+        self._isolation_level = isolation_level
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._clock = clock or (lambda: time.monotonic() * 1000.0)
@@ -71,22 +73,22 @@ class OffsetFetcher:
     # --- blocking lookups -----------------------------------------------------------
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
-                          timeout_ms: int) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
+                          timeout_ms: float) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
         """The earliest offset whose timestamp is >= each given one (None if there is none)."""
         utils.validate_timestamps(timestamps)
         fetched = self._fetch_offsets_by_times(timestamps, timeout_ms, require_timestamp=True)
         return utils.to_offsets_for_times(timestamps, fetched)
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: float) -> dict[TopicPartition, int]:
         """The log start offset of each partition."""
         return self._offsets_at(partitions, utils.EARLIEST_TIMESTAMP, timeout_ms)
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int) -> dict[TopicPartition, int]:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: float) -> dict[TopicPartition, int]:
         """The end offset of each partition (the LSO under read_committed, else the high watermark)."""
         return self._offsets_at(partitions, utils.LATEST_TIMESTAMP, timeout_ms)
 
     def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int,
-                    timeout_ms: int) -> dict[TopicPartition, int]:
+                    timeout_ms: float) -> dict[TopicPartition, int]:
         wanted = list(partitions)
         for tp in wanted:
             if not isinstance(tp, TopicPartition):
@@ -94,7 +96,7 @@ class OffsetFetcher:
         fetched = self._fetch_offsets_by_times({tp: timestamp for tp in wanted}, timeout_ms, require_timestamp=False)
         return utils.to_offsets(wanted, fetched)
 
-    def _fetch_offsets_by_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int,
+    def _fetch_offsets_by_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: float,
                                 require_timestamp: bool) -> dict[TopicPartition, utils.ListOffsetData]:
         """Ask the leaders until every partition is answered (or has no offset) or time is up."""
         if timeout_ms is None or timeout_ms < 0:
@@ -146,7 +148,8 @@ class OffsetFetcher:
     def _send_list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamp: bool):
         """Send one ListOffsets per ready leader; returns (pending, not sent yet, leaderless)."""
         by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
-        pending, unsent = [], set()
+        pending: list[Any] = []
+        unsent: set[TopicPartition] = set()
         for node_id, partitions in by_node.items():
             version = self._version_for(node_id, ListOffsetsRequest,
                                         utils.list_offsets_min_version(self._isolation_level, require_timestamp))
@@ -160,8 +163,8 @@ class OffsetFetcher:
 
     # --- asynchronous position maintenance (the poll loop) ------------------------------
 
-    def update_fetch_positions(self, timeout_ms: int,
-                               fetch_committed: Optional[Callable[[set[TopicPartition], int],
+    def update_fetch_positions(self, timeout_ms: float,
+                               fetch_committed: Optional[Callable[[set[TopicPartition], float],
                                                                   Optional[Mapping[TopicPartition, Optional[OffsetAndMetadata]]]]] = None
                                ) -> bool:
         """Find a position for every assigned partition (Java's updateFetchPositions).
@@ -218,7 +221,8 @@ class OffsetFetcher:
             future.add_errback(self._on_reset_failure, requested)
 
     @_synchronized
-    def _on_reset_response(self, version: int, requested: dict[TopicPartition, int], response: Any) -> None:
+    def _on_reset_response(self, version: int, requested: dict[TopicPartition, int],
+                           response: ListOffsetsResponse) -> None:
         try:
             result = utils.handle_list_offsets_response(response, version, requested)
         except errors.KafkaError as exc:
@@ -269,7 +273,8 @@ class OffsetFetcher:
             future.add_errback(self._on_validation_failure, node_positions)
 
     @_synchronized
-    def _on_validation_response(self, requested: dict[TopicPartition, Any], response: Any) -> None:
+    def _on_validation_response(self, requested: dict[TopicPartition, FetchPosition],
+                                response: OffsetForLeaderEpochResponse) -> None:
         try:
             self._cached_validation_error = lev.on_validation_response(
                 self._subscriptions, response, requested, int(self._clock()), self._retry_backoff_ms,

@@ -35,8 +35,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
@@ -47,6 +48,8 @@ from kproto.consumer.fetch.fetch_session_handler import (ZERO_UUID, FetchRequest
 from kproto.consumer.offsets.offset_fetcher_utils import current_leader
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import ErrorCode
+from kproto.messages.fetch import (FetchRequest, FetchRequest_FetchTopic, FetchRequest_ForgottenTopic, FetchResponse,
+                                   FetchResponse_NodeEndpoint, FetchResponse_PartitionData)
 from kproto.structs import BrokerMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
@@ -59,6 +62,13 @@ INVALID_LOG_START_OFFSET = -1
 _LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
+class _ResponsePartitions(NamedTuple):
+    """A fetch answer's partitions whose topic is known, and every topic id it named (v13+)."""
+
+    named: list[tuple[TopicPartition, FetchResponse_PartitionData]]
+    topic_ids: set[uuid.UUID]
+
+
 class AbstractFetch:
     """Fetch request building and response handling; see the module docstring.
 
@@ -68,7 +78,7 @@ class AbstractFetch:
     """
 
     def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
-                 fetch_buffer: FetchBuffer, time_ms: Callable[[], int], metrics_manager: Any = None) -> None:
+                 fetch_buffer: FetchBuffer, time_ms: Callable[[], float], metrics_manager: Any = None) -> None:
         self.fetch_config = config
         self.subscriptions = subscriptions
         self.metadata = metadata
@@ -95,7 +105,7 @@ class AbstractFetch:
         leader = self.metadata.leader_for_partition(tp)
         return leader if leader is not None and leader >= 0 else None
 
-    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: int) -> int:
+    def select_read_replica(self, tp: TopicPartition, leader: int, now_ms: float) -> int:
         """The preferred read replica (KIP-392) while its lease holds and the metadata
         knows it as an online replica of the partition (Java's ``nodeIfOnline``), else the
         leader. A replica the metadata does not know (stale metadata, a broker gone) is
@@ -120,8 +130,11 @@ class AbstractFetch:
         partition = self.metadata.partition_metadata(tp)
         return partition is not None and node_id not in partition.offline_replicas
 
-    def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: int) -> set[int]:
-        nodes = set()
+    def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: float,
+                        enough: Optional[set[int]] = None) -> set[int]:
+        """The nodes leading partitions with buffered data; the scan stops once it has found
+        every node of ``enough`` (when given)."""
+        nodes: set[int] = set()
         subs = self.subscriptions
         for tp in buffered:
             # As Java (KAFKA-17182): a paused partition's data stays buffered until resume,
@@ -135,20 +148,33 @@ class AbstractFetch:
             leader = self._leader(tp, position.current_leader.leader)
             if leader is not None:
                 nodes.add(self.select_read_replica(tp, leader, now_ms))
+                if enough is not None and enough <= nodes:
+                    break
         return nodes
 
-    def prepare_fetch_requests(self, now_ms: Optional[int] = None) -> dict[int, FetchRequestData]:
+    def prepare_fetch_requests(self, now_ms: Optional[float] = None) -> dict[int, FetchRequestData]:
         """One FetchRequestData per node to fetch from now (advances each node's session)."""
         with self.lock:
             now_ms = self._time_ms() if now_ms is None else now_ms
             if self.metrics_manager is not None:
                 self.metrics_manager.maybe_update_assignment()
             buffered = self.fetch_buffer.buffered_partitions()
+            # A fetch can only go to a broker the metadata names (another node has no
+            # address) with no fetch in flight. Once buffered data covers all of those,
+            # nothing can be sent: return before the per-partition work, which every poll
+            # would otherwise pay for every assigned partition (1,000 partitions: more than the
+            # records cost). What that work might also do (ask for metadata for a partition
+            # without a leader, drop an offline read replica) waits for the next round.
+            open_nodes = {broker.node_id for broker in self.metadata.brokers()}
+            open_nodes -= self.nodes_with_pending_fetch_requests
+            buffered_nodes = self._buffered_nodes(buffered, now_ms, open_nodes)
+            if open_nodes <= buffered_nodes:
+                return {}
             unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
             if not unbuffered:
                 return {}
-            buffered_nodes = self._buffered_nodes(buffered, now_ms)
             builders: dict[int, FetchSessionHandler.Builder] = {}
+            unavailable: dict[int, bool] = {}  # asked once per node, not per partition
             need_metadata = False
             for tp in unbuffered:
                 position = self.subscriptions.position_or_none(tp)
@@ -160,7 +186,10 @@ class AbstractFetch:
                     need_metadata = True
                     continue
                 node = self.select_read_replica(tp, leader, now_ms)
-                if self.is_unavailable(node):
+                down = unavailable.get(node)
+                if down is None:
+                    down = unavailable[node] = self.is_unavailable(node)
+                if down:
                     log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
                 elif node in self.nodes_with_pending_fetch_requests:
                     log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)
@@ -187,14 +216,12 @@ class AbstractFetch:
         """The version to send: the broker's highest, capped at 12 without topic ids."""
         return max_version if data.can_use_topic_ids else min(max_version, LAST_VERSION_WITHOUT_TOPIC_IDS)
 
-    def create_fetch_request(self, data: FetchRequestData, version: int) -> Any:
+    def create_fetch_request(self, data: FetchRequestData, version: int) -> FetchRequest:
         """The FetchRequest message for one node's FetchRequestData at ``version``."""
-        from kproto.messages import FetchRequest
-
         config = self.fetch_config
         by_id = version >= 13
-        topics: list[Any] = []
-        index: dict[Any, Any] = {}
+        topics: list[FetchRequest_FetchTopic] = []
+        index: dict[Any, FetchRequest_FetchTopic] = {}
         for tp, part in data.to_send.items():
             key = part.topic_id if by_id else tp.topic
             topic = index.get(key)
@@ -205,8 +232,8 @@ class AbstractFetch:
                 partition=tp.partition, current_leader_epoch=part.current_leader_epoch,
                 fetch_offset=part.fetch_offset, last_fetched_epoch=part.last_fetched_epoch,
                 log_start_offset=part.log_start_offset, partition_max_bytes=part.max_bytes))
-        forgotten: list[Any] = []
-        findex: dict[Any, Any] = {}
+        forgotten: list[FetchRequest_ForgottenTopic] = []
+        findex: dict[Any, FetchRequest_ForgottenTopic] = {}
         for topic_id, tp in data.forgotten(version):
             key = topic_id if by_id else tp.topic
             entry = findex.get(key)
@@ -215,7 +242,7 @@ class AbstractFetch:
                 forgotten.append(entry)
             entry.partitions.append(tp.partition)
         return FetchRequest(replica_id=-1, max_wait_ms=config.max_wait_ms, min_bytes=config.min_bytes,
-                            max_bytes=config.max_bytes, isolation_level=config.isolation_level_id,
+                            max_bytes=config.max_bytes, isolation_level=config.isolation_level,
                             session_id=data.metadata.session_id, session_epoch=data.metadata.epoch,
                             topics=topics, forgotten_topics_data=forgotten, rack_id=config.client_rack)
 
@@ -226,7 +253,8 @@ class AbstractFetch:
 
     # --- handling responses --------------------------------------------------------------
 
-    def handle_fetch_success(self, node_id: int, data: FetchRequestData, response: Any, version: int) -> None:
+    def handle_fetch_success(self, node_id: int, data: FetchRequestData, response: FetchResponse,
+                             version: int) -> None:
         """Advance the node's session and buffer one CompletedFetch per returned partition."""
         with self.lock:
             try:
@@ -235,16 +263,16 @@ class AbstractFetch:
                 if metrics is not None:
                     if sent is not None:
                         metrics.record_latency((time.monotonic() - sent) * 1000.0)
-                    metrics.record_throttle_time(getattr(response, "throttle_time_ms", 0))
+                    metrics.record_throttle_time(response.throttle_time_ms)
                 handler = self.session_handlers.get(node_id)
                 if handler is None:
                     log.error("fetch response from node %s with no fetch session handler", node_id)
                     return
                 partitions = self._response_partitions(response, version, handler.session_topic_names)
-                error_code = getattr(response, "error_code", 0)
-                ok = handler.handle_response(error_code, getattr(response, "session_id", 0),
-                                             {tp for tp, _ in partitions["named"]}, partitions["ids"], version,
-                                             getattr(response, "throttle_time_ms", 0))
+                error_code = response.error_code
+                ok = handler.handle_response(error_code, response.session_id,
+                                             {tp for tp, _ in partitions.named}, partitions.topic_ids, version,
+                                             response.throttle_time_ms)
                 if not ok:
                     if error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
@@ -253,14 +281,14 @@ class AbstractFetch:
                 completed = []
                 new_leaders: dict[TopicPartition, tuple[int, int]] = {}
                 config = self.fetch_config
-                for tp, part in partitions["named"]:
+                for tp, part in partitions.named:
                     request = data.session_partitions.get(tp)
                     if request is None:
                         raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
                             "full" if data.metadata.is_full else "session", *tp))
                     if part.error_code in _LEADER_MOVED:
-                        leader = getattr(part, "current_leader", None)
-                        if leader is not None and leader.leader_id != -1 and leader.leader_epoch != -1:
+                        leader = part.current_leader  # v12+; older versions: the default, -1/-1
+                        if leader.leader_id != -1 and leader.leader_epoch != -1:
                             new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
                     if tp in buffered:
                         # Cannot happen while nodes with buffered data are skipped; the data
@@ -270,7 +298,7 @@ class AbstractFetch:
                     if part.error_code in _LEADER_MOVED:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
                     completed.append(CompletedFetch(
-                        tp, part, request.fetch_offset, version, isolation_level=config.isolation_level_id,
+                        tp, part, request.fetch_offset, isolation_level=config.isolation_level,
                         check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
                         value_deserializer=config.value_deserializer))
                 if metrics is not None and completed:
@@ -281,11 +309,12 @@ class AbstractFetch:
                         c.metric_aggregator = aggregator
                 self.fetch_buffer.add_all(completed)
                 if new_leaders:
-                    self._update_leadership(new_leaders, getattr(response, "node_endpoints", None) or ())
+                    self._update_leadership(new_leaders, response.node_endpoints)
             finally:
                 self.nodes_with_pending_fetch_requests.discard(node_id)
 
-    def _update_leadership(self, new_leaders: dict[TopicPartition, tuple[int, int]], endpoints: Any) -> None:
+    def _update_leadership(self, new_leaders: dict[TopicPartition, tuple[int, int]],
+                           endpoints: list[FetchResponse_NodeEndpoint]) -> None:
         """KIP-951: apply the leaders the answer named; positions follow the updated ones."""
         nodes = [BrokerMetadata(e.node_id, e.host, e.port, e.rack) for e in endpoints if e.node_id >= 0]
         for tp in self.metadata.update_partition_leadership(new_leaders, nodes):
@@ -296,10 +325,11 @@ class AbstractFetch:
                 self.subscriptions.maybe_validate_position_for_current_leader(tp, current_leader(self.metadata, tp))
 
     @staticmethod
-    def _response_partitions(response: Any, version: int, topic_names: dict) -> dict[str, Any]:
-        named: list[tuple[TopicPartition, Any]] = []
-        ids = set()
-        for topic in getattr(response, "responses", None) or ():
+    def _response_partitions(response: FetchResponse, version: int,
+                             topic_names: dict[uuid.UUID, str]) -> _ResponsePartitions:
+        named: list[tuple[TopicPartition, FetchResponse_PartitionData]] = []
+        ids: set[uuid.UUID] = set()
+        for topic in response.responses:
             if version >= 13:
                 ids.add(topic.topic_id)
                 name = topic_names.get(topic.topic_id)
@@ -309,7 +339,7 @@ class AbstractFetch:
                 name = topic.topic
             for part in topic.partitions:
                 named.append((TopicPartition(name, part.partition_index), part))
-        return {"named": named, "ids": ids}
+        return _ResponsePartitions(named, ids)
 
     def handle_fetch_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
         """The request failed as a whole: the next one to this node is full again."""

@@ -36,14 +36,14 @@ from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 from kproto.errors import CorruptRecordError, KafkaError, RecordDeserializationError
+from kproto.messages.fetch import FetchResponse_PartitionData
 from kproto.records import read_batches
-from kproto.structs import ConsumerRecord, TopicPartition
+from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
 
-READ_COMMITTED = 1  # the FetchRequest IsolationLevel byte
 _new_record = tuple.__new__
-_OFFSET = ConsumerRecord._fields.index("offset")
+_KEY = ConsumerRecord._fields.index("key")  # value follows key
 # The fewest records decoded per step: a poll wanting fewer still gets a chunk this big
 # (the rest waits for the next poll), so tiny polls do not pay the decoder's per-call
 # cost for every record or two; small enough to keep memory proportional to the poll.
@@ -76,13 +76,11 @@ def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
 class CompletedFetch:
     """One partition's fetched data; the FetchCollector takes records from it."""
 
-    def __init__(self, tp: TopicPartition, partition_data: Any, fetch_offset: int, request_version: int, *,
-                 isolation_level: int = 0, check_crcs: bool = True,
+    def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int, *,
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, check_crcs: bool = True,
                  key_deserializer: Optional[Deserialize] = None,
                  value_deserializer: Optional[Deserialize] = None) -> None:
         self.partition = tp
-        self.partition_data = partition_data
-        self.request_version = request_version
         self.next_fetch_offset = fetch_offset
         self.last_epoch: Optional[int] = None
         self.is_consumed = False
@@ -93,14 +91,14 @@ class CompletedFetch:
         self.bytes_read = 0
         self.metric_aggregator: Any = None
         self._collecting = False  # inside fetch_records: records_read is not final yet
-        self.error_code: int = getattr(partition_data, "error_code", 0)
-        self.high_watermark: int = getattr(partition_data, "high_watermark", -1)
-        self.last_stable_offset: int = getattr(partition_data, "last_stable_offset", -1)
-        self.log_start_offset: int = getattr(partition_data, "log_start_offset", -1)
-        self.preferred_read_replica: int = getattr(partition_data, "preferred_read_replica", -1)
-        records = getattr(partition_data, "records", None)
+        self.error_code = partition_data.error_code
+        self.high_watermark = partition_data.high_watermark
+        self.last_stable_offset = partition_data.last_stable_offset
+        self.log_start_offset = partition_data.log_start_offset
+        self.preferred_read_replica = partition_data.preferred_read_replica
+        records = partition_data.records
         self.records: bytes | memoryview = records if records is not None else b""
-        self._isolation_level = isolation_level
+        self._read_committed = isolation_level == IsolationLevel.READ_COMMITTED
         self._check_crcs = check_crcs
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
@@ -118,8 +116,8 @@ class CompletedFetch:
         self._corrupt_error: Optional[KafkaError] = None
         self._aborted_producer_ids: set[int] = set()
         self._aborted_transactions: list[tuple[int, int]] = []
-        if isolation_level == READ_COMMITTED:
-            for txn in getattr(partition_data, "aborted_transactions", None) or ():
+        if self._read_committed:
+            for txn in partition_data.aborted_transactions or ():
                 self._aborted_transactions.append((txn.first_offset, txn.producer_id))
             heapq.heapify(self._aborted_transactions)
 
@@ -189,20 +187,21 @@ class CompletedFetch:
                     if not self._decode_more(max_records - len(out)):
                         break
                     records = self._batch_records
+                    assert records is not None  # _decode_more() filled the buffer
                 i = self._index
                 chunk = records[i:i + max_records - len(out)]
                 if plain:
                     out += chunk
                     self._index = i + len(chunk)
                     if chunk:
-                        self.next_fetch_offset = chunk[-1][_OFFSET] + 1
+                        self.next_fetch_offset = chunk[-1].offset + 1
                 else:
                     for record in chunk:
                         # A failing deserializer raises before the index moves: the
                         # same record is tried again on the next call.
                         out.append(self._parse_record(record))
                         self._index += 1
-                        self.next_fetch_offset = record[_OFFSET] + 1
+                        self.next_fetch_offset = record.offset + 1
                 if self._index >= len(records):
                     self._batch_records = None
         except RecordDeserializationError:
@@ -240,22 +239,24 @@ class CompletedFetch:
 
     def _parse_record(self, record: ConsumerRecord) -> ConsumerRecord:
         """``record`` (raw key and value) with the deserializers applied."""
-        topic = record[0]
-        headers = record[8]
+        topic = record.topic
+        headers = record.headers
         key_des, value_des = self._key_deserializer, self._value_deserializer
         try:
-            key = record[6] if key_des is None else key_des(topic, headers, record[6])
-            value = record[7] if value_des is None else value_des(topic, headers, record[7])
+            key = record.key if key_des is None else key_des(topic, headers, record.key)
+            value = record.value if value_des is None else value_des(topic, headers, record.value)
         except Exception as exc:
             raise RecordDeserializationError(
                 "Error deserializing key/value for partition {}-{} at offset {}. If needed, please seek past the "
-                "record to continue consumption.".format(topic, record[1], record[_OFFSET]),
-                self.partition, record[_OFFSET]) from exc
-        return _new_record(ConsumerRecord, record[:6] + (key, value) + record[8:])
+                "record to continue consumption.".format(topic, record.partition, record.offset),
+                self.partition, record.offset) from exc
+        # The fields around key and value are copied by position: a tuple slice is much
+        # cheaper per record than NamedTuple._replace().
+        return _new_record(ConsumerRecord, record[:_KEY] + (key, value) + record[_KEY + 2:])
 
     def _next_batch(self) -> bool:
         """Move to the next batch with records to return; False (and drained) at the end."""
-        read_committed = self._isolation_level == READ_COMMITTED
+        read_committed = self._read_committed
         if self._batches is None:
             self._batches = self._read_batches(self._check_crcs)
         while True:
@@ -318,10 +319,10 @@ class CompletedFetch:
                     # so the offset to seek past is the batch's last one.
                     error.record_offset = error.offset = batch.last_offset
                 self._batch_error = error
-            if records and records[0][_OFFSET] < position:
+            if records and records[0].offset < position:
                 # The batch started before the position (the decoders guarantee
                 # increasing offsets, so what is left is in order).
-                records = [r for r in records if r[_OFFSET] >= position]
+                records = [r for r in records if r.offset >= position]
             if records:
                 self._batch_records = records
                 self._index = 0

@@ -20,7 +20,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Optional
 
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
@@ -50,10 +50,6 @@ class FetchBuffer:
     def is_empty(self) -> bool:
         with self._lock:
             return not self._completed
-
-    def has_completed_fetches(self, predicate: Callable[[CompletedFetch], bool]) -> bool:
-        with self._lock:
-            return any(predicate(cf) for cf in self._completed)
 
     def add(self, completed_fetch: CompletedFetch) -> None:
         self.add_all([completed_fetch])
@@ -107,8 +103,6 @@ class FetchBuffer:
                 self._not_empty.wait(remaining)
             self._woken_up = False
             return True
-
-    await_wakeup = await_not_empty
 
     def wakeup(self) -> None:
         """Release a thread blocked in ``await_not_empty`` (the consumer's ``wakeup()``)."""

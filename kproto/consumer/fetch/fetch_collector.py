@@ -29,6 +29,7 @@ from typing import Any, Optional
 from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
+from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
 from kproto.errors import ErrorCode
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -69,17 +70,14 @@ class Fetch:
 class FetchCollector:
     """Collects records from a FetchBuffer under SubscriptionState's positions."""
 
-    def __init__(self, subscriptions: SubscriptionState, max_poll_records: int, isolation_level: str = "read_uncommitted",
-                 max_partition_fetch_bytes: int = 1048576,
+    def __init__(self, subscriptions: SubscriptionState, fetch_config: FetchConfig,
                  request_metadata_update: Optional[Callable[[], None]] = None,
-                 metadata_max_age_ms: int = 300000, time_ms: Optional[Callable[[], int]] = None,
-                 metrics_manager: Any = None) -> None:
+                 time_ms: Optional[Callable[[], float]] = None, metrics_manager: Any = None) -> None:
         self._subscriptions = subscriptions
-        self._max_poll_records = max_poll_records
-        self._isolation_level = isolation_level
-        self._max_partition_fetch_bytes = max_partition_fetch_bytes
+        self._max_poll_records = fetch_config.max_poll_records
+        self._max_partition_fetch_bytes = fetch_config.fetch_size
         self._request_metadata_update = request_metadata_update or (lambda: None)
-        self._metadata_max_age_ms = metadata_max_age_ms
+        self._metadata_max_age_ms = fetch_config.metadata_max_age_ms
         self._time_ms = time_ms or (lambda: 0)
         #: A FetchMetricsManager (None: metrics disabled): lag and lead per collected batch.
         self.metrics_manager = metrics_manager

@@ -11,10 +11,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.completed_fetch import Deserialize, make_deserialize
-
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
+from kproto.structs import IsolationLevel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,16 +25,11 @@ class FetchConfig:
     max_poll_records: int = 500
     check_crcs: bool = True
     client_rack: str = ""
-    isolation_level: str = "read_uncommitted"
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     enable_incremental_fetch_sessions: bool = True
     metadata_max_age_ms: int = 300000
     key_deserializer: Optional[Deserialize] = None
     value_deserializer: Optional[Deserialize] = None
-
-    @property
-    def isolation_level_id(self) -> int:
-        """The FetchRequest's IsolationLevel byte."""
-        return READ_COMMITTED if self.isolation_level == "read_committed" else READ_UNCOMMITTED
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "FetchConfig":
@@ -48,7 +42,7 @@ class FetchConfig:
             max_poll_records=config["max_poll_records"],
             check_crcs=config["check_crcs"],
             client_rack=config["client_rack"] or "",
-            isolation_level=config["isolation_level"],
+            isolation_level=parse_isolation_level(config["isolation_level"]),
             enable_incremental_fetch_sessions=config["enable_incremental_fetch_sessions"],
             metadata_max_age_ms=config["metadata_max_age_ms"],
             key_deserializer=make_deserialize(config["key_deserializer"]),

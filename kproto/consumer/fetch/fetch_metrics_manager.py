@@ -30,19 +30,20 @@ Every sensor has its own lock; this object's lock guards the assignment bookkeep
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Iterable, Optional
 
 from kproto import errors
 from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
-from kproto.structs import TopicPartition
+from kproto.structs import IsolationLevel, TopicPartition
 
 
 class FetchMetricsManager:
     """The fetch metrics of one consumer; see the module docstring."""
 
     def __init__(self, metrics: Metrics, subscriptions: Any, prefix: str = "consumer",
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> None:
         self.metrics = metrics
         self.subscriptions = subscriptions
         self.isolation_level = isolation_level
@@ -179,7 +180,7 @@ class FetchMetricsManager:
                 self.metrics.remove_metric(self._replica_name(tp))
             for tp in assigned - self._assigned:
                 self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
-                    lambda config, now, tp=tp: self._preferred_read_replica(tp)))
+                    functools.partial(self._preferred_read_replica, tp)))
             self._assigned = assigned
             self._assignment_id = assignment_id
 
@@ -188,7 +189,7 @@ class FetchMetricsManager:
                                         "partition, or -1 if reading from leader",
                                         {"topic": tp.topic, "partition": str(tp.partition)})
 
-    def _preferred_read_replica(self, tp: TopicPartition) -> int:
+    def _preferred_read_replica(self, tp: TopicPartition, config: Any, now: float) -> int:
         # Java reads it at time 0 (expiry ignored): the engines stamp expiries with their
         # own clocks, which need not be the registry's.
         replica = self.subscriptions.preferred_read_replica(tp, 0)

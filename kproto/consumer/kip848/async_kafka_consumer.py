@@ -34,6 +34,7 @@ from kproto.consumer.background.consumer_network_thread import ConsumerNetworkTh
 from kproto.consumer.background.events import (ApplicationEventHandler, BackgroundEventHandler,
                                                CompletableApplicationEvent, ErrorEvent, drain)
 from kproto.consumer.background.timer import monotonic_ms
+from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
@@ -86,7 +87,7 @@ class AsyncKafkaConsumer:
         self.fetch_metrics = self.consumer_metrics = self.coordinator_metrics = None
         if self._metrics is not None:
             self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix,
-                                                     config["isolation_level"])
+                                                     parse_isolation_level(config["isolation_level"]))
             self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
             if self.group_id:
                 self.coordinator_metrics = CoordinatorMetrics(
@@ -110,12 +111,12 @@ class AsyncKafkaConsumer:
             self._closed = True
             raise
         resources = self.network_thread.resources
+        assert resources is not None  # wait_for_initialization() returned
         self.client = resources.client
         self.membership = resources.membership_manager
         self.fetch_collector = FetchCollector(
-            self.subscriptions, self.fetch_config.max_poll_records, self.fetch_config.isolation_level,
-            self.fetch_config.fetch_size, functools.partial(self.client.request_metadata_update, reset_equivalent=False),
-            self.fetch_config.metadata_max_age_ms, time_ms, self.fetch_metrics)
+            self.subscriptions, self.fetch_config,
+            functools.partial(self.client.request_metadata_update, reset_equivalent=False), time_ms, self.fetch_metrics)
 
     def _initialize_resources(self) -> Any:
         background_handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
@@ -242,11 +243,10 @@ class AsyncKafkaConsumer:
         first_pass = True
         while True:
             self._check_wakeup()
-            self._check_inflight_poll(deadline, first_pass)
+            inflight = self._check_inflight_poll(deadline, first_pass)
             first_pass = False
             self._execute_commit_callbacks()
             self._process_background_events()
-            inflight = self._inflight_poll
             if not inflight.is_validate_positions_complete():
                 # Reading the buffer now could race the background thread on positions.
                 remaining = deadline - self._time_ms()
@@ -263,12 +263,13 @@ class AsyncKafkaConsumer:
             if remaining <= 0:
                 return {}
             wait = min(remaining, self.network_thread.cached_maximum_time_to_wait_ms)
-            inflight = self._inflight_poll
-            if inflight is None or not inflight.is_complete() or not self.subscriptions.has_all_fetch_positions():
+            current = self._inflight_poll
+            if current is None or not current.is_complete() or not self.subscriptions.has_all_fetch_positions():
                 wait = min(wait, self.retry_backoff_ms)
             self.fetch_buffer.await_not_empty(max(wait, min(remaining, 10)) / 1000.0)
 
-    def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> None:
+    def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> ev.AsyncPollEvent:
+        """The poll event in flight (a new one if the last completed); raises its error."""
         inflight = self._inflight_poll
         if inflight is not None and inflight.is_complete():
             error = inflight.error()
@@ -283,6 +284,7 @@ class AsyncKafkaConsumer:
             event = ev.AsyncPollEvent(deadline_ms, self._time_ms())
             self._inflight_poll = event
             self.application_event_handler.add(event)
+        return self._inflight_poll
 
     def _collect_fetch(self, max_records: Optional[int], update_offsets: bool = True) -> Fetch:
         """``update_offsets=False`` (kafka-python) returns records without moving positions."""
@@ -306,9 +308,9 @@ class AsyncKafkaConsumer:
         self._reset(partitions, "latest")
 
     def _reset(self, partitions: tuple, strategy: str) -> None:
-        partitions = set(partitions) or self.subscriptions.assigned_partitions()
-        self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - partitions)
-        self._add_and_get(ev.ResetOffsetEvent(partitions, strategy, self._deadline(None)))
+        to_reset = set(partitions) or self.subscriptions.assigned_partitions()
+        self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - to_reset)
+        self._add_and_get(ev.ResetOffsetEvent(to_reset, strategy, self._deadline(None)))
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
         if not self.subscriptions.is_assigned(partition):

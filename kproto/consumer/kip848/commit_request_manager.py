@@ -64,7 +64,7 @@ class CommitRequestManager:
                  *, auto_commit_enabled: bool, auto_commit_interval_ms: int = 5000,
                  group_instance_id: Optional[str] = None, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, jitter: float = RequestState.RETRY_BACKOFF_JITTER,
-                 throw_on_fetch_stable_offset_unsupported: bool = False, require_stable: bool = False,
+                 require_stable: bool = False,
                  now_ms: int = 0, time_ms: Optional[Callable[[], int]] = None) -> None:
         self.group_id = group_id
         self.subscriptions = subscriptions
@@ -169,10 +169,6 @@ class CommitRequestManager:
             return completed_future()
         return self._add("commit", offsets, deadline_ms, before_revocation=True)
 
-    def reset_auto_commit_timer(self, now_ms: int) -> None:
-        if self.auto_commit_state is not None:
-            self.auto_commit_state.reset(now_ms)
-
     # --- requests and responses ------------------------------------------------------------
 
     def _now(self, fallback: int) -> int:
@@ -230,16 +226,17 @@ class CommitRequestManager:
                     self.sensors.record_commit(done_ms - now_ms)
                 result = handle_offset_commit_response(response, self.group_id, group_protocol="consumer",
                                                        before_revocation=pending.before_revocation)
-                if result.succeeded:
+                if result.error is None:
                     self._finish(pending, None)
                 else:
                     self._on_failure(pending, result.error, result.retriable, result.coordinator_unknown, done_ms)
             else:
-                result = handle_offset_fetch_response(response, pending.version, self.group_id, pending.payload)
-                if result.error is None:
-                    self._finish(pending, result.offsets)
+                assert pending.version is not None  # set by _build() when the request went out
+                fetched = handle_offset_fetch_response(response, pending.version, self.group_id, pending.payload)
+                if fetched.error is None:
+                    self._finish(pending, fetched.offsets)
                 else:
-                    self._on_failure(pending, result.error, result.retriable, result.coordinator_unknown, done_ms)
+                    self._on_failure(pending, fetched.error, fetched.retriable, fetched.coordinator_unknown, done_ms)
 
         return unsent.when_complete(_on_complete)
 

@@ -42,7 +42,7 @@ class ConsumerMembershipManager(AbstractMembershipManager):
 
     def __init__(self, group_id: str, subscriptions: Any, background_event_handler: BackgroundEventHandler,
                  *, topic_name_for_id: Callable[[uuid.UUID], Optional[str]],
-                 request_metadata_update: Callable[[], None] = lambda: None,
+                 request_metadata_update: Callable[[], object] = lambda: None,
                  group_instance_id: Optional[str] = None, rack_id: Optional[str] = None,
                  server_assignor: Optional[str] = None, rebalance_timeout_ms: int = 300000,
                  auto_commit_before_rebalance: Optional[Callable[[int], Future]] = None,

@@ -10,6 +10,7 @@ partitions into one FetchRequest per node as UnsentRequests; responses are buffe
 
 from __future__ import annotations
 
+import functools
 import logging
 from concurrent.futures import Future
 from typing import Any, Callable, Optional
@@ -20,7 +21,7 @@ from kproto.consumer.fetch.abstract_fetch import AbstractFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
-from kproto.messages import FetchRequest
+from kproto.messages.fetch import FetchRequest, FetchResponse
 
 log = logging.getLogger("kproto.kip848")
 
@@ -69,7 +70,7 @@ class FetchRequestManager(AbstractFetch):
 
         unsent = UnsentRequest(RequestBuilder(FetchRequest, _build), node_id)
 
-        def _on_complete(response: Any, error: Optional[BaseException]) -> None:
+        def _on_complete(response: FetchResponse, error: Optional[BaseException]) -> None:
             try:
                 if error is not None:
                     self.handle_fetch_failure(node_id, data, error)
@@ -87,6 +88,9 @@ class FetchRequestManager(AbstractFetch):
         requests = []
         for node_id, data in self.prepare_close_fetch_session_requests().items():
             requests.append(UnsentRequest(RequestBuilder(
-                FetchRequest, lambda v, d=data: (self.create_fetch_request(d, self.request_version(d, v)),
-                                                 self.request_version(d, v))), node_id))
+                FetchRequest, functools.partial(self._close_session_request, data)), node_id))
         return requests
+
+    def _close_session_request(self, data: FetchRequestData, max_version: int) -> tuple[Any, int]:
+        version = self.request_version(data, max_version)
+        return self.create_fetch_request(data, version), version

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
@@ -37,10 +37,19 @@ from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.offsets import refresh_committed_offsets
 from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
-from kproto.messages import ListOffsetsRequest, OffsetForLeaderEpochRequest
-from kproto.structs import TopicPartition
+from kproto.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from kproto.structs import IsolationLevel, TopicPartition
 
 log = logging.getLogger("kproto.kip848")
+
+
+class _PendingFetchCommitted(NamedTuple):
+    """The OffsetFetch in flight, shared by the polls asking for the same partitions
+    (Java's PendingFetchCommittedRequest)."""
+
+    partitions: frozenset[TopicPartition]
+    future: Future
 
 
 class _Lookup:
@@ -59,10 +68,10 @@ class _Lookup:
 
 class OffsetsRequestManager:
     def __init__(self, subscriptions: Any, metadata: Any, commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
-                 isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms
-        self._isolation_level = utils.isolation_level_code(isolation_level)
+        self._isolation_level = isolation_level
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._lookups: list[_Lookup] = []
@@ -71,7 +80,7 @@ class OffsetsRequestManager:
         self.metadata = metadata
         self.commit_request_manager = commit_request_manager
         # The OffsetFetch in flight and the partitions it asks for (no duplicates per poll).
-        self._pending_committed: Optional[tuple[frozenset, Future]] = None
+        self._pending_committed: Optional[_PendingFetchCommitted] = None
         # Resets and validations queued by update_fetch_positions for the next poll.
         self._position_requests: list[UnsentRequest] = []
         self._cached_reset_error: Optional[BaseException] = None
@@ -123,8 +132,7 @@ class OffsetsRequestManager:
             requested = set(partitions)
             requests.append(self._list_offsets_request(
                 node_id, partitions, lookup.require_timestamp,
-                lambda versions, response, error, requested=requested:
-                    self._on_lookup_response(lookup, requested, versions, response, error)))
+                functools.partial(self._on_lookup_response, lookup, requested)))
             lookup.in_flight += 1
         return requests
 
@@ -147,7 +155,8 @@ class OffsetsRequestManager:
         unsent.when_complete(lambda response, error: on_done(versions, response, error))
         return unsent
 
-    def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list, response: Any,
+    def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list,
+                            response: ListOffsetsResponse,
                             error: Optional[BaseException]) -> None:
         lookup.in_flight -= 1
         try:
@@ -223,13 +232,13 @@ class OffsetsRequestManager:
         if self.commit_request_manager is None or not partitions:
             return completed_future({})
         pending = self._pending_committed
-        if pending is not None and not pending[1].done() and pending[0] == partitions:
-            return pending[1]
+        if pending is not None and not pending.future.done() and pending.partitions == partitions:
+            return pending.future
         # Its own deadline: a poll(0) must not make the OffsetFetch expire at once; the
         # request is shared by the polls that follow until it completes.
         deadline_ms = max(deadline_ms, self._time_ms() + self.default_api_timeout_ms)
         future = self.commit_request_manager.fetch_offsets(set(partitions), deadline_ms)
-        self._pending_committed = (partitions, future)
+        self._pending_committed = _PendingFetchCommitted(partitions, future)
         return future
 
     # --- resets (ListOffsets) ----------------------------------------------------------------
@@ -256,10 +265,9 @@ class OffsetsRequestManager:
             self.subscriptions.set_next_allowed_retry(requested, now + self.request_timeout_ms)
             self._position_requests.append(self._list_offsets_request(
                 node_id, partitions, False,
-                lambda versions, response, error, requested=requested:
-                    self._on_reset_response(requested, versions, response, error)))
+                functools.partial(self._on_reset_response, requested)))
 
-    def _on_reset_response(self, requested: dict, versions: list, response: Any,
+    def _on_reset_response(self, requested: dict, versions: list, response: ListOffsetsResponse,
                            error: Optional[BaseException]) -> None:
         try:
             if error is not None:
@@ -298,11 +306,11 @@ class OffsetsRequestManager:
 
             subs.set_next_allowed_retry(node_positions, now + self.request_timeout_ms)
             unsent = UnsentRequest(RequestBuilder(OffsetForLeaderEpochRequest, _build), node_id)
-            unsent.when_complete(lambda response, error, requested=node_positions:
-                                 self._on_validation_response(requested, response, error))
+            unsent.when_complete(functools.partial(self._on_validation_response, node_positions))
             self._position_requests.append(unsent)
 
-    def _on_validation_response(self, requested: dict, response: Any, error: Optional[BaseException]) -> None:
+    def _on_validation_response(self, requested: dict, response: OffsetForLeaderEpochResponse,
+                                error: Optional[BaseException]) -> None:
         subs = self.subscriptions
         if isinstance(error, UnsupportedVersionError):
             # The node cannot validate (no usable OffsetForLeaderEpoch): trust the positions.

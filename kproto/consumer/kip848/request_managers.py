@@ -18,6 +18,7 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
+from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.kip848.application_event_processor import ConsumerApplicationEventProcessor
@@ -28,6 +29,7 @@ from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
+from kproto.structs import IsolationLevel
 
 def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
     """Member state transitions as rebalance metrics (Java's ConsumerRebalanceMetricsManager):
@@ -72,7 +74,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
             auto_commit_interval_ms=config["auto_commit_interval_ms"],
             group_instance_id=config["group_instance_id"], retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms,
-            require_stable=config["isolation_level"] == "read_committed", now_ms=now, time_ms=time_ms)
+            require_stable=parse_isolation_level(config["isolation_level"]) == IsolationLevel.READ_COMMITTED, now_ms=now, time_ms=time_ms)
         membership = ConsumerMembershipManager(
             group_id, subscriptions, background_event_handler,
             topic_name_for_id=metadata.topic_name, request_metadata_update=client.request_metadata_update,
@@ -93,7 +95,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
 
     offsets = OffsetsRequestManager(subscriptions, metadata, commit,
                                     default_api_timeout_ms=config["default_api_timeout_ms"],
-                                    isolation_level=config["isolation_level"],
+                                    isolation_level=parse_isolation_level(config["isolation_level"]),
                                     request_timeout_ms=config["request_timeout_ms"],
                                     retry_backoff_ms=retry_backoff_ms, time_ms=time_ms)
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from kproto import errors
 from kproto.errors import ErrorCode
-from kproto.messages import OffsetCommitRequest as Req
+from kproto.messages.offset_commit import OffsetCommitRequest as Req
+from kproto.messages.offset_commit import OffsetCommitRequest_OffsetCommitRequestPartition, OffsetCommitResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .offset_fetcher_utils import topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
-OFFSET_COMMIT_API_KEY = 8
 # Errors after which the coordinator must be looked up again.
 _COORDINATOR_GONE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                                ErrorCode.REQUEST_TIMED_OUT})
@@ -58,7 +58,7 @@ class CommitResult:
 def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                                 version: int, *, generation_id_or_member_epoch: int = DEFAULT_GENERATION_ID,
                                 member_id: str = UNKNOWN_MEMBER_ID,
-                                group_instance_id: Optional[str] = None) -> Any:
+                                group_instance_id: Optional[str] = None) -> Req:
     """An OffsetCommitRequest for ``offsets`` at ``version``.
 
     The classic engine passes its generation id; the KIP-848 engine its member epoch (and
@@ -72,7 +72,7 @@ def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, 
     if group_instance_id is not None and version < 7:
         raise errors.UnsupportedVersionError(
             "OffsetCommit v{} cannot carry group_instance_id (static membership needs v7+)".format(version))
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[OffsetCommitRequest_OffsetCommitRequestPartition]] = {}
     for tp, om in offsets.items():
         part = Req.OffsetCommitRequestPartition(
             partition_index=tp.partition, committed_offset=om.offset,
@@ -88,7 +88,7 @@ def build_offset_commit_request(group_id: str, offsets: Mapping[TopicPartition, 
     return request
 
 
-def handle_offset_commit_response(response: Any, group_id: str, *, group_protocol: str = "classic",
+def handle_offset_commit_response(response: OffsetCommitResponse, group_id: str, *, group_protocol: str = "classic",
                                   before_revocation: bool = False) -> CommitResult:
     """Judge an OffsetCommit response.
 

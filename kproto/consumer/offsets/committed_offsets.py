@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from kproto import errors
 from kproto.consumer.subscription_state import FetchPosition
 from kproto.errors import ErrorCode
-from kproto.messages import OffsetFetchRequest as Req
+from kproto.messages.offset_fetch import OffsetFetchRequest as Req
+from kproto.messages.offset_fetch import (OffsetFetchResponse, OffsetFetchResponse_OffsetFetchResponseTopic,
+                                          OffsetFetchResponse_OffsetFetchResponseTopics)
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .offset_fetcher_utils import current_leader, format_partitions, topic_authorization_error
 
 log = logging.getLogger("kproto.consumer.offsets")
 
-OFFSET_FETCH_API_KEY = 9
 # Before v2 the group-level errors came back in every partition; these are the ones that
 # mean the whole request failed (as Java's OffsetFetchResponse lifts them).
 _GROUP_ERRORS_IN_PARTITIONS = frozenset({
@@ -50,7 +51,7 @@ class OffsetFetchResult:
 
 def build_offset_fetch_request(group_id: str, partitions: Optional[Iterable[TopicPartition]], version: int, *,
                                require_stable: bool = False, member_id: Optional[str] = None,
-                               member_epoch: int = -1) -> Any:
+                               member_epoch: int = -1) -> Req:
     """An OffsetFetchRequest for ``partitions`` of ``group_id`` (None = all, v2+).
 
     ``require_stable`` (read_committed: wait for pending transactional commits) needs v7;
@@ -68,9 +69,9 @@ def build_offset_fetch_request(group_id: str, partitions: Optional[Iterable[Topi
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
     if version >= 8:
-        topics = None if by_topic is None else [
+        group_topics = None if by_topic is None else [
             Req.OffsetFetchRequestTopics(name=name, partition_indexes=parts) for name, parts in by_topic.items()]
-        group = Req.OffsetFetchRequestGroup(group_id=group_id, topics=topics)
+        group = Req.OffsetFetchRequestGroup(group_id=group_id, topics=group_topics)
         if version >= 9:
             group.member_id = member_id
             group.member_epoch = member_epoch
@@ -80,7 +81,7 @@ def build_offset_fetch_request(group_id: str, partitions: Optional[Iterable[Topi
     return Req(group_id=group_id, topics=topics, require_stable=require_stable)
 
 
-def handle_offset_fetch_response(response: Any, version: int, group_id: str,
+def handle_offset_fetch_response(response: OffsetFetchResponse, version: int, group_id: str,
                                  requested: Optional[Iterable[TopicPartition]] = None) -> OffsetFetchResult:
     """Judge an OffsetFetch response (Java's OffsetFetchResponseHandler, both engines).
 
@@ -110,7 +111,7 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
             code = part.error_code
             if code == ErrorCode.NONE:
                 if part.committed_offset >= 0:
-                    epoch = getattr(part, "committed_leader_epoch", -1)
+                    epoch = part.committed_leader_epoch
                     result.offsets[tp] = OffsetAndMetadata(
                         part.committed_offset, part.metadata or "", -1 if epoch is None else epoch)
                 else:
@@ -138,7 +139,10 @@ def handle_offset_fetch_response(response: Any, version: int, group_id: str,
     return result
 
 
-def _group_view(response: Any, version: int, group_id: str) -> tuple[Optional[int], list[Any]]:
+_Topic = Union[OffsetFetchResponse_OffsetFetchResponseTopic, OffsetFetchResponse_OffsetFetchResponseTopics]
+
+
+def _group_view(response: OffsetFetchResponse, version: int, group_id: str) -> tuple[Optional[int], list[_Topic]]:
     if version >= 8:
         for group in response.groups:
             if group.group_id == group_id:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 from kproto import errors
+from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
 from kproto.errors import ErrorCode
-from kproto.messages import OffsetForLeaderEpochRequest as Req
+from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest as Req
+from kproto.messages.offset_for_leader_epoch import (OffsetForLeaderEpochRequest_OffsetForLeaderPartition,
+                                                     OffsetForLeaderEpochResponse)
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .offset_fetcher_utils import (PARTITION_RETRIABLE, answered_partitions, current_leader, format_partitions,
@@ -25,14 +28,12 @@ from .offset_fetcher_utils import (PARTITION_RETRIABLE, answered_partitions, cur
 
 log = logging.getLogger("kproto.consumer.offsets")
 
-OFFSET_FOR_LEADER_EPOCH_API_KEY = 23
 # v2 added the current leader epoch that lets a consumer ask (KIP-320). Java waits for v3
 # (Kafka 2.3, where ReplicaId appeared); librdkafka uses v2, and so does kproto, so that
 # brokers stopping at v2 (the librdkafka mock) still validate. Older brokers: no validation.
 MIN_CONSUMER_VERSION = 2
 CONSUMER_REPLICA_ID = -1
 UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 
 
 class EpochEndOffset(NamedTuple):
@@ -50,24 +51,25 @@ class OffsetForEpochResult:
     partitions_to_retry: set[TopicPartition] = field(default_factory=set)
 
 
-def positions_to_validate(subscriptions: Any, metadata: Any, now_ms: int) -> dict[TopicPartition, Any]:
+def positions_to_validate(subscriptions: SubscriptionState, metadata: Any,
+                          now_ms: int) -> dict[TopicPartition, FetchPosition]:
     """Note every assigned partition's current leader (a change moves it to
     AWAIT_VALIDATION), then the positions awaiting validation whose retry time has come."""
-    for tp in subscriptions.assigned_partitions():
-        subscriptions.maybe_validate_position_for_current_leader(tp, current_leader(metadata, tp))
+    subscriptions.maybe_validate_positions_for_current_leaders(lambda tp: current_leader(metadata, tp),
+                                                               getattr(metadata, "update_count", None))
     positions = {tp: subscriptions.position(tp) for tp in subscriptions.partitions_needing_validation(now_ms)}
     return {tp: pos for tp, pos in positions.items() if pos is not None}
 
 
-def needs_request(position: Any) -> bool:
+def needs_request(position: FetchPosition) -> bool:
     """Only a position that knows its epoch can be validated (else it is trusted)."""
     return position is not None and position.offset_epoch is not None
 
 
-def group_validation_requests(positions: Mapping[TopicPartition, Any]
-                              ) -> dict[int, dict[TopicPartition, Any]]:
+def group_validation_requests(positions: Mapping[TopicPartition, FetchPosition]
+                              ) -> dict[int, dict[TopicPartition, FetchPosition]]:
     """Split positions by the leader node each one was fetched from (``current_leader``)."""
-    by_node: dict[int, dict[TopicPartition, Any]] = {}
+    by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
     for tp, position in positions.items():
         leader = position.current_leader.leader
         if leader is None or not needs_request(position):
@@ -76,7 +78,8 @@ def group_validation_requests(positions: Mapping[TopicPartition, Any]
     return by_node
 
 
-def build_offset_for_leader_epoch_request(positions: Mapping[TopicPartition, Any], version: int) -> Any:
+def build_offset_for_leader_epoch_request(positions: Mapping[TopicPartition, FetchPosition],
+                                          version: int) -> Req:
     """An OffsetForLeaderEpochRequest asking, per partition, where ``position.offset_epoch`` ends.
 
     ``current_leader_epoch`` fences us against a stale leader (FENCED_LEADER_EPOCH).
@@ -84,21 +87,22 @@ def build_offset_for_leader_epoch_request(positions: Mapping[TopicPartition, Any
     if version < MIN_CONSUMER_VERSION:
         raise errors.IllegalArgumentError(
             "a consumer needs OffsetForLeaderEpoch v{}+, not v{}".format(MIN_CONSUMER_VERSION, version))
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[OffsetForLeaderEpochRequest_OffsetForLeaderPartition]] = {}
     for tp, position in positions.items():
-        if not needs_request(position):
+        offset_epoch = position.offset_epoch
+        if offset_epoch is None:  # not needs_request(position)
             continue
         epoch = position.current_leader.epoch
         topics.setdefault(tp.topic, []).append(Req.OffsetForLeaderPartition(
             partition=tp.partition, current_leader_epoch=UNDEFINED_EPOCH if epoch is None else epoch,
-            leader_epoch=position.offset_epoch))
+            leader_epoch=offset_epoch))
     request = Req(topics=[Req.OffsetForLeaderTopic(topic=name, partitions=parts) for name, parts in topics.items()])
     if version >= 3:
         request.replica_id = CONSUMER_REPLICA_ID
     return request
 
 
-def handle_offset_for_leader_epoch_response(response: Any,
+def handle_offset_for_leader_epoch_response(response: OffsetForLeaderEpochResponse,
                                             requested: Iterable[TopicPartition]) -> OffsetForEpochResult:
     """Sort the answers; leadership errors are retried, topic authorization is fatal."""
     result = OffsetForEpochResult()
@@ -120,8 +124,8 @@ def handle_offset_for_leader_epoch_response(response: Any,
     return result
 
 
-def apply_validation(subscriptions: Any, result: OffsetForEpochResult,
-                     requested: Mapping[TopicPartition, Any], now_ms: int,
+def apply_validation(subscriptions: SubscriptionState, result: OffsetForEpochResult,
+                     requested: Mapping[TopicPartition, FetchPosition], now_ms: int,
                      retry_backoff_ms: int) -> dict[TopicPartition, Optional[OffsetAndMetadata]]:
     """Apply one response to the SubscriptionState; returns the truncations found.
 
@@ -143,8 +147,9 @@ def apply_validation(subscriptions: Any, result: OffsetForEpochResult,
     return truncations
 
 
-def on_validation_response(subscriptions: Any, response: Any, requested: Mapping[TopicPartition, Any],
-                           now_ms: int, retry_backoff_ms: int, request_metadata_update: Any,
+def on_validation_response(subscriptions: SubscriptionState, response: OffsetForLeaderEpochResponse,
+                           requested: Mapping[TopicPartition, FetchPosition],
+                           now_ms: int, retry_backoff_ms: int, request_metadata_update: Callable[[], object],
                            pending_error: Optional[BaseException]) -> Optional[BaseException]:
     """One OffsetForLeaderEpoch answer, in both engines: decode it (a ``KafkaError`` here is
     the caller's failure path), apply it, refresh the metadata if partitions must be asked
@@ -160,7 +165,7 @@ def on_validation_response(subscriptions: Any, response: Any, requested: Mapping
 
 
 def truncation_error(truncations: Mapping[TopicPartition, Optional[OffsetAndMetadata]],
-                     positions: Mapping[TopicPartition, Any]) -> errors.LogTruncationError:
+                     positions: Mapping[TopicPartition, FetchPosition]) -> errors.LogTruncationError:
     """A ``LogTruncationError`` whose ``divergent_offsets`` holds the known divergence points."""
     parts = []
     for tp, divergent in sorted(truncations.items()):

@@ -17,9 +17,10 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
 from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
 from kproto.errors import ErrorCode
-from kproto.messages import ListOffsetsRequest
+from kproto.messages.list_offsets import (ListOffsetsRequest, ListOffsetsRequest_ListOffsetsPartition, ListOffsetsResponse,
+                                          ListOffsetsResponse_ListOffsetsPartitionResponse)
 from kproto.net.client_versions import client_max_version
-from kproto.structs import OffsetAndTimestamp, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -28,9 +29,6 @@ LATEST_TIMESTAMP = -1
 UNKNOWN_OFFSET = -1
 # ListOffsets' ReplicaId for an ordinary consumer.
 CONSUMER_REPLICA_ID = -1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-LIST_OFFSETS_API_KEY = 2
 
 # Partition errors that mean "the leader (or our view of it) is not ready yet": the request
 # is retried after a metadata refresh (Java's OffsetFetcherUtils / OffsetsForLeaderEpochClient).
@@ -95,22 +93,12 @@ def topic_authorization_error(topics: Iterable[str], action: str = "read") -> er
         "not authorized to {} topics {}".format(action, ", ".join(sorted(topics))))
 
 
-def isolation_level_code(isolation_level: Any) -> int:
-    """0 for read_uncommitted, 1 for read_committed (accepts the names or the codes)."""
-    if isolation_level in (READ_UNCOMMITTED, "read_uncommitted"):
-        return READ_UNCOMMITTED
-    if isolation_level in (READ_COMMITTED, "read_committed"):
-        return READ_COMMITTED
-    raise errors.KafkaConfigurationError(
-        "isolation_level must be 'read_uncommitted' or 'read_committed', not {!r}".format(isolation_level))
-
-
-def list_offsets_min_version(isolation_level: int, require_timestamp: bool) -> int:
+def list_offsets_min_version(isolation_level: IsolationLevel, require_timestamp: bool) -> int:
     """The oldest ListOffsets version that can carry the request (as Java's Builder.forConsumer).
 
     v2 added the isolation level, v1 the per-offset timestamp a by-time lookup needs.
     """
-    if isolation_level == READ_COMMITTED:
+    if isolation_level == IsolationLevel.READ_COMMITTED:
         return 2
     return 1 if require_timestamp else 0
 
@@ -168,15 +156,16 @@ def group_list_offsets_requests(
 
 
 def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, int]],
-                               isolation_level: int, version: int, timeout_ms: int = 30000) -> Any:
+                               isolation_level: IsolationLevel, version: int,
+                               timeout_ms: int = 30000) -> ListOffsetsRequest:
     """A ListOffsetsRequest for ``{tp: (timestamp, current_leader_epoch)}`` to send at ``version``.
 
     Fields a version lacks (isolation level < v2, leader epoch < v4, timeout < v10) stay at
     their defaults, which the encoder leaves out; v0's ``max_num_offsets`` defaults to 1.
     """
-    if isolation_level == READ_COMMITTED and version < 2:
+    if isolation_level == IsolationLevel.READ_COMMITTED and version < 2:
         raise errors.IllegalArgumentError("read_committed needs ListOffsets v2+, not v{}".format(version))
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[ListOffsetsRequest_ListOffsetsPartition]] = {}
     for tp, (timestamp, leader_epoch) in partitions.items():
         part = ListOffsetsRequest.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp)
         if version >= 4:  # the leader epoch fences a stale leader; older brokers ignore it
@@ -192,7 +181,7 @@ def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, in
     return request
 
 
-def handle_list_offsets_response(response: Any, version: int,
+def handle_list_offsets_response(response: ListOffsetsResponse, version: int,
                                  requested: Iterable[TopicPartition]) -> ListOffsetResult:
     """Sort one ListOffsets response's partitions into answers, retries and "no offset".
 
@@ -234,7 +223,7 @@ def handle_list_offsets_response(response: Any, version: int,
     return result
 
 
-def _partition_offset(part: Any, version: int) -> Optional[ListOffsetData]:
+def _partition_offset(part: ListOffsetsResponse_ListOffsetsPartitionResponse, version: int) -> Optional[ListOffsetData]:
     if version == 0:
         offsets = part.old_style_offsets
         if not offsets:

@@ -112,7 +112,7 @@ class JavaHashSet(Generic[K]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self):
         mask = self._capacity - 1
         return iter(sorted(self._items, key=lambda k: (_spread(self._hasher(k)) & mask, self._items[k])))
 

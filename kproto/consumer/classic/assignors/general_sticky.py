@@ -90,7 +90,7 @@ class _SortedMembers:
         if key is not None:
             del self._keys[bisect.bisect_left(self._keys, key)]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self):
         return iter([k[2] for k in self._keys])
 
     def first(self) -> str:

@@ -94,7 +94,7 @@ class CooperativeStickyAssignor(AbstractStickyAssignor):
     def _compute_transferring(subscriptions: Dict[str, Subscription],
                               assignments: Dict[str, List[TopicPartition]]) -> Dict[TopicPartition, str]:
         added: Dict[TopicPartition, str] = {}
-        revoked = set()
+        revoked: set[TopicPartition] = set()
         for consumer, assigned in assignments.items():
             owned = subscriptions[consumer].owned_partitions
             owned_set = set(owned)
