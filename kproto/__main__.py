@@ -127,7 +127,7 @@ def consume_share(args: argparse.Namespace, out: Any = sys.stdout) -> int:
         idle_deadline = time.monotonic() + args.timeout_ms / 1000
         while args.max_messages is None or printed < args.max_messages:
             batch = [r for records in consumer.poll(500).values() for r in records]
-            lines = []
+            lines: list[str] = []
             for record in batch:
                 if args.max_messages is None or printed + len(lines) < args.max_messages:
                     lines.append(_format(record, args.json, args.print_key))

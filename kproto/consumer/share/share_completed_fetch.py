@@ -88,7 +88,7 @@ class ShareCompletedFetch:
             if plain:
                 chunk = self._pending[self._index:self._index + max_records - len(out)]
                 self._index += len(chunk)
-                self.delivered.update([r[_OFFSET] for r in chunk])
+                self.delivered.update([r.offset for r in chunk])
                 out += chunk
                 continue
             raw = self._pending[self._index]

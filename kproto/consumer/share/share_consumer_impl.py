@@ -98,6 +98,7 @@ class ShareConsumerImpl:
             self._closed = True
             raise
         resources = self.network_thread.resources
+        assert resources is not None  # initialized, or wait_for_initialization raised
         self.client = resources.client
         self.membership = resources.membership_manager
 
