@@ -19,7 +19,8 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker, create_topic
+from kproto.embedded import create_topic
+from tests.brokers.tansu import tansu_behind
 
 MARKER = b"corrupt-me-please"
 _SIZE = struct.Struct(">i")
@@ -92,13 +93,10 @@ class CorruptingProxy:
 @pytest.fixture(scope="module")
 def proxied_tansu():
     proxy = CorruptingProxy()
-    broker = TansuBroker(advertised_port=proxy.port)
     try:
-        broker.start()
-        proxy.upstream = ("127.0.0.1", broker.port)
-        yield proxy
+        with tansu_behind(proxy):
+            yield proxy
     finally:
-        broker.stop()
         proxy.close()
 
 

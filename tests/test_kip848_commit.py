@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kproto.net.client_versions import client_max_version
@@ -21,7 +23,7 @@ STALE_MEMBER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, UNKNOWN_MEMBER_
 
 
 class Setup:
-    def __init__(self, auto_commit: bool = True) -> None:
+    def __init__(self, auto_commit: bool = True, topic_ids: dict | None = None) -> None:
         self.clock = FakeClock()
         self.subscriptions = SubscriptionState()
         self.subscriptions.subscribe(["alpha"])
@@ -31,7 +33,10 @@ class Setup:
         self.coordinator.coordinator = Coordinator(7, "127.0.0.1", 9092, 7)
         self.commit = CommitRequestManager("g", self.subscriptions, self.coordinator, auto_commit_enabled=auto_commit,
                                            auto_commit_interval_ms=5000, retry_backoff_ms=BACKOFF_MS,
-                                           jitter=0, now_ms=self.clock(), time_ms=self.clock)
+                                           jitter=0, now_ms=self.clock(), time_ms=self.clock,
+                                           topic_ids=lambda: topic_ids or {},
+                                           request_metadata_update=lambda: self.metadata_updates.append(1))
+        self.metadata_updates: list = []
         self.commit.on_member_epoch_updated(5, "member-a")
 
     def sent(self, version: int = client_max_version(OffsetCommitRequest)) -> list:
@@ -160,3 +165,41 @@ def test_a_fatal_coordinator_lookup_fails_the_waiting_commits_and_fetches_at_onc
     assert s.commit.pending == []
     # Still there for the heartbeat manager to surface as an ErrorEvent.
     assert s.coordinator.get_and_clear_fatal_error() is refused
+
+
+ALPHA_ID = uuid.uuid4()
+
+
+@pytest.mark.parametrize("kind", ["commit", "fetch"])
+def test_topic_ids_from_the_metadata_allow_v10_and_unknown_topic_id_retries_after_a_refresh(kind) -> None:
+    s = Setup(topic_ids={"alpha": ALPHA_ID})
+    if kind == "commit":
+        future = s.commit.commit_sync({TP("alpha", 0): OAM(10)}, s.clock() + 10_000)
+    else:
+        future = s.commit.fetch_offsets({TP("alpha", 0)}, s.clock() + 10_000)
+    ((unsent, request),) = s.sent(version=10)
+    topics = request.topics if kind == "commit" else request.groups[0].topics
+    assert [(t.topic_id, t.name) for t in topics] == [(ALPHA_ID, "")]  # v10: by id only (the name is unset)
+    UNKNOWN_TOPIC_ID = 100
+    if kind == "commit":
+        R = OffsetCommitResponse
+        response = R(topics=[R.OffsetCommitResponseTopic(topic_id=ALPHA_ID, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=0, error_code=UNKNOWN_TOPIC_ID)])])
+    else:
+        F = OffsetFetchResponse
+        response = F(groups=[F.OffsetFetchResponseGroup(group_id="g", topics=[F.OffsetFetchResponseTopics(
+            topic_id=ALPHA_ID, partitions=[F.OffsetFetchResponsePartitions(partition_index=0,
+                                                                           error_code=UNKNOWN_TOPIC_ID)])])])
+    unsent.complete(response, s.clock())
+    assert not future.done() and s.metadata_updates == [1]  # retried after a metadata refresh
+    s.clock.advance(BACKOFF_MS)
+    ((unsent, request),) = s.sent(version=10)
+    assert request.encode(10)
+
+
+def test_a_topic_without_an_id_in_the_metadata_caps_commits_at_v9() -> None:
+    s = Setup(topic_ids={})
+    s.commit.commit_sync({TP("alpha", 0): OAM(10)}, s.clock() + 1000)
+    ((unsent, request),) = s.sent(version=10)
+    assert request.topics[0].name == "alpha"
+    assert request.encode(9) and unsent.request.build(10)[1] == 9

@@ -279,18 +279,20 @@ def test_commit_then_fetch_committed_at_every_supported_version(broker, client):
     client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
     leader_epoch = client.cluster.leader_epoch_for_partition(tps[0])
     assert leader_epoch >= 0
+    topic_ids = client.cluster.topic_ids()  # v10 names topics by id
     for version in range(max(2, commit_range[0]), min(commit_range[1], client_max_version(OffsetCommitRequest)) + 1):
         # The leader epoch of the consumed record (the broker may check it against its own).
         epoch = leader_epoch if version >= 6 else -1
         offsets = {tps[0]: OffsetAndMetadata(version, "v{}".format(version), epoch),
                    tps[1]: OffsetAndMetadata(100 + version, "", -1)}
-        request = commit_mod.build_offset_commit_request(group, offsets, version)
-        result = commit_mod.handle_offset_commit_response(roundtrip(client, coordinator, request, version), group)
+        request = commit_mod.build_offset_commit_request(group, offsets, version, topic_ids=topic_ids)
+        result = commit_mod.handle_offset_commit_response(roundtrip(client, coordinator, request, version), group,
+                                                          topic_ids=topic_ids)
         assert result.succeeded, (version, result.error)
         for fetch_version in range(max(1, fetch_range[0]), min(fetch_range[1], client_max_version(OffsetFetchRequest)) + 1):
-            req = co.build_offset_fetch_request(group, tps, fetch_version, require_stable=True)
+            req = co.build_offset_fetch_request(group, tps, fetch_version, require_stable=True, topic_ids=topic_ids)
             fetched = co.handle_offset_fetch_response(roundtrip(client, coordinator, req, fetch_version),
-                                                      fetch_version, group, tps)
+                                                      fetch_version, group, tps, topic_ids)
             assert fetched.error is None, (version, fetch_version, fetched.error)
             assert {tp: om.offset for tp, om in fetched.offsets.items()} == {
                 tp: om.offset for tp, om in offsets.items()}, (version, fetch_version)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kproto.net.client_versions import client_max_version
@@ -14,6 +16,8 @@ from kproto.structs import OffsetAndMetadata, TopicPartition
 T0, T1, U0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 GROUP = "g1"
 OFFSETS = {T0: OffsetAndMetadata(10, "m0", 3), T1: OffsetAndMetadata(20, "", -1), U0: OffsetAndMetadata(0, None, 1)}
+TOPIC_IDS = {"a": uuid.uuid4(), "b": uuid.uuid4()}
+NAMES = {tid: name for name, tid in TOPIC_IDS.items()}
 
 
 def wire(message, version):
@@ -26,16 +30,21 @@ def response(codes, version=8):
     for tp, code in codes.items():
         topics.setdefault(tp.topic, []).append(R.OffsetCommitResponsePartition(partition_index=tp.partition,
                                                                                error_code=code))
-    return wire(R(topics=[R.OffsetCommitResponseTopic(name=n, partitions=p) for n, p in topics.items()]), version)
+    return wire(R(topics=[R.OffsetCommitResponseTopic(name=n, topic_id=TOPIC_IDS[n], partitions=p)
+                          for n, p in topics.items()]), version)
 
 
 @pytest.mark.parametrize("version", range(OffsetCommitRequest.min_version, client_max_version(OffsetCommitRequest) + 1))
 def test_request_fields_per_version(version):
     instance = "static-1" if version >= 7 else None
     req = wire(commit.build_offset_commit_request(GROUP, OFFSETS, version, generation_id_or_member_epoch=5,
-                                                  member_id="m-1", group_instance_id=instance), version)
+                                                  member_id="m-1", group_instance_id=instance,
+                                                  topic_ids=TOPIC_IDS), version)
     assert req.group_id == GROUP
-    sent = {TopicPartition(t.name, p.partition_index): p for t in req.topics for p in t.partitions}
+    # v10 names topics by id only, older versions by name only.
+    sent = {TopicPartition(NAMES[t.topic_id] if version >= 10 else t.name, p.partition_index): p
+            for t in req.topics for p in t.partitions}
+    assert all(not t.name for t in req.topics) if version >= 10 else all(t.name for t in req.topics)
     assert {tp: (p.committed_offset, p.committed_metadata) for tp, p in sent.items()} == {
         T0: (10, "m0"), T1: (20, ""), U0: (0, "")}
     if version >= 1:
@@ -165,3 +174,33 @@ def test_reset_restarts_the_interval_and_bad_interval_is_refused():
     assert not state.can_send_auto_commit(1000) and state.can_send_auto_commit(1900)
     with pytest.raises(errors.KafkaConfigurationError):
         commit.AutoCommitState(0, now_ms=0)
+
+
+# --- v10: topics by id (KIP-848) ------------------------------------------------------------
+
+
+def test_v10_is_used_only_when_every_topic_has_an_id():
+    assert commit.topic_ids_or_none({"a", "b"}, TOPIC_IDS) == TOPIC_IDS
+    assert commit.topic_ids_or_none({"a", "b"}, {"a": TOPIC_IDS["a"]}) is None
+    assert commit.topic_ids_or_none({"a"}, {"a": uuid.UUID(int=0)}) is None  # "no id" on the wire
+    assert commit.max_version_for_topic_ids(TOPIC_IDS, 10) == 10
+    assert commit.max_version_for_topic_ids(None, 10) == 9
+    assert commit.max_version_for_topic_ids(None, 8) == 8
+    with pytest.raises(errors.IllegalArgumentError):
+        commit.build_offset_commit_request(GROUP, OFFSETS, 10, topic_ids={"a": TOPIC_IDS["a"]})
+
+
+def test_v10_answer_is_named_by_the_request_topic_ids():
+    resp = response({T0: 0, U0: 29}, 10)
+    assert all(not t.name for t in resp.topics)  # the wire carries ids only
+    result = commit.handle_offset_commit_response(resp, GROUP, topic_ids=TOPIC_IDS)
+    assert isinstance(result.error, errors.TopicAuthorizationFailedError) and "b" in str(result.error)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_v10_unknown_topic_id_is_retried_after_a_metadata_refresh(protocol):
+    result = commit.handle_offset_commit_response(response({T0: 100, T1: 0}, 10), GROUP, group_protocol=protocol,
+                                                  topic_ids=TOPIC_IDS)
+    assert isinstance(result.error, errors.UnknownTopicIdError)
+    assert (result.retriable, result.metadata_update_needed, result.coordinator_unknown) == (True, True, False)
+    assert result.failed_partitions == {T0: 100}

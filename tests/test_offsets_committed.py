@@ -3,6 +3,8 @@ and seeding positions from committed offsets on a real SubscriptionState."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kproto.net.client_versions import client_max_version
@@ -14,6 +16,8 @@ from kproto.structs import OffsetAndMetadata, TopicPartition
 
 T0, T1, U0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 GROUP = "g1"
+TOPIC_IDS = {"a": uuid.uuid4(), "b": uuid.uuid4()}
+NAMES = {tid: name for name, tid in TOPIC_IDS.items()}
 
 
 def wire(message, version):
@@ -28,7 +32,7 @@ def response(parts, version, group_error=0, group=GROUP):
         topics.setdefault(tp.topic, []).append((tp.partition, code, offset, epoch, metadata))
     if version >= 8:
         msg = R(groups=[R.OffsetFetchResponseGroup(group_id=group, error_code=group_error, topics=[
-            R.OffsetFetchResponseTopics(name=name, partitions=[
+            R.OffsetFetchResponseTopics(name=name, topic_id=TOPIC_IDS.get(name, uuid.UUID(int=0)), partitions=[
                 R.OffsetFetchResponsePartitions(partition_index=p, error_code=c, committed_offset=o,
                                                 committed_leader_epoch=e, metadata=m) for p, c, o, e, m in parts_])
             for name, parts_ in topics.items()])])
@@ -47,7 +51,7 @@ ALL_VERSIONS = list(range(OffsetFetchRequest.min_version, client_max_version(Off
 @pytest.mark.parametrize("version", ALL_VERSIONS)
 def test_request_shape_per_version(version):
     req = wire(co.build_offset_fetch_request(GROUP, [T0, T1, U0], version, require_stable=True,
-                                             member_id="m-1", member_epoch=7), version)
+                                             member_id="m-1", member_epoch=7, topic_ids=TOPIC_IDS), version)
     if version >= 8:
         (group,) = req.groups
         assert group.group_id == GROUP
@@ -57,7 +61,10 @@ def test_request_shape_per_version(version):
     else:
         assert req.group_id == GROUP
         topics = req.topics
-    assert {TopicPartition(t.name, p) for t in topics for p in t.partition_indexes} == {T0, T1, U0}
+    # v10 names topics by id only, older versions by name only.
+    assert {TopicPartition(NAMES[t.topic_id] if version >= 10 else t.name, p)
+            for t in topics for p in t.partition_indexes} == {T0, T1, U0}
+    assert all(not t.name for t in topics) if version >= 10 else all(t.name for t in topics)
     # require_stable exists from v7; older brokers get the request without it.
     assert req.require_stable is (version >= 7)
 
@@ -162,3 +169,28 @@ def test_refresh_committed_offsets_seeds_unvalidated_positions():
     # Nothing committed and policy none: the consumer must say so.
     with pytest.raises(errors.NoOffsetForPartitionError, match="b-0"):
         subs.reset_initializing_positions()
+
+
+# --- v10: topics by id (KIP-848) ------------------------------------------------------------
+
+
+def test_v10_needs_every_topic_id_and_a_partition_list():
+    with pytest.raises(errors.IllegalArgumentError):
+        co.build_offset_fetch_request(GROUP, [T0, U0], 10, topic_ids={"a": TOPIC_IDS["a"]})
+    with pytest.raises(errors.IllegalArgumentError):  # all partitions: the answer could name unknown ids
+        co.build_offset_fetch_request(GROUP, None, 10, topic_ids=TOPIC_IDS)
+
+
+def test_v10_answer_is_named_by_the_request_topic_ids():
+    resp = response({T0: (0, 42, 3, "meta"), U0: (0, 7, -1, "")}, 10)
+    assert all(not t.name for t in resp.groups[0].topics)  # the wire carries ids only
+    result = co.handle_offset_fetch_response(resp, 10, GROUP, [T0, U0], TOPIC_IDS)
+    assert result.error is None
+    assert result.offsets == {T0: OffsetAndMetadata(42, "meta", 3), U0: OffsetAndMetadata(7, "", -1)}
+
+
+def test_v10_unknown_topic_id_is_retried_after_a_metadata_refresh():
+    resp = response({T0: (100, -1, -1, ""), U0: (0, 7, -1, "")}, 10)
+    result = co.handle_offset_fetch_response(resp, 10, GROUP, [T0, U0], TOPIC_IDS)
+    assert isinstance(result.error, errors.UnknownTopicIdError) and "a-0" in str(result.error)
+    assert (result.retriable, result.metadata_update_needed, result.coordinator_unknown) == (True, True, False)

@@ -268,3 +268,20 @@ def test_bad_arguments_are_refused(idle_fetcher, call):
 def test_nothing_asked_nothing_sent(idle_fetcher):
     assert idle_fetcher.offsets_for_times({}, 1000) == {}
     assert idle_fetcher.end_offsets([], 1000) == {}
+
+
+@pytest.mark.parametrize("timestamp, first_version", sorted(utils.SPECIAL_TIMESTAMP_MIN_VERSION.items()))
+def test_special_timestamps_need_the_version_that_defines_them(timestamp, first_version):
+    # -6 (EARLIEST_PENDING_UPLOAD, KIP-1023) is ListOffsets v11's addition.
+    req = wire(utils.build_list_offsets_request({T0: (timestamp, -1)}, IsolationLevel.READ_UNCOMMITTED, first_version),
+               first_version)
+    assert req.topics[0].partitions[0].timestamp == timestamp
+    with pytest.raises(errors.UnsupportedVersionError, match="v{}".format(first_version)):
+        utils.build_list_offsets_request({T0: (timestamp, -1)}, IsolationLevel.READ_UNCOMMITTED, first_version - 1)
+
+
+@pytest.mark.parametrize("timestamp", sorted(utils.SPECIAL_TIMESTAMP_MIN_VERSION) + [-1, -2])
+def test_offsets_for_times_takes_no_special_timestamp(timestamp):
+    # As Java's KafkaConsumer.offsetsForTimes: special timestamps are the Admin client's.
+    with pytest.raises(errors.IllegalArgumentError):
+        utils.validate_timestamps({T0: timestamp})

@@ -3,9 +3,11 @@
 Owns the table of every accepted setting with its default (the same defaults as
 kafka-python's ``KafkaConsumer.DEFAULT_CONFIG``, plus Java settings kafka-python lacks, by
 their Java names in snake_case: the KIP-848 settings ``group_protocol`` and
-``group_remote_assignor``, and ``retry_backoff_max_ms``, KIP-580's cap on the exponential
-retry backoff), the validation done once at construction, and ``ConsumerConfig``, the
-read-only mapping both engines read.
+``group_remote_assignor``, ``retry_backoff_max_ms``, KIP-580's cap on the exponential
+retry backoff, and ``metadata_recovery_strategy`` /
+``metadata_recovery_rebootstrap_trigger_ms``, KIP-899/KIP-1102's return to the bootstrap
+servers), the validation done once at construction, and ``ConsumerConfig``, the read-only
+mapping both engines read.
 
 Everything wrong with a configuration raises ``KafkaConfigurationError`` at construction,
 naming the setting: an unknown key, a wrong type, a value out of range or outside its
@@ -36,6 +38,7 @@ OFFSET_RESET_STRATEGIES = ("earliest", "latest", "none")
 # kafka-python (and Kafka before 0.9) accepted these old names.
 _DEPRECATED_OFFSET_RESET = {"smallest": "earliest", "largest": "latest"}
 GROUP_PROTOCOLS = ("classic", "consumer")
+METADATA_RECOVERY_STRATEGIES = ("rebootstrap", "none")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "GSSAPI", "OAUTHBEARER", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DNS_LOOKUPS = ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only", "default")
@@ -95,6 +98,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "isolation_level": "read_uncommitted",
     "allow_auto_create_topics": True,
     "metadata_max_age_ms": 5 * 60 * 1000,
+    # Java's metadata.recovery.strategy / metadata.recovery.rebootstrap.trigger.ms (KIP-899,
+    # KIP-1102; kafka-python has neither): when no known broker answers, go back to
+    # bootstrap_servers. Java's defaults since 4.0.
+    "metadata_recovery_strategy": "rebootstrap",
+    "metadata_recovery_rebootstrap_trigger_ms": 300_000,
     "client_dns_lookup": "use_all_dns_ips",
     # kafka-python's default is (RangePartitionAssignor, RoundRobinPartitionAssignor);
     # kproto names them and the classic engine resolves the names.
@@ -347,6 +355,8 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "isolation_level": lambda key, value: parse_isolation_level(value, key).name.lower(),
     "allow_auto_create_topics": _bool,
     "metadata_max_age_ms": _int(),
+    "metadata_recovery_strategy": _enum(METADATA_RECOVERY_STRATEGIES, fold=str.lower),
+    "metadata_recovery_rebootstrap_trigger_ms": _int(hi=None),
     "client_dns_lookup": _enum(DNS_LOOKUPS),
     "partition_assignment_strategy": _assignors,
     "max_poll_records": _int(lo=1),

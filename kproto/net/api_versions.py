@@ -3,7 +3,9 @@
 Owns the ApiVersions negotiation of every new connection and the version choice that
 follows from it (Java's ``ApiVersions``/``NodeApiVersions`` with ``NetworkClient``'s
 ``handleApiVersionsResponse``): the first request asks with kproto's highest ApiVersions
-version; an UNSUPPORTED_VERSION answer is retried with the broker's advertised ApiVersions
+version (v5 names the cluster and broker id the client expects once a broker of the
+cluster has advertised v5, KIP-1242: a REBOOTSTRAP_REQUIRED answer fails the connection
+and asks for a rebootstrap); an UNSUPPORTED_VERSION answer is retried with the broker's advertised ApiVersions
 maximum (KIP-511), else with v0, and a broker refusing v0 too fails the connection. The
 answer's (min, max) per API key is stored on the node's
 :class:`~kproto.net.broker.BrokerConnection` (``api_versions``), where the SASL
@@ -12,7 +14,8 @@ the node is handed to the :class:`~kproto.net.channel_authenticator.ChannelAuthe
 instead of being marked ready.
 
 It is handed the network client's :class:`~kproto.net.client_state.ClientState` (the
-node table, the tags of internal requests) and the SASL start hook, and is called from the
+node table, the tags of internal requests), the SASL start hook and the metadata updater's
+rebootstrap request, and is called from the
 client's poll loop (or public methods) under the client's lock.
 """
 
@@ -43,9 +46,16 @@ _API_VERSIONS_KEY = ApiVersionsRequest.api_key
 class ApiVersions:
     """ApiVersions negotiation and version choice for a network client's nodes."""
 
-    def __init__(self, state: ClientState, start_authentication: StartAuthentication) -> None:
+    def __init__(self, state: ClientState, start_authentication: StartAuthentication,
+                 request_rebootstrap: Callable[[], None] = lambda: None) -> None:
         self._state = state
         self._start_authentication = start_authentication
+        # MetadataUpdater.request_rebootstrap: a broker answered REBOOTSTRAP_REQUIRED.
+        self._request_rebootstrap = request_rebootstrap
+        # Has a broker of this cluster advertised ApiVersions v5? Only then do requests
+        # carry the cluster and node ids: a broker without v5 that parses the body anyway
+        # (Tansu reads it with its v4 layout) takes the ids for garbage and hangs up.
+        self._peers_check_cluster = False
 
     # --- negotiation (Java's NetworkClient.handleApiVersionsResponse) -----------------
 
@@ -57,6 +67,13 @@ class ApiVersions:
         config = self._state.config
         request = ApiVersionsRequest(client_software_name=config["client_software_name"],
                                      client_software_version=config["client_software_version"])
+        cluster = self._state.cluster
+        broker_id = cluster.broker_id_of(node.node_id)
+        if version >= 5 and self._peers_check_cluster and cluster.cluster_id is not None \
+                and broker_id is not None and str(config["metadata_recovery_strategy"]).lower() == "rebootstrap":
+            # KIP-1242: a broker that is not this node of this cluster (the address now
+            # belongs to another one) answers REBOOTSTRAP_REQUIRED instead of serving us.
+            request.cluster_id, request.node_id = cluster.cluster_id, broker_id
         assert node.proto is not None  # ApiVersions is the first request on a connected socket
         ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config["request_timeout_ms"])
         self._state.track_internal(ifr, API_VERSIONS)
@@ -66,6 +83,8 @@ class ApiVersions:
                         now: float) -> None:
         """The node's ApiVersions answer; raises its error when negotiation cannot go on."""
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        if versions.get(_API_VERSIONS_KEY, (0, 0))[1] >= 5:
+            self._peers_check_cluster = True
         if response.error_code == errors.ErrorCode.UNSUPPORTED_VERSION:
             # KIP-511: the broker said which ApiVersions versions it has; else fall back to v0.
             broker = versions.get(_API_VERSIONS_KEY)
@@ -77,6 +96,9 @@ class ApiVersions:
                           node.node_id, ifr.api_version, retry)
                 self._send(node, retry, now)
                 return
+        if response.error_code == errors.ErrorCode.REBOOTSTRAP_REQUIRED:
+            log.info("node %s is not the broker the metadata named: rebootstrapping", node.node_id)
+            self._request_rebootstrap()
         if response.error_code:
             raise errors.for_code(response.error_code)(
                 "ApiVersions v{} to node {}".format(ifr.api_version, node.node_id))

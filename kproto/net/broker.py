@@ -91,6 +91,12 @@ class BrokerConnection:
     def is_ready(self) -> bool:
         return self.state is ConnectionState.READY
 
+    def forget_addresses(self) -> None:
+        """Resolve the host name again on the next connect (a rebootstrap: the name may
+        point elsewhere now)."""
+        self._addresses = []
+        self._address_index = 0
+
     def can_connect(self, now_ms: float) -> bool:
         return self.state is ConnectionState.DISCONNECTED and now_ms >= self.backoff_until_ms
 

@@ -92,6 +92,7 @@ class NetworkClient:
                                   listener=network_listener, clock=monotonic_ms,
                                   close_node=self._close_node, connection_error=self._connection_error)
         self._authenticator = ChannelAuthenticator(self._state)  # SASL; checks its settings now
+        self._metadata_updater = MetadataUpdater(self._state)  # checks the recovery settings now
         self._lock = threading.RLock()
         self._io_lock = threading.RLock()
         self._selector = selectors.DefaultSelector()
@@ -105,8 +106,8 @@ class NetworkClient:
         # Metadata-refresh waiters, completed like responses but not returned by poll().
         self._settled: list[tuple[Future, Any, BaseException | None]] = []
         self.cluster.set_settle(lambda f, value, exc: self._settled.append((f, value, exc)))
-        self._api_versions = ApiVersions(self._state, self._authenticator.start)
-        self._metadata_updater = MetadataUpdater(self._state)
+        self._api_versions = ApiVersions(self._state, self._authenticator.start,
+                                         self._metadata_updater.request_rebootstrap)
         self._selecting = False
         self._closed = False
         # Java's disconnectAsync: closed by the next poll, on whichever thread owns the I/O.
@@ -118,8 +119,8 @@ class NetworkClient:
              timeout_ms: float | None = None) -> Future:
         """Queue ``request`` for ``node_id``; the future completes with the decoded response.
 
-        ``version=None`` uses the highest version both sides support (capped at the request
-        class's ``max_version``). The connection is opened if needed. Fails fast with
+        ``version=None`` uses the highest version both sides support (capped at
+        ``kproto.net.client_versions.client_max_version``). The connection is opened if needed. Fails fast with
         ``NodeNotReadyError`` while the node is in reconnect backoff.
         """
         future = Future()

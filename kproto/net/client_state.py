@@ -98,6 +98,7 @@ class ClientState:
         elif (broker is not None and node.state is ConnectionState.DISCONNECTED
               and (broker.host, broker.port) != (node.host, node.port)):
             node.host, node.port = broker.host, broker.port  # the broker moved
+            node.forget_addresses()  # (the addresses resolved for the old ones)
         return node
 
     def close_by_client(self, node_id: Any, now: float) -> None:

@@ -31,6 +31,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # from retry_backoff_ms up to this (kafka-python has no such setting).
     "retry_backoff_max_ms": 1_000,
     "allow_auto_create_topics": False,
+    # Java's metadata.recovery.strategy and metadata.recovery.rebootstrap.trigger.ms
+    # (KIP-899, KIP-1102; Java's defaults since 4.0): see kproto.net.metadata_updater.
+    "metadata_recovery_strategy": "rebootstrap",
+    "metadata_recovery_rebootstrap_trigger_ms": 300_000,
     "security_protocol": "PLAINTEXT",
     "ssl_context": None,
     "ssl_cafile": None,

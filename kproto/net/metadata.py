@@ -158,6 +158,27 @@ class ClusterMetadata:
     def is_bootstrap(self, node_id: Any) -> bool:
         return node_id in self._bootstrap
 
+    def broker_id_of(self, node_id: Any) -> int | None:
+        """The broker id behind a connection id (a coordinator connection's broker), or
+        None for a bootstrap server (its id is not known)."""
+        if node_id in self._coordinators:
+            return coordinator_broker_id(node_id)
+        return node_id if isinstance(node_id, int) and node_id in self._brokers else None
+
+    def on_bootstrap_servers(self) -> bool:
+        """True until an answer named the brokers (and again after :meth:`rebootstrap`)."""
+        return not self._brokers
+
+    def rebootstrap(self) -> None:
+        """Forget the brokers the metadata named and ask the ``bootstrap_servers`` again
+        (Java's ``Metadata.rebootstrap``, KIP-899): :meth:`brokers` is the bootstrap list
+        until the next answer. Partitions, leaders and topic ids stay until that answer
+        replaces them (fetches to a leader that is gone fail and wait for it anyway)."""
+        with self._lock:
+            log.info("Rebootstrapping with %s", sorted("{}:{}".format(b.host, b.port) for b in self._bootstrap.values()))
+            self._brokers = {}
+        self.request_update_no_wait()
+
     def topics(self, exclude_internal_topics: bool = True) -> set[str]:
         names = set(self._partitions)
         return names - self.internal_topics if exclude_internal_topics else names

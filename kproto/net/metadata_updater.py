@@ -20,6 +20,16 @@ node is left to try (``NoBrokersAvailable``, as above). That refresh does not re
 backoff grown by equivalent answers (KIP-580, Java's ``requestUpdate(false)``), and
 failed attempts in a row back off exponentially up to ``retry_backoff_max_ms``.
 
+Rebootstrap (KIP-899 and KIP-1102, ``metadata_recovery_strategy="rebootstrap"``, Java's
+``NetworkClient`` rules): the client forgets the brokers its metadata named and goes back
+to ``bootstrap_servers`` (their names resolved again) when a due refresh finds no broker
+it may try (all in reconnect backoff), when refreshes have been failing for longer than
+``metadata_recovery_rebootstrap_trigger_ms`` since the first attempt (connections to the
+metadata's brokers are closed first), or when a broker answers REBOOTSTRAP_REQUIRED
+(Metadata v13's top-level error, or ApiVersions v5's when the cluster or node id the
+client gave is not the broker's: KIP-1242). With ``"none"`` the client keeps trying the
+brokers it knows.
+
 It is handed the network client's :class:`~kproto.net.client_state.ClientState` (the
 node table it reads and sends on, the metadata, the tags of internal requests) and runs
 only inside the client's poll loop, under the client's lock.
@@ -52,17 +62,38 @@ class MetadataUpdater:
         # Node id whose connection a due refresh waits for (to send its request on), if any.
         self.connecting: Any = None
         self._asked = (0, False)  # (request version, all topics?) of the request out
+        strategy = state.config["metadata_recovery_strategy"]
+        trigger = state.config["metadata_recovery_rebootstrap_trigger_ms"]
+        if not isinstance(strategy, str) or strategy.lower() not in ("rebootstrap", "none"):
+            raise errors.KafkaConfigurationError(
+                "metadata_recovery_strategy must be 'rebootstrap' or 'none', not {!r}".format(strategy))
+        if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or trigger < 0:
+            raise errors.KafkaConfigurationError(
+                "metadata_recovery_rebootstrap_trigger_ms must be a number >= 0, not {!r}".format(trigger))
+        self.rebootstrap_enabled = strategy.lower() == "rebootstrap"
+        self._rebootstrap_trigger_ms = trigger
+        # Java's metadataAttemptStartMs: when the refreshes failing since the last answer
+        # began (None: the last one succeeded); -inf forces a rebootstrap.
+        self._attempt_start_ms: float | None = None
+        self.rebootstrap_count = 0
 
     def maybe_update(self, now: float) -> float:
         """Send a Metadata request when one is due; return ms until the next check."""
         state = self._state
         cluster = state.cluster
+        self._maybe_rebootstrap_after_trigger(now)
         if self.in_flight is not None:
             return float("inf")
         ttl = cluster.ttl(now)
         if ttl > 0:
             return ttl
+        if self._attempt_start_ms is None:
+            self._attempt_start_ms = now
         node_id = state.least_loaded_node()
+        if node_id is None and self.rebootstrap_enabled and not cluster.on_bootstrap_servers():
+            # KIP-899: no broker the metadata named may be tried now.
+            self.rebootstrap(now)
+            node_id = state.least_loaded_node()
         if node_id is None:
             return self._no_node(now)
         node = state.node(node_id)
@@ -114,8 +145,49 @@ class MetadataUpdater:
 
     def handle_response(self, response: Any, now: float) -> None:
         self.in_flight = None
+        code = getattr(response, "error_code", 0)  # Metadata v13+
+        if code:
+            exc = errors.for_code(code)("Metadata request failed")
+            if code == errors.ErrorCode.REBOOTSTRAP_REQUIRED:
+                log.info("the broker asked for a rebootstrap (REBOOTSTRAP_REQUIRED)")
+                self.request_rebootstrap()
+            self._state.cluster.failed_update(exc, now)
+            return
+        self._attempt_start_ms = None
         version, asked_all = self._asked
         self._state.cluster.update(response, now, request_version=version, asked_all=asked_all)
+
+    # --- rebootstrap (KIP-899, KIP-1102) -------------------------------------------------
+
+    def request_rebootstrap(self) -> None:
+        """A broker answered REBOOTSTRAP_REQUIRED: rebootstrap on the next poll (Java's
+        ``initiateRebootstrap``); nothing with strategy ``"none"``."""
+        self._attempt_start_ms = -float("inf")
+
+    def _maybe_rebootstrap_after_trigger(self, now: float) -> None:
+        # KIP-1102: no metadata for longer than the trigger (or a broker asked for it).
+        start = self._attempt_start_ms
+        if self.rebootstrap_enabled and start is not None and now - start > self._rebootstrap_trigger_ms:
+            self.rebootstrap(now)
+
+    def rebootstrap(self, now: float) -> None:
+        """Close the connections to the brokers the metadata named, forget them, and
+        start again from ``bootstrap_servers`` (resolved again)."""
+        state = self._state
+        cluster = state.cluster
+        for broker in cluster.brokers():
+            node = state.nodes.get(broker.node_id)
+            if not cluster.is_bootstrap(broker.node_id) and node is not None \
+                    and node.state is not ConnectionState.DISCONNECTED:
+                log.info("disconnecting from node %s: rebootstrap", broker.node_id)
+                state.close_by_client(broker.node_id, now)
+        cluster.rebootstrap()
+        for broker in cluster.brokers():
+            node = state.nodes.get(broker.node_id)
+            if node is not None and node.state is ConnectionState.DISCONNECTED:
+                node.forget_addresses()
+        self._attempt_start_ms = now
+        self.rebootstrap_count += 1
 
     def handle_server_disconnect(self, node_id: Any, now: float) -> None:
         """A connection closed other than by the client's own request (refused, reset,

@@ -10,7 +10,9 @@ surface (capabilities, topic creation, seeding).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Any, Iterator
 
 from kproto.embedded import EmbeddedBrokerError, create_topic
 from kproto.embedded import TansuBroker as TansuProcess
@@ -68,3 +70,17 @@ class TansuBroker(Broker):
     def close(self) -> None:
         """Terminate the process by its pid (kill after 10 s) and drop its log."""
         self._tansu.stop()
+
+
+@contextlib.contextmanager
+def tansu_behind(proxy: Any) -> Iterator[TansuProcess]:
+    """A Tansu process of its own that advertises ``proxy``'s port, so every connection a
+    client makes goes through the proxy; ``proxy.upstream`` is pointed at it once it runs
+    (a proxy reads ``upstream`` for each new connection). Stopped by pid on exit."""
+    broker = TansuProcess(advertised_port=proxy.port)
+    try:
+        broker.start()
+        proxy.upstream = ("127.0.0.1", broker.port)
+        yield broker
+    finally:
+        broker.stop()

@@ -74,11 +74,13 @@ class GroupOffsets:
         while True:
             node, version = self._ready(OffsetFetchRequest, 1, deadline)
             if node is not None:
+                topic_ids, version = self._topic_ids(wanted, version)
                 request = co.build_offset_fetch_request(self.group_id, wanted, version, require_stable=require_stable,
-                                                        member_id=member_id, member_epoch=member_epoch)
+                                                        member_id=member_id, member_epoch=member_epoch,
+                                                        topic_ids=topic_ids)
                 response, failure = self._roundtrip(node, request, version, deadline)
                 if response is not None:
-                    result = co.handle_offset_fetch_response(response, version, self.group_id, wanted)
+                    result = co.handle_offset_fetch_response(response, version, self.group_id, wanted, topic_ids)
                     if result.error is None:
                         return result.offsets
                     if not result.retriable:
@@ -86,6 +88,8 @@ class GroupOffsets:
                     failure = result.error
                     if result.coordinator_unknown:
                         self._coordinator.mark_coordinator_unknown(str(result.error))
+                    if result.metadata_update_needed:
+                        self._client.request_metadata_update()
                 last = failure or last
             self._wait_or_timeout(deadline, "fetch committed offsets", last)
 
@@ -104,10 +108,11 @@ class GroupOffsets:
         while True:
             node, version = self._ready(OffsetCommitRequest, self._min_commit_version(), deadline)
             if node is not None:
-                response, failure = self._roundtrip(node, self._commit_request(offsets, version, membership),
-                                                    version, deadline)
+                topic_ids, version = self._topic_ids(offsets, version)
+                response, failure = self._roundtrip(
+                    node, self._commit_request(offsets, version, membership, topic_ids), version, deadline)
                 if response is not None:
-                    result = self._judge(response, on_result)
+                    result = self._judge(response, on_result, topic_ids)
                     if result.error is None:
                         return
                     if not result.retriable:
@@ -133,10 +138,12 @@ class GroupOffsets:
             if callback is not None:
                 callback(offsets, errors.CoordinatorNotAvailableError("coordinator of {!r} unknown".format(self.group_id)))
             return None
-        future = self._client.send(node, self._commit_request(offsets, version, membership), version=version)
+        topic_ids, version = self._topic_ids(offsets, version)
+        future = self._client.send(node, self._commit_request(offsets, version, membership, topic_ids),
+                                   version=version)
 
         def done(response: Any) -> None:
-            result = self._judge(response, on_result)
+            result = self._judge(response, on_result, topic_ids)
             if callback is not None:
                 callback(offsets, result.error)
 
@@ -155,19 +162,28 @@ class GroupOffsets:
         # The member epoch of a KIP-848 member is only understood from v9.
         return commit_mod.MIN_VERSION_CONSUMER_PROTOCOL if self._group_protocol == "consumer" else 2
 
+    def _topic_ids(self, partitions: Iterable[TopicPartition], version: int) -> tuple[Optional[dict[str, Any]], int]:
+        """The partitions' topic ids from the metadata (None unless every topic has one)
+        and the version that allows: v10 names topics by id only."""
+        topic_ids = commit_mod.topic_ids_or_none({tp.topic for tp in partitions}, self._client.cluster.topic_ids())
+        return topic_ids, commit_mod.max_version_for_topic_ids(topic_ids, version)
+
     def _commit_request(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], version: int,
-                        membership: Optional[Membership]) -> Any:
+                        membership: Optional[Membership], topic_ids: Optional[Mapping[str, Any]]) -> Any:
         if membership is None:
-            return commit_mod.build_offset_commit_request(self.group_id, offsets, version)
+            return commit_mod.build_offset_commit_request(self.group_id, offsets, version, topic_ids=topic_ids)
         return commit_mod.build_offset_commit_request(
             self.group_id, offsets, version, generation_id_or_member_epoch=membership.generation_id_or_member_epoch,
-            member_id=membership.member_id, group_instance_id=membership.group_instance_id)
+            member_id=membership.member_id, group_instance_id=membership.group_instance_id, topic_ids=topic_ids)
 
-    def _judge(self, response: OffsetCommitResponse, on_result: Optional[Callable[[commit_mod.CommitResult], None]]
-               ) -> commit_mod.CommitResult:
-        result = commit_mod.handle_offset_commit_response(response, self.group_id, group_protocol=self._group_protocol)
+    def _judge(self, response: OffsetCommitResponse, on_result: Optional[Callable[[commit_mod.CommitResult], None]],
+               topic_ids: Optional[Mapping[str, Any]]) -> commit_mod.CommitResult:
+        result = commit_mod.handle_offset_commit_response(response, self.group_id, group_protocol=self._group_protocol,
+                                                          topic_ids=topic_ids)
         if result.coordinator_unknown:
             self._coordinator.mark_coordinator_unknown(str(result.error))
+        if result.metadata_update_needed:
+            self._client.request_metadata_update()
         if on_result is not None:
             on_result(result)
         return result

@@ -10,13 +10,16 @@ STALE_MEMBER_EPOCH as retriable with the newer epoch and UNKNOWN_TOPIC_OR_PARTIT
 fatal, so a deleted topic cannot stall a rebalance.
 
 Requests carry the member id and epoch (OffsetCommit v9+, OffsetFetch v9+), kept current
-through the membership manager's ``on_member_epoch_updated``. Judging responses is the
+through the membership manager's ``on_member_epoch_updated``, and name topics by id (v10+)
+when the metadata (``topic_ids()``) has an id for each of them, else use v9; an
+UNKNOWN_TOPIC_ID answer is retried after a metadata refresh. Judging responses is the
 shared ``kproto.consumer.offsets`` code; this module only decides when to send and retry.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Optional
 
@@ -35,6 +38,8 @@ from kproto.consumer.offsets import (
     build_offset_fetch_request,
     handle_offset_commit_response,
     handle_offset_fetch_response,
+    max_version_for_topic_ids,
+    topic_ids_or_none,
 )
 from kproto.errors import KafkaTimeoutError
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
@@ -57,6 +62,7 @@ class _PendingRequest:
         self.state = RequestState("Offset" + kind.capitalize(), retry_backoff_ms, retry_backoff_max_ms, jitter)
         self.future: Future = Future()
         self.version: Optional[int] = None
+        self.topic_ids: Optional[dict[str, uuid.UUID]] = None  # the ids the last request used (v10)
 
 
 class CommitRequestManager:
@@ -65,8 +71,12 @@ class CommitRequestManager:
                  group_instance_id: Optional[str] = None, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, jitter: float = RequestState.RETRY_BACKOFF_JITTER,
                  require_stable: bool = False,
-                 now_ms: int = 0, time_ms: Optional[Callable[[], int]] = None) -> None:
+                 now_ms: int = 0, time_ms: Optional[Callable[[], int]] = None,
+                 topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
+                 request_metadata_update: Callable[[], Any] = lambda: None) -> None:
         self.group_id = group_id
+        self._topic_ids = topic_ids
+        self._request_metadata_update = request_metadata_update
         self.subscriptions = subscriptions
         self.coordinator_request_manager = coordinator_request_manager
         self.group_instance_id = group_instance_id
@@ -201,15 +211,17 @@ class CommitRequestManager:
 
     def _build(self, pending: _PendingRequest, max_version: int) -> tuple[Any, int]:
         epoch = -1 if self.member_epoch is None else self.member_epoch
-        pending.version = max_version
+        topic_ids = topic_ids_or_none({tp.topic for tp in pending.payload}, self._topic_ids())
+        version = max_version_for_topic_ids(topic_ids, max_version)
+        pending.version, pending.topic_ids = version, topic_ids
         if pending.kind == "commit":
             return build_offset_commit_request(
-                self.group_id, pending.payload, max_version, generation_id_or_member_epoch=epoch,
-                member_id=self.member_id, group_instance_id=self.group_instance_id), max_version
+                self.group_id, pending.payload, version, generation_id_or_member_epoch=epoch,
+                member_id=self.member_id, group_instance_id=self.group_instance_id, topic_ids=topic_ids), version
         member_id = self.member_id if self.member_epoch is not None else None
-        return build_offset_fetch_request(self.group_id, sorted(pending.payload), max_version,
+        return build_offset_fetch_request(self.group_id, sorted(pending.payload), version,
                                           require_stable=self.require_stable, member_id=member_id,
-                                          member_epoch=epoch), max_version
+                                          member_epoch=epoch, topic_ids=topic_ids), version
 
     def _make_request(self, pending: _PendingRequest, node_id: int, now_ms: int) -> UnsentRequest:
         pending.state.on_send_attempt(now_ms)
@@ -225,26 +237,32 @@ class CommitRequestManager:
                 if self.sensors is not None:
                     self.sensors.record_commit(done_ms - now_ms)
                 result = handle_offset_commit_response(response, self.group_id, group_protocol="consumer",
-                                                       before_revocation=pending.before_revocation)
+                                                       before_revocation=pending.before_revocation,
+                                                       topic_ids=pending.topic_ids)
                 if result.error is None:
                     self._finish(pending, None)
                 else:
-                    self._on_failure(pending, result.error, result.retriable, result.coordinator_unknown, done_ms)
+                    self._on_failure(pending, result.error, result.retriable, result.coordinator_unknown, done_ms,
+                                     result.metadata_update_needed)
             else:
                 assert pending.version is not None  # set by _build() when the request went out
-                fetched = handle_offset_fetch_response(response, pending.version, self.group_id, pending.payload)
+                fetched = handle_offset_fetch_response(response, pending.version, self.group_id, pending.payload,
+                                                       pending.topic_ids)
                 if fetched.error is None:
                     self._finish(pending, fetched.offsets)
                 else:
-                    self._on_failure(pending, fetched.error, fetched.retriable, fetched.coordinator_unknown, done_ms)
+                    self._on_failure(pending, fetched.error, fetched.retriable, fetched.coordinator_unknown, done_ms,
+                                     fetched.metadata_update_needed)
 
         return unsent.when_complete(_on_complete)
 
     def _on_failure(self, pending: _PendingRequest, error: BaseException, retriable: bool,
-                    coordinator_unknown: bool, now_ms: int) -> None:
+                    coordinator_unknown: bool, now_ms: int, metadata_update_needed: bool = False) -> None:
         pending.state.on_failed_attempt(now_ms)
         if coordinator_unknown:
             self.coordinator_request_manager.mark_coordinator_unknown(str(error), now_ms)
+        if metadata_update_needed:
+            self._request_metadata_update()
         expired = pending.deadline_ms is not None and now_ms >= pending.deadline_ms
         if retriable and not expired and not (pending.retry_once and pending.state.num_attempts > 1):
             log.debug("Offset%s failed with a retriable error, retrying: %s", pending.kind.capitalize(), error)

@@ -74,7 +74,8 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
             auto_commit_interval_ms=config["auto_commit_interval_ms"],
             group_instance_id=config["group_instance_id"], retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms,
-            require_stable=parse_isolation_level(config["isolation_level"]) == IsolationLevel.READ_COMMITTED, now_ms=now, time_ms=time_ms)
+            require_stable=parse_isolation_level(config["isolation_level"]) == IsolationLevel.READ_COMMITTED, now_ms=now, time_ms=time_ms,
+            topic_ids=metadata.topic_ids, request_metadata_update=client.request_metadata_update)
         membership = ConsumerMembershipManager(
             group_id, subscriptions, background_event_handler,
             topic_name_for_id=metadata.topic_name, request_metadata_update=client.request_metadata_update,

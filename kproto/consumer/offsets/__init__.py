@@ -7,13 +7,15 @@ Sans-IO only (request building and response judging, used by both engines):
 NetworkClient are ``kproto.consumer.classic.offset_fetcher`` and ``group_offsets``.
 """
 
-from .commit import AutoCommitState, CommitResult, build_offset_commit_request, handle_offset_commit_response
+from .commit import (AutoCommitState, CommitResult, build_offset_commit_request, handle_offset_commit_response,
+                     max_version_for_topic_ids, topic_ids_or_none)
 from .committed_offsets import (OffsetFetchResult, build_offset_fetch_request, handle_offset_fetch_response,
                                 refresh_committed_offsets)
 from .offset_fetcher_utils import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ListOffsetData, ListOffsetResult
 
 __all__ = [
     "AutoCommitState", "CommitResult", "build_offset_commit_request", "handle_offset_commit_response",
+    "max_version_for_topic_ids", "topic_ids_or_none",
     "OffsetFetchResult", "build_offset_fetch_request", "handle_offset_fetch_response", "refresh_committed_offsets",
     "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "ListOffsetData", "ListOffsetResult",
 ]

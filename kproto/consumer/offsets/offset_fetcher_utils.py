@@ -26,6 +26,15 @@ log = logging.getLogger("kproto.consumer.offsets")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+# The other special timestamps (Java's ListOffsetsRequest constants, used by its Admin's
+# OffsetSpec; a consumer's offsets_for_times takes none of them, as Java's) and the first
+# ListOffsets version a broker understands each in.
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023
+SPECIAL_TIMESTAMP_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9,
+                                 EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11}
 UNKNOWN_OFFSET = -1
 # ListOffsets' ReplicaId for an ordinary consumer.
 CONSUMER_REPLICA_ID = -1
@@ -104,7 +113,7 @@ def list_offsets_min_version(isolation_level: IsolationLevel, require_timestamp:
 
 
 def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0) -> int:
-    """The highest version both kproto's ``request_cls`` and the broker support.
+    """The highest version both kproto (``client_max_version``) and the broker support.
 
     ``broker_versions`` is the broker's max version or a ``(min, max)`` pair (None means
     unknown: use ours). Raises ``UnsupportedVersionError`` when the broker is too old for
@@ -161,12 +170,19 @@ def build_list_offsets_request(partitions: Mapping[TopicPartition, tuple[int, in
     """A ListOffsetsRequest for ``{tp: (timestamp, current_leader_epoch)}`` to send at ``version``.
 
     Fields a version lacks (isolation level < v2, leader epoch < v4, timeout < v10) stay at
-    their defaults, which the encoder leaves out; v0's ``max_num_offsets`` defaults to 1.
+    their defaults, which the encoder leaves out; v0's ``max_num_offsets`` defaults to 1. A
+    special timestamp the version predates (``SPECIAL_TIMESTAMP_MIN_VERSION``: -6,
+    EARLIEST_PENDING_UPLOAD, from v11) is an ``UnsupportedVersionError``.
     """
     if isolation_level == IsolationLevel.READ_COMMITTED and version < 2:
         raise errors.IllegalArgumentError("read_committed needs ListOffsets v2+, not v{}".format(version))
     topics: dict[str, list[ListOffsetsRequest_ListOffsetsPartition]] = {}
     for tp, (timestamp, leader_epoch) in partitions.items():
+        needs = SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 0)
+        if version < needs:
+            # An older broker would take the timestamp for an ordinary one (or refuse it).
+            raise errors.UnsupportedVersionError("timestamp {} of {} needs ListOffsets v{}+, not v{}".format(
+                timestamp, tp, needs, version))
         part = ListOffsetsRequest.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp)
         if version >= 4:  # the leader epoch fences a stale leader; older brokers ignore it
             part.current_leader_epoch = leader_epoch
