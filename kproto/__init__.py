@@ -22,6 +22,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "KafkaConsumer": "kproto.consumer.kafka_consumer",
     "ConsumerRebalanceListener": "kproto.consumer.rebalance_listener",
+    "KafkaShareConsumer": "kproto.consumer.kafka_share_consumer",
+    "AcknowledgeType": "kproto.consumer.share.acknowledgements",
 }
 
 
@@ -37,4 +39,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "TopicPartition",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord"]
+           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "KafkaShareConsumer", "AcknowledgeType"]

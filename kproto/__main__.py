@@ -37,6 +37,7 @@ def _format(record: Any, as_json: bool, print_key: bool) -> str:
             "timestamp": record.timestamp, "timestamp_type": record.timestamp_type,
             "key": _text(record.key), "value": _text(record.value),
             "headers": [[k, _text(v)] for k, v in record.headers],
+            **({"delivery_count": record.delivery_count} if hasattr(record, "delivery_count") else {}),
         })
     value = _plain(record.value)
     return "{}\t{}".format(_plain(record.key), value) if print_key else value
@@ -56,6 +57,10 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     """
     from kproto import KafkaConsumer, TopicPartition
 
+    if args.share_group:
+        return consume_share(args, out)
+    if args.release or args.reject:
+        raise CliError("--release and --reject need --share-group")
     broker = None
     bootstrap = args.bootstrap_server
     topic = args.topic
@@ -99,6 +104,45 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     print("kproto: consumed {} records".format(printed), file=sys.stderr)
     if expected is not None and printed < expected:
         raise CliError("consumed {} of the {} seeded records".format(printed, expected))
+    return printed
+
+
+def consume_share(args: argparse.Namespace, out: Any = sys.stdout) -> int:
+    """``--share-group``: read as a member of a share group (KIP-932), acknowledging each
+    printed record (ACCEPT, or RELEASE / REJECT to try the semantics by hand). Records a
+    poll returned beyond ``--max-messages`` are released unprinted, for other members."""
+    from kproto import AcknowledgeType, KafkaShareConsumer
+
+    if args.bootstrap_server is None or args.topic is None:
+        raise CliError("--share-group needs --bootstrap-server and --topic (the embedded broker has no share groups)")
+    if args.release and args.reject:
+        raise CliError("choose one of --release and --reject")
+    kind = AcknowledgeType.RELEASE if args.release else AcknowledgeType.REJECT if args.reject \
+        else AcknowledgeType.ACCEPT
+    configs = dict(bootstrap_servers=args.bootstrap_server, client_id="kproto-console-share-consumer",
+                   group_id=args.share_group, share_acknowledgement_mode="explicit")
+    configs.update(parse_consumer_properties(args.consumer_property))
+    printed = 0
+    with KafkaShareConsumer(args.topic, **configs) as consumer:
+        idle_deadline = time.monotonic() + args.timeout_ms / 1000
+        while args.max_messages is None or printed < args.max_messages:
+            batch = [r for records in consumer.poll(500).values() for r in records]
+            lines: list[str] = []
+            for record in batch:
+                if args.max_messages is None or printed + len(lines) < args.max_messages:
+                    lines.append(_format(record, args.json, args.print_key))
+                    consumer.acknowledge(record, kind)
+                else:
+                    consumer.acknowledge(record, AcknowledgeType.RELEASE)
+            if lines:
+                out.write("\n".join(lines) + "\n")
+                printed += len(lines)
+                idle_deadline = time.monotonic() + args.timeout_ms / 1000
+            elif args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
+                break
+        consumer.commit()
+    out.flush()
+    print("kproto: consumed {} records ({})".format(printed, kind.name), file=sys.stderr)
     return printed
 
 
@@ -167,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--group", help="consumer group id (subscribe with group management)")
     c.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
     c.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    c.add_argument("--share-group", metavar="GROUP",
+                   help="read as a member of this share group (KIP-932), acknowledging each printed record")
+    c.add_argument("--release", action="store_true",
+                   help="with --share-group: RELEASE each printed record (it is delivered again)")
+    c.add_argument("--reject", action="store_true",
+                   help="with --share-group: REJECT each printed record (never delivered again)")
     c.add_argument("--max-messages", type=int, help="stop after this many records")
     c.add_argument("--timeout-ms", type=int, default=10000,
                    help="stop after this long without records (-1: never)")

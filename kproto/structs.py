@@ -74,3 +74,39 @@ class ConsumerRecord(NamedTuple):
     serialized_key_size: int
     serialized_value_size: int
     serialized_header_size: int
+
+
+class ShareConsumerRecord(NamedTuple):
+    """One record returned by ``KafkaShareConsumer.poll()``: ``ConsumerRecord``'s fields and
+    ``delivery_count``, how many times the share group handed this record out (1 the first
+    time; each release or lock expiry adds one on the next delivery)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: list
+    checksum: Optional[int]
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
+    delivery_count: int
+
+
+class TopicIdPartition(NamedTuple):
+    """A partition named by its topic id and its topic-partition (Java's ``TopicIdPartition``)."""
+
+    topic_id: Any  # uuid.UUID
+    topic_partition: TopicPartition
+
+    @property
+    def topic(self) -> str:
+        return self.topic_partition.topic
+
+    @property
+    def partition(self) -> int:
+        return self.topic_partition.partition

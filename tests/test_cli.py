@@ -118,3 +118,33 @@ def test_consumer_property_values_are_typed():
                                       "check_crcs=false", "sasl.plain.password=a=b"]) == {
         "security_protocol": "SASL_SSL", "fetch_max_wait_ms": 50, "check_crcs": False,
         "sasl_plain_password": "a=b"}
+
+
+def test_share_group_mode_acknowledges_what_it_prints(mock_cluster):
+    mock_cluster.set_sharegroup(auto_offset_reset="earliest")
+    # One partition: the first poll acquires all 20 (a released record could otherwise come
+    # back to the same run before the others were printed).
+    topic = mock_cluster.new_topic(partitions=1)
+    written = mock_cluster.produce(topic, 20)
+    common = ("--bootstrap-server", mock_cluster.bootstrap_servers, "--topic", topic, "--share-group",
+              "cli-share-" + topic, "--json", "--timeout-ms", "1500")
+    # RELEASE: every record is printed and comes back, one delivery later.
+    released = run_cli(*common, "--release", "--max-messages", "20")
+    assert released.returncode == 0, released.stderr
+    first = [json.loads(line) for line in released.stdout.splitlines()]
+    assert sorted((r["partition"], r["offset"]) for r in first) == sorted((w.partition, w.offset) for w in written)
+    assert {r["delivery_count"] for r in first} == {1}
+    # ACCEPT (the default): the same records, second delivery; then they are done.
+    accepted = run_cli(*common, "--max-messages", "20")
+    second = [json.loads(line) for line in accepted.stdout.splitlines()]
+    assert sorted((r["partition"], r["offset"]) for r in second) == sorted((w.partition, w.offset) for w in written)
+    assert {r["delivery_count"] for r in second} == {2}
+    nothing = run_cli(*common)
+    assert nothing.returncode == 0 and nothing.stdout == ""
+
+
+def test_share_group_mode_usage_errors():
+    result = run_cli("--share-group", "g", "--topic", "t")
+    assert result.returncode == 1 and "--share-group needs --bootstrap-server" in result.stderr
+    result = run_cli("--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--release")
+    assert result.returncode == 1 and "--release and --reject need --share-group" in result.stderr

@@ -15,12 +15,13 @@ the library is loaded and a missing one fails loudly there, not in the middle of
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from tests.brokers.base import BROKER_CAPABILITIES, Broker
@@ -86,6 +87,21 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         _c_void_p, [ctypes.POINTER(_c_char_p), _int, ctypes.POINTER(_c_void_p)]),
     "rd_kafka_mock_cgrp_consumer_target_assignment_destroy": (None, [_c_void_p]),
     "rd_kafka_mock_cgrp_consumer_target_assignment": (None, [_c_void_p, _c_char_p, _c_void_p]),
+    # KIP-932 share groups (cluster-wide settings: every share group, existing and new).
+    "rd_kafka_mock_sharegroup_set_session_timeout": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_heartbeat_interval": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_max_delivery_attempts": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_record_lock_duration": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_isolation_level": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_max_size": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_max_fetch_sessions": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_max_record_locks": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_set_auto_offset_reset": (None, [_c_void_p, _int]),
+    "rd_kafka_mock_sharegroup_target_assignment": (
+        None, [_c_void_p, _c_char_p, ctypes.POINTER(_c_char_p), ctypes.POINTER(_c_void_p), _size_t]),
+    "rd_kafka_mock_sharegroup_get_member_ids": (
+        _int, [_c_void_p, _c_char_p, ctypes.POINTER(ctypes.POINTER(_c_char_p)), ctypes.POINTER(_size_t)]),
+    "rd_kafka_mem_free": (None, [_c_void_p, _c_void_p]),
 }
 
 _RD_KAFKA_PRODUCER = 0
@@ -357,6 +373,22 @@ class MockCluster(Broker):
         """KIP-848: replace the group's next target assignment (member id -> [(topic,
         partition), ...]) instead of the mock's own assignor's result."""
         lib = self._lib
+        with self._member_partition_lists(assignment) as (ids, lists):
+            target = lib.rd_kafka_mock_cgrp_consumer_target_assignment_new(
+                ids, len(ids), lists)
+            if not target:
+                raise MockClusterError("target_assignment_new failed")
+            try:
+                lib.rd_kafka_mock_cgrp_consumer_target_assignment(
+                    self._mc(), group_id.encode(), target)
+            finally:
+                lib.rd_kafka_mock_cgrp_consumer_target_assignment_destroy(target)
+
+    @contextlib.contextmanager
+    def _member_partition_lists(self, assignment: Mapping[str, Iterable[tuple[str, int]]]) -> Iterator[tuple]:
+        """(member id array, partition list array) for the target-assignment calls; both
+        librdkafka functions copy the lists, so ours are always ours to free."""
+        lib = self._lib
         members = list(assignment)
         ids = (_c_char_p * len(members))(*[m.encode() for m in members])
         lists = (_c_void_p * len(members))()
@@ -366,20 +398,59 @@ class MockCluster(Broker):
                 lists[i] = lib.rd_kafka_topic_partition_list_new(max(1, len(parts)))
                 for topic, partition in parts:
                     lib.rd_kafka_topic_partition_list_add(lists[i], topic.encode(), partition)
-            target = lib.rd_kafka_mock_cgrp_consumer_target_assignment_new(
-                ids, len(members), lists)
-            if not target:
-                raise MockClusterError("target_assignment_new failed")
-            try:
-                lib.rd_kafka_mock_cgrp_consumer_target_assignment(
-                    self._mc(), group_id.encode(), target)
-            finally:
-                lib.rd_kafka_mock_cgrp_consumer_target_assignment_destroy(target)
+            yield ids, lists
         finally:
-            # target_assignment_new copies the lists, so ours are always ours to free.
             for ptr in lists:
                 if ptr:
                     lib.rd_kafka_topic_partition_list_destroy(ptr)
+
+    # --- KIP-932 share groups (settings apply to every share group of the cluster) --------
+
+    def set_sharegroup(self, *, session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
+                       max_delivery_attempts: int | None = None, record_lock_duration_ms: int | None = None,
+                       isolation_level: str | None = None, max_size: int | None = None,
+                       max_fetch_sessions: int | None = None, max_record_locks: int | None = None,
+                       auto_offset_reset: str | None = None) -> None:
+        """Share-group settings (``rd_kafka_mock_sharegroup_set_*``); None leaves one as is.
+        The mock's defaults: session 45 s, heartbeat 5 s, 5 delivery attempts, 30 s locks,
+        read_uncommitted, offset reset ``latest``."""
+        lib, mc = self._lib, self._mc()
+        ints = (("session_timeout", session_timeout_ms), ("heartbeat_interval", heartbeat_interval_ms),
+                ("max_delivery_attempts", max_delivery_attempts), ("record_lock_duration", record_lock_duration_ms),
+                ("max_size", max_size), ("max_fetch_sessions", max_fetch_sessions),
+                ("max_record_locks", max_record_locks))
+        for name, value in ints:
+            if value is not None:
+                getattr(lib, "rd_kafka_mock_sharegroup_set_" + name)(mc, value)
+        if isolation_level is not None:
+            lib.rd_kafka_mock_sharegroup_set_isolation_level(
+                mc, ("read_uncommitted", "read_committed").index(isolation_level))
+        if auto_offset_reset is not None:
+            lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(mc, ("latest", "earliest").index(auto_offset_reset))
+
+    def sharegroup_member_ids(self, group_id: str) -> list[str]:
+        """The members the mock's share group has now ([] if the group does not exist)."""
+        lib = self._lib
+        ids = ctypes.POINTER(_c_char_p)()
+        cnt = _size_t(0)
+        err = lib.rd_kafka_mock_sharegroup_get_member_ids(self._mc(), group_id.encode(), ctypes.byref(ids),
+                                                          ctypes.byref(cnt))
+        if err:
+            return []
+        try:
+            return [ids[i].decode() for i in range(cnt.value)]
+        finally:
+            # The strings and the array came from rd_malloc: hand them back to librdkafka.
+            char_pp = ctypes.cast(ids, ctypes.POINTER(_c_void_p))
+            for i in range(cnt.value):
+                lib.rd_kafka_mem_free(None, char_pp[i])
+            lib.rd_kafka_mem_free(None, ids)
+
+    def set_sharegroup_target_assignment(self, group_id: str,
+                                         assignment: Mapping[str, Iterable[tuple[str, int]]]) -> None:
+        """Replace the share group's assignment: member id -> [(topic, partition), ...]."""
+        with self._member_partition_lists(assignment) as (ids, lists):
+            self._lib.rd_kafka_mock_sharegroup_target_assignment(self._mc(), group_id.encode(), ids, lists, len(ids))
 
     # --- request tracking --------------------------------------------------------------
 

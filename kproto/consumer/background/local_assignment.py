@@ -32,6 +32,21 @@ def when_complete(future: Future, callback: Callable[[Optional[BaseException]], 
     future.add_done_callback(lambda f: callback(f.exception()))
 
 
+def chain(source: Future, target: Future, transform: Callable[[Any], Any] = lambda value: value) -> None:
+    """Complete ``target`` with ``source``'s outcome (unless the reaper got there first): an
+    event's future from the manager future that does its work."""
+
+    def _copy(error: Optional[BaseException]) -> None:
+        if target.done():
+            return
+        if error is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(transform(source.result()))
+
+    when_complete(source, _copy)
+
+
 class LocalAssignment:
     """An assignment by topic id, with a local epoch bumped on every change.
 

@@ -13,30 +13,15 @@ the exception that stopped it); the reaper fails it at its deadline otherwise.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
-from kproto.consumer.background.local_assignment import when_complete
+from kproto.consumer.background.local_assignment import chain, when_complete
 from kproto.consumer.kip848 import events as ev
 from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import IllegalStateError
 
 log = logging.getLogger("kproto.kip848")
-
-
-def chain(source: Future, target: Future, transform: Callable[[Any], Any] = lambda value: value) -> None:
-    """Complete ``target`` with ``source``'s outcome (unless the reaper got there first)."""
-
-    def _copy(error: Optional[BaseException]) -> None:
-        if target.done():
-            return
-        if error is not None:
-            target.set_exception(error)
-        else:
-            target.set_result(transform(source.result()))
-
-    when_complete(source, _copy)
 
 
 class ConsumerApplicationEventProcessor(ApplicationEventProcessor):

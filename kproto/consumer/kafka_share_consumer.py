@@ -1,0 +1,140 @@
+"""The public ``KafkaShareConsumer`` façade (KIP-932 share groups, Java's ``KafkaShareConsumer``).
+
+A share group is a queue over topics: its members read the same partitions, each record
+is acquired by one member at a time and acknowledged one by one. The façade validates the
+configuration (``kproto.consumer.share.share_consumer_config``), confines the consumer to
+one thread as ``KafkaConsumer`` does (``ConcurrentModificationError`` instead of
+blocking; only ``wakeup()`` may come from another thread), checks arguments, and forwards
+to the engine (``kproto.consumer.share.share_consumer_impl.ShareConsumerImpl``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional
+
+from kproto.consumer.kafka_consumer import _ThreadConfinement
+from kproto.consumer.share.acknowledgements import AcknowledgeType
+from kproto.errors import IllegalArgumentError, IllegalStateError
+from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
+
+AcknowledgementCommitCallback = Callable[[dict[TopicIdPartition, set[int]], Optional[BaseException]], Any]
+
+
+class KafkaShareConsumer:
+    """Read records from Kafka as a member of a share group.
+
+    ``KafkaShareConsumer(*topics, group_id=..., **configs)``: topics given here are
+    subscribed at once. Settings are ``KafkaConsumer``'s client, security and fetch
+    settings (``bootstrap_servers``, ``client_id``, ``max_poll_records``, ``fetch_*``,
+    ``security_protocol``, ``sasl_*``, ``ssl_*``, deserializers, ...) plus
+    ``share_acknowledgement_mode`` ("implicit": every record returned by a ``poll`` is
+    accepted by the next ``poll``/``commit``/``close``; "explicit": the application calls
+    ``acknowledge`` for each) and ``share_acquire_mode``.
+    """
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        from kproto.consumer.share.share_consumer_config import share_consumer_config
+        from kproto.consumer.share.share_consumer_impl import ShareConsumerImpl
+
+        self._closed = False
+        self._confinement = _ThreadConfinement()
+        self.config, self.share_config = share_consumer_config(configs)
+        self._delegate = ShareConsumerImpl(self.config, self.share_config)
+        if topics:
+            try:
+                self.subscribe(topics)
+            except BaseException:
+                self.close()
+                raise
+
+    def _call(self, name: str, *args: Any) -> Any:
+        self._confinement.acquire()
+        try:
+            if self._closed and name != "close":
+                raise IllegalStateError("This consumer has already been closed.")
+            return getattr(self._delegate, name)(*args)
+        finally:
+            self._confinement.release()
+
+    # -- subscription -------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join the share group for ``topics`` (replacing any earlier subscription);
+        an empty list unsubscribes."""
+        if isinstance(topics, str):
+            topics = [topics]
+        topics = list(topics)
+        for topic in topics:
+            if not isinstance(topic, str) or not topic.strip():
+                raise IllegalArgumentError("Topic collection to subscribe to cannot contain null or empty topic")
+        self._call("subscribe", topics)
+
+    def unsubscribe(self) -> None:
+        """Acknowledge (implicit mode) and close the share sessions, then leave the group."""
+        self._call("unsubscribe")
+
+    def subscription(self) -> set[str]:
+        return self._call("subscription")
+
+    # -- records --------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        """Records acquired for this member, at most ``max_poll_records``, by partition.
+
+        Settles the previous batch first: implicit mode accepts what was not acknowledged;
+        explicit mode raises ``IllegalStateError`` if a record was left unacknowledged."""
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
+            raise IllegalArgumentError("timeout_ms must be an int >= 0, not {!r}".format(timeout_ms))
+        return self._call("poll", timeout_ms)
+
+    def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:  # noqa: A002
+        """Explicit mode: acknowledge one delivered record (ACCEPT, RELEASE, REJECT or RENEW);
+        sent with the next ``poll``, ``commit`` or ``close``."""
+        self._call("acknowledge", record, type)
+
+    def commit(self, timeout_ms: Optional[int] = None) -> dict[TopicIdPartition, Optional[BaseException]]:
+        """Send the acknowledgements made so far and wait: ``{partition: None or the error}``."""
+        return self._call("commit", timeout_ms)
+
+    def commit_async(self) -> None:
+        """Send the acknowledgements made so far; the acknowledgement commit callback gets
+        the outcome during a later call."""
+        self._call("commit_async")
+
+    def set_acknowledgement_commit_callback(self, callback: Optional[AcknowledgementCommitCallback]) -> None:
+        """``callback(offsets: {TopicIdPartition: {offset, ...}}, error or None)``, run on this
+        thread from ``poll``, ``commit`` and ``close`` once the broker answered."""
+        if callback is not None and not callable(callback):
+            raise IllegalArgumentError("the acknowledgement commit callback must be callable")
+        self._confinement.acquire()
+        try:
+            self._delegate.acknowledgement_commit_callback = callback
+        finally:
+            self._confinement.release()
+
+    # -- the rest ---------------------------------------------------------------------------
+
+    def metrics(self, raw: bool = False) -> Optional[dict]:
+        return self._call("metrics", raw)
+
+    def wakeup(self) -> None:
+        """From any thread: the blocked (or next) ``poll``/``commit`` raises WakeupException."""
+        self._delegate.wakeup()
+
+    def close(self, timeout_ms: Optional[int] = None) -> None:
+        """Acknowledge (implicit mode), release what was acquired and not acknowledged,
+        leave the group; waits at most ``timeout_ms`` (30 s by default)."""
+        if self._closed:
+            return
+        self._confinement.acquire()
+        try:
+            self._closed = True
+            self._delegate.close(timeout_ms)
+        finally:
+            self._confinement.release()
+
+    def __enter__(self) -> "KafkaShareConsumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

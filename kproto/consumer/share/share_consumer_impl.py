@@ -1,0 +1,403 @@
+"""The share consumer's application side (Java's ``ShareConsumerImpl``).
+
+Owns what the application thread does: it never touches the network. It keeps the records
+handed out by ``poll`` and not yet acknowledged (``_delivered``: each with the node and
+session generation that delivered it) and the acknowledgements made since the last call
+(``_acks``), and hands those to the background thread inside the next event:
+
+- ``poll`` first settles the previous batch: in implicit mode every record still
+  unacknowledged is accepted; in explicit mode one left unacknowledged is an
+  ``IllegalStateError`` (Java's), and nothing is sent. It then sends a ``ShareFetchEvent``
+  (acknowledgements + "fetch more") and returns up to ``max_poll_records`` records from
+  the ``ShareFetchBuffer``, waiting for data until its timeout;
+- ``acknowledge`` is only legal in explicit mode, once per delivered record (RENEW keeps
+  the record delivered: it still needs a final acknowledgement); anything else is an
+  ``IllegalStateError`` and nothing is sent;
+- ``commit``/``commit_async`` send the acknowledgements at once in ShareAcknowledge;
+  ``commit`` waits and returns ``{TopicIdPartition: None or the error}``;
+- completed acknowledgements reach the acknowledgement commit callback here, on the
+  application thread, from ``poll``, ``commit`` and ``close``;
+- ``close`` sends the last acknowledgements with each share session's closing request
+  (the broker releases everything acquired and not acknowledged), leaves the group and
+  stops the background thread.
+
+An acquired record is handed to the application at most once per acquisition: a fetch
+leaves the buffer as it is consumed, and a fetch whose session ended is dropped by the
+background thread before the application takes from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from typing import Any, Callable, Mapping, Optional
+
+from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
+from kproto.consumer.background.events import ApplicationEventHandler, BackgroundEventHandler, ErrorEvent, drain
+from kproto.consumer.background.timer import monotonic_ms
+from kproto.consumer.share import events as ev
+from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType, acknowledge_type
+from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
+from kproto.consumer.share.share_request_managers import build_share_resources
+from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
+from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
+from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
+
+log = logging.getLogger("kproto.share")
+
+AckKey = tuple  # (node_id, generation, TopicIdPartition)
+# How long one wait for data may block before poll() asks for a fetch again (a ShareFetch
+# that came back empty wakes the wait; this bounds a lost wakeup).
+MAX_WAIT_STEP_MS = 1000
+
+
+class ShareConsumerImpl:
+    def __init__(self, config: Mapping[str, Any], share_config: Mapping[str, Any],
+                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+        self.config = config
+        self._time_ms = time_ms
+        self.group_id: str = config["group_id"]
+        self.explicit = share_config["share_acknowledgement_mode"] == "explicit"
+        self.max_poll_records: int = config["max_poll_records"]
+        self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
+        self.fetch_buffer = ShareFetchBuffer()
+        self._metrics = build_metrics(config)
+        self.fetch_metrics = self.consumer_metrics = None
+        if self._metrics is not None:
+            prefix = config["metric_group_prefix"]
+            self.fetch_metrics = ShareFetchMetricsManager(self._metrics, prefix)
+            # Java's KafkaShareConsumerMetrics: the poll timing under consumer-share-metrics.
+            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix + "-share")
+        self.application_event_queue: "queue.Queue" = queue.Queue()
+        self.background_event_queue: "queue.Queue" = queue.Queue()
+        self._share_config = share_config
+        self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
+                                                    time_ms)
+        self.application_event_handler = ApplicationEventHandler(
+            self.application_event_queue, self.network_thread.wakeup, time_ms)
+        # (topic, partition, offset) -> (ack key, delivery_count) of records handed out and
+        # not yet acknowledged.
+        self._delivered: dict[tuple[str, int, int], tuple[AckKey, int]] = {}
+        # Implicit mode needs no look-ups: what the last poll returned, per partition.
+        self._implicit_batch: list[tuple[AckKey, list[int]]] = []
+        self._acks: dict[AckKey, Acknowledgements] = {}
+        self._subscription: Optional[set[str]] = None
+        self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
+        self._wakeup_requested = False
+        self._wakeup_lock = threading.Lock()
+        self._active_future: Optional[Future] = None
+        self._closed = False
+        self.network_thread.start()
+        try:
+            self.network_thread.wait_for_initialization()
+        except BaseException:
+            self._closed = True
+            raise
+        resources = self.network_thread.resources
+        assert resources is not None  # initialized, or wait_for_initialization raised
+        self.client = resources.client
+        self.membership = resources.membership_manager
+
+    def _initialize_resources(self) -> Any:
+        handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
+        return build_share_resources(self.config, self._share_config, self.fetch_buffer, handler, self._time_ms,
+                                     self._metrics, fetch_metrics=self.fetch_metrics)
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("This consumer has already been closed.")
+
+    def _deadline(self, timeout_ms: Optional[int]) -> int:
+        timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout < 0:
+            raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
+        return self._time_ms() + timeout
+
+    def _check_wakeup(self) -> None:
+        if self._wakeup_requested:
+            self._wakeup_requested = False
+            raise WakeupException()
+
+    def _wait(self, future: Future, deadline_ms: int, what: str) -> Any:
+        """Wait for ``future`` until ``deadline_ms``; ``wakeup()`` fails the wait."""
+        with self._wakeup_lock:
+            self._check_wakeup()
+            self._active_future = future
+        try:
+            while True:
+                remaining = deadline_ms - self._time_ms()
+                try:
+                    return future.result(timeout=max(0, min(remaining, 100)) / 1000.0)
+                except FutureTimeoutError:
+                    if remaining <= 0:
+                        raise KafkaTimeoutError("{} did not complete in time".format(what)) from None
+        finally:
+            with self._wakeup_lock:
+                self._active_future = None
+
+    def _process_background_events(self) -> None:
+        """Run the acknowledgement commit callback; raise the first surfaced error."""
+        first_error: Optional[BaseException] = None
+        for event in drain(self.background_event_queue):
+            if isinstance(event, ErrorEvent):
+                first_error = first_error or event.error
+            elif isinstance(event, ev.ShareAcknowledgementCommitCallbackEvent):
+                first_error = first_error or self._invoke_callback(event.entries)
+        if first_error is not None:
+            raise first_error
+
+    def _invoke_callback(self, entries: list) -> Optional[BaseException]:
+        callback = self.acknowledgement_commit_callback
+        if callback is None:
+            return None
+        by_error: dict[int, tuple[Optional[BaseException], dict[TopicIdPartition, set[int]]]] = {}
+        for entry in entries:
+            error = entry.acks.error
+            group = by_error.setdefault(id(error), (error, {}))
+            group[1].setdefault(entry.tip, set()).update(entry.acks.offsets())
+        for error, offsets in by_error.values():
+            try:
+                callback(offsets, error)
+            except Exception as exc:  # Java: the callback's exception is thrown from poll()/commit
+                return exc
+        return None
+
+    def _take_acks(self) -> list[ev.AckEntry]:
+        acks, self._acks = self._acks, {}
+        return [ev.AckEntry(node, gen, tip, a) for (node, gen, tip), a in acks.items() if a]
+
+    def _add_ack(self, key: AckKey, offset: int, type_: int) -> None:
+        acks = self._acks.get(key)
+        if acks is None:
+            acks = self._acks[key] = Acknowledgements()
+        acks.add(offset, type_)
+
+    def _holds_records(self) -> bool:
+        return bool(self._delivered or self._implicit_batch)
+
+    def _accept_delivered(self) -> None:
+        """Implicit mode: everything handed out and not acknowledged is accepted."""
+        for (_, _, offset), (key, _) in self._delivered.items():
+            self._add_ack(key, offset, AcknowledgeType.ACCEPT)
+        self._delivered.clear()
+        for key, offsets in self._implicit_batch:
+            acks = self._acks.get(key)
+            if acks is None:
+                acks = self._acks[key] = Acknowledgements()
+            acks.add_offsets(offsets, AcknowledgeType.ACCEPT)
+        self._implicit_batch.clear()
+
+    # --- subscription ---------------------------------------------------------------------------
+
+    def subscribe(self, topics: list[str]) -> None:
+        self._check_open()
+        if not topics:
+            self.unsubscribe()
+            return
+        self._subscription = set(topics)
+        event = ev.ShareSubscriptionChangeEvent(topics, self._deadline(None))
+        self.application_event_handler.add(event)
+        self._wait(event.future, event.deadline_ms, "subscribe")
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription or ())
+
+    def unsubscribe(self) -> None:
+        self._check_open()
+        if self._subscription is None:
+            return
+        deadline = self._deadline(None)
+        self._close_sessions_and_leave(deadline)
+        self._subscription = None
+
+    def _close_sessions_and_leave(self, deadline: int) -> None:
+        if not self.explicit:
+            self._accept_delivered()
+        self._delivered.clear()  # explicit mode: the closing session releases them
+        self.fetch_buffer.drain()  # not handed out: released with the sessions
+        close = ev.ShareAcknowledgeOnCloseEvent(self._take_acks(), deadline)
+        self.application_event_handler.add(close)
+        leave = ev.ShareLeaveGroupEvent(deadline)
+        try:
+            self._wait(close.future, deadline, "closing the share sessions")
+        except KafkaError as exc:
+            log.warning("Closing the share sessions: %s", exc)
+        finally:
+            self.application_event_handler.add(leave)
+        try:
+            self._wait(leave.future, deadline, "leaving the share group")
+        except KafkaError as exc:
+            log.warning("Leaving the share group: %s", exc)
+        self._run_callbacks_quietly()
+
+    # --- poll -----------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        if self.consumer_metrics is None:
+            return self._poll(timeout_ms)
+        self.consumer_metrics.record_poll_start()
+        try:
+            return self._poll(timeout_ms)
+        finally:
+            self.consumer_metrics.record_poll_end()
+
+    def _poll(self, timeout_ms: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        self._check_open()
+        if not self._subscription:
+            raise IllegalStateError("Consumer is not subscribed to any topics.")
+        deadline = self._deadline(timeout_ms)
+        self._check_wakeup()
+        if self._holds_records():
+            if self.explicit:
+                raise IllegalStateError(
+                    "All records must be acknowledged before the next poll in explicit acknowledgement mode: "
+                    "{} delivered record(s) were not".format(len(self._delivered)))
+            self._accept_delivered()
+        self._process_background_events()
+        self.application_event_handler.add(ev.ShareFetchEvent(self._take_acks(), settles=True))
+        while True:
+            records = self._collect()
+            if records:
+                if self.fetch_metrics is not None:
+                    self.fetch_metrics.record_records(sum(len(batch) for batch in records.values()))
+                # No prefetch: the next ShareFetch goes out with this batch's acknowledgements
+                # on the next poll, so no fetch is ever in flight while the application holds
+                # records of that node (a broker may answer with what this member holds).
+                return records
+            self._check_wakeup()
+            remaining = deadline - self._time_ms()
+            if remaining <= 0:
+                return {}
+            if self.fetch_buffer.await_not_empty(min(remaining, MAX_WAIT_STEP_MS) / 1000.0):
+                continue
+            self._process_background_events()
+            # An empty answer woke us: ask again (with any gap acknowledgements).
+            self.application_event_handler.add(ev.ShareFetchEvent(self._take_acks()))
+
+    def _collect(self) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
+        left = self.max_poll_records
+        while left > 0:
+            fetch = self.fetch_buffer.peek()
+            if fetch is None:
+                break
+            key = (fetch.node_id, fetch.generation, fetch.partition)
+            try:
+                records = fetch.fetch_records(left)
+            except KafkaError:
+                self._take_gaps(fetch, key)
+                if out:
+                    break  # the error comes on the next poll
+                raise
+            if self.explicit:
+                for record in records:
+                    self._delivered[(record.topic, record.partition, record.offset)] = (key, record.delivery_count)
+            elif records:
+                self._implicit_batch.append((key, [r.offset for r in records]))
+            if records:
+                self.fetch_buffer.mark_outstanding(fetch.node_id)
+                out.setdefault(fetch.partition.topic_partition, []).extend(records)
+                left -= len(records)
+            if fetch.is_consumed:
+                self._take_gaps(fetch, key)
+                self.fetch_buffer.remove(fetch)
+        return out
+
+    def _take_gaps(self, fetch: Any, key: AckKey) -> None:
+        for offset, type_ in fetch.take_gaps().items():
+            self._add_ack(key, offset, type_)
+
+    # --- acknowledgements -------------------------------------------------------------------
+
+    def acknowledge(self, record: Any, type_: Any = AcknowledgeType.ACCEPT) -> None:
+        self._check_open()
+        if not self.explicit:
+            raise IllegalStateError("If you acknowledge records, set share_acknowledgement_mode='explicit' "
+                                    "(this consumer uses implicit acknowledgement)")
+        kind = acknowledge_type(type_)
+        try:
+            where = (record.topic, record.partition, record.offset)
+            count = record.delivery_count
+        except AttributeError:
+            raise IllegalStateError("The record cannot be acknowledged: {!r} is not a record delivered by "
+                                    "poll()".format(record)) from None
+        found = self._delivered.get(where)
+        if found is None or found[1] != count:
+            raise IllegalStateError(
+                "The record cannot be acknowledged: {}-{} offset {} is not a record this consumer delivered in the "
+                "last poll and has not acknowledged yet".format(*where))
+        key = found[0]
+        if kind is not AcknowledgeType.RENEW:
+            del self._delivered[where]
+        self._add_ack(key, record.offset, kind)
+
+    def commit(self, timeout_ms: Optional[int] = None) -> dict[TopicIdPartition, Optional[BaseException]]:
+        self._check_open()
+        deadline = self._deadline(timeout_ms)
+        if not self.explicit:
+            self._accept_delivered()
+        entries = self._take_acks()
+        result: dict[TopicIdPartition, Optional[BaseException]] = {}
+        if entries:
+            event = ev.ShareAcknowledgeSyncEvent(entries, deadline)
+            self.application_event_handler.add(event)
+            result = self._wait(event.future, deadline, "commit")
+        self._process_background_events()
+        return result
+
+    def commit_async(self) -> None:
+        self._check_open()
+        if not self.explicit:
+            self._accept_delivered()
+        entries = self._take_acks()
+        if entries:
+            self.application_event_handler.add(ev.ShareAcknowledgeAsyncEvent(entries))
+        self._process_background_events()
+
+    # --- the rest -------------------------------------------------------------------------------
+
+    def metrics(self, raw: bool = False) -> Optional[dict]:
+        return metrics_view(self._metrics, raw)
+
+    def wakeup(self) -> None:
+        with self._wakeup_lock:
+            future = self._active_future
+            if future is not None and not future.done():
+                try:
+                    future.set_exception(WakeupException())
+                except InvalidStateError:
+                    self._wakeup_requested = True
+            else:
+                self._wakeup_requested = True
+        self.fetch_buffer.wakeup()
+
+    def close(self, timeout_ms: Optional[int] = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
+        try:
+            self._wakeup_requested = False
+            if self._subscription is not None:
+                self._close_sessions_and_leave(deadline)
+            else:
+                self._run_callbacks_quietly()
+            self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
+        finally:
+            self.network_thread.close(max(0, deadline - self._time_ms()))
+            self.fetch_buffer.close()
+            self.client.close()
+            if self._metrics is not None:
+                self._metrics.close()
+
+    def _run_callbacks_quietly(self) -> None:
+        try:
+            self._process_background_events()
+        except Exception as exc:  # close() still completes; the error is logged
+            log.warning("Error while closing: %s", exc)
