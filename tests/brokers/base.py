@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from tests.brokers import seeding
 
 #: capability -> what it means. Each was checked against the brokers (see
-#: tests/test_brokers_*.py) or comes from the measured behaviour in issue 3.
+#: tests/integration/brokers/, tests/integration/messages/test_plain_socket.py) or comes from the measured behaviour in issue 3.
 CAPABILITIES: dict[str, str] = {
     "classic_groups": "classic consumer groups (JoinGroup/SyncGroup/Heartbeat)",
     "kip848": "KIP-848 consumer groups (ConsumerGroupHeartbeat)",

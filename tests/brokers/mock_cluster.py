@@ -287,7 +287,7 @@ class MockCluster(Broker):
 
         librdkafka 2.16 added this for its share-group (ShareFetch) tests; which other
         request handlers honour it is librdkafka's business (see
-        tests/test_brokers_mock.py for what is verified).
+        tests/integration/brokers/test_mock_cluster.py for what is verified).
         """
         args = [_int(c) for c in codes]
         self._check("push_partition_request_errors",

@@ -11,7 +11,7 @@ contract, ``PollResult``, ``UnsentRequest``, ``RequestState``), ``network_client
 ``timer``, and the group-type-neutral halves of the KIP-848-style group managers:
 ``abstract_membership_manager`` (with ``member_state``, ``local_assignment``) and
 ``abstract_heartbeat_request_manager``. An engine brings its events, handlers and request
-managers; this package never imports an engine (``tests/test_layering.py``).
+managers; this package never imports an engine (``tests/unit/package/test_layering.py``).
 """
 
 from kproto.consumer.background.request_manager import PollResult, RequestManager, RequestState, UnsentRequest

@@ -1,0 +1,1 @@
+"""`python -m kproto consume` as a user runs it."""

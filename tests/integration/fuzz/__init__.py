@@ -1,0 +1,1 @@
+"""kproto.fuzz against real brokers: runs, replay, minimisation."""

@@ -1,0 +1,1 @@
+"""Classic consumer groups: membership, rebalances, mixed groups with librdkafka, FindCoordinator."""

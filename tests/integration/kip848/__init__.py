@@ -1,0 +1,1 @@
+"""The KIP-848 engine end to end: membership, threading, heartbeat errors, application calls."""

@@ -1,0 +1,1 @@
+"""Generated messages on the wire against every broker."""

@@ -1,0 +1,1 @@
+"""Consumer and network metrics through the public consumer."""

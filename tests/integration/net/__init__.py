@@ -1,0 +1,1 @@
+"""NetworkClient against real brokers and a misbehaving peer."""

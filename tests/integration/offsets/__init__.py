@@ -1,0 +1,1 @@
+"""Offset lookups and group offsets against real brokers."""

@@ -1,0 +1,1 @@
+"""Batches written by librdkafka to a real broker, fetched raw."""

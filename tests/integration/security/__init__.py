@@ -1,0 +1,1 @@
+"""TLS and SASL (SCRAM, PLAIN, OAUTHBEARER, SASL_SSL) end to end."""

@@ -1,0 +1,1 @@
+"""KafkaShareConsumer (KIP-932) against real brokers."""

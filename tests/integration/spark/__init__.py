@@ -1,0 +1,1 @@
+"""kproto.spark's reader and resolver on brokers, and the PySpark data source in local Spark."""

@@ -1,0 +1,1 @@
+"""kproto.consumer.classic.assignors: range, roundrobin, sticky, cooperative-sticky, Java's collection behaviour, properties."""

@@ -1,0 +1,1 @@
+"""kproto.consumer.background: the engine-neutral group managers."""

@@ -1,0 +1,1 @@
+"""kproto.codecs: compression round trips and other producers' formats."""

@@ -1,0 +1,1 @@
+"""codegen/: the message generator and the spec merge."""

@@ -1,0 +1,1 @@
+"""kproto.consumer top-level modules: config, subscription state, the rebalance-listener invoker."""

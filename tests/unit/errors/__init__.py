@@ -1,0 +1,1 @@
+"""kproto.errors: the error-code table."""

@@ -1,0 +1,1 @@
+"""kproto.fuzz without a broker: request generator, mutators, safety rules."""

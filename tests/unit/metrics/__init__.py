@@ -1,0 +1,1 @@
+"""kproto.metrics: Java's metrics model on a fake clock."""

@@ -1,0 +1,1 @@
+"""kproto.consumer.offsets sans-IO: OffsetCommit, OffsetFetch, ListOffsets, OffsetForLeaderEpoch validation."""

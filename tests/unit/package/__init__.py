@@ -1,0 +1,1 @@
+"""Package-wide rules: the layering and the standard-library-only runtime."""

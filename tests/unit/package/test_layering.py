@@ -1,0 +1,221 @@
+"""The layering in DESIGN.md, enforced: a lower layer never imports a higher one.
+
+Reads every module under kproto/ with ``ast`` (nothing is imported), so a layering slip
+fails here even when the offending import sits inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3] / "kproto"
+
+# What each layer may import from kproto (besides itself). The first matching prefix wins.
+ALLOWED: list[tuple[str, set[str]]] = [
+    # The tracing proxy sits on top of the protocol layers; nothing imports it (see below).
+    ("kproto.trace", {"errors", "structs", "protocol", "messages", "records", "net", "events", "trace"}),
+    ("kproto.consumer.classic", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                                 "consumer", "events"}),
+    ("kproto.consumer.kip848", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                                "consumer", "events"}),
+    ("kproto.consumer.share", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                               "consumer", "events"}),
+    ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+                         "consumer", "events"}),
+    ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
+    ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
+                     "fuzz"}),
+    ("kproto.net", {"errors", "structs", "protocol", "messages", "net"}),
+    ("kproto.records", {"errors", "structs", "codecs", "records"}),
+    ("kproto.codecs", {"errors", "codecs"}),
+    ("kproto.metrics", {"errors", "metrics"}),
+    ("kproto.messages", {"errors", "protocol", "messages"}),
+    ("kproto.protocol", {"errors", "protocol"}),
+    ("kproto.structs", set()),
+    ("kproto.events", set()),  # the consumer's structured state-transition events
+    # kproto._error_codes is the generated half of kproto.errors (the per-code classes): the
+    # two import each other and nothing else.
+    ("kproto.errors", {"_error_codes"}),
+    ("kproto._error_codes", {"errors"}),
+]
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _kproto_imports(path: pathlib.Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [target]
+            if target == "kproto":  # `from kproto import errors`
+                names = ["kproto." + alias.name for alias in node.names]
+        else:
+            continue
+        found.update(n for n in names if n == "kproto" or n.startswith("kproto."))
+    return found
+
+
+# kproto/__init__.py, __main__.py and embedded.py sit above every layer (the public names,
+# the CLI and its demo broker), so only the layered packages are checked.
+MODULES = sorted(p for p in ROOT.rglob("*.py")
+                 if p.parent != ROOT or p.stem in ("errors", "_error_codes", "structs", "events"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
+def test_module_imports_only_lower_layers(path):
+    module = _module_name(path)
+    rule = next((allowed for prefix, allowed in ALLOWED
+                 if module == prefix or module.startswith(prefix + ".")), None)
+    assert rule is not None, "{} belongs to no layer in DESIGN.md".format(module)
+    bad = []
+    for target in _kproto_imports(path, module):
+        layer = target.split(".")[1] if "." in target else None
+        if layer is not None and layer.startswith("__"):
+            continue  # `from kproto import __version__` is a constant, not a layer
+        if layer is None or layer not in rule:
+            bad.append(target)
+    assert not bad, "{} imports {} (allowed layers: {})".format(module, sorted(bad), sorted(rule))
+
+
+# The consumer's group-protocol engines (a KIP-932 share engine joins as "share"), the
+# background-thread shell any of them may build on, and the shared core under them all.
+ENGINES = ("classic", "kip848", "share")
+SHELL = "background"
+# The façades pick an engine.
+CORE = [p for p in (ROOT / "consumer").glob("*.py") if p.stem not in ("kafka_consumer", "kafka_share_consumer")]
+CORE += sorted((ROOT / "consumer" / "fetch").rglob("*.py")) + sorted((ROOT / "consumer" / "offsets").rglob("*.py"))
+
+
+def _package_modules(name: str) -> list[pathlib.Path]:
+    return sorted((ROOT / "consumer" / name).rglob("*.py"))
+
+
+def _imports_package(path: pathlib.Path, name: str) -> bool:
+    prefix = "kproto.consumer." + name
+    return any(t == prefix or t.startswith(prefix + ".") for t in _kproto_imports(path, _module_name(path)))
+
+
+def test_engines_never_import_each_other():
+    for engine in ENGINES:
+        for path in _package_modules(engine):
+            others = [other for other in ENGINES if other != engine and _imports_package(path, other)]
+            assert not others, "{} imports the {} engine".format(_module_name(path), others)
+
+
+def test_the_shell_and_the_core_never_import_an_engine():
+    assert _package_modules(SHELL), "the background-thread shell moved: update SHELL"
+    for path in _package_modules(SHELL) + CORE:
+        engines = [engine for engine in ENGINES if _imports_package(path, engine)]
+        assert not engines, "{} imports the {} engine".format(_module_name(path), engines)
+    for path in CORE:
+        assert not _imports_package(path, SHELL), "{} (core) imports the shell".format(_module_name(path))
+
+
+# Blocking network I/O is a network client's poll (the step that reads sockets and runs
+# callbacks); the core builds requests and judges responses, and an engine drives the I/O
+# (classic: its own loops; background engines: the network thread). kproto.net modules the
+# core may use are the pure ones.
+CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff", "kproto.net.client_versions"}
+
+
+def _client_polls(path: pathlib.Path) -> list[str]:
+    """``<...client...>.poll``, called or passed on: a receiver whose last name mentions a client."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "poll":
+            receiver = node.value
+            name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+            if "client" in name.lower():
+                found.append("{}:{}".format(path.name, node.lineno))
+    return sorted(found)
+
+
+def test_the_shared_core_does_no_blocking_network_io():
+    for path in CORE:
+        module = _module_name(path)
+        net = {t for t in _kproto_imports(path, module) if t.startswith("kproto.net")} - CORE_NET_MODULES
+        assert not net, "{} (core) imports {}".format(module, sorted(net))
+        assert not _client_polls(path), "{} (core) polls a network client: {}".format(module, _client_polls(path))
+
+
+def test_the_io_checker_finds_client_polls(tmp_path):
+    src = tmp_path / "x.py"
+    src.write_text("def f(self, client, buffer):\n    self._client.poll(timeout_ms=1)\n    client.poll()\n"
+                   "    buffer.poll()\n    self.poll()\n    step = client.poll\n")
+    assert _client_polls(src) == ["x.py:2", "x.py:3", "x.py:6"]
+
+
+def test_the_checker_resolves_relative_imports(tmp_path):
+    # The checker itself must be able to fail: upward imports, absolute and relative, are found.
+    src = tmp_path / "x.py"
+    src.write_text("from kproto.consumer import subscription_state\n"
+                   "def f():\n    from ..records import read_batches\n")
+    assert _kproto_imports(src, "kproto.net.x") == {"kproto.consumer", "kproto.records"}
+
+
+def test_nothing_imports_the_trace_package():
+    # kproto.trace is a tool on top of everything: only the CLI dispatch may reach it.
+    users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
+             if not _module_name(p).startswith("kproto.trace") and p.name != "__main__.py"
+             and "trace" in p.read_text()  # parse only the candidates: the messages are big
+             and any(t == "kproto.trace" or t.startswith("kproto.trace.")
+                     for t in _kproto_imports(p, _module_name(p)))]
+    assert users == []
+
+
+# kproto.net's helpers (api_versions, timeouts, metadata_updater, channel_authenticator)
+# are handed a ClientState (kproto/net/client_state.py), never the NetworkClient: no module
+# of kproto.net but its __init__ imports client.py (not even for type checking), and none
+# reads or writes another object's private attributes (``x._y`` with x other than self/cls).
+NET_MODULES = sorted(p.stem for p in (ROOT / "net").glob("*.py") if p.stem != "__init__")
+
+
+def _foreign_private_attributes(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not (node.attr.startswith("__") and node.attr.endswith("__"))
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            found.append("line {}: {}".format(node.lineno, ast.unparse(node)))
+    return found
+
+
+@pytest.mark.parametrize("name", NET_MODULES)
+def test_net_helpers_are_handed_a_narrow_state_not_the_client(name):
+    path = ROOT / "net" / (name + ".py")
+    module = _module_name(path)
+    assert name == "client" or "kproto.net.client" not in _kproto_imports(path, module), \
+        "{} imports kproto.net.client: take a ClientState (or callables) instead".format(module)
+    bad = _foreign_private_attributes(ast.parse(path.read_text(), filename=str(path)))
+    assert not bad, "{} reaches into other objects' privates: {}".format(module, bad)
+
+
+def test_the_net_helper_checker_finds_what_it_forbids(tmp_path):
+    src = tmp_path / "x.py"
+    src.write_text("from typing import TYPE_CHECKING\n"
+                   "if TYPE_CHECKING:\n    from kproto.net.client import NetworkClient\n"
+                   "def f(self, client, node):\n"
+                   "    self._state.nodes, node.__class__\n"
+                   "    return self._client._nodes, client._close_node(node)\n")
+    assert "kproto.net.client" in _kproto_imports(src, "kproto.net.x")
+    assert [b.split(": ")[1] for b in _foreign_private_attributes(ast.parse(src.read_text()))] == [
+        "self._client._nodes", "client._close_node"]

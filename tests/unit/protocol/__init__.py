@@ -1,0 +1,1 @@
+"""kproto.protocol: wire primitives and request/response headers."""

@@ -1,0 +1,1 @@
+"""The share-group consumer (KIP-932) sans-IO: request managers, acknowledgements, share sessions."""

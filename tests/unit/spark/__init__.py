@@ -1,0 +1,1 @@
+"""kproto.spark without Spark or a broker: options and planning."""

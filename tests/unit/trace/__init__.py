@@ -1,0 +1,1 @@
+"""kproto.trace sans-IO: the timeline model."""
