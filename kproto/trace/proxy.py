@@ -83,6 +83,8 @@ class _Link:
         self.client_id: Optional[str] = None
         self.closed = False
         self.registered: dict[int, int] = {}
+        # Directions whose stream stopped being Kafka framing: reported once, then passed on.
+        self.unframed_reported: set[str] = set()
 
 
 class TraceProxy:
@@ -361,7 +363,7 @@ class TraceProxy:
         link.upstream.queue(frame)
         now = time.time()
         if not framed:
-            self._undecodable(link, "request", frame, link.requests.broken or "not framed", now)
+            self._unframed(link, "request", frame, link.requests.broken, now)
             return
         req = decode_request(frame)
         if req.api_key < 0 or (req.error and "unknown API key" in req.error):
@@ -378,7 +380,7 @@ class TraceProxy:
         now = time.time()
         if not framed:
             link.client.queue(frame)
-            self._undecodable(link, "response", frame, link.responses.broken or "not framed", now)
+            self._unframed(link, "response", frame, link.responses.broken, now)
             return
         cid = _SIZE.unpack_from(frame, 4)[0] if len(frame) >= 8 else None
         entry = link.pending.pop(cid, None) if cid is not None else None
@@ -442,6 +444,14 @@ class TraceProxy:
 
     def _node_of(self, link: _Link) -> Optional[int]:
         return self.nodes.get(link.broker)
+
+    def _unframed(self, link: _Link, direction: str, chunk: memoryview, reason: Optional[str],
+                  now: float) -> None:
+        # Once a direction is not Kafka framing, every later read is a raw chunk of the same
+        # stream: report the stream once, however the socket happened to cut it.
+        if direction not in link.unframed_reported:
+            link.unframed_reported.add(direction)
+            self._undecodable(link, direction, chunk, reason or "not framed", now)
 
     def _undecodable(self, link: _Link, direction: str, frame: memoryview, reason: str,
                      now: float) -> None:
