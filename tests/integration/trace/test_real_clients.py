@@ -293,6 +293,12 @@ def test_produce_without_acks_is_reported_one_way(mock_cluster):
         assert producer.flush(30) == 0
     produces = [e for e in events if e["kind"] == "exchange" and e["api"] == "Produce"]
     assert produces and all(e.get("one_way") for e in produces)
-    # The broker answers nothing to acks=0, so no answer is left unmatched either.
-    assert not [e for e in events if e["kind"] == "undecodable"]
+    # A broker answers nothing to acks=0. librdkafka 2.16's mock now and then answers one
+    # anyway (seen 1 run in 12); the proxy reports such an answer as matching no pending
+    # request, and nothing else may be unmatched or undecodable.
+    one_way = {e["correlation_id"] for e in produces}
+    for e in [e for e in events if e["kind"] == "undecodable"]:
+        cid = int(e["head"][8:16], 16)  # size prefix, then the correlation id
+        assert e["direction"] == "response" and "answers no pending request" in e["reason"], e
+        assert cid in one_way, e
     assert sum(int(p.split()[-1][:-1]) > 0 for e in produces for p in e["summary"]["produce"]) >= 1
