@@ -96,6 +96,11 @@ class SubscriptionState:
         # has_all_fetch_positions' answer and the (assignment id, transition) it holds for.
         self._all_positions = True
         self._all_positions_key: Optional[tuple[int, int]] = None
+        # Partitions per waiting fetch state and the (assignment id, transition) they hold
+        # for: every poll asks which partitions await a reset or a validation, and with
+        # 1,000 partitions walking them all cost more than the records (_in_state).
+        self._in_state_cache: dict[FetchState, list[tuple[TopicPartition, TopicPartitionState]]] = {}
+        self._in_state_key: Optional[tuple[int, int]] = None
         self.rebalance_listener: Any = None
         # Who this consumer is in kproto.events (its client_id; set by the consumer).
         self.event_source: Optional[str] = None
@@ -425,9 +430,22 @@ class SubscriptionState:
             raise NoOffsetForPartitionError("Undefined offset with no reset policy for partitions: {}".format(
                 ", ".join("{}-{}".format(*tp) for tp in undefined)))
 
+    def _in_state(self, fetch_state: FetchState) -> list[tuple[TopicPartition, TopicPartitionState]]:
+        """The assigned partitions in ``fetch_state``, walked again only after the assignment
+        or some partition's fetch state changed."""
+        key = (self._assignment_id, TopicPartitionState.last_transition)
+        if key != self._in_state_key:
+            self._in_state_cache = {}
+            self._in_state_key = key
+        found = self._in_state_cache.get(fetch_state)
+        if found is None:
+            found = self._in_state_cache[fetch_state] = [
+                (tp, state) for tp, state in self._assignment.items() if state.fetch_state is fetch_state]
+        return found
+
     def partitions_needing_reset(self, now_ms: int) -> set[TopicPartition]:
-        return {tp for tp, state in self._assignment.items()
-                if state.fetch_state is FetchState.AWAIT_RESET and not state.awaiting_retry_backoff(now_ms)}
+        return {tp for tp, state in self._in_state(FetchState.AWAIT_RESET)
+                if not state.awaiting_retry_backoff(now_ms)}
 
     def set_next_allowed_retry(self, partitions: Iterable[TopicPartition], next_allowed_ms: int) -> None:
         for tp in partitions:
@@ -478,8 +496,8 @@ class SubscriptionState:
         return state is not None and state.fetch_state is FetchState.AWAIT_VALIDATION
 
     def partitions_needing_validation(self, now_ms: int) -> set[TopicPartition]:
-        return {tp for tp, state in self._assignment.items()
-                if state.fetch_state is FetchState.AWAIT_VALIDATION and not state.awaiting_retry_backoff(now_ms)}
+        return {tp for tp, state in self._in_state(FetchState.AWAIT_VALIDATION)
+                if not state.awaiting_retry_backoff(now_ms)}
 
     def complete_validation(self, tp: TopicPartition) -> None:
         state = self._state(tp)

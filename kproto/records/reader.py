@@ -42,11 +42,12 @@ class BatchReader:
     """
 
     __slots__ = ("data", "check_crcs", "topic", "partition", "max_decompressed_size",
-                 "valid_bytes", "truncated")
+                 "verified", "valid_bytes", "truncated")
 
     def __init__(self, data: bytes | bytearray | memoryview, *, check_crcs: bool = True,
                  topic: str | None = None, partition: int | None = None,
-                 max_decompressed_size: int = codecs.DEFAULT_MAX_SIZE) -> None:
+                 max_decompressed_size: int = codecs.DEFAULT_MAX_SIZE,
+                 verified: frozenset[int] = frozenset()) -> None:
         # One copy of the whole fetch into ``bytes``: indexing and slicing bytes is the
         # fastest thing the record loop can do, and keys/values become bytes anyway.
         self.data = data if type(data) is bytes else bytes(data)
@@ -54,6 +55,7 @@ class BatchReader:
         self.topic = topic
         self.partition = partition
         self.max_decompressed_size = max_decompressed_size
+        self.verified = verified
         self.valid_bytes = 0
         self.truncated = False
 
@@ -69,6 +71,7 @@ class BatchReader:
         topic = self.topic
         partition = self.partition
         max_size = self.max_decompressed_size
+        verified = self.verified
         while pos < total:
             if total - pos < LOG_OVERHEAD:
                 self.truncated = True  # not even the entry's length is here
@@ -98,7 +101,7 @@ class BatchReader:
                 batch: Batch = RecordBatch(data, pos, end, topic, partition, max_size)
             else:
                 batch = LegacyBatch(data, pos, end, topic, partition, max_size, check)
-            if check:
+            if check and pos not in verified:
                 batch.ensure_valid()
             pos = end
             self.valid_bytes = pos
@@ -123,12 +126,14 @@ class BatchReader:
 
 def read_batches(data: bytes | bytearray | memoryview, *, check_crcs: bool = True,
                  topic: str | None = None, partition: int | None = None,
-                 max_decompressed_size: int = codecs.DEFAULT_MAX_SIZE) -> BatchReader:
+                 max_decompressed_size: int = codecs.DEFAULT_MAX_SIZE,
+                 verified: frozenset[int] = frozenset()) -> BatchReader:
     """The batches of one partition's fetched ``records`` bytes, iterated lazily.
 
     ``check_crcs`` verifies each batch's CRC when it is reached (the consumer's
-    ``check_crcs``); ``topic``/``partition`` label errors; ``max_decompressed_size``
-    bounds one batch's decompressed size.
+    ``check_crcs``), except the batches starting at a position in ``verified`` (checked
+    already, e.g. by a ``BatchCrcCheck``); ``topic``/``partition`` label errors;
+    ``max_decompressed_size`` bounds one batch's decompressed size.
     """
     return BatchReader(data, check_crcs=check_crcs, topic=topic, partition=partition,
-                       max_decompressed_size=max_decompressed_size)
+                       max_decompressed_size=max_decompressed_size, verified=verified)

@@ -36,11 +36,11 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional
 
 from kproto import errors
-from kproto.consumer.fetch.completed_fetch import CompletedFetch
+from kproto.consumer.fetch.completed_fetch import CompletedFetch, check_crcs_together
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import (ZERO_UUID, FetchRequestData, FetchSessionHandler,
@@ -130,7 +130,7 @@ class AbstractFetch:
         partition = self.metadata.partition_metadata(tp)
         return partition is not None and node_id not in partition.offline_replicas
 
-    def _buffered_nodes(self, buffered: set[TopicPartition], now_ms: float,
+    def _buffered_nodes(self, buffered: Iterable[TopicPartition], now_ms: float,
                         enough: Optional[set[int]] = None) -> set[int]:
         """The nodes leading partitions with buffered data; the scan stops once it has found
         every node of ``enough`` (when given)."""
@@ -158,7 +158,7 @@ class AbstractFetch:
             now_ms = self._time_ms() if now_ms is None else now_ms
             if self.metrics_manager is not None:
                 self.metrics_manager.maybe_update_assignment()
-            buffered = self.fetch_buffer.buffered_partitions()
+            buffered_fetches = self.fetch_buffer.buffered_fetches()
             # A fetch can only go to a broker the metadata names (another node has no
             # address) with no fetch in flight. Once buffered data covers all of those,
             # nothing can be sent: return before the per-partition work, which every poll
@@ -167,9 +167,10 @@ class AbstractFetch:
             # without a leader, drop an offline read replica) waits for the next round.
             open_nodes = {broker.node_id for broker in self.metadata.brokers()}
             open_nodes -= self.nodes_with_pending_fetch_requests
-            buffered_nodes = self._buffered_nodes(buffered, now_ms, open_nodes)
+            buffered_nodes = self._buffered_nodes((cf.partition for cf in buffered_fetches), now_ms, open_nodes)
             if open_nodes <= buffered_nodes:
                 return {}
+            buffered = {cf.partition for cf in buffered_fetches}
             unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
             if not unbuffered:
                 return {}
@@ -301,6 +302,8 @@ class AbstractFetch:
                         tp, part, request.fetch_offset, isolation_level=config.isolation_level,
                         check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
                         value_deserializer=config.value_deserializer))
+                if config.check_crcs and completed:
+                    check_crcs_together(completed)
                 if metrics is not None and completed:
                     # Java's FetchMetricsAggregator: the response's bytes and records are
                     # recorded once every partition of it has been consumed (drained).

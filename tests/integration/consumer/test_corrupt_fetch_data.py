@@ -174,3 +174,42 @@ def test_without_crc_checks_the_flipped_value_is_returned(proxied_tansu):
             records += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
     flipped = bytes([MARKER[0] ^ 0x20]) + MARKER[1:]
     assert [(r.offset, r.value) for r in records] == [(o, v.replace(MARKER, flipped)) for o, v in written]
+
+
+def test_a_corrupt_batch_among_many_small_ones_is_found_exactly(proxied_tansu):
+    """Eight partitions of small batches: a fetch's CRCs are checked in one pass
+    (kproto.records.batch_crcs), which must fall back to finding the one corrupt batch:
+    the error names its partition and offset, and every other record arrives exactly once."""
+    from confluent_kafka import Producer
+
+    topic = "corrupt-many-{}".format(time.monotonic_ns())
+    partitions, bad_partition = 8, 5
+    create_topic(proxied_tansu.bootstrap_servers, topic, partitions)
+    producer = Producer({"bootstrap.servers": proxied_tansu.bootstrap_servers, "linger.ms": 0,
+                         "compression.type": "none", "broker.address.family": "v4",
+                         "enable.idempotence": False})
+    written: list[tuple[int, int, bytes]] = []
+
+    def on_delivery(err, msg) -> None:
+        assert err is None, err
+        written.append((msg.partition(), msg.offset(), msg.value()))
+
+    for group in ("before", "middle", "after"):
+        for p in range(partitions):
+            values = [b"x" + MARKER] if (group, p) == ("middle", bad_partition) else \
+                [b"%s-%d-%d" % (group.encode(), p, i) for i in range(4)]
+            for value in values:
+                producer.produce(topic, value=value, partition=p, on_delivery=on_delivery)
+        assert producer.flush(30) == 0  # a small batch per partition and group
+    marker = next((p, o) for p, o, v in written if MARKER in v)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    with KafkaConsumer(bootstrap_servers=proxied_tansu.bootstrap_servers, auto_offset_reset="earliest",
+                       fetch_max_wait_ms=100) as consumer:
+        consumer.assign(tps)
+        got, error = poll_until_error(consumer)
+        assert (error.topic, error.partition, error.offset) == (topic, *marker)
+        consumer.seek(TopicPartition(topic, marker[0]), marker[1] + 1)
+        deadline = time.monotonic() + 30
+        while len(got) < len(written) - 1 and time.monotonic() < deadline:
+            got += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+    assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(w for w in written if MARKER not in w[2])
