@@ -34,7 +34,7 @@ def _wake_when_blocked(consumer: KafkaConsumer, blocked) -> threading.Thread:
 def test_wakeup_interrupts_a_blocking_call() -> None:
     consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_id="g", group_protocol="consumer")
     try:
-        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._active_future is not None)
+        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._wakeup_trigger.active_task() is not None)
         with pytest.raises(WakeupException):
             consumer.committed(TP("t", 0), timeout_ms=60_000)
         waker.join()
