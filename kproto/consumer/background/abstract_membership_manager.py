@@ -46,7 +46,7 @@ from kproto.consumer.background.local_assignment import (
 )
 from kproto.consumer.background.member_state import MemberState, MemberStateListener, is_valid_transition
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.errors import IllegalStateError
 from kproto.structs import TopicPartition
 

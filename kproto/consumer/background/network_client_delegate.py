@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Optional
 
 from kproto.consumer.background.events import ErrorEvent
 from kproto.consumer.background.request_manager import PollResult, RequestBuilder, UnsentRequest
-from kproto.consumer.background.timer import Timer, monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.consumer.background.timer import Timer
 from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.errors import AuthenticationError, KafkaTimeoutError, UnsupportedVersionError
 

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.background.events import (ApplicationEventHandler, BackgroundEventHandler,
                                                CompletableApplicationEvent, ErrorEvent, drain)
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.consumer.background.wakeup_trigger import WakeupTrigger
 from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer

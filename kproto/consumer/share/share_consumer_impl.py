@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.background.events import ApplicationEventHandler, BackgroundEventHandler, ErrorEvent, drain
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.consumer.background.wakeup_trigger import WakeupTrigger
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType, acknowledge_type
