@@ -363,6 +363,26 @@ def test_leave_group_heartbeat_is_sent_at_once() -> None:
     assert e.h.manager.state is S.UNSUBSCRIBED and e.heartbeats() == []
 
 
+def test_the_answer_to_a_leave_is_not_taken_for_a_rejoin_sent_after_it() -> None:
+    e = Engine("alpha")
+    e.stable({"alpha": [0]}, epoch=2, interval_ms=10_000)
+    member_id = e.h.manager.member_id
+    e.h.manager.leave_group()
+    e.h.run_application_callbacks()
+    leave = e.one_heartbeat()
+    assert leave.request.member_epoch == -1
+    # unsubscribe() returned once the leave went out; subscribe() again at once.
+    e.h.subscriptions.subscribe(["alpha"], e.h.listener)
+    e.h.join()
+    assert e.h.manager.state is S.JOINING and e.heartbeats() == []  # the leave is in flight
+    e.answer(leave, epoch=-1)
+    assert (e.h.manager.state, e.h.manager.member_epoch) == (S.JOINING, 0)
+    rejoin = e.one_heartbeat()
+    assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, member_id)
+    e.answer(rejoin, epoch=3, assignment={"alpha": [0]})
+    assert e.h.manager.member_epoch == 3 and e.h.manager.state is S.RECONCILING
+
+
 def test_no_busy_wait_while_a_heartbeat_is_in_flight() -> None:
     e = Engine("alpha")
     e.find_coordinator()
