@@ -16,6 +16,7 @@ from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.errors import IllegalStateError, KafkaError, WakeupException
 from kproto.structs import TopicPartition as TP
 from tests.threads import TestThread
+from tests.integration.kip848.harness import drain
 
 NOWHERE = "127.0.0.1:1"
 CONSUMER_GROUP_HEARTBEAT = 68  # API key
@@ -89,17 +90,6 @@ def test_poll_zero_returns_buffered_records_without_spinning(broker) -> None:
         assert seen == {(r.partition, r.offset) for r in written}
     finally:
         consumer.close()
-
-
-def drain(consumer: KafkaConsumer, n: int) -> set:
-    """Poll until ``n`` distinct (partition, offset) pairs arrived (a bound turns a hang into a failure)."""
-    seen: set = set()
-    deadline = time.monotonic() + 60
-    while len(seen) < n:
-        assert time.monotonic() < deadline, "got {} of {}".format(len(seen), n)
-        for tp, records in consumer.poll(timeout_ms=200).items():
-            seen.update((tp.partition, r.offset) for r in records)
-    return seen
 
 
 @pytest.mark.needs("kip848")
