@@ -446,6 +446,9 @@ class AsyncKafkaConsumer:
         if self._closed:
             return
         self._closed = True
+        # Closing has its own timeout: a wakeup (pending or to come) must not cut the final
+        # commit or the leave short (Java's disableWakeups).
+        self._wakeup_trigger.disable_wakeups()
         deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
         try:
             if self.group_id and autocommit and self.config["enable_auto_commit"] \

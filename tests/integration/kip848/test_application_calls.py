@@ -141,6 +141,27 @@ def test_subscribe_while_the_leave_is_in_flight_rejoins(mock_cluster_factory, ca
 
 
 @pytest.mark.needs("kip848")
+def test_a_pending_wakeup_does_not_cut_close_short(broker) -> None:
+    """close() disables wakeups (Java's): one left pending does not fail the final auto-commit."""
+    topic = broker.new_topic(partitions=1, prefix="k848")
+    written = broker.produce(topic, 5)
+    group = "g-" + topic
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group, group_protocol="consumer",
+                             auto_offset_reset="earliest", enable_auto_commit=True, auto_commit_interval_ms=600_000)
+    try:
+        consumer.subscribe([topic])
+        assert drain(consumer, len(written)) == {(r.partition, r.offset) for r in written}
+        consumer.wakeup()  # nothing blocks: it stays pending
+    finally:
+        consumer.close()
+    check = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group, group_protocol="consumer")
+    try:
+        assert check.committed(TP(topic, 0)) == len(written)  # the close's auto-commit went out
+    finally:
+        check.close()
+
+
+@pytest.mark.needs("kip848")
 def test_manual_assignment_commits_seeks_and_looks_up_offsets(broker) -> None:
     topic = broker.new_topic(partitions=2, prefix="k848")
     written = broker.produce(topic, 12)
