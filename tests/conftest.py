@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES
+# Test helpers live in modules of their own next to the tests (reading.py, harness.py, ...):
+# their asserts get pytest's explanations too.
+pytest.register_assert_rewrite("tests.integration", "tests.unit")
+
+from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES  # noqa: E402
 
 # pytester runs inner pytest sessions (the needs-marker tests use it).
 pytest_plugins = ["pytester"]

@@ -7,18 +7,18 @@ arguments and return values are kafka-python's, so switching a program from
 kafka-python to kproto is a change of import.
 
 A consumer is used from one thread. Every public method except ``wakeup()`` takes a
-light ownership "lock" that raises ``ConcurrentModificationError`` instead of blocking
-when another thread holds it (Java's ``acquire()``/``release()``).
+light ownership "lock" (``kproto.consumer.thread_confinement``) that raises
+``ConcurrentModificationError`` instead of blocking when another thread holds it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
-from kproto.errors import ConcurrentModificationError, IllegalArgumentError, IllegalStateError
+from kproto.consumer.thread_confinement import ThreadConfinement
+from kproto.errors import IllegalArgumentError, IllegalStateError
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer")
@@ -76,33 +76,6 @@ def create_consumer_delegate(config: Any) -> ConsumerDelegate:
     return ClassicKafkaConsumer(config)
 
 
-class _ThreadConfinement:
-    """Java's light CAS lock: one owning thread, re-entrant, never blocks."""
-
-    __slots__ = ("_lock", "_owner", "_depth")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._owner: Optional[int] = None
-        self._depth = 0
-
-    def acquire(self) -> None:
-        me = threading.get_ident()
-        with self._lock:
-            if self._owner is not None and self._owner != me:
-                raise ConcurrentModificationError(
-                    "KafkaConsumer is not safe for multi-threaded access: it is in use by "
-                    "another thread (only wakeup() may be called from other threads)")
-            self._owner = me
-            self._depth += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0:
-                self._owner = None
-
-
 class KafkaConsumer:
     """Consume records from Kafka: a drop-in for kafka-python's ``KafkaConsumer``.
 
@@ -115,7 +88,7 @@ class KafkaConsumer:
         from kproto.consumer.config import ConsumerConfig
 
         self._closed = False
-        self._confinement = _ThreadConfinement()
+        self._confinement = ThreadConfinement("KafkaConsumer")
         self.config = ConsumerConfig(configs)
         self._delegate: ConsumerDelegate = create_consumer_delegate(self.config)
         self._iterator: Optional[Iterator[ConsumerRecord]] = None
@@ -129,13 +102,10 @@ class KafkaConsumer:
     # -- plumbing -----------------------------------------------------------------------
 
     def _call(self, name: str, *args: Any) -> Any:
-        self._confinement.acquire()
-        try:
+        with self._confinement:
             if self._closed and name != "close":
                 raise IllegalStateError("This consumer has already been closed.")
             return getattr(self._delegate, name)(*args)
-        finally:
-            self._confinement.release()
 
     # -- subscription and assignment ----------------------------------------------------
 

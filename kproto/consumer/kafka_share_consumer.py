@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
 
-from kproto.consumer.kafka_consumer import _ThreadConfinement
 from kproto.consumer.share.acknowledgements import AcknowledgeType
+from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError, IllegalStateError
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
@@ -37,7 +37,7 @@ class KafkaShareConsumer:
         from kproto.consumer.share.share_consumer_impl import ShareConsumerImpl
 
         self._closed = False
-        self._confinement = _ThreadConfinement()
+        self._confinement = ThreadConfinement("KafkaShareConsumer")
         self.config, self.share_config = share_consumer_config(configs)
         self._delegate = ShareConsumerImpl(self.config, self.share_config)
         if topics:
@@ -48,13 +48,10 @@ class KafkaShareConsumer:
                 raise
 
     def _call(self, name: str, *args: Any) -> Any:
-        self._confinement.acquire()
-        try:
+        with self._confinement:
             if self._closed and name != "close":
                 raise IllegalStateError("This consumer has already been closed.")
             return getattr(self._delegate, name)(*args)
-        finally:
-            self._confinement.release()
 
     # -- subscription -------------------------------------------------------------------
 
@@ -106,11 +103,8 @@ class KafkaShareConsumer:
         thread from ``poll``, ``commit`` and ``close`` once the broker answered."""
         if callback is not None and not callable(callback):
             raise IllegalArgumentError("the acknowledgement commit callback must be callable")
-        self._confinement.acquire()
-        try:
+        with self._confinement:
             self._delegate.acknowledgement_commit_callback = callback
-        finally:
-            self._confinement.release()
 
     # -- the rest ---------------------------------------------------------------------------
 

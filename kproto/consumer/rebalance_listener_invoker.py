@@ -4,7 +4,7 @@
 Owns how one callback is called, on the application thread: the listener is the one the
 ``SubscriptionState`` holds (any object with the method names, as kafka-python allows;
 ``on_partitions_lost`` defaults to ``on_partitions_revoked``), its latency is recorded
-when metrics are on, and its outcome is Java's:
+when metrics are on and it returned, and its outcome is Java's:
 
 - a ``WakeupException`` (or ``KeyboardInterrupt``, Java's ``InterruptException``) raised by
   the listener propagates;
@@ -87,7 +87,7 @@ class ConsumerRebalanceListenerInvoker:
             log.error("User provided listener %s failed on %s for partitions %s: %r",
                       type(listener).__name__, method, sorted(partitions), exc)
             return exc
-        finally:
-            if self._record_listener is not None:
-                self._record_listener(method, self._time_ms() - started)
+        # Only a callback that returned is timed (Java's): a failed one has no latency to report.
+        if self._record_listener is not None:
+            self._record_listener(method, self._time_ms() - started)
         return None

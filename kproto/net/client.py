@@ -50,6 +50,7 @@ import time
 from typing import Any
 
 from kproto import errors
+from kproto.clock import monotonic_ms
 from kproto.net import timeouts
 from kproto.net.api_versions import API_VERSIONS, ApiVersions
 from kproto.net.broker import BrokerConnection, ConnectionState
@@ -65,11 +66,6 @@ from kproto.net.tls import build_ssl_context
 from kproto.structs import BrokerMetadata
 
 log = logging.getLogger("kproto.net")
-
-
-def monotonic_ms() -> float:
-    """The client's clock in milliseconds; the classic engine's timers read the same one."""
-    return time.monotonic() * 1000.0
 
 
 class NetworkClient:

@@ -46,7 +46,7 @@ from kproto.consumer.background.local_assignment import (
 )
 from kproto.consumer.background.member_state import MemberState, MemberStateListener, is_valid_transition
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.errors import IllegalStateError
 from kproto.structs import TopicPartition
 
@@ -385,6 +385,15 @@ class AbstractMembershipManager:
             return
         if self.is_not_in_group():
             log.debug("Ignoring heartbeat response: member %s is %s", self.member_id, self._state.name)
+            return
+        if response.member_epoch < 0:
+            # The answer to a leave heartbeat, arriving after the member rejoined (unsubscribe()
+            # returns once the leave is sent; a subscribe() right after it sends the join when
+            # that answer comes). Taken as the member's, epoch -1 would make every later
+            # heartbeat a leave: the member would never rejoin.
+            log.debug("Ignoring heartbeat response with epoch %d: member %s is %s at epoch %d",
+                      response.member_epoch, self.member_id, self._state.name, self.member_epoch)
+            self._maybe_complete_leave_in_progress()
             return
         if response.member_id and response.member_id != self.member_id:
             self.member_id = response.member_id

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from kproto.consumer.background.events import CompletableApplicationEvent, CompletableEventReaper, drain
 from kproto.consumer.background.request_manager import MAX_WAIT_MS
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.errors import KafkaError
 
 log = logging.getLogger("kproto.kip848")

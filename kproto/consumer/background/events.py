@@ -26,7 +26,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Optional
 
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.errors import KafkaError, KafkaTimeoutError
 
 _ids = itertools.count(1)

@@ -16,8 +16,10 @@ import collections
 import logging
 from typing import Any, Callable, Iterable, Optional
 
+from kproto.consumer.background.events import ErrorEvent
 from kproto.consumer.background.request_manager import PollResult, RequestBuilder, UnsentRequest
-from kproto.consumer.background.timer import Timer, monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.consumer.background.timer import Timer
 from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.errors import AuthenticationError, KafkaTimeoutError, UnsupportedVersionError
 
@@ -66,6 +68,13 @@ class NetworkClientDelegate:
         an authentication failure first."""
         error, self._authentication_error = self._authentication_error, None
         return error if error is not None else self._metadata_errors.get_and_clear()
+
+    def surface_metadata_error(self, background_event_handler: Any) -> None:
+        """Hand ``get_and_clear_metadata_error()`` to the application thread as an
+        ``ErrorEvent`` (raised by its next call), once per loop of the network thread."""
+        error = self.get_and_clear_metadata_error()
+        if error is not None:
+            background_event_handler.add(ErrorEvent(error))
 
     def wakeup(self) -> None:
         self.client.wakeup()

@@ -7,8 +7,6 @@ clock.
 
 from __future__ import annotations
 
-import time
-
 
 class Timer:
     """A deadline ``timeout_ms`` after the time it was started or last reset."""
@@ -60,8 +58,3 @@ class Timer:
 
     def __repr__(self) -> str:
         return "Timer(remaining_ms={}, timeout_ms={})".format(self.remaining_ms(), self._timeout_ms)
-
-
-def monotonic_ms() -> int:
-    """The engine's clock: monotonic milliseconds, shared by both threads."""
-    return time.monotonic_ns() // 1_000_000

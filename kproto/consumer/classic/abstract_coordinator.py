@@ -33,7 +33,7 @@ from kproto.messages.heartbeat import HeartbeatResponse
 from kproto.messages.join_group import JoinGroupResponse
 from kproto.messages.sync_group import SyncGroupResponse
 from kproto.net.future import Future
-from kproto.net.client import monotonic_ms
+from kproto.clock import monotonic_ms
 
 from .coordinator_discovery import CoordinatorDiscovery
 from .group_requests import (

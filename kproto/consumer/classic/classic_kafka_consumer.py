@@ -41,7 +41,8 @@ from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.metrics.selector_metrics import selector_metrics
-from kproto.net.client import NetworkClient, monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.net.client import NetworkClient
 from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.consumer.classic")

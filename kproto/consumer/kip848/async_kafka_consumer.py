@@ -24,16 +24,16 @@ import functools
 import logging
 import queue
 import re
-import threading
 import time
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.background.events import (ApplicationEventHandler, BackgroundEventHandler,
                                                CompletableApplicationEvent, ErrorEvent, drain)
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.consumer.background.wakeup_trigger import WakeupTrigger
 from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
@@ -101,9 +101,7 @@ class AsyncKafkaConsumer:
             self.application_event_queue, self.network_thread.wakeup, time_ms)
         self._commit_callbacks: "queue.Queue" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
-        self._wakeup_requested = False
-        self._wakeup_lock = threading.Lock()
-        self._active_future: Optional[Future] = None
+        self._wakeup_trigger = WakeupTrigger()
         self._closed = False
         self.network_thread.start()
         try:
@@ -135,23 +133,12 @@ class AsyncKafkaConsumer:
     def _add_and_get(self, event: CompletableApplicationEvent) -> Any:
         """Wait for ``event``; a ``wakeup()`` from another thread fails the wait (Java's
         WakeupTrigger: the future is completed with WakeupException)."""
-        with self._wakeup_lock:
-            self._check_wakeup()
-            self._active_future = event.future
-        try:
+        with self._wakeup_trigger.blocking_on(event.future):
             return self.application_event_handler.add_and_get(event)
-        finally:
-            with self._wakeup_lock:
-                self._active_future = None
 
     def _require_group(self) -> None:
         if not self.group_id:
             raise KafkaError("this operation needs a group_id (committed offsets live in a group)")
-
-    def _check_wakeup(self) -> None:
-        if self._wakeup_requested:
-            self._wakeup_requested = False
-            raise WakeupException()
 
     def _process_background_events(self) -> None:
         """Raise surfaced errors; run rebalance callbacks here, on the application thread."""
@@ -243,7 +230,7 @@ class AsyncKafkaConsumer:
         deadline = self._deadline(timeout_ms)
         first_pass = True
         while True:
-            self._check_wakeup()
+            self._wakeup_trigger.maybe_trigger_wakeup()
             inflight = self._check_inflight_poll(deadline, first_pass)
             first_pass = False
             self._execute_commit_callbacks()
@@ -450,15 +437,7 @@ class AsyncKafkaConsumer:
 
     def wakeup(self) -> None:
         """From any thread: the blocked (or next) blocking call raises WakeupException."""
-        with self._wakeup_lock:
-            future = self._active_future
-            if future is not None and not future.done():
-                try:
-                    future.set_exception(WakeupException())
-                except InvalidStateError:
-                    self._wakeup_requested = True  # it completed meanwhile: wake the next call
-            else:
-                self._wakeup_requested = True
+        self._wakeup_trigger.wakeup()
         self.fetch_buffer.wakeup()
 
     # --- close ------------------------------------------------------------------------------
@@ -467,6 +446,9 @@ class AsyncKafkaConsumer:
         if self._closed:
             return
         self._closed = True
+        # Closing has its own timeout: a wakeup (pending or to come) must not cut the final
+        # commit or the leave short (Java's disableWakeups).
+        self._wakeup_trigger.disable_wakeups()
         deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
         try:
             if self.group_id and autocommit and self.config["enable_auto_commit"] \

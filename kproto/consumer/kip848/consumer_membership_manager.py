@@ -22,7 +22,7 @@ from kproto.consumer.background.abstract_membership_manager import (
 )
 from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.local_assignment import completed_future
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.consumer.kip848.events import (
     ConsumerRebalanceListenerCallbackCompletedEvent,
     ConsumerRebalanceListenerMethodName,

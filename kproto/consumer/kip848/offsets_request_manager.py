@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.consumer.offsets import leader_epoch_validation as lev
 from kproto.consumer.offsets import offset_fetcher_utils as utils
 from kproto.consumer.offsets import refresh_committed_offsets

@@ -11,11 +11,12 @@ separate topic-metadata manager.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping
 
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.config import parse_isolation_level
@@ -113,10 +114,6 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
         heartbeat_request_manager=heartbeat, membership_manager=membership)
     managers = [m for m in (coordinator, commit, heartbeat, membership, offsets, fetch) if m is not None]
 
-    def surface_errors() -> None:
-        error = delegate.get_and_clear_metadata_error()
-        if error is not None:
-            background_event_handler.add(ErrorEvent(error))
-
     return Resources(delegate, managers, processor, close_requests=fetch.close_fetch_sessions,
-                     client=client, membership_manager=membership, surface_errors=surface_errors)
+                     client=client, membership_manager=membership,
+                     surface_errors=functools.partial(delegate.surface_metadata_error, background_event_handler))

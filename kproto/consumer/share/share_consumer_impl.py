@@ -30,19 +30,19 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.background.events import ApplicationEventHandler, BackgroundEventHandler, ErrorEvent, drain
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.consumer.background.wakeup_trigger import WakeupTrigger
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType, acknowledge_type
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
-from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
+from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
 from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
@@ -87,9 +87,7 @@ class ShareConsumerImpl:
         self._acks: dict[AckKey, Acknowledgements] = {}
         self._subscription: Optional[set[str]] = None
         self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
-        self._wakeup_requested = False
-        self._wakeup_lock = threading.Lock()
-        self._active_future: Optional[Future] = None
+        self._wakeup_trigger = WakeupTrigger()
         self._closed = False
         self.network_thread.start()
         try:
@@ -119,17 +117,9 @@ class ShareConsumerImpl:
             raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
         return self._time_ms() + timeout
 
-    def _check_wakeup(self) -> None:
-        if self._wakeup_requested:
-            self._wakeup_requested = False
-            raise WakeupException()
-
     def _wait(self, future: Future, deadline_ms: int, what: str) -> Any:
         """Wait for ``future`` until ``deadline_ms``; ``wakeup()`` fails the wait."""
-        with self._wakeup_lock:
-            self._check_wakeup()
-            self._active_future = future
-        try:
+        with self._wakeup_trigger.blocking_on(future):
             while True:
                 remaining = deadline_ms - self._time_ms()
                 try:
@@ -137,9 +127,6 @@ class ShareConsumerImpl:
                 except FutureTimeoutError:
                     if remaining <= 0:
                         raise KafkaTimeoutError("{} did not complete in time".format(what)) from None
-        finally:
-            with self._wakeup_lock:
-                self._active_future = None
 
     def _process_background_events(self) -> None:
         """Run the acknowledgement commit callback; raise the first surfaced error."""
@@ -252,7 +239,7 @@ class ShareConsumerImpl:
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         deadline = self._deadline(timeout_ms)
-        self._check_wakeup()
+        self._wakeup_trigger.maybe_trigger_wakeup()
         if self._holds_records():
             if self.explicit:
                 raise IllegalStateError(
@@ -270,7 +257,7 @@ class ShareConsumerImpl:
                 # on the next poll, so no fetch is ever in flight while the application holds
                 # records of that node (a broker may answer with what this member holds).
                 return records
-            self._check_wakeup()
+            self._wakeup_trigger.maybe_trigger_wakeup()
             remaining = deadline - self._time_ms()
             if remaining <= 0:
                 return {}
@@ -366,15 +353,7 @@ class ShareConsumerImpl:
         return metrics_view(self._metrics, raw)
 
     def wakeup(self) -> None:
-        with self._wakeup_lock:
-            future = self._active_future
-            if future is not None and not future.done():
-                try:
-                    future.set_exception(WakeupException())
-                except InvalidStateError:
-                    self._wakeup_requested = True
-            else:
-                self._wakeup_requested = True
+        self._wakeup_trigger.wakeup()
         self.fetch_buffer.wakeup()
 
     def close(self, timeout_ms: Optional[int] = None) -> None:
@@ -383,7 +362,7 @@ class ShareConsumerImpl:
         self._closed = True
         deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
         try:
-            self._wakeup_requested = False
+            self._wakeup_trigger.disable_wakeups()
             if self._subscription is not None:
                 self._close_sessions_and_leave(deadline)
             else:

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from kproto.consumer.background.abstract_heartbeat_request_manager import AbstractHeartbeatRequestManager
 from kproto.consumer.background.member_state import MemberState
-from kproto.errors import ErrorCode, UnsupportedVersionError
+from kproto.errors import UnsupportedVersionError
 from kproto.messages import ShareGroupHeartbeatRequest
 
 
@@ -36,18 +36,6 @@ class ShareHeartbeatRequestManager(AbstractHeartbeatRequestManager):
         return ShareGroupHeartbeatRequest(
             group_id=membership.group_id, member_id=membership.member_id, member_epoch=membership.member_epoch,
             rack_id=getattr(membership, "rack_id", None), subscribed_topic_names=send_topics)
-
-    def _on_response(self, response: Any, now_ms: int) -> None:
-        if response.error_code == ErrorCode.NONE and response.member_epoch < 0:
-            # The answer to a leave heartbeat. The member may have subscribed again while it
-            # was in flight (unsubscribe() returns once the leave is sent): taken for the
-            # join's answer it would set epoch -1, and every later heartbeat would leave
-            # again. The rejoin goes out at once instead.
-            state = self.heartbeat_request_state
-            state.on_successful_attempt(now_ms)
-            state.reset()
-            return
-        super()._on_response(response, now_ms)
 
     def reset_heartbeat_state(self) -> None:
         self._sent_topic_names = None

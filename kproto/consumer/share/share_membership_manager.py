@@ -19,7 +19,7 @@ import logging
 from typing import Any, Callable, Optional
 
 from kproto.consumer.background.abstract_membership_manager import AbstractMembershipManager
-from kproto.consumer.background.timer import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.structs import TopicIdPartition
 
 log = logging.getLogger("kproto.share")

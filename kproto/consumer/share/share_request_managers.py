@@ -10,12 +10,13 @@ reaper fails it at its deadline otherwise.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
-from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
+from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.local_assignment import chain
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.fetch.completed_fetch import make_deserialize
@@ -139,10 +140,6 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
                                                config["metric_group_prefix"] + "-share", classic=False)
     processor = ShareApplicationEventProcessor(metadata, coordinator, membership, consume, heartbeat, time_ms)
 
-    def surface_errors() -> None:
-        error = delegate.get_and_clear_metadata_error()
-        if error is not None:
-            background_event_handler.add(ErrorEvent(error))
-
     return Resources(delegate, [coordinator, heartbeat, membership, consume], processor, client=client,
-                     membership_manager=membership, surface_errors=surface_errors)
+                     membership_manager=membership,
+                     surface_errors=functools.partial(delegate.surface_metadata_error, background_event_handler))

@@ -14,6 +14,7 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition, errors
 from tests.brokers.seeding import CODECS
 from tests.threads import TestThread
+from tests.integration.consumer.reading import assert_same, consume
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -22,31 +23,6 @@ def consumer_for(broker, **configs) -> KafkaConsumer:
     configs.setdefault("auto_offset_reset", "earliest")
     configs.setdefault("fetch_max_wait_ms", 100)
     return KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, **configs)
-
-
-def consume(consumer: KafkaConsumer, count: int, timeout_s: float = 30.0, **poll_kw) -> list:
-    """Poll until ``count`` records arrived (or the timeout: the caller's assert fails)."""
-    records: list = []
-    deadline = time.monotonic() + timeout_s
-    while len(records) < count and time.monotonic() < deadline:
-        for batch in consumer.poll(timeout_ms=200, **poll_kw).values():
-            records.extend(batch)
-    return records
-
-
-def assert_same(records, written) -> None:
-    """Every written record exactly once, with identical fields."""
-    got = sorted(records, key=lambda r: (r.partition, r.offset))
-    assert [(r.partition, r.offset) for r in got] == [(w.partition, w.offset) for w in written]
-    for r, w in zip(got, written):
-        assert r.topic == w.topic
-        assert r.key == w.key
-        assert r.value == w.value
-        assert r.timestamp == w.timestamp
-        assert r.timestamp_type == 0
-        assert list(r.headers) == list(w.headers)
-        assert r.serialized_key_size == (-1 if w.key is None else len(w.key))
-        assert r.serialized_value_size == (-1 if w.value is None else len(w.value))
 
 
 def assign_all(consumer: KafkaConsumer, topic: str, partitions: int = 4) -> list[TopicPartition]:

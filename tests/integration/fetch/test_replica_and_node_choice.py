@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.test_assign import consume
+from tests.integration.consumer.reading import consume
 
 FETCH_API_KEY = 1
 TOPIC_AUTHORIZATION_FAILED = 29

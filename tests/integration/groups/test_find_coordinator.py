@@ -15,7 +15,8 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.classic.coordinator_discovery import CoordinatorDiscovery
 from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
 from kproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
-from kproto.net.client import NetworkClient, monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.net.client import NetworkClient
 from kproto.net.metadata import coordinator_broker_id, coordinator_connection_id
 
 Coordinator = FindCoordinatorResponse.Coordinator

@@ -6,6 +6,7 @@ the poll(0) test reads from the mock cluster.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -15,8 +16,10 @@ from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.errors import IllegalStateError, KafkaError, WakeupException
 from kproto.structs import TopicPartition as TP
 from tests.threads import TestThread
+from tests.integration.kip848.harness import drain
 
 NOWHERE = "127.0.0.1:1"
+CONSUMER_GROUP_HEARTBEAT = 68  # API key
 
 
 def _wake_when_blocked(consumer: KafkaConsumer, blocked) -> threading.Thread:
@@ -34,7 +37,7 @@ def _wake_when_blocked(consumer: KafkaConsumer, blocked) -> threading.Thread:
 def test_wakeup_interrupts_a_blocking_call() -> None:
     consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_id="g", group_protocol="consumer")
     try:
-        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._active_future is not None)
+        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._wakeup_trigger.active_task() is not None)
         with pytest.raises(WakeupException):
             consumer.committed(TP("t", 0), timeout_ms=60_000)
         waker.join()
@@ -89,17 +92,6 @@ def test_poll_zero_returns_buffered_records_without_spinning(broker) -> None:
         consumer.close()
 
 
-def drain(consumer: KafkaConsumer, n: int) -> set:
-    """Poll until ``n`` distinct (partition, offset) pairs arrived (a bound turns a hang into a failure)."""
-    seen: set = set()
-    deadline = time.monotonic() + 60
-    while len(seen) < n:
-        assert time.monotonic() < deadline, "got {} of {}".format(len(seen), n)
-        for tp, records in consumer.poll(timeout_ms=200).items():
-            seen.update((tp.partition, r.offset) for r in records)
-    return seen
-
-
 @pytest.mark.needs("kip848")
 def test_unsubscribe_leaves_and_subscribe_rejoins(broker) -> None:
     topic = broker.new_topic(partitions=2, prefix="k848")
@@ -117,6 +109,56 @@ def test_unsubscribe_leaves_and_subscribe_rejoins(broker) -> None:
         assert drain(consumer, 6) == {(r.partition, r.offset) for r in second}  # resumed at the commit
     finally:
         consumer.close()
+
+
+def test_subscribe_while_the_leave_is_in_flight_rejoins(mock_cluster_factory, caplog) -> None:
+    """unsubscribe() returns once the leave heartbeat is sent, so a subscribe() right after it
+    rejoins while the leave is still in flight (the mock answers it 1 s late): its answer
+    (epoch -1) must not become the rejoining member's epoch. Taken as the member's, the next
+    heartbeat leaves again (the mock then fences the member, which rejoins a second time)."""
+    cluster = mock_cluster_factory(1)  # one broker: it is the coordinator
+    topic = cluster.new_topic(partitions=2, prefix="k848")
+    written = cluster.produce(topic, 12)
+    everything = {(r.partition, r.offset) for r in written}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g-" + topic,
+                             group_protocol="consumer", auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        consumer.subscribe([topic])
+        assert drain(consumer, len(written)) == everything
+        caplog.set_level(logging.DEBUG, logger="kproto.events")  # the member's transitions from here
+        cluster.push_broker_request_error_rtts(1, CONSUMER_GROUP_HEARTBEAT, [(0, 1000)])  # the leave's answer
+        consumer.unsubscribe()
+        consumer.subscribe([topic])
+        assert drain(consumer, len(written)) == everything  # nothing committed: read from the start
+        assert cluster.broker_error_stack_count(1, CONSUMER_GROUP_HEARTBEAT) == 0  # the delay was used
+        events = [r.kproto_event for r in caplog.records if hasattr(r, "kproto_event")]  # close() leaves again
+    finally:
+        consumer.close()
+    rejoined = next(i for i, e in enumerate(events) if e["event"] == "member_state" and e["state"] == "JOINING")
+    after = events[rejoined:]
+    assert not [e for e in after if e["event"] == "member_epoch" and e["epoch"] < 0], after
+    assert "FENCED" not in {e["state"] for e in after if e["event"] == "member_state"}, after
+
+
+@pytest.mark.needs("kip848")
+def test_a_pending_wakeup_does_not_cut_close_short(broker) -> None:
+    """close() disables wakeups (Java's): one left pending does not fail the final auto-commit."""
+    topic = broker.new_topic(partitions=1, prefix="k848")
+    written = broker.produce(topic, 5)
+    group = "g-" + topic
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group, group_protocol="consumer",
+                             auto_offset_reset="earliest", enable_auto_commit=True, auto_commit_interval_ms=600_000)
+    try:
+        consumer.subscribe([topic])
+        assert drain(consumer, len(written)) == {(r.partition, r.offset) for r in written}
+        consumer.wakeup()  # nothing blocks: it stays pending
+    finally:
+        consumer.close()
+    check = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group, group_protocol="consumer")
+    try:
+        assert check.committed(TP(topic, 0)) == len(written)  # the close's auto-commit went out
+    finally:
+        check.close()
 
 
 @pytest.mark.needs("kip848")

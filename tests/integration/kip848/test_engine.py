@@ -21,11 +21,11 @@ from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
 )
 from kproto.errors import UnsupportedVersionError
 from kproto.structs import TopicPartition as TP
-from tests.integration.metadata.test_metadata_errors import consume_after_error
+from tests.integration.metadata.topic_errors import consume_after_error
+from tests.integration.kip848.harness import DEADLINE_S, drive, make_consumer, membership
 
 pytestmark = [pytest.mark.broker]
 
-DEADLINE_S = 60
 THREE_MEMBER_RECORDS = 100_000
 
 
@@ -42,29 +42,6 @@ class Listener:
 
     def on_partitions_lost(self, partitions):
         self.log.append((self.name, "lost", sorted(partitions)))
-
-
-def make_consumer(broker, group: str, **overrides) -> KafkaConsumer:
-    config = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, group_protocol="consumer",
-                  auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
-    config.update(overrides)
-    return KafkaConsumer(**config)
-
-
-def drive(consumers, until, seen: dict, timeout_s: float = DEADLINE_S) -> None:
-    """Poll every consumer in turn until ``until()`` holds; records go into ``seen``."""
-    deadline = time.monotonic() + timeout_s
-    while not until():
-        assert time.monotonic() < deadline, "condition not reached; seen {} records".format(
-            sum(len(v) for v in seen.values()))
-        for consumer in consumers:
-            for tp, records in consumer.poll(timeout_ms=100).items():
-                for record in records:
-                    seen.setdefault((tp.partition, record.offset), []).append(consumer)
-
-
-def membership(consumer: KafkaConsumer):
-    return consumer._delegate.membership
 
 
 @pytest.mark.needs("kip848")

@@ -12,7 +12,7 @@ import pytest
 from kproto.consumer.background.member_state import MemberState
 from kproto.errors import TopicAuthorizationFailedError
 from kproto.structs import TopicPartition as TP
-from tests.integration.kip848.test_engine import drive, make_consumer, membership
+from tests.integration.kip848.harness import drive, make_consumer, membership
 
 pytestmark = [pytest.mark.broker]
 

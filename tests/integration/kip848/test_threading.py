@@ -27,7 +27,7 @@ from kproto.consumer.kip848.events import FetchCommittedOffsetsEvent
 from kproto.errors import KafkaTimeoutError
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition as TP
-from tests.integration.kip848.test_application_calls import drain
+from tests.integration.kip848.harness import drain
 from tests.threads import TestThread
 
 pytestmark = [pytest.mark.broker]

@@ -7,36 +7,18 @@ The mock fills ``current_leader`` in Fetch v12+ NOT_LEADER_OR_FOLLOWER answers a
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 
 import pytest
 
-from kproto import KafkaConsumer, TopicPartition
 from kproto.messages import MetadataRequest
-from tests.integration.consumer.test_assign import assert_same, consume
-from tests.integration.net import test_client_mock_cluster
-from tests.integration.net.test_client_mock_cluster import poll_until, wait
-
-clients = test_client_mock_cluster.clients  # the fixture: NetworkClients closed after the test
+from tests.integration.consumer.reading import assert_same, consume
+from tests.integration.metadata.leaders import reading_from_broker_1
+from tests.integration.net.polling import clients, poll_until, wait  # noqa: F401 (clients: the fixture)
 
 FETCH_API_KEY, METADATA_API_KEY = 1, 3
 REQUEST_TIMED_OUT = 7
-
-
-@contextlib.contextmanager
-def reading_from_broker_1(cluster, group_protocol: str):
-    """A one-partition topic led by broker 1 with 10 records, and a consumer assigned to it
-    that has read them: yields ``(consumer, tp, written, records)`` for a test to go on."""
-    topic = cluster.new_topic(partitions=1)
-    cluster.set_partition_leader(topic, 0, 1)
-    written = cluster.produce(topic, 10)
-    tp = TopicPartition(topic, 0)
-    with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_protocol=group_protocol,
-                       auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
-        consumer.assign([tp])
-        yield consumer, tp, written, consume(consumer, len(written), timeout_s=20)
 
 
 @pytest.mark.parametrize("group_protocol", ["classic", "consumer"])

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.test_assign import assert_same, consume
-from tests.integration.metadata.test_leader_discovery import reading_from_broker_1
+from tests.integration.consumer.reading import assert_same, consume
+from tests.integration.metadata.leaders import reading_from_broker_1
 
 pytestmark = [pytest.mark.needs("fault_injection"), pytest.mark.parametrize("group_protocol", ["classic", "consumer"])]
 

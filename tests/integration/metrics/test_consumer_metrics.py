@@ -14,6 +14,7 @@ import math
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
+from kproto.errors import KafkaError
 from tests.integration.groups.members import wait_for
 from tests.threads import TestThread
 
@@ -257,5 +258,45 @@ def test_kip848_coordinator_metrics(broker):
         assert tagged(consumer, "records-lag") == {}
         assert value(consumer, "assigned-partitions", COORDINATOR) == 0
         assert value(consumer, "partition-revoked-latency-max", COORDINATOR) >= 0
+    finally:
+        consumer.close()
+
+
+class FailingListener:
+    """on_partitions_assigned raises (an application bug); counts its calls."""
+
+    def __init__(self):
+        self.assigned_calls = 0
+
+    def on_partitions_assigned(self, partitions):
+        self.assigned_calls += 1
+        raise ValueError("app bug")
+
+    def on_partitions_revoked(self, partitions):
+        pass
+
+
+@pytest.mark.needs("kip848")
+def test_a_listener_that_raised_is_not_timed(broker):
+    """Java records a listener's latency only when it returned (ConsumerRebalanceListenerInvoker)."""
+    topic = broker.new_topic(partitions=1)
+    listener = FailingListener()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_protocol="consumer",
+                             group_id="metrics-848-{}".format(next(_groups)), enable_auto_commit=False)
+    try:
+        consumer.subscribe([topic], listener=listener)
+
+        def raised():
+            try:
+                consumer.poll(100)
+            except KafkaError as exc:
+                assert "app bug" in str(exc), exc
+                return True
+            return False
+        wait_for(raised, "the listener's error from poll()")
+        assert listener.assigned_calls >= 1
+        values = consumer.metrics()[COORDINATOR]
+        assert math.isnan(values["partition-assigned-latency-max"]), values
+        assert math.isnan(values["partition-assigned-latency-avg"]), values
     finally:
         consumer.close()

@@ -14,40 +14,9 @@ from kproto.net.broker import ConnectionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
 from tests.threads import TestThread
+from tests.integration.net.polling import clients, poll_until, wait
 
 METADATA, FETCH, HEARTBEAT, API_VERSIONS = 3, 1, 12, 18
-
-
-@pytest.fixture
-def clients():
-    made: list[NetworkClient] = []
-
-    def make(cluster, **config) -> NetworkClient:
-        config.setdefault("request_timeout_ms", 10_000)
-        client = NetworkClient(bootstrap_servers=cluster.bootstrap_servers, **config)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
-
-
-def wait(client: NetworkClient, future, timeout_ms: float = 20_000):
-    client.poll(timeout_ms, future=future)
-    assert future.is_done, "no answer within {} ms".format(timeout_ms)
-    if future.failed():
-        raise future.exception
-    return future.value
-
-
-def poll_until(client: NetworkClient, predicate, timeout_ms: float = 20_000) -> bool:
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        client.poll(100)
-    return True
 
 
 def test_bootstrap_then_metadata_gives_brokers_leaders_epochs_and_topic_ids(mock_cluster, clients):

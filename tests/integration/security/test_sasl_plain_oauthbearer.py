@@ -15,7 +15,7 @@ from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.embedded import TansuBroker
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
-from tests.integration.security.test_sasl_scram import assert_first_poll_raises, consume_all
+from tests.integration.security.sasl_checks import assert_first_poll_raises, consume_all
 
 TOPIC = "plain-oauth"
 LIBRDKAFKA_PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",

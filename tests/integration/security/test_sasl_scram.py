@@ -25,9 +25,9 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.embedded import TansuBroker
-from tests.brokers._net import wait_until
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
+from tests.integration.security.sasl_checks import assert_first_poll_raises, consume_all
 
 USERS = {"SCRAM-SHA-256": {"alice": "alice-secret"}, "SCRAM-SHA-512": {"bob": "bob-secret"}}
 LOGINS = {"SCRAM-SHA-256": ("alice", "alice-secret"), "SCRAM-SHA-512": ("bob", "bob-secret")}
@@ -86,31 +86,8 @@ def seeded(gateway):
     return written
 
 
-def assert_first_poll_raises(consumer: KafkaConsumer, topic: str, error: type, match: str | None = None) -> None:
-    """Assigned partition 0 of ``topic``, the consumer's first poll() raises ``error``
-    (the login failed); the consumer is closed either way."""
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        with pytest.raises(error, match=match):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        consumer.close()
-
-
 def as_tuples(records) -> list[tuple]:
     return sorted((r.partition, r.offset, r.key, r.value, tuple(r.headers)) for r in records)
-
-
-def consume_all(consumer: KafkaConsumer, expected: int) -> list:
-    got: list = []
-
-    def step() -> bool:
-        for batch in consumer.poll(timeout_ms=500).values():
-            got.extend(batch)
-        return len(got) >= expected
-
-    assert wait_until(step, timeout=60, interval=0), "consumed {} of {}".format(len(got), expected)
-    return got
 
 
 @pytest.mark.parametrize("engine", ENGINES)

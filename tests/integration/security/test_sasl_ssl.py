@@ -19,8 +19,8 @@ from kproto.embedded import TansuBroker
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
-from tests.integration.security.test_tls import make_cert
-from tests.integration.security.test_sasl_scram import assert_first_poll_raises, consume_all
+from tests.integration.security.certs import make_cert
+from tests.integration.security.sasl_checks import assert_first_poll_raises, consume_all
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import ssl
-import subprocess
 
 import pytest
 
@@ -18,17 +17,9 @@ from kproto import errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
 from tests.brokers.proxy import BrokerProxy
+from tests.integration.security.certs import make_cert
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-
-
-def make_cert(directory, name: str, san: str) -> tuple[str, str]:
-    cert, key = str(directory / (name + ".pem")), str(directory / (name + ".key"))
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                    "-out", cert, "-days", "1", "-subj", "/CN=" + name,
-                    "-addext", "subjectAltName=" + san],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
 from tests.brokers.proxy import BrokerProxy
-from tests.integration.security.test_tls import make_cert
+from tests.integration.security.certs import make_cert
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 

@@ -11,7 +11,9 @@ import pytest
 
 from kproto import KafkaShareConsumer
 from kproto.consumer.share.share_consumer_config import share_consumer_config
-from kproto.errors import (IllegalArgumentError, IllegalStateError, KafkaConfigurationError, WakeupException)
+from kproto.errors import (ConcurrentModificationError, IllegalArgumentError, IllegalStateError,
+                           KafkaConfigurationError, WakeupException)
+from tests.threads import TestThread
 
 
 @pytest.mark.parametrize("bad", [
@@ -71,6 +73,33 @@ def test_wakeup_interrupts_a_blocked_poll(mock_cluster):
         timer.join()
         assert time.monotonic() - started < 60
         assert consumer.poll(0) == {}  # usable afterwards
+
+
+def test_a_second_thread_gets_concurrent_modification_error(mock_cluster):
+    topic = mock_cluster.new_topic(partitions=1)
+    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group()) as consumer:
+        main_thread = threading.get_ident()
+        seen: list = []
+
+        def other_thread() -> None:
+            # Only read the owner while waiting: a call here could make poll() the refused one.
+            deadline = time.monotonic() + 30
+            while consumer._confinement._owner != main_thread and time.monotonic() < deadline:
+                time.sleep(0.01)
+            try:
+                consumer.subscription()
+            except Exception as exc:  # asserted on the main thread
+                seen.append(exc)
+            finally:
+                consumer.wakeup()
+
+        thread = TestThread(target=other_thread)
+        thread.start()
+        with pytest.raises(WakeupException):
+            consumer.poll(60_000)
+        thread.join()
+        assert len(seen) == 1 and isinstance(seen[0], ConcurrentModificationError)
+        assert "KafkaShareConsumer is not safe for multi-threaded access" in str(seen[0])
 
 
 def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):

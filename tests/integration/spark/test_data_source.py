@@ -23,7 +23,7 @@ pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0:
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
 from tests.brokers.seeding import CODECS  # noqa: E402
-from tests.integration.spark.test_reader import retained_topic  # noqa: E402,F401  (fixture)
+from tests.integration.spark.topics import retained_topic  # noqa: E402,F401  (fixture)
 from tests.threads import TestThread  # noqa: E402
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
@@ -247,7 +247,7 @@ def test_read_committed_batch_stops_at_the_last_stable_offset(spark, broker):
     # records (markers) never appear. Aborted records are dropped only by brokers that
     # list aborted transactions in Fetch; the mock and Tansu send no list, so on them
     # read_committed returns the aborted records too (what Java's consumer does there).
-    from tests.integration.spark.test_reader import open_transaction
+    from tests.integration.spark.topics import open_transaction
 
     topic = broker.new_topic(partitions=1)
     committed_read = {"subscribe": topic, "kafka.isolation.level": "read_committed"}

@@ -16,6 +16,7 @@ from kproto.spark.planning import OffsetRange  # noqa: E402
 from kproto.spark.reader import arrow_schema, read_range  # noqa: E402
 from kproto.spark.resolver import DataLossError, OffsetResolver  # noqa: E402
 from kproto.structs import TopicPartition  # noqa: E402
+from tests.integration.spark.topics import open_transaction, retained_topic
 
 pytestmark = pytest.mark.broker_kinds("mock", "tansu")
 
@@ -135,26 +136,6 @@ def test_range_beyond_the_log_end_is_data_loss_after_the_poll_timeout(broker):
     assert [r["offset"] for r in got] == [w.offset for w in written[10:]]
 
 
-@pytest.fixture
-def retained_topic(mock_cluster):
-    """A mock-cluster partition whose first offsets were dropped by the mock's ~5 MiB
-    retention: 100 records of 64 KiB; returns (topic, earliest offset)."""
-    from confluent_kafka import Producer
-
-    topic = mock_cluster.new_topic(partitions=1)
-    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "linger.ms": 0,
-                         "batch.num.messages": 1, "log_level": 3})
-    for i in range(100):
-        producer.produce(topic, value=bytes([i]) * 65536, key=b"%d" % i, partition=0)
-    assert producer.flush(30) == 0
-    opts = parse_options({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers, "subscribe": topic},
-                         streaming=False)
-    with OffsetResolver(opts) as resolver:
-        earliest = resolver.earliest([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
-    assert 0 < earliest < 100
-    return topic, earliest
-
-
 @pytest.mark.broker_kinds("mock")
 def test_read_range_below_the_log_start_follows_fail_on_data_loss(mock_cluster, retained_topic):
     topic, earliest = retained_topic
@@ -210,21 +191,6 @@ def test_out_of_range_above_the_log_start_is_a_log_that_ends_early(broker):
     broker.push_partition_request_errors(topic, 0, fetch, [offset_out_of_range])
     lenient = options(broker, topic, failOnDataLoss="false")
     assert rows(read_range(lenient, OffsetRange(topic, 0, 5, 20))) == []
-
-
-def open_transaction(broker, topic, n):
-    """A confluent-kafka transactional producer with ``n`` records written to partition 0
-    in a transaction left open; the caller commits or aborts it."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 3,
-                         "transactional.id": "kproto-open-{}".format(topic)})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(n):
-        producer.produce(topic, key=b"open-%d" % i, value=b"open-value-%d" % i, partition=0)
-    assert producer.flush(30) == 0
-    return producer
 
 
 @pytest.mark.needs("transactions", "valid_control_batch_crc")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import struct
 import subprocess
@@ -26,16 +25,9 @@ from kproto import KafkaConsumer
 from kproto.events import JsonlEventHandler
 from kproto.trace.report import read_events
 from kproto.trace.timeline import build_timeline
+from tests.integration.trace.browser import _chromium
 
 RECORDS = 30
-
-
-def _browser() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -122,27 +114,6 @@ def test_the_page_is_self_contained(traced):
 
 def _model(traced) -> dict:
     return build_timeline(read_events([traced["jsonl"], traced["events"]]))
-
-
-def _chromium(args: list[str]) -> subprocess.CompletedProcess:
-    browser = _browser()
-    if browser is None:
-        pytest.skip("no headless browser: install Debian's chromium (apt-get install chromium)")
-    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--hide-scrollbars", "--user-data-dir=" + os.path.join(
-                               os.environ.get("TMPDIR", "/tmp"), "kproto-trace-chromium-%d" % os.getpid()),
-                           *args], capture_output=True, text=True, timeout=120)
-
-
-def rendered_dom(events: list[dict], directory, name: str = "page") -> str:
-    """The DOM headless Chromium builds from the page of ``events`` (skips without one)."""
-    from kproto.trace.html import write_page
-
-    page = str(directory / (name + ".html"))
-    write_page(events, page)
-    result = _chromium(["--virtual-time-budget=5000", "--dump-dom", "file://" + page])
-    assert "data-rendered=" in result.stdout, result.stderr[-2000:]
-    return result.stdout
 
 
 def test_the_browser_draws_every_lane_and_arrow_and_shows_decoded_fields(traced):

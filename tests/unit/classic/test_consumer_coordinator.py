@@ -11,7 +11,6 @@ import pytest
 from kproto import errors
 from kproto.consumer.classic.group_requests import LenientJoinGroupResponse as _JoinGroupResponse
 from kproto.consumer.classic.group_requests import LenientSyncGroupResponse as _SyncGroupResponse
-from kproto.consumer.classic.consumer_coordinator import ConsumerCoordinator
 from kproto.consumer.classic.consumer_protocol import (
     Assignment,
     Subscription,
@@ -21,58 +20,13 @@ from kproto.consumer.classic.consumer_protocol import (
     encode_subscription,
 )
 from kproto.consumer.classic.group_state import NO_GENERATION, Generation, MemberState
-from kproto.consumer.config import ConsumerConfig
-from kproto.consumer.subscription_state import SubscriptionState
-from kproto.messages import JoinGroupResponse, MetadataResponse
-from kproto.net.client import NetworkClient
+from kproto.messages import JoinGroupResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
+from tests.unit.classic.coordinator_fixture import make, metadata
 
 
 def tp(topic, p):
     return TopicPartition(topic, p)
-
-
-def metadata(topics):
-    """A MetadataResponse naming one broker and ``{topic: partition_count}``."""
-    R = MetadataResponse
-    return R(brokers=[R.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=1)],
-             topics=[R.MetadataResponseTopic(name=t, partitions=[
-                 R.MetadataResponsePartition(partition_index=p, leader_id=1, replica_nodes=[1], isr_nodes=[1])
-                 for p in range(n)]) for t, n in topics.items()])
-
-
-class Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def on_partitions_revoked(self, partitions):
-        self.calls.append(("revoked", set(partitions)))
-
-    def on_partitions_assigned(self, partitions):
-        self.calls.append(("assigned", set(partitions)))
-
-    def on_partitions_lost(self, partitions):
-        self.calls.append(("lost", set(partitions)))
-
-
-@pytest.fixture
-def make():
-    made = []
-
-    def build(topics=("t",), partitions=None, strategy=("range", "roundrobin"), **config):
-        cfg = ConsumerConfig(dict(bootstrap_servers="127.0.0.1:9", group_id="g", enable_auto_commit=False,
-                                  partition_assignment_strategy=strategy, client_rack="rack-a", **config))
-        client = NetworkClient(**dict(cfg))
-        made.append(client)
-        client.cluster.update(metadata(partitions or {t: 4 for t in topics}), 0)
-        subs = SubscriptionState("earliest")
-        listener = Recorder()
-        subs.subscribe(list(topics), listener)
-        return ConsumerCoordinator(client, subs, cfg), subs, listener
-
-    yield build
-    for client in made:
-        client.close()
 
 
 def test_join_metadata_is_one_protocol_per_assignor_with_owned_partitions_generation_and_rack(make):

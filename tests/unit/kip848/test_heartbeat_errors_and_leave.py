@@ -7,7 +7,7 @@ from kproto.consumer.background.request_manager import RequestBuilder
 from kproto.errors import TopicAuthorizationFailedError
 from kproto.messages import ConsumerGroupHeartbeatRequest
 
-from tests.unit.kip848.test_heartbeat_request_manager import BACKOFF_MS, Engine
+from tests.unit.kip848.heartbeat_engine import BACKOFF_MS, Engine
 
 
 def test_topic_authorization_error_backs_off_then_heartbeats_with_full_state() -> None:

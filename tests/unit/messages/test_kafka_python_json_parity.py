@@ -29,7 +29,7 @@ from kafka.protocol.api_data import ApiData  # noqa: E402
 from kafka.protocol.api_header import ResponseClassRegistry  # noqa: E402
 from kafka.protocol.api_message import ApiMessage  # noqa: E402
 
-from tests.unit.messages.test_kafka_python_parity import KP, to_kafka_python  # noqa: E402
+from tests.unit.messages.kafka_python_bridge import KP, to_kafka_python  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (DEFAULT_SOURCE.is_dir() and DEFAULT_OLD_SOURCE.is_dir()),
                                 reason="Kafka's schema folders are not present")

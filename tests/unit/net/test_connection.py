@@ -15,18 +15,7 @@ from kproto import errors
 from kproto.messages import (ApiVersionsRequest, ApiVersionsResponse, HeartbeatRequest,
                              HeartbeatResponse, MetadataRequest, MetadataResponse)
 from kproto.net.connection import Connection, ProtocolState
-from kproto.protocol import headers
-
-
-def drain(conn: Connection, chunk: int | None = None) -> bytes:
-    """Everything the connection wants to write, taken ``chunk`` bytes at a time."""
-    out = bytearray()
-    while conn.has_pending_output():
-        view = conn.pending_output()
-        take = len(view) if chunk is None else min(chunk, len(view))
-        out += view[:take]
-        conn.advance_output(take)
-    return bytes(out)
+from tests.unit.net.frames import drain, response_frame
 
 
 def split_frames(data: bytes) -> list[bytes]:
@@ -42,14 +31,6 @@ def split_frames(data: bytes) -> list[bytes]:
 def request_ids(frame: bytes) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): the first fields of every request header."""
     return struct.unpack_from(">hhi", frame, 0)
-
-
-def response_frame(api_key: int, version: int, correlation_id: int, response) -> bytes:
-    header = struct.pack(">i", correlation_id)
-    if headers.response_header_version(api_key, version) >= 1:
-        header += b"\x00"  # no tagged fields
-    body = response.encode(version)
-    return struct.pack(">i", len(header) + len(body)) + header + body
 
 
 def heartbeat_response(code: int = 0) -> HeartbeatResponse:

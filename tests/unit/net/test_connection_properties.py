@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kproto import errors
 from kproto.messages import HeartbeatRequest, HeartbeatResponse, MetadataRequest, MetadataResponse
 from kproto.net.connection import Connection
-from tests.unit.net.test_connection import drain, response_frame
+from tests.unit.net.frames import drain, response_frame
 
 
 def _exchange(conn: Connection, n: int):

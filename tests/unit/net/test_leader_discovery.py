@@ -14,10 +14,11 @@ import pytest
 from kproto.consumer.fetch.abstract_fetch import AbstractFetch
 from kproto.consumer.subscription_state import FetchState, LeaderAndEpoch
 from kproto.messages import FetchResponse
-from kproto.net.client import NetworkClient, monotonic_ms
+from kproto.clock import monotonic_ms
+from kproto.net.client import NetworkClient
 from kproto.structs import BrokerMetadata, TopicPartition
-from tests.unit.fetch.test_stale_answers_and_replica_choice import cluster, fetch_for
-from tests.unit.net.test_cluster_metadata import fresh, response
+from tests.unit.fetch.replica_fixtures import cluster, fetch_for
+from tests.unit.net.metadata_responses import fresh, response
 
 TP = T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

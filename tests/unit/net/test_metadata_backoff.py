@@ -20,11 +20,11 @@ from kproto.errors import KafkaConfigurationError
 from kproto.net.client import NetworkClient
 from kproto.net.metadata import ClusterMetadata
 from kproto.structs import TopicPartition
-from tests.unit.fetch.test_abstract_fetch import LEADERS as FETCH_LEADERS
-from tests.unit.fetch.test_abstract_fetch import TOPIC_ID as FETCH_TOPIC_ID
-from tests.unit.fetch.test_abstract_fetch import make as make_fetch
-from tests.unit.fetch.test_abstract_fetch import response_for
-from tests.unit.net.test_cluster_metadata import TID, response
+from tests.unit.fetch.abstract_fetch_fixtures import LEADERS as FETCH_LEADERS
+from tests.unit.fetch.abstract_fetch_fixtures import TOPIC_ID as FETCH_TOPIC_ID
+from tests.unit.fetch.abstract_fetch_fixtures import make as make_fetch
+from tests.unit.fetch.abstract_fetch_fixtures import response_for
+from tests.unit.net.metadata_responses import TID, response
 
 BACKOFF, MAX_BACKOFF = 100, 1000
 T0 = TopicPartition("t", 0)

@@ -17,24 +17,25 @@ ROOT = pathlib.Path(__file__).resolve().parents[3] / "kproto"
 ALLOWED: list[tuple[str, set[str]]] = [
     # The tracing proxy sits on top of the protocol layers; nothing imports it (see below).
     ("kproto.trace", {"errors", "structs", "protocol", "messages", "records", "net", "events", "trace"}),
-    ("kproto.consumer.classic", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                                 "consumer", "events"}),
-    ("kproto.consumer.kip848", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                                "consumer", "events"}),
-    ("kproto.consumer.share", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                               "consumer", "events"}),
-    ("kproto.consumer", {"errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
+    ("kproto.consumer.classic", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
+                                 "metrics", "consumer", "events"}),
+    ("kproto.consumer.kip848", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
+                                "metrics", "consumer", "events"}),
+    ("kproto.consumer.share", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
+                               "metrics", "consumer", "events"}),
+    ("kproto.consumer", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
                          "consumer", "events"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
     ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
                      "fuzz"}),
-    ("kproto.net", {"errors", "structs", "protocol", "messages", "net"}),
+    ("kproto.net", {"clock", "errors", "structs", "protocol", "messages", "net"}),
     ("kproto.records", {"errors", "structs", "codecs", "records"}),
     ("kproto.codecs", {"errors", "codecs"}),
     ("kproto.metrics", {"errors", "metrics"}),
     ("kproto.messages", {"errors", "protocol", "messages"}),
     ("kproto.protocol", {"errors", "protocol"}),
     ("kproto.structs", set()),
+    ("kproto.clock", set()),  # the client's one clock (monotonic ms)
     ("kproto.events", set()),  # the consumer's structured state-transition events
     # kproto._error_codes is the generated half of kproto.errors (the per-code classes): the
     # two import each other and nothing else.
@@ -77,7 +78,7 @@ def _kproto_imports(path: pathlib.Path, module: str) -> set[str]:
 # kproto/__init__.py, __main__.py and embedded.py sit above every layer (the public names,
 # the CLI and its demo broker), so only the layered packages are checked.
 MODULES = sorted(p for p in ROOT.rglob("*.py")
-                 if p.parent != ROOT or p.stem in ("errors", "_error_codes", "structs", "events"))
+                 if p.parent != ROOT or p.stem in ("errors", "_error_codes", "structs", "events", "clock"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))

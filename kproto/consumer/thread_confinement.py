@@ -1,0 +1,52 @@
+"""One thread at a time in a consumer façade (Java's ``acquire()``/``release()`` light lock).
+
+Owns which thread is inside a consumer call right now. A second thread entering while one
+is inside gets ``ConcurrentModificationError`` at once instead of blocking: a consumer is
+not safe for multi-threaded access, and only ``wakeup()`` (which does not enter) may come
+from another thread. Re-entrant, so a call may make another call on the same thread.
+Both façades (``KafkaConsumer``, ``KafkaShareConsumer``) guard every call with one.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Optional
+
+from kproto.errors import ConcurrentModificationError
+
+
+class ThreadConfinement:
+    """Java's light CAS lock: one owning thread, re-entrant, never blocks."""
+
+    __slots__ = ("_lock", "_owner", "_depth", "_what")
+
+    def __init__(self, what: str = "KafkaConsumer") -> None:
+        self._lock = threading.Lock()
+        self._owner: Optional[int] = None
+        self._depth = 0
+        self._what = what  # the façade's class, for the error message
+
+    def acquire(self) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            if self._owner is not None and self._owner != me:
+                raise ConcurrentModificationError(
+                    "{} is not safe for multi-threaded access: it is in use by "
+                    "another thread (only wakeup() may be called from other threads)".format(self._what))
+            self._owner = me
+            self._depth += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+
+    def __enter__(self) -> "ThreadConfinement":
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.release()
