@@ -1,9 +1,10 @@
 """The README's matrix figures, rendered from ``bench_matrix.py --json`` output.
 
-    .venv/bin/python bench/matrix_readme.py matrix.json [--big-read big.json] [--write README.md]
+    .venv/bin/python bench/matrix_readme.py matrix.json [more.json ...] [--big-read big.json] \
+        [--write README.md]
 
-Prints Markdown: the run's date, machine and versions; the issue's goals, each with the
-measured ratios and whether it holds; per broker, one row per cell (kproto's records/s and
+Prints Markdown, per matrix run given: the run's date, machine and versions; the issue's
+goals, each with the measured ratios and whether it holds; per broker, one row per cell (kproto's records/s and
 MB/s, its ratios to each peer, CPU seconds per million records and peak RSS of kproto and
 tuned confluent-kafka); and the ``--big-read`` RSS samples. ``--write`` replaces the text
 between ``<!-- bench_matrix:begin -->`` and ``<!-- bench_matrix:end -->`` in the file.
@@ -155,17 +156,19 @@ def render(report: dict, big: Optional[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("matrix", help="bench_matrix.py --json output")
+    parser.add_argument("matrix", nargs="+", help="bench_matrix.py --json outputs (one section each)")
     parser.add_argument("--big-read", help="bench_matrix.py --big-read --json output")
     parser.add_argument("--write", metavar="FILE", help="replace the marked block of FILE")
     args = parser.parse_args()
-    with open(args.matrix) as f:
-        report = json.load(f)
+    reports = []
+    for path in args.matrix:
+        with open(path) as f:
+            reports.append(json.load(f))
     big = None
     if args.big_read:
         with open(args.big_read) as f:
             big = json.load(f)
-    text = render(report, big)
+    text = "\n".join(render(report, big if i == len(reports) - 1 else None) for i, report in enumerate(reports))
     if not args.write:
         sys.stdout.write(text)
         return

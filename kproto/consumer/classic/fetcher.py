@@ -24,7 +24,7 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages.fetch import FetchResponse
-from kproto.net.client import monotonic_ms
+from kproto.clock import monotonic_ms
 from kproto.structs import TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
