@@ -70,12 +70,6 @@ def mock_cluster():
     from tests.brokers.mock_cluster import MockCluster
 
     cluster = MockCluster(3)
-    # As the suite's Apache Kafka (tests.brokers.apache.SUITE_SETTINGS): no initial
-    # rebalance delay (the mock's default holds every new classic group's first join 3 s).
-    cluster.group_initial_rebalance_delay(0)
-    # KIP-848 members heartbeat every 500 ms, not the mock's default 3 s: an assignment
-    # reaches a member on a heartbeat, so each one would otherwise wait up to 3 s for it.
-    cluster.set_group_consumer_heartbeat_interval(500)
     yield cluster
     cluster.close()
 
