@@ -26,7 +26,7 @@ from tests.brokers.mock_process import MockClusterProcess
 from tests.brokers.tansu import TansuBroker
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "fuzz"
-RUN_SECONDS = 8.0
+RUN_SECONDS = 4.0
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 TOPIC = "cp-interop"
 SYNC_GROUP = 14
+SESSION_MS = 5000
 
 
 class RawLeader:
@@ -46,7 +47,9 @@ class RawLeader:
         self.generation = -1
 
     def join(self, metadata: bytes):
-        req = JoinGroupRequest(group_id=self.group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
+        # The mock holds each rebalance after the first open for session.timeout.ms - 1000
+        # (its wait for rejoins): 5 s sessions, with keep_alive() every second in waits.
+        req = JoinGroupRequest(group_id=self.group, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=SESSION_MS,
                                member_id=self.member_id, protocol_type="consumer",
                                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=self.protocol,
                                                                                     metadata=metadata)])
@@ -69,7 +72,7 @@ class RawLeader:
 
     def keep_alive(self) -> None:
         """One heartbeat, so the session survives a long wait on librdkafka (on a loaded
-        machine a wait outlasted the 10 s session once: the leader was evicted and
+        machine a wait outlasted a 10 s session once: the leader was evicted and
         librdkafka, alone, assigned itself everything). Rebalance answers are fine here:
         REBALANCE_IN_PROGRESS (27), or ILLEGAL_GENERATION (22) once librdkafka's rejoin has
         moved the group on; the test's next join() checks what matters."""
@@ -99,7 +102,7 @@ class LibrdkafkaMember:
         self._consumer = confluent_kafka.Consumer({
             "bootstrap.servers": "{}:{}".format(*address), "group.id": group,
             "partition.assignment.strategy": strategy, "client.rack": rack,
-            "session.timeout.ms": 10000, "enable.auto.commit": False})
+            "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 500, "enable.auto.commit": False})
         self._consumer.subscribe([TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self._thread = TestThread(target=self._run, name="rdkafka-member", daemon=True)
         self._thread.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kproto import KafkaConsumer, TopicPartition
 from tests.integration.groups.members import Member, wait_for
 
-STATIC = dict(session_timeout_ms=20000, heartbeat_interval_ms=300, max_poll_interval_ms=60000)
+STATIC = dict(session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=60000)
 
 
 def test_eager_revoke_commit_and_static_member_restart_without_rebalance(tansu_broker):

@@ -20,6 +20,10 @@ FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 # The rest of Kafka's APIs, which kproto generates but does not speak: a few examples each.
 FUZZ_OTHERS = settings(FUZZ, max_examples=3)
+# Mutating a drawn message costs ~10x a random byte string (a whole message strategy per
+# example): 10 per version of the schemas kproto speaks (every version is still mutated;
+# test_random_bytes keeps 25 per version).
+FUZZ_MUTATED = settings(FUZZ, max_examples=10)
 
 
 def _decode_or_corrupt(cls, data, version):
@@ -64,7 +68,7 @@ def mutated(draw, name, version):
 
 
 @pytest.mark.parametrize("name,version", all_pairs(consumer=True))
-@FUZZ
+@FUZZ_MUTATED
 @given(data=st.data())
 def test_mutated_encodings(name, version, data):
     _decode_or_corrupt(message_class(BY_NAME[name]), data.draw(mutated(name, version)), version)

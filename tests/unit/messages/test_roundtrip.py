@@ -1,4 +1,4 @@
-"""Every version of every schema in spec/ round-trips randomized values (hypothesis): 20
+"""Every version of every schema in spec/ round-trips randomized values (hypothesis): 10
 examples per version of the schemas kproto speaks, a few for the rest of Kafka's APIs."""
 
 import pytest
@@ -22,7 +22,7 @@ def _round_trip(name, version, data):
 
 
 @pytest.mark.parametrize("name,version", all_pairs(consumer=True))
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=HEALTH)
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=HEALTH)
 @given(data=st.data())
 def test_round_trip(name, version, data):
     _round_trip(name, version, data)
