@@ -98,6 +98,15 @@ def check_crcs_together(completed: list["CompletedFetch"]) -> None:
 class CompletedFetch:
     """One partition's fetched data; the FetchCollector takes records from it."""
 
+    # A response makes one per partition (1,000 partitions: 1,000 per Fetch): slots make
+    # each cheaper to build and smaller.
+    __slots__ = ("partition", "next_fetch_offset", "last_epoch", "is_consumed", "initialized", "records_read",
+                 "bytes_read", "metric_aggregator", "_collecting", "error_code", "high_watermark",
+                 "last_stable_offset", "log_start_offset", "preferred_read_replica", "records", "_read_committed",
+                 "_check_crcs", "crc_verified", "_key_deserializer", "_value_deserializer", "_batches",
+                 "_current_batch", "_decoding", "_prefix", "_batch_records", "_index", "_batch_error",
+                 "_corrupt_error", "_aborted_producer_ids", "_aborted_transactions")
+
     def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int, *,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, check_crcs: bool = True,
                  key_deserializer: Optional[Deserialize] = None,

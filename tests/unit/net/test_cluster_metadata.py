@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
 from kproto import errors
 from kproto.net.metadata import ClusterMetadata, build_metadata_request
 from kproto.structs import BrokerMetadata, TopicPartition
+from tests.unit.messages.schema_strategies import BY_NAME, message_strategy, versions_of
 from tests.unit.net.metadata_responses import Partition, TID, Topic, fresh, response
 
 
@@ -176,3 +180,38 @@ def test_an_answer_to_an_older_request_leaves_newer_needs_pending():
     assert second.is_done and second.succeeded()
     assert not m.need_update()
     assert m.topics() == {"t", "other"}
+
+
+def _error_code_holders(value, out):
+    """Every decoded struct below ``value`` (itself included) that carries an error_code."""
+    fields = getattr(type(value), "_fields", None)
+    if fields is None:
+        return out
+    if "error_code" in fields:
+        out.append(value)
+    for name in fields:
+        item = getattr(value, name, None)
+        for child in (item if isinstance(item, list) else [item]):
+            _error_code_holders(child, out)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(n for n in BY_NAME if n.endswith("Response")))
+@settings(max_examples=3, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_the_walk_sees_every_error_code_of_every_response(name, data):
+    """The walk looks only at fields that can hold an error code (from the schema facts):
+    an invalid-metadata code in any one place of any response must still be found."""
+    from kproto.net.metadata import response_needs_metadata_update
+
+    msg = BY_NAME[name]
+    response = data.draw(message_strategy(name, max(versions_of(msg))))
+    holders = _error_code_holders(response, [])
+    for holder in holders:
+        holder.error_code = 0
+    assert not response_needs_metadata_update(response)
+    for holder in holders:
+        holder.error_code = 6  # NOT_LEADER_OR_FOLLOWER, here only
+        assert response_needs_metadata_update(response), (name, type(holder).__name__)
+        holder.error_code = 0
