@@ -254,6 +254,33 @@ def emit_schema_table(messages: list[Message]) -> str:
     return "\n".join(out) + "\n"
 
 
+def emit_error_fields(messages: list[Message]) -> str:
+    """``_error_fields.py``: per struct class, the fields that can hold an error code
+    (``error_code`` itself and the structs, or arrays of them, with one somewhere below),
+    so the network client can look for stale-metadata errors without walking every field
+    of every partition, and without importing the whole ``_schema`` table to know which."""
+    structs = {st.class_name: st for msg in messages for st in msg.structs}
+    bears: dict[str, bool] = {}
+
+    def bears_errors(name: str) -> bool:
+        if name not in bears:
+            bears[name] = any(f.attr == "error_code" or (f.struct is not None and bears_errors(f.struct.class_name))
+                              for f in structs[name].fields)
+        return bears[name]
+
+    out = [HEADER, "# flake8: noqa",
+           '"""Per struct class that can hold an error code: the fields to look at for one (a',
+           "class not listed has none). Used by ``kproto.net.metadata`` to find stale-metadata",
+           'errors in any response."""', "", "ERROR_FIELDS = {"]
+    for name in structs:
+        if bears_errors(name):
+            fields = tuple(f.attr for f in structs[name].fields
+                           if f.attr == "error_code" or (f.struct is not None and bears_errors(f.struct.class_name)))
+            out.append("    {!r}: {!r},".format(name, fields))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 def generate(spec_dir: Path, out_dir: Path) -> list[Path]:
     """Write the generated package for every schema in ``spec_dir``; return the files written."""
     modules: dict[str, list[Message]] = {}
@@ -274,6 +301,10 @@ def generate(spec_dir: Path, out_dir: Path) -> list[Path]:
     table.write_text(emit_schema_table(
         [m for module in sorted(modules) for m in modules[module]]), encoding="utf-8")
     written.append(table)
+    error_fields = out_dir / "_error_fields.py"
+    error_fields.write_text(emit_error_fields(
+        [m for module in sorted(modules) for m in modules[module]]), encoding="utf-8")
+    written.append(error_fields)
     # Remove generated modules whose schema is gone (never hand-written files).
     for path in out_dir.glob("*.py"):
         if path not in written and path.read_text(encoding="utf-8").startswith(HEADER):
@@ -295,4 +326,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["generate", "emit_module", "emit_init", "emit_schema_table", "FIXED"]
+__all__ = ["generate", "emit_module", "emit_init", "emit_schema_table", "emit_error_fields", "FIXED"]

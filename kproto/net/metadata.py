@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from kproto import errors
 from kproto.messages import MetadataRequest
+from kproto.messages._error_fields import ERROR_FIELDS
 from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
 from kproto.net.future import Future
 from kproto.structs import BrokerMetadata, TopicPartition
@@ -546,35 +547,20 @@ _LEAF_TYPES = frozenset({int, bool, str, bytes, bytearray, memoryview, float, ty
 # Per message class: (field name, its slot descriptor, or None to use getattr), only the
 # fields that can hold an error code (see _field_slots).
 _FIELD_SLOTS: dict[type, tuple[tuple[str, Any], ...]] = {}
-# Per struct class name: whether it or a struct below it has an error_code field.
-_ERROR_BEARING: dict[str, bool] = {}
-
-
-def _bears_errors(name: str, structs: dict[str, Any]) -> bool:
-    known = _ERROR_BEARING.get(name)
-    if known is None:
-        fields = structs.get(name)
-        known = _ERROR_BEARING[name] = fields is None or any(
-            f[0] == "error_code" or (f[7] is not None and _bears_errors(f[7], structs)) for f in fields)
-    return known
 
 
 def _field_slots(cls: type) -> tuple[tuple[str, Any], ...]:
     """The fields of ``cls`` the walk below must look at: ``error_code`` and the structs
-    (or arrays of them) that hold one somewhere below, from the schema facts. A Fetch
-    partition is then one field, not its eleven (diverging epoch, leader, snapshot id and
-    aborted transactions never hold an error code)."""
+    (or arrays of them) that hold one somewhere below, from the generated schema facts. A
+    Fetch partition is then one field, not its eleven (diverging epoch, leader, snapshot id
+    and aborted transactions never hold an error code)."""
     slots = _FIELD_SLOTS.get(cls)
     if slots is None:
-        from kproto.messages._schema import STRUCTS  # large: only once a response is walked
-
-        facts = STRUCTS.get(cls.__name__)
-        wanted = None if facts is None else {
-            f[0] for f in facts if f[0] == "error_code" or (f[7] is not None and _bears_errors(f[7], STRUCTS))}
+        wanted = ERROR_FIELDS.get(cls.__name__, ())
         slots = _FIELD_SLOTS[cls] = tuple(
             (name, vars(cls).get(name) if isinstance(vars(cls).get(name), types.MemberDescriptorType) else None)
             for name in cls._fields  # type: ignore[attr-defined]
-            if wanted is None or name in wanted)
+            if name in wanted)
     return slots
 
 
