@@ -67,12 +67,14 @@ def test_partitions_for_topic_and_topics_wait_their_timeout(dead_bootstrap):
     try:
         calls = _counting(consumer.client)
         start = time.monotonic()
+        # The client's clock counts whole milliseconds (Java's Time.milliseconds()), so a
+        # deadline can fall up to 1 ms before the float clock's.
         assert consumer.partitions_for_topic("t") is None
-        assert time.monotonic() - start >= 0.7
+        assert time.monotonic() - start >= 0.7 - 0.001
         assert calls[0] >= 2
         start = time.monotonic()
         assert consumer.topics() == set()
-        assert time.monotonic() - start >= 0.7
+        assert time.monotonic() - start >= 0.7 - 0.001
     finally:
         consumer.close(timeout_ms=0)
 

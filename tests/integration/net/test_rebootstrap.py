@@ -93,7 +93,7 @@ def test_refreshes_failing_longer_than_the_trigger_rebootstrap(proxied_cluster, 
         rebootstrapped = poll_until(client, lambda: metadata_via_proxy(proxy) > 1, timeout_s=3.0)
         if trigger_ms == 300:
             assert rebootstrapped
-            assert time.monotonic() - start >= trigger_ms / 1000
+            assert time.monotonic() - start >= trigger_ms / 1000 - 0.001  # the client counts whole ms
         else:
             assert not rebootstrapped
     finally:
