@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any, Iterable, Optional, TextIO
 
+from kproto.trace.summaries import expected_step
+
 __all__ = ["format_line", "format_tree", "time_key", "Stats", "JsonlWriter", "read_events"]
 
 
@@ -54,7 +56,7 @@ def format_line(event: dict) -> Optional[str]:
                  "{} v{}".format(event["api"], event["version"]),
                  "#{}".format(event["correlation_id"]), latency, fields]
         if event.get("errors"):
-            parts.append("ERRORS=" + ",".join(event["errors"]))
+            parts.append(("STEP=" if expected_step(event) else "ERRORS=") + ",".join(event["errors"]))
         for key in ("request_error", "response_error", "rewrite_problem"):
             if event.get(key):
                 parts.append("UNDECODED {}: {}".format(key.split("_")[0], event[key]))
@@ -103,6 +105,7 @@ class Stats:
         self.bytes_in: collections.Counter[str] = collections.Counter()
         self.bytes_out: collections.Counter[str] = collections.Counter()
         self.errors: collections.Counter[str] = collections.Counter()
+        self.steps: collections.Counter[str] = collections.Counter()  # errors that are steps
         self.undecodable = 0
         self.connections = 0
         self.tls = 0
@@ -115,8 +118,9 @@ class Stats:
                 self.requests[api] += 1
                 self.bytes_out[api] += event["req_bytes"]
                 self.bytes_in[api] += event["resp_bytes"]
+                counter = self.steps if expected_step(event) else self.errors
                 for name in event["errors"]:
-                    self.errors[name] += 1
+                    counter["{} {}".format(api, name) if counter is self.steps else name] += 1
                 if event.get("request_error") or event.get("response_error"):
                     self.undecodable += 1
             elif kind == "undecodable" and event.get("tls"):
@@ -137,6 +141,9 @@ class Stats:
             for api, n in self.requests.most_common():
                 lines.append("  {:<28} {:>8} {:>12} {:>12}".format(api, n, self.bytes_out[api],
                                                                    self.bytes_in[api]))
+            if self.steps:
+                lines.append("  expected steps (not failures): " + ", ".join(
+                    "{} x{}".format(k, v) for k, v in self.steps.most_common()))
             if self.errors:
                 lines.append("  errors: " + ", ".join("{} x{}".format(k, v)
                                                       for k, v in self.errors.most_common()))

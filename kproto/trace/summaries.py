@@ -18,7 +18,8 @@ from typing import Any, Optional
 from kproto import messages
 from kproto.errors import KafkaError, for_code
 
-__all__ = ["TopicNames", "summarize", "error_names", "decode_assignment", "decode_subscription"]
+__all__ = ["TopicNames", "summarize", "error_names", "decode_assignment", "decode_subscription",
+           "expected_step", "EXPECTED_STEPS"]
 
 _INT16 = struct.Struct(">h")
 
@@ -41,6 +42,28 @@ class TopicNames:
         if topic_id is None:
             return "?"
         return self.by_id.get(topic_id) or str(topic_id)[:8]
+
+
+# Error codes that are steps of a normal exchange, not trouble, by API: what they mean there.
+# REBALANCE_IN_PROGRESS is a step when the member then rejoins (the timeline checks that).
+EXPECTED_STEPS: dict[tuple[str, str], str] = {
+    ("ApiVersions", "UNSUPPORTED_VERSION"):
+        "version negotiation: the broker names the versions it speaks, the client asks again",
+    ("JoinGroup", "MEMBER_ID_REQUIRED"):
+        "KIP-394: the broker hands out a member id and the member joins again with it",
+    ("Heartbeat", "REBALANCE_IN_PROGRESS"): "a rebalance began: the member joins again",
+    ("SyncGroup", "REBALANCE_IN_PROGRESS"): "a rebalance began: the member joins again",
+    ("OffsetCommit", "REBALANCE_IN_PROGRESS"): "a rebalance began: the member joins again",
+}
+
+
+def expected_step(event: dict) -> Optional[str]:
+    """What an exchange's errors mean when every one is a normal step (None otherwise)."""
+    errors = event.get("errors") or []
+    if not errors or event.get("request_error") or event.get("response_error"):
+        return None
+    meanings = [EXPECTED_STEPS.get((event.get("api", ""), e)) for e in errors]
+    return None if None in meanings else meanings[0]
 
 
 def error_names(message: Any) -> list[str]:
