@@ -206,7 +206,8 @@ class CaptureDecoder:
         for side in (conv.conn.a, conv.conn.b):
             stream = conv.streams[side]
             data = b"".join(piece for _, piece, _ in stream.pieces)
-            if self._find_request(memoryview(data)) is not None:
+            found = self._find_request(memoryview(data))
+            if found is not None and found[1]:
                 self._roles(conv, side, conv.conn.peer(side))
                 return
         if all(sum(len(p) for _, p, _ in s.pieces) > self.max_undecided
@@ -286,7 +287,7 @@ class CaptureDecoder:
         found = self._find_request(view) if requests else self._find_response(conv, view)
         if found is None:
             # Keep a possible frame start: at most a frame header's worth at the end.
-            keep = min(len(view), 3) if requests else 0
+            keep = min(len(view), 11) if requests else 0
             drop = len(view) - keep
             stream.skipped += drop
             del stream.buffer[:drop]
@@ -305,11 +306,13 @@ class CaptureDecoder:
         return True
 
     def _find_request(self, view: memoryview) -> Optional[tuple[int, bool]]:
-        """The first offset where a request starts: (offset, whether it is all there)."""
+        """Where a request starts: ``(offset, True)`` for the first whole frame that
+        decodes, else ``(offset, False)`` for the first that may, once more bytes came."""
+        waiting: Optional[int] = None
         for match in _REQUEST_START.finditer(view):
             at = match.start()
             if len(view) - at < 12:
-                return at, False
+                return (waiting if waiting is not None else at), False
             size, api_key, version, correlation_id = _HEAD.unpack_from(view, at)
             if size < 8 or size > self.max_frame_bytes or correlation_id < 0:
                 continue
@@ -321,17 +324,22 @@ class CaptureDecoder:
                 continue
             end = at + 4 + size
             if end > len(view):
-                # Worth waiting for only if the header decodes with what is here.
-                try:
-                    decode_request_header(view[at + 4:], request_header_version(api_key, version))
-                except Exception:
-                    continue
-                return at, False
+                # Worth waiting for if its header decodes and it is not too big to hold
+                # while the stream is not in step (a real big frame is lost then; the next
+                # frame resynchronises).
+                if waiting is None and size <= self.max_undecided:
+                    try:
+                        decode_request_header(view[at + 4:], request_header_version(api_key, version))
+                        waiting = at
+                    except Exception:
+                        pass
+                continue
             if decode_request(view[at:end]).error is None:
                 return at, True
-        return None
+        return (waiting, False) if waiting is not None else None
 
     def _find_response(self, conv: _Conv, view: memoryview) -> Optional[tuple[int, bool]]:
+        """As :meth:`_find_request`, for answers: a pending request's correlation id."""
         candidates = []
         data = view.tobytes()
         for cid in conv.pending:
@@ -339,16 +347,19 @@ class CaptureDecoder:
             while pos >= 4:
                 candidates.append(pos - 4)
                 pos = data.find(_SIZE.pack(cid), pos + 1)
+        waiting: Optional[int] = None
         for at in sorted(candidates):
             size, cid = struct.unpack_from(">ii", data, at)
             if size < 4 or size > self.max_frame_bytes:
                 continue
             if at + 4 + size > len(data):
-                return at, False
+                if waiting is None and size <= self.max_undecided:
+                    waiting = at
+                continue
             _, req, _ = conv.pending[cid]
             if decode_response(view[at:at + 4 + size], req.api_key, req.api_version).error is None:
                 return at, True
-        return None
+        return (waiting, False) if waiting is not None else None
 
     def _request(self, conv: _Conv, t: float, frame: memoryview) -> None:
         req = decode_request(frame)

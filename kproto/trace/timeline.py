@@ -176,6 +176,10 @@ def _exchange(b: _Builder, e: dict) -> None:
     # Version negotiation, MEMBER_ID_REQUIRED and REBALANCE_IN_PROGRESS are steps of a
     # normal handshake (summaries.EXPECTED_STEPS), drawn apart from errors that mean trouble.
     step = expected_step(e)
+    s = e.get("summary") or {}
+    member = s.get("member_id") if e["api"] == "JoinGroup" else s.get("member")
+    if step is not None and e["api"] != "ApiVersions" and not (s.get("group") and member):
+        step = None  # a rebalance step is one only for a member seen to join again
     bad = step is None and bool(e.get("errors") or e.get("request_error") or e.get("response_error"))
     label = "{} v{}".format(e["api"], e["version"])
     b.arrows.append({"t": e["t"], "from": client, "to": broker, "api": e["api"], "label": label,
@@ -184,7 +188,6 @@ def _exchange(b: _Builder, e: dict) -> None:
         b.arrows.append({"t": e["t_end"], "from": broker, "to": client, "api": e["api"],
                          "label": label + (" " + ",".join(e["errors"]) if e.get("errors") else ""),
                          "bad": bad, "step": step is not None, "detail": detail, "dir": "resp"})
-    s = e.get("summary") or {}
     api, t, t_end, client_id = e["api"], e["t"], e["t_end"], e.get("client_id")
     if e.get("errors"):
         text = "{}: {}".format(api, ",".join(e["errors"]))
@@ -192,8 +195,7 @@ def _exchange(b: _Builder, e: dict) -> None:
             b.marker(client, t_end, text, "bad", detail)
         else:
             b.marker(client, t_end, text + " (expected: " + step + ")", "step", detail)
-            member = s.get("member_id") if api == "JoinGroup" else s.get("member")
-            if api != "ApiVersions" and s.get("group") and member:
+            if api != "ApiVersions" and member:
                 # A step only if the member joins again: held until its next JoinGroup.
                 b.awaiting_rejoin.setdefault((s["group"], member), []).append(
                     (b.markers[-1], b.arrows[-1] if b.arrows[-1].get("step") else None))
