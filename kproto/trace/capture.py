@@ -142,6 +142,8 @@ class CaptureDecoder:
         self.nodes: dict[str, int] = {}  # "host:port" -> node id (from Metadata answers)
         self._convs: dict[int, _Conv] = {}
         self._numbers = 0
+        # Exchanges before the Metadata answer that named their broker's node id.
+        self._nodeless: list[dict] = []
 
     # --- stream events -------------------------------------------------------------------
 
@@ -185,6 +187,9 @@ class CaptureDecoder:
         for conv in list(self._convs.values()):
             if not conv.ignored:
                 self._close(conv, t, None)
+        # A whole capture is read before it is shown: node ids learnt later name them too.
+        for event in self._nodeless:
+            event["node"] = self._node(event["broker"])
 
     # --- roles ---------------------------------------------------------------------------
 
@@ -405,11 +410,14 @@ class CaptureDecoder:
 
     def _exchange(self, conv: _Conv, t: float, t_end: float, req: DecodedRequest, req_size: int,
                   resp: Any, resp_size: int, unanswered: bool = False, one_way: bool = False) -> None:
-        self.sink(exchange_event(
+        event = exchange_event(
             conn=conv.id, client=conv.client or "?", broker=conv.broker or "?",
             node=self._node(conv.broker or ""), t=t, t_end=t_end, request=req, req_bytes=req_size,
             response=resp, resp_bytes=resp_size, names=self.topic_names,
-            keep_trees=self.keep_trees, unanswered=unanswered, one_way=one_way))
+            keep_trees=self.keep_trees, unanswered=unanswered, one_way=one_way)
+        if event["node"] is None:
+            self._nodeless.append(event)
+        self.sink(event)
 
     def _undecodable(self, conv: _Conv, t: float, direction: str, head: bytes, size: int,
                      reason: str, **extra: Any) -> None:
@@ -458,7 +466,8 @@ class CaptureDecoder:
 def read_capture(f: BinaryIO, sink: Sink, broker_ports: Optional[set[int]] = None,
                  keep_trees: bool = False) -> CaptureStats:
     """Every Kafka exchange of a pcap/pcapng file, to ``sink`` (in stream order; sort by time
-    for a timeline). Raises :class:`~kproto.errors.InvalidCaptureError` for a file that is
+    for a timeline; exchanges sent before a Metadata answer named their broker get its node
+    id when the capture has been read). Raises :class:`~kproto.errors.InvalidCaptureError` for a file that is
     not a capture."""
     decoder = CaptureDecoder(sink, broker_ports, keep_trees)
     table = ConnectionTable()
