@@ -1,7 +1,7 @@
 """``kproto trace read``: captures tcpdump made here, on loopback, of real clients and brokers.
 
-kproto and librdkafka (confluent-kafka) read a topic, in a group, from the mock cluster and
-Tansu while tcpdump captures the brokers' ports; the capture is decoded with every request
+kproto and librdkafka (confluent-kafka) read a topic, in a group, from the mock cluster,
+Tansu and Apache Kafka 4.4 while tcpdump captures the brokers' ports; the capture is decoded with every request
 paired to its response (only a request the client gave up on at close may stay
 unanswered), nothing undecodable or skipped, and on the mock exactly the requests the
 brokers' own tracking saw. Then the capture as a user reads it (the CLI: lines in time
@@ -105,13 +105,14 @@ def test_a_capture_of_a_group_member_on_the_mock_pairs_every_request(mock_cluste
     assert stats.lost_bytes == 0 and stats.not_kafka == 0
 
 
+@pytest.mark.broker_kinds("tansu", "apache_kafka")
 @pytest.mark.parametrize("client", sorted(CONSUMERS))
-def test_a_capture_on_tansu_pairs_every_request(tansu_broker, tmp_path, client):
-    topic = tansu_broker.new_topic(partitions=2)
-    tansu_broker.produce(topic, RECORDS)
-    path = str(tmp_path / "tansu.pcap")
-    with tcpdump(path, _ports(tansu_broker)) as finish:
-        assert CONSUMERS[client](tansu_broker.bootstrap_servers, topic, "cap-" + client) == RECORDS
+def test_a_capture_on_a_real_broker_pairs_every_request(broker, tmp_path, client):
+    topic = broker.new_topic(partitions=2)
+    broker.produce(topic, RECORDS)
+    path = str(tmp_path / "broker.pcap")
+    with tcpdump(path, _ports(broker)) as finish:
+        assert CONSUMERS[client](broker.bootstrap_servers, topic, "cap-" + client + topic) == RECORDS
         finish(all_closed)
     events, _ = read(path)
     exchanges = _check_pairs(events)
