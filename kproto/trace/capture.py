@@ -50,8 +50,11 @@ _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _PRODUCE, _METADATA = 0, 3
 DEFAULT_MAX_UNDECIDED = 1024 * 1024
-# Where a request may start: a size prefix, then an API key below 256 and a small version.
-_REQUEST_START = re.compile(rb"(?=[\x00-\x07].{3}\x00.\x00[\x00-\x3f])", re.S)
+# Where a request may start: a size prefix from 8 (a header) to 128 MiB, then an API key
+# below 256 and a version below 64 (the regex engine skips runs of zeros, not Python).
+_REQUEST_START = re.compile(
+    rb"(?=(?:[\x01-\x07]...|\x00[\x01-\xff]..|\x00\x00[\x01-\xff].|\x00\x00\x00[\x08-\xff])"
+    rb"\x00.\x00[\x00-\x3f])", re.S)
 
 
 def _is_tls(data: bytes) -> bool:
@@ -257,7 +260,8 @@ class CaptureDecoder:
             if len(stream.buffer) < 4:
                 return
             (size,) = _SIZE.unpack_from(stream.buffer, 0)
-            if size < 0 or size > self.max_frame_bytes:
+            # Too short for a request header (8 bytes) or a correlation id: no frame either.
+            if size < (8 if requests else 4) or size > self.max_frame_bytes:
                 if requests and not conv.requests_seen:
                     self._not_kafka(conv, t, "the first request's size prefix is {}".format(size))
                     return

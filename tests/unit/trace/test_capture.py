@@ -239,7 +239,7 @@ def test_a_record_claiming_a_huge_length_is_refused_at_once():
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
 def test_a_capture_cut_anywhere_gives_a_report_or_a_clear_error(fmt):
     data = (pcap if fmt == "pcap" else pcapng)(_conversation().packets)
-    for cut in range(0, len(data), 7):
+    for cut in range(0, len(data), 13):
         try:
             events, stats = _read(data[:cut])
         except InvalidCaptureError:
@@ -274,6 +274,21 @@ def test_garbage_streams_give_no_exchanges_and_end():
     conv.send(True, struct.pack(">ihhi", 0x7FFFFFF0, 1, 12, 5))
     events, _ = _read(pcap(conv.close().packets))
     assert _exchanged(events) == []
+
+
+def test_a_stream_that_turns_to_zeros_is_reported_once_not_per_frame():
+    conv = Conversation().handshake()
+    request, response = _exchanges()[1]
+    conv.send(True, request)
+    conv.send(False, response)
+    conv.send(True, bytes(200_000), mss=16_000)  # size prefixes of 0, again and again
+    events, _ = _read(pcap(conv.close().packets))
+    assert _exchanged(events) == [("Metadata", 1, False, ())]
+    reports = [e for e in events if e["kind"] in ("undecodable", "skipped")]
+    assert [(e["kind"], e["direction"]) for e in reports] == [("undecodable", "request"),
+                                                              ("skipped", "request")]
+    assert reports[0]["reason"] == "size prefix 0 is not a Kafka frame"
+    assert reports[1]["bytes"] == 200_000
 
 
 def test_obsolete_packet_blocks_are_read():
