@@ -21,7 +21,7 @@ import pytest
 
 from kproto.errors import InvalidCaptureError
 from kproto.trace.capture import CaptureStats, read_capture
-from kproto.trace.report import time_key
+from kproto.trace.report import format_line, time_key
 
 
 def read(path: str, ports: Optional[set[int]] = None) -> tuple[list[dict], CaptureStats]:
@@ -43,7 +43,9 @@ def tcpdump(path: str, ports: list[int], interface: str = "lo",
     if binary is None:
         pytest.skip("no tcpdump: install Debian's tcpdump (apt-get install tcpdump)")
     expression = "tcp and (" + " or ".join("port {}".format(p) for p in ports) + ")"
-    command = [binary, "-i", interface, "-U", "-s", "0", "-n", "-w", path]
+    # -B: an 8 MiB kernel buffer, so a loaded machine does not make the kernel drop packets
+    # before tcpdump reads them (a capture missing a FIN never shows its connection closed).
+    command = [binary, "-i", interface, "-U", "-s", "0", "-n", "-B", "8192", "-w", path]
     if linktype:
         command += ["-y", linktype]
     proc = subprocess.Popen(command + [expression], stdout=subprocess.DEVNULL,
@@ -83,7 +85,11 @@ def tcpdump(path: str, ports: list[int], interface: str = "lo",
                         break
                 except InvalidCaptureError:
                     events = []  # the file header is not written yet
-                assert time.monotonic() < deadline, "the capture never showed what was awaited"
+                if time.monotonic() > deadline:
+                    said = stop()  # tcpdump's counts: were packets dropped by the kernel?
+                    raise AssertionError("the capture never showed what was awaited ({}):\n{}".format(
+                        " ".join(said.split()), "\n".join(
+                            line for line in map(format_line, events[-30:]) if line)))
                 time.sleep(0.2)
             stop()
 

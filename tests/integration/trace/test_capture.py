@@ -5,14 +5,17 @@ Tansu and Apache Kafka 4.4 while tcpdump captures the brokers' ports; the captur
 paired to its response (only a request the client gave up on at close may stay
 unanswered), nothing undecodable or skipped, and on the mock exactly the requests the
 brokers' own tracking saw. Then the capture as a user reads it (the CLI: lines in time
-order, JSON lines, the page), in Linux cooked framings (``-i any``), and a capture that
-starts while a consumer is mid-conversation (resynchronised on the next frame).
+order, JSON lines, the page), in Linux cooked framings (``-i any``), a capture that
+starts while a consumer is mid-conversation (resynchronised on the next frame), and a TLS
+connection (reported as encrypted).
 """
 
 from __future__ import annotations
 
 import collections
 import re
+import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -20,17 +23,22 @@ import time
 import pytest
 
 from kproto import KafkaConsumer
+from kproto.messages import MetadataRequest
+from kproto.net.client import NetworkClient
+from tests.brokers.proxy import BrokerProxy
+from tests.integration.security.certs import make_cert
 from tests.integration.trace.capturing import all_closed, read, tcpdump
 from tests.threads import TestThread
 
 RECORDS = 30
 
 
-def _consume_kproto(bootstrap: str, topic: str, group: str) -> int:
+def _consume_kproto(bootstrap: str, topic: str, group: str, protocol: str = "classic") -> int:
     read_count = 0
+    extra = {"session_timeout_ms": 10_000} if protocol == "classic" else {}
     with KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="cap-kproto",
                        auto_offset_reset="earliest", enable_auto_commit=True,
-                       session_timeout_ms=10_000) as consumer:
+                       group_protocol=protocol, **extra) as consumer:
         consumer.subscribe([topic])
         deadline = time.monotonic() + 60
         while read_count < RECORDS and time.monotonic() < deadline:
@@ -56,7 +64,10 @@ def _consume_confluent(bootstrap: str, topic: str, group: str) -> int:
     return read_count
 
 
-CONSUMERS = {"kproto": _consume_kproto, "confluent": _consume_confluent}
+CONSUMERS = {"kproto": _consume_kproto, "confluent": _consume_confluent,
+             "kproto-kip848": lambda b, t, g: _consume_kproto(b, t, g, "consumer")}
+GROUP_APIS = {"kproto": {"JoinGroup", "SyncGroup"}, "confluent": {"JoinGroup", "SyncGroup"},
+              "kproto-kip848": {"ConsumerGroupHeartbeat"}}
 
 
 def _ports(broker) -> list[int]:
@@ -101,13 +112,15 @@ def test_a_capture_of_a_group_member_on_the_mock_pairs_every_request(mock_cluste
     ours = collections.Counter((e["node"], e["api_key"]) for e in exchanges)
     assert ours == collections.Counter((r.broker_id, r.api_key) for r in tracked)
     assert {e["api"] for e in exchanges} >= {"ApiVersions", "Metadata", "FindCoordinator",
-                                             "JoinGroup", "SyncGroup", "Fetch"}
+                                             "Fetch"} | GROUP_APIS[client]
     assert stats.lost_bytes == 0 and stats.not_kafka == 0
 
 
 @pytest.mark.broker_kinds("tansu", "apache_kafka")
 @pytest.mark.parametrize("client", sorted(CONSUMERS))
 def test_a_capture_on_a_real_broker_pairs_every_request(broker, tmp_path, client):
+    if client == "kproto-kip848" and "kip848" not in broker.capabilities:
+        pytest.skip("{} lacks kip848 (KIP-848 consumer groups)".format(broker.name))
     topic = broker.new_topic(partitions=2)
     broker.produce(topic, RECORDS)
     path = str(tmp_path / "broker.pcap")
@@ -116,6 +129,7 @@ def test_a_capture_on_a_real_broker_pairs_every_request(broker, tmp_path, client
         finish(all_closed)
     events, _ = read(path)
     exchanges = _check_pairs(events)
+    assert {e["api"] for e in exchanges} >= GROUP_APIS[client]
     fetched = [p for e in exchanges if e["api"] == "Fetch" and not e.get("unanswered")
                for p in e["summary"]["data"]]
     assert any(not p.endswith(" 0B") for p in fetched)  # the records crossed the capture
@@ -195,3 +209,35 @@ def test_a_capture_started_mid_conversation_resynchronises(mock_cluster, tmp_pat
     assert len(fetches) >= 5 and all(e["summary"].get("fetch") for e in fetches)
     # A frame cut by the capture's start is skipped and said so, never decoded as garbage.
     assert all("mid-stream" in e["reason"] for e in events if e["kind"] == "skipped")
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_a_tls_connection_is_reported_as_encrypted(mock_cluster_factory, tmp_path):
+    """kproto speaks TLS to a terminating proxy (tests.brokers.proxy) that speaks plaintext
+    to the mock: the capture of both legs shows one TLS connection and the decoded other."""
+    cluster = mock_cluster_factory(1)
+    server_cert = make_cert(tmp_path, "localhost", "DNS:localhost")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*server_cert)
+    proxy = BrokerProxy(cluster.addresses[0], context)
+    path = str(tmp_path / "tls.pcap")
+    try:
+        with tcpdump(path, [proxy.port] + _ports(cluster)) as finish:
+            client = NetworkClient(bootstrap_servers="localhost:{}".format(proxy.port),
+                                   security_protocol="SSL", ssl_cafile=server_cert[0])
+            try:
+                future = client.send("bootstrap-0", MetadataRequest(topics=[]))
+                client.poll(20_000, future=future)
+                assert future.succeeded(), future.exception
+            finally:
+                client.close()
+            finish(lambda events: any(e.get("tls") for e in events)
+                   and any(e["kind"] == "exchange" and e["api"] == "Metadata" for e in events))
+    finally:
+        proxy.close()
+    events, _ = read(path)
+    tls = [e for e in events if e.get("tls")]
+    assert len(tls) == 1 and tls[0]["broker"].endswith(":{}".format(proxy.port))
+    exchanges = [e for e in events if e["kind"] == "exchange"]
+    assert {e["api"] for e in exchanges} >= {"ApiVersions", "Metadata"}
+    assert all(e["broker"].endswith(":{}".format(cluster.addresses[0][1])) for e in exchanges)
