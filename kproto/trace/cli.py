@@ -27,6 +27,15 @@ class _Usage(Exception):
     pass
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with every option's default (not for required arguments: they have none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or not action.option_strings:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
 def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep:
@@ -43,13 +52,13 @@ def _proxy_parser() -> argparse.ArgumentParser:
                                 epilog="python -m kproto trace render FILE... -o page.html writes "
                                        "the timeline page of recorded --jsonl (and kproto.events) files; "
                                        "python -m kproto trace read CAPTURE decodes a pcap/pcapng file.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=_Defaults)
     p.add_argument("--upstream", required=True, help="HOST:PORT of a broker (the bootstrap)")
     p.add_argument("--listen", default="127.0.0.1:0",
-                   help="HOST:PORT the clients bootstrap to (default: a free port on 127.0.0.1)")
+                   help="HOST:PORT the clients bootstrap to (port 0: any free port)")
     p.add_argument("--advertise-host", help="host name given to clients for the proxy's ports")
     p.add_argument("--upstream-tls", action="store_true", help="speak TLS to the brokers")
-    p.add_argument("--cafile", help="CA bundle for --upstream-tls (default: system store)")
+    p.add_argument("--cafile", help="CA bundle for --upstream-tls (None: the system store)")
     p.add_argument("--insecure", action="store_true",
                    help="with --upstream-tls: do not verify the brokers' certificates")
     _output_options(p)
@@ -61,7 +70,7 @@ def _proxy_parser() -> argparse.ArgumentParser:
 def _render_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kproto trace render",
                                 description="Write the timeline page of recorded traces.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=_Defaults)
     p.add_argument("files", nargs="+", help="JSON-lines files (trace --jsonl, kproto.events)")
     p.add_argument("-o", "--output", default="trace.html", help="the page (default: trace.html)")
     p.add_argument("--title", default="kproto trace")
@@ -74,7 +83,7 @@ def _read_parser() -> argparse.ArgumentParser:
         description="Decode the Kafka traffic of a packet capture (pcap or pcapng, e.g. "
                     "tcpdump -i any -w FILE 'tcp port 9092'): one line per exchange in time "
                     "order, the summary on stderr, optionally JSON lines and the timeline page.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_Defaults)
     p.add_argument("file", help="the capture (pcap or pcapng)")
     p.add_argument("--port", action="append", type=int, default=[], metavar="PORT",
                    help="a broker port (repeatable); default: guessed from the connections' "
