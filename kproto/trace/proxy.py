@@ -121,6 +121,9 @@ class TraceProxy:
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self.failure: Optional[BaseException] = None
+        # Events raised while an answer is handled, emitted after its exchange so that the
+        # lines stay in time order (the exchange is stamped when the answer came).
+        self._held: Optional[list[dict]] = None
         self._bootstrap_port = self._listen_for(upstream, listen[1])
 
     # --- public ---------------------------------------------------------------------
@@ -168,8 +171,12 @@ class TraceProxy:
         local = sock.getsockname()[1]
         self._listeners[upstream] = (sock, local)
         self._sel.register(sock, selectors.EVENT_READ, ("listen", upstream))
-        self._emit({"kind": "listen", "t": time.time(), "listen": _addr(self.advertise_host, local),
-                    "upstream": _addr(*upstream)})
+        event = {"kind": "listen", "t": time.time(), "listen": _addr(self.advertise_host, local),
+                 "upstream": _addr(*upstream)}
+        if self._held is not None:
+            self._held.append(event)  # opened for an answer being rewritten: after its line
+        else:
+            self._emit(event)
         return local
 
     def _translate(self, host: str, port: int) -> Optional[tuple[str, int]]:
@@ -398,16 +405,23 @@ class TraceProxy:
             self.topic_names.learn(resp.message)
             for b in resp.message.brokers:
                 self.nodes[_addr(b.host, b.port)] = b.node_id
+        held: list[dict] = []
         if resp.message is not None and req.api_key in ENDPOINT_FIELDS:
             start = 4 + resp.body_offset
-            new_body, rewritten, problem = rewrite_response(
-                req.api_key, req.api_version, resp.message, frame[start:], self._translate)
+            self._held = held
+            try:
+                new_body, rewritten, problem = rewrite_response(
+                    req.api_key, req.api_version, resp.message, frame[start:], self._translate)
+            finally:
+                self._held = None
             if new_body is not None:
                 head = bytes(frame[4:start])
                 frame = memoryview(_SIZE.pack(len(head) + len(new_body)) + head + new_body)
         link.client.queue(frame)
         self._report(link, t, now, req, req_size, resp, len(frame), rewritten=rewritten,
                      problem=problem)
+        for event in held:
+            self._emit(event)
 
     def _report(self, link: _Link, t: float, t_end: float, req: Any, req_size: int, resp: Any,
                 resp_size: int, *, rewritten: Sequence[Any] = (), problem: Optional[str] = None,

@@ -13,6 +13,7 @@ connection (reported as encrypted).
 from __future__ import annotations
 
 import collections
+import json
 import re
 import shutil
 import ssl
@@ -25,6 +26,7 @@ import pytest
 from kproto import KafkaConsumer
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
+from kproto.trace.report import format_line, time_key
 from tests.brokers.proxy import BrokerProxy
 from tests.integration.security.certs import make_cert
 from tests.integration.trace.capturing import all_closed, opened_in_capture, read, tcpdump
@@ -137,11 +139,16 @@ def test_a_capture_on_a_real_broker_pairs_every_request(broker, tmp_path, client
     assert any(not p.endswith(" 0B") for p in fetched)  # the records crossed the capture
 
 
-def _lines_in_time_order(text: str) -> list[str]:
-    stamps = [line.split(" ", 1)[0] for line in text.splitlines()]
-    assert stamps and all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", s) for s in stamps), text[:500]
-    assert stamps == sorted(stamps)
-    return text.splitlines()
+def _lines_in_time_order(text: str, jsonl: str) -> list[str]:
+    """The printed lines, checked to be the JSON lines' events in time order (those have
+    the whole times; the lines only the time of day)."""
+    with open(jsonl, encoding="utf-8") as f:
+        events = [json.loads(line) for line in f]
+    stamped = [time_key(e) for e in events]
+    assert stamped == sorted(stamped)
+    lines = text.splitlines()
+    assert lines == [line for line in map(format_line, events) if line is not None]
+    return lines
 
 
 @pytest.mark.parametrize("linktype", [None, "LINUX_SLL", "LINUX_SLL2"])
@@ -159,7 +166,7 @@ def test_the_cli_reads_captures_of_every_loopback_framing(mock_cluster, tmp_path
     result = subprocess.run([sys.executable, "-m", "kproto", "trace", "read", path, "--jsonl", jsonl,
                              "--html", page], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    lines = _lines_in_time_order(result.stdout)
+    lines = _lines_in_time_order(result.stdout, jsonl)
     events, _ = read(path)
     _check_pairs(events)
     exchanges = [e for e in events if e["kind"] == "exchange"]

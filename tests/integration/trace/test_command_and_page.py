@@ -10,6 +10,7 @@ screenshot must show the lanes' colours (the PNG is decoded here with zlib).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ import pytest
 
 from kproto import KafkaConsumer
 from kproto.events import JsonlEventHandler
-from kproto.trace.report import read_events
+from kproto.trace.report import read_events, time_key
 from kproto.trace.timeline import build_timeline
 from tests.integration.trace.browser import _chromium, label_boxes
 
@@ -68,6 +69,11 @@ def traced(mock_cluster, tmp_path_factory):
 
 def test_the_cli_prints_one_line_per_exchange_and_a_summary(traced):
     lines = traced["stdout"].splitlines()
+    # In time order: each exchange is stamped with the time its answer came, and printed
+    # then (the JSON lines, written as printed, have the whole times).
+    with open(traced["jsonl"], encoding="utf-8") as f:
+        stamped = [time_key(json.loads(line)) for line in f]
+    assert stamped == sorted(stamped)
     fetches = [line for line in lines if " Fetch v" in line]
     assert fetches and all(" trace-cli " in line for line in fetches)
     assert any(re.search(r"JoinGroup v\d+ #\d+ [\d.]+ms .*generation=\d+", line) for line in lines)
