@@ -201,7 +201,7 @@ class JavaPeer(TestThread):
         status = process.wait()
         if self.ended_ns is None:
             self.ended_ns = time.monotonic_ns()
-        if not self._stopping and self.error is None:
+        if not self._stopping and self.done is None and self.error is None:
             raise PeerError("java peer {} exited ({}) unasked:\n{}".format(
                 self.member_name, status, self.stderr_tail()))
 
