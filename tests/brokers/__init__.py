@@ -34,6 +34,21 @@ fixture                   what it gives
                           combined broker/controllers (the quorum), internal topics and
                           ``new_topic()`` topics with three replicas; ``kill(node_id)``
                           (SIGKILL), ``restart(node_id)``, ``nodes[i].log_tail()``.
+``java_peer``             session-wide :class:`~tests.brokers.java_peer.JavaPeerProgram`:
+                          Kafka 4.4's Java consumer as a peer
+                          (``tests/ground/peer/JavaPeer.java``, compiled by ``javac``
+                          against the test ground into ``tests/ground/target/`` when its
+                          source changed). ``start(mode, bootstrap, group, topics,
+                          ...)`` runs one process: ``classic`` (range,
+                          cooperative-sticky), ``consumer`` (KIP-848, server assignor
+                          uniform/range), ``share`` (``KafkaShareConsumer``, implicit or
+                          explicit acks) or ``assign`` (given partitions to their end:
+                          count, checksum, timings, JVM start-up apart). Its JSON lines
+                          become the views of the group members of
+                          ``tests/integration/groups`` (``processed_set()``,
+                          ``assignment()``, ``ownership_intervals()``...); ``stop()``
+                          closes it cleanly (``close`` on stdin), ``kill()`` by pid.
+                          Skips without mvn, java or javac.
 ``fetch_sessions``        session-wide :class:`~tests.brokers.fetch_sessions.TansuFetchSessions`
                           (kind ``tansu_sessions``): a Tansu of its own behind a front that
                           keeps KIP-227 fetch sessions by Kafka's broker rules (see below).

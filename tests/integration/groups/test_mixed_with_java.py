@@ -21,7 +21,6 @@ the KIP-848 and share timeouts are the broker's (45 s), so members here leave by
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import Counter
 from typing import Any, Optional
@@ -261,19 +260,33 @@ def test_share_group_of_kproto_and_java_consumers(broker, java_peer):
     group = new_group("mixed-share")
     bootstrap = broker.bootstrap_servers
     set_group_config(bootstrap, group, {"share.auto.offset.reset": "earliest"})
-    want = written_set(broker.produce(topic, 150))
+    phase = written_set(broker.produce(topic, 50))
     java = java_peer.start("share", bootstrap, group, [topic], name="java", ack="explicit",
                            ack_type="accept", commit="sync")
-    ours = ShareMember("kproto", bootstrap, group, topic)
-    ours.start()
-    members: list = [java, ours]
+    members: list = [java]
     try:
-        wait_for(lambda: len(accepted(members)) >= 50, "records to be accepted", 90)
-        java.stop()  # close(): what it acquired and did not acknowledge is released
-        want |= written_set(broker.produce(topic, 150, start_index=150))
-        later = java_peer.start("share", bootstrap, group, [topic], name="java-2")  # implicit
-        members.append(later)
+        # Java alone, acknowledging each record explicitly (commitSync after each poll).
+        wait_for(lambda: phase <= set(accepted([java])), "Java to accept the first records", 90)
+        want = set(phase)
+        # kproto joins (implicit acknowledgement): both members share every partition.
+        ours = ShareMember("kproto", bootstrap, group, topic)
+        ours.start()
+        members.append(ours)
+        want |= written_set(broker.produce(topic, 100, start_index=50))
         wait_for(lambda: want <= set(accepted(members)), "every record to be accepted", 90)
+        java.stop()  # close(): what it acquired and did not acknowledge is released
+        # kproto alone.
+        phase = written_set(broker.produce(topic, 100, start_index=150))
+        wait_for(lambda: phase <= set(accepted([ours])), "kproto to accept the next records", 90)
+        want |= phase
+        # A second Java member (implicit acknowledgement) joins; kproto leaves.
+        later = java_peer.start("share", bootstrap, group, [topic], name="java-2")
+        members.append(later)
+        later.wait_started()
+        ours.stop()
+        phase = written_set(broker.produce(topic, 100, start_index=250))
+        wait_for(lambda: phase <= set(accepted([later])), "the second Java member to accept the last records", 90)
+        want |= phase
     finally:
         stop_all(members)
     counts = accepted(members)
