@@ -340,6 +340,8 @@ class MavenKafka(_Kafka):
                  startup_timeout: float = 120.0) -> None:
         super().__init__()
         self.port, cport = free_port(), free_port()
+        while cport == self.port:  # free a moment ago: the same port may come twice
+            cport = free_port()
         self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
         self._dir = maven.new_directory("kproto-kafka44-")
         settings = {**_kraft_settings(1, self.port, cport),

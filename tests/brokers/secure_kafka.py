@@ -86,7 +86,7 @@ class SecureKafka(MavenKafka):
         self.server_cert, self.server_key, self.client_ca = server_cert, server_key, client_ca
         self.plain_users = dict(plain_users)
         self.scram_users = {m: dict(u) for m, u in scram_users.items()}
-        self.ports = {name: free_port() for name in LISTENERS}
+        self.ports: dict[str, int] = {}  # chosen with the others' (_more_settings)
         super().__init__(startup_timeout=startup_timeout)
 
     def address(self, listener: str) -> str:
@@ -100,6 +100,14 @@ class SecureKafka(MavenKafka):
         return "localhost" if listener in TLS_LISTENERS else "127.0.0.1"
 
     def _more_settings(self, controller_port: int) -> dict[str, str]:
+        # Ports free a moment ago may repeat (Kafka refuses two listeners on one port).
+        taken = {self.port, controller_port}
+        for name in LISTENERS:
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            taken.add(port)
+            self.ports[name] = port
         listeners = {"PLAINTEXT": self.port, "CONTROLLER": controller_port, **self.ports}
         settings = {
             "listeners": ",".join("{}://127.0.0.1:{}".format(n, p) for n, p in listeners.items()),

@@ -21,12 +21,11 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
-from tests.brokers.secure_kafka import MECHANISMS, SASL_LISTENERS, SHORT_SESSION_MS
+from tests.brokers.secure_kafka import MECHANISMS, SASL_LISTENERS, SHORT_SESSION_MS, unsecured_jws
 from tests.brokers.seeding import produce_records
 from tests.integration.security.sasl_checks import (TokenProvider, assert_first_poll_raises,
                                                     consume_all, kproto_login,
                                                     librdkafka_login)
-from tests.brokers.secure_kafka import unsecured_jws
 
 ENGINES = ["classic", "consumer"]
 

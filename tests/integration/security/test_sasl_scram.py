@@ -14,7 +14,9 @@ Two peers, both started here (module-scoped, stopped by pid):
   against librdkafka before kproto is checked against it.
 
 Tansu does not speak KIP-848's ConsumerGroupHeartbeat, so the ``consumer`` engine runs in
-assign() mode; the classic engine also runs a group.
+assign() mode; the classic engine also runs a group. Kafka 4.4's own SASL listeners (every
+mechanism, both engines in groups, the same refusals) are tested in ``test_kafka_sasl.py``;
+Tansu and the gateway are the second implementation.
 """
 
 from __future__ import annotations
