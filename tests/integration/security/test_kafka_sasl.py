@@ -8,7 +8,9 @@ PLAINTEXT listener.
 librdkafka wrote the records with each mechanism on each listener first
 (``secure_seed``), so every login kproto tries is known to work for an independent
 client. The broker's own log counts refused logins (``Failed authentication with``).
-The gateway and Tansu tests beside this module are the second implementation.
+``test_sasl_scram.py`` runs the refusals of blocking calls, lookups and group mode, an
+unenabled mechanism and the queueing before login against these listeners and against
+Tansu and the gateway (the second implementation).
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.messages import MetadataRequest
-from kproto.net.client import NetworkClient
 from tests.brokers.secure_kafka import MECHANISMS, SASL_LISTENERS, SHORT_SESSION_MS, unsecured_jws
 from tests.brokers.seeding import produce_records
 from tests.integration.security.sasl_checks import (TokenProvider, assert_first_poll_raises,
@@ -168,51 +168,6 @@ def test_refused_login_raises_from_poll_once_per_backoff(secure_kafka, secure_se
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_refused_login_in_group_mode_raises_from_poll(secure_kafka, secure_seed, pki, engine):
-    consumer = KafkaConsumer(secure_seed.topic, bootstrap_servers=secure_kafka.address("SASL_SSL"),
-                             group_id="refused-" + engine, group_protocol=engine,
-                             **refused_login("unknown-user-scram512", "SASL_SSL", pki))
-    try:
-        with pytest.raises(errors.SaslAuthenticationFailedError, match="invalid credentials"):
-            consumer.poll(timeout_ms=30_000)
-    finally:
-        started = time.monotonic()
-        consumer.close()
-        assert time.monotonic() - started < 20
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-def test_blocking_calls_raise_the_authentication_error(secure_kafka, secure_seed, pki, engine):
-    tp = TopicPartition(secure_seed.topic, 0)
-    consumer = KafkaConsumer(bootstrap_servers=secure_kafka.address("SASL_PLAINTEXT"),
-                             group_id="refused-calls-" + engine, group_protocol=engine,
-                             reconnect_backoff_max_ms=100,
-                             **refused_login("wrong-password-plain", "SASL_PLAINTEXT", pki))
-    try:
-        consumer.assign([tp])
-        for call in (lambda: consumer.partitions_for_topic(tp.topic),
-                     lambda: consumer.end_offsets([tp], timeout_ms=30_000),
-                     lambda: consumer.beginning_offsets([tp], timeout_ms=30_000),
-                     lambda: consumer.offsets_for_times({tp: 0}, timeout_ms=30_000),
-                     lambda: consumer.position(tp, timeout_ms=30_000),
-                     lambda: consumer.committed(tp, timeout_ms=30_000),
-                     lambda: consumer.topics()):
-            with pytest.raises(errors.SaslAuthenticationFailedError, match="Invalid username"):
-                call()
-    finally:
-        consumer.close()
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-def test_mechanism_the_listener_does_not_enable_names_its_mechanisms(secure_kafka, pki, engine):
-    """SHORT_SESSION enables SCRAM-SHA-512 only: the handshake's refusal lists it."""
-    consumer = KafkaConsumer(bootstrap_servers=secure_kafka.address("SHORT_SESSION"),
-                             group_protocol=engine, **kproto_login("SHORT_SESSION", "PLAIN", pki))
-    assert_first_poll_raises(consumer, "t", errors.UnsupportedSaslMechanismError,
-                             match=r"PLAIN.*SCRAM-SHA-512")
-
-
-@pytest.mark.parametrize("engine", ENGINES)
 def test_sasl_client_at_a_plaintext_listener_raises(secure_kafka, pki, engine):
     """The broker answers the SaslHandshake with ILLEGAL_SASL_STATE (no mechanism enabled);
     Java raises IllegalSaslStateException naming the mechanism and the (empty) list."""
@@ -220,26 +175,6 @@ def test_sasl_client_at_a_plaintext_listener_raises(secure_kafka, pki, engine):
                              **kproto_login("SASL_PLAINTEXT", "PLAIN", pki))
     assert_first_poll_raises(consumer, "t", errors.IllegalSaslStateError,
                              match=r"mechanism PLAIN, enabled mechanisms are \[\]")
-
-
-def test_network_client_queues_requests_until_authenticated(secure_kafka, secure_seed, pki):
-    """Kafka closes a connection whose first request (after ApiVersions) is not SASL, so
-    an answer proves the Metadata request waited for the login."""
-    from kproto.net.broker import ConnectionState
-
-    client = NetworkClient(bootstrap_servers=secure_kafka.address("SASL_SSL"),
-                           **kproto_login("SASL_SSL", "SCRAM-SHA-256", pki))
-    try:
-        future = client.send("bootstrap-0", MetadataRequest(topics=None))  # queued at once
-        states = set()
-        while not future.is_done:
-            client.poll(timeout_ms=100)
-            states.add(client.connection_state("bootstrap-0"))
-        assert future.succeeded(), future.exception
-        assert secure_seed.topic in {t.name for t in future.value.topics}
-        assert ConnectionState.READY in states and client.authentication_exception("bootstrap-0") is None
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
