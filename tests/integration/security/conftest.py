@@ -40,7 +40,8 @@ class SecureSeed:
 @pytest.fixture(scope="session")
 def secure_kafka(pki):
     """Kafka 4.4 with SSL, MTLS, MTLS12, SASL_PLAINTEXT, SASL_SSL and SHORT_SESSION
-    listeners beside PLAINTEXT, shared by the session; skips without mvn and java."""
+    listeners beside PLAINTEXT, shared by the session, its TLS listeners checked with
+    librdkafka first; skips without mvn and java."""
     from tests.brokers import maven
     from tests.brokers.secure_kafka import SecureKafka
 
@@ -48,8 +49,28 @@ def secure_kafka(pki):
     if reason is not None:
         pytest.skip("secure_kafka: {}".format(reason))
     kafka = SecureKafka(*pki["server"], pki["client"][0], PLAIN_USERS, SCRAM_USERS)
-    yield kafka
-    kafka.close()
+    try:
+        _librdkafka_reaches_the_tls_listeners(kafka, pki)
+        yield kafka
+    finally:
+        kafka.close()
+
+
+def _librdkafka_reaches_the_tls_listeners(kafka, pki) -> None:
+    """confluent-kafka reads the metadata through SSL, MTLS and MTLS12 (with the client
+    certificate where one is required), so the listeners are known to work for an
+    independent client before kproto is checked against them."""
+    from confluent_kafka.admin import AdminClient
+
+    for listener in ("SSL", "MTLS", "MTLS12"):
+        conf = {"bootstrap.servers": kafka.address(listener), "security.protocol": "SSL",
+                "ssl.ca.location": pki["server"][0], "broker.address.family": "v4"}
+        if listener != "SSL":
+            conf.update({"ssl.certificate.location": pki["client"][0],
+                         "ssl.key.location": pki["client"][1]})
+        brokers = AdminClient(conf).list_topics(timeout=30).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [
+            ("localhost", kafka.ports[listener])], (listener, brokers)
 
 
 @pytest.fixture(scope="session")
