@@ -84,8 +84,9 @@ def test_group_consumes_and_commits(secure_kafka, secure_seed, pki, listener, me
     assert committed == ends
 
 
-def test_oauthbearer_extensions_reach_the_broker(secure_kafka, secure_seed, pki):
-    """Extensions ride along the token; Kafka's unsecured validator accepts any but ``auth``."""
+def test_oauthbearer_login_with_extensions(secure_kafka, secure_seed, pki):
+    """Extensions ride along the token (Kafka's unsecured validator takes any name but
+    ``auth``); the broker's log names the token's subject as the principal."""
     conf = kproto_login("SASL_PLAINTEXT", "OAUTHBEARER", pki)
     provider = TokenProvider(unsecured_jws("kproto-ext"), {"logicalCluster": "lkc-1"})
     conf["sasl_oauth_token_provider"] = provider
