@@ -58,6 +58,14 @@ fixture                   what it gives
                           ``--brokers=mock,tansu`` narrows the run.
 ========================  ===============================================================
 
+The security tests add ``secure_kafka`` (``tests/integration/security/conftest.py``):
+:class:`~tests.brokers.secure_kafka.SecureKafka`, one session-wide Kafka 4.4 node whose
+PLAINTEXT listener is joined by SSL, MTLS (client certificates required), MTLS12 (the same,
+TLS 1.2 only), SASL_PLAINTEXT and SASL_SSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with
+unsecured JWS tokens: ``unsecured_jws(subject)``) and SHORT_SESSION (SCRAM-SHA-512 only,
+2 s sessions); ``address(listener)`` and ``ports[listener]``; certificates from the
+session's ``pki`` fixture.
+
 Declaring what a test needs::
 
     @pytest.mark.needs("kip848", "offset_for_leader_epoch")

@@ -340,13 +340,16 @@ class MavenKafka(_Kafka):
                  startup_timeout: float = 120.0) -> None:
         super().__init__()
         self.port, cport = free_port(), free_port()
+        while cport == self.port:  # free a moment ago: the same port may come twice
+            cport = free_port()
         self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
         self._dir = maven.new_directory("kproto-kafka44-")
         settings = {**_kraft_settings(1, self.port, cport),
                     "controller.quorum.bootstrap.servers": "127.0.0.1:{}".format(cport),
-                    **SINGLE_NODE_SETTINGS, **(extra_settings or {})}
+                    **SINGLE_NODE_SETTINGS, **self._more_settings(cport),
+                    **(extra_settings or {})}
         self.node = maven.KafkaNode(self._dir, settings, maven.random_cluster_id(),
-                                    format_args=("--standalone",))
+                                    format_args=("--standalone", *self._format_args()))
         try:
             self.node.start()
             _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
@@ -355,6 +358,15 @@ class MavenKafka(_Kafka):
             self.close()
             raise
         log.info("kafka 4.4 (maven) pid %s ready on %s", self.node.pid, self.bootstrap_servers)
+
+    def _more_settings(self, controller_port: int) -> dict[str, str]:
+        """What a subclass adds to the server properties (listeners of its own: see
+        :class:`tests.brokers.secure_kafka.SecureKafka`)."""
+        return {}
+
+    def _format_args(self) -> tuple[str, ...]:
+        """What a subclass adds to ``StorageTool format`` (e.g. ``--add-scram``)."""
+        return ()
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.node.log_tail(chars)
