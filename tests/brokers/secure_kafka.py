@@ -38,7 +38,7 @@ import base64
 import json
 import time
 
-from tests.brokers._net import free_port
+from tests.brokers._net import free_ports
 from tests.brokers.apache import MavenKafka
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -102,11 +102,8 @@ class SecureKafka(MavenKafka):
     def _more_settings(self, controller_port: int) -> dict[str, str]:
         # Ports free a moment ago may repeat (Kafka refuses two listeners on one port).
         taken = {self.port, controller_port}
-        for name in LISTENERS:
-            port = free_port()
-            while port in taken:
-                port = free_port()
-            taken.add(port)
+        ports = [p for p in free_ports(len(LISTENERS) + 2) if p not in taken]
+        for name, port in zip(LISTENERS, ports):
             self.ports[name] = port
         listeners = {"PLAINTEXT": self.port, "CONTROLLER": controller_port, **self.ports}
         settings = {
