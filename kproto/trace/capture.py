@@ -174,7 +174,7 @@ class CaptureDecoder:
             if conv.broker is None:
                 stream.pieces.append((ev.t, b"", ev.gap))
             else:
-                self._lose_sync(stream, ev.gap, "the capture lost {} bytes".format(ev.gap))
+                self._lose_sync(stream, "the capture lost {} bytes".format(ev.gap))
             return
         if conv.broker is None:
             if not stream.pieces and not stream.buffer and _is_tls(ev.data):
@@ -235,7 +235,7 @@ class CaptureDecoder:
                 if conv.ignored:
                     return
                 if gap:
-                    self._lose_sync(stream, gap, "the capture lost {} bytes".format(gap))
+                    self._lose_sync(stream, "the capture lost {} bytes".format(gap))
                 elif data:
                     self._data(conv, side, t, data)
 
@@ -282,7 +282,7 @@ class CaptureDecoder:
             else:
                 self._response(conv, t, frame)
 
-    def _lose_sync(self, stream: _Stream, lost: int, why: str) -> None:
+    def _lose_sync(self, stream: _Stream, why: str) -> None:
         """Bytes are missing: what is buffered cannot be completed, search after the gap."""
         if stream.synced or stream.buffer:
             stream.why = why
