@@ -30,7 +30,7 @@ import signal
 import subprocess
 import tempfile
 
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from tests.brokers import maven
 from tests.brokers._net import api_versions_v0_probe, free_port, free_ports, wait_until
 from tests.brokers.base import (API_CAPABILITIES, BROKER_CAPABILITIES, Broker,

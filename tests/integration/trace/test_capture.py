@@ -26,7 +26,7 @@ import pytest
 from kproto import KafkaConsumer
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
-from kproto.trace.report import format_line, time_key
+from kproto.tools.trace.report import format_line, time_key
 from tests.brokers.proxy import BrokerProxy
 from tests.integration.security.certs import make_cert
 from tests.integration.trace.capturing import all_closed, opened_in_capture, read, tcpdump
