@@ -20,38 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections import Counter
 
 import pytest
 
 from kproto import AcknowledgeType, KafkaShareConsumer
 from kproto.errors import GroupMaxSizeReachedError, IllegalStateError, UnsupportedVersionError
+from tests.integration.share.members import DEADLINE_S, new_group, read_until, records, share_consumer
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
-DEADLINE_S = 60  # an upper bound for reads that must happen; never reached when all is well
-
-
-def new_group() -> str:
-    return "sg-" + uuid.uuid4().hex[:10]
-
-
-def share_consumer(cluster, group: str, topic: str, **configs) -> KafkaShareConsumer:
-    configs.setdefault("fetch_max_wait_ms", 100)
-    return KafkaShareConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group, **configs)
-
-
-def records(polled) -> list:
-    return [r for batch in polled.values() for r in batch]
-
-
-def read_until(consumer, done, on_record=lambda r: None, timeout_s: float = DEADLINE_S) -> None:
-    """Poll ``consumer`` until ``done()``; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "the share group did not deliver in time"
-        for record in records(consumer.poll(200)):
-            on_record(record)
 
 
 @pytest.fixture

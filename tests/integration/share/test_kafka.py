@@ -1,0 +1,448 @@
+"""KafkaShareConsumer (KIP-932) on Apache Kafka's own share coordinator (the test ground's
+Kafka 4.4, or the ``apache_kafka`` of one's choice).
+
+Each test gives its share group what it needs with group configs (IncrementalAlterConfigs:
+offset reset earliest, heartbeats every 500 ms, short locks and delivery limits where the
+test is about them; :mod:`tests.brokers.share_groups`) and asserts what was sent and what
+came back on the wire (:class:`tests.wire_log.WireLog`, kproto's own trace) besides what
+the members got: who got which record, how often (``delivery_count``), and that none was
+lost. Records are written by confluent-kafka.
+
+Measured on Kafka 4.4 (and what the tests rely on):
+- the share assignor gives every member of the group the one partition a topic has: the
+  members share it, each record acquired by one member at a time;
+- ShareGroupHeartbeat v1, ShareFetch v2 and ShareAcknowledge v2; the fetch and acknowledge
+  responses carry the group's lock duration (``acquisition_lock_timeout_ms``);
+- ``batch_optimized`` acquires whole batches (a fetch may acquire more than
+  ``max_records``), ``record_limit`` acquires at most ``max_records``;
+- RENEW with ``share.renew.acknowledge.enable=false`` is refused per partition with
+  INVALID_RECORD_STATE ("Renewing acquisition locks is not enabled for the group.");
+- a member killed (SIGKILL) while holding records: the broker hands them to the other
+  members again with delivery_count + 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from kproto import AcknowledgeType
+from kproto.errors import InvalidRecordStateError
+from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
+from tests.brokers import raw
+from tests.brokers.share_groups import configure_share_group
+from tests.integration.share.members import DEADLINE_S, new_group, read_until, records, share_consumer
+from tests.wire_log import WireLog
+
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+@pytest.fixture
+def kafka(apache_kafka):
+    if "share_groups" not in apache_kafka.capabilities:
+        pytest.skip("apache_kafka lacks share_groups (ShareGroupHeartbeat v1: Kafka 4.1+)")
+    return apache_kafka
+
+
+def quick_group(kafka, **settings) -> tuple[str, dict]:
+    """A new share group reading from the earliest offset with quick heartbeats, plus
+    ``settings``; returns (group, the settings in force)."""
+    group = new_group()
+    in_force = configure_share_group(kafka, group, auto_offset_reset="earliest", heartbeat_interval_ms=500,
+                                     **settings)
+    return group, in_force
+
+
+def acquired(wire: WireLog) -> list[tuple[int, int, int]]:
+    """Every (first_offset, last_offset, delivery_count) the ShareFetch answers acquired."""
+    return [(a["first_offset"], a["last_offset"], a["delivery_count"])
+            for e in wire.received("ShareFetch") for t in e.tree["responses"] for p in t["partitions"]
+            for a in p["acquired_records"]]
+
+
+def acknowledged(wire: WireLog) -> Counter:
+    """(offset, type) -> how often it was sent, in ShareFetch and ShareAcknowledge."""
+    sent: Counter = Counter()
+    for api in ("ShareFetch", "ShareAcknowledge"):
+        for e in wire.sent(api):
+            for t in e.tree["topics"]:
+                for p in t["partitions"]:
+                    for b in p["acknowledgement_batches"]:
+                        types = b["acknowledge_types"]
+                        for i, offset in enumerate(range(b["first_offset"], b["last_offset"] + 1)):
+                            sent[(offset, types[i] if len(types) > 1 else types[0])] += 1
+    return sent
+
+
+def partition_errors(wire: WireLog) -> list:
+    """Every non-zero error code in the share answers (top level, partition, acknowledgement)."""
+    errors = []
+    for api in ("ShareFetch", "ShareAcknowledge"):
+        for e in wire.received(api):
+            errors += [e.tree["error_code"]] if e.tree["error_code"] else []
+            for t in e.tree["responses"]:
+                for p in t["partitions"]:
+                    errors += [p[k] for k in ("error_code", "acknowledge_error_code") if p.get(k)]
+    return errors
+
+
+def assigned_members(wire: WireLog) -> set[str]:
+    """The member ids whose ShareGroupHeartbeat answer assigned them some partition."""
+    return {e.tree["member_id"] for e in wire.received("ShareGroupHeartbeat")
+            if e.tree["error_code"] == 0 and e.tree["assignment"] and e.tree["assignment"]["topic_partitions"]}
+
+
+def wait_until_assigned(wire: WireLog, count: int) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while len(assigned_members(wire)) < count:
+        assert time.monotonic() < deadline, "the members were not all assigned a partition"
+        time.sleep(0.05)
+
+
+def test_share_apis_go_out_at_the_newest_versions_kafka_serves(kafka):
+    topic = kafka.new_topic(partitions=2)
+    written = kafka.produce(topic, 30)
+    group, _ = quick_group(kafka)
+    served = raw.api_versions(kafka.addresses[0])
+    got: dict = {}
+    with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit",
+                                           max_poll_records=7) as consumer:
+        def take(r):
+            got[(r.partition, r.offset)] = r
+            consumer.acknowledge(r)
+        read_until(consumer, lambda: len(got) == len(written), take)
+        results = consumer.commit()
+    for api_key, name, ours in ((SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", ShareGroupHeartbeatRequest),
+                                (SHARE_FETCH, "ShareFetch", ShareFetchRequest),
+                                (SHARE_ACKNOWLEDGE, "ShareAcknowledge", ShareAcknowledgeRequest)):
+        assert wire.versions(name) == {min(ours.max_version, served[api_key][1])}, name
+    # Kafka 4.4 serves every share API at kproto's newest version: v1, v2, v2.
+    assert (ShareGroupHeartbeatRequest.max_version, ShareFetchRequest.max_version,
+            ShareAcknowledgeRequest.max_version) == (1, 2, 2)
+    for w in written:
+        r = got[(w.partition, w.offset)]
+        assert (r.key, r.value, r.headers, r.delivery_count) == (w.key, w.value, list(w.headers), 1)
+    assert results and all(e is None for e in results.values())
+    assert partition_errors(wire) == []
+    # Every record acquired once (delivery_count 1) and accepted once.
+    assert sum(last - first + 1 for first, last, _ in acquired(wire)) == len(written)
+    assert {count for _, _, count in acquired(wire)} == {1}
+    sent = acknowledged(wire)
+    assert {t for _, t in sent} == {ACCEPT} and sum(sent.values()) == len(written)
+    fetches = wire.sent("ShareFetch")
+    assert fetches[0].tree["share_session_epoch"] == 0 and fetches[0].tree["share_acquire_mode"] == 0
+    assert wire.sent("ShareAcknowledge")[-1].tree["share_session_epoch"] == -1  # closed on close()
+    heartbeats = wire.sent("ShareGroupHeartbeat")
+    assert heartbeats[0].tree["member_epoch"] == 0 and heartbeats[0].tree["subscribed_topic_names"] == [topic]
+    assert heartbeats[-1].tree["member_epoch"] == -1  # left the group
+
+
+def test_several_members_share_one_partition(kafka):
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce(topic, 60, producer_config={"batch.num.messages": 5})
+    group, _ = quick_group(kafka)
+    with WireLog() as wire:
+        members = [share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=5)
+                   for _ in range(3)]
+        try:
+            # Kafka's share assignor gives the one partition to every member.
+            wait_until_assigned(wire, 3)
+            delivered: Counter = Counter()
+            by_member: Counter = Counter()
+            held: dict[int, int] = {}  # offset -> the member holding it
+            pending: list[list] = [[] for _ in members]
+            deadline = time.monotonic() + DEADLINE_S
+            while len(delivered) < len(written):
+                assert time.monotonic() < deadline, "not every record was processed"
+                for i, member in enumerate(members):
+                    for record in pending[i]:
+                        member.acknowledge(record)
+                        del held[record.offset]
+                    pending[i] = records(member.poll(100))
+                    for record in pending[i]:
+                        assert record.offset not in held, "{} held by {} and {}".format(
+                            record.offset, held[record.offset], i)
+                        held[record.offset] = i
+                        delivered[record.offset] += 1
+                        by_member[i] += 1
+            for i, member in enumerate(members):
+                for record in pending[i]:
+                    member.acknowledge(record)
+                assert all(e is None for e in member.commit().values())
+        finally:
+            for member in members:
+                member.close()
+    assert set(delivered) == {w.offset for w in written}
+    assert set(delivered.values()) == {1}  # no lock expired, nobody failed: each record once
+    assert len(by_member) == 3, "the work was not spread: {}".format(dict(by_member))
+    assert partition_errors(wire) == []
+    assert {count for _, _, count in acquired(wire)} == {1}
+    assert acknowledged(wire) == Counter({(w.offset, ACCEPT): 1 for w in written})
+
+
+def test_release_redelivers_until_the_delivery_count_limit_archives(kafka):
+    group, in_force = quick_group(kafka, delivery_count_limit=2)
+    limit = in_force["delivery_count_limit"]
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce(topic, 5)
+    counts: dict[int, list[int]] = {w.offset: [] for w in written}
+    with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit") as consumer:
+        def release(r):
+            counts[r.offset].append(r.delivery_count)
+            consumer.acknowledge(r, AcknowledgeType.RELEASE)
+        read_until(consumer, lambda: all(len(c) == limit for c in counts.values()), release)
+        assert all(e is None for e in consumer.commit().values())
+        # Released at the limit: archived. A record written afterwards comes; they never again.
+        sentinel = kafka.produce(topic, 1, start_index=50)[0]
+        after: list = []
+
+        def take(r):
+            after.append(r)
+            consumer.acknowledge(r)
+        read_until(consumer, lambda: any(r.offset == sentinel.offset for r in after), take)
+    assert all(c == list(range(1, limit + 1)) for c in counts.values()), counts
+    assert [(r.offset, r.delivery_count) for r in after] == [(sentinel.offset, 1)]
+    sent = acknowledged(wire)
+    assert {o: n for (o, t), n in sent.items() if t == RELEASE} == {w.offset: limit for w in written}
+    assert sent[(sentinel.offset, ACCEPT)] == 1
+    # Acquired on the wire: every record once per delivery, with that delivery's count.
+    per_count: Counter = Counter()
+    for first, last, count in acquired(wire):
+        per_count[count] += last - first + 1
+    assert per_count == Counter({c: len(written) for c in range(1, limit + 1)}) + Counter({1: 1})
+
+
+def test_reject_is_never_redelivered_and_the_rest_is_accepted(kafka):
+    group, _ = quick_group(kafka)
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce(topic, 6)
+    rejected = {written[0].offset, written[3].offset}
+    seen: list = []
+    with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit") as consumer:
+        def judge(r):
+            seen.append((r.offset, r.delivery_count))
+            consumer.acknowledge(r, AcknowledgeType.REJECT if r.offset in rejected else AcknowledgeType.ACCEPT)
+        read_until(consumer, lambda: len(seen) >= len(written), judge)
+        assert all(e is None for e in consumer.commit().values())
+        sentinel = kafka.produce(topic, 1, start_index=9)[0]
+        read_until(consumer, lambda: any(o == sentinel.offset for o, _ in seen), judge)
+    assert Counter(o for o, _ in seen) == Counter({w.offset: 1 for w in written} | {sentinel.offset: 1})
+    assert {n for _, n in seen} == {1}
+    assert acknowledged(wire) == Counter({(w.offset, REJECT if w.offset in rejected else ACCEPT): 1
+                                          for w in written + [sentinel]})
+    assert partition_errors(wire) == []
+
+
+def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
+    group, in_force = quick_group(kafka, record_lock_duration_ms=1500)
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce(topic, 10)
+    with WireLog() as wire:
+        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4)
+        other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+        try:
+            wait_until_assigned(wire, 2)
+            held: list = []
+            read_until(holder, lambda: held, held.append)
+            taken: list = []
+
+            def take(r):
+                taken.append(r)
+                other.acknowledge(r)
+            # The holder keeps heartbeating but never acknowledges: its locks expire.
+            read_until(other, lambda: {w.offset for w in written} <= {r.offset for r in taken}, take)
+            assert all(e is None for e in other.commit().values())
+            # Too late: the holder's acknowledgement is refused (the records are not its any more).
+            for record in held:
+                holder.acknowledge(record)
+            late = holder.commit()
+        finally:
+            holder.close()
+            other.close()
+    held_offsets = {r.offset for r in held}
+    assert {r.offset: r.delivery_count for r in taken if r.offset in held_offsets} == dict.fromkeys(held_offsets, 2)
+    assert {r.delivery_count for r in taken if r.offset not in held_offsets} == {1}
+    assert Counter(r.offset for r in taken) == Counter(w.offset for w in written)
+    assert [type(e) for e in late.values()] == [InvalidRecordStateError]
+    # The answers name the group's lock duration.
+    timeouts = {e.tree["acquisition_lock_timeout_ms"] for e in wire.received("ShareFetch")}
+    assert timeouts == {in_force["record_lock_duration_ms"]}
+
+
+def test_a_member_that_closes_releases_its_records_at_once(kafka):
+    group, _ = quick_group(kafka)  # Kafka's default 30 s locks: only the release frees them in time
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, 10)
+    with WireLog() as wire:
+        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4)
+        other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+        try:
+            wait_until_assigned(wire, 2)
+            held: list = []
+            read_until(holder, lambda: held, held.append)
+            holder.close()
+            taken: list = []
+
+            def take(r):
+                taken.append(r)
+                other.acknowledge(r)
+            held_offsets = {r.offset for r in held}
+            read_until(other, lambda: held_offsets <= {r.offset for r in taken}, take, timeout_s=20)
+        finally:
+            holder.close()
+            other.close()
+    assert {r.offset: r.delivery_count for r in taken if r.offset in held_offsets} == dict.fromkeys(held_offsets, 2)
+    closing = [e for e in wire.sent("ShareAcknowledge") if e.tree["share_session_epoch"] == -1]
+    assert closing, "the holder did not close its share session"
+
+
+def test_renew_keeps_the_lock_past_its_duration(kafka):
+    group, in_force = quick_group(kafka, record_lock_duration_ms=3000, renew_acknowledge_enable=True)
+    lock_s = in_force["record_lock_duration_ms"] / 1000
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce(topic, 10)
+    with WireLog() as wire:
+        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4)
+        other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+        try:
+            wait_until_assigned(wire, 2)
+            held: list = []
+            read_until(holder, lambda: held, held.append)
+            acquired_at = time.monotonic()
+            taken: list = []
+            renewals = 0
+            # Work on the held records for twice the lock duration, renewing the lock every
+            # quarter of it, while the other member reads everything else.
+            while time.monotonic() - acquired_at < 2 * lock_s:
+                for record in held:
+                    holder.acknowledge(record, AcknowledgeType.RENEW)
+                assert all(e is None for e in holder.commit().values())
+                renewals += 1
+                until = time.monotonic() + lock_s / 4
+                while time.monotonic() < until:
+                    for record in records(other.poll(100)):
+                        taken.append(record)
+                        other.acknowledge(record)
+            for record in held:
+                holder.acknowledge(record)
+            accepted = holder.commit()
+            rest = {w.offset for w in written} - {r.offset for r in held}
+            read_until(other, lambda: rest <= {r.offset for r in taken}, lambda r: (taken.append(r),
+                                                                                     other.acknowledge(r)))
+            assert all(e is None for e in other.commit().values())
+        finally:
+            holder.close()
+            other.close()
+    assert all(e is None for e in accepted.values())
+    held_offsets = {r.offset for r in held}
+    assert not held_offsets & {r.offset for r in taken}, "a renewed record went to the other member"
+    assert sorted(r.offset for r in taken) == sorted(rest)
+    renews = [e for e in wire.sent("ShareAcknowledge") if e.tree["is_renew_ack"]]
+    assert len(renews) == renewals
+    sent = acknowledged(wire)
+    assert {o for (o, t) in sent if t == RENEW} == held_offsets
+    assert all(sent[(o, RENEW)] == renewals for o in held_offsets)
+    assert sent[(min(held_offsets), ACCEPT)] == 1 and partition_errors(wire) == []
+
+
+def test_renew_on_a_group_without_it_is_refused(kafka):
+    group, _ = quick_group(kafka, renew_acknowledge_enable=False)
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, 3)
+    with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit") as consumer:
+        held: list = []
+        read_until(consumer, lambda: held, held.append)
+        for record in held:
+            consumer.acknowledge(record, AcknowledgeType.RENEW)
+        refused = consumer.commit()
+        for record in held:
+            consumer.acknowledge(record)
+        accepted = consumer.commit()
+    assert [type(e) for e in refused.values()] == [InvalidRecordStateError]
+    assert "not enabled" in str(list(refused.values())[0])
+    assert all(e is None for e in accepted.values())  # the records stayed acquired
+    assert [e.tree["is_renew_ack"] for e in wire.sent("ShareAcknowledge")[:2]] == [True, False]
+
+
+@pytest.mark.parametrize("mode", ["batch_optimized", "record_limit"])
+def test_share_acquire_mode(kafka, mode):
+    group, _ = quick_group(kafka)
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce_batch(topic, 12)  # one batch of 12 records
+    max_records = 5
+    got: list = []
+    with WireLog() as wire, share_consumer(kafka, group, topic, max_poll_records=max_records,
+                                           share_acquire_mode=mode) as consumer:
+        polls: list[int] = []
+
+        def take(r):
+            got.append(r)
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < len(written):
+            assert time.monotonic() < deadline
+            batch = records(consumer.poll(200))
+            polls.append(len(batch))
+            got.extend(batch)
+    assert sorted(r.offset for r in got) == [w.offset for w in written]
+    assert max(polls) <= max_records
+    fetches = wire.sent("ShareFetch")
+    assert {e.tree["share_acquire_mode"] for e in fetches} == {0 if mode == "batch_optimized" else 1}
+    assert {e.tree["max_records"] for e in fetches} == {max_records}
+    sizes = [last - first + 1 for first, last, _ in acquired(wire)]
+    if mode == "record_limit":
+        assert max(sizes) <= max_records and sum(sizes) == len(written)
+    else:
+        assert sizes[0] == len(written)  # the whole batch, more than max_records
+
+
+def test_a_member_killed_mid_batch_loses_nothing(kafka):
+    group, in_force = quick_group(kafka, record_lock_duration_ms=2000, session_timeout_ms=6000)
+    topic = kafka.new_topic(partitions=2)
+    written = kafka.produce(topic, 40, producer_config={"batch.num.messages": 5})
+    child = subprocess.Popen([sys.executable, "-m", "tests.integration.share.share_member",
+                              kafka.bootstrap_servers, topic, group], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line, "the member in the child process died"
+        held = {(p, o): n for p, o, n in json.loads(line)["held"]}
+        assert held and set(held.values()) == {1}
+    finally:
+        os.kill(child.pid, signal.SIGKILL)  # mid-batch: it never acknowledges
+        child.wait()
+        child.stdout.close()
+    accepted: Counter = Counter()
+    deliveries: dict[tuple, list[int]] = {}
+    survivors = [share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=5)
+                 for _ in range(2)]
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(accepted) < len(written):
+            assert time.monotonic() < deadline, "records were lost: {}".format(
+                sorted({(w.partition, w.offset) for w in written} - set(accepted)))
+            for member in survivors:
+                for record in records(member.poll(100)):
+                    key = (record.partition, record.offset)
+                    deliveries.setdefault(key, []).append(record.delivery_count)
+                    member.acknowledge(record)
+                    accepted[key] += 1
+        for member in survivors:
+            assert all(e is None for e in member.commit().values())
+    finally:
+        for member in survivors:
+            member.close()
+    # Every record processed and accepted exactly once by the survivors. Those the killed
+    # member held came again with delivery_count 2; so did any it had acquired and not yet
+    # handed to its application (buffered): no survivor saw their first delivery.
+    assert set(accepted) == {(w.partition, w.offset) for w in written}
+    assert set(accepted.values()) == {1}
+    assert {k: v for k, v in deliveries.items() if k in held} == {k: [2] for k in held}
+    assert {tuple(v) for v in deliveries.values()} <= {(1,), (2,)}
