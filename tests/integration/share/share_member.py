@@ -1,7 +1,7 @@
 """A kproto share-group member in a process of its own, for tests that kill one.
 
 ``python -m tests.integration.share.share_member BOOTSTRAP TOPIC GROUP`` joins share group
-GROUP on TOPIC (explicit acknowledgement, ``max_poll_records`` 5), polls until it holds
+GROUP on TOPIC (explicit acknowledgement, ``max_poll_records`` 5, ``record_limit``), polls until it holds
 records, prints them as one JSON line (``{"held": [[partition, offset, delivery_count],
 ...]}``) and then holds them without acknowledging until it is killed.
 """
@@ -20,7 +20,8 @@ DEADLINE_S = 120
 def main(argv: list[str]) -> int:
     bootstrap, topic, group = argv
     consumer = KafkaShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group, max_poll_records=5,
-                                  share_acknowledgement_mode="explicit", fetch_max_wait_ms=100)
+                                  share_acknowledgement_mode="explicit", fetch_max_wait_ms=100,
+                                  share_acquire_mode="record_limit")
     deadline = time.monotonic() + DEADLINE_S
     held: list = []
     while not held and time.monotonic() < deadline:
