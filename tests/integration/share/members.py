@@ -7,12 +7,24 @@ import uuid
 from typing import Any, Callable
 
 from kproto import KafkaShareConsumer
+from tests.brokers.share_groups import configure_share_group
 
 DEADLINE_S = 60  # an upper bound for reads that must happen; never reached when all is well
 
 
 def new_group() -> str:
     return "sg-" + uuid.uuid4().hex[:10]
+
+
+def earliest_group(broker: Any, **settings: Any) -> tuple[str, dict]:
+    """A new share group reading from the earliest offset, with ``settings``
+    (:func:`~tests.brokers.share_groups.configure_share_group`); on Kafka, whose settings are
+    per group, also heartbeats every 500 ms so members join quickly (the mock's heartbeat
+    setting is cluster-wide: left alone). Returns (group, the settings in force)."""
+    group = new_group()
+    if broker.name != "mock":
+        settings.setdefault("heartbeat_interval_ms", 500)
+    return group, configure_share_group(broker, group, auto_offset_reset="earliest", **settings)
 
 
 def share_consumer(broker: Any, group: str, topic: str, **configs: Any) -> KafkaShareConsumer:

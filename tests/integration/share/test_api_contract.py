@@ -1,11 +1,11 @@
 """KafkaShareConsumer's configuration and API contract: bad settings and arguments fail at
-once with kproto.errors; wakeup, metrics, unsubscribe/resubscribe on the mock cluster."""
+once with kproto.errors; wakeup, metrics, unsubscribe/resubscribe on every broker with
+share groups (librdkafka's mock, Apache Kafka 4.1+)."""
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -13,7 +13,11 @@ from kproto import KafkaShareConsumer
 from kproto.consumer.share.share_consumer_config import share_consumer_config
 from kproto.errors import (ConcurrentModificationError, IllegalArgumentError, IllegalStateError,
                            KafkaConfigurationError, WakeupException)
+from tests.integration.share.members import earliest_group
+from tests.integration.share.members import new_group as group
 from tests.threads import TestThread
+
+share_groups = pytest.mark.needs("share_groups")
 
 
 @pytest.mark.parametrize("bad", [
@@ -39,12 +43,9 @@ def test_share_settings_are_split_from_the_consumer_settings():
     assert (config["group_id"], config["max_poll_records"], config["fetch_max_wait_ms"]) == ("g", 7, 50)
 
 
-def group() -> str:
-    return "sg-" + uuid.uuid4().hex[:10]
-
-
-def test_api_misuse_fails_fast(mock_cluster):
-    consumer = KafkaShareConsumer(bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group())
+@share_groups
+def test_api_misuse_fails_fast(broker):
+    consumer = KafkaShareConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group())
     try:
         with pytest.raises(IllegalStateError):
             consumer.poll(0)  # not subscribed
@@ -62,9 +63,10 @@ def test_api_misuse_fails_fast(mock_cluster):
     consumer.close()  # twice is fine
 
 
-def test_wakeup_interrupts_a_blocked_poll(mock_cluster):
-    topic = mock_cluster.new_topic(partitions=1)
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group()) as consumer:
+@share_groups
+def test_wakeup_interrupts_a_blocked_poll(broker):
+    topic = broker.new_topic(partitions=1)
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group()) as consumer:
         timer = threading.Timer(0.3, consumer.wakeup)
         timer.start()
         started = time.monotonic()
@@ -75,9 +77,10 @@ def test_wakeup_interrupts_a_blocked_poll(mock_cluster):
         assert consumer.poll(0) == {}  # usable afterwards
 
 
-def test_a_second_thread_gets_concurrent_modification_error(mock_cluster):
-    topic = mock_cluster.new_topic(partitions=1)
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group()) as consumer:
+@share_groups
+def test_a_second_thread_gets_concurrent_modification_error(broker):
+    topic = broker.new_topic(partitions=1)
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group()) as consumer:
         main_thread = threading.get_ident()
         seen: list = []
 
@@ -102,12 +105,13 @@ def test_a_second_thread_gets_concurrent_modification_error(mock_cluster):
         assert "KafkaShareConsumer is not safe for multi-threaded access" in str(seen[0])
 
 
-def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
-    mock_cluster.set_sharegroup(auto_offset_reset="earliest")
-    topic = mock_cluster.new_topic(partitions=1)
-    written = mock_cluster.produce(topic, 10)
+@share_groups
+def test_unsubscribe_then_subscribe_again_reads_on(broker):
+    name, _ = earliest_group(broker)
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 10)
     seen = set()
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group(),
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=name,
                             max_poll_records=4, fetch_max_wait_ms=100) as consumer:
         deadline = time.monotonic() + 60
         handed = 0
@@ -136,10 +140,11 @@ def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
     assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] > 0
 
 
-def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises_from_poll(mock_cluster):
-    mock_cluster.set_sharegroup(auto_offset_reset="earliest")
-    topic = mock_cluster.new_topic(partitions=1)
-    written = mock_cluster.produce(topic, 5)
+@share_groups
+def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises_from_poll(broker):
+    name, _ = earliest_group(broker)
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 5)
     reported: dict = {}
 
     def callback(offsets, error):
@@ -149,7 +154,7 @@ def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises
             reported.setdefault(tip.partition, set()).update(done)
         raise RuntimeError("callback failed")
 
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group(),
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=name,
                             share_acknowledgement_mode="explicit", fetch_max_wait_ms=100) as consumer:
         got: list = []
         deadline = time.monotonic() + 60

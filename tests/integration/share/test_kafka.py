@@ -37,8 +37,7 @@ from kproto import AcknowledgeType
 from kproto.errors import InvalidRecordStateError
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
 from tests.brokers import raw
-from tests.brokers.share_groups import configure_share_group
-from tests.integration.share.members import DEADLINE_S, new_group, read_until, records, share_consumer
+from tests.integration.share.members import DEADLINE_S, earliest_group, read_until, records, share_consumer
 from tests.wire_log import WireLog
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -51,15 +50,6 @@ def kafka(apache_kafka):
     if "share_groups" not in apache_kafka.capabilities:
         pytest.skip("apache_kafka lacks share_groups (ShareGroupHeartbeat v1: Kafka 4.1+)")
     return apache_kafka
-
-
-def quick_group(kafka, **settings) -> tuple[str, dict]:
-    """A new share group reading from the earliest offset with quick heartbeats, plus
-    ``settings``; returns (group, the settings in force)."""
-    group = new_group()
-    in_force = configure_share_group(kafka, group, auto_offset_reset="earliest", heartbeat_interval_ms=500,
-                                     **settings)
-    return group, in_force
 
 
 def acquired(wire: WireLog) -> list[tuple[int, int, int]]:
@@ -111,7 +101,7 @@ def wait_until_assigned(wire: WireLog, count: int) -> None:
 def test_share_apis_go_out_at_the_newest_versions_kafka_serves(kafka):
     topic = kafka.new_topic(partitions=2)
     written = kafka.produce(topic, 30)
-    group, _ = quick_group(kafka)
+    group, _ = earliest_group(kafka)
     served = raw.api_versions(kafka.addresses[0])
     got: dict = {}
     with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit",
@@ -149,7 +139,7 @@ def test_share_apis_go_out_at_the_newest_versions_kafka_serves(kafka):
 def test_several_members_share_one_partition(kafka):
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce(topic, 60, producer_config={"batch.num.messages": 5})
-    group, _ = quick_group(kafka)
+    group, _ = earliest_group(kafka)
     with WireLog() as wire:
         members = [share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=5)
                    for _ in range(3)]
@@ -190,7 +180,7 @@ def test_several_members_share_one_partition(kafka):
 
 
 def test_release_redelivers_until_the_delivery_count_limit_archives(kafka):
-    group, in_force = quick_group(kafka, delivery_count_limit=2)
+    group, in_force = earliest_group(kafka, delivery_count_limit=2)
     limit = in_force["delivery_count_limit"]
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce(topic, 5)
@@ -222,7 +212,7 @@ def test_release_redelivers_until_the_delivery_count_limit_archives(kafka):
 
 
 def test_reject_is_never_redelivered_and_the_rest_is_accepted(kafka):
-    group, _ = quick_group(kafka)
+    group, _ = earliest_group(kafka)
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce(topic, 6)
     rejected = {written[0].offset, written[3].offset}
@@ -243,7 +233,7 @@ def test_reject_is_never_redelivered_and_the_rest_is_accepted(kafka):
 
 
 def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
-    group, in_force = quick_group(kafka, record_lock_duration_ms=1500)
+    group, in_force = earliest_group(kafka, record_lock_duration_ms=1500)
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce_batch(topic, 10)
     with WireLog() as wire:
@@ -299,7 +289,7 @@ def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
 
 
 def test_a_member_that_closes_releases_its_records_at_once(kafka):
-    group, _ = quick_group(kafka)  # Kafka's default 30 s locks: only the release frees them in time
+    group, _ = earliest_group(kafka)  # Kafka's default 30 s locks: only the release frees them in time
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, 10)
     with WireLog() as wire:
@@ -328,7 +318,7 @@ def test_a_member_that_closes_releases_its_records_at_once(kafka):
 
 
 def test_renew_keeps_the_lock_past_its_duration(kafka):
-    group, in_force = quick_group(kafka, record_lock_duration_ms=3000, renew_acknowledge_enable=True)
+    group, in_force = earliest_group(kafka, record_lock_duration_ms=3000, renew_acknowledge_enable=True)
     lock_s = in_force["record_lock_duration_ms"] / 1000
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce(topic, 10)
@@ -379,7 +369,7 @@ def test_renew_keeps_the_lock_past_its_duration(kafka):
 
 
 def test_renew_on_a_group_without_it_is_refused(kafka):
-    group, _ = quick_group(kafka, renew_acknowledge_enable=False)
+    group, _ = earliest_group(kafka, renew_acknowledge_enable=False)
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, 3)
     with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit") as consumer:
@@ -399,7 +389,7 @@ def test_renew_on_a_group_without_it_is_refused(kafka):
 
 @pytest.mark.parametrize("mode", ["batch_optimized", "record_limit"])
 def test_share_acquire_mode(kafka, mode):
-    group, _ = quick_group(kafka)
+    group, _ = earliest_group(kafka)
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce_batch(topic, 12)  # one batch of 12 records
     max_records = 5
@@ -428,8 +418,13 @@ def test_share_acquire_mode(kafka, mode):
         assert sizes[0] == len(written)  # the whole batch, more than max_records
 
 
-def test_a_member_killed_mid_batch_loses_nothing(kafka):
-    group, in_force = quick_group(kafka, record_lock_duration_ms=2000, session_timeout_ms=6000)
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
+def test_a_member_killed_mid_batch_loses_nothing(kafka, how):
+    """SIGKILL: the process dies and its connection closes (Kafka 4.4 releases what the
+    member's share session held at once). SIGSTOP: it hangs with its connection open (no
+    heartbeats, no acknowledgements): the locks expire. Either way the survivors get the
+    records it held, each again with delivery_count 2."""
+    group, in_force = earliest_group(kafka, record_lock_duration_ms=2000, session_timeout_ms=6000)
     topic = kafka.new_topic(partitions=2)
     written = kafka.produce(topic, 40, producer_config={"batch.num.messages": 5})
     child = subprocess.Popen([sys.executable, "-m", "tests.integration.share.share_member",
@@ -439,30 +434,31 @@ def test_a_member_killed_mid_batch_loses_nothing(kafka):
         assert line, "the member in the child process died"
         held = {(p, o): n for p, o, n in json.loads(line)["held"]}
         assert held and set(held.values()) == {1}
+        os.kill(child.pid, getattr(signal, how))  # mid-batch: it never acknowledges
+        accepted: Counter = Counter()
+        deliveries: dict[tuple, list[int]] = {}
+        survivors = [share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=5)
+                     for _ in range(2)]
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(accepted) < len(written):
+                assert time.monotonic() < deadline, "records were lost: {}".format(
+                    sorted({(w.partition, w.offset) for w in written} - set(accepted)))
+                for member in survivors:
+                    for record in records(member.poll(100)):
+                        key = (record.partition, record.offset)
+                        deliveries.setdefault(key, []).append(record.delivery_count)
+                        member.acknowledge(record)
+                        accepted[key] += 1
+            for member in survivors:
+                assert all(e is None for e in member.commit().values())
+        finally:
+            for member in survivors:
+                member.close()
     finally:
-        os.kill(child.pid, signal.SIGKILL)  # mid-batch: it never acknowledges
+        child.kill()
         child.wait()
         child.stdout.close()
-    accepted: Counter = Counter()
-    deliveries: dict[tuple, list[int]] = {}
-    survivors = [share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=5)
-                 for _ in range(2)]
-    try:
-        deadline = time.monotonic() + DEADLINE_S
-        while len(accepted) < len(written):
-            assert time.monotonic() < deadline, "records were lost: {}".format(
-                sorted({(w.partition, w.offset) for w in written} - set(accepted)))
-            for member in survivors:
-                for record in records(member.poll(100)):
-                    key = (record.partition, record.offset)
-                    deliveries.setdefault(key, []).append(record.delivery_count)
-                    member.acknowledge(record)
-                    accepted[key] += 1
-        for member in survivors:
-            assert all(e is None for e in member.commit().values())
-    finally:
-        for member in survivors:
-            member.close()
     # Every record processed and accepted exactly once by the survivors. Those the killed
     # member held came again with delivery_count 2; so did any it had acquired and not yet
     # handed to its application (buffered): no survivor saw their first delivery.

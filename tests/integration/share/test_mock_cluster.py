@@ -24,7 +24,7 @@ from collections import Counter
 
 import pytest
 
-from kproto import AcknowledgeType, KafkaShareConsumer
+from kproto import AcknowledgeType
 from kproto.errors import GroupMaxSizeReachedError, IllegalStateError, UnsupportedVersionError
 from tests.integration.share.members import DEADLINE_S, new_group, read_until, records, share_consumer
 
