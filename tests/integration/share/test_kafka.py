@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -38,6 +39,7 @@ from kproto.errors import InvalidRecordStateError
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
 from tests.brokers import raw
 from tests.integration.share.members import DEADLINE_S, earliest_group, read_until, records, share_consumer
+from tests.threads import TestThread
 from tests.wire_log import WireLog
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -466,3 +468,84 @@ def test_a_member_killed_mid_batch_loses_nothing(kafka, how):
     assert set(accepted.values()) == {1}
     assert {k: v for k, v in deliveries.items() if k in held} == {k: [2] for k in held}
     assert {tuple(v) for v in deliveries.values()} <= {(1,), (2,)}
+
+
+def test_implicit_mode_accepts_what_the_last_poll_returned(kafka):
+    group, _ = earliest_group(kafka)
+    topic = kafka.new_topic(partitions=2)
+    written = kafka.produce(topic, 30)
+    seen: Counter = Counter()
+    reported: set = set()
+
+    def callback(offsets, error):
+        assert error is None
+        for tip, done in offsets.items():
+            reported.update((tip.partition, o) for o in done)
+    with WireLog() as wire, share_consumer(kafka, group, topic, max_poll_records=4) as consumer:
+        consumer.set_acknowledgement_commit_callback(callback)
+        read_until(consumer, lambda: len(seen) == len(written),
+                   lambda r: seen.update([(r.partition, r.offset)]))
+        assert all(e is None for e in consumer.commit().values())
+    everything = {(w.partition, w.offset) for w in written}
+    assert set(seen) == everything and set(seen.values()) == {1}
+    assert reported == everything
+    assert {t for _, t in acknowledged(wire)} == {ACCEPT} and partition_errors(wire) == []
+
+
+def test_read_committed_share_group_never_delivers_aborted_records(kafka):
+    group, _ = earliest_group(kafka, isolation_level="read_committed")
+    topic = kafka.new_topic(partitions=1)
+    txns = kafka.produce_transactions(topic, committed=8, aborted=8)
+    sentinel = kafka.produce(topic, 1, start_index=500)[0]
+    seen: list = []
+    with WireLog() as wire, share_consumer(kafka, group, topic) as consumer:
+        read_until(consumer, lambda: any(r.offset == sentinel.offset for r in seen), seen.append)
+    assert Counter(r.offset for r in seen) == Counter([w.offset for w in txns.committed] + [sentinel.offset])
+    assert {r.offset: r.value for r in seen if r.offset != sentinel.offset} == {
+        w.offset: w.value for w in txns.committed}
+    # What Kafka acquired for this member skips the aborted records; the markers and any
+    # offset acquired without a record went back as GAP acknowledgements (type 0).
+    acquired_offsets = {o for first, last, _ in acquired(wire) for o in range(first, last + 1)}
+    assert not acquired_offsets & {w.offset for w in txns.aborted}
+    assert {t for _, t in acknowledged(wire)} <= {0, ACCEPT}
+
+
+def test_mixed_group_with_confluent_share_consumers_loses_nothing(kafka):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    group, _ = earliest_group(kafka)
+    topic = kafka.new_topic(partitions=2)
+    written = kafka.produce(topic, 60, producer_config={"batch.num.messages": 5})
+    seen: Counter = Counter()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def confluent_member() -> None:
+        consumer = confluent_kafka.ShareConsumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+        consumer.subscribe([topic])
+        try:
+            while not stop.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        with lock:
+                            seen[(message.partition(), message.offset())] += 1
+        finally:
+            consumer.close()
+
+    thread = TestThread(target=confluent_member)
+    thread.start()
+    try:
+        with share_consumer(kafka, group, topic, max_poll_records=5) as consumer:
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                thread.raise_if_failed()
+                with lock:
+                    if len(seen) == len(written):
+                        break
+                assert time.monotonic() < deadline, "records were lost"
+                for r in records(consumer.poll(100)):
+                    with lock:
+                        seen[(r.partition, r.offset)] += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert set(seen) == {(w.partition, w.offset) for w in written}
