@@ -350,6 +350,8 @@ class ShareConsumeRequestManager:
         if self.metrics_manager is not None:
             self.metrics_manager.record_fetch(now_ms - sent_ms, sum(
                 len(part.records or b"") for topic in response.responses for part in topic.partitions))
+        # ShareFetch v1+ says how long the acquired records stay locked (0: not said).
+        lock_timeout_ms = getattr(response, "acquisition_lock_timeout_ms", 0) or None
         names = {tip.topic_id: tip.topic for tip in partitions}
         names.update({e.tip.topic_id: e.tip.topic for e in entries})
         ack_errors: dict[TopicIdPartition, Optional[BaseException]] = {}
@@ -367,7 +369,7 @@ class ShareConsumeRequestManager:
                     self.fetch_buffer.add(ShareCompletedFetch(
                         node_id, tip, part.records, acquired, check_crcs=self._check_crcs,
                         key_deserializer=self._key_deserializer, value_deserializer=self._value_deserializer,
-                        generation=generation))
+                        generation=generation, acquisition_lock_timeout_ms=lock_timeout_ms))
         self._complete_entries(entries, ack_errors)
 
     def _on_acknowledge_response(self, node_id: int, entries: list[AckEntry], response: Any, final: bool,

@@ -85,6 +85,7 @@ class ShareConsumerImpl:
         # Implicit mode needs no look-ups: what the last poll returned, per partition.
         self._implicit_batch: list[tuple[AckKey, list[int]]] = []
         self._acks: dict[AckKey, Acknowledgements] = {}
+        self._acquisition_lock_timeout_ms: Optional[int] = None  # of the records the last poll returned
         self._subscription: Optional[set[str]] = None
         self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
         self._wakeup_trigger = WakeupTrigger()
@@ -288,6 +289,8 @@ class ShareConsumerImpl:
             elif records:
                 self._implicit_batch.append((key, [r.offset for r in records]))
             if records:
+                if fetch.acquisition_lock_timeout_ms is not None:
+                    self._acquisition_lock_timeout_ms = fetch.acquisition_lock_timeout_ms
                 self.fetch_buffer.mark_outstanding(fetch.node_id)
                 out.setdefault(fetch.partition.topic_partition, []).extend(records)
                 left -= len(records)
@@ -348,6 +351,10 @@ class ShareConsumerImpl:
         self._process_background_events()
 
     # --- the rest -------------------------------------------------------------------------------
+
+    def acquisition_lock_timeout_ms(self) -> Optional[int]:
+        self._check_open()
+        return self._acquisition_lock_timeout_ms
 
     def metrics(self, raw: bool = False) -> Optional[dict]:
         return metrics_view(self._metrics, raw)

@@ -56,6 +56,7 @@ def test_api_misuse_fails_fast(broker):
         with pytest.raises(IllegalStateError):
             consumer.acknowledge("not a record")
         assert consumer.subscription() == set()
+        assert consumer.acquisition_lock_timeout_ms() is None  # nothing fetched yet
     finally:
         consumer.close()
     with pytest.raises(IllegalStateError):

@@ -248,6 +248,7 @@ def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
             held: list = []
             read_until(holder, lambda: held, held.append)
             held_offsets = {r.offset for r in held}
+            lock_timeout_ms = holder.acquisition_lock_timeout_ms()
             # The holder keeps heartbeating but never acknowledges: its locks expire and the
             # other member acquires the records (it accepts the rest as they come).
             taken: list = []
@@ -285,9 +286,9 @@ def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
     assert [type(e) for e in refused.values()] == [InvalidRecordStateError]
     assert "not the owner" in str(list(refused.values())[0])
     assert list(ignored.values()) == [None]
-    # The answers name the group's lock duration.
+    # The answers name the group's lock duration; the consumer says it.
     timeouts = {e.tree["acquisition_lock_timeout_ms"] for e in wire.received("ShareFetch")}
-    assert timeouts == {in_force["record_lock_duration_ms"]}
+    assert timeouts == {in_force["record_lock_duration_ms"]} == {lock_timeout_ms}
 
 
 def test_a_member_that_closes_releases_its_records_at_once(kafka):
