@@ -13,9 +13,10 @@ from kproto import KafkaShareConsumer
 from kproto.consumer.share.share_consumer_config import share_consumer_config
 from kproto.errors import (ConcurrentModificationError, IllegalArgumentError, IllegalStateError,
                            KafkaConfigurationError, WakeupException)
-from tests.integration.share.members import earliest_group
+from tests.integration.share.members import earliest_group, read_until
 from tests.integration.share.members import new_group as group
 from tests.threads import TestThread
+from tests.wire_log import WireLog
 
 share_groups = pytest.mark.needs("share_groups")
 
@@ -173,3 +174,35 @@ def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises
                 consumer.poll(100)
         consumer.set_acknowledgement_commit_callback(None)
     assert reported and reported[0] <= {w.offset for w in written}
+
+
+@share_groups
+def test_explicit_mode_errors_send_nothing(broker):
+    name, _ = earliest_group(broker)
+    topic = broker.new_topic(partitions=1)
+    broker.produce(topic, 3)
+    other_name, _ = earliest_group(broker)
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=name, fetch_max_wait_ms=100,
+                            share_acknowledgement_mode="explicit") as consumer, \
+            KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=other_name,
+                               fetch_max_wait_ms=100) as implicit:
+        got: list = []
+        read_until(consumer, lambda: got, got.append)
+        other: list = []
+        read_until(implicit, lambda: other, other.append)
+        with WireLog() as wire:
+            with pytest.raises(IllegalStateError):
+                consumer.poll(0)  # a delivered record was not acknowledged
+            consumer.acknowledge(got[0])
+            with pytest.raises(IllegalStateError):
+                consumer.acknowledge(got[0])  # twice
+            with pytest.raises(IllegalStateError):
+                consumer.acknowledge(other[0])  # delivered to another consumer
+            with pytest.raises(IllegalStateError):
+                implicit.acknowledge(other[0])  # implicit mode
+            sent = {e.api for e in wire.entries() if e.direction == ">>"}
+        assert not sent & {"ShareAcknowledgeRequest", "ShareFetchRequest"}, sent
+        for record in got[1:]:
+            consumer.acknowledge(record)
+        assert all(e is None for e in consumer.commit().values())
+

@@ -219,36 +219,6 @@ def test_implicit_mode_accepts_on_the_next_poll(fresh):
         read_until(consumer, collect)
 
 
-def test_explicit_mode_errors_send_nothing(fresh):
-    topic = fresh.new_topic(partitions=1)
-    fresh.produce(topic, 3)
-    group = new_group()
-    with share_consumer(fresh, group, topic, share_acknowledgement_mode="explicit") as consumer, \
-            share_consumer(fresh, new_group(), topic) as implicit:
-        got = []
-        read_until(consumer, lambda: got, got.append)
-        fresh.start_request_tracking()
-        try:
-            with pytest.raises(IllegalStateError):
-                consumer.poll(0)  # a delivered record was not acknowledged
-            consumer.acknowledge(got[0])
-            with pytest.raises(IllegalStateError):
-                consumer.acknowledge(got[0])  # twice
-            other = []
-            read_until(implicit, lambda: other, other.append)
-            with pytest.raises(IllegalStateError):
-                consumer.acknowledge(other[0])  # delivered to another consumer
-            with pytest.raises(IllegalStateError):
-                implicit.acknowledge(other[0])  # implicit mode
-            sent = [r.api_key for r in fresh.requests()]
-        finally:
-            fresh.stop_request_tracking()
-        assert SHARE_ACKNOWLEDGE not in sent
-        for record in got[1:]:
-            consumer.acknowledge(record)
-        assert all(e is None for e in consumer.commit().values())
-
-
 def test_mixed_group_with_confluent_share_consumers_loses_nothing(fresh):
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = fresh.new_topic(partitions=2)
