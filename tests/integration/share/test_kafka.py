@@ -337,12 +337,18 @@ def test_renew_keeps_the_lock_past_its_duration(kafka):
             acquired_at = time.monotonic()
             taken: list = []
             renewals = 0
+            handed_again: list = []
             # Work on the held records for twice the lock duration, renewing the lock every
-            # quarter of it, while the other member reads everything else.
+            # quarter of it (as Java: RENEW, then poll() hands the records out again; every
+            # other time through commit()), while the other member reads everything else.
             while time.monotonic() - acquired_at < 2 * lock_s:
                 for record in held:
                     holder.acknowledge(record, AcknowledgeType.RENEW)
-                assert all(e is None for e in holder.commit().values())
+                if renewals % 2:
+                    assert all(e is None for e in holder.commit().values())
+                again: list = []
+                read_until(holder, lambda: again, again.append)
+                handed_again.append(sorted((r.offset, r.delivery_count) for r in again))
                 renewals += 1
                 until = time.monotonic() + lock_s / 4
                 while time.monotonic() < until:
@@ -361,6 +367,7 @@ def test_renew_keeps_the_lock_past_its_duration(kafka):
             other.close()
     assert all(e is None for e in accepted.values())
     held_offsets = {r.offset for r in held}
+    assert handed_again == [sorted((r.offset, 1) for r in held)] * renewals
     assert not held_offsets & {r.offset for r in taken}, "a renewed record went to the other member"
     assert sorted(r.offset for r in taken) == sorted(rest)
     renews = [e for e in wire.sent("ShareAcknowledge") if e.tree["is_renew_ack"]]
@@ -372,7 +379,7 @@ def test_renew_keeps_the_lock_past_its_duration(kafka):
 
 
 def test_renew_on_a_group_without_it_is_refused(kafka):
-    group, _ = earliest_group(kafka, renew_acknowledge_enable=False)
+    group, _ = earliest_group(kafka, renew_acknowledge_enable=False, record_lock_duration_ms=1500)
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, 3)
     with WireLog() as wire, share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit") as consumer:
@@ -381,12 +388,16 @@ def test_renew_on_a_group_without_it_is_refused(kafka):
         for record in held:
             consumer.acknowledge(record, AcknowledgeType.RENEW)
         refused = consumer.commit()
-        for record in held:
+        # Not renewed: not handed out again; the broker delivers them anew when the lock expires.
+        again: list = []
+        read_until(consumer, lambda: again, again.append)
+        for record in again:
             consumer.acknowledge(record)
         accepted = consumer.commit()
     assert [type(e) for e in refused.values()] == [InvalidRecordStateError]
     assert "not enabled" in str(list(refused.values())[0])
-    assert all(e is None for e in accepted.values())  # the records stayed acquired
+    assert sorted((r.offset, r.delivery_count) for r in again) == sorted((r.offset, 2) for r in held)
+    assert all(e is None for e in accepted.values())
     assert [e.tree["is_renew_ack"] for e in wire.sent("ShareAcknowledge")[:2]] == [True, False]
 
 
