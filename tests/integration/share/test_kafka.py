@@ -291,6 +291,38 @@ def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
     assert timeouts == {in_force["record_lock_duration_ms"]} == {lock_timeout_ms}
 
 
+def test_locks_expiring_up_to_the_delivery_count_limit_archive_the_records(kafka):
+    group, in_force = earliest_group(kafka, record_lock_duration_ms=1000, delivery_count_limit=2)
+    limit = in_force["delivery_count_limit"]
+    topic = kafka.new_topic(partitions=1)
+    written = kafka.produce_batch(topic, 3)
+    offsets = {w.offset for w in written}
+    with WireLog() as wire:
+        # One member per delivery, each holding what it got until its locks expire.
+        deliveries: list[list] = []
+        members = []
+        try:
+            for _ in range(limit):
+                member = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+                members.append(member)
+                got: list = []
+                read_until(member, lambda: offsets <= {r.offset for r in got}, got.append)
+                deliveries.append(sorted((r.offset, r.delivery_count) for r in got))
+            # The last lock expires at the limit: archived. A new record comes, they never again.
+            sentinel = kafka.produce(topic, 1, start_index=50)[0]
+            reader = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+            members.append(reader)
+            after: list = []
+            read_until(reader, lambda: any(r.offset == sentinel.offset for r in after),
+                       lambda r: (after.append(r), reader.acknowledge(r)))
+        finally:
+            for member in members:
+                member.close()
+    assert deliveries == [sorted((o, n) for o in offsets) for n in range(1, limit + 1)]
+    assert [(r.offset, r.delivery_count) for r in after] == [(sentinel.offset, 1)]
+    assert not {o for (o, _) in acknowledged(wire)} & offsets  # nobody acknowledged them
+
+
 def test_a_member_that_closes_releases_its_records_at_once(kafka):
     group, _ = earliest_group(kafka)  # Kafka's default 30 s locks: only the release frees them in time
     topic = kafka.new_topic(partitions=1)
