@@ -147,6 +147,22 @@ def apache_kafka_cluster():
     cluster.close()
 
 
+@pytest.fixture(scope="session")
+def java_peer():
+    """The Java consumer of Kafka 4.4 as a peer (:class:`tests.brokers.java_peer.JavaPeerProgram`:
+    ``start(mode, bootstrap, group, topics, ...)``), compiled with javac against the test
+    ground when its source changed; every peer still running at the end is killed. Skips
+    (with the reason) without mvn, java or javac."""
+    from tests.brokers import java_peer as peers
+
+    reason = peers.unavailable_reason()
+    if reason is not None:
+        pytest.skip("java_peer: {}".format(reason))
+    program = peers.JavaPeerProgram()
+    yield program
+    program.close()
+
+
 @pytest.fixture
 def broker(request: pytest.FixtureRequest):
     """The test's broker: one parameter per kind (mock, tansu, apache_kafka; and
