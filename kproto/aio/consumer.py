@@ -333,15 +333,22 @@ class AIOKafkaConsumer:
             inflight = self._check_inflight_poll(deadline, first_pass)
             first_pass = False
             await self._process_background_events()
-            if inflight.is_validate_positions_complete():
-                # No await from here to the return: the records taken are the records returned.
-                fetch = self._collect(partitions, max_records)
-                if not fetch.is_empty():
-                    self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
-                    now = int(time.time() * 1000)
-                    for tp in fetch.records:
-                        self._last_poll[tp] = now
-                    return fetch.records
+            if not inflight.is_validate_positions_complete():
+                # Reading the buffer now could race the managers on positions.
+                remaining = deadline - self._time_ms()
+                if remaining <= 0:
+                    return {}
+                await driver.wait_for_step(min(remaining, self.config["retry_backoff_ms"]) / 1000.0)
+                if not inflight.is_validate_positions_complete():
+                    continue  # still validating: a new pass, no new event (it is in flight)
+            # No await from here to the return: the records taken are the records returned.
+            fetch = self._collect(partitions, max_records)
+            if not fetch.is_empty():
+                self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
+                now = int(time.time() * 1000)
+                for tp in fetch.records:
+                    self._last_poll[tp] = now
+                return fetch.records
             remaining = deadline - self._time_ms()
             if remaining <= 0:
                 return {}
