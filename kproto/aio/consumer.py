@@ -221,9 +221,14 @@ class AIOKafkaConsumer:
 
         event.future.add_done_callback(_done)
         remaining = max(0, event.deadline_ms - self._time_ms()) / 1000.0
-        done, _ = await asyncio.wait([waiter], timeout=remaining)
+        try:
+            done, _ = await asyncio.wait([waiter], timeout=remaining)
+        finally:
+            if not waiter.done():
+                waiter.cancel()  # the event itself goes on in the background
+            elif not waiter.cancelled():
+                waiter.exception()  # retrieved even when this await was cancelled
         if not done:
-            waiter.cancel()
             raise KafkaTimeoutError("Timed out waiting for {}".format(type(event).__name__))
         return waiter.result()
 
