@@ -1,7 +1,9 @@
 """Command line: ``python -m kproto consume ...`` (the README's main job).
 
 ``consume`` prints records of a topic like kafka-console-consumer, or JSON lines with
-``--json``. Without ``--bootstrap-server`` it starts the embedded Tansu broker
+``--json``: it reads until interrupted (Ctrl-C, SIGTERM) unless ``--max-messages`` or
+``--timeout-ms`` ends it sooner, and says "Processed a total of N messages" on stderr
+however it ends, as kafka-console-consumer does. Without ``--bootstrap-server`` it starts the embedded Tansu broker
 (``kproto[embedded]``), seeds a sample topic with an independent producer and consumes it,
 so a fresh machine can see kproto work end to end. ``--consumer-property KEY=VALUE`` (as
 kafka-console-consumer's) passes any KafkaConsumer argument, e.g. TLS or SASL settings.
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import json
 import logging
+import signal
 import sys
 import time
 from typing import Any, Optional, Sequence
@@ -30,15 +34,27 @@ def _text(data: Optional[bytes]) -> Optional[str]:
         return "base64:" + base64.b64encode(data).decode()
 
 
-def _format(record: Any, as_json: bool, print_key: bool) -> str:
+def _timestamp(ms: int, style: str) -> Any:
+    """A record's timestamp for ``--json``: epoch milliseconds, or ISO-8601 in UTC."""
+    if style == "ms":
+        return ms
+    if ms < 0:  # -1: the record has no timestamp
+        return None
+    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _format(record: Any, as_json: bool, print_key: bool, timestamp_format: str = "ms") -> str:
     if as_json:
+        # ensure_ascii=False: UTF-8 text stays readable (and the stream is UTF-8 anyway).
         return json.dumps({
             "topic": record.topic, "partition": record.partition, "offset": record.offset,
-            "timestamp": record.timestamp, "timestamp_type": record.timestamp_type,
+            "timestamp": _timestamp(record.timestamp, timestamp_format),
+            "timestamp_type": record.timestamp_type,
             "key": _text(record.key), "value": _text(record.value),
             "headers": [[k, _text(v)] for k, v in record.headers],
             **({"delivery_count": record.delivery_count} if hasattr(record, "delivery_count") else {}),
-        })
+        }, ensure_ascii=False)
     value = _plain(record.value)
     return "{}\t{}".format(_plain(record.key), value) if print_key else value
 
@@ -49,25 +65,45 @@ def _plain(data: Optional[bytes]) -> str:
     return "null" if text is None else text
 
 
+class _Processed:
+    """The count kafka-console-consumer reports on exit, however the run ends."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.started = False
+
+    def report(self, suffix: str = "") -> None:
+        if self.started:
+            print("Processed a total of {} messages{}".format(self.count, suffix), file=sys.stderr)
+
+
 def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     """Run the consume command; returns the number of records printed.
 
     With the embedded broker, fewer records than were seeded is an error (the demo's
-    promise is that every record comes back).
+    promise is that every record comes back). "Processed a total of N messages" goes to
+    stderr once consuming started, whether it ended by a limit, an error or Ctrl-C.
     """
-    from kproto import KafkaConsumer, TopicPartition
-
     if args.share_group:
         return consume_share(args, out)
     if args.release or args.reject:
         raise CliError("--release and --reject need --share-group")
+    processed = _Processed()
+    try:
+        return _consume(args, out, processed)
+    finally:
+        processed.report()
+
+
+def _consume(args: argparse.Namespace, out: Any, processed: _Processed) -> int:
+    from kproto import KafkaConsumer, TopicPartition
+
     broker = None
     bootstrap = args.bootstrap_server
     topic = args.topic
     max_messages = args.max_messages
     from_beginning = args.from_beginning
     expected = None
-    printed = 0
     try:
         if bootstrap is None:
             from kproto.embedded import TansuBroker, seed_topic
@@ -97,11 +133,12 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
                 if not partitions:
                     raise CliError("topic {!r} not found on {}".format(topic, bootstrap))
                 consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
-            printed = _print_records(consumer, out, args, max_messages)
+            processed.started = True
+            _print_records(consumer, out, args, max_messages, processed)
     finally:
         if broker is not None:
             broker.stop()
-    print("kproto: consumed {} records".format(printed), file=sys.stderr)
+    printed = processed.count
     if expected is not None and printed < expected:
         raise CliError("consumed {} of the {} seeded records".format(printed, expected))
     return printed
@@ -122,32 +159,48 @@ def consume_share(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     configs = dict(bootstrap_servers=args.bootstrap_server, client_id="kproto-console-share-consumer",
                    group_id=args.share_group, share_acknowledgement_mode="explicit")
     configs.update(parse_consumer_properties(args.consumer_property))
+    processed = _Processed()
+    try:
+        with KafkaShareConsumer(args.topic, **configs) as consumer:
+            processed.started = True
+            _print_share_records(consumer, out, args, kind, processed)
+    finally:
+        processed.report(" ({})".format(kind.name))
+    return processed.count
+
+
+def _print_share_records(consumer: Any, out: Any, args: argparse.Namespace, kind: Any,
+                         processed: _Processed) -> None:
+    from kproto import AcknowledgeType
+
     printed = 0
-    with KafkaShareConsumer(args.topic, **configs) as consumer:
-        idle_deadline = time.monotonic() + args.timeout_ms / 1000
-        while args.max_messages is None or printed < args.max_messages:
-            batch = [r for records in consumer.poll(500).values() for r in records]
-            lines: list[str] = []
-            for record in batch:
-                if args.max_messages is None or printed + len(lines) < args.max_messages:
-                    lines.append(_format(record, args.json, args.print_key))
-                    consumer.acknowledge(record, kind)
-                else:
-                    consumer.acknowledge(record, AcknowledgeType.RELEASE)
-            if lines:
-                out.write("\n".join(lines) + "\n")
-                printed += len(lines)
-                idle_deadline = time.monotonic() + args.timeout_ms / 1000
-            elif args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
-                break
-        consumer.commit()
+    idle_deadline = time.monotonic() + args.timeout_ms / 1000
+    while args.max_messages is None or printed < args.max_messages:
+        batch = [r for records in consumer.poll(500).values() for r in records]
+        lines: list[str] = []
+        for record in batch:
+            if args.max_messages is None or printed + len(lines) < args.max_messages:
+                lines.append(_format(record, args.json, args.print_key, args.timestamp_format))
+                consumer.acknowledge(record, kind)
+            else:
+                consumer.acknowledge(record, AcknowledgeType.RELEASE)
+        if lines:
+            # Counted before the write, as kafka-console-consumer does: a Ctrl-C landing
+            # just after the write must not report fewer records than were printed.
+            printed += len(lines)
+            processed.count = printed
+            out.write("\n".join(lines) + "\n")
+            idle_deadline = time.monotonic() + args.timeout_ms / 1000
+        elif args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
+            break
+    consumer.commit()
     out.flush()
-    print("kproto: consumed {} records ({})".format(printed, kind.name), file=sys.stderr)
-    return printed
 
 
-def _print_records(consumer: Any, out: Any, args: argparse.Namespace, max_messages: Optional[int]) -> int:
-    """Poll and print until ``max_messages`` or ``--timeout-ms`` without records."""
+def _print_records(consumer: Any, out: Any, args: argparse.Namespace, max_messages: Optional[int],
+                   processed: _Processed) -> None:
+    """Poll and print until ``max_messages``, ``--timeout-ms`` without records (when not -1)
+    or an interrupt; ``processed.count`` follows what was printed."""
     printed = 0
     idle_deadline = time.monotonic() + args.timeout_ms / 1000
     # A group member has nothing to read until its first assignment: the idle timer starts
@@ -161,13 +214,16 @@ def _print_records(consumer: Any, out: Any, args: argparse.Namespace, max_messag
         if batch or waiting_for_assignment:
             idle_deadline = time.monotonic() + args.timeout_ms / 1000
         if batch:
-            lines = [_format(r, args.json, args.print_key) for records in batch.values() for r in records]
-            out.write("\n".join(lines) + "\n")
+            lines = [_format(r, args.json, args.print_key, args.timestamp_format)
+                     for records in batch.values() for r in records]
+            # Counted before the write, as kafka-console-consumer does: a Ctrl-C landing
+            # just after the write must not report fewer records than were printed.
             printed += len(lines)
+            processed.count = printed
+            out.write("\n".join(lines) + "\n")
         elif args.timeout_ms >= 0 and time.monotonic() > idle_deadline:
             break
     out.flush()
-    return printed
 
 
 class CliError(Exception):
@@ -201,26 +257,41 @@ def parse_consumer_properties(items: Sequence[str]) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kproto",
-                                     description="kproto: a pure-Python Kafka consumer")
+                                     description="kproto: a pure-Python Kafka consumer",
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("trace", help="a decoding proxy for any client (python -m kproto trace -h)")
     sub.add_parser("fuzz", help="fuzz a broker at the protocol level (python -m kproto fuzz -h)")
-    c = sub.add_parser("consume", help="print the records of a topic")
+    c = sub.add_parser("consume", help="print the records of a topic",
+                       description="Print the records of a topic, as kafka-console-consumer: "
+                                   "until interrupted (Ctrl-C) unless --max-messages or "
+                                   "--timeout-ms ends it; 'Processed a total of N messages' "
+                                   "on stderr at the end.",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     c.add_argument("--bootstrap-server", help="host:port[,host:port]; omit to use an embedded broker")
-    c.add_argument("--topic", help="topic to consume (default with the embedded broker: %s)" % SAMPLE_TOPIC)
+    c.add_argument("--topic", help="topic to consume (required with --bootstrap-server; "
+                                   "the embedded broker's sample topic is %s)" % SAMPLE_TOPIC)
     c.add_argument("--group", help="consumer group id (subscribe with group management)")
     c.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
-    c.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    c.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                   help="with --group: JoinGroup/SyncGroup (classic) or KIP-848 (consumer)")
     c.add_argument("--share-group", metavar="GROUP",
                    help="read as a member of this share group (KIP-932), acknowledging each printed record")
     c.add_argument("--release", action="store_true",
                    help="with --share-group: RELEASE each printed record (it is delivered again)")
     c.add_argument("--reject", action="store_true",
                    help="with --share-group: REJECT each printed record (never delivered again)")
-    c.add_argument("--max-messages", type=int, help="stop after this many records")
-    c.add_argument("--timeout-ms", type=int, default=10000,
-                   help="stop after this long without records (-1: never)")
-    c.add_argument("--json", action="store_true", help="print JSON lines with every field")
+    c.add_argument("--max-messages", type=int,
+                   help="stop after this many records (None: no limit; the embedded broker's "
+                        "demo stops after the records it seeded)")
+    c.add_argument("--timeout-ms", type=int, default=-1,
+                   help="stop after this long without records (-1: never, wait until interrupted)")
+    c.add_argument("--json", action="store_true",
+                   help="print JSON lines with every field (UTF-8 as it is; bytes that are not "
+                        "UTF-8 as base64:...)")
+    c.add_argument("--timestamp-format", choices=("ms", "iso"), default="ms",
+                   help="--json timestamps as epoch milliseconds or ISO-8601 UTC "
+                        "(2026-01-02T03:04:05.678Z)")
     c.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     c.add_argument("--sample-records", type=int, default=1000,
                    help="records to seed into the embedded broker's sample topic")
@@ -229,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "security.protocol=SASL_SSL; repeatable")
     c.add_argument("--debug", action="store_true", help="log at DEBUG (kproto.wire shows the protocol)")
     return parser
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -247,6 +322,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from kproto.errors import KafkaError
 
+    if args.command == "consume" and hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, _interrupted)  # `kill` ends a run as Ctrl-C does
     try:
         if args.command == "consume":
             consume(args)
