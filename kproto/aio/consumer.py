@@ -26,6 +26,7 @@ import time
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from kproto.aio.config import aio_consumer_config
+from kproto.aio.futures import await_event
 from kproto.aio.loop_driver import LoopDriver
 from kproto.aio.rebalance import run_listener_callback
 from kproto.clock import monotonic_ms
@@ -205,32 +206,9 @@ class AIOKafkaConsumer:
         return event.future.result(timeout=0)
 
     async def _add_and_get(self, event: CompletableApplicationEvent) -> Any:
-        """Submit ``event`` and await its outcome until its deadline; cancelling the await
-        leaves the event to complete in the background."""
+        """Submit ``event`` and await its outcome until its deadline."""
         self._handler.add(event)
-        waiter = asyncio.get_running_loop().create_future()
-
-        def _done(future: Any) -> None:
-            if waiter.done():
-                return
-            error = future.exception()
-            if error is not None:
-                waiter.set_exception(error)
-            else:
-                waiter.set_result(future.result())
-
-        event.future.add_done_callback(_done)
-        remaining = max(0, event.deadline_ms - self._time_ms()) / 1000.0
-        try:
-            done, _ = await asyncio.wait([waiter], timeout=remaining)
-        finally:
-            if not waiter.done():
-                waiter.cancel()  # the event itself goes on in the background
-            elif not waiter.cancelled():
-                waiter.exception()  # retrieved even when this await was cancelled
-        if not done:
-            raise KafkaTimeoutError("Timed out waiting for {}".format(type(event).__name__))
-        return waiter.result()
+        return await await_event(event.future, event.deadline_ms, type(event).__name__)
 
     def _submit(self, event: ApplicationEvent) -> None:
         self._handler.add(event)

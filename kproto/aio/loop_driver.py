@@ -30,6 +30,25 @@ from kproto.consumer.background.network_client_delegate import UNSENT_RECHECK_MS
 log = logging.getLogger("kproto.aio")
 
 
+class LoopNetworkThread(ConsumerNetworkThread):
+    """An engine's loop object for the event-loop shell: ``start()`` builds the resources
+    on the spot and starts no thread; ``close()`` leaves the closing to ``LoopDriver``."""
+
+    def start(self) -> None:
+        try:
+            self.resources = self._initialize()
+        except BaseException as exc:
+            self.initialization_error = exc
+        self._initialized.set()
+
+    def wait_for_initialization(self, timeout_s: Optional[float] = None) -> None:
+        if self.initialization_error is not None:
+            raise self.initialization_error
+
+    def close(self, timeout_ms: int) -> None:
+        self._running = False
+
+
 class LoopDriver:
     """Drives ``network_thread``'s iterations with ``resources`` on ``loop``."""
 
