@@ -155,7 +155,7 @@ class AIOKafkaConsumer:
                 self._handler.add(leave)
                 while not leave.future.done() and self._time_ms() < deadline:
                     try:
-                        await self._process_background_events()
+                        await self._process_background_events(deadline)
                     except Exception as exc:
                         log.warning("Error while stopping: %s", exc)
                     await driver.wait_for_step(min(0.1, max(0, deadline - self._time_ms()) / 1000.0))
@@ -173,9 +173,11 @@ class AIOKafkaConsumer:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks)
+            # A callback that ignores its cancellation is left behind after a moment: stop()
+            # must not hang on application code.
+            await asyncio.wait(tasks, timeout=0.5)
         for task in self._callback_tasks:
-            if not task.cancelled():
+            if task.done() and not task.cancelled():
                 task.exception()  # retrieved: reported through getmany() or moot on stop
         self._callback_tasks.clear()
 
@@ -213,8 +215,9 @@ class AIOKafkaConsumer:
     def _submit(self, event: ApplicationEvent) -> None:
         self._handler.add(event)
 
-    async def _process_background_events(self) -> None:
-        """Raise surfaced errors; run rebalance callbacks (in order, each in its own task)."""
+    async def _process_background_events(self, deadline_ms: Optional[float] = None) -> None:
+        """Raise surfaced errors; run rebalance callbacks (in order, each in its own task),
+        waiting for them until ``deadline_ms`` if given (stop()), else as long as they run."""
         first_error: Optional[BaseException] = None
         for event in drain(self.background_event_queue):
             if isinstance(event, ErrorEvent):
@@ -227,7 +230,10 @@ class AIOKafkaConsumer:
                 task.add_done_callback(self._callback_tasks.discard)
         tail = self._callback_tail
         if tail is not None and not tail.done():
-            await asyncio.shield(tail)
+            if deadline_ms is None:
+                await asyncio.shield(tail)
+            else:
+                await asyncio.wait([tail], timeout=max(0, deadline_ms - self._time_ms()) / 1000.0)
         if tail is not None and tail.done():
             self._callback_tail = None
             error = None if tail.cancelled() else tail.result()

@@ -117,3 +117,61 @@ async def _batch(consumer):
     for records in (await consumer.getmany(timeout_ms=500)).values():
         for r in records:
             yield r
+
+
+@pytest.mark.needs("kip848")
+def test_stop_mid_rebalance_with_a_stuck_listener_returns_within_the_close_timeout(broker) -> None:
+    """Member a's revocation callback never returns; its getmany() is cancelled, then
+    stop(timeout_ms=2000) returns within the close timeout plus 1 s, and member b ends up
+    with every partition."""
+    topic = broker.new_topic(partitions=2, prefix="aio")
+    broker.produce(topic, 10)
+    group = "g-" + topic
+
+    class Stuck:
+        def __init__(self) -> None:
+            self.revoking = asyncio.Event()
+
+        async def on_partitions_revoked(self, revoked) -> None:
+            if revoked:
+                self.revoking.set()
+                await asyncio.Event().wait()
+
+        async def on_partitions_assigned(self, assigned) -> None:
+            pass
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        config = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+        a = AIOKafkaConsumer(**config)
+        b = AIOKafkaConsumer(**config)
+        await a.start()
+        await b.start()
+        try:
+            stuck = Stuck()
+            a.subscribe([topic], listener=stuck)
+            await drain(a, 10)
+            b.subscribe([topic])
+            deadline = loop.time() + DEADLINE_S
+
+            async def poll_a() -> None:
+                while True:
+                    await a.getmany(timeout_ms=100)
+
+            polling = loop.create_task(poll_a())
+            while not stuck.revoking.is_set():
+                assert loop.time() < deadline, "member a was never asked to revoke"
+                await b.getmany(timeout_ms=100)
+            polling.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await polling
+            await asyncio.wait_for(a.stop(timeout_ms=2000), 3.0)
+            while len(b.assignment()) < 2:
+                assert loop.time() < deadline, "member b never got every partition"
+                await b.getmany(timeout_ms=100)
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(main)
