@@ -119,3 +119,38 @@ def test_stop_is_prompt_and_start_fails_on_no_broker() -> None:
             await consumer.start()
 
     run(main)
+
+
+@pytest.mark.needs("fault_injection")
+def test_a_broker_down_and_back_loses_and_duplicates_nothing(broker) -> None:
+    """Assigned partitions over three brokers; one broker goes down mid-read and comes back:
+    the other partitions go on, and in the end every record was returned exactly once."""
+    topic = broker.new_topic(partitions=3, prefix="aio")
+    written = broker.produce(topic, 90)
+
+    async def main() -> None:
+        async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                                    fetch_max_wait_ms=100, max_poll_records=5, reconnect_backoff_max_ms=500,
+                                    request_timeout_ms=3000) as consumer:
+            consumer.assign([TP(topic, p) for p in range(3)])
+            seen: list = []
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            while len(seen) < 20:
+                assert loop.time() < deadline
+                seen.extend((tp.partition, r.offset) for tp, rs in (await consumer.getmany(timeout_ms=200)).items()
+                            for r in rs)
+            broker.broker_down(1)
+            try:
+                for _ in range(10):
+                    seen.extend((tp.partition, r.offset)
+                                for tp, rs in (await consumer.getmany(timeout_ms=200)).items() for r in rs)
+            finally:
+                broker.broker_up(1)
+            while len(seen) < len(written):
+                assert loop.time() < deadline, "got {} of {}".format(len(seen), len(written))
+                seen.extend((tp.partition, r.offset) for tp, rs in (await consumer.getmany(timeout_ms=200)).items()
+                            for r in rs)
+            assert sorted(seen) == sorted((r.partition, r.offset) for r in written)
+
+    run(main)
