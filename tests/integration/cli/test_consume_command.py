@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from kproto.__main__ import _text
+from kproto.tools.consume import _text
 from tests.threads import TestThread
 
 
@@ -120,7 +120,7 @@ def test_consumer_properties_reach_the_consumer(mock_cluster):
 
 
 def test_consumer_property_values_are_typed():
-    from kproto.__main__ import parse_consumer_properties
+    from kproto.tools.consume import parse_consumer_properties
 
     assert parse_consumer_properties(["security.protocol=SASL_SSL", "fetch-max-wait-ms=50",
                                       "check_crcs=false", "sasl.plain.password=a=b"]) == {

@@ -29,7 +29,7 @@ def _chromium(args: list[str]) -> subprocess.CompletedProcess:
 
 def rendered_dom(events: list[dict], directory, name: str = "page") -> str:
     """The DOM headless Chromium builds from the page of ``events`` (skips without one)."""
-    from kproto.trace.html import write_page
+    from kproto.tools.trace.html import write_page
 
     page = str(directory / (name + ".html"))
     write_page(events, page)

@@ -20,8 +20,8 @@ from typing import Callable, Iterator, Optional
 import pytest
 
 from kproto.errors import InvalidCaptureError
-from kproto.trace.capture import CaptureStats, read_capture
-from kproto.trace.report import format_line, time_key
+from kproto.tools.trace.capture import CaptureStats, read_capture
+from kproto.tools.trace.report import format_line, time_key
 
 
 def read(path: str, ports: Optional[set[int]] = None) -> tuple[list[dict], CaptureStats]:

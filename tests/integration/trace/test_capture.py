@@ -26,7 +26,7 @@ import pytest
 from kproto import KafkaConsumer
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
-from kproto.trace.report import format_line, time_key
+from kproto.tools.trace.report import format_line, time_key
 from tests.brokers.proxy import BrokerProxy
 from tests.integration.security.certs import make_cert
 from tests.integration.trace.capturing import all_closed, opened_in_capture, read, tcpdump
@@ -251,3 +251,27 @@ def test_a_tls_connection_is_reported_as_encrypted(mock_cluster_factory, tmp_pat
     exchanges = [e for e in events if e["kind"] == "exchange"]
     assert {e["api"] for e in exchanges} >= {"ApiVersions", "Metadata"}
     assert all(e["broker"].endswith(":{}".format(cluster.addresses[0][1])) for e in exchanges)
+
+
+@pytest.mark.broker_kinds("apache_kafka")
+@pytest.mark.parametrize("mode", ["classic", "consumer"])
+def test_a_capture_of_the_java_consumer_pairs_every_request(broker, java_peer, tmp_path, mode):
+    # The Java consumer 4.4 against Kafka 4.4: every request it sends at the newest versions
+    # both speak is decoded and paired with its answer.
+    topic = broker.new_topic(partitions=2)
+    broker.produce(topic, RECORDS)
+    path = str(tmp_path / "java.pcap")
+    with tcpdump(path, _ports(broker)) as finish:
+        peer = java_peer.start(mode, broker.bootstrap_servers, "cap-java-" + mode + topic, [topic],
+                               name="cap-java", commit="sync")
+        peer.wait_for(lambda p: len(p.processed_set()) >= RECORDS, "every record read", 90)
+        peer.stop()
+        finish(all_closed)
+    events, _ = read(path)
+    exchanges = _check_pairs(events)
+    apis = {e["api"] for e in exchanges}
+    assert apis >= {"ApiVersions", "Metadata", "FindCoordinator", "Fetch", "OffsetCommit"}
+    assert apis >= ({"JoinGroup", "SyncGroup"} if mode == "classic" else {"ConsumerGroupHeartbeat"})
+    fetched = [p for e in exchanges if e["api"] == "Fetch" and not e.get("unanswered")
+               for p in e["summary"]["data"]]
+    assert any(not p.endswith(" 0B") for p in fetched)  # the records crossed the capture

@@ -24,8 +24,8 @@ import pytest
 
 from kproto import KafkaConsumer
 from kproto.events import JsonlEventHandler
-from kproto.trace.report import read_events, time_key
-from kproto.trace.timeline import build_timeline
+from kproto.tools.trace.report import read_events, time_key
+from kproto.tools.trace.timeline import build_timeline
 from tests.integration.trace.browser import _chromium, label_boxes
 
 RECORDS = 30
@@ -232,7 +232,7 @@ def test_labels_are_legible_and_never_overlap_at_1400_px(traced, trace):
         page = _render(traced)
     else:
         page = str(traced["dir"] / "crowded.html")
-        from kproto.trace.html import write_page
+        from kproto.tools.trace.html import write_page
 
         write_page(_crowded_events(), page)
     measured = label_boxes(page, 1400, 900)
@@ -256,7 +256,7 @@ def test_labels_are_legible_and_never_overlap_at_1400_px(traced, trace):
 
 def test_normal_handshake_steps_are_not_drawn_as_errors(traced):
     page = str(traced["dir"] / "steps.html")
-    from kproto.trace.html import write_page
+    from kproto.tools.trace.html import write_page
 
     events = _crowded_events()
     write_page(events, page)

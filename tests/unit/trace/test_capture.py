@@ -16,9 +16,9 @@ import pytest
 
 from kproto import messages as m
 from kproto.errors import InvalidCaptureError
-from kproto.trace.capture import read_capture
-from kproto.trace.report import format_line, time_key
-from kproto.trace.tcp_reassembly import StreamDirection
+from kproto.tools.trace.capture import read_capture
+from kproto.tools.trace.report import format_line, time_key
+from kproto.tools.trace.tcp_reassembly import StreamDirection
 from tests.unit.trace.captures import (ACK, Conversation, Packet, ip_packet, link_frame, pcap,
                                        pcapng, request_frame, response_frame)
 

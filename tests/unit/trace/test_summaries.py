@@ -4,8 +4,8 @@ here with their schema defaults, and filled as a client would fill them)."""
 from __future__ import annotations
 
 from kproto import messages
-from kproto.trace.report import format_line
-from kproto.trace.summaries import TopicNames, summarize
+from kproto.tools.trace.report import format_line
+from kproto.tools.trace.summaries import TopicNames, summarize
 
 
 def test_every_api_summarizes_its_plain_fields_without_failing():

@@ -9,7 +9,7 @@ giving everything up when it rejoins, and share-group acquisitions.
 
 from __future__ import annotations
 
-from kproto.trace.timeline import build_timeline, compact
+from kproto.tools.trace.timeline import build_timeline, compact
 
 _BASE = {"kind": "exchange", "conn": "c1", "client_id": "app", "broker": "b:9092", "node": 1,
          "version": 0, "correlation_id": 0, "latency_ms": 1.0, "req_bytes": 10, "resp_bytes": 10,

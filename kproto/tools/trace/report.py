@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Iterable, Optional, TextIO
 
-from kproto.trace.summaries import expected_step
+from kproto.tools.trace.summaries import expected_step
 
 __all__ = ["format_line", "format_tree", "time_key", "Stats", "JsonlWriter", "read_events"]
 

@@ -35,13 +35,13 @@ from typing import Any, BinaryIO, Callable, Optional
 
 from kproto import messages
 from kproto.protocol.headers import decode_request_header, request_header_version
-from kproto.trace.decode import DecodedRequest, decode_request, decode_response
-from kproto.trace.exchange import exchange_event
-from kproto.trace.frames import DEFAULT_MAX_FRAME_BYTES
-from kproto.trace.packets import tcp_segment
-from kproto.trace.pcap import CaptureReader
-from kproto.trace.summaries import TopicNames
-from kproto.trace.tcp_reassembly import Connection, ConnectionTable, StreamEvent
+from kproto.tools.trace.decode import DecodedRequest, decode_request, decode_response
+from kproto.tools.trace.exchange import exchange_event
+from kproto.tools.trace.frames import DEFAULT_MAX_FRAME_BYTES
+from kproto.tools.trace.packets import tcp_segment
+from kproto.tools.trace.pcap import CaptureReader
+from kproto.tools.trace.summaries import TopicNames
+from kproto.tools.trace.tcp_reassembly import Connection, ConnectionTable, StreamEvent
 
 __all__ = ["CaptureDecoder", "read_capture", "CaptureStats"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from kproto.trace.packets import ACK, FIN, RST, SYN, Segment
+from kproto.tools.trace.packets import ACK, FIN, RST, SYN, Segment
 
 __all__ = ["StreamDirection", "ConnectionTable", "Connection", "StreamEvent", "DEFAULT_MAX_HELD"]
 

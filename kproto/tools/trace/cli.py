@@ -103,8 +103,8 @@ def _output_options(p: argparse.ArgumentParser) -> None:
 
 
 def _read(args: argparse.Namespace, out: Any) -> int:
-    from kproto.trace.capture import read_capture
-    from kproto.trace.report import JsonlWriter, Stats, time_key
+    from kproto.tools.trace.capture import read_capture
+    from kproto.tools.trace.report import JsonlWriter, Stats, time_key
 
     events: list[dict] = []
     with open(args.file, "rb") as f:
@@ -127,7 +127,7 @@ def _read(args: argparse.Namespace, out: Any) -> int:
     print(stats.text(), file=sys.stderr)
     print(capture.text(), file=sys.stderr)
     if args.html:
-        from kproto.trace.html import write_page
+        from kproto.tools.trace.html import write_page
 
         write_page(events, args.html, title=args.title)
         print("kproto trace: timeline written to {}".format(args.html), file=sys.stderr)
@@ -145,7 +145,7 @@ class _Printer:
         self.lock = threading.Lock()
 
     def __call__(self, event: dict) -> None:
-        from kproto.trace.report import format_line, format_tree
+        from kproto.tools.trace.report import format_line, format_tree
 
         if self.quiet or (self.apis and event.get("kind") == "exchange"
                           and event["api"].lower() not in self.apis):
@@ -161,8 +161,8 @@ class _Printer:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from kproto.trace.html import write_page
-    from kproto.trace.report import read_events
+    from kproto.tools.trace.html import write_page
+    from kproto.tools.trace.report import read_events
 
     events = read_events(args.files)
     write_page(events, args.output, title=args.title)
@@ -171,8 +171,8 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _run_proxy(args: argparse.Namespace, out: Any) -> int:
-    from kproto.trace.proxy import TraceProxy
-    from kproto.trace.report import JsonlWriter, Stats
+    from kproto.tools.trace.proxy import TraceProxy
+    from kproto.tools.trace.report import JsonlWriter, Stats
 
     printer = _Printer(out, args)
     context: Optional[ssl.SSLContext] = None
@@ -217,7 +217,7 @@ def _run_proxy(args: argparse.Namespace, out: Any) -> int:
             jsonl_file.close()
         print(stats.text(), file=sys.stderr)
         if args.html:
-            from kproto.trace.html import write_page
+            from kproto.tools.trace.html import write_page
 
             write_page(recorded, args.html)
             print("kproto trace: timeline written to {}".format(args.html), file=sys.stderr)

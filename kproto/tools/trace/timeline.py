@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kproto.trace.summaries import expected_step
+from kproto.tools.trace.summaries import expected_step
 
 __all__ = ["build_timeline", "compact"]
 

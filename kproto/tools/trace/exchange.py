@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from kproto.net.wire import printable_tree
-from kproto.trace.decode import DecodedRequest, DecodedResponse, api_name
-from kproto.trace.summaries import TopicNames, error_names, summarize
+from kproto.tools.trace.decode import DecodedRequest, DecodedResponse, api_name
+from kproto.tools.trace.summaries import TopicNames, error_names, summarize
 
 __all__ = ["exchange_event"]
 

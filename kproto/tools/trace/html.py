@@ -1,7 +1,7 @@
 """The timeline page: one self-contained HTML file (inline CSS and script, no network).
 
 Owns :func:`render_page` / :func:`write_page`. The trace is reduced by
-:func:`~kproto.trace.timeline.build_timeline` and embedded as JSON; the script draws it as
+:func:`~kproto.tools.trace.timeline.build_timeline` and embedded as JSON; the script draws it as
 SVG: time runs left to right, one lane per broker, client connection, group member and
 kproto consumer; requests and responses are arrows between a connection's lane and its
 broker's; member lanes carry what the member owns (segments labelled with the generation or
@@ -16,7 +16,7 @@ import html
 import json
 from typing import Iterable
 
-from kproto.trace.timeline import build_timeline
+from kproto.tools.trace.timeline import build_timeline
 
 __all__ = ["render_page", "write_page"]
 

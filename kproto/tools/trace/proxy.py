@@ -27,11 +27,11 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from kproto.trace.decode import decode_request, decode_response
-from kproto.trace.exchange import exchange_event
-from kproto.trace.frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter
-from kproto.trace.rewrite import ENDPOINT_FIELDS, rewrite_response
-from kproto.trace.summaries import TopicNames
+from kproto.tools.trace.decode import decode_request, decode_response
+from kproto.tools.trace.exchange import exchange_event
+from kproto.tools.trace.frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter
+from kproto.tools.trace.rewrite import ENDPOINT_FIELDS, rewrite_response
+from kproto.tools.trace.summaries import TopicNames
 
 __all__ = ["TraceProxy", "Sink", "DEFAULT_BUFFER_LIMIT"]
 
