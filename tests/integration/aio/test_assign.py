@@ -50,6 +50,8 @@ def test_assigned_partitions_every_record_once_seek_and_offsets(broker) -> None:
             assert await consumer.getmany(timeout_ms=300) == {}
             with pytest.raises(IllegalOperation):
                 await consumer.commit()
+            metrics = consumer.metrics()
+            assert metrics and any("records-consumed-total" in names for names in metrics.values())
         with pytest.raises(ConsumerStoppedError):
             await consumer.getmany()
 
