@@ -42,15 +42,18 @@ from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_membership_manager import ShareMembershipManager
 from kproto.consumer.share.share_session_handler import ShareFetchParams, ShareSessionHandler
-from kproto.errors import KafkaError, ShareSessionNotFoundError, UnsupportedVersionError, error_for, for_code
+from kproto.errors import (ErrorCode, KafkaError, ShareSessionNotFoundError, UnsupportedVersionError, error_for,
+                           exception_for, for_code)
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kproto.structs import TopicIdPartition, TopicPartition
 
 log = logging.getLogger("kproto.share")
 
-_SESSION_ERRORS = ("SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH", "SHARE_SESSION_LIMIT_REACHED")
-_METADATA_ERRORS = ("NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "FENCED_LEADER_EPOCH",
-                    "LEADER_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR", "REPLICA_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION")
+_SESSION_ERRORS = frozenset((ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                             ErrorCode.SHARE_SESSION_LIMIT_REACHED))
+_METADATA_ERRORS = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.LEADER_NOT_AVAILABLE,
+                              ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE))
 
 
 class _CommitWaiter:
@@ -324,14 +327,12 @@ class ShareConsumeRequestManager:
 
     def _top_level_error(self, node_id: int, entries: list[AckEntry], response: Any, now_ms: int) -> bool:
         code = response.error_code
-        if code == 0:
+        if code == ErrorCode.NONE:
             return False
-        error = error_for(code, response.error_message)
-        assert error is not None  # code != 0
+        error = exception_for(code, response.error_message)
         self._state(node_id).on_failed_attempt(now_ms)
         self._fail_entries(entries, error)
-        name = for_code(code).message
-        if name in _SESSION_ERRORS:
+        if code in _SESSION_ERRORS:
             log.info("Share session on node %d ended: %s", node_id, error)
             self._end_session(node_id)
         elif not getattr(error, "retriable", False):
@@ -389,9 +390,8 @@ class ShareConsumeRequestManager:
         self._complete_entries(entries, ack_errors)
 
     def _on_partition_error(self, tip: TopicIdPartition, code: int, message: Optional[str]) -> None:
-        name = for_code(code).message
-        if name in _METADATA_ERRORS:
-            log.debug("ShareFetch for %s: %s; refreshing metadata", tip, name)
+        if code in _METADATA_ERRORS:
+            log.debug("ShareFetch for %s: %s; refreshing metadata", tip, for_code(code).message)
             self._request_metadata_update()
         else:
             log.warning("ShareFetch for %s failed: %s", tip, error_for(code, message))
