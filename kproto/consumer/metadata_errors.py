@@ -32,7 +32,8 @@ class MetadataErrorTracker:
             return None
         self._seen = (unauthorized, invalid)
         if unauthorized:
-            return errors.error_for(29, "Not authorized to access topics: {}".format(sorted(unauthorized)))
+            return errors.error_for(errors.ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "Not authorized to access topics: {}".format(sorted(unauthorized)))
         if invalid:
-            return errors.error_for(17, "Invalid topics: {}".format(sorted(invalid)))
+            return errors.error_for(errors.ErrorCode.INVALID_TOPIC_EXCEPTION, "Invalid topics: {}".format(sorted(invalid)))
         return None
