@@ -25,12 +25,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from kproto.consumer.background.events import CompletableApplicationEvent, CompletableEventReaper, drain
 from kproto.consumer.background.request_manager import MAX_WAIT_MS
 from kproto.clock import monotonic_ms
 from kproto.errors import KafkaError
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.kip848")
 
@@ -44,8 +47,8 @@ class Resources:
     """What ``initialize`` builds inside the thread."""
 
     def __init__(self, network_client_delegate: Any, request_managers: Sequence[Any],
-                 application_event_processor: Any, close_requests: Callable[[], list] = lambda: [],
-                 client: Any = None, membership_manager: Any = None,
+                 application_event_processor: Any, *, client: NetworkClient,
+                 close_requests: Callable[[], list] = lambda: [], membership_manager: Any = None,
                  surface_errors: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.membership_manager = membership_manager

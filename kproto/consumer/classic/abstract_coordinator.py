@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
@@ -46,6 +46,9 @@ from .group_requests import (
 from .group_state import Generation, GroupMembership, MemberState, Verdict
 from .heartbeat import Heartbeat
 
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
+
 log = logging.getLogger("kproto.consumer.classic")
 
 # How often the heartbeat thread drives the network while a join round is out.
@@ -65,7 +68,7 @@ class _JoinRoundFailed(Exception):
 class AbstractCoordinator:
     """Membership of one classic group; see the module docstring."""
 
-    def __init__(self, client: Any, group_id: str, *, group_instance_id: Optional[str] = None,
+    def __init__(self, client: NetworkClient, group_id: str, *, group_instance_id: Optional[str] = None,
                  session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
                  heartbeat_interval_ms: int = 3000, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, request_timeout_ms: int = 30000,

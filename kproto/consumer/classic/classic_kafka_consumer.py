@@ -43,6 +43,8 @@ from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMet
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
+from kproto.net.future import Future
+from kproto.net.metadata import ClusterMetadata
 from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.consumer.classic")
@@ -112,12 +114,28 @@ class _WakeupAwareClient:
         self._consumer = consumer
         self._client = consumer.client
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+    @property
+    def cluster(self) -> ClusterMetadata:
+        return self._client.cluster
 
-    def poll(self, timeout_ms: Optional[float] = None, future: Any = None) -> None:
+    def ready(self, node_id: int) -> bool:
+        return self._client.ready(node_id)
+
+    def send(self, node_id: int, request: Any, *, version: Optional[int] = None) -> Future:
+        return self._client.send(node_id, request, version=version)
+
+    def poll(self, timeout_ms: Optional[float] = None, future: Optional[Future] = None) -> None:
         self._consumer._client_poll(self._client.config["request_timeout_ms"] if timeout_ms is None else timeout_ms,
                                     future)
+
+    def connection_delay(self, node_id: int) -> float:
+        return self._client.connection_delay(node_id)
+
+    def broker_api_versions(self, node_id: int) -> dict[int, tuple[int, int]]:
+        return self._client.broker_api_versions(node_id)
+
+    def request_metadata_update(self, reset_equivalent: bool = True) -> Future:
+        return self._client.request_metadata_update(reset_equivalent)
 
 
 class ClassicKafkaConsumer:

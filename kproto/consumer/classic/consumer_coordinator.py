@@ -21,7 +21,7 @@ The interface ``ClassicKafkaConsumer`` calls (its ``ClassicCoordinator`` protoco
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from kproto import errors
 from kproto.consumer.classic.group_offsets import GroupOffsets
@@ -43,6 +43,10 @@ from .consumer_protocol import (
     encode_subscription,
 )
 from .group_state import Generation, MemberState
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -71,7 +75,7 @@ class _CommitIdentity:
 class ConsumerCoordinator(AbstractCoordinator):
     """See the module docstring. Built as ``ConsumerCoordinator(client, subscriptions, config)``."""
 
-    def __init__(self, client: Any, subscriptions: Any, config: Mapping[str, Any], *,
+    def __init__(self, client: NetworkClient, subscriptions: SubscriptionState, config: Mapping[str, Any], *,
                  clock: Optional[Callable[[], float]] = None) -> None:
         super().__init__(client, config["group_id"], group_instance_id=config.get("group_instance_id"),
                          session_timeout_ms=config["session_timeout_ms"],

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.local_assignment import completed_future
@@ -45,6 +45,9 @@ from kproto.errors import KafkaTimeoutError
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+
 log = logging.getLogger("kproto.kip848")
 
 
@@ -66,8 +69,9 @@ class _PendingRequest:
 
 
 class CommitRequestManager:
-    def __init__(self, group_id: str, subscriptions: Any, coordinator_request_manager: CoordinatorRequestManager,
-                 *, auto_commit_enabled: bool, auto_commit_interval_ms: int = 5000,
+    def __init__(self, group_id: str, subscriptions: SubscriptionState,
+                 coordinator_request_manager: CoordinatorRequestManager, *, auto_commit_enabled: bool,
+                 auto_commit_interval_ms: int = 5000,
                  group_instance_id: Optional[str] = None, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, jitter: float = RequestState.RETRY_BACKOFF_JITTER,
                  require_stable: bool = False,

@@ -213,7 +213,7 @@ class ResumePartitionsEvent(PausePartitionsEvent):
 class TopicMetadataEvent(CompletableApplicationEvent):
     """``partitions_for_topic(topic)`` for a topic not in the metadata yet."""
 
-    def __init__(self, topic: Optional[str], deadline_ms: int) -> None:
+    def __init__(self, topic: str, deadline_ms: int) -> None:
         super().__init__(deadline_ms)
         self.topic = topic
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
 from kproto.clock import monotonic_ms
@@ -23,11 +23,16 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
 from kproto.messages.fetch import FetchRequest, FetchResponse
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
+
 log = logging.getLogger("kproto.kip848")
 
 
 class FetchRequestManager(AbstractFetch):
-    def __init__(self, config: FetchConfig, subscriptions: Any, metadata: Any, fetch_buffer: FetchBuffer,
+    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: ClusterMetadata,
+                 fetch_buffer: FetchBuffer,
                  node_unavailable: Callable[[int], bool] = lambda node_id: False,
                  time_ms: Callable[[], int] = monotonic_ms, metrics_manager: Any = None) -> None:
         super().__init__(config, subscriptions, metadata, fetch_buffer, time_ms, metrics_manager)

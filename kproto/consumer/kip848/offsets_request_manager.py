@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
@@ -40,6 +40,10 @@ from kproto.errors import KafkaError, KafkaTimeoutError, UnsupportedVersionError
 from kproto.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kproto.structs import IsolationLevel, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.kip848")
 
@@ -67,7 +71,8 @@ class _Lookup:
 
 
 class OffsetsRequestManager:
-    def __init__(self, subscriptions: Any, metadata: Any, commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
+    def __init__(self, subscriptions: SubscriptionState, metadata: ClusterMetadata, commit_request_manager: Any = None,
+                 *, default_api_timeout_ms: int = 60000,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms

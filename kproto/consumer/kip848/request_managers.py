@@ -12,7 +12,7 @@ separate topic-metadata manager.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
@@ -32,6 +32,10 @@ from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
 from kproto.structs import IsolationLevel
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+
+
 def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
     """Member state transitions as rebalance metrics (Java's ConsumerRebalanceMetricsManager):
     a rebalance starts when reconciling begins and ends when the reconciled assignment is
@@ -48,7 +52,7 @@ def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberSta
     return on_transition
 
 
-def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer: FetchBuffer,
+def build_resources(config: Mapping[str, Any], subscriptions: SubscriptionState, fetch_buffer: FetchBuffer,
                     fetch_config: FetchConfig, background_event_handler: BackgroundEventHandler,
                     time_ms: Callable[[], int], fetch_metrics: Any = None,
                     coordinator_metrics: Any = None) -> Resources:

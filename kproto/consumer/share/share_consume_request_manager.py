@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.request_manager import (MAX_WAIT_MS, PollResult, RequestBuilder, RequestState,
@@ -46,6 +46,9 @@ from kproto.errors import (ErrorCode, KafkaError, ShareSessionNotFoundError, Uns
                            exception_for, for_code)
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kproto.structs import TopicIdPartition, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.share")
 
@@ -78,7 +81,7 @@ class _CommitWaiter:
 
 
 class ShareConsumeRequestManager:
-    def __init__(self, group_id: str, membership: ShareMembershipManager, metadata: Any,
+    def __init__(self, group_id: str, membership: ShareMembershipManager, metadata: ClusterMetadata,
                  fetch_buffer: ShareFetchBuffer, background_event_handler: BackgroundEventHandler,
                  params: ShareFetchParams, *, check_crcs: bool = True, key_deserializer: Any = None,
                  value_deserializer: Any = None, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,

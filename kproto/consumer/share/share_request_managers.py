@@ -11,7 +11,7 @@ reaper fails it at its deadline otherwise.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
@@ -31,6 +31,9 @@ from kproto.metrics.consumer_metrics import CoordinatorMetrics
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
 
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
+
 
 class _RetainAssigned:
     """A MemberStateListener: when the assignment changes, the share fetch buffer drops what
@@ -48,8 +51,9 @@ class _RetainAssigned:
 
 
 class ShareApplicationEventProcessor(ApplicationEventProcessor):
-    def __init__(self, metadata: Any, coordinator: CoordinatorRequestManager, membership: ShareMembershipManager,
-                 consume: ShareConsumeRequestManager, heartbeat: ShareHeartbeatRequestManager,
+    def __init__(self, metadata: ClusterMetadata, coordinator: CoordinatorRequestManager,
+                 membership: ShareMembershipManager, consume: ShareConsumeRequestManager,
+                 heartbeat: ShareHeartbeatRequestManager,
                  time_ms: Callable[[], int]) -> None:
         self.metadata = metadata
         self.heartbeat = heartbeat

@@ -133,8 +133,9 @@ def test_the_shell_and_the_core_never_import_an_engine():
 # Blocking network I/O is a network client's poll (the step that reads sockets and runs
 # callbacks); the core builds requests and judges responses, and an engine drives the I/O
 # (classic: its own loops; background engines: the network thread). kproto.net modules the
-# core may use are the pure ones.
-CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff", "kproto.net.client_versions"}
+# core may use are the pure ones (ClusterMetadata is state the network thread updates; the
+# core reads it and asks for updates, and names it in its signatures).
+CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff", "kproto.net.client_versions", "kproto.net.metadata"}
 
 
 def _client_polls(path: pathlib.Path) -> list[str]:
