@@ -318,7 +318,8 @@ def write_nullable_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def write_string(out: bytearray, value: str) -> None:
+def write_string(out: bytearray, value: str | None) -> None:
+    # None is typed in (a field nullable only in later versions) and rejected here.
     if value is None:
         raise ValueError("None in a non-nullable string")
     write_nullable_string(out, value)
@@ -333,7 +334,7 @@ def write_compact_nullable_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def write_compact_string(out: bytearray, value: str) -> None:
+def write_compact_string(out: bytearray, value: str | None) -> None:
     if value is None:
         raise ValueError("None in a non-nullable string")
     write_compact_nullable_string(out, value)
@@ -347,7 +348,7 @@ def write_nullable_bytes(out: bytearray, value: bytes | bytearray | memoryview |
     out += value
 
 
-def write_bytes(out: bytearray, value: bytes | bytearray | memoryview) -> None:
+def write_bytes(out: bytearray, value: bytes | bytearray | memoryview | None) -> None:
     if value is None:
         raise ValueError("None in non-nullable bytes")
     write_nullable_bytes(out, value)
@@ -362,7 +363,7 @@ def write_compact_nullable_bytes(out: bytearray,
     out += value
 
 
-def write_compact_bytes(out: bytearray, value: bytes | bytearray | memoryview) -> None:
+def write_compact_bytes(out: bytearray, value: bytes | bytearray | memoryview | None) -> None:
     if value is None:
         raise ValueError("None in non-nullable bytes")
     write_compact_nullable_bytes(out, value)
