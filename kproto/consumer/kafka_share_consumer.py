@@ -109,7 +109,7 @@ class KafkaShareConsumer:
 
     # -- the rest ---------------------------------------------------------------------------
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         with self._confinement as engine:
             return engine.metrics(raw)
 

@@ -10,6 +10,8 @@ the names from ``kproto.errors``, their public home.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KafkaError(Exception):
     """Root of every kproto exception."""
@@ -194,7 +196,7 @@ class NoOffsetForPartitionError(KafkaError):
 class LogTruncationError(KafkaError):
     """The log was truncated below the consumer's position (detected by OffsetForLeaderEpoch)."""
 
-    def __init__(self, message: str = "", divergent_offsets: dict | None = None) -> None:
+    def __init__(self, message: str = "", divergent_offsets: dict[Any, Any] | None = None) -> None:
         super().__init__(message)
         self.divergent_offsets = dict(divergent_offsets or {})
 

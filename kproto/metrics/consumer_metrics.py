@@ -214,7 +214,7 @@ def build_metrics(config: Mapping[str, Any], time_ms: Callable[[], int] = wall_c
     return Metrics(metric_config, reporters, time_ms)
 
 
-def metrics_view(metrics: Optional[Metrics], raw: bool) -> Optional[dict]:
+def metrics_view(metrics: Optional[Metrics], raw: bool) -> Optional[dict[Any, Any]]:
     """kafka-python's ``KafkaConsumer.metrics(raw)``: None without metrics, the registry's
     ``{MetricName: KafkaMetric}`` when raw, else ``{group: {name: value}}``."""
     if metrics is None:

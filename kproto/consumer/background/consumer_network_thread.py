@@ -48,7 +48,7 @@ class Resources:
 
     def __init__(self, network_client_delegate: Any, request_managers: Sequence[Any],
                  application_event_processor: Any, *, client: NetworkClient,
-                 close_requests: Callable[[], list] = lambda: [], membership_manager: Any = None,
+                 close_requests: Callable[[], list[Any]] = lambda: [], membership_manager: Any = None,
                  surface_errors: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.membership_manager = membership_manager
@@ -61,7 +61,7 @@ class Resources:
 
 
 class ConsumerNetworkThread(threading.Thread):
-    def __init__(self, application_event_queue: "queue.Queue", initialize: Callable[[], Resources],
+    def __init__(self, application_event_queue: "queue.Queue[Any]", initialize: Callable[[], Resources],
                  time_ms: Callable[[], int] = monotonic_ms) -> None:
         super().__init__(name=BACKGROUND_THREAD_NAME, daemon=True)
         self.application_event_queue = application_event_queue

@@ -116,7 +116,7 @@ class AbstractCoordinator:
         if self.sensors is not None:
             getattr(self.sensors, method)(*args)
 
-    def _latency(self, kind: str, ok: bool) -> tuple:
+    def _latency(self, kind: str, ok: bool) -> tuple[Any, ...]:
         """``(ms since the request of this kind left,)`` for an ok answer, else ()."""
         now = self._clock()
         return (now - self._sent_ms.get(kind, now),) if ok else ()

@@ -279,7 +279,7 @@ class ClassicKafkaConsumer:
         self.metadata.need_all_topic_metadata(False)
         self._update_metadata_topics()
 
-    def subscription(self) -> Optional[set]:
+    def subscription(self) -> Optional[set[str]]:
         topics = self.subscriptions.subscription()
         return set(topics) if topics else None
 
@@ -299,13 +299,13 @@ class ClassicKafkaConsumer:
         if self.subscriptions.assign_from_user(partitions):
             self._update_metadata_topics()
 
-    def assignment(self) -> set:
+    def assignment(self) -> set[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
-             update_offsets: bool = True) -> dict[TopicPartition, list]:
+             update_offsets: bool = True) -> dict[TopicPartition, list[Any]]:
         if self.consumer_metrics is None:
             return self._poll(timeout_ms, max_records, update_offsets)
         self.consumer_metrics.record_poll_start()
@@ -314,7 +314,7 @@ class ClassicKafkaConsumer:
         finally:
             self.consumer_metrics.record_poll_end()
 
-    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list]:
+    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list[Any]]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise errors.IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         deadline = self._deadline(timeout_ms)
@@ -371,13 +371,13 @@ class ClassicKafkaConsumer:
         log.debug("Seeking to offset %d for partition %s", offset, partition)
         self.subscriptions.seek(partition, offset)
 
-    def seek_to_beginning(self, partitions: tuple) -> None:
+    def seek_to_beginning(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._request_reset(partitions, AutoOffsetResetStrategy.of("earliest"))
 
-    def seek_to_end(self, partitions: tuple) -> None:
+    def seek_to_end(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._request_reset(partitions, AutoOffsetResetStrategy.of("latest"))
 
-    def _request_reset(self, partitions: tuple, strategy: AutoOffsetResetStrategy) -> None:
+    def _request_reset(self, partitions: tuple[TopicPartition, ...], strategy: AutoOffsetResetStrategy) -> None:
         for tp in partitions:
             check_partition(tp)
             if not self.subscriptions.is_assigned(tp):
@@ -415,17 +415,17 @@ class ClassicKafkaConsumer:
         check_partition(partition)
         return self.subscriptions.partition_lag(partition, self.isolation_level)
 
-    def pause(self, partitions: tuple) -> None:
+    def pause(self, partitions: tuple[TopicPartition, ...]) -> None:
         for tp in partitions:
             check_partition(tp)
             self.subscriptions.pause(tp)
 
-    def resume(self, partitions: tuple) -> None:
+    def resume(self, partitions: tuple[TopicPartition, ...]) -> None:
         for tp in partitions:
             check_partition(tp)
             self.subscriptions.resume(tp)
 
-    def paused(self) -> set:
+    def paused(self) -> set[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits -------------------------------------------------------------------------------
@@ -460,7 +460,7 @@ class ClassicKafkaConsumer:
                 self.consumer_metrics.record_commit_sync(time.monotonic_ns() - started)
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
-                     callback: Optional[Callable] = None) -> Any:
+                     callback: Optional[Callable[..., Any]] = None) -> Any:
         coordinator = self._require_group()
         offsets = self.subscriptions.all_consumed() if offsets is None else self._check_offsets(offsets)
         return coordinator.commit_offsets_async(offsets, callback)
@@ -483,17 +483,17 @@ class ClassicKafkaConsumer:
     def _lookup_timeout(self, timeout_ms: Optional[int]) -> float:
         return self._remaining(self._deadline(timeout_ms))
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self.offset_fetcher.beginning_offsets(partitions, self._lookup_timeout(timeout_ms))
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self.offset_fetcher.end_offsets(partitions, self._lookup_timeout(timeout_ms))
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
                           timeout_ms: Optional[int]) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
         return self.offset_fetcher.offsets_for_times(timestamps, self._lookup_timeout(timeout_ms))
 
-    def partitions_for_topic(self, topic: str) -> Optional[set]:
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
         """The topic's partition ids; fetches its metadata (up to default_api_timeout_ms) if unknown."""
         if not isinstance(topic, str) or not topic:
             raise errors.IllegalArgumentError("topic must be a non-empty string, not {!r}".format(topic))
@@ -507,7 +507,7 @@ class ClassicKafkaConsumer:
         partitions = self.metadata.partitions_for_topic(topic)
         return set(partitions) if partitions is not None else None
 
-    def topics(self) -> set:
+    def topics(self) -> set[str]:
         """Every topic of the cluster (one all-topics Metadata request)."""
         deadline = self._deadline(None)
         pattern = self.subscriptions.has_pattern_subscription()
@@ -533,7 +533,7 @@ class ClassicKafkaConsumer:
             return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
         return self.coordinator.group_metadata()
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         if self.fetch_metrics is not None:
             self.fetch_metrics.maybe_update_assignment()  # unassigned partitions' metrics go first
         return metrics_view(self._metrics, raw)

@@ -162,7 +162,7 @@ class ConsumerApplicationEventProcessor(ApplicationEventProcessor):
             raise IllegalStateError("committing offsets needs a group_id")
         return self.commit
 
-    def _commit_offsets(self, event: ev.CommitEvent) -> dict:
+    def _commit_offsets(self, event: ev.CommitEvent) -> dict[Any, Any]:
         offsets = event.offsets if event.offsets is not None else self.subscriptions.all_consumed()
         if not event.offsets_ready.done():
             event.offsets_ready.set_result(offsets)

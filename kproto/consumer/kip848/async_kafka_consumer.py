@@ -93,13 +93,13 @@ class AsyncKafkaConsumer:
             if self.group_id:
                 self.coordinator_metrics = CoordinatorMetrics(
                     self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
-        self.application_event_queue: "queue.Queue" = queue.Queue()
-        self.background_event_queue: "queue.Queue" = queue.Queue()
+        self.application_event_queue: "queue.Queue[Any]" = queue.Queue()
+        self.background_event_queue: "queue.Queue[Any]" = queue.Queue()
         self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
                                                     time_ms)
         self.application_event_handler = ApplicationEventHandler(
             self.application_event_queue, self.network_thread.wakeup, time_ms)
-        self._commit_callbacks: "queue.Queue" = queue.Queue()
+        self._commit_callbacks: "queue.Queue[Any]" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
         self._wakeup_trigger = WakeupTrigger()
         self._closed = False
@@ -197,7 +197,7 @@ class AsyncKafkaConsumer:
                 continue
         event.future.result()
 
-    def subscription(self) -> Optional[set]:
+    def subscription(self) -> Optional[set[str]]:
         topics = self.subscriptions.subscription()
         return set(topics) if topics else None
 
@@ -209,13 +209,13 @@ class AsyncKafkaConsumer:
         self.fetch_buffer.retain_all(set(partitions))
         self._add_and_get(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set:
+    def assignment(self) -> set[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -----------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
-             update_offsets: bool = True) -> dict[TopicPartition, list]:
+             update_offsets: bool = True) -> dict[TopicPartition, list[Any]]:
         if self.consumer_metrics is None:
             return self._poll(timeout_ms, max_records, update_offsets)
         self.consumer_metrics.record_poll_start()
@@ -224,7 +224,7 @@ class AsyncKafkaConsumer:
         finally:
             self.consumer_metrics.record_poll_end()
 
-    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list]:
+    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list[Any]]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         deadline = self._deadline(timeout_ms)
@@ -289,13 +289,13 @@ class AsyncKafkaConsumer:
         self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - {partition})
         self._add_and_get(ev.SeekUnvalidatedEvent(partition, offset, None, self._deadline(None)))
 
-    def seek_to_beginning(self, partitions: tuple) -> None:
+    def seek_to_beginning(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._reset(partitions, "earliest")
 
-    def seek_to_end(self, partitions: tuple) -> None:
+    def seek_to_end(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._reset(partitions, "latest")
 
-    def _reset(self, partitions: tuple, strategy: str) -> None:
+    def _reset(self, partitions: tuple[TopicPartition, ...], strategy: str) -> None:
         to_reset = set(partitions) or self.subscriptions.assigned_partitions()
         self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - to_reset)
         self._add_and_get(ev.ResetOffsetEvent(to_reset, strategy, self._deadline(None)))
@@ -321,13 +321,13 @@ class AsyncKafkaConsumer:
         check_partition(partition)
         return self.subscriptions.partition_lag(partition, self.fetch_config.isolation_level)
 
-    def pause(self, partitions: tuple) -> None:
+    def pause(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._add_and_get(ev.PausePartitionsEvent(partitions, self._deadline(None)))
 
-    def resume(self, partitions: tuple) -> None:
+    def resume(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._add_and_get(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set:
+    def paused(self) -> set[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------
@@ -357,11 +357,11 @@ class AsyncKafkaConsumer:
             self._execute_commit_callbacks()
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
-                     callback: Optional[Callable] = None) -> Future:
+                     callback: Optional[Callable[..., Any]] = None) -> Future[Any]:
         self._require_group()
         event = ev.AsyncCommitEvent(self._deadline(None), offsets)
         if callback is not None:
-            def _queue_callback(future: Future) -> None:
+            def _queue_callback(future: Future[Any]) -> None:
                 error = future.exception()
                 done = None if error is not None else future.result()
                 self._commit_callbacks.put((callback, done if done is not None else offsets, error))
@@ -372,10 +372,10 @@ class AsyncKafkaConsumer:
     # --- lookups ----------------------------------------------------------------------------
 
     def _list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamps: bool,
-                      timeout_ms: Optional[int]) -> dict:
+                      timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self._add_and_get(ev.ListOffsetsEvent(timestamps, self._deadline(timeout_ms), require_timestamps))
 
-    def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: Optional[int]) -> dict:
+    def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: Optional[int]) -> dict[Any, Any]:
         wanted = list(partitions)
         for tp in wanted:
             if not isinstance(tp, TopicPartition):
@@ -383,24 +383,24 @@ class AsyncKafkaConsumer:
         fetched = self._list_offsets({tp: timestamp for tp in wanted}, False, timeout_ms)
         return offset_utils.to_offsets(wanted, fetched)
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self._offsets_at(partitions, offset_utils.EARLIEST_TIMESTAMP, timeout_ms)
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self._offsets_at(partitions, offset_utils.LATEST_TIMESTAMP, timeout_ms)
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int]) -> dict:
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int]) -> dict[Any, Any]:
         offset_utils.validate_timestamps(timestamps)
         fetched = self._list_offsets(timestamps, True, timeout_ms)
         return offset_utils.to_offsets_for_times(timestamps, fetched)
 
-    def partitions_for_topic(self, topic: str) -> Optional[set]:
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
         known = self.client.cluster.partitions_for_topic(topic)
         if known is not None:
             return known
         return self._add_and_get(ev.TopicMetadataEvent(topic, self._deadline(None)))
 
-    def topics(self) -> set:
+    def topics(self) -> set[str]:
         return self._add_and_get(ev.ListTopicsEvent(bool(self.config["exclude_internal_topics"]),
                                                     self._deadline(None)))
 
@@ -430,7 +430,7 @@ class AsyncKafkaConsumer:
         return {"group_id": self.group_id, "generation_id": self.membership.member_epoch,
                 "member_id": self.membership.member_id, "group_instance_id": self.membership.group_instance_id}
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         if self.fetch_metrics is not None:
             self.fetch_metrics.maybe_update_assignment()  # unassigned partitions' metrics go first
         return metrics_view(self._metrics, raw)

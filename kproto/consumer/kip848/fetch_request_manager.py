@@ -37,12 +37,12 @@ class FetchRequestManager(AbstractFetch):
                  time_ms: Callable[[], int] = monotonic_ms, metrics_manager: Any = None) -> None:
         super().__init__(config, subscriptions, metadata, fetch_buffer, time_ms, metrics_manager)
         self._node_unavailable = node_unavailable
-        self._pending_fetch_request_future: Optional[Future] = None
+        self._pending_fetch_request_future: Optional[Future[Any]] = None
 
     def is_unavailable(self, node_id: int) -> bool:
         return self._node_unavailable(node_id)
 
-    def create_fetch_requests(self) -> Future:
+    def create_fetch_requests(self) -> Future[Any]:
         """Ask for fetches on the next poll; the future completes once they are staged."""
         if self._pending_fetch_request_future is None:
             self._pending_fetch_request_future = Future()

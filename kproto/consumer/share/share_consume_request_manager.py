@@ -64,7 +64,7 @@ class _CommitWaiter:
 
     __slots__ = ("entries", "future")
 
-    def __init__(self, entries: list[AckEntry], future: Future) -> None:
+    def __init__(self, entries: list[AckEntry], future: Future[Any]) -> None:
         self.entries = entries
         self.future = future
 
@@ -106,7 +106,7 @@ class ShareConsumeRequestManager:
         self._waiters: list[_CommitWaiter] = []
         self._fetch_requested = False
         self._closing = False
-        self._close_future: Optional[Future] = None
+        self._close_future: Optional[Future[Any]] = None
         self._closed_nodes: set[int] = set()
 
     # --- from the application event processor ---------------------------------------------------
@@ -121,11 +121,11 @@ class ShareConsumeRequestManager:
     def request_fetch(self) -> None:
         self._fetch_requested = True
 
-    def add_acknowledgements(self, entries: Iterable[AckEntry], commit: bool = False) -> Future:
+    def add_acknowledgements(self, entries: Iterable[AckEntry], commit: bool = False) -> Future[Any]:
         """Queue ``entries``; the future completes with ``{partition: error or None}`` once
         every one was answered. ``commit``: send them now in ShareAcknowledge."""
         entries = [e for e in entries if e.acks]
-        future: Future = Future()
+        future: Future[Any] = Future()
         for entry in entries:
             self.pending.setdefault(entry.node_id, []).append(entry)
             if commit:
@@ -137,7 +137,7 @@ class ShareConsumeRequestManager:
             self._waiters.append(waiter)
         return future
 
-    def acknowledge_on_close(self, entries: Iterable[AckEntry]) -> Future:
+    def acknowledge_on_close(self, entries: Iterable[AckEntry]) -> Future[Any]:
         """Send the last acknowledgements and close every share session (final epoch)."""
         self.add_acknowledgements(entries)
         self._closing = True

@@ -49,7 +49,7 @@ from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
 log = logging.getLogger("kproto.share")
 
-AckKey = tuple  # (node_id, generation, TopicIdPartition)
+AckKey = tuple[int, int, TopicIdPartition]  # (node_id, generation, TopicIdPartition)
 # How long one wait for data may block before poll() asks for a fetch again (a ShareFetch
 # that came back empty wakes the wait; this bounds a lost wakeup).
 MAX_WAIT_STEP_MS = 1000
@@ -72,8 +72,8 @@ class ShareConsumerImpl:
             self.fetch_metrics = ShareFetchMetricsManager(self._metrics, prefix)
             # Java's KafkaShareConsumerMetrics: the poll timing under consumer-share-metrics.
             self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix + "-share")
-        self.application_event_queue: "queue.Queue" = queue.Queue()
-        self.background_event_queue: "queue.Queue" = queue.Queue()
+        self.application_event_queue: "queue.Queue[Any]" = queue.Queue()
+        self.background_event_queue: "queue.Queue[Any]" = queue.Queue()
         self._share_config = share_config
         self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
                                                     time_ms)
@@ -86,7 +86,7 @@ class ShareConsumerImpl:
         self._implicit_batch: list[tuple[AckKey, list[int]]] = []
         self._acks: dict[AckKey, Acknowledgements] = {}
         self._subscription: Optional[set[str]] = None
-        self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
+        self.acknowledgement_commit_callback: Optional[Callable[[dict[Any, Any], Optional[BaseException]], Any]] = None
         self._wakeup_trigger = WakeupTrigger()
         self._closed = False
         self.network_thread.start()
@@ -117,7 +117,7 @@ class ShareConsumerImpl:
             raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
         return self._time_ms() + timeout
 
-    def _wait(self, future: Future, deadline_ms: int, what: str) -> Any:
+    def _wait(self, future: Future[Any], deadline_ms: int, what: str) -> Any:
         """Wait for ``future`` until ``deadline_ms``; ``wakeup()`` fails the wait."""
         with self._wakeup_trigger.blocking_on(future):
             while True:
@@ -139,7 +139,7 @@ class ShareConsumerImpl:
         if first_error is not None:
             raise first_error
 
-    def _invoke_callback(self, entries: list) -> Optional[BaseException]:
+    def _invoke_callback(self, entries: list[Any]) -> Optional[BaseException]:
         callback = self.acknowledgement_commit_callback
         if callback is None:
             return None
@@ -349,7 +349,7 @@ class ShareConsumerImpl:
 
     # --- the rest -------------------------------------------------------------------------------
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         return metrics_view(self._metrics, raw)
 
     def wakeup(self) -> None:

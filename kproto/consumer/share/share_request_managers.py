@@ -46,7 +46,7 @@ class _RetainAssigned:
     def on_member_epoch_updated(self, member_epoch: Optional[int], member_id: str) -> None:
         pass
 
-    def on_group_assignment_updated(self, partitions: set) -> None:
+    def on_group_assignment_updated(self, partitions: set[Any]) -> None:
         self._fetch_buffer.retain_partitions(set(self._membership.assigned_partitions()))
 
 
