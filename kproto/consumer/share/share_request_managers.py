@@ -20,6 +20,7 @@ from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.local_assignment import chain
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
 from kproto.consumer.fetch.completed_fetch import make_deserialize
+from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
@@ -113,10 +114,12 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     ShareFetchMetricsManager (both None when metrics are off)."""
     client = NetworkClient(network_listener=selector_metrics(metrics, config["metric_group_prefix"]), **dict(config))
     metadata = client.cluster
-    retry_backoff_ms = config["retry_backoff_ms"]
-    retry_backoff_max_ms = config["retry_backoff_max_ms"]
-    delegate = NetworkClientDelegate(client, config["request_timeout_ms"], time_ms)
-    group_id = config["group_id"]
+    group = GroupRebalanceConfig.from_config(config)
+    retry_backoff_ms = group.retry_backoff_ms
+    retry_backoff_max_ms = group.retry_backoff_max_ms
+    delegate = NetworkClientDelegate(client, group.request_timeout_ms, time_ms)
+    group_id = group.group_id
+    assert group_id, "share_consumer_config requires a group_id"
     coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, retry_backoff_max_ms,
                                             add_coordinator=metadata.add_coordinator)
 
@@ -125,10 +128,10 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
 
     membership = ShareMembershipManager(group_id, SubscriptionState(), topic_name_for_id=metadata.topic_name,
                                         request_metadata_update=request_metadata_update,
-                                        rack_id=config["client_rack"] or None, member_id=member_id, time_ms=time_ms)
+                                        rack_id=group.rack_id, member_id=member_id, time_ms=time_ms)
     membership.register_state_listener(_RetainAssigned(fetch_buffer, membership))
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
-                                             max_poll_interval_ms=config["max_poll_interval_ms"],
+                                             max_poll_interval_ms=group.rebalance_timeout_ms,
                                              retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)
     params = ShareFetchParams(config["fetch_max_wait_ms"], config["fetch_min_bytes"], config["fetch_max_bytes"],
                               config["max_poll_records"], share_acquire_mode=share_config["share_acquire_mode"])
