@@ -20,7 +20,7 @@ against ("seconds ago") use the registry's clock. The prefix is kafka-python's
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from kproto.metrics.metric_name import MetricConfig
 from kproto.metrics.metrics import Metrics, by_group, wall_clock_ms
@@ -83,6 +83,21 @@ class KafkaConsumerMetrics:
 
     def record_committed(self, ns: int) -> None:
         self.committed.record(ns)
+
+
+T = TypeVar("T")
+
+
+def timed_poll(metrics: Optional[KafkaConsumerMetrics], poll: Callable[..., T], *args: Any) -> T:
+    """``poll(*args)`` between ``record_poll_start`` and ``record_poll_end`` (every engine's
+    ``poll``, as Java's consumers do; just the call when metrics are off)."""
+    if metrics is None:
+        return poll(*args)
+    metrics.record_poll_start()
+    try:
+        return poll(*args)
+    finally:
+        metrics.record_poll_end()
 
 
 class CoordinatorMetrics:

@@ -39,7 +39,8 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
-from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
+                                            timed_poll)
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
@@ -306,13 +307,7 @@ class ClassicKafkaConsumer:
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
              update_offsets: bool = True) -> dict[TopicPartition, list[Any]]:
-        if self.consumer_metrics is None:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        self.consumer_metrics.record_poll_start()
-        try:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        finally:
-            self.consumer_metrics.record_poll_end()
+        return timed_poll(self.consumer_metrics, self._poll, timeout_ms, max_records, update_offsets)
 
     def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list[Any]]:
         if self.subscriptions.has_no_subscription_or_user_assignment():

@@ -29,11 +29,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
-from kproto.consumer.background.events import (ApplicationEventHandler, BackgroundEventHandler,
-                                               CompletableApplicationEvent, ErrorEvent, drain)
 from kproto.clock import monotonic_ms
-from kproto.consumer.background.wakeup_trigger import WakeupTrigger
+from kproto.consumer.background.background_engine import BackgroundEngine
+from kproto.consumer.background.consumer_network_thread import Resources
+from kproto.consumer.background.events import BackgroundEventHandler, CompletableApplicationEvent, ErrorEvent, drain
 from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
@@ -44,9 +43,9 @@ from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import (AuthenticationError, IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
-                           WakeupException)
-from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
+from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
+                                            timed_poll)
 from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
@@ -67,8 +66,10 @@ def invoke_rebalance_callbacks(invoker: ConsumerRebalanceListenerInvoker,
     return ev.ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error)
 
 
-class AsyncKafkaConsumer:
+class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
     """The ``ConsumerDelegate`` of the KIP-848 engine; see the module docstring."""
+
+    _log = log
 
     def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.config = config
@@ -93,42 +94,19 @@ class AsyncKafkaConsumer:
             if self.group_id:
                 self.coordinator_metrics = CoordinatorMetrics(
                     self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
-        self.application_event_queue: "queue.Queue[Any]" = queue.Queue()
-        self.background_event_queue: "queue.Queue[Any]" = queue.Queue()
-        self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
-                                                    time_ms)
-        self.application_event_handler = ApplicationEventHandler(
-            self.application_event_queue, self.network_thread.wakeup, time_ms)
         self._commit_callbacks: "queue.Queue[Any]" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
-        self._wakeup_trigger = WakeupTrigger()
-        self._closed = False
-        self.network_thread.start()
-        try:
-            self.network_thread.wait_for_initialization()
-        except BaseException:
-            self._closed = True
-            raise
-        resources = self.network_thread.resources
-        assert resources is not None  # wait_for_initialization() returned
-        self.client = resources.client
-        self.membership = resources.membership_manager
+        self.membership = self._start_network_thread(self._initialize_resources).membership_manager
         self.fetch_collector = FetchCollector(
             self.subscriptions, self.fetch_config,
             functools.partial(self.client.request_metadata_update, reset_equivalent=False), time_ms, self.fetch_metrics)
 
-    def _initialize_resources(self) -> Any:
+    def _initialize_resources(self) -> Resources:
         background_handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
         return build_resources(self.config, self.subscriptions, self.fetch_buffer, self.fetch_config,
                                background_handler, self._time_ms, self.fetch_metrics, self.coordinator_metrics)
 
     # --- plumbing ---------------------------------------------------------------------------
-
-    def _deadline(self, timeout_ms: Optional[int]) -> int:
-        timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
-        if timeout < 0:
-            raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
-        return self._time_ms() + timeout
 
     def _add_and_get(self, event: CompletableApplicationEvent) -> Any:
         """Wait for ``event``; a ``wakeup()`` from another thread fails the wait (Java's
@@ -216,13 +194,7 @@ class AsyncKafkaConsumer:
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
              update_offsets: bool = True) -> dict[TopicPartition, list[Any]]:
-        if self.consumer_metrics is None:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        self.consumer_metrics.record_poll_start()
-        try:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        finally:
-            self.consumer_metrics.record_poll_end()
+        return timed_poll(self.consumer_metrics, self._poll, timeout_ms, max_records, update_offsets)
 
     def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list[Any]]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
@@ -449,7 +421,7 @@ class AsyncKafkaConsumer:
         # Closing has its own timeout: a wakeup (pending or to come) must not cut the final
         # commit or the leave short (Java's disableWakeups).
         self._wakeup_trigger.disable_wakeups()
-        deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
+        deadline = self._close_deadline(timeout_ms)
         try:
             if self.group_id and autocommit and self.config["enable_auto_commit"] \
                     and self.subscriptions.assigned_partitions():
@@ -470,18 +442,4 @@ class AsyncKafkaConsumer:
             self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
             self._execute_commit_callbacks()
         finally:
-            self.network_thread.close(max(0, deadline - self._time_ms()))
-            self.fetch_buffer.close()
-            self.client.close()
-            if self._metrics is not None:
-                self._metrics.close()
-
-    def _run_callbacks_quietly(self) -> None:
-        try:
-            self._process_background_events()
-        except Exception as exc:  # close() still completes; the error is logged
-            # An authentication failure is reported by several managers and raised by any
-            # call that needs a broker, so the application has most likely seen it already
-            # (the CLI printed it as its one line): no warning for a leftover copy.
-            log.log(logging.INFO if isinstance(exc, AuthenticationError) else logging.WARNING,
-                    "Error while closing: %s", exc)
+            self._release(deadline)
