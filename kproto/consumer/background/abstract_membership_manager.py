@@ -16,7 +16,7 @@ Everything here runs on the background thread. The heartbeat request manager dri
 ``maybe_reconcile(can_commit=True)`` and ``on_consumer_poll``; the network loop calls
 ``poll`` which retries a reconciliation waiting for metadata.
 
-Reconciliation order (the seed's ``maybeReconcile`` / ``revokeAndAssign``):
+Reconciliation order (Java's ``AbstractMembershipManager.maybeReconcile`` / ``revokeAndAssign``):
 
 1. diff the resolvable part of the target assignment against the owned partitions (topic
    ids resolved through metadata; unknown ids trigger a metadata update and wait);

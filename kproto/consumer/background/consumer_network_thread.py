@@ -4,8 +4,9 @@ Owns the loop that drives everything behind the application's back. Each ``run_o
 
 1. drains the application-event queue and processes each event (completable events are
    handed to the reaper so they fail at their deadline);
-2. polls every request manager, in the seed's order (coordinator, commit, heartbeat,
-   membership, offsets, topic metadata, fetch), and stages their requests;
+2. polls every request manager, in the order of Java's ``RequestManagers.entries()``
+   (coordinator, commit, heartbeat, membership, offsets, topic metadata, fetch), and
+   stages their requests;
 3. does one network step, blocking at most until the earliest manager deadline;
 4. surfaces errors of the network step (a metadata update naming unauthorized or
    invalid topics becomes an ErrorEvent, raised by the application's next call);

@@ -5,7 +5,7 @@ Owns the ``NetworkClient``, the ``SubscriptionState``, the ``Fetcher``, the
 (``self.coordinator``; None without a group). Every call runs on the caller's thread;
 only the coordinator's heartbeat thread (its business) runs elsewhere.
 
-``poll()`` is the seed's loop:
+``poll()`` is the loop of Java's ``ClassicKafkaConsumer.poll``:
 
 1. ``maybe_trigger_wakeup`` - a ``wakeup()`` from another thread raises ``WakeupException``;
    ``maybe_throw_metadata_error`` - unauthorized/invalid topics named by the latest

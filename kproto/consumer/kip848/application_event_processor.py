@@ -3,11 +3,12 @@ Java's ``ApplicationEventProcessor``).
 
 Owns the handlers, registered by event type in the shell's table
 (``kproto.consumer.background.application_event_processor``), and the AsyncPollEvent's
-stages in the seed's order: (1) reconciliation check with commits allowed, (2) auto-commit
-timer, membership poll hook and the poll timer reset, (3) update fetch positions, then
-(4) fetch requests, each stage marked on the event so the application thread knows when it
-may read the fetch buffer. A completable event's future is completed here (or failed with
-the exception that stopped it); the reaper fails it at its deadline otherwise.
+stages in the order of Java's ``ApplicationEventProcessor.process(AsyncPollEvent)``:
+(1) reconciliation check with commits allowed, (2) auto-commit timer, membership poll hook
+and the poll timer reset, (3) update fetch positions, then (4) fetch requests, each stage
+marked on the event so the application thread knows when it may read the fetch buffer. A
+completable event's future is completed here (or failed with the exception that stopped
+it); the reaper fails it at its deadline otherwise.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Owns everything the application thread does for ``group_protocol="consumer"``: it never
 touches the network. Calls become application events (blocking ones wait on the event's
-future until their timeout); ``poll()`` follows the seed's AsyncPollEvent rules:
+future until their timeout); ``poll()`` follows the AsyncPollEvent rules of Java's
+``AsyncKafkaConsumer.poll``:
 
 - one AsyncPollEvent in flight; on the first pass of a poll a completed one is cleared
   (its error raised), except that one whose buffered records are still being returned is
