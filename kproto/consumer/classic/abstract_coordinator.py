@@ -43,7 +43,7 @@ from .group_requests import (
     build_sync_group,
     choose_version,
 )
-from .group_state import Generation, GroupMembership, MemberState, Verdict
+from .group_membership import Generation, GroupMembership, MemberState, Verdict
 from .heartbeat import Heartbeat
 
 if TYPE_CHECKING:

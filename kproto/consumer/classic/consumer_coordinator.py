@@ -42,7 +42,7 @@ from .consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from .group_state import Generation, MemberState
+from .group_membership import Generation, MemberState
 
 if TYPE_CHECKING:
     from kproto.consumer.subscription_state import SubscriptionState

@@ -22,7 +22,7 @@ import zlib
 import pytest
 
 from kproto import KafkaConsumer
-from kproto.events import JsonlEventHandler
+from kproto.transition_log import JsonlEventHandler
 from kproto.trace.report import read_events
 from kproto.trace.timeline import build_timeline
 from tests.integration.trace.browser import _chromium

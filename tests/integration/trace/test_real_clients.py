@@ -19,7 +19,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from kproto.events import JsonlEventHandler
+from kproto.transition_log import JsonlEventHandler
 from kproto.trace.proxy import TraceProxy
 from kproto.trace.report import read_events
 from kproto.trace.timeline import build_timeline

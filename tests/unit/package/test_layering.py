@@ -16,15 +16,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[3] / "kproto"
 # What each layer may import from kproto (besides itself). The first matching prefix wins.
 ALLOWED: list[tuple[str, set[str]]] = [
     # The tracing proxy sits on top of the protocol layers; nothing imports it (see below).
-    ("kproto.trace", {"errors", "structs", "protocol", "messages", "records", "net", "events", "trace"}),
+    ("kproto.trace", {"errors", "structs", "protocol", "messages", "records", "net", "transition_log", "trace"}),
     ("kproto.consumer.classic", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                                 "metrics", "consumer", "events"}),
+                                 "metrics", "consumer", "transition_log"}),
     ("kproto.consumer.kip848", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                                "metrics", "consumer", "events"}),
+                                "metrics", "consumer", "transition_log"}),
     ("kproto.consumer.share", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                               "metrics", "consumer", "events"}),
+                               "metrics", "consumer", "transition_log"}),
     ("kproto.consumer", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                         "consumer", "events"}),
+                         "consumer", "transition_log"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
     ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
                      "fuzz"}),
@@ -36,7 +36,7 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.protocol", {"errors", "protocol"}),
     ("kproto.structs", set()),
     ("kproto.clock", set()),  # the client's one clock (monotonic ms)
-    ("kproto.events", set()),  # the consumer's structured state-transition events
+    ("kproto.transition_log", set()),  # the consumer's structured state transitions (kproto.events logger)
     # kproto.errors: the hand-written base imports nothing, the generated per-code classes only
     # the base, the package's face both (checked below).
     ("kproto.errors", {"errors"}),
@@ -77,7 +77,7 @@ def _kproto_imports(path: pathlib.Path, module: str) -> set[str]:
 # kproto/__init__.py, __main__.py and embedded.py sit above every layer (the public names,
 # the CLI and its demo broker), so only the layered packages are checked.
 MODULES = sorted(p for p in ROOT.rglob("*.py")
-                 if p.parent != ROOT or p.stem in ("structs", "events", "clock"))
+                 if p.parent != ROOT or p.stem in ("structs", "transition_log", "clock"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
