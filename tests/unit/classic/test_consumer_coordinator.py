@@ -22,7 +22,7 @@ from kproto.consumer.classic.consumer_protocol import (
 from kproto.consumer.classic.group_membership import NO_GENERATION, Generation, MemberState
 from kproto.messages import JoinGroupResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
-from tests.unit.classic.coordinator_fixture import make, metadata
+from tests.support.coordinator_fixture import make, metadata
 
 
 def tp(topic, p):

@@ -18,7 +18,7 @@ from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListener
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.classic.coordinator_fixture import make  # noqa: F401 - the ConsumerCoordinator fixture
+from tests.support.coordinator_fixture import make  # noqa: F401 - the ConsumerCoordinator fixture
 
 
 class Listener:
