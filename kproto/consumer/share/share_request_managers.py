@@ -19,7 +19,7 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.local_assignment import chain
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
-from kproto.consumer.fetch.completed_fetch import make_deserialize
+from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.consumer.share import events as ev
@@ -133,12 +133,13 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
                                              max_poll_interval_ms=group.rebalance_timeout_ms,
                                              retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)
-    params = ShareFetchParams(config["fetch_max_wait_ms"], config["fetch_min_bytes"], config["fetch_max_bytes"],
-                              config["max_poll_records"], share_acquire_mode=share_config["share_acquire_mode"])
+    fetch = FetchConfig.from_config(config)
+    params = ShareFetchParams(fetch.max_wait_ms, fetch.min_bytes, fetch.max_bytes, fetch.max_poll_records,
+                              share_acquire_mode=share_config["share_acquire_mode"])
     consume = ShareConsumeRequestManager(
         group_id, membership, metadata, fetch_buffer, background_event_handler, params,
-        check_crcs=config["check_crcs"], key_deserializer=make_deserialize(config["key_deserializer"]),
-        value_deserializer=make_deserialize(config["value_deserializer"]), retry_backoff_ms=retry_backoff_ms,
+        check_crcs=fetch.check_crcs, key_deserializer=fetch.key_deserializer,
+        value_deserializer=fetch.value_deserializer, retry_backoff_ms=retry_backoff_ms,
         retry_backoff_max_ms=retry_backoff_max_ms, request_metadata_update=request_metadata_update,
         metrics_manager=fetch_metrics)
     if metrics is not None:
