@@ -37,7 +37,7 @@ from typing import Any, Optional, TypeVar
 
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
-from kproto import events
+from kproto import transition_log
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
@@ -244,10 +244,10 @@ class SubscriptionState:
         old = self._assignment
         self._assignment = {tp: old.get(tp) or TopicPartitionState() for tp in dict.fromkeys(partitions)}
         self._assignment_id += 1
-        if events.enabled():
+        if transition_log.enabled():
             for tp, state in self._assignment.items():
                 state.event_label = (self.event_source, "{}-{}".format(*tp))
-            events.emit("assignment", source=self.event_source,
+            transition_log.emit("assignment", source=self.event_source,
                         partitions=sorted("{}-{}".format(*tp) for tp in self._assignment),
                         added=sorted("{}-{}".format(*tp) for tp in self._assignment if tp not in old),
                         removed=sorted("{}-{}".format(*tp) for tp in old if tp not in self._assignment))

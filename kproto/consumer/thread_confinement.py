@@ -1,31 +1,41 @@
 """One thread at a time in a consumer façade (Java's ``acquire()``/``release()`` light lock).
 
-Owns which thread is inside a consumer call right now. A second thread entering while one
-is inside gets ``ConcurrentModificationError`` at once instead of blocking: a consumer is
-not safe for multi-threaded access, and only ``wakeup()`` (which does not enter) may come
-from another thread. Re-entrant, so a call may make another call on the same thread.
-Both façades (``KafkaConsumer``, ``KafkaShareConsumer``) guard every call with one.
+Owns which thread is inside a consumer call right now, and whether the consumer is closed.
+A second thread entering while one is inside gets ``ConcurrentModificationError`` at once
+instead of blocking: a consumer is not safe for multi-threaded access, and only
+``wakeup()`` (which does not enter) may come from another thread. Re-entrant, so a call may
+make another call on the same thread.
+
+Both façades (``KafkaConsumer``, ``KafkaShareConsumer``) reach their engine only through
+one: ``with confinement as engine: engine.poll(...)`` is Java's ``acquireAndEnsureOpen()``
+… ``release()``, and hands back the engine under its own type, so the type checker checks
+every forwarded call against the engine's signature.
 """
 
 from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Optional
+from typing import Generic, Optional, TypeVar
 
-from kproto.errors import ConcurrentModificationError
+from kproto.errors import ConcurrentModificationError, IllegalStateError
+
+E = TypeVar("E")
 
 
-class ThreadConfinement:
-    """Java's light CAS lock: one owning thread, re-entrant, never blocks."""
+class ThreadConfinement(Generic[E]):
+    """Java's light CAS lock around a façade's engine: one owning thread, re-entrant, never blocks."""
 
-    __slots__ = ("_lock", "_owner", "_depth", "_what")
+    __slots__ = ("_lock", "_owner", "_depth", "_what", "_engine", "closed")
 
-    def __init__(self, what: str = "KafkaConsumer") -> None:
+    def __init__(self, engine: E, what: str = "KafkaConsumer") -> None:
         self._lock = threading.Lock()
         self._owner: Optional[int] = None
         self._depth = 0
         self._what = what  # the façade's class, for the error message
+        self._engine = engine
+        # Set by the façade's close(); entering afterwards raises IllegalStateError.
+        self.closed = False
 
     def acquire(self) -> None:
         me = threading.get_ident()
@@ -43,9 +53,13 @@ class ThreadConfinement:
             if self._depth == 0:
                 self._owner = None
 
-    def __enter__(self) -> "ThreadConfinement":
+    def __enter__(self) -> E:
+        """The engine, for this thread only, while the consumer is open (Java's ``acquireAndEnsureOpen``)."""
         self.acquire()
-        return self
+        if self.closed:
+            self.release()
+            raise IllegalStateError("This consumer has already been closed.")
+        return self._engine
 
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:

@@ -34,7 +34,7 @@ a ``CorruptRecordError`` naming the bad record's offset.
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from typing import Any, Iterator
 
 from kproto import codecs
 from kproto.errors import CorruptMessageError, CorruptRecordError
@@ -99,7 +99,7 @@ def _zigzag_slow(buf: bytes, pos: int) -> tuple[int, int]:
 def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int,
                     last_offset: int, base_timestamp: int, timestamp_type: int,
                     log_append_time: int | None, record_class: type,
-                    prefix: tuple) -> tuple[list, int, str | None]:
+                    prefix: tuple[Any, ...]) -> tuple[list[Any], int, str | None]:
     """Up to ``limit`` records from ``pos`` in one call: ``(records, new pos, None)``, or
     ``(the records before the first malformed one, pos, what is wrong with it)``.
 
@@ -109,7 +109,7 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
     than a generator resumed per record. ``last_offset`` is the offset of the record
     before ``pos`` (base offset - 1 at the start): offsets must grow across calls too.
     """
-    out: list = []
+    out: list[Any] = []
     append = out.append
     new = _new_tuple
     zz = _ZZ
@@ -224,7 +224,7 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
             v = buf[pos]
             pos += 1
             if v == 0:
-                headers: list = []
+                headers: list[Any] = []
                 hsize = -1
             else:
                 if v >= 0x80:
@@ -245,7 +245,7 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
     return out, pos, None
 
 
-def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
+def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list[Any], int, int]:
     headers = []
     size = 0
     for _ in range(count):
@@ -379,8 +379,8 @@ class RecordBatch:
             offset=offset)
 
     # --- records ---------------------------------------------------------------------
-    def decode_records(self, record_class: type = Record, prefix: tuple = (),
-                       limit: int | None = None) -> tuple[list, CorruptRecordError | None]:
+    def decode_records(self, record_class: type = Record, prefix: tuple[Any, ...] = (),
+                       limit: int | None = None) -> tuple[list[Any], CorruptRecordError | None]:
         """Decode the batch's next records: all that are left, or at most ``limit``.
 
         The batch keeps where decoding stopped (its cursor), so successive calls hand out
@@ -427,8 +427,8 @@ class RecordBatch:
             end = len(buf)
         return _Cursor(buf, start, end, self.base_offset - 1)
 
-    def _decode_next(self, cursor: _Cursor, record_class: type, prefix: tuple,
-                     limit: int | None) -> tuple[list, CorruptRecordError | None]:
+    def _decode_next(self, cursor: _Cursor, record_class: type, prefix: tuple[Any, ...],
+                     limit: int | None) -> tuple[list[Any], CorruptRecordError | None]:
         if cursor.done:
             return [], cursor.error
         attributes = self.attributes

@@ -40,7 +40,7 @@ class Record(NamedTuple):
     timestamp_type: int
     key: Optional[bytes]
     value: Optional[bytes]
-    headers: list
+    headers: list[Any]
     checksum: Optional[int]
     serialized_key_size: int
     serialized_value_size: int

@@ -123,7 +123,7 @@ class TansuBroker:
         self.startup_timeout_s = startup_timeout_s
         self.attempts = 1 if port else max(1, attempts)
         self.log_level = log_level
-        self.process: Optional[subprocess.Popen] = None
+        self.process: Optional[subprocess.Popen[bytes]] = None
         self._log: Any = None
 
     @property
@@ -246,7 +246,7 @@ def seed_topic(bootstrap_servers: str, topic: str, count: int, partitions: int =
             "seeding the embedded broker needs confluent-kafka: pip install 'kproto[embedded]'") from exc
     create_topic(bootstrap_servers, topic, partitions, exist_ok=True, timeout_s=timeout_s)
     acked = 0
-    failures: list = []
+    failures: list[Any] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
         nonlocal acked

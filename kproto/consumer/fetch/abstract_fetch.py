@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch, check_crcs_together
@@ -51,6 +51,9 @@ from kproto.errors import ErrorCode
 from kproto.messages.fetch import (FetchRequest, FetchRequest_FetchTopic, FetchRequest_ForgottenTopic, FetchResponse,
                                    FetchResponse_NodeEndpoint, FetchResponse_PartitionData)
 from kproto.structs import BrokerMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.consumer.fetch")
 
@@ -77,7 +80,7 @@ class AbstractFetch:
     on the answer, so no waiter is left behind until it comes).
     """
 
-    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
+    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: ClusterMetadata,
                  fetch_buffer: FetchBuffer, time_ms: Callable[[], float], metrics_manager: Any = None) -> None:
         self.fetch_config = config
         self.subscriptions = subscriptions

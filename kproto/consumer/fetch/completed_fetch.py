@@ -51,7 +51,7 @@ _KEY = ConsumerRecord._fields.index("key")  # value follows key
 MIN_DECODE_CHUNK = 64
 
 
-Deserialize = Callable[[str, list, Optional[bytes]], Any]
+Deserialize = Callable[[str, list[Any], Optional[bytes]], Any]
 
 
 def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
@@ -142,7 +142,7 @@ class CompletedFetch:
         # one, and the error of a malformed record that ended the batch (raised once the
         # records before it are taken).
         self._decoding: Any = None
-        self._prefix: tuple = ()
+        self._prefix: tuple[Any, ...] = ()
         self._batch_records: Optional[list[ConsumerRecord]] = None
         self._index = 0
         self._batch_error: Optional[KafkaError] = None

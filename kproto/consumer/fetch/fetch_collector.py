@@ -71,7 +71,7 @@ class FetchCollector:
     """Collects records from a FetchBuffer under SubscriptionState's positions."""
 
     def __init__(self, subscriptions: SubscriptionState, fetch_config: FetchConfig,
-                 request_metadata_update: Optional[Callable[[], None]] = None,
+                 request_metadata_update: Optional[Callable[[], object]] = None,
                  time_ms: Optional[Callable[[], float]] = None, metrics_manager: Any = None) -> None:
         self._subscriptions = subscriptions
         self._max_poll_records = fetch_config.max_poll_records

@@ -32,17 +32,20 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from kproto import errors
 from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+
 
 class FetchMetricsManager:
     """The fetch metrics of one consumer; see the module docstring."""
 
-    def __init__(self, metrics: Metrics, subscriptions: Any, prefix: str = "consumer",
+    def __init__(self, metrics: Metrics, subscriptions: SubscriptionState, prefix: str = "consumer",
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> None:
         self.metrics = metrics
         self.subscriptions = subscriptions

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 
 pytestmark = pytest.mark.needs("fetch_sessions")
 ENGINES = pytest.mark.parametrize("group_protocol", ["classic", "consumer"])  # assign() works on both
