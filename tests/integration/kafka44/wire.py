@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 import threading
 from typing import Any, NamedTuple
+
+
+_ENUM = re.compile(r"<[A-Za-z_][\w.]*: (-?\d+)>")
 
 
 class Exchange(NamedTuple):
@@ -37,7 +41,8 @@ class Exchange(NamedTuple):
         return name
 
     def tree(self) -> Any:
-        return ast.literal_eval(self.text)
+        # Enum fields (IsolationLevel, ...) print as <Name.MEMBER: 0>: read their values.
+        return ast.literal_eval(_ENUM.sub(r"\1", self.text))
 
 
 class WireLog(logging.Handler):
