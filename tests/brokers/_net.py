@@ -18,6 +18,19 @@ from kproto import embedded
 free_port = embedded.free_port
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports on 127.0.0.1 that were free a moment ago (all bound at once,
+    so none repeats: a broker refuses two listeners on one port)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:
     """True when a Kafka broker at host:port answers ApiVersions v0 with correlation id 7."""
     return embedded.answers_api_versions(host, port, timeout)

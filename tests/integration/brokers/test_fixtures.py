@@ -10,6 +10,9 @@ from tests.brokers import seeding
 from tests.brokers._net import wait_until
 from tests.brokers.base import BROKER_CAPABILITIES
 
+# The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka", "tansu")
+
 
 def _read_back(bootstrap: str, topic: str, partitions: list[int], expected: int,
                isolation: str = "read_uncommitted"):
