@@ -29,6 +29,7 @@ from kproto.errors import ErrorCode
 from kproto.messages import FetchRequest
 from tests.brokers import raw
 from tests.integration.consumer.reading import assert_same, consume
+from tests.integration.consumer.test_fetch_sessions import read_while_one_partition_idles
 from tests.integration.kafka44.wire import WireLog
 from tests.threads import TestThread
 
@@ -46,23 +47,6 @@ def partitions_named(tree: dict, key: str = "topics", field: str = "partition") 
 
 def answered(response: dict) -> set[int]:
     return partitions_named(response, "responses", "partition_index")
-
-
-def read_while_one_partition_idles(broker, consumer: KafkaConsumer, topic: str, rounds: int = 3,
-                                   between=None) -> None:
-    """Read a 3-partition topic; then partitions 0 and 1 get ``rounds`` more records while
-    2 idles (``between(round)`` runs before each); every record exactly once."""
-    written = broker.produce(topic, 30)  # 10 per partition
-    consumer.assign([TopicPartition(topic, p) for p in range(3)])
-    got = consume(consumer, len(written))
-    for n in range(rounds):
-        if between is not None:
-            between(n)
-        more = broker.produce(topic, 8, partitions=[0, 1], start_index=1000 + 100 * n)
-        written = sorted(written + more, key=lambda w: (w.partition, w.offset))
-        got += consume(consumer, len(more))
-    assert_same(got, written)
-    assert consumer.poll(timeout_ms=300) == {}
 
 
 def consumer_for(broker, group_protocol: str, **extra) -> KafkaConsumer:
@@ -94,6 +78,7 @@ def test_incremental_requests_and_answers_leave_the_idle_partition_out(broker, g
     # read): once caught up it stays in the session without being re-sent.
     offsets_sent = [p["fetch_offset"] for req, _ in incremental for t in req["topics"]
                     for p in t["partitions"] if p["partition"] == 2]
+    # (30 records round-robin over 3 partitions first: 10 on partition 2.)
     assert offsets_sent == sorted(set(offsets_sent)) and offsets_sent[-1:] == [10], offsets_sent
     last_named = max(i for i, (req, _) in enumerate(incremental) if 2 in partitions_named(req))
     assert len(incremental) - last_named > 3, "no incremental Fetch left partition 2 out"
