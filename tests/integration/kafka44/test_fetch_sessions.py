@@ -30,7 +30,7 @@ from kproto.messages import FetchRequest
 from tests.brokers import raw
 from tests.integration.consumer.reading import assert_same, consume
 from tests.integration.consumer.test_fetch_sessions import read_while_one_partition_idles
-from tests.integration.kafka44.wire import WireLog
+from tests.wire_log import WireLog
 from tests.threads import TestThread
 
 ENGINES = pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.needs("fetch_sessions")
 
 
 def fetches(wire: WireLog, thread: int | None = None) -> list[tuple[dict, dict]]:
-    return [(req.tree(), resp.tree()) for req, resp in wire.pairs("Fetch", thread)]
+    return [(req.tree, resp.tree) for req, resp in wire.pairs("Fetch", thread)]
 
 
 def partitions_named(tree: dict, key: str = "topics", field: str = "partition") -> set[int]:
@@ -167,7 +167,7 @@ def test_consumers_kafka_has_no_session_slot_for_fetch_in_full(small_session_cac
     assert sorted(results) == list(range(len(threads)))
     for records in results.values():
         assert_same(records, everything)
-    exchanged = [(req.tree(), resp.tree()) for thread in {e.thread for e in wire.requests()}
+    exchanged = [(req.tree, resp.tree) for thread in {e.thread for e in wire.sent("Fetch")}
                  for req, resp in wire.pairs("Fetch", thread)]
     given = {resp["session_id"] for _, resp in exchanged} - {0}
     refused = [req for req, resp in exchanged if req["session_epoch"] == 0 and resp["session_id"] == 0]
@@ -184,10 +184,10 @@ def most_sessions_at_once(wire: WireLog) -> int:
     live: set[int] = set()
     closed: set[int] = set()  # an answer to a Fetch sent before the close may come after it
     most = 0
-    for e in wire.exchanges():
-        if e.api != "Fetch":
+    for e in wire.entries():
+        if e.api_name != "Fetch":
             continue
-        tree = e.tree()
+        tree = e.tree
         if e.direction == "<<" and tree["session_id"] and tree["session_id"] not in closed:
             live.add(tree["session_id"])
         elif e.direction == ">>" and tree["session_epoch"] in (-1, 0) and tree["session_id"]:

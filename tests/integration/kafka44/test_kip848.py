@@ -18,9 +18,9 @@ import uuid
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from kproto.errors import ErrorCode
-from tests.integration.kafka44.wire import WireLog
+from tests.wire_log import WireLog
 
 pytestmark = [pytest.mark.needs("kip848_regex"), pytest.mark.broker_kinds("apache_kafka")]
 DEADLINE_S = 90
@@ -63,8 +63,7 @@ def test_broker_side_regex_reads_a_topic_created_later(broker):
         assert consumer.poll(timeout_ms=300) == {}
     assert set(seen) == {(w.topic, w.partition, w.offset) for t in (first, later) for w in written[t]}
     assert set(seen.values()) == {1}, {k: n for k, n in seen.items() if n > 1}
-    heartbeats = [(req.version, req.tree()) for req in wire.requests()
-                  if req.api == "ConsumerGroupHeartbeat"]
+    heartbeats = [(req.version, req.tree) for req in wire.sent("ConsumerGroupHeartbeat")]
     assert heartbeats and {v for v, _ in heartbeats} == {1}
     # The first heartbeat names the regex and no topic; later ones only when it changes.
     assert heartbeats[0][1]["subscribed_topic_regex"] == "^" + stem + "-.*"
@@ -72,7 +71,7 @@ def test_broker_side_regex_reads_a_topic_created_later(broker):
     # Before the first answer, Kafka may still be loading the group's offsets partition
     # (on a fresh broker the first group creates __consumer_offsets): the member looks for
     # the coordinator again; once answered, every heartbeat is.
-    codes = [resp.tree()["error_code"] for _, resp in wire.pairs("ConsumerGroupHeartbeat")]
+    codes = [resp.tree["error_code"] for _, resp in wire.pairs("ConsumerGroupHeartbeat")]
     first_ok = codes.index(0)
     assert set(codes[:first_ok]) <= {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                      ErrorCode.COORDINATOR_NOT_AVAILABLE}, codes

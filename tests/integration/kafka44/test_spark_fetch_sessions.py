@@ -24,7 +24,7 @@ from kproto import TopicPartition  # noqa: E402
 from kproto.spark.options import parse_options  # noqa: E402
 from kproto.spark.reader import read_range  # noqa: E402
 from kproto.spark.resolver import OffsetResolver  # noqa: E402
-from tests.integration.kafka44.wire import WireLog  # noqa: E402
+from tests.wire_log import WireLog  # noqa: E402
 from tests.threads import TestThread  # noqa: E402
 
 pytestmark = [pytest.mark.needs("fetch_sessions"), pytest.mark.broker_kinds("apache_kafka")]
@@ -61,11 +61,11 @@ def test_stream_tasks_close_their_sessions_and_planning_is_sessionless(broker):
     got = sorted((row["partition"], row["offset"]) for p in rows for row in rows[p])
     assert got == sorted((w.partition, w.offset) for w in written)
 
-    task_threads = {e.thread for e in wire.requests() if e.api == "Fetch"}
+    task_threads = {e.thread for e in wire.sent("Fetch")}
     resolver_fetches = []
     tasks_seen = incremental_seen = 0
     for thread in task_threads:
-        requests = [e.tree() for e in wire.requests() if e.api == "Fetch" and e.thread == thread]
+        requests = [e.tree for e in wire.sent("Fetch") if e.thread == thread]
         chains = split_sessions(requests)
         if all((r["session_id"], r["session_epoch"]) == (0, -1) for r in requests):
             resolver_fetches += requests
@@ -83,7 +83,7 @@ def test_stream_tasks_close_their_sessions_and_planning_is_sessionless(broker):
     assert resolver_fetches, "the resolver sent no Fetch"
     assert tasks_seen == tasks == 3  # partition 1 idles in the second micro-batch
     assert incremental_seen  # (2 KiB per partition and Fetch: a range takes several)
-    answers = [resp.tree() for _, resp in wire.pairs("Fetch")]
+    answers = [resp.tree for _, resp in wire.pairs("Fetch")]
     assert all(a["error_code"] == 0 for a in answers)
 
 

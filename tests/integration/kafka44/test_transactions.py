@@ -18,10 +18,10 @@ import uuid
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from tests.brokers import raw
 from tests.integration.consumer.reading import assert_same, consume
-from tests.integration.kafka44.wire import WireLog
+from tests.wire_log import WireLog
 
 pytestmark = pytest.mark.needs("aborted_transactions_in_fetch")
 READ_COMMITTED = 1
@@ -63,7 +63,7 @@ def test_read_committed_across_aborted_transactions_and_a_rolled_segment(broker,
     read_to = max(h.base_offset + h.last_offset_delta + 1 for h in raw.batch_headers(bytes(whole.records)))
     assert read_to < log_end, "the log was not rolled"
     # The consumer's own Fetch answers listed the aborted transactions it skipped.
-    listed = {a["first_offset"] for _, resp in wire.pairs("Fetch") for t in resp.tree()["responses"]
+    listed = {a["first_offset"] for _, resp in wire.pairs("Fetch") for t in resp.tree["responses"]
               for p in t["partitions"] for a in p["aborted_transactions"] or []}
     assert listed == aborted_first_offsets
 

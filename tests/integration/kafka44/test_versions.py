@@ -26,7 +26,7 @@ from tests.brokers import raw
 from tests.brokers.apache import MavenKafka
 from tests.integration.consumer.reading import consume
 from tests.integration.consumer.test_api_versions import kproto_max
-from tests.integration.kafka44.wire import WireLog
+from tests.wire_log import WireLog
 
 FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 1, 2, 3, 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, API_VERSIONS = 11, 12, 13, 14, 18
@@ -92,8 +92,9 @@ def test_consumer_sends_the_newest_versions_kafka_serves(apache_kafka, group_pro
     with WireLog() as wire:
         read_commit_and_resume(broker, group_protocol, topic, len(written))
     sent: dict[int, set[int]] = {}
-    for request in wire.requests():
-        sent.setdefault(KEY_OF[request.api], set()).add(request.version)
+    for request in wire.entries():
+        if request.direction == ">>":
+            sent.setdefault(KEY_OF[request.api_name], set()).add(request.version)
     assert USED[group_protocol] <= set(sent), "never sent: {}".format(
         [API_KEYS[k][0].__name__ for k in USED[group_protocol] - set(sent)])
     # ApiVersions goes out at kproto's newest first (the broker's are unknown then); a
@@ -113,7 +114,7 @@ def test_consumer_sends_the_newest_versions_kafka_serves(apache_kafka, group_pro
 
 def check_answers(wire: WireLog, topic: str, advertised: dict) -> None:
     """What went out carried what the version is for, and Kafka answered it without error."""
-    metadata = [resp.tree() for _, resp in wire.pairs("Metadata")]
+    metadata = [resp.tree for _, resp in wire.pairs("Metadata")]
     assert metadata and all(m["error_code"] == 0 for m in metadata)
     cluster_id = metadata[-1]["cluster_id"]
     node_ids = {b["node_id"] for m in metadata for b in m["brokers"]}
@@ -125,8 +126,8 @@ def check_answers(wire: WireLog, topic: str, advertised: dict) -> None:
     # Metadata answer) says which cluster and node it expects (KIP-1242); one opened before
     # (the bootstrap, a coordinator found first) names none, as Java's.
     api_versions = wire.pairs("ApiVersions")
-    assert all(resp.tree()["error_code"] == 0 for _, resp in api_versions)
-    sent_ids = {(r["cluster_id"], r["node_id"]) for r in (req.tree() for req, _ in api_versions)}
+    assert all(resp.tree["error_code"] == 0 for _, resp in api_versions)
+    sent_ids = {(r["cluster_id"], r["node_id"]) for r in (req.tree for req, _ in api_versions)}
     assert sent_ids <= {(None, -1)} | {(cluster_id, n) for n in node_ids}, sent_ids
     if advertised[API_VERSIONS][1] >= 5:
         assert sent_ids - {(None, -1)}, "no ApiVersions named the cluster"
@@ -135,22 +136,22 @@ def check_answers(wire: WireLog, topic: str, advertised: dict) -> None:
         commits = wire.pairs("OffsetCommit")
         assert commits
         for req, resp in commits:
-            topics = req.tree()["topics"]
+            topics = req.tree["topics"]
             assert [(t["name"], t["topic_id"]) for t in topics] == [("", topic_id)]
-            answered = resp.tree()["topics"]
+            answered = resp.tree["topics"]
             assert [t["topic_id"] for t in answered] == [topic_id]
             assert all(p["error_code"] == 0 for t in answered for p in t["partitions"])
     if min(advertised[OFFSET_FETCH][1], kproto_max(OFFSET_FETCH)) >= 10:
         fetches = wire.pairs("OffsetFetch")
         assert fetches
         for req, resp in fetches:
-            (group,) = req.tree()["groups"]
+            (group,) = req.tree["groups"]
             assert [(t["name"], t["topic_id"]) for t in group["topics"]] == [("", topic_id)]
-            (answered,) = resp.tree()["groups"]
+            (answered,) = resp.tree["groups"]
             assert answered["error_code"] == 0
             assert [t["topic_id"] for t in answered["topics"]] == [topic_id]
     for req, resp in wire.pairs("OffsetForLeaderEpoch"):
-        for t in resp.tree()["topics"]:
+        for t in resp.tree["topics"]:
             assert all(p["error_code"] == 0 and p["end_offset"] >= 0 for p in t["partitions"])
 
 
