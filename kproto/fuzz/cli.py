@@ -168,8 +168,9 @@ def run_replay(args: argparse.Namespace) -> int:
         finally:
             target.close()
         all_fire = all_fire and fires
-        print("{}: {} v{} [{}] {}: {}".format(
-            path, finding.api, finding.version, finding.oracle, finding.signature,
+        print("{}: {} v{} (fired on {}) [{}] {}: {}".format(
+            path, finding.api, finding.version, finding.version_text, finding.oracle,
+            finding.signature,
             "FIRES again" if fires else "does not fire"))
         for v in verdicts:
             print("  [{}] {}".format(v.oracle, v.message))

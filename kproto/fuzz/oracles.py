@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -72,6 +73,7 @@ def _spec_for(ex: Exchange) -> Optional[schema.ApiSpec]:
     return spec
 
 
+ZERO_UUID = uuid.UUID(int=0)
 _NUMBERS = re.compile(r"-?\d+")
 
 
@@ -177,11 +179,17 @@ def content(ex: Exchange, answer: Any) -> list[Verdict]:
         return []
     if key == 3:
         asked = request.topics
-        if not asked or any(t.name is None for t in asked):
-            return []
-        want = [t.name for t in asked]
-        got = [t.name for t in answer.topics]
-        return _compare(set(want), set(got), len(want) == len(set(want)), "topics")
+        if not asked:
+            return []  # all topics (v0: an empty list too)
+        ids = [getattr(t, "topic_id", None) not in (None, ZERO_UUID) for t in asked]
+        if all(ids):
+            # Asked by id: Kafka describes each id once, under the name the id has (a
+            # request naming one topic and giving another's id gets the id's topic).
+            return _compare([t.topic_id for t in asked], [t.topic_id for t in answer.topics],
+                            "topic ids")
+        if any(ids) or any(t.name is None for t in asked):
+            return []  # names and ids mixed: which one the broker goes by is its choice
+        return _compare([t.name for t in asked], [t.name for t in answer.topics], "topics")
     spec = CONTENT.get(key)  # type: ignore[arg-type]
     if spec is None or _skip_content(key, version, request, answer):  # type: ignore[arg-type]
         return []
@@ -189,20 +197,43 @@ def content(ex: Exchange, answer: Any) -> list[Verdict]:
     answered = _pairs(answer, *spec[4:])
     if asked is None or answered is None:
         return []
-    return _compare(set(asked), set(answered), len(asked) == len(set(asked)), "partitions")
+    return _compare(asked, answered, "partitions")
 
 
-def _compare(want: set, got: set, unique: bool, what: str) -> list[Verdict]:
-    if not unique:
-        return []  # a request naming one partition twice may be answered once
+def _compare(want: list, got: list, what: str) -> list[Verdict]:
+    """Answers naming what the request never named, and names asked for that no answer
+    names. A name asked for twice may be answered once (Kafka folds a Produce's duplicate
+    partitions into one) or twice: neither is a finding."""
     out = []
-    if got - want:
+    extra, missing = set(got) - set(want), set(want) - set(got)
+    if extra:
         out.append(Verdict("content", "{} not asked for".format(what),
-                           "answer has {} not asked for: {}".format(what, sorted(got - want)[:5])))
-    if want - got:
+                           "answer has {} not asked for: {}".format(what, sorted(extra)[:5])))
+    if missing:
         out.append(Verdict("content", "{} missing".format(what),
-                           "answer lacks {}: {}".format(what, sorted(want - got)[:5])))
+                           "answer lacks {}: {}".format(what, sorted(missing)[:5])))
     return out
+
+
+def pair(asked: list, answered: list) -> list[tuple[int, int]]:
+    """(request index, answer index) of the answers that belong to each entry of a request.
+
+    The schemas are positional: the n-th time a request names a key (a topic partition) is
+    answered by the n-th answer naming it, so a duplicate keeps its own answer (ListOffsets
+    asking EARLIEST and LATEST of one partition gets two offsets, in that order). A key the
+    answer names a different number of times than the request is ambiguous and left out."""
+    want: dict[Any, list[int]] = {}
+    got: dict[Any, list[int]] = {}
+    for i, key in enumerate(asked):
+        want.setdefault(key, []).append(i)
+    for j, key in enumerate(answered):
+        got.setdefault(key, []).append(j)
+    out: list[tuple[int, int]] = []
+    for key, indexes in want.items():
+        answers = got.get(key, [])
+        if len(answers) == len(indexes):
+            out += zip(indexes, answers)
+    return sorted(out)
 
 
 def no_answer_expected(api_key: Optional[int], request: Any) -> bool:
@@ -230,13 +261,24 @@ def evaluate(ex: Exchange) -> tuple[Optional[Any], list[Verdict]]:
 
 
 def latest_offsets(ex: Exchange, answer: Any) -> list[tuple[str, int, int]]:
-    """(topic, partition, offset) of every LATEST (-1) answer of a valid ListOffsets v1+."""
+    """(topic, partition, offset) of every LATEST (-1) answer of a valid ListOffsets v1+
+    that reads uncommitted data (READ_COMMITTED's LATEST is the last stable offset, below
+    the high watermark while a transaction is open), each answer matched to its own
+    request entry by position (:func:`pair`)."""
     if ex.api_key != 2 or not ex.valid or answer is None or (ex.api_version or 0) < 1:
         return []
-    asked = {(t.name, p.partition_index) for t in ex.request.topics for p in t.partitions
-             if p.timestamp == -1}
-    return [(t.name, p.partition_index, p.offset) for t in answer.topics for p in t.partitions
-            if (t.name, p.partition_index) in asked and p.error_code == 0 and p.offset >= 0]
+    if getattr(ex.request, "isolation_level", 0) != 0:
+        return []
+    asked = [(t.name, p.partition_index, p.timestamp) for t in ex.request.topics
+             for p in t.partitions]
+    answered = [(t.name, p.partition_index, p.error_code, p.offset) for t in answer.topics
+                for p in t.partitions]
+    out = []
+    for i, j in pair([a[:2] for a in asked], [a[:2] for a in answered]):
+        topic, partition, error_code, offset = answered[j]
+        if asked[i][2] == -1 and error_code == 0 and offset >= 0:
+            out.append((topic, partition, offset))
+    return out
 
 
 def latest_below_high_watermark(topic: str, partition: int, latest: int,
@@ -264,5 +306,5 @@ def rss(start_kb: int, now_kb: int, bound_kb: int) -> Verdict:
 
 
 __all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer",
-           "content", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
+           "content", "pair", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
            "ORACLES", "ANSWER", "CLOSED", "TIMEOUT", "NOT_EXPECTED"]

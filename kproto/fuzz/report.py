@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from kproto.fuzz import mutators, schema, sequences
+from kproto.fuzz.corpus import version_ranges
 
 
 def field_coverage(fuzzer: Any) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def field_coverage(fuzzer: Any) -> dict[str, Any]:
 def build(fuzzer: Any) -> dict[str, Any]:
     stats = fuzzer.stats
     elapsed = max(stats.ended - stats.started, 1e-9)
-    findings = sorted(fuzzer.findings.values(), key=lambda f: (f.api, f.version, f.oracle))
+    findings = sorted(fuzzer.findings.values(), key=lambda f: (f.api, f.oracle, f.signature))
     by_api_oracle: dict[str, Counter] = defaultdict(Counter)
     for f in findings:
         by_api_oracle[f.api][f.oracle] += 1
@@ -100,8 +101,9 @@ def to_text(report: dict[str, Any]) -> str:
                 "{} {}".format(o, n) for o, n in sorted(oracles.items()))))
         lines.append("findings:")
         for f in report["findings"]:
-            lines.append("  [{oracle}] {api} v{version} via {strategy} (x{count}): {message}"
-                         .format(**{**f, "message": f["message"][:140]}))
+            lines.append("  [{oracle}] {api} {vs} via {strategy} (x{count}): {message}"
+                         .format(**{**f, "message": f["message"][:140],
+                                    "vs": version_ranges(f["versions"])}))
             if f.get("file"):
                 lines.append("      reproducer: {}".format(f["file"]))
     cov = report["field_coverage"]
@@ -129,9 +131,9 @@ def to_html(report: dict[str, Any]) -> str:
     findings = []
     for f in report["findings"]:
         findings.append(
-            "<details><summary><b>[{}]</b> {} v{} via {} (x{}) &mdash; {}</summary>"
+            "<details><summary><b>[{}]</b> {} {} via {} (x{}) &mdash; {}</summary>"
             "<pre>{}</pre></details>".format(
-                html.escape(f["oracle"]), html.escape(f["api"]), f["version"],
+                html.escape(f["oracle"]), html.escape(f["api"]), version_ranges(f["versions"]),
                 html.escape(f["strategy"]), f["count"], html.escape(f["message"][:200]),
                 html.escape(json.dumps({k: f[k] for k in ("header", "wire", "request", "note",
                                                           "minimised", "steps", "file")},

@@ -367,9 +367,14 @@ class Fuzzer:
 
     def _new_finding(self, verdict: Verdict, ex: Exchange, spec: schema.ApiSpec, version: int,
                      strategy: str, level: str, note: str) -> Optional[Finding]:
-        key = (spec.api_name, version, verdict.oracle, verdict.signature)
-        if key in self.findings:
-            self.findings[key].count += 1
+        key = (spec.api_name, verdict.oracle, verdict.signature)
+        known = self.findings.get(key)
+        if known is not None:  # the same bug (on this version or another of the family)
+            known.count += 1
+            if version not in known.versions:
+                known.versions = sorted(known.versions + [version])
+                if self.config.out_dir is not None and known.file is not None:
+                    corpus.save(known, self.config.out_dir)
             return None
         f = Finding(api=spec.api_name, api_key=spec.api_key, version=version,
                     oracle=verdict.oracle, signature=verdict.signature, message=verdict.message,
