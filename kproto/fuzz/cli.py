@@ -44,8 +44,13 @@ def _versions(text: str) -> tuple[int, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kproto fuzz",
+                usage="%(prog)s --bootstrap-server HOST:PORT [options]\n"
+                      "       %(prog)s replay FILE [FILE ...] --bootstrap-server HOST:PORT",
                 description="Fuzz a Kafka broker at the protocol level (loopback only unless "
-                            "--allow-remote).")
+                            "--allow-remote).",
+                epilog="replay: send saved reproducer files (--out DIR) again and say whether "
+                       "each still fires (exit 0 all do, 1 one does not); "
+                       "'%(prog)s replay --help' for its options.")
     p.add_argument("--bootstrap-server", required=True, help="HOST:PORT of one broker")
     p.add_argument("--api", help="comma-separated API names (default: every API the broker "
                                  "advertises, cluster-internal ones left out)")
@@ -63,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--report-html", type=Path, help="write a self-contained HTML report here")
     p.add_argument("--broker-pid", type=int, help="watch this process's RSS and existence")
+    p.add_argument("--restart-cmd", metavar="CMD",
+                   help="shell command that brings a dead broker back (it may return at once "
+                        "or be the broker itself); the run records the death, runs it, waits "
+                        "until the broker answers and goes on")
+    p.add_argument("--restart-timeout", type=float, default=180.0,
+                   help="seconds the restarted broker may take to answer (default 180)")
+    p.add_argument("--probe-seconds", type=float, default=1.0,
+                   help="a liveness probe at least this often, besides the one after every "
+                        "exchange that ended without its answer (default 1)")
     p.add_argument("--rss-bound-mb", type=float, default=256.0,
                    help="RSS growth that is a finding (default 256 MB)")
     p.add_argument("--levels", default=",".join(LEVELS),
@@ -138,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         max_connections=max(2, args.max_connections), prefix=args.prefix,
         minimise=not args.no_minimise, setup=not args.no_setup,
         cluster_apis=args.cluster_apis, levels=levels, adaptive=args.adaptive,
+        restart_cmd=args.restart_cmd, restart_timeout=args.restart_timeout,
+        probe_seconds=args.probe_seconds,
         skip_apis=[spec.api_name for spec in map(schema.api_by_name, _names(args.skip_api))
                    if spec is not None],
         progress=None if args.quiet else sys.stderr)

@@ -65,6 +65,8 @@ def build(fuzzer: Any) -> dict[str, Any]:
         "requests_per_second": round(sent / elapsed, 1),
         "connections": fuzzer.target.connections_opened,
         "broker_alive_at_end": fuzzer.alive,
+        "restarts": fuzzer.restarts,
+        "deaths": list(fuzzer.deaths),
         "distinct_findings": len(findings),
         "findings_per_minute": round(len(findings) / (elapsed / 60.0), 2),
         "findings_by_api_oracle": {api: dict(c) for api, c in sorted(by_api_oracle.items())},
@@ -90,8 +92,9 @@ def to_text(report: dict[str, Any]) -> str:
     lines = ["kproto fuzz report: {} (seed {})".format(report["target"], report["seed"]),
              "  {requests} requests in {seconds:.1f} s ({requests_per_second}/s), "
              "{connections} connections, stopped by {stop_reason}".format(**report),
-             "  broker {} at the end".format("answers" if report["broker_alive_at_end"]
-                                             else "DOES NOT answer"),
+             "  broker {} at the end; {} deaths, {} restarts".format(
+                 "answers" if report["broker_alive_at_end"] else "DOES NOT answer",
+                 len(report["deaths"]), report["restarts"]),
              "  {} distinct findings ({} per minute)".format(report["distinct_findings"],
                                                             report["findings_per_minute"])]
     if report["findings"]:

@@ -13,6 +13,7 @@ RSS), de-duplication, minimisation and reproducer files, the progress line and t
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from kproto.fuzz.mutators import Case, make_case
 from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
 from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
                               seed_topic)
-from kproto.fuzz.target import Target, TargetError, parse_address
+from kproto.fuzz.target import Target, TargetError, listening_pid, parse_address
 from kproto.fuzz.values import Knowledge, ValueGenerator
 
 NOT_MINIMISED = ("dead", "hang", "rss")
@@ -34,6 +35,8 @@ BYTE_LEVEL = ("decode", "header", "unknown_server_error")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
+PROGRESS_EVERY = 10.0  # seconds between progress lines when not on a terminal
+CLEAR_EOL = "\x1b[K"
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
 
 
@@ -56,7 +59,9 @@ class FuzzConfig:
     setup: bool = True
     cluster_apis: bool = False
     skip_apis: list[str] = field(default_factory=list)
-    probe_every: int = 1
+    probe_seconds: float = 1.0  # a liveness probe at least this often (and when suspicious)
+    restart_cmd: Optional[str] = None  # brings a dead broker back; the run then goes on
+    restart_timeout: float = 180.0     # seconds the broker may take to answer again
     levels: tuple[str, ...] = ("valid", "field", "frame", "sequence")
     adaptive: bool = False  # schedule by answer times (faster; --seed then not exact)
     progress: Optional[TextIO] = None
@@ -71,6 +76,13 @@ class RunStats:
     ended: float = 0.0
     iterations: int = 0
     stop_reason: str = ""
+
+
+def _isatty(out: Optional[TextIO]) -> bool:
+    try:
+        return out is not None and out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Fuzzer:
@@ -97,6 +109,10 @@ class Fuzzer:
         self.window: list[Exchange] = []  # the last WINDOW exchanges (a crash's context)
         self.latency: dict[int, float] = {}
         self.sequence_time = 0.0  # api key -> moving mean answer time (s)
+        self.restarts = 0
+        self.deaths: list[dict[str, Any]] = []  # each death: when, after what, restart time
+        self._restart_procs: list[subprocess.Popen] = []
+        self._last_probe = 0.0
 
     # --- setup -----------------------------------------------------------------------
 
@@ -105,6 +121,13 @@ class Fuzzer:
         cfg = self.config
         self.plan = resolve_plan(advertised, cfg.apis, cfg.versions, cfg.cluster_apis,
                                  cfg.skip_apis)
+        self._learn_state()
+        self.rss_start = self.target.rss_kb()
+        self.rss_first = self.rss_start or 0
+
+    def _learn_state(self) -> None:
+        """Names from Metadata and the seed topic (again after a restart: a broker without
+        storage comes back empty)."""
         self.knowledge = learn(self.target, self.config.prefix)
         if self.config.setup:
             try:
@@ -112,13 +135,11 @@ class Fuzzer:
             except (OSError, TargetError):
                 pass
             self.knowledge = learn(self.target, self.config.prefix)
-        self.gen = ValueGenerator(self.rng, self.knowledge)
+        self.gen.knowledge = self.knowledge
         self.own = Knowledge(prefix=self.knowledge.prefix, groups=self.knowledge.groups,
                              node_ids=self.knowledge.node_ids,
                              topics=[t for t in self.knowledge.topics
                                      if t.name.startswith(self.knowledge.prefix)])
-        self.rss_start = self.target.rss_kb()
-        self.rss_first = self.rss_start or 0
 
     # --- the loop --------------------------------------------------------------------
 
@@ -140,7 +161,10 @@ class Fuzzer:
                     self.stats.stop_reason = "request bound"
                     break
                 if not self.alive:
-                    self.stats.stop_reason = "broker dead"
+                    if cfg.restart_cmd and self.deaths and self._restart():
+                        continue
+                    self.stats.stop_reason = "broker dead" + (
+                        " (restart failed)" if cfg.restart_cmd else "")
                     break
                 if self.rss_stop:
                     self.stats.stop_reason = "broker RSS past {}x --rss-bound-mb".format(RSS_STOP)
@@ -176,19 +200,35 @@ class Fuzzer:
             time.sleep(delay)
 
     def _progress(self, final: bool = False) -> None:
+        """One line kept up to date on a terminal (rewritten in place, cleared to its end);
+        elsewhere (a log file, a pipe) a whole line every PROGRESS_EVERY seconds."""
         out = self.config.progress
         now = time.monotonic()
-        if out is None or (not final and now - self._last_progress < 1.0):
+        tty = _isatty(out)
+        if out is None or (not final and now - self._last_progress <
+                           (1.0 if tty else PROGRESS_EVERY)):
             return
         self._last_progress = now
         elapsed = max(now - self.stats.started, 1e-9)
         sent = sum(self.stats.requests.values())
-        out.write("\rkproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns "
-                  "broker {}{}".format(elapsed, sent, sent / elapsed, len(self.findings),
-                                       self.target.connections_opened,
-                                       "alive" if self.alive else "DEAD",
-                                       "\n" if final else ""))
+        line = "kproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns " \
+            "broker {}".format(elapsed, sent, sent / elapsed, len(self.findings),
+                               self.target.connections_opened,
+                               "alive" if self.alive else "DEAD")
+        if self.restarts:
+            line += " ({} restarts)".format(self.restarts)
+        if tty:
+            out.write("\r" + line + CLEAR_EOL + ("\n" if final else ""))
+        else:
+            out.write(line + "\n")
         out.flush()
+
+    def _say(self, text: str) -> None:
+        """A line of its own above the progress line."""
+        out = self.config.progress
+        if out is not None:
+            out.write(("\r" + CLEAR_EOL if _isatty(out) else "") + text + "\n")
+            out.flush()
 
     def step(self) -> None:
         rng = self.rng
@@ -258,10 +298,14 @@ class Fuzzer:
         verdicts = self.verdicts(ex)
         self.window.append(ex)
         del self.window[:-WINDOW]
-        # Every mutant is suspicious: a probe right after it names the request that killed
-        # the broker (a crash can take a moment: the window keeps the requests before it).
-        suspicious = mutant is not None or ex.outcome != ANSWER or bool(verdicts)
-        if suspicious or self.stats.iterations % self.config.probe_every == 0:
+        # Every answer proves the broker alive, and after a close the next request's fresh
+        # connection does: a probe (a connection of its own) goes after an exchange that
+        # ended without an answer where one was due, after a verdict, and every
+        # probe_seconds (RSS too). A death is then pinned on the first exchange after the
+        # last answer (the window keeps the ones before it).
+        suspicious = (ex.outcome == TIMEOUT or bool(verdicts) or
+                      (ex.outcome == CLOSED and mutant is None))
+        if suspicious or time.monotonic() - self._last_probe >= self.config.probe_seconds:
             if not self._check_alive(ex, case, mutant, ex.outcome):
                 return
         for verdict in verdicts:
@@ -283,6 +327,7 @@ class Fuzzer:
 
     def _check_alive(self, ex: Optional[Exchange], case: Case,
                      mutant: Optional[mutators.Mutant], detail: str) -> bool:
+        self._last_probe = time.monotonic()
         alive, why = self.target.alive()
         rss = self.target.rss_kb()
         if rss is not None and self.rss_start is not None:
@@ -299,13 +344,78 @@ class Fuzzer:
             return True
         self.alive = False
         ex = ex or Exchange(case.wire if mutant is None else mutant.wire, mutant is None,
-                            CLOSED, None, case.request)
+                            CLOSED, None, case.request,
+                            "valid" if mutant is None else mutant.strategy)
+        if not self.window or self.window[-1] is not ex:
+            self.window.append(ex)
+        # The suspect: the first exchange after the last one the broker answered.
+        answered = [i for i, e in enumerate(self.window) if e.outcome == ANSWER]
+        start = answered[-1] + 1 if answered else 0
+        suspect = self.window[min(start, len(self.window) - 1)]
         gone = self.target.process_exists()
-        before = [e.wire for e in self.window if e is not ex]
-        self._record(oracles.dead("{} after {}{}".format(
-            why, mutant.strategy if mutant else "a valid request",
-            "; process exited" if gone is False else "")), ex, case, mutant, before)
+        verdict = oracles.dead("{} after {}{}".format(
+            why, "a valid request" if suspect.strategy == "valid" else suspect.strategy,
+            "; process exited" if gone is False else ""))
+        before = [e.wire for e in self.window[:self.window.index(suspect)]]
+        self._record_exchange(verdict, suspect, before)
+        self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
+                            "api_key": suspect.api_key, "api_version": suspect.api_version,
+                            "strategy": suspect.strategy, "detail": why})
         return False
+
+    def _record_exchange(self, verdict: Verdict, ex: Exchange, before: list[bytes]) -> None:
+        """A finding from an exchange alone (a death pinned on an earlier request)."""
+        if ex.api_key not in schema.apis():
+            return
+        level = ("valid" if ex.strategy == "valid" else "sequence"
+                 if ex.strategy.startswith("seq.") else ex.strategy.split(".")[0])
+        finding = self._new_finding(verdict, ex, schema.api(ex.api_key), ex.api_version or 0,
+                                    ex.strategy, level, "")
+        if finding is None:
+            return
+        finding.steps = before + [ex.wire]
+        self._finish(finding, ex)
+
+    def _restart(self) -> bool:
+        """Run --restart-cmd and wait until the broker answers again (ApiVersions, then its
+        state: the seed topic); False when it does not within restart_timeout."""
+        cfg = self.config
+        assert cfg.restart_cmd is not None
+        self._say("kproto fuzz: broker dead; restarting it with: " + cfg.restart_cmd)
+        self.target.close()
+        started = time.monotonic()
+        # Its own session and no terminal: the command may be the broker itself, which then
+        # outlives the run, or a script that starts it and returns.
+        proc = subprocess.Popen(cfg.restart_cmd, shell=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        self._restart_procs.append(proc)
+        while time.monotonic() - started < cfg.restart_timeout:
+            if self.target.alive(attempts=1, timeout=1.0)[0]:
+                break
+            if proc.poll() not in (None, 0):
+                break  # the command failed
+            time.sleep(0.5)
+        else:
+            return False
+        try:
+            self.target.fetch_api_versions()
+        except TargetError:
+            return False
+        self.restarts += 1
+        self.alive = True
+        self.window.clear()
+        if cfg.broker_pid is not None:
+            pid = listening_pid(self.target.port)
+            if pid is not None:
+                self.target.broker_pid = pid
+        self.rss_start = self.target.rss_kb()
+        self.rss_first = self.rss_start or 0
+        self._learn_state()
+        self.deaths[-1]["restart_s"] = round(time.monotonic() - started, 3)
+        self._say("kproto fuzz: broker answers again after {:.1f} s".format(
+            time.monotonic() - started))
+        return True
 
     # --- sequences -------------------------------------------------------------------
 
@@ -354,6 +464,9 @@ class Fuzzer:
             if not why[0] and key is not None and key in schema.apis():
                 self.alive = False
                 last = exchanges[-1]
+                self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
+                                    "api_key": key, "api_version": last.api_version,
+                                    "strategy": name, "detail": why[1]})
                 finding = self._new_finding(oracles.dead("{} after {}".format(why[1], name)),
                                             last, schema.api(key),
                                             last.api_version or 0, name, "sequence", "")
@@ -406,10 +519,8 @@ class Fuzzer:
     def _finish(self, finding: Finding, ex: Exchange) -> None:
         if self.config.out_dir is not None:
             corpus.save(finding, self.config.out_dir)
-        out = self.config.progress
-        if out is not None:
-            out.write("\rkproto fuzz: finding {} v{} {}: {}\n".format(
-                finding.api, finding.version, finding.oracle, finding.message[:160]))
+        self._say("kproto fuzz: finding {} v{} {}: {}".format(
+            finding.api, finding.version, finding.oracle, finding.message[:160]))
 
     def _minimise(self, finding: Finding, case: Case, ex: Exchange) -> None:
         request = case.request if finding.valid else None
