@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--report-html", type=Path, help="write a self-contained HTML report here")
     p.add_argument("--broker-pid", type=int, help="watch this process's RSS and existence")
+    p.add_argument("--broker-log", type=Path, metavar="FILE",
+                   help="follow the broker's log file: an ERROR (or a stack trace) logged "
+                        "while a request is in flight is a finding of that request")
     p.add_argument("--restart-cmd", metavar="CMD",
                    help="shell command that brings a dead broker back (it may return at once "
                         "or be the broker itself); the run records the death, runs it, waits "
@@ -103,6 +106,8 @@ def build_replay_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, nargs="+", help="reproducer file(s)")
     p.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
     p.add_argument("--timeout", type=float, default=6.0)
+    p.add_argument("--broker-log", type=Path, metavar="FILE",
+                   help="the broker's log file (for broker_log findings)")
     p.add_argument("--no-setup", action="store_true",
                    help="do not re-create the run's seed topic before sending")
     p.add_argument("--prefix", default="kproto-fuzz-")
@@ -153,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         minimise=not args.no_minimise, setup=not args.no_setup,
         cluster_apis=args.cluster_apis, levels=levels, adaptive=args.adaptive,
         restart_cmd=args.restart_cmd, restart_timeout=args.restart_timeout,
-        probe_seconds=args.probe_seconds,
+        probe_seconds=args.probe_seconds, broker_log=args.broker_log,
         skip_apis=[spec.api_name for spec in map(schema.api_by_name, _names(args.skip_api))
                    if spec is not None],
         progress=None if args.quiet else sys.stderr)
@@ -180,7 +185,7 @@ def run_replay(args: argparse.Namespace) -> int:
         target = Target(host, port, timeout=args.timeout)
         try:
             fires, verdicts = replay(finding, target, setup=not args.no_setup,
-                                     prefix=args.prefix)
+                                     prefix=args.prefix, broker_log=args.broker_log)
         finally:
             target.close()
         all_fire = all_fire and fires

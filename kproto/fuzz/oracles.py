@@ -7,8 +7,9 @@ version asked), ``header`` (correlation id or response header that does not matc
 contradicts the request: topics or partitions not asked for, or missing), ``closed_on_valid``
 and ``hang`` (a valid request the broker drops or never answers while it answers others). A
 malformed request that the broker refuses cleanly (closes, or answers an error) is not a
-finding. ``dead`` and ``rss`` come from the runner's probes; their verdicts are built here
-too so that every finding has one shape.
+finding. ``broker_log`` is what the broker logged (ERROR, or a stack trace) while the request
+was in flight (:mod:`kproto.fuzz.brokerlog` reads the file). ``dead`` and ``rss`` come from
+the runner's probes; their verdicts are built here too so that every finding has one shape.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any, Optional
 
 from kproto.errors import CorruptMessageError, KafkaError
 from kproto.fuzz import schema
+from kproto.fuzz.brokerlog import LogEntry
 from kproto.protocol.headers import decode_response_header
 
 ORACLES = ("dead", "hang", "decode", "header", "content", "unknown_server_error", "rss",
-           "closed_on_valid")
+           "closed_on_valid", "broker_log")
 
 # Outcomes of sending one request.
 ANSWER, CLOSED, TIMEOUT, NOT_EXPECTED = "answer", "closed", "timeout", "not_expected"
@@ -291,6 +293,40 @@ def latest_below_high_watermark(topic: str, partition: int, latest: int,
     return None
 
 
+def with_broker_log(ex: Exchange, verdicts: list[Verdict], logged: list[LogEntry]
+                    ) -> list[Verdict]:
+    """The verdicts on an exchange with what the broker logged while it was in flight:
+    every entry worth a finding (but a malformed request's clean refusal) is attached to
+    each verdict; one an UNKNOWN_SERVER_ERROR answer came with joins that verdict's
+    signature (the same error code from two exceptions is two bugs); any other is a
+    ``broker_log`` verdict of its own, signed by the log line."""
+    relevant = [e for e in logged if e.worth_a_finding and
+                (ex.valid or not e.is_refusal_of_malformed_request())]
+    if not relevant:
+        return verdicts
+    text = "\n".join(e.text for e in relevant)[:8192]
+    for v in verdicts:
+        v.extra["broker_log"] = text
+    use = [v for v in verdicts if v.oracle == "unknown_server_error"]
+    seen: set[str] = set()
+    for e in relevant:
+        # one verdict per cause: Kafka logs one exception twice ("Closing socket for",
+        # "Exception while processing request from")
+        cause = e.signature.partition(" | ")[2] or e.signature
+        if cause in seen:
+            continue
+        seen.add(cause)
+        if use:
+            use[0].signature += " | " + e.signature
+            use[0].message += "; the broker logged: " + e.message[:200]
+            use = []  # the first entry only: later ones may be another request's
+        else:
+            verdicts.append(Verdict("broker_log", e.signature, "the broker logged {}: {}"
+                                    .format(e.level, e.message[:300]),
+                                    {"broker_log": e.text}))
+    return verdicts
+
+
 def hang(bound: float) -> Verdict:
     return Verdict("hang", "no answer", "no answer within {:.1f} s while the broker answers "
                    "a fresh connection".format(bound))
@@ -306,5 +342,5 @@ def rss(start_kb: int, now_kb: int, bound_kb: int) -> Verdict:
 
 
 __all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer",
-           "content", "pair", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
+           "content", "pair", "with_broker_log", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
            "ORACLES", "ANSWER", "CLOSED", "TIMEOUT", "NOT_EXPECTED"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from kproto.errors import KafkaError
 from kproto.fuzz import oracles, schema, sequences
@@ -23,9 +24,13 @@ from kproto.protocol.headers import decode_request_header
 
 
 def replay(finding: Finding, target: Target, *, setup: bool = True,
-           prefix: str = "kproto-fuzz-") -> tuple[bool, list[Verdict]]:
+           prefix: str = "kproto-fuzz-", broker_log: Optional[Path] = None
+           ) -> tuple[bool, list[Verdict]]:
     """Send a saved finding again (after the run's set-up, unless ``setup`` is False);
-    whether its (oracle, signature) fires, and every verdict."""
+    whether its (oracle, signature) fires, and every verdict (with the broker's log
+    followed when ``broker_log`` names it)."""
+    fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port),
+                               broker_log=broker_log), target)
     target.fetch_api_versions()
     if setup:  # the state the run had: its seed topic with two 3-record batches
         try:
@@ -36,12 +41,18 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
         know = learn(target, prefix)
         own = Knowledge(prefix=know.prefix, groups=know.groups, node_ids=know.node_ids,
                         topics=[t for t in know.topics if t.name.startswith(know.prefix)])
-        found, _ = sequences.run_sequence(finding.strategy, target,
-                                          random.Random(finding.sequence_seed),
-                                          own if own.topics else know)
+        if fuzzer.broker_log is not None:
+            fuzzer.broker_log.poll()  # the set-up's lines
+        found, exchanges = sequences.run_sequence(finding.strategy, target,
+                                                  random.Random(finding.sequence_seed),
+                                                  own if own.topics else know)
         verdicts = [v for v, _ in found]
+        if fuzzer.broker_log is not None and exchanges:
+            verdicts += oracles.with_broker_log(exchanges[-1], [],
+                                                fuzzer.broker_log.poll(0.3))
     else:
-        fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port)), target)
+        if fuzzer.broker_log is not None:
+            fuzzer.broker_log.poll()  # the set-up's lines
         ex = target.exchange(finding.wire, valid=finding.valid, own_connection=True,
                              request=_request_from(finding))
         if finding.oracle == "dead":
@@ -53,7 +64,7 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
                 alive = _still_alive(target)
             verdicts = [] if alive else [oracles.dead("replay")]
         else:
-            verdicts = fuzzer.verdicts(ex)
+            verdicts = fuzzer.verdicts(ex, settle=0.3)
     fires = any(v.oracle == finding.oracle and v.signature == finding.signature
                 for v in verdicts)
     return fires, verdicts

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from kproto.fuzz import corpus, mutators, oracles, schema, sequences
+from kproto.fuzz.brokerlog import BrokerLog
 from kproto.fuzz.corpus import Finding
 from kproto.fuzz.minimise import minimise
 from kproto.fuzz.mutators import Case, make_case
@@ -31,10 +32,11 @@ from kproto.fuzz.target import Target, TargetError, listening_pid, parse_address
 from kproto.fuzz.values import Knowledge, ValueGenerator
 
 NOT_MINIMISED = ("dead", "hang", "rss")
-BYTE_LEVEL = ("decode", "header", "unknown_server_error")
+BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
+LOG_SETTLE = 0.05  # seconds to wait for the broker's log line after an odd exchange
 PROGRESS_EVERY = 10.0  # seconds between progress lines when not on a terminal
 CLEAR_EOL = "\x1b[K"
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
@@ -59,6 +61,7 @@ class FuzzConfig:
     setup: bool = True
     cluster_apis: bool = False
     skip_apis: list[str] = field(default_factory=list)
+    broker_log: Optional[Path] = None  # the broker's log file, followed as an oracle
     probe_seconds: float = 1.0  # a liveness probe at least this often (and when suspicious)
     restart_cmd: Optional[str] = None  # brings a dead broker back; the run then goes on
     restart_timeout: float = 180.0     # seconds the broker may take to answer again
@@ -113,6 +116,7 @@ class Fuzzer:
         self.deaths: list[dict[str, Any]] = []  # each death: when, after what, restart time
         self._restart_procs: list[subprocess.Popen] = []
         self._last_probe = 0.0
+        self.broker_log = BrokerLog(config.broker_log) if config.broker_log else None
 
     # --- setup -----------------------------------------------------------------------
 
@@ -124,6 +128,8 @@ class Fuzzer:
         self._learn_state()
         self.rss_start = self.target.rss_kb()
         self.rss_first = self.rss_start or 0
+        if self.broker_log is not None:
+            self.broker_log.poll()  # what set-up made it log is nobody's finding
 
     def _learn_state(self) -> None:
         """Names from Metadata and the seed topic (again after a restart: a broker without
@@ -311,9 +317,15 @@ class Fuzzer:
         for verdict in verdicts:
             self._record(verdict, ex, case, mutant)
 
-    def verdicts(self, ex: Exchange) -> list[Verdict]:
-        """Every verdict on one exchange, probes included (hang, ListOffsets LATEST)."""
+    def verdicts(self, ex: Exchange, settle: float = 0.0) -> list[Verdict]:
+        """Every verdict on one exchange, probes included (hang, ListOffsets LATEST), and
+        what the broker logged meanwhile (waiting up to ``settle`` s for it; a little
+        anyway after an exchange that ended oddly: Kafka logs, then answers or closes)."""
         answer, out = oracles.evaluate(ex)
+        if self.broker_log is not None:
+            odd = ex.outcome != ANSWER or any(v.oracle == "unknown_server_error" for v in out)
+            logged = self.broker_log.poll(max(settle, LOG_SETTLE if odd else 0.0))
+            out = oracles.with_broker_log(ex, out, logged)
         if ex.valid and ex.outcome == TIMEOUT:
             if self.target.alive()[0]:
                 out.append(oracles.hang(self.target.timeout))
@@ -446,6 +458,10 @@ class Fuzzer:
             if ex.api_key in schema.apis():
                 self.stats.requests[(schema.api(ex.api_key).api_name, ex.api_version)] += 1
             self.stats.outcomes[ex.outcome] += 1
+        if self.broker_log is not None and exchanges:
+            logged = self.broker_log.poll(LOG_SETTLE)
+            found += [(v, exchanges[-1]) for v in
+                      oracles.with_broker_log(exchanges[-1], [], logged)]
         for verdict, ex in found:
             if ex.api_key not in schema.apis():
                 continue
@@ -533,7 +549,10 @@ class Fuzzer:
             except (OSError, TargetError):
                 return False
             return any(v.oracle == finding.oracle and v.signature == finding.signature
-                       for v in self.verdicts(cand))
+                       for v in self.verdicts(cand, settle))
+
+        # the broker's log line may come just after its answer
+        settle = 0.15 if self.broker_log is not None and "broker_log" in finding.extra else 0.0
 
         left = 15.0
         if self.config.seconds is not None:  # the run's time bound holds shrinking too
