@@ -120,7 +120,8 @@ def fetch_sessions():
 def apache_kafka():
     """Apache Kafka shared by the session: the running broker at KPROTO_KAFKA_BOOTSTRAP,
     else a distribution at KPROTO_KAFKA_HOME started as a child process, else Docker's
-    image; skips (with the reason) when there is none."""
+    image with KPROTO_KAFKA_DOCKER=1, else Kafka 4.4 from the test ground's pom (Maven);
+    skips (with the reason) when there is none."""
     from tests.brokers.apache import start_apache_kafka
 
     broker, reason = start_apache_kafka()
@@ -128,6 +129,22 @@ def apache_kafka():
         pytest.skip("apache_kafka: {}".format(reason))
     yield broker
     broker.close()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster():
+    """Three Kafka 4.4 nodes from the test ground (:class:`tests.brokers.apache.MavenKafkaCluster`:
+    a controller quorum of three combined nodes, replicated internal topics; ``kill(id)`` /
+    ``restart(id)``), shared by the session; skips (with the reason) without mvn and java."""
+    from tests.brokers import maven
+    from tests.brokers.apache import MavenKafkaCluster
+
+    reason = maven.unavailable_reason()
+    if reason is not None:
+        pytest.skip("apache_kafka_cluster: {}".format(reason))
+    cluster = MavenKafkaCluster()
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture

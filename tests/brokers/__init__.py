@@ -21,8 +21,19 @@ fixture                   what it gives
                           as it is, never stopped), else the distribution at
                           ``KPROTO_KAFKA_HOME`` (3.9 or 4.x, one KRaft node on loopback
                           ports, temporary log dir, stopped by process group), else
-                          ``apache/kafka:4.0.0`` via testcontainers; skips with the
-                          reason when there is none.
+                          ``apache/kafka:4.0.0`` via testcontainers when
+                          ``KPROTO_KAFKA_DOCKER=1``, else (the default) **Kafka 4.4
+                          from the test ground**: ``tests/ground/pom.xml`` resolved by
+                          ``mvn`` (:mod:`tests.brokers.maven`), ``java -cp ...
+                          kafka.Kafka``, one KRaft combined node formatted
+                          ``--standalone``, stopped by pid; ``log_tail()`` gives the end
+                          of the broker's own log. Skips with the reason when there
+                          is none (no mvn or java).
+``apache_kafka_cluster``  session-wide three-node Kafka 4.4 cluster from the test ground
+                          (:class:`~tests.brokers.apache.MavenKafkaCluster`): three
+                          combined broker/controllers (the quorum), internal topics and
+                          ``new_topic()`` topics with three replicas; ``kill(node_id)``
+                          (SIGKILL), ``restart(node_id)``, ``nodes[i].log_tail()``.
 ``fetch_sessions``        session-wide :class:`~tests.brokers.fetch_sessions.TansuFetchSessions`
                           (kind ``tansu_sessions``): a Tansu of its own behind a front that
                           keeps KIP-227 fetch sessions by Kafka's broker rules (see below).

@@ -1,4 +1,4 @@
-"""Apache Kafka for the tests: yours (a distribution or a running broker) or Docker's.
+"""Apache Kafka for the tests: the test ground's Kafka 4.4 from Maven, yours, or Docker's.
 
 Owns :func:`start_apache_kafka`, which picks, in this order:
 
@@ -7,9 +7,15 @@ Owns :func:`start_apache_kafka`, which picks, in this order:
 - ``KPROTO_KAFKA_HOME=/path/to/kafka``: an Apache Kafka distribution (3.9 or 4.x) started
   as a child process (:class:`LocalKafka`: KRaft combined broker/controller on loopback
   ports, a temporary log dir, stopped by its process group);
-- the official ``apache/kafka`` image through testcontainers where a Docker engine is
-  reachable (:class:`ApacheKafka`; the client listener is published on the same port
-  number on 127.0.0.1 so the advertised address is right without a restart).
+- ``KPROTO_KAFKA_DOCKER=1``: the official ``apache/kafka`` image through testcontainers
+  (:class:`ApacheKafka`; the client listener is published on the same port number on
+  127.0.0.1 so the advertised address is right without a restart);
+- the default: Kafka 4.4 from the test ground's pom (:class:`MavenKafka`: jars resolved by
+  ``mvn``, ``java -cp ... kafka.Kafka``, one KRaft combined broker/controller, see
+  :mod:`tests.brokers.maven`), where ``mvn`` and ``java`` are on the PATH.
+
+:class:`MavenKafkaCluster` is the three-node cluster (a controller quorum of three combined
+nodes, internal topics with three replicas) for what one node cannot show.
 
 Where none is available it returns why, and the fixture skips. Every kind reads its
 API-derived capabilities from the broker's ApiVersions answer once it is up.
@@ -25,6 +31,7 @@ import subprocess
 import tempfile
 
 from kproto.embedded import create_topic
+from tests.brokers import maven
 from tests.brokers._net import api_versions_v0_probe, free_port, wait_until
 from tests.brokers.base import (API_CAPABILITIES, BROKER_CAPABILITIES, Broker,
                                 capabilities_from_api_versions)
@@ -34,6 +41,7 @@ log = logging.getLogger("kproto.tests.brokers")
 IMAGE = "apache/kafka:4.0.0"
 ENV_BOOTSTRAP = "KPROTO_KAFKA_BOOTSTRAP"
 ENV_HOME = "KPROTO_KAFKA_HOME"
+ENV_DOCKER = "KPROTO_KAFKA_DOCKER"
 
 #: Broker settings the suite relies on (single node: internal topics with one replica;
 #: no initial rebalance delay; topics only when a test creates them).
@@ -43,6 +51,13 @@ SUITE_SETTINGS = {
     "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "false",
+}
+
+#: What a single node adds for share groups (KIP-932): its state topic with one replica.
+SINGLE_NODE_SETTINGS = {
+    **SUITE_SETTINGS,
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
 }
 
 
@@ -89,10 +104,15 @@ def start_apache_kafka() -> tuple[Broker | None, str | None]:
     home = os.environ.get(ENV_HOME)
     if home:
         return LocalKafka(home), None
-    reason = docker_unavailable_reason()
+    if os.environ.get(ENV_DOCKER):
+        reason = docker_unavailable_reason()
+        if reason is not None:
+            return None, "{}={}: {}".format(ENV_DOCKER, os.environ[ENV_DOCKER], reason)
+        return ApacheKafka(), None
+    reason = maven.unavailable_reason()
     if reason is not None:
         return None, "{} (or set {} or {})".format(reason, ENV_HOME, ENV_BOOTSTRAP)
-    return ApacheKafka(), None
+    return MavenKafka(), None
 
 
 class _Kafka(Broker):
@@ -278,3 +298,172 @@ class ApacheKafka(_Kafka):
         container, self._container = getattr(self, "_container", None), None
         if container is not None:
             container.stop()
+
+
+def _kraft_settings(node_id: int, port: int, controller_port: int) -> dict[str, str]:
+    """One combined broker/controller's listeners on loopback (the quorum is added by the
+    caller: a dynamic one for a single node, static voters for the cluster)."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(node_id),
+        "listeners": "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}".format(
+            port, controller_port),
+        "advertised.listeners": "PLAINTEXT://127.0.0.1:{}".format(port),
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        # Small segments and a quick retention check, so a test can roll the log and see
+        # retention delete a segment without writing megabytes.
+        "log.retention.check.interval.ms": "1000",
+    }
+
+
+def _wait_ready(bootstrap: str, nodes: "list[maven.KafkaNode]", timeout: float) -> None:
+    if not wait_until(lambda: any(not n.alive() for n in nodes) or _answers(bootstrap),
+                      timeout, interval=0.25) or any(not n.alive() for n in nodes):
+        tails = "\n".join(n.log_tail() for n in nodes)
+        raise RuntimeError("Kafka 4.4 (test ground) not answering on {} after {:.0f}s:\n{}"
+                           .format(bootstrap, timeout, tails))
+
+
+class MavenKafka(_Kafka):
+    """Kafka 4.4 from the test ground (:mod:`tests.brokers.maven`): one KRaft combined
+    broker/controller formatted ``--standalone`` (a dynamic quorum of one), loopback
+    ports, a temporary directory, :data:`SINGLE_NODE_SETTINGS`; stopped by pid.
+
+    ``node`` is the :class:`~tests.brokers.maven.KafkaNode` (its ``log_path`` is the
+    broker's own log: print ``node.log_tail()`` when a test fails); ``extra_settings``
+    adds to or overrides the server properties.
+    """
+
+    def __init__(self, extra_settings: dict[str, str] | None = None,
+                 startup_timeout: float = 120.0) -> None:
+        super().__init__()
+        self.port, cport = free_port(), free_port()
+        self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
+        self._dir = maven.new_directory("kproto-kafka44-")
+        settings = {**_kraft_settings(1, self.port, cport),
+                    "controller.quorum.bootstrap.servers": "127.0.0.1:{}".format(cport),
+                    **SINGLE_NODE_SETTINGS, **(extra_settings or {})}
+        self.node = maven.KafkaNode(self._dir, settings, maven.random_cluster_id(),
+                                    format_args=("--standalone",))
+        try:
+            self.node.start()
+            _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
+            self._read_capabilities()
+        except BaseException:
+            self.close()
+            raise
+        log.info("kafka 4.4 (maven) pid %s ready on %s", self.node.pid, self.bootstrap_servers)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.node.log_tail(chars)
+
+    def close(self) -> None:
+        node = getattr(self, "node", None)
+        if node is not None:
+            node.close()
+        directory, self._dir = getattr(self, "_dir", None), None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+class MavenKafkaCluster(_Kafka):
+    """Three Kafka 4.4 nodes from the test ground, each a combined broker/controller, the
+    three forming the controller quorum (static voters); internal topics (offsets,
+    transactions, share state) with three replicas and min ISR 2, so one node may die.
+
+    ``nodes[i]`` is node id ``i + 1`` (:class:`~tests.brokers.maven.KafkaNode`):
+    ``kill(node_id)`` stops one with SIGKILL (a crash), ``restart(node_id)`` brings it back
+    on the same ports and data and waits until it answers. ``rack_of`` gives each broker a
+    ``broker.rack`` (rack-aware fetching, KIP-392) when set.
+    """
+
+    name = "apache_kafka_cluster"
+
+    def __init__(self, size: int = 3, racks: tuple[str, ...] | None = None,
+                 startup_timeout: float = 180.0) -> None:
+        super().__init__()
+        ports = [free_port() for _ in range(size)]
+        cports = [free_port() for _ in range(size)]
+        self.bootstrap_servers = ",".join("127.0.0.1:{}".format(p) for p in ports)
+        self._dir = maven.new_directory("kproto-kafka44-cluster-")
+        voters = ",".join("{}@127.0.0.1:{}".format(i + 1, c) for i, c in enumerate(cports))
+        cluster_id = maven.random_cluster_id()
+        replicated = {
+            "offsets.topic.replication.factor": str(min(3, size)),
+            "transaction.state.log.replication.factor": str(min(3, size)),
+            "transaction.state.log.min.isr": str(min(2, size)),
+            "share.coordinator.state.topic.replication.factor": str(min(3, size)),
+            "share.coordinator.state.topic.min.isr": str(min(2, size)),
+            "default.replication.factor": str(min(3, size)),
+            "min.insync.replicas": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+        }
+        self.nodes: list[maven.KafkaNode] = []
+        try:
+            for i in range(size):
+                settings = {**_kraft_settings(i + 1, ports[i], cports[i]),
+                            "controller.quorum.voters": voters, **replicated}
+                if racks:
+                    settings["broker.rack"] = racks[i % len(racks)]
+                    settings["replica.selector.class"] = (
+                        "org.apache.kafka.common.replica.RackAwareReplicaSelector")
+                self.nodes.append(maven.KafkaNode(
+                    os.path.join(self._dir, "node{}".format(i + 1)), settings, cluster_id))
+            for node in self.nodes:
+                node.format()
+            for node in self.nodes:
+                node.start()
+            _wait_ready(self.bootstrap_servers.split(",")[0], self.nodes, startup_timeout)
+            wait_until(lambda: self._broker_count() >= size, startup_timeout, interval=0.5)
+            self._read_capabilities()
+            self.capabilities = self.capabilities | {"multi_broker"}
+        except BaseException:
+            self.close()
+            raise
+        log.info("kafka 4.4 cluster (maven) ready on %s", self.bootstrap_servers)
+
+    def _broker_count(self) -> int:
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            md = AdminClient({"bootstrap.servers": self.bootstrap_servers,
+                              "log_level": 0}).list_topics(timeout=5)
+        except Exception:  # KafkaException while brokers are still registering
+            return 0
+        return len(md.brokers)
+
+    def _create_topic(self, name: str, partitions: int, replication: int) -> None:
+        # Replicated by default here: a topic of the cluster survives one broker's death.
+        create_topic(self.bootstrap_servers, name, partitions,
+                     replication if replication > 1 else len(self.nodes), timeout_s=60)
+
+    def node(self, node_id: int) -> "maven.KafkaNode":
+        return self.nodes[node_id - 1]
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL one node (a crash: no controlled shutdown)."""
+        self.node(node_id).stop(kill=True)
+
+    def restart(self, node_id: int, timeout: float = 120.0) -> None:
+        """Start a stopped node again (same ports and data) and wait until it answers."""
+        node = self.node(node_id)
+        node.start()
+        port = node.settings["advertised.listeners"].rpartition(":")[2]
+        _wait_ready("127.0.0.1:" + port, [node], timeout)
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return "\n".join(n.log_tail(chars) for n in self.nodes)
+
+    def close(self) -> None:
+        # SIGKILL: the data is deleted anyway, and a node shutting down in a controlled way
+        # after the others are gone waits for a quorum that no longer exists.
+        for node in getattr(self, "nodes", []):
+            node.stop(kill=True)
+        for node in getattr(self, "nodes", []):
+            node.close()
+        directory, self._dir = getattr(self, "_dir", None), None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
