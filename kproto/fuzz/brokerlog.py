@@ -39,6 +39,13 @@ REFUSALS = ("InvalidRequestException", "UnsupportedVersionException",
 MAX_TEXT = 8192
 
 
+def _head(message: str, words: int = 12) -> str:
+    """A message up to its first variable part (a quote, bracket, colon or parenthesis),
+    at most ``words`` words (names follow the words that say what went wrong)."""
+    head = re.split(r"[(:{\['\"]", message, maxsplit=1)[0]
+    return " ".join(head.split()[:words])
+
+
 @dataclass
 class LogEntry:
     level: str
@@ -85,11 +92,11 @@ class LogEntry:
             if not m or not m.group(0):
                 break
             line = line[m.end():]
-        return _LOGGER.sub("", line)
+        return _LOGGER.sub("", line.lstrip(" :-"))
 
     @property
     def signature(self) -> str:
-        head = re.split(r"[(:{\[]", self.message, maxsplit=1)[0].strip()
+        head = _head(self.message)
         sig = "{}: {}".format(self.logger, head) if self.logger else head
         exceptions = self.exceptions
         if exceptions:
@@ -97,7 +104,16 @@ class LogEntry:
             frame = self._first_frame_of_root()
             if frame:
                 sig += " at " + frame
+            else:  # Kafka's ApiExceptions have no stack: the message tells them apart
+                sig += ": " + _head(self._root_message(), 5)
         return _NUMBERS.sub("N", _IDS.sub("ID", sig))
+
+    def _root_message(self) -> str:
+        for line in reversed(self.lines[1:]):
+            m = _EXCEPTION.match(line.strip())
+            if m:
+                return line.strip()[m.end():].lstrip(": ")
+        return ""
 
     def _first_frame_of_root(self) -> str:
         frame = ""
