@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--broker-log", type=Path, metavar="FILE",
                    help="follow the broker's log file: an ERROR (or a stack trace) logged "
                         "while a request is in flight is a finding of that request")
+    p.add_argument("--coverage", metavar="HOST:PORT",
+                   help="a JaCoCo agent in TCP-server mode in the broker's JVM: its coverage "
+                        "is read after every batch of requests, the requests that reach new "
+                        "code become seeds, the report has coverage per package (the run then "
+                        "depends on timing: --seed replays it only roughly)")
+    p.add_argument("--coverage-no-feedback", action="store_true",
+                   help="with --coverage: measure coverage only, no seeds (a baseline)")
     p.add_argument("--restart-cmd", metavar="CMD",
                    help="shell command that brings a dead broker back (it may return at once "
                         "or be the broker itself); the run records the death, runs it, waits "
@@ -159,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         cluster_apis=args.cluster_apis, levels=levels, adaptive=args.adaptive,
         restart_cmd=args.restart_cmd, restart_timeout=args.restart_timeout,
         probe_seconds=args.probe_seconds, broker_log=args.broker_log,
+        coverage=args.coverage, coverage_feedback=not args.coverage_no_feedback,
         skip_apis=[spec.api_name for spec in map(schema.api_by_name, _names(args.skip_api))
                    if spec is not None],
         progress=None if args.quiet else sys.stderr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, Optional
 
 from kproto.fuzz import mutators, schema, sequences
 from kproto.fuzz.corpus import version_ranges
@@ -81,7 +81,28 @@ def build(fuzzer: Any) -> dict[str, Any]:
         "broker_api_versions": {str(k): list(v) for k, v in
                                 sorted(fuzzer.target.api_versions.items())},
         "plan": {spec.api_name: [versions[0], versions[-1]] for spec, versions in fuzzer.plan},
+        "coverage": broker_coverage(fuzzer),
     }
+
+
+def broker_coverage(fuzzer: Any) -> Optional[dict[str, Any]]:
+    """The broker's code coverage (--coverage): probes covered of the probes of the
+    classes it ran, per Java package, over time, and the seeds it gave."""
+    if fuzzer.jacoco is None:
+        return None
+    cmap = fuzzer.coverage_map
+    return {"covered": cmap.covered, "probes": cmap.probes,
+            "request_handling": cmap.request_handling(),
+            "per_package": {k: list(v) for k, v in cmap.per_package().items()},
+            "timeline": [list(t) for t in fuzzer.coverage_timeline],
+            "feedback": fuzzer.config.coverage_feedback, "seeds": len(fuzzer.seeds),
+            "seed_sequences": dict(fuzzer.seed_sequences), "errors": fuzzer.coverage_errors}
+
+
+def _top_packages(cov: dict[str, Any], n: int = 15) -> list[tuple[str, int, int]]:
+    rows = sorted(((k, v[0], v[1]) for k, v in cov["per_package"].items()),
+                  key=lambda r: -r[1])
+    return rows[:n]
 
 
 def to_json(report: dict[str, Any]) -> str:
@@ -113,6 +134,14 @@ def to_text(report: dict[str, Any]) -> str:
     sc = report["strategy_coverage"]
     lines.append("coverage: {} of {} fields given values; {} of {} strategies used".format(
         cov["covered"], cov["fields"], sc["used"], sc["total"]))
+    bc = report.get("coverage")
+    if bc:
+        lines.append("broker coverage: {} of {} probes of the classes run ({} in request "
+                     "handling); {} seeds{}".format(
+                         bc["covered"], bc["probes"], bc["request_handling"], bc["seeds"],
+                         "" if bc["feedback"] else " (feedback off)"))
+        for name, covered, probes in _top_packages(bc):
+            lines.append("  {:52s} {:7d} of {:7d}".format(name, covered, probes))
     lines.append("strategies: " + ", ".join("{} {}".format(k, v)
                                               for k, v in report["strategies"].items() if v))
     lines.append("requests by API/version: " + ", ".join(
@@ -127,6 +156,16 @@ def _table(rows: list[list[Any]], head: list[str]) -> str:
                    + "</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def _coverage_html(bc: Optional[dict[str, Any]]) -> str:
+    if not bc:
+        return ""
+    return ("<h2>Broker code coverage</h2><p>{} of {} probes of the classes run ({} in "
+            "request handling); {} seeds</p>".format(bc["covered"], bc["probes"],
+                                                     bc["request_handling"], bc["seeds"])
+            + _table([[k, v[0], v[1]] for k, v in bc["per_package"].items()],
+                     ["package", "probes covered", "probes"]))
 
 
 def to_html(report: dict[str, Any]) -> str:
@@ -161,6 +200,7 @@ def to_html(report: dict[str, Any]) -> str:
         _table([[k, v] for k, v in report["strategies"].items()], ["strategy", "sent"]),
         _table([[k, v["covered"], v["fields"]] for k, v in cov["per_api"].items()],
                ["API", "fields covered", "fields"]),
+        _coverage_html(report.get("coverage")),
         "<h2>Requests by API and version</h2>",
         _table([[k, v] for k, v in report["requests_by_api_version"].items()],
                ["API version", "requests"]),

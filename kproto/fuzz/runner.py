@@ -12,6 +12,7 @@ RSS), de-duplication, minimisation and reproducer files, the progress line and t
 
 from __future__ import annotations
 
+import copy
 import random
 import subprocess
 import time
@@ -22,6 +23,7 @@ from typing import Any, Optional, TextIO
 
 from kproto.fuzz import corpus, mutators, oracles, schema, sequences
 from kproto.fuzz.brokerlog import BrokerLog
+from kproto.fuzz.coverage import CoverageError, CoverageMap, JacocoClient
 from kproto.fuzz.corpus import Finding
 from kproto.fuzz.minimise import minimise
 from kproto.fuzz.mutators import Case, make_case
@@ -36,6 +38,8 @@ BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
+SEED_SHARE = 0.5  # with seeds, the share of requests that start from one
+MAX_SEEDS = 512
 LOG_SETTLE = 0.05  # seconds to wait for the broker's log line after an odd exchange
 PROGRESS_EVERY = 10.0  # seconds between progress lines when not on a terminal
 CLEAR_EOL = "\x1b[K"
@@ -62,6 +66,9 @@ class FuzzConfig:
     cluster_apis: bool = False
     skip_apis: list[str] = field(default_factory=list)
     broker_log: Optional[Path] = None  # the broker's log file, followed as an oracle
+    coverage: Optional[str] = None     # HOST:PORT of a JaCoCo agent in TCP-server mode
+    coverage_feedback: bool = True     # seeds from coverage (False: coverage measured only)
+    coverage_every: int = 32           # requests between coverage reads (and >= 1 s)
     probe_seconds: float = 1.0  # a liveness probe at least this often (and when suspicious)
     restart_cmd: Optional[str] = None  # brings a dead broker back; the run then goes on
     restart_timeout: float = 180.0     # seconds the broker may take to answer again
@@ -79,6 +86,19 @@ class RunStats:
     ended: float = 0.0
     iterations: int = 0
     stop_reason: str = ""
+
+
+def _splice(seed: Any, fresh: Any, rng: random.Random, keep_seed: bool) -> Any:
+    """A request from a seed: the seed itself (for a mutant to start from) or, for a valid
+    request, the seed with one top-level field taken from a freshly generated one."""
+    out = copy.deepcopy(seed)
+    if keep_seed:
+        return out
+    names = list(getattr(fresh, "_fields", ()))
+    if names:
+        name = rng.choice(names)
+        setattr(out, name, getattr(fresh, name))
+    return out
 
 
 def _isatty(out: Optional[TextIO]) -> bool:
@@ -117,6 +137,17 @@ class Fuzzer:
         self._restart_procs: list[subprocess.Popen] = []
         self._last_probe = 0.0
         self.broker_log = BrokerLog(config.broker_log) if config.broker_log else None
+        self.jacoco: Optional[JacocoClient] = None
+        if config.coverage:
+            chost, cport = parse_address(config.coverage)
+            self.jacoco = JacocoClient(chost, cport)
+        self.coverage_map = CoverageMap()
+        self.coverage_timeline: list[tuple[float, int, int]] = []
+        self.coverage_errors = 0
+        self.seeds: list[tuple[schema.ApiSpec, int, Any]] = []
+        self.seed_sequences: Counter = Counter()
+        self._batch: list[Any] = []
+        self._last_dump = 0.0
 
     # --- setup -----------------------------------------------------------------------
 
@@ -192,6 +223,9 @@ class Fuzzer:
                     self._check_alive(last, case, None, "the end of the run")
             if self.alive:
                 self.alive = self.target.alive()[0]
+            if self.jacoco is not None:
+                self._covered(None, force=True)  # the last batch's coverage
+                self.jacoco.close()
             self.target.close()
             self._progress(final=True)
         return self.stats
@@ -256,11 +290,19 @@ class Fuzzer:
             elapsed = time.monotonic() - self.stats.started
             if names and (not self.config.adaptive or
                           self.sequence_time <= SEQUENCE_SHARE * elapsed):
-                self._sequence(rng.choice(names))
+                if self.seed_sequences and self.config.coverage_feedback:
+                    name = rng.choices(names, [1 + self.seed_sequences[n] for n in names])[0]
+                else:
+                    name = rng.choice(names)
+                self._sequence(name)
+                self._covered(name)
                 return
             level = "valid" if "valid" in self.config.levels else level
             if level == "sequence":
                 return
+        seed = self._pick_seed()
+        if seed is not None:  # coverage feedback: start from a request that reached new code
+            spec, version = seed[0], seed[1]
         prefixed = spec.api_name in PREFIXED_APIS
         gen = self.gen
         if prefixed:
@@ -269,6 +311,8 @@ class Fuzzer:
             request = gen.request(spec, version)
         finally:
             gen.knowledge = self.knowledge
+        if seed is not None:
+            request = _splice(seed[2], request, rng, keep_seed=level != "valid")
         if prefixed:
             request = enforce_prefix(request, self.own)
         try:
@@ -283,7 +327,48 @@ class Fuzzer:
             mutant = table[rng.choice(names)](case, rng) if names else None
         self._send(case, mutant)
 
+    # --- coverage feedback -----------------------------------------------------------
+
+    def _pick_seed(self) -> Optional[tuple[schema.ApiSpec, int, Any]]:
+        if not self.seeds or not self.config.coverage_feedback or \
+                self.rng.random() >= SEED_SHARE:
+            return None
+        return self.rng.choice(self.seeds)
+
+    def _covered(self, what: Any, force: bool = False) -> None:
+        """Note what was just sent; after each batch, read the broker's coverage and keep
+        the batch's requests (or sequence names) as seeds when it reached new probes."""
+        if self.jacoco is None:
+            return
+        if what is not None:
+            self._batch.append(what)
+        now = time.monotonic()
+        if not force and (len(self._batch) < self.config.coverage_every or
+                          now - self._last_dump < 1.0):
+            return
+        self._last_dump = now
+        batch, self._batch = self._batch, []
+        try:
+            added = self.coverage_map.update(self.jacoco.dump())
+        except (OSError, CoverageError) as exc:
+            self.coverage_errors += 1
+            if self.coverage_errors == 1:
+                self._say("kproto fuzz: coverage: {}".format(exc))
+            return
+        self.coverage_timeline.append((round(now - self.stats.started, 1),
+                                       self.coverage_map.covered,
+                                       self.coverage_map.request_handling()))
+        if not added or not self.config.coverage_feedback:
+            return
+        for item in batch:
+            if isinstance(item, str):
+                self.seed_sequences[item] += 1
+            else:
+                self.seeds.append(item)
+        del self.seeds[:-MAX_SEEDS]
+
     def _send(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
+        self._covered((case.spec, case.version, case.request))
         spec, version = case.spec, case.version
         self.stats.requests[(spec.api_name, version)] += 1
         strategy = "valid" if mutant is None else mutant.strategy

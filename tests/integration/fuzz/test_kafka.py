@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kproto.fuzz import schema
+from kproto.fuzz.coverage import CoverageMap, JacocoClient, agent_option
 from kproto.fuzz.mutators import make_case
 from kproto.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.messages import (AlterShareGroupOffsetsRequest, DescribeConfigsRequest,
@@ -23,13 +24,17 @@ from tests.integration.fuzz.test_runs import _check_run
 
 @pytest.fixture(scope="module")
 def kafka44():
+    """Kafka 4.4 with JaCoCo's agent serving its coverage on ``broker.coverage``."""
     from tests.brokers import maven
+    from tests.brokers._net import free_port
     from tests.brokers.apache import MavenKafka
 
     reason = maven.unavailable_reason()
     if reason is not None:
         pytest.skip("Kafka 4.4 from Maven: {}".format(reason))
-    broker = MavenKafka()
+    port = free_port()
+    broker = MavenKafka(extra_jvm=(agent_option(maven.jacoco_agent(), port),))
+    broker.coverage = "127.0.0.1:{}".format(port)
     yield broker
     broker.close()
 
@@ -122,3 +127,23 @@ def test_a_bounded_run_against_kafka_44(kafka44, tmp_path):
         if f["oracle"] == "broker_log":
             assert f["extra"]["broker_log"] and f["signature"]
         assert f["versions"] and f["version"] in f["versions"]
+
+
+def test_the_agents_coverage_is_read_and_feeds_the_run(kafka44, tmp_path):
+    host, port = kafka44.coverage.rsplit(":", 1)
+    client = JacocoClient(host, int(port))
+    cmap = CoverageMap()
+    try:
+        first = client.dump()
+        assert first.complete and cmap.update(first) > 0
+        names = {c.name for c in first.classes}
+        assert "kafka/server/KafkaApis" in names  # it answered requests already
+    finally:
+        client.close()
+    data = _check_run(kafka44.bootstrap_servers, kafka44.node.pid, kafka44.node.alive,
+                      tmp_path, "--coverage", kafka44.coverage)
+    cov = data["coverage"]
+    assert cov["errors"] == 0 and cov["feedback"]
+    assert cov["covered"] >= cmap.covered  # cumulative since the broker started
+    assert 0 < cov["per_package"]["kafka.server"][0] <= cov["per_package"]["kafka.server"][1]
+    assert cov["timeline"] and cov["seeds"] > 0
