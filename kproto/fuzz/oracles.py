@@ -238,6 +238,29 @@ def pair(asked: list, answered: list) -> list[tuple[int, int]]:
     return sorted(out)
 
 
+def error_codes(obj: Any) -> list[int]:
+    """Every error code in a decoded answer."""
+    found = []
+    for name in getattr(obj, "_fields", ()):
+        value = getattr(obj, name)
+        if name.endswith("error_code") and isinstance(value, int):
+            found.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                if hasattr(item, "_fields"):
+                    found += error_codes(item)
+        elif hasattr(value, "_fields"):
+            found += error_codes(value)
+    return found
+
+
+def accepted(answer: Any) -> bool:
+    """An answer that says yes everywhere it could say no (what a sequence's semantic
+    check calls accepting what the protocol forbids)."""
+    codes = error_codes(answer) if answer is not None else []
+    return bool(codes) and all(c == 0 for c in codes)
+
+
 def no_answer_expected(api_key: Optional[int], request: Any) -> bool:
     """Produce with acks=0: the broker answers nothing, and closing the connection is how
     Kafka reports an error to such a producer."""
@@ -342,5 +365,5 @@ def rss(start_kb: int, now_kb: int, bound_kb: int) -> Verdict:
 
 
 __all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer",
-           "content", "pair", "with_broker_log", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
+           "content", "pair", "error_codes", "accepted", "with_broker_log", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
            "ORACLES", "ANSWER", "CLOSED", "TIMEOUT", "NOT_EXPECTED"]

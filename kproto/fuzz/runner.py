@@ -25,15 +25,16 @@ from kproto.fuzz import corpus, mutators, oracles, schema, sequences
 from kproto.fuzz.brokerlog import BrokerLog
 from kproto.fuzz.coverage import CoverageError, CoverageMap, JacocoClient
 from kproto.fuzz.corpus import Finding
-from kproto.fuzz.minimise import minimise
+from kproto.fuzz.minimise import minimise, shrink_steps
 from kproto.fuzz.mutators import Case, make_case
 from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
 from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
-                              seed_topic)
+                              seed_topic, warm_coordinators)
 from kproto.fuzz.target import Target, TargetError, listening_pid, parse_address
 from kproto.fuzz.values import Knowledge, ValueGenerator
 
-NOT_MINIMISED = ("dead", "hang", "rss")
+NOT_MINIMISED = ("dead", "rss")  # a crash is shrunk after the restart; RSS is many requests
+CRASH_SHRINK_CALLS = 6
 BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
@@ -136,6 +137,7 @@ class Fuzzer:
         self.deaths: list[dict[str, Any]] = []  # each death: when, after what, restart time
         self._restart_procs: list[subprocess.Popen] = []
         self._last_probe = 0.0
+        self._last_crash: Optional[Finding] = None  # to shrink once the broker is back
         self.broker_log = BrokerLog(config.broker_log) if config.broker_log else None
         self.jacoco: Optional[JacocoClient] = None
         if config.coverage:
@@ -169,6 +171,7 @@ class Fuzzer:
         if self.config.setup:
             try:
                 seed_topic(self.target, self.knowledge)
+                warm_coordinators(self.target, self.knowledge)
             except (OSError, TargetError):
                 pass
             self.knowledge = learn(self.target, self.config.prefix)
@@ -199,6 +202,10 @@ class Fuzzer:
                     break
                 if not self.alive:
                     if cfg.restart_cmd and self.deaths and self._restart():
+                        crash = self._last_crash
+                        if cfg.minimise and crash is not None and len(crash.steps) > 1:
+                            self._last_crash = None
+                            self._shrink_crash(crash)
                         continue
                     self.stats.stop_reason = "broker dead" + (
                         " (restart failed)" if cfg.restart_cmd else "")
@@ -471,6 +478,8 @@ class Fuzzer:
         if finding is None:
             return
         finding.steps = before + [ex.wire]
+        if verdict.oracle == "dead":
+            self._last_crash = finding
         self._finish(finding, ex)
 
     def _restart(self) -> bool:
@@ -555,8 +564,10 @@ class Fuzzer:
                                         "")
             if finding is None:
                 continue
-            finding.steps = [e.wire for e in exchanges]
+            finding.steps = [e.wire for e in exchanges[:exchanges.index(ex) + 1]]
             finding.sequence_seed = sub_seed
+            if self.config.minimise and self.alive:
+                self._shrink_sequence(finding, verdict, ex)
             self._finish(finding, ex)
         if not self.target.alive()[0]:
             time.sleep(1.0)
@@ -576,6 +587,85 @@ class Fuzzer:
                     finding.sequence_seed = sub_seed
                     self._finish(finding, last)
             self.alive = why[0]
+
+    # --- shrinking steps -------------------------------------------------------------
+
+    def _send_steps(self, steps: list[bytes], timeout: Optional[float] = None
+                    ) -> tuple[str, Optional[bytes]]:
+        """The frames in order on a connection of their own; the last one's outcome."""
+        s = self.target.connect()
+        outcome: str = CLOSED
+        answer: Optional[bytes] = None
+        try:
+            for wire in steps:
+                s.sendall(wire)
+                outcome, answer = self.target.read_frame(s, timeout or self.target.timeout)
+                if outcome != ANSWER:
+                    break
+        except OSError:
+            outcome, answer = CLOSED, None
+        finally:
+            self.target.release(s)
+        return outcome, answer
+
+    def _shrink_sequence(self, finding: Finding, verdict: Verdict, ex: Exchange) -> None:
+        """Fewer steps of a sequence finding while its last step still fires (a semantic
+        check, "... accepted", by the answer accepting everywhere)."""
+        semantic = verdict.oracle == "content" and verdict.signature.endswith(" accepted")
+
+        def fires(steps: list[bytes]) -> bool:
+            try:
+                outcome, answer = self._send_steps(steps)
+            except (OSError, TargetError):
+                return False
+            last = Exchange(steps[-1], True, outcome, answer, ex.request, ex.strategy)
+            decoded, verdicts = oracles.evaluate(last)
+            if semantic:
+                return oracles.accepted(decoded)
+            return any(v.oracle == verdict.oracle and v.signature == verdict.signature
+                       for v in verdicts)
+
+        before = len(finding.steps)
+        steps, calls = shrink_steps(finding.steps, fires, max_seconds=self._shrink_budget())
+        finding.steps = steps
+        finding.minimised = {"steps_before": before, "steps_after": len(steps),
+                             "calls": calls}
+
+    def _shrink_budget(self, most: float = 15.0) -> float:
+        if self.config.seconds is None:
+            return most
+        return max(0.0, min(most, self.stats.started + self.config.seconds - time.monotonic()))
+
+    def _shrink_crash(self, finding: Finding) -> None:
+        """Fewer of the requests before a crash, each candidate tried on the restarted
+        broker (a crash that fires costs a restart: a few tries only)."""
+        def fires(steps: list[bytes]) -> bool:
+            for wire in steps:
+                try:
+                    self._send_steps([wire], timeout=1.0)
+                except (OSError, TargetError):
+                    break
+            if self.target.alive()[0]:
+                return False
+            time.sleep(1.0)
+            if self.target.alive()[0]:
+                return False
+            self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
+                                "api_key": finding.api_key, "api_version": finding.version,
+                                "strategy": "shrinking " + finding.strategy,
+                                "detail": "reproduced"})
+            return self._restart()
+
+        before = len(finding.steps)
+        steps, calls = shrink_steps(finding.steps, fires, max_calls=CRASH_SHRINK_CALLS,
+                                    max_seconds=self._shrink_budget(
+                                        CRASH_SHRINK_CALLS * self.config.restart_timeout))
+        finding.steps = steps
+        finding.wire = steps[-1]
+        finding.minimised = {"steps_before": before, "steps_after": len(steps),
+                             "calls": calls}
+        if self.config.out_dir is not None:
+            corpus.save(finding, self.config.out_dir)
 
     # --- findings --------------------------------------------------------------------
 

@@ -79,3 +79,54 @@ def test_the_run_records_the_death_restarts_the_broker_and_goes_on(tmp_path):
         proxy.close()
         for child in children:
             child.close()
+
+
+def test_a_crash_is_shrunk_to_the_request_that_causes_it(tmp_path):
+    # librdkafka's mock dies on a ConsumerGroupHeartbeat v1 whose regex is null (found by
+    # the fuzzer, docs/fuzzing.md): three harmless requests before it are left out.
+    from kproto.fuzz import schema
+    from kproto.fuzz.corpus import Finding
+    from kproto.fuzz.mutators import make_case
+    from kproto.fuzz.runner import Fuzzer, FuzzConfig
+    from kproto.messages import ApiVersionsRequest, ConsumerGroupHeartbeatRequest
+
+    children = [MockClusterProcess(1, SEED)]
+    proxy = BrokerProxy(_address(children[0].bootstrap_servers))
+    flag = tmp_path / "restart-wanted"
+    stop = False
+
+    def supervise() -> None:
+        while not stop:
+            if flag.exists():
+                flag.unlink()
+                children.append(MockClusterProcess(1, SEED))
+                proxy.upstream = _address(children[-1].bootstrap_servers)
+            time.sleep(0.05)
+
+    watcher = TestThread(target=supervise)
+    watcher.start()
+    try:
+        fuzzer = Fuzzer(FuzzConfig(proxy.bootstrap_servers, restart_cmd="touch {}".format(flag),
+                                   restart_timeout=60, seconds=None, out_dir=tmp_path / "out"))
+        fuzzer.prepare()
+        harmless = [make_case(schema.api(18), 3, ApiVersionsRequest(
+            client_software_name="x", client_software_version="1"), i).wire for i in range(3)]
+        killer = make_case(schema.api(68), 1, ConsumerGroupHeartbeatRequest(
+            group_id="kproto-fuzz-g", member_id="m", member_epoch=0, rebalance_timeout_ms=1000,
+            subscribed_topic_names=[], subscribed_topic_regex=None, topic_partitions=[]),
+            9).wire
+        finding = Finding(api="ConsumerGroupHeartbeat", api_key=68, version=1, oracle="dead",
+                          signature="unreachable", message="", strategy="valid", level="valid",
+                          wire=killer, valid=True, steps=harmless + [killer])
+        fuzzer._shrink_crash(finding)
+        assert finding.steps == [killer] and finding.wire == killer
+        assert fuzzer.restarts >= 1 and len(children) == 1 + fuzzer.restarts
+        assert finding.minimised["steps_before"] == 4 and finding.minimised["steps_after"] == 1
+        assert _net.api_versions_v0_probe(*_address(proxy.bootstrap_servers))
+        fuzzer.target.close()
+    finally:
+        stop = True
+        watcher.join(30)
+        proxy.close()
+        for child in children:
+            child.close()
