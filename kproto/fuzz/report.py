@@ -88,15 +88,16 @@ def build(fuzzer: Any) -> dict[str, Any]:
 def broker_coverage(fuzzer: Any) -> Optional[dict[str, Any]]:
     """The broker's code coverage (--coverage): probes covered of the probes of the
     classes it ran, per Java package, over time, and the seeds it gave."""
-    if fuzzer.jacoco is None:
+    fb = fuzzer.feedback
+    if fb is None:
         return None
-    cmap = fuzzer.coverage_map
+    cmap = fb.map
     return {"covered": cmap.covered, "probes": cmap.probes,
             "request_handling": cmap.request_handling(),
             "per_package": {k: list(v) for k, v in cmap.per_package().items()},
-            "timeline": [list(t) for t in fuzzer.coverage_timeline],
-            "feedback": fuzzer.config.coverage_feedback, "seeds": len(fuzzer.seeds),
-            "seed_sequences": dict(fuzzer.seed_sequences), "errors": fuzzer.coverage_errors}
+            "timeline": [list(t) for t in fb.timeline], "feedback": fb.enabled,
+            "seeds": len(fb.seeds), "seed_sequences": dict(fb.seed_sequences),
+            "errors": fb.errors}
 
 
 def _top_packages(cov: dict[str, Any], n: int = 15) -> list[tuple[str, int, int]]:

@@ -5,14 +5,16 @@ seeding a prefixed topic with multi-record batches), the plan of APIs and versio
 choice per iteration between a valid request, a field or frame mutant and a sequence (all
 from one seeded ``random.Random``), the oracles' verdicts with their probes (liveness on a
 fresh connection after anything suspicious, the high watermark behind ListOffsets LATEST,
-RSS), de-duplication, minimisation and reproducer files, the progress line and the bounds
-(time, requests, rate, connections). What may be sent (and the safety lists) is
+RSS; the broker's log when followed), de-duplication per API family, minimisation (of
+requests, of a sequence's steps, of a crash's preceding requests) and reproducer files,
+restarting a dead broker with ``--restart-cmd``, coverage feedback (seeds from the batches
+that reached new probes), the progress line and the bounds (time, requests, rate,
+connections). What may be sent (and the safety lists) is
 :mod:`kproto.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.fuzz.replay`'s.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 import subprocess
 import time
@@ -21,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from kproto.fuzz import corpus, mutators, oracles, schema, sequences
+from kproto.fuzz import corpus, mutators, oracles, schema, sequences, shrink
 from kproto.fuzz.brokerlog import BrokerLog
-from kproto.fuzz.coverage import CoverageError, CoverageMap, JacocoClient
+from kproto.fuzz.feedback import Feedback, splice
 from kproto.fuzz.corpus import Finding
-from kproto.fuzz.minimise import minimise, shrink_steps
 from kproto.fuzz.mutators import Case, make_case
 from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
 from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
@@ -34,13 +35,9 @@ from kproto.fuzz.target import Target, TargetError, listening_pid, parse_address
 from kproto.fuzz.values import Knowledge, ValueGenerator
 
 NOT_MINIMISED = ("dead", "rss")  # a crash is shrunk after the restart; RSS is many requests
-CRASH_SHRINK_CALLS = 6
-BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
-SEED_SHARE = 0.5  # with seeds, the share of requests that start from one
-MAX_SEEDS = 512
 LOG_SETTLE = 0.05  # seconds to wait for the broker's log line after an odd exchange
 PROGRESS_EVERY = 10.0  # seconds between progress lines when not on a terminal
 CLEAR_EOL = "\x1b[K"
@@ -89,19 +86,6 @@ class RunStats:
     stop_reason: str = ""
 
 
-def _splice(seed: Any, fresh: Any, rng: random.Random, keep_seed: bool) -> Any:
-    """A request from a seed: the seed itself (for a mutant to start from) or, for a valid
-    request, the seed with one top-level field taken from a freshly generated one."""
-    out = copy.deepcopy(seed)
-    if keep_seed:
-        return out
-    names = list(getattr(fresh, "_fields", ()))
-    if names:
-        name = rng.choice(names)
-        setattr(out, name, getattr(fresh, name))
-    return out
-
-
 def _isatty(out: Optional[TextIO]) -> bool:
     try:
         return out is not None and out.isatty()
@@ -139,17 +123,11 @@ class Fuzzer:
         self._last_probe = 0.0
         self._last_crash: Optional[Finding] = None  # to shrink once the broker is back
         self.broker_log = BrokerLog(config.broker_log) if config.broker_log else None
-        self.jacoco: Optional[JacocoClient] = None
+        self.feedback: Optional[Feedback] = None
         if config.coverage:
             chost, cport = parse_address(config.coverage)
-            self.jacoco = JacocoClient(chost, cport)
-        self.coverage_map = CoverageMap()
-        self.coverage_timeline: list[tuple[float, int, int]] = []
-        self.coverage_errors = 0
-        self.seeds: list[tuple[schema.ApiSpec, int, Any]] = []
-        self.seed_sequences: Counter = Counter()
-        self._batch: list[Any] = []
-        self._last_dump = 0.0
+            self.feedback = Feedback(chost, cport, self.rng, enabled=config.coverage_feedback,
+                                     every=config.coverage_every, say=self._say)
 
     # --- setup -----------------------------------------------------------------------
 
@@ -201,11 +179,11 @@ class Fuzzer:
                     self.stats.stop_reason = "request bound"
                     break
                 if not self.alive:
-                    if cfg.restart_cmd and self.deaths and self._restart():
+                    if cfg.restart_cmd and self.deaths and self.restart():
                         crash = self._last_crash
                         if cfg.minimise and crash is not None and len(crash.steps) > 1:
                             self._last_crash = None
-                            self._shrink_crash(crash)
+                            shrink.shrink_crash(self, crash)
                         continue
                     self.stats.stop_reason = "broker dead" + (
                         " (restart failed)" if cfg.restart_cmd else "")
@@ -230,9 +208,9 @@ class Fuzzer:
                     self._check_alive(last, case, None, "the end of the run")
             if self.alive:
                 self.alive = self.target.alive()[0]
-            if self.jacoco is not None:
-                self._covered(None, force=True)  # the last batch's coverage
-                self.jacoco.close()
+            if self.feedback is not None:
+                self.feedback.note(None, force=True)  # the last batch's coverage
+                self.feedback.close()
             self.target.close()
             self._progress(final=True)
         return self.stats
@@ -297,17 +275,16 @@ class Fuzzer:
             elapsed = time.monotonic() - self.stats.started
             if names and (not self.config.adaptive or
                           self.sequence_time <= SEQUENCE_SHARE * elapsed):
-                if self.seed_sequences and self.config.coverage_feedback:
-                    name = rng.choices(names, [1 + self.seed_sequences[n] for n in names])[0]
-                else:
-                    name = rng.choice(names)
+                name = (self.feedback.pick_sequence(names) if self.feedback is not None
+                        else rng.choice(names))
                 self._sequence(name)
-                self._covered(name)
+                if self.feedback is not None:
+                    self.feedback.note(name)
                 return
             level = "valid" if "valid" in self.config.levels else level
             if level == "sequence":
                 return
-        seed = self._pick_seed()
+        seed = self.feedback.pick() if self.feedback is not None else None
         if seed is not None:  # coverage feedback: start from a request that reached new code
             spec, version = seed[0], seed[1]
         prefixed = spec.api_name in PREFIXED_APIS
@@ -319,7 +296,7 @@ class Fuzzer:
         finally:
             gen.knowledge = self.knowledge
         if seed is not None:
-            request = _splice(seed[2], request, rng, keep_seed=level != "valid")
+            request = splice(seed[2], request, rng, keep_seed=level != "valid")
         if prefixed:
             request = enforce_prefix(request, self.own)
         try:
@@ -334,48 +311,9 @@ class Fuzzer:
             mutant = table[rng.choice(names)](case, rng) if names else None
         self._send(case, mutant)
 
-    # --- coverage feedback -----------------------------------------------------------
-
-    def _pick_seed(self) -> Optional[tuple[schema.ApiSpec, int, Any]]:
-        if not self.seeds or not self.config.coverage_feedback or \
-                self.rng.random() >= SEED_SHARE:
-            return None
-        return self.rng.choice(self.seeds)
-
-    def _covered(self, what: Any, force: bool = False) -> None:
-        """Note what was just sent; after each batch, read the broker's coverage and keep
-        the batch's requests (or sequence names) as seeds when it reached new probes."""
-        if self.jacoco is None:
-            return
-        if what is not None:
-            self._batch.append(what)
-        now = time.monotonic()
-        if not force and (len(self._batch) < self.config.coverage_every or
-                          now - self._last_dump < 1.0):
-            return
-        self._last_dump = now
-        batch, self._batch = self._batch, []
-        try:
-            added = self.coverage_map.update(self.jacoco.dump())
-        except (OSError, CoverageError) as exc:
-            self.coverage_errors += 1
-            if self.coverage_errors == 1:
-                self._say("kproto fuzz: coverage: {}".format(exc))
-            return
-        self.coverage_timeline.append((round(now - self.stats.started, 1),
-                                       self.coverage_map.covered,
-                                       self.coverage_map.request_handling()))
-        if not added or not self.config.coverage_feedback:
-            return
-        for item in batch:
-            if isinstance(item, str):
-                self.seed_sequences[item] += 1
-            else:
-                self.seeds.append(item)
-        del self.seeds[:-MAX_SEEDS]
-
     def _send(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
-        self._covered((case.spec, case.version, case.request))
+        if self.feedback is not None:
+            self.feedback.note((case.spec, case.version, case.request))
         spec, version = case.spec, case.version
         self.stats.requests[(spec.api_name, version)] += 1
         strategy = "valid" if mutant is None else mutant.strategy
@@ -482,7 +420,7 @@ class Fuzzer:
             self._last_crash = finding
         self._finish(finding, ex)
 
-    def _restart(self) -> bool:
+    def restart(self) -> bool:
         """Run --restart-cmd and wait until the broker answers again (ApiVersions, then its
         state: the seed topic); False when it does not within restart_timeout."""
         cfg = self.config
@@ -567,7 +505,7 @@ class Fuzzer:
             finding.steps = [e.wire for e in exchanges[:exchanges.index(ex) + 1]]
             finding.sequence_seed = sub_seed
             if self.config.minimise and self.alive:
-                self._shrink_sequence(finding, verdict, ex)
+                shrink.shrink_sequence(self, finding, verdict, ex)
             self._finish(finding, ex)
         if not self.target.alive()[0]:
             time.sleep(1.0)
@@ -587,85 +525,6 @@ class Fuzzer:
                     finding.sequence_seed = sub_seed
                     self._finish(finding, last)
             self.alive = why[0]
-
-    # --- shrinking steps -------------------------------------------------------------
-
-    def _send_steps(self, steps: list[bytes], timeout: Optional[float] = None
-                    ) -> tuple[str, Optional[bytes]]:
-        """The frames in order on a connection of their own; the last one's outcome."""
-        s = self.target.connect()
-        outcome: str = CLOSED
-        answer: Optional[bytes] = None
-        try:
-            for wire in steps:
-                s.sendall(wire)
-                outcome, answer = self.target.read_frame(s, timeout or self.target.timeout)
-                if outcome != ANSWER:
-                    break
-        except OSError:
-            outcome, answer = CLOSED, None
-        finally:
-            self.target.release(s)
-        return outcome, answer
-
-    def _shrink_sequence(self, finding: Finding, verdict: Verdict, ex: Exchange) -> None:
-        """Fewer steps of a sequence finding while its last step still fires (a semantic
-        check, "... accepted", by the answer accepting everywhere)."""
-        semantic = verdict.oracle == "content" and verdict.signature.endswith(" accepted")
-
-        def fires(steps: list[bytes]) -> bool:
-            try:
-                outcome, answer = self._send_steps(steps)
-            except (OSError, TargetError):
-                return False
-            last = Exchange(steps[-1], True, outcome, answer, ex.request, ex.strategy)
-            decoded, verdicts = oracles.evaluate(last)
-            if semantic:
-                return oracles.accepted(decoded)
-            return any(v.oracle == verdict.oracle and v.signature == verdict.signature
-                       for v in verdicts)
-
-        before = len(finding.steps)
-        steps, calls = shrink_steps(finding.steps, fires, max_seconds=self._shrink_budget())
-        finding.steps = steps
-        finding.minimised = {"steps_before": before, "steps_after": len(steps),
-                             "calls": calls}
-
-    def _shrink_budget(self, most: float = 15.0) -> float:
-        if self.config.seconds is None:
-            return most
-        return max(0.0, min(most, self.stats.started + self.config.seconds - time.monotonic()))
-
-    def _shrink_crash(self, finding: Finding) -> None:
-        """Fewer of the requests before a crash, each candidate tried on the restarted
-        broker (a crash that fires costs a restart: a few tries only)."""
-        def fires(steps: list[bytes]) -> bool:
-            for wire in steps:
-                try:
-                    self._send_steps([wire], timeout=1.0)
-                except (OSError, TargetError):
-                    break
-            if self.target.alive()[0]:
-                return False
-            time.sleep(1.0)
-            if self.target.alive()[0]:
-                return False
-            self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
-                                "api_key": finding.api_key, "api_version": finding.version,
-                                "strategy": "shrinking " + finding.strategy,
-                                "detail": "reproduced"})
-            return self._restart()
-
-        before = len(finding.steps)
-        steps, calls = shrink_steps(finding.steps, fires, max_calls=CRASH_SHRINK_CALLS,
-                                    max_seconds=self._shrink_budget(
-                                        CRASH_SHRINK_CALLS * self.config.restart_timeout))
-        finding.steps = steps
-        finding.wire = steps[-1]
-        finding.minimised = {"steps_before": before, "steps_after": len(steps),
-                             "calls": calls}
-        if self.config.out_dir is not None:
-            corpus.save(finding, self.config.out_dir)
 
     # --- findings --------------------------------------------------------------------
 
@@ -704,7 +563,7 @@ class Fuzzer:
             finding.steps = before + [ex.wire]  # the last requests: a crash may need them
         if self.config.minimise and verdict.oracle not in NOT_MINIMISED and self.alive and \
                 strategy != "frame.size_lie":
-            self._minimise(finding, case, ex)
+            shrink.minimise_request(self, finding, case, ex)
         self._finish(finding, ex)
 
     def _finish(self, finding: Finding, ex: Exchange) -> None:
@@ -712,34 +571,6 @@ class Fuzzer:
             corpus.save(finding, self.config.out_dir)
         self._say("kproto fuzz: finding {} v{} {}: {}".format(
             finding.api, finding.version, finding.oracle, finding.message[:160]))
-
-    def _minimise(self, finding: Finding, case: Case, ex: Exchange) -> None:
-        request = case.request if finding.valid else None
-
-        def fires(wire: bytes, req: Any) -> bool:
-            try:
-                cand = self.target.exchange(wire, valid=finding.valid and req is not None,
-                                            own_connection=True, request=req,
-                                            strategy=finding.strategy)
-            except (OSError, TargetError):
-                return False
-            return any(v.oracle == finding.oracle and v.signature == finding.signature
-                       for v in self.verdicts(cand, settle))
-
-        # the broker's log line may come just after its answer
-        settle = 0.15 if self.broker_log is not None and "broker_log" in finding.extra else 0.0
-
-        left = 15.0
-        if self.config.seconds is not None:  # the run's time bound holds shrinking too
-            left = min(left, self.stats.started + self.config.seconds - time.monotonic())
-        shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
-                          byte_level=finding.oracle in BYTE_LEVEL, max_seconds=max(left, 0.0))
-        if shrunk.after < shrunk.before:
-            finding.wire = shrunk.wire
-            finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
-            finding.valid = finding.valid and shrunk.request is not None
-        finding.minimised = {"before": shrunk.before, "after": shrunk.after,
-                             "calls": shrunk.calls}
 
 
 __all__ = ["Fuzzer", "FuzzConfig", "RunStats"]

@@ -84,7 +84,7 @@ def test_the_run_records_the_death_restarts_the_broker_and_goes_on(tmp_path):
 def test_a_crash_is_shrunk_to_the_request_that_causes_it(tmp_path):
     # librdkafka's mock dies on a ConsumerGroupHeartbeat v1 whose regex is null (found by
     # the fuzzer, docs/fuzzing.md): three harmless requests before it are left out.
-    from kproto.fuzz import schema
+    from kproto.fuzz import schema, shrink
     from kproto.fuzz.corpus import Finding
     from kproto.fuzz.mutators import make_case
     from kproto.fuzz.runner import Fuzzer, FuzzConfig
@@ -118,7 +118,7 @@ def test_a_crash_is_shrunk_to_the_request_that_causes_it(tmp_path):
         finding = Finding(api="ConsumerGroupHeartbeat", api_key=68, version=1, oracle="dead",
                           signature="unreachable", message="", strategy="valid", level="valid",
                           wire=killer, valid=True, steps=harmless + [killer])
-        fuzzer._shrink_crash(finding)
+        shrink.shrink_crash(fuzzer, finding)
         assert finding.steps == [killer] and finding.wire == killer
         assert fuzzer.restarts >= 1 and len(children) == 1 + fuzzer.restarts
         assert finding.minimised["steps_before"] == 4 and finding.minimised["steps_after"] == 1
