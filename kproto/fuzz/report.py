@@ -50,6 +50,8 @@ def field_coverage(fuzzer: Any) -> dict[str, Any]:
 def build(fuzzer: Any) -> dict[str, Any]:
     stats = fuzzer.stats
     elapsed = max(stats.ended - stats.started, 1e-9)
+    # the rate of the fuzzing loop: set-up (seed topic, coordinators) is not fuzzing
+    loop = max(stats.ended - (stats.loop_started or stats.started), 1e-9)
     findings = sorted(fuzzer.findings.values(), key=lambda f: (f.api, f.oracle, f.signature))
     by_api_oracle: dict[str, Counter] = defaultdict(Counter)
     for f in findings:
@@ -62,7 +64,8 @@ def build(fuzzer: Any) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "stop_reason": stats.stop_reason,
         "requests": sent,
-        "requests_per_second": round(sent / elapsed, 1),
+        "requests_per_second": round(sent / loop, 1),
+        "setup_seconds": round((stats.loop_started or stats.started) - stats.started, 3),
         "connections": fuzzer.target.connections_opened,
         "broker_alive_at_end": fuzzer.alive,
         "restarts": fuzzer.restarts,
@@ -112,8 +115,9 @@ def to_json(report: dict[str, Any]) -> str:
 
 def to_text(report: dict[str, Any]) -> str:
     lines = ["kproto fuzz report: {} (seed {})".format(report["target"], report["seed"]),
-             "  {requests} requests in {seconds:.1f} s ({requests_per_second}/s), "
-             "{connections} connections, stopped by {stop_reason}".format(**report),
+             "  {requests} requests in {seconds:.1f} s ({requests_per_second}/s after "
+             "{setup_seconds:.1f} s of set-up), {connections} connections, stopped by "
+             "{stop_reason}".format(**report),
              "  broker {} at the end; {} deaths, {} restarts".format(
                  "answers" if report["broker_alive_at_end"] else "DOES NOT answer",
                  len(report["deaths"]), report["restarts"]),

@@ -81,6 +81,7 @@ class RunStats:
     strategies: Counter = field(default_factory=Counter)   # strategy -> sent
     outcomes: Counter = field(default_factory=Counter)
     started: float = 0.0
+    loop_started: float = 0.0
     ended: float = 0.0
     iterations: int = 0
     stop_reason: str = ""
@@ -169,6 +170,7 @@ class Fuzzer:
         except BaseException:
             self.target.close()
             raise
+        self.stats.loop_started = time.monotonic()  # the rate is the loop's, set-up apart
         try:
             deadline = None if cfg.seconds is None else self.stats.started + cfg.seconds
             while True:
@@ -235,9 +237,10 @@ class Fuzzer:
             return
         self._last_progress = now
         elapsed = max(now - self.stats.started, 1e-9)
+        loop = max(now - (self.stats.loop_started or self.stats.started), 1e-9)
         sent = sum(self.stats.requests.values())
         line = "kproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns " \
-            "broker {}".format(elapsed, sent, sent / elapsed, len(self.findings),
+            "broker {}".format(elapsed, sent, sent / loop, len(self.findings),
                                self.target.connections_opened,
                                "alive" if self.alive else "DEAD")
         if self.restarts:

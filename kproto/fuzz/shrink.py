@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
 CRASH_SHRINK_CALLS = 6
+HANG_CALLS = 4  # each try that still hangs costs the timeout
 LOG_WAIT = 0.15  # seconds a try waits for the broker's log line
 
 
@@ -73,7 +74,8 @@ def minimise_request(fuzzer: "Fuzzer", finding: Finding, case: Case, ex: Exchang
                    for v in fuzzer.verdicts(cand, settle))
 
     shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
-                      byte_level=finding.oracle in BYTE_LEVEL, max_seconds=budget(fuzzer))
+                      byte_level=finding.oracle in BYTE_LEVEL, max_seconds=budget(fuzzer),
+                      max_calls=HANG_CALLS if finding.oracle == "hang" else 60)
     if shrunk.after < shrunk.before:
         finding.wire = shrunk.wire
         finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
