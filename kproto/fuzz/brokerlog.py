@@ -40,10 +40,16 @@ MAX_TEXT = 8192
 
 
 def _head(message: str, words: int = 12) -> str:
-    """A message up to its first variable part (a quote, bracket, colon or parenthesis),
-    at most ``words`` words (names follow the words that say what went wrong)."""
+    """A message up to its first variable part (a quote, bracket, colon or parenthesis, or
+    a word that is not all letters: a number, an address, a group id), at most ``words``
+    words (names follow the words that say what went wrong)."""
     head = re.split(r"[(:{\['\"]", message, maxsplit=1)[0]
-    return " ".join(head.split()[:words])
+    out = []
+    for word in head.split()[:words]:
+        if not word.rstrip(".,;").isalpha():
+            break
+        out.append(word)
+    return " ".join(out)
 
 
 @dataclass
@@ -105,7 +111,7 @@ class LogEntry:
             if frame:
                 sig += " at " + frame
             else:  # Kafka's ApiExceptions have no stack: the message tells them apart
-                sig += ": " + _head(self._root_message(), 5)
+                sig += ": " + _head(self._root_message(), 3)
         return _NUMBERS.sub("N", _IDS.sub("ID", sig))
 
     def _root_message(self) -> str:

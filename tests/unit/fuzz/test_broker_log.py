@@ -49,9 +49,20 @@ def test_the_signature_is_the_same_bug_whatever_the_numbers_and_ids():
     other = HANDLER_ERROR.replace("-7", "-123").replace("Rn3m0f1aQ2u-5l0B_x9ZJw", "A" * 22)
     [_, b, _] = entries(other.splitlines())
     assert a.signature == b.signature == (
-        "kafka.server.ReplicaManager: Error processing fetch with max size -N from consumer "
-        "on partition ID | java.lang.IllegalArgumentException at "
+        "kafka.server.ReplicaManager: Error processing fetch with max size | "
+        "java.lang.IllegalArgumentException at "
         "org.apache.kafka.storage.internals.log.LogSegment.read")
+    # a stackless exception is told apart by its message's first words, the client's data
+    # after them (here an entity type the request named) left out
+    quotas = ("[t] ERROR [KafkaApi-1] Unexpected error handling request RequestHeader(apiKey="
+              "DESCRIBE_CLIENT_QUOTAS) -- x (kafka.server.KafkaApis)\n"
+              "org.apache.kafka.common.errors.UnsupportedVersionException: Unsupported "
+              "entity type {}")
+    [one] = entries(quotas.format("ibrq").splitlines())
+    [other] = entries(quotas.format("kproto-fuzz-c").splitlines())
+    assert one.signature == other.signature == (
+        "kafka.server.KafkaApis: Unexpected error handling request RequestHeader | "
+        "org.apache.kafka.common.errors.UnsupportedVersionException: Unsupported entity type")
 
 
 def test_the_root_cause_and_its_first_frame_sign_a_chained_exception():
