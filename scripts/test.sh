@@ -10,4 +10,12 @@ fi
 .venv/bin/python -m pip install -q -e '.[test,all]'
 # mypy's settings are pyproject.toml's [tool.mypy]; any error fails the run.
 .venv/bin/python -m mypy
+# The test ground: Apache Kafka 4.4 and the Java consumer, resolved by Maven from
+# tests/ground/pom.xml (Maven's local repository is the cache: a minute or two the first
+# time, nothing after). Without mvn and java the [apache_kafka] tests skip with the reason.
+if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
+  .venv/bin/python -c 'from tests.brokers import maven; maven.classpath()'
+else
+  echo "warning: no mvn/java: the Apache Kafka 4.4 tests will skip" >&2
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -29,6 +29,8 @@ CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 #: The lowest Produce version that may carry each codec (Kafka refuses zstd below v7 with
 #: UNSUPPORTED_COMPRESSION_TYPE).
 MIN_PRODUCE_VERSION = {"none": 0, "gzip": 0, "snappy": 0, "lz4": 0, "zstd": 7}
+#: The last Produce version that names topics (v13 names them by id).
+LAST_PRODUCE_VERSION_BY_NAME = 12
 
 
 def now_ms() -> int:
@@ -256,6 +258,9 @@ def produce_batch(bootstrap_servers: str, topic: str, n: int, *, partition: int 
     # v3 is the first Produce version that carries v2 batches.
     version = raw.negotiated_version(address, ProduceRequest,
                                      minimum=max(3, MIN_PRODUCE_VERSION[codec]))
+    # Produce v13 (Kafka 4.x) names topics by id; this writer names them, as the raw
+    # Fetch helpers do (Kafka 4.4 answers UNKNOWN_TOPIC_ID to a v13 request by name).
+    version = min(version, LAST_PRODUCE_VERSION_BY_NAME)
     part = raw.roundtrip(address, request, version).responses[0].partition_responses[0]
     if part.error_code:
         raise raw.RawProtocolError("Produce v{} of one {}-record batch to {}-{}: error {}"

@@ -1,8 +1,10 @@
 """The heartbeat of a KIP-848-style group, whatever the group type (Java's
 ``AbstractHeartbeatRequestManager``).
 
-Owns when a heartbeat is sent (the broker-given interval, at once while JOINING /
-ACKNOWLEDGING / LEAVING, backoff after failures, never two in flight: ``HeartbeatRequestState``),
+Owns when a heartbeat is sent (the broker-given interval; at once for the first heartbeat
+of a join, an acknowledgement and a leave; backoff after failures; never two in flight and
+never two less than ``retry_backoff_ms`` apart, whatever the member state:
+``HeartbeatRequestState``),
 how its response or failure is handled (the error table below), and the poll timer:
 ``max_poll_interval_ms`` without an application ``poll()`` sends a leave heartbeat and
 makes the member STALE until the next poll. A group type (the consumer's:
@@ -45,17 +47,43 @@ _FATAL_ERRORS = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.INVAL
 
 
 class HeartbeatRequestState(RequestState):
-    """RequestState plus the heartbeat interval timer."""
+    """RequestState plus the heartbeat interval timer and the spacing floor.
+
+    The floor (``remaining_spacing_ms``): two heartbeats are never sent less than
+    ``retry_backoff_ms`` apart, whatever the member state asks for and whatever reset the
+    interval and the backoff (``reset`` leaves it alone). Java has no such floor; it is the
+    last line against a state that asks for a heartbeat "now" on every answer.
+    """
 
     def __init__(self, owner: str, now_ms: int, heartbeat_interval_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, jitter: float) -> None:
         super().__init__(owner, retry_backoff_ms, retry_backoff_max_ms, jitter)
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.heartbeat_timer = Timer(now_ms, heartbeat_interval_ms)
+        self.min_spacing_ms = retry_backoff_ms
+        self._spacing_timer = Timer(now_ms, 0)
+
+    def remaining_spacing_ms(self, now_ms: int) -> int:
+        """How long until the floor lets the next heartbeat out (0: it may go now)."""
+        self._spacing_timer.update(now_ms)
+        return self._spacing_timer.remaining_ms()
+
+    def on_send_attempt(self, now_ms: int) -> None:
+        super().on_send_attempt(now_ms)
+        self._spacing_timer.update_and_reset(now_ms, self.min_spacing_ms)
+        # reset_timer() starts the interval at the timer's last update: make that now. A
+        # heartbeat sent "now" skips can_send_request (the only other update), and the
+        # interval then ran from an older time: the next heartbeat came early.
+        self.heartbeat_timer.update(now_ms)
+
+    def on_successful_attempt(self, now_ms: int) -> None:
+        super().on_successful_attempt(now_ms)
+        self.heartbeat_timer.update(now_ms)  # the interval restarts at the answer (reset_timer)
 
     def can_send_request(self, now_ms: int) -> bool:
         self.heartbeat_timer.update(now_ms)
-        return self.heartbeat_timer.is_expired() and super().can_send_request(now_ms)
+        return self.heartbeat_timer.is_expired() and self.remaining_spacing_ms(now_ms) == 0 and \
+            super().can_send_request(now_ms)
 
     def reset(self) -> None:
         """No backoff and no interval: the next heartbeat may go out at once."""
@@ -68,8 +96,8 @@ class HeartbeatRequestState(RequestState):
     def time_to_next_heartbeat_ms(self, now_ms: int) -> int:
         self.heartbeat_timer.update(now_ms)
         if self.heartbeat_timer.is_expired():
-            return self.remaining_backoff_ms(now_ms)
-        return self.heartbeat_timer.remaining_ms()
+            return max(self.remaining_backoff_ms(now_ms), self.remaining_spacing_ms(now_ms))
+        return max(self.heartbeat_timer.remaining_ms(), self.remaining_spacing_ms(now_ms))
 
     def on_failed_attempt(self, now_ms: int) -> None:
         # The next heartbeat waits for the backoff, not the interval: it may be needed soon
@@ -134,6 +162,12 @@ class AbstractHeartbeatRequestManager:
             self._maybe_propagate_coordinator_fatal_error()
             return PollResult.EMPTY  # type: ignore[attr-defined]
 
+        state = self.heartbeat_request_state
+        spacing_ms = state.remaining_spacing_ms(now_ms)
+        if spacing_ms > 0:
+            # The floor holds whatever the member state asks for (a leave included).
+            return PollResult(spacing_ms)
+
         self.poll_timer.update(now_ms)
         if self.poll_timer.is_expired() and not membership.is_leaving_group():
             log.warning("Consumer poll timeout has expired. The time between calls to poll() was longer "
@@ -149,7 +183,6 @@ class AbstractHeartbeatRequestManager:
             self.reset_heartbeat_state()
             return PollResult(self.heartbeat_request_state.heartbeat_interval_ms, [leave])
 
-        state = self.heartbeat_request_state
         heartbeat_now = membership.state is MemberState.LEAVING or (
             membership.should_heartbeat_now() and not state.request_in_flight())
         if not heartbeat_now and not state.can_send_request(now_ms):
@@ -182,16 +215,18 @@ class AbstractHeartbeatRequestManager:
         membership = self.membership_manager
         can_heartbeat = self.coordinator_request_manager.coordinator is not None and \
             not membership.should_skip_heartbeat()
+        state = self.heartbeat_request_state
         if self.poll_timer.is_expired():
-            return 0
+            # The leave heartbeat is due (held back by the spacing floor at most).
+            return state.remaining_spacing_ms(now_ms) if can_heartbeat else 0
         half_poll = self.poll_timer.remaining_ms() // 2
         if not can_heartbeat:
             return half_poll
-        if self.heartbeat_request_state.request_in_flight():
+        if state.request_in_flight():
             return half_poll
         if membership.should_heartbeat_now():
-            return 0
-        return min(half_poll, self.heartbeat_request_state.time_to_next_heartbeat_ms(now_ms))
+            return min(half_poll, state.remaining_spacing_ms(now_ms))
+        return min(half_poll, state.time_to_next_heartbeat_ms(now_ms))
 
     def reset_poll_timer(self, poll_ms: int) -> None:
         """The application polled (AsyncPollEvent): restart the timer, rejoin if it had expired."""

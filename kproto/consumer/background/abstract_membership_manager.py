@@ -86,6 +86,8 @@ class AbstractMembershipManager:
         self._rejoined_while_reconciliation_in_progress = False
         self._next_metadata_request_ms = 0
         self._subscription_updated = False
+        # Whether the current join's first heartbeat went out (should_heartbeat_now).
+        self._join_heartbeat_sent = False
         self.is_poll_timer_expired = False
         self._leave_group_in_progress: Optional[Future] = None
         self._stale_member_assignment_release: Optional[Future] = None
@@ -129,8 +131,19 @@ class AbstractMembershipManager:
         return self.is_not_in_group()
 
     def should_heartbeat_now(self) -> bool:
-        """JOINING, ACKNOWLEDGING and LEAVING heartbeat without waiting for the interval."""
-        return self._state in (MemberState.ACKNOWLEDGING, MemberState.LEAVING, MemberState.JOINING)
+        """ACKNOWLEDGING, LEAVING and a join not yet sent heartbeat without waiting for the interval.
+
+        ACKNOWLEDGING and LEAVING end when their heartbeat is generated. JOINING does not:
+        it lasts until an answer carries an assignment, and a coordinator may answer the
+        join with an epoch and no assignment (librdkafka's mock does while the partitions
+        are still owned by another member). Java's AbstractMembershipManager keeps
+        heartbeating "now" in that state, one heartbeat per answer; here only the first
+        heartbeat of a join is immediate, the next ones wait for the interval the answer
+        gave (a failed one for the backoff).
+        """
+        if self._state is MemberState.JOINING:
+            return not self._join_heartbeat_sent
+        return self._state in (MemberState.ACKNOWLEDGING, MemberState.LEAVING)
 
     def is_leaving_group(self) -> bool:
         return self._state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
@@ -190,6 +203,7 @@ class AbstractMembershipManager:
             self._rejoined_while_reconciliation_in_progress = True
         self._update_member_epoch(JOIN_GROUP_MEMBER_EPOCH)
         self.transition_to(MemberState.JOINING)
+        self._join_heartbeat_sent = False
         self._clear_pending_assignments_and_local_names_cache()
 
     def transition_to_fenced(self) -> None:
@@ -306,8 +320,10 @@ class AbstractMembershipManager:
         self._clear_pending_assignments_and_local_names_cache()
 
     def on_heartbeat_request_generated(self) -> None:
-        """A heartbeat was built: ACKNOWLEDGING and LEAVING move on."""
-        if self._state is MemberState.ACKNOWLEDGING:
+        """A heartbeat was built: ACKNOWLEDGING and LEAVING move on, a join was sent."""
+        if self._state is MemberState.JOINING:
+            self._join_heartbeat_sent = True
+        elif self._state is MemberState.ACKNOWLEDGING:
             if self.target_assignment_reconciled():
                 self.transition_to(MemberState.STABLE)
             else:

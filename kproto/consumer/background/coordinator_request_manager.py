@@ -1,7 +1,8 @@
 """Group coordinator discovery for the background-thread engines (Java's ``CoordinatorRequestManager``).
 
 Owns the known coordinator (or None) and the FindCoordinator request state: one request
-at a time, to the least-loaded node, with exponential backoff after failures. Other
+at a time, to the least-loaded node, with exponential backoff after failures and never
+two less than ``retry_backoff_ms`` apart. Other
 managers read ``coordinator``, and call ``mark_coordinator_unknown`` on NOT_COORDINATOR /
 COORDINATOR_NOT_AVAILABLE and ``handle_coordinator_disconnect`` when a request to it
 failed; the next ``poll`` then looks for it again.
@@ -49,6 +50,11 @@ class CoordinatorRequestManager:
         # (ClusterMetadata.add_coordinator); without it the broker id is used as is.
         self._add_coordinator = add_coordinator
         self.request_state = RequestState("FindCoordinator", retry_backoff_ms, retry_backoff_max_ms, jitter)
+        # A floor between two lookups, whatever answered: a found coordinator that another
+        # manager marks unknown at once (NOT_COORDINATOR on every request to it) would
+        # otherwise be looked up again at once, one FindCoordinator per round trip.
+        self._retry_backoff_ms = retry_backoff_ms
+        self._next_lookup_ms = 0
         self.coordinator: Optional[Coordinator] = None
         self.time_marked_unknown_ms: Optional[int] = None
         self._fatal_error: Optional[BaseException] = None
@@ -57,6 +63,8 @@ class CoordinatorRequestManager:
     def poll(self, now_ms: int) -> PollResult:
         if self._closing or self.coordinator is not None:
             return PollResult.EMPTY  # type: ignore[attr-defined]
+        if now_ms < self._next_lookup_ms and not self.request_state.request_in_flight():
+            return PollResult(max(self._next_lookup_ms - now_ms, self.request_state.remaining_backoff_ms(now_ms)))
         if self.request_state.can_send_request(now_ms):
             return PollResult(MAX_WAIT_MS, [self._make_find_coordinator_request(now_ms)])
         return PollResult(self.request_state.remaining_backoff_ms(now_ms))
@@ -70,6 +78,7 @@ class CoordinatorRequestManager:
 
     def _make_find_coordinator_request(self, now_ms: int) -> UnsentRequest:
         self.request_state.on_send_attempt(now_ms)
+        self._next_lookup_ms = now_ms + self._retry_backoff_ms
         builder = RequestBuilder(FindCoordinatorRequest, self._build_request)
         unsent = UnsentRequest(builder, node_id=None)
 

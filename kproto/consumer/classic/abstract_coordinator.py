@@ -88,6 +88,7 @@ class AbstractCoordinator:
             # Found (again): the session timer restarts, there was no one to heartbeat to.
             on_discovered=lambda: self.heartbeat.reset_session_timeout(self._clock()))
         self._join: Any = None  # the Future of the join round in progress
+        self._next_join_ms = 0.0  # no JoinGroup before (retry_backoff_ms after the last one)
         self._need_join_prepare = True
         self._heartbeat_thread: Any = None
         self._heartbeat_future: Any = None
@@ -217,6 +218,8 @@ class AbstractCoordinator:
                 self._need_join_prepare = False
                 self.on_join_prepare(generation)
             if self._join is None:
+                if not self._wait_for_join_floor(deadline):
+                    return False
                 self._send_join_group()
             round_future = self._join
             if round_future is None:
@@ -239,6 +242,9 @@ class AbstractCoordinator:
                 if self.membership.state is not MemberState.STABLE:
                     self.membership.state = MemberState.UNJOINED
             if isinstance(exc, _JoinRoundFailed):
+                if isinstance(exc.verdict.error, errors.MemberIdRequiredError):
+                    # KIP-394's second step: the join with the id just handed out goes at once.
+                    self._next_join_ms = 0.0
                 self._apply_verdict(exc.verdict, deadline)
             elif getattr(exc, "retriable", False):
                 log.info("Group %s: join round failed (%s); rediscovering the coordinator", self.group_id, exc)
@@ -262,6 +268,7 @@ class AbstractCoordinator:
                 self.rebalance_timeout_ms, self.protocol_type(), self.metadata(), self.membership.rejoin_reason)
             self.membership.on_join_sent()
             self._sent_ms["join"] = self._clock()
+            self._next_join_ms = self._sent_ms["join"] + self.retry_backoff_ms
         self._record("rebalance_started")
         log.info("Group %s: (re)joining (member %r, reason: %s)", self.group_id, member_id,
                  self.membership.rejoin_reason)
@@ -370,6 +377,16 @@ class AbstractCoordinator:
                 self._client.poll(timeout_ms=left)
                 check()
         check()
+
+    def _wait_for_join_floor(self, deadline: float) -> bool:
+        """Wait until ``retry_backoff_ms`` after the last JoinGroup; False if the deadline
+        came first. Java rejoins at once after UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS and
+        ILLEGAL_GENERATION: a coordinator answering one of them to every join would get a
+        JoinGroup per round trip."""
+        until = min(deadline, self._next_join_ms)
+        while self._clock() < until:
+            self._app_poll(until - self._clock())
+        return self._clock() >= self._next_join_ms
 
     def _backoff(self, deadline: float) -> None:
         until = min(deadline, self._clock() + self.retry_backoff_ms)

@@ -51,6 +51,9 @@ class CoordinatorDiscovery:
         self.find_future: Any = None  # the FindCoordinator in flight
         self._find_failures = 0
         self._next_find_ms = 0.0
+        # A floor between two lookups, whatever answered (a coordinator found and at once
+        # answering NOT_COORDINATOR would otherwise be looked up once per round trip).
+        self._retry_backoff_ms = retry_backoff_ms
 
     @property
     def coordinator_broker_id(self) -> Optional[int]:
@@ -106,6 +109,7 @@ class CoordinatorDiscovery:
             log.debug("Group %s: sending FindCoordinator v%d to node %s", self.group_id, version, node)
             future = self._client.send(node, request, version=version)
             self.find_future = future
+            self._next_find_ms = now + self._retry_backoff_ms
         future.add_callback(self._on_find_coordinator_response)
         future.add_errback(self._on_find_coordinator_failure)
         return future
@@ -130,7 +134,8 @@ class CoordinatorDiscovery:
         with self._lock:
             self.find_future = None
             self._find_failures += 1
-            self._next_find_ms = self._clock() + self._find_backoff.backoff(self._find_failures - 1)
+            self._next_find_ms = max(self._next_find_ms,
+                                     self._clock() + self._find_backoff.backoff(self._find_failures - 1))
             if not getattr(exc, "retriable", False) and isinstance(exc, errors.BrokerResponseError):
                 # e.g. GROUP_AUTHORIZATION_FAILED: nothing to retry, tell the application.
                 self._on_fatal_error(exc)

@@ -135,3 +135,36 @@ def test_forgetting_the_coordinator_closes_its_connection_and_fails_what_is_in_f
         assert discovery.coordinator_id is None
     finally:
         client.close()
+
+
+def test_a_coordinator_forgotten_as_soon_as_found_is_looked_up_again_only_after_the_backoff(broker):
+    """A coordinator answering NOT_COORDINATOR to everything is forgotten as soon as it is
+    found: the next lookup waits ``retry_backoff_ms`` after the last one (both engines),
+    instead of one FindCoordinator per round trip."""
+    now = [1_000_000.0]
+    client = NetworkClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=5000)
+    discovery = CoordinatorDiscovery(
+        client, "find-coordinator-floor", lock=threading.RLock(), clock=lambda: now[0],
+        retry_backoff_ms=50, retry_backoff_max_ms=500, on_discovered=lambda: None, on_fatal_error=lambda exc: None)
+    try:
+        _discover(client, discovery)  # the fake clock stands still meanwhile
+        discovery.mark_coordinator_unknown("NOT_COORDINATOR")
+        deadline = time.monotonic() + 10
+        while not client.ready(client.least_loaded_node()):  # a node to ask is ready...
+            assert time.monotonic() < deadline
+            client.poll(timeout_ms=50)
+        assert discovery.lookup_coordinator() is None  # ... only the floor holds the lookup back
+        now[0] += 49
+        assert discovery.lookup_coordinator() is None
+        now[0] += 1
+        assert discovery.lookup_coordinator() is not None
+    finally:
+        client.close()
+
+    manager = CoordinatorRequestManager("g", retry_backoff_ms=50, jitter=0)
+    (find,) = manager.poll(0).unsent_requests
+    find.complete(FindCoordinatorResponse(coordinators=[Coordinator(key="g", node_id=1, host="h", port=1)]), 2)
+    manager.mark_coordinator_unknown("NOT_COORDINATOR", 2)
+    result = manager.poll(2)
+    assert result.unsent_requests == [] and result.time_until_next_poll_ms == 48
+    assert len(manager.poll(50).unsent_requests) == 1

@@ -310,8 +310,11 @@ def test_nothing_committed_reads_as_none(broker, client):
     coordinator = find_coordinator(client, group)
     version = client.api_version(OffsetFetchRequest.api_key, coordinator)
     tp = TopicPartition(topic, 0)
-    resp = roundtrip(client, coordinator, co.build_offset_fetch_request(group, [tp], version), version)
-    result = co.handle_offset_fetch_response(resp, version, group, [tp])
+    client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
+    topic_ids = client.cluster.topic_ids()  # v10 names topics by id
+    request = co.build_offset_fetch_request(group, [tp], version, topic_ids=topic_ids)
+    resp = roundtrip(client, coordinator, request, version)
+    result = co.handle_offset_fetch_response(resp, version, group, [tp], topic_ids)
     assert result.error is None and result.offsets == {tp: None}
 
 
@@ -346,13 +349,18 @@ def test_positions_come_from_committed_offsets_then_the_reset_policy(broker, cli
     coordinator = find_coordinator(client, group)
     t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     version = client.api_version(OffsetCommitRequest.api_key, coordinator)
-    request = commit_mod.build_offset_commit_request(group, {t0: OffsetAndMetadata(4)}, version)
-    assert commit_mod.handle_offset_commit_response(roundtrip(client, coordinator, request, version), group).succeeded
+    client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
+    topic_ids = client.cluster.topic_ids()  # v10 names topics by id
+    request = commit_mod.build_offset_commit_request(group, {t0: OffsetAndMetadata(4)}, version,
+                                                     topic_ids=topic_ids)
+    assert commit_mod.handle_offset_commit_response(
+        roundtrip(client, coordinator, request, version), group, topic_ids=topic_ids).succeeded
 
     def fetch_committed(partitions, timeout_ms):
         v = client.api_version(OffsetFetchRequest.api_key, coordinator)
-        resp = roundtrip(client, coordinator, co.build_offset_fetch_request(group, partitions, v), v)
-        result = co.handle_offset_fetch_response(resp, v, group, partitions)
+        request = co.build_offset_fetch_request(group, partitions, v, topic_ids=topic_ids)
+        resp = roundtrip(client, coordinator, request, v)
+        result = co.handle_offset_fetch_response(resp, v, group, partitions, topic_ids)
         assert result.error is None
         return result.offsets
 

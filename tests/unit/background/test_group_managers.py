@@ -62,6 +62,7 @@ def test_the_abstract_member_joins_reconciles_and_is_fenced_without_a_group_type
     member.maybe_reconcile(can_commit=False)  # adds only, nothing to commit: no poll() needed
     assert member.state is S.ACKNOWLEDGING
     assert subscriptions.assigned_partitions() == {TP("alpha", 0), TP("alpha", 1)}
+    clock.advance(100)  # retry_backoff_ms: the least time between two heartbeats
     _send(heartbeat, clock).complete(heartbeat_response(member.member_id, epoch=1), clock())
     assert member.state is S.STABLE
 
@@ -69,6 +70,7 @@ def test_the_abstract_member_joins_reconciles_and_is_fenced_without_a_group_type
     _send(heartbeat, clock).complete(
         heartbeat_response(member.member_id, error_code=ErrorCode.FENCED_MEMBER_EPOCH), clock())
     assert member.state is S.JOINING and subscriptions.assigned_partitions() == set()
+    clock.advance(100)
     assert _send(heartbeat, clock).request == ("heartbeat", member.member_id, 0)
 
 
@@ -80,10 +82,12 @@ def test_the_abstract_member_leaves_with_the_leave_epoch_and_fatal_errors_surfac
     _send(heartbeat, clock).complete(heartbeat_response(member.member_id, epoch=1, assignment={"alpha": [0]}),
                                      clock())
     member.maybe_reconcile(can_commit=True)
+    clock.advance(100)
     _send(heartbeat, clock)  # the acknowledgement
     assert member.state is S.STABLE
     left = member.leave_group()
     assert member.state is S.LEAVING
+    clock.advance(100)
     leave = _send(heartbeat, clock)
     assert leave.request == ("heartbeat", member.member_id, LEAVE_GROUP_MEMBER_EPOCH)
     assert member.state is S.UNSUBSCRIBED and left.done()
@@ -96,3 +100,34 @@ def test_the_abstract_member_leaves_with_the_leave_epoch_and_fatal_errors_surfac
         heartbeat_response(member.member_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED), clock())
     assert member.state is S.FATAL
     assert [type(e.error) for e in drain(errors)] == [GroupAuthorizationFailedError]
+
+
+class EagerMember(AbstractMembershipManager):
+    """A group type whose member asks for a heartbeat "now" in every state."""
+
+    def should_heartbeat_now(self) -> bool:
+        return True
+
+
+def test_heartbeats_are_never_less_than_retry_backoff_apart_whatever_the_member_asks():
+    clock = FakeClock()
+    subscriptions = SubscriptionState()
+    subscriptions.subscribe(["alpha"], None)
+    member = EagerMember("share-group", subscriptions, time_ms=clock,
+                         topic_name_for_id={TOPIC_IDS["alpha"]: "alpha"}.get)
+    _, _, heartbeat, _ = _group(clock)
+    heartbeat.membership_manager = member
+    member.on_subscription_updated()
+    member.on_consumer_poll()
+    sent_at = []
+    for _ in range(1000):  # a busy loop; every heartbeat answered at once, changing nothing
+        for unsent in heartbeat.poll(clock()).unsent_requests:
+            sent_at.append(clock())
+            unsent.complete(heartbeat_response(member.member_id, epoch=0), clock())
+            # What resets the interval and the backoff (a coordinator error) does not lift the floor.
+            heartbeat.heartbeat_request_state.reset()
+        spacing_ms = heartbeat.heartbeat_request_state.remaining_spacing_ms(clock())
+        assert heartbeat.maximum_time_to_wait(clock()) == spacing_ms
+        clock.advance(1)
+    assert len(sent_at) == 10
+    assert [b - a for a, b in zip(sent_at, sent_at[1:])] == [100] * 9

@@ -77,6 +77,7 @@ class Engine:
         while self.h.run_application_callbacks():
             pass
         assert self.h.manager.state is S.ACKNOWLEDGING
+        self.clock.advance(BACKOFF_MS)  # the floor between two heartbeats
         self.answer(self.one_heartbeat(), epoch=epoch, interval_ms=interval_ms)
         assert self.h.manager.state is S.STABLE
 

@@ -83,6 +83,7 @@ def test_join_sends_full_state_then_only_changes() -> None:
     e.answer(join, epoch=1, assignment={"alpha": [0, 1]}, interval_ms=5000)
     e.h.manager.maybe_reconcile(can_commit=True)
     e.h.run_application_callbacks()
+    e.clock.advance(BACKOFF_MS)  # the floor between two heartbeats
     ack_sent = e.one_heartbeat()  # ACKNOWLEDGING: sent at once, not after the interval
     ack = ack_sent.request
     assert ack.member_epoch == 1
@@ -129,6 +130,7 @@ def test_broker_evaluated_regex_is_sent_on_join_only() -> None:
     e.answer(join, epoch=1, assignment={}, interval_ms=1000)
     e.h.manager.maybe_reconcile(can_commit=True)
     e.h.run_application_callbacks()
+    e.clock.advance(BACKOFF_MS)
     ack = e.one_heartbeat().request
     assert ack.subscribed_topic_regex is None and ack.subscribed_topic_names is None
 
@@ -192,7 +194,7 @@ def test_poll_timer_expiry_sends_a_leave_heartbeat_and_the_next_poll_rejoins(ins
     e.answer(leave, epoch=leave_epoch)  # the leave's response is ignored
     assert e.h.manager.state is S.STALE
 
-    e.clock.advance(10)
+    e.clock.advance(BACKOFF_MS)
     e.heartbeat.reset_poll_timer(e.clock())  # the application's next poll()
     assert e.h.manager.state is S.JOINING
     rejoin = e.one_heartbeat().request
@@ -208,6 +210,7 @@ def test_coordinator_errors_rediscover_then_heartbeat_without_backoff(code: int)
     e.answer(e.one_heartbeat(), error_code=code)
     assert e.coordinator.coordinator is None and e.heartbeats() == []
     e.find_coordinator(node_id=4)
+    e.clock.advance(BACKOFF_MS)  # the floor only: no backoff, no interval
     sent = e.one_heartbeat()
     assert sent.node_id == 4 and sent.request.rebalance_timeout_ms == MAX_POLL_INTERVAL_MS
     assert e.h.manager.state is S.STABLE and e.errors() == []
@@ -223,7 +226,8 @@ def test_fencing_errors_lose_partitions_and_rejoin_with_epoch_zero(code: int) ->
     assert e.h.manager.state is S.FENCED and e.heartbeats() == []
     e.h.run_application_callbacks()
     assert e.h.log == [("lost", [TP("alpha", 0), TP("alpha", 1)])]
-    rejoin = e.one_heartbeat().request  # no backoff, no interval
+    e.clock.advance(BACKOFF_MS)  # the floor only: no backoff, no interval
+    rejoin = e.one_heartbeat().request
     assert rejoin.member_epoch == 0 and rejoin.topic_partitions == []
     assert rejoin.member_id == e.h.manager.member_id
     assert e.errors() == []
@@ -286,6 +290,7 @@ def test_leave_group_heartbeat_is_sent_at_once() -> None:
     e.stable({"alpha": [0]}, epoch=2, interval_ms=10_000)
     done = e.h.manager.leave_group()
     e.h.run_application_callbacks()
+    e.clock.advance(BACKOFF_MS)  # the floor since the last heartbeat
     leave = e.one_heartbeat()  # well before the interval
     assert leave.request.member_epoch == -1 and done.done()
     assert (leave.request.subscribed_topic_names, leave.request.topic_partitions) == (None, None)
@@ -298,6 +303,7 @@ def test_the_answer_to_a_leave_is_not_taken_for_a_rejoin_sent_after_it() -> None
     member_id = e.h.manager.member_id
     e.h.manager.leave_group()
     e.h.run_application_callbacks()
+    e.clock.advance(BACKOFF_MS)  # the floor since the last heartbeat
     leave = e.one_heartbeat()
     assert leave.request.member_epoch == -1
     # unsubscribe() returned once the leave went out; subscribe() again at once.
@@ -306,6 +312,8 @@ def test_the_answer_to_a_leave_is_not_taken_for_a_rejoin_sent_after_it() -> None
     assert e.h.manager.state is S.JOINING and e.heartbeats() == []  # the leave is in flight
     e.answer(leave, epoch=-1)
     assert (e.h.manager.state, e.h.manager.member_epoch) == (S.JOINING, 0)
+    assert e.heartbeats() == []  # the floor since the leave
+    e.clock.advance(BACKOFF_MS)
     rejoin = e.one_heartbeat()
     assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, member_id)
     e.answer(rejoin, epoch=3, assignment={"alpha": [0]})

@@ -58,6 +58,9 @@ def heartbeat_answer(epoch: int = 1, partitions=None, error_code: int = 0, inter
     return response
 
 
+FLOOR_MS = 100  # retry_backoff_ms: the least time between two heartbeats
+
+
 class Group:
     """A share member with its heartbeat manager; the coordinator is node 7."""
 
@@ -86,8 +89,9 @@ class Group:
         self.subscribe(["t"])
         [join] = self.send(now)
         join.complete(heartbeat_answer(epoch=epoch, partitions=list(partitions)), now)
-        [ack] = self.send(now)  # reconciled at once (nothing to revoke): acknowledged at once
-        ack.complete(heartbeat_answer(epoch=epoch), now)
+        # Reconciled at once (nothing to revoke): acknowledged at once, after the floor.
+        [ack] = self.send(now + FLOOR_MS)
+        ack.complete(heartbeat_answer(epoch=epoch), now + FLOOR_MS)
         return join
 
 
@@ -99,16 +103,32 @@ def test_join_reconciles_acknowledges_then_heartbeats_at_the_interval():
     assert (join.request.member_epoch, join.request.subscribed_topic_names) == (0, ["t"])
     assert g.send(1) == []  # never two in flight
     join.complete(heartbeat_answer(epoch=5, partitions=[0, 1], interval=1000), 10)
-    [ack] = g.send(11)
+    assert g.send(99) == []  # the floor: no two heartbeats less than retry_backoff_ms apart
+    [ack] = g.send(100)
     assert g.membership.state is MemberState.STABLE and g.membership.member_epoch == 5
     assert [tip.partition for tip in g.membership.assigned_partitions()] == [0, 1]
     assert {tip.topic_id for tip in g.membership.assigned_partitions()} == {TID}
-    ack.complete(heartbeat_answer(epoch=5), 12)
-    assert g.send(500) == []
-    [beat] = g.send(1012)
+    ack.complete(heartbeat_answer(epoch=5), 112)
+    assert g.send(1111) == []
+    [beat] = g.send(1112)
     # The topic names are sent only when joining or after they changed.
     assert (beat.request.member_epoch, beat.request.subscribed_topic_names) == (5, None)
     assert beat.request.member_id == join.request.member_id
+
+
+def test_a_join_answered_without_an_assignment_heartbeats_again_only_after_the_interval():
+    """A share member joining while the coordinator has no assignment for it yet (epoch,
+    no assignment): the join is the only immediate heartbeat; then one per interval, even
+    when the network loop polls every millisecond and every answer comes at once."""
+    g = Group()
+    g.subscribe(["t"])
+    sent_at = []
+    for now in range(10_000):
+        for unsent in g.send(now):
+            sent_at.append(now)
+            unsent.complete(heartbeat_answer(epoch=0, interval=3000), now)
+    assert g.membership.state is MemberState.JOINING
+    assert sent_at == [0, 3000, 6000, 9000]
 
 
 def test_a_revocation_waits_for_the_applications_poll():
@@ -128,7 +148,7 @@ def test_fenced_member_drops_its_assignment_and_rejoins_with_the_same_id():
     [beat] = g.send(5000)
     beat.complete(heartbeat_answer(error_code=110), 5000)  # FENCED_MEMBER_EPOCH
     assert g.membership.state is MemberState.JOINING and g.membership.assigned_partitions() == []
-    [rejoin] = g.send(5000)
+    [rejoin] = g.send(5000 + FLOOR_MS)  # no backoff, no interval: the floor only
     assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
     assert rejoin.request.subscribed_topic_names == ["t"]
 
@@ -159,7 +179,7 @@ def test_leave_sends_epoch_minus_one_and_releases_the_assignment():
     g.join()
     future = g.membership.leave_group()
     assert g.membership.assigned_partitions() == []
-    [leave] = g.send(1)
+    [leave] = g.send(2 * FLOOR_MS)
     assert leave.request.member_epoch == FINAL_EPOCH
     assert future.done() and g.membership.state is MemberState.UNSUBSCRIBED  # the leave went out
     assert g.send(10_000) == []
@@ -383,12 +403,12 @@ def test_the_answer_to_a_leave_is_not_taken_for_a_rejoin_sent_after_it():
     g = Group()
     join = g.join()
     g.membership.leave_group()
-    [leave] = g.send(1)
+    [leave] = g.send(200)
     g.subscribe(["t"])  # unsubscribe() returned once the leave went out; subscribe() again
-    assert g.membership.state is MemberState.JOINING and g.send(2) == []  # the leave is in flight
-    leave.complete(heartbeat_answer(epoch=-1), 3)
-    [rejoin] = g.send(4)
+    assert g.membership.state is MemberState.JOINING and g.send(201) == []  # the leave is in flight
+    leave.complete(heartbeat_answer(epoch=-1), 202)
+    [rejoin] = g.send(300)
     assert (rejoin.request.member_epoch, rejoin.request.member_id) == (0, join.request.member_id)
-    rejoin.complete(heartbeat_answer(epoch=7, partitions=[0]), 5)
-    g.send(6)
+    rejoin.complete(heartbeat_answer(epoch=7, partitions=[0]), 301)
+    g.send(400)
     assert g.membership.state is MemberState.STABLE and g.membership.member_epoch == 7
