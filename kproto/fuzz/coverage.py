@@ -209,18 +209,23 @@ class CoverageMap:
 
     def update(self, dump: Dump) -> int:
         """Merge a dump; how many probes it adds."""
-        added = 0
+        return sum(self.update_by_package(dump).values())
+
+    def update_by_package(self, dump: Dump) -> dict[str, int]:
+        """Merge a dump; the probes it adds, per package."""
+        added: dict[str, int] = {}
         for c in dump.classes:
             key = (c.class_id, c.name)
             known = self.classes.get(key)
             if known is None:
                 self.classes[key] = ClassProbes(c.class_id, c.name, c.count, c.hits)
-                added += bin(c.hits).count("1")
+                new = c.hits
             else:
                 new = c.hits & ~known.hits
-                if new:
-                    known.hits |= new
-                    added += bin(new).count("1")
+                known.hits |= new
+            if new:
+                package = package_of(c.name)
+                added[package] = added.get(package, 0) + bin(new).count("1")
         return added
 
     @property
@@ -243,9 +248,12 @@ class CoverageMap:
     def request_handling(self) -> int:
         """Covered probes of :data:`REQUEST_PACKAGES` (and their subpackages)."""
         return sum(bin(c.hits).count("1") for c in self.classes.values()
-                   if any(package_of(c.name) == p or package_of(c.name).startswith(p + ".")
-                          for p in REQUEST_PACKAGES))
+                   if handles_requests(package_of(c.name)))
+
+
+def handles_requests(package: str) -> bool:
+    return any(package == p or package.startswith(p + ".") for p in REQUEST_PACKAGES)
 
 
 __all__ = ["parse", "Dump", "ClassProbes", "JacocoClient", "CoverageMap", "CoverageError",
-           "agent_option", "package_of", "REQUEST_PACKAGES", "HEADER"]
+           "agent_option", "package_of", "handles_requests", "REQUEST_PACKAGES", "HEADER"]

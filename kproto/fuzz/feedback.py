@@ -4,7 +4,7 @@ Owns, for a run given ``--coverage HOST:PORT``: the batch of what was sent since
 read (requests as (API, version, request) and sequence names), reading the broker's
 coverage after each batch (:class:`~kproto.fuzz.coverage.JacocoClient`, at least
 ``every`` requests and a second apart), keeping the batch as seeds when it reached new
-probes, the coverage over time, and the draws that start a request from a seed
+probes in the request-handling packages, the coverage over time, and the draws that start a request from a seed
 (:meth:`Feedback.pick`, :func:`splice`) or weigh sequences by the new code they reached.
 With ``enabled`` False coverage is only measured (the baseline of a comparison).
 """
@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any, Callable, Optional
 
 from kproto.fuzz import schema
-from kproto.fuzz.coverage import CoverageError, CoverageMap, JacocoClient
+from kproto.fuzz.coverage import CoverageError, CoverageMap, JacocoClient, handles_requests
 
 SEED_SHARE = 0.5  # with seeds, the share of requests that start from one
 MAX_SEEDS = 512
@@ -63,7 +63,7 @@ class Feedback:
         self._last_read = now
         batch, self._batch = self._batch, []
         try:
-            added = self.map.update(self.client.dump())
+            by_package = self.map.update_by_package(self.client.dump())
         except (OSError, CoverageError) as exc:
             self.errors += 1  # a restarting broker: the next read reconnects
             if self.errors == 1:
@@ -71,6 +71,9 @@ class Feedback:
             return
         self.timeline.append((round(now - self.started, 1), self.map.covered,
                               self.map.request_handling()))
+        # New code in the request-handling packages only: the broker's own threads (the
+        # quorum, the log cleaner, metrics) reach new probes with no request's help.
+        added = sum(n for package, n in by_package.items() if handles_requests(package))
         if not added or not self.enabled:
             return
         for item in batch:

@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from kproto.fuzz.coverage import (HEADER, CoverageError, CoverageMap, Dump, ClassProbes,
-                                  package_of, parse)
+from kproto.fuzz.coverage import (HEADER, ClassProbes, CoverageError, CoverageMap, Dump,
+                                  handles_requests, package_of, parse)
 
 
 def _utf(text: str) -> bytes:
@@ -87,3 +87,8 @@ def test_the_map_counts_only_new_probes_and_sums_per_package():
                                   "org.apache.kafka.common.message": (1, 5)}
     assert cmap.request_handling() == 4  # generated message classes are not handlers
     assert package_of("kafka/server/KafkaApis$") == "kafka.server"
+    more = Dump([ClassProbes(1, "kafka/server/KafkaApis", 8, 0b1100_0011),
+                 ClassProbes(4, "org/apache/kafka/raft/KafkaRaftClient", 3, 0b11)])
+    assert cmap.update_by_package(more) == {"kafka.server": 1, "org.apache.kafka.raft": 2}
+    assert handles_requests("kafka.server") and handles_requests(
+        "org.apache.kafka.coordinator.group") and not handles_requests("org.apache.kafka.raft")
