@@ -33,7 +33,9 @@ _FRAME = re.compile(r"^\s+at ([\w$.<>/]+)\(")
 _PREFIX = re.compile(r"^\s*(\[[^\]]*\]\s*|\d{4}-\d\d-\d\d[T ][\d:.,]+\s*)")
 _LOGGER = re.compile(r"\s*\(([\w$.]+)\)\s*$")
 _NUMBERS = re.compile(r"\d+")
-_IDS = re.compile(r"(?<![\w-])[A-Za-z0-9_-]{22}(?![\w-])")  # topic ids, base64
+# topic ids (22 base64 characters, a digit among them: NotControllerException is 22
+# letters too)
+_IDS = re.compile(r"(?<![\w.$-])(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{22}(?![\w-])")
 REFUSALS = ("InvalidRequestException", "UnsupportedVersionException",
             "InvalidReceiveException")
 MAX_TEXT = 8192

@@ -52,6 +52,9 @@ def test_the_signature_is_the_same_bug_whatever_the_numbers_and_ids():
         "kafka.server.ReplicaManager: Error processing fetch with max size | "
         "java.lang.IllegalArgumentException at "
         "org.apache.kafka.storage.internals.log.LogSegment.read")
+    assert "NotControllerException" in entries([
+        "[t] ERROR x (a.B)", "org.apache.kafka.common.errors.NotControllerException: The "
+        "active controller"])[0].signature
     # a stackless exception is told apart by its message's first words, the client's data
     # after them (here an entity type the request named) left out
     quotas = ("[t] ERROR [KafkaApi-1] Unexpected error handling request RequestHeader(apiKey="
