@@ -10,8 +10,9 @@ starts the same node again on its ports and data, so a crash costs a restart, no
 run), and samples every 5 s the broker's RSS and its heap after the last collection (from
 the GC log). ``--coverage`` starts the node with the JaCoCo agent in TCP-server mode and
 passes ``--coverage`` to the run. Prints a summary and writes ``summary.json``,
-``samples.csv``, the report and the reproducers under ``--out``; the broker is stopped by
-pid at the end (and whatever the restart script started, found by its port).
+``samples.csv``, the GC log, the report and the reproducers under ``--out``; the broker is
+stopped by pid at the end (and whatever the restart script started, found by its port)
+and its directory removed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,6 +144,8 @@ def main() -> None:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+        shutil.copy(os.path.join(node_dir, "gc.log"), out)
+        shutil.rmtree(node_dir, ignore_errors=True)
     data = json.load(open(report))
     with open(os.path.join(out, "samples.csv"), "w") as f:
         f.write("seconds,rss_mb,heap_after_gc_mb\n")
