@@ -144,7 +144,8 @@ def main() -> None:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        shutil.copy(os.path.join(node_dir, "gc.log"), out)
+        if os.path.exists(os.path.join(node_dir, "gc.log")):
+            shutil.copy(os.path.join(node_dir, "gc.log"), out)
         shutil.rmtree(node_dir, ignore_errors=True)
     data = json.load(open(report))
     with open(os.path.join(out, "samples.csv"), "w") as f:
