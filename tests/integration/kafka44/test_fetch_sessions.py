@@ -28,8 +28,8 @@ from kproto import KafkaConsumer, TopicPartition
 from kproto.errors import ErrorCode
 from kproto.messages import FetchRequest
 from tests.brokers import raw
-from tests.integration.consumer.reading import assert_same, consume
-from tests.integration.consumer.test_fetch_sessions import read_while_one_partition_idles
+from tests.support.reading import assert_same, consume
+from tests.support.reading import read_while_one_partition_idles
 from tests.wire_log import WireLog
 from tests.threads import TestThread
 

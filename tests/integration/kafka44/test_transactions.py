@@ -20,7 +20,7 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition
 from kproto.tools.embedded import create_topic
 from tests.brokers import raw
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 from tests.wire_log import WireLog
 
 pytestmark = pytest.mark.needs("aborted_transactions_in_fetch")

@@ -24,8 +24,8 @@ from kproto.errors import ErrorCode
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from tests.brokers import raw
 from tests.brokers.apache import MavenKafka
-from tests.integration.consumer.reading import consume
-from tests.integration.consumer.test_api_versions import kproto_max
+from tests.support.reading import consume
+from tests.support.versions import kproto_max
 from tests.wire_log import WireLog
 
 FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 1, 2, 3, 8, 9, 10
