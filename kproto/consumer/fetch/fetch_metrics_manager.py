@@ -34,7 +34,6 @@ import functools
 import threading
 from typing import Any, Iterable, Optional
 
-from kproto import errors
 from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
@@ -149,19 +148,15 @@ class FetchMetricsManager:
 
     def record_partition_lag_and_lead(self, tp: TopicPartition) -> None:
         """After records of ``tp`` were taken: its lag and lead at the new position."""
-        now = self.metrics.time_ms()
-        subs = self.subscriptions
-        try:
-            lag = subs.partition_lag(tp, self.isolation_level)
-            position = subs.position_or_none(tp)
-            log_start = subs.log_start_offset(tp)
-        except errors.IllegalStateError:
+        found = self.subscriptions.lag_and_lead(tp, self.isolation_level)
+        if found is None:
             return  # unassigned meanwhile (the KIP-848 background thread reconciles)
+        lag, lead = found
+        now = self.metrics.time_ms()
         if lag is not None:
             self.records_lag.record(lag, now)
             self._partition_sensor(tp, "records-lag", Max).record(lag, now)
-        if position is not None and log_start is not None:
-            lead = position.offset - log_start
+        if lead is not None:
             self.records_lead.record(lead, now)
             self._partition_sensor(tp, "records-lead", Min).record(lead, now)
 

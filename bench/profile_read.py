@@ -1,0 +1,142 @@
+"""Where a kproto read spends its CPU: one seeded topic, reads profiled in child processes.
+
+    .venv/bin/python bench/profile_read.py --broker mock --partitions 1000 --records 100000
+    .venv/bin/python bench/profile_read.py --partitions 4 --records 200000 --roots .,/other/checkout
+    .venv/bin/python bench/profile_read.py --accessors     # position()/assignment()/... per call
+
+Seeds one topic (``--records`` x ``--value`` bytes, record ``i`` to partition ``i % P``)
+once, then reads it from the beginning with ``assign()`` in a child process per kproto
+checkout (``--roots``, default this one; so two versions compare on the same data) and per
+mode: ``cpu`` (no profiler: ``time.process_time`` of the child's read, which leaves out the
+broker — the mock runs in the parent, Tansu in a process of its own — and is steadier than
+wall time on a loaded machine, as it counts only this process's own CPU) and ``profile``
+(under cProfile: the hottest functions with their call counts, which do not depend on load
+at all). Every read is verified by count and checksum against the seeding's.
+
+``--accessors`` instead times the cheap consumer accessors (``position``, ``assignment``,
+``paused``, ``highwater``, ...) on an assigned, positioned consumer with ``timeit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+import timeit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import ROOT, preload, read_kproto, seed, start_broker  # noqa: E402
+
+
+def child(spec: dict) -> None:
+    """One read (``spec["mode"]`` cpu or profile); prints a RESULT line."""
+    # This checkout's bench/_common.py put its own root first: the read uses spec["root"]'s kproto.
+    sys.path[:] = [spec["root"]] + [p for p in sys.path if os.path.abspath(p or ".") != ROOT]
+    preload({"kproto"})
+    profiler = cProfile.Profile() if spec["mode"] == "profile" else None
+    gc_count = [0]
+    gc.callbacks.append(lambda phase, info: gc_count.__setitem__(0, gc_count[0] + (phase == "start")))
+    cpu0 = time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    tally = read_kproto(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"],
+                        check_crcs=spec.get("check_crcs", True))
+    if profiler is not None:
+        profiler.disable()
+    cpu = time.process_time() - cpu0
+    out: dict = {"count": tally.count, "checksum": tally.checksum, "cpu_s": cpu, "gc_runs": gc_count[0]}
+    if profiler is not None:
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("tottime").print_stats(spec.get("top", 30))
+        out["profile"] = text.getvalue()
+        out["calls"] = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
+    import kproto
+
+    out["kproto"] = kproto.__file__
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def run(root: str, spec: dict) -> dict:
+    env = dict(os.environ, PYTHONPATH=root)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise SystemExit("child failed ({}): {}".format(proc.returncode, proc.stderr[-2000:]))
+
+
+def accessors(n: int) -> None:
+    """Per-call cost of the cheap accessors on a 1,000-partition assignment (mock)."""
+    from kproto import KafkaConsumer, TopicPartition
+
+    with start_broker("mock") as broker:
+        topic = broker.new_topic(partitions=1000, prefix="bench-acc")
+        tps = [TopicPartition(topic, p) for p in range(1000)]
+        with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest") as c:
+            c.assign(tps)
+            c.poll(timeout_ms=200)
+            for tp in tps:
+                c.position(tp)
+            tp = tps[7]
+            cases = {"position(tp)": lambda: c.position(tp), "assignment()": c.assignment,
+                     "paused()": c.paused, "highwater(tp)": lambda: c.highwater(tp),
+                     "current_lag(tp)": lambda: c.current_lag(tp), "subscription()": c.subscription}
+            for name, fn in cases.items():
+                best = min(timeit.repeat(fn, number=n, repeat=5)) / n
+                print("{:<18} {:8.2f} µs per call".format(name, best * 1e6))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--broker", default="mock")
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--value", type=int, default=100)
+    parser.add_argument("--roots", default=".", help="kproto checkouts to compare (comma-separated)")
+    parser.add_argument("--modes", default="cpu,profile")
+    parser.add_argument("--repeat", type=int, default=1, help="cpu reads per root (minimum kept)")
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--no-crc", action="store_true")
+    parser.add_argument("--accessors", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(json.loads(args.child))
+        return
+    if args.accessors:
+        accessors(2000)
+        return
+    roots = [os.path.abspath(r) for r in args.roots.split(",")]
+    with start_broker(args.broker) as broker:
+        topic = broker.new_topic(partitions=args.partitions, prefix="bench-profile")
+        written = seed(broker.bootstrap_servers, topic, args.records, args.partitions, args.value)
+        spec = {"bootstrap": broker.bootstrap_servers, "topic": topic, "partitions": args.partitions,
+                "n": args.records, "top": args.top, "check_crcs": not args.no_crc}
+        print("# {} partitions, {:,} x {} B on {}, roots {}".format(
+            args.partitions, args.records, args.value, args.broker, roots))
+        for mode in args.modes.split(","):
+            for root in roots:
+                for _ in range(args.repeat if mode == "cpu" else 1):
+                    out = run(root, dict(spec, mode=mode, root=root))
+                    ok = (out["count"], out["checksum"]) == (written.count, written.checksum)
+                    print("{} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs{}{}".format(
+                        mode, root, out["kproto"], out["cpu_s"], out["cpu_s"] / max(out["count"], 1) * 1e6, out["gc_runs"],
+                        ", {:,} calls".format(out["calls"]) if "calls" in out else "",
+                        "" if ok else "  NOT VERIFIED"), flush=True)
+                    if "profile" in out:
+                        print(out["profile"])
+
+
+if __name__ == "__main__":
+    main()
