@@ -20,7 +20,8 @@ Thread safety: every public method that writes, or reads more than one field, ho
 ``RLock``, because the KIP-848 engine's background thread updates assignments and
 watermarks while the application thread seeks, pauses and reads positions. The reads of a
 single field of one partition (``position``, ``is_paused``, ``high_watermark``, ...,
-marked ``@_lock_free``) take no lock: they look the partition up in ``_states``, a dict
+marked ``@_lock_free``) take no lock (the hot combined calls, ``@_locks_inside``, take
+it themselves, without the wrapper): they look the partition up in ``_states``, a dict
 that is never changed in place (a new one is published whole when the assignment changes),
 and read one attribute, each an atomic step, so they see the value before or after any
 concurrent change, as with the lock. The collector's hot path uses combined calls
@@ -66,6 +67,12 @@ def _synchronized(method: _F) -> _F:
 
 def _lock_free(method: _F) -> _F:
     """Mark a one-field read of one partition that needs no lock (see the module docstring)."""
+    method.__lock_free__ = True  # type: ignore[attr-defined]
+    return method
+
+
+def _locks_inside(method: _F) -> _F:
+    """Mark a hot method that takes the lock itself (no wrapper: one call frame less)."""
     method.__lock_free__ = True  # type: ignore[attr-defined]
     return method
 
@@ -301,11 +308,13 @@ class SubscriptionState:
             raise IllegalStateError("No current assignment for partition {}-{}".format(*tp))
         return state
 
+    @_locks_inside
     def move_partition_to_end(self, tp: TopicPartition) -> None:
         """Round-robin fairness: a partition just returned goes to the back of the order."""
-        state = self._assignment.pop(tp, None)
-        if state is not None:
-            self._assignment[tp] = state
+        with self._lock:
+            state = self._assignment.pop(tp, None)
+            if state is not None:
+                self._assignment[tp] = state
 
     # --- fetchability, pause and revocation ----------------------------------------------
 
@@ -388,12 +397,14 @@ class SubscriptionState:
         state = self._state(tp)
         return state.position if state.fetch_state is FetchState.FETCHING else None
 
+    @_locks_inside
     def fetchable_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         """The position of ``tp`` if it is assigned and fetchable now, else None (one read
         of both, so the collector never pairs the fetchability of one moment with the
         position of another)."""
-        state = self._states.get(tp)
-        return state.position if state is not None and state.is_fetchable() else None
+        with self._lock:
+            state = self._states.get(tp)
+            return state.position if state is not None and state.is_fetchable() else None
 
     def fetchable_positions(self, skip: "set[TopicPartition] | frozenset[TopicPartition]" = frozenset()
                             ) -> list[tuple[TopicPartition, FetchPosition, Optional[int]]]:
@@ -409,24 +420,28 @@ class SubscriptionState:
                     out.append((tp, position, state.preferred_read_replica))
         return out
 
+    @_locks_inside
     def update_position(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Advance the position (the collector, after returning records)."""
-        state = self._state(tp)
-        if not state.fetch_state.has_valid_position:
-            raise IllegalStateError("Cannot set a new position without a valid current position")
-        if state.position is None or position.current_leader != state.position.current_leader:
-            self._leaders_checked = None  # a leader to check again
-        state.position = position
+        with self._lock:
+            state = self._state(tp)
+            if not state.fetch_state.has_valid_position:
+                raise IllegalStateError("Cannot set a new position without a valid current position")
+            if state.position is None or position.current_leader != state.position.current_leader:
+                self._leaders_checked = None  # a leader to check again
+            state.position = position
 
     @_lock_free
     def has_valid_position(self, tp: TopicPartition) -> bool:
         state = self._states.get(tp)
         return state is not None and state.fetch_state is FetchState.FETCHING
 
+    @_locks_inside
     def valid_position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
         """The position if ``tp`` is assigned with a valid one (FETCHING), else None."""
-        state = self._states.get(tp)
-        return state.position if state is not None and state.fetch_state is FetchState.FETCHING else None
+        with self._lock:
+            state = self._states.get(tp)
+            return state.position if state is not None and state.fetch_state is FetchState.FETCHING else None
 
     def has_all_fetch_positions(self) -> bool:
         # Every poll asks; the answer can only change with the assignment or a transition.
@@ -595,17 +610,19 @@ class SubscriptionState:
 
     # --- watermarks and replicas ----------------------------------------------------------
 
+    @_locks_inside
     def update_fetched_offsets(self, tp: TopicPartition, high_watermark: int, log_start_offset: int,
                                last_stable_offset: int) -> None:
         """A fetch answer's offsets of ``tp`` (each only if known, >= 0), under one lock."""
-        state = self._states.get(tp)
-        if state is not None:
-            if high_watermark >= 0:
-                state.high_watermark = high_watermark
-            if log_start_offset >= 0:
-                state.log_start_offset = log_start_offset
-            if last_stable_offset >= 0:
-                state.last_stable_offset = last_stable_offset
+        with self._lock:
+            state = self._states.get(tp)
+            if state is not None:
+                if high_watermark >= 0:
+                    state.high_watermark = high_watermark
+                if log_start_offset >= 0:
+                    state.log_start_offset = log_start_offset
+                if last_stable_offset >= 0:
+                    state.last_stable_offset = last_stable_offset
 
     def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         if tp in self._assignment:
@@ -631,18 +648,21 @@ class SubscriptionState:
     def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).last_stable_offset
 
+    @_locks_inside
     def lag_and_lead(self, tp: TopicPartition, isolation_level: IsolationLevel
                      ) -> Optional[tuple[Optional[int], Optional[int]]]:
         """``(partition_lag, lead)`` of ``tp`` read together (None: not assigned); the
         lead is the position minus the log start offset, None if either is unknown."""
-        state = self._states.get(tp)
-        if state is None:
-            return None
-        position = state.position
-        end = state.last_stable_offset if isolation_level == IsolationLevel.READ_COMMITTED else state.high_watermark
-        lag = None if end is None or position is None else end - position.offset
-        start = state.log_start_offset
-        return lag, (None if start is None or position is None else position.offset - start)
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None:
+                return None
+            position = state.position
+            read_committed = isolation_level == IsolationLevel.READ_COMMITTED
+            end = state.last_stable_offset if read_committed else state.high_watermark
+            lag = None if end is None or position is None else end - position.offset
+            start = state.log_start_offset
+            return lag, (None if start is None or position is None else position.offset - start)
 
     def partition_lag(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
         """Records between the position and the end (LSO under read_committed); None if unknown."""

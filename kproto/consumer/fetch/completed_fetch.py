@@ -200,6 +200,10 @@ class CompletedFetch:
         out: list[ConsumerRecord] = []
         if self.is_consumed or max_records <= 0:
             return out
+        if not self.records:
+            # No data (most partitions of a Fetch across many partitions): nothing to read.
+            self.drain()
+            return out
         plain = self._key_deserializer is None and self._value_deserializer is None
         self._collecting = True
         try:

@@ -81,6 +81,7 @@ class FetchCollector:
         self._time_ms = time_ms or (lambda: 0)
         #: A FetchMetricsManager (None: metrics disabled): lag and lead per collected batch.
         self.metrics_manager = metrics_manager
+        self._collected: list[TopicPartition] = []
 
     def collect_fetch(self, fetch_buffer: FetchBuffer, max_records: Optional[int] = None,
                       update_positions: bool = True) -> Fetch:
@@ -89,6 +90,8 @@ class FetchCollector:
         fetch = Fetch()
         paused: list[CompletedFetch] = []
         remaining = self._max_poll_records if max_records is None else max_records
+        # The partitions whose lag and lead to record, once, when the collection ends.
+        self._collected = []
         try:
             while remaining > 0:
                 next_in_line = fetch_buffer.next_in_line_fetch
@@ -124,6 +127,8 @@ class FetchCollector:
                 raise
         finally:
             fetch_buffer.add_all(paused, notify=False)
+            if self._collected and self.metrics_manager is not None:
+                self.metrics_manager.record_partitions_lag_and_lead(self._collected)
         return fetch
 
     def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch,
@@ -144,8 +149,7 @@ class FetchCollector:
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
                 fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
-                if self.metrics_manager is not None:
-                    self.metrics_manager.record_partition_lag_and_lead(tp)
+                self._collected.append(tp)
                 if records and update_positions:
                     # Round-robin: the next fetch puts other partitions first.
                     subs.move_partition_to_end(tp)
