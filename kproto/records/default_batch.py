@@ -220,11 +220,12 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
                 value = None
             else:
                 raise _Malformed("negative value length")
-            # headers: almost always none
+            # headers: almost always none (the shared empty tuple, which keeps the record
+            # untracked by the garbage collector)
             v = buf[pos]
             pos += 1
             if v == 0:
-                headers: list = []
+                headers: tuple = ()
                 hsize = -1
             else:
                 if v >= 0x80:
@@ -245,7 +246,7 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
     return out, pos, None
 
 
-def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
+def _read_headers(buf: bytes, pos: int, count: int) -> tuple[tuple, int, int]:
     headers = []
     size = 0
     for _ in range(count):
@@ -267,7 +268,7 @@ def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
         else:
             raise _Malformed("negative header value length")
         headers.append((key, value))
-    return headers, size, pos
+    return tuple(headers), size, pos
 
 
 class _Cursor:

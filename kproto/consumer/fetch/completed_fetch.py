@@ -51,7 +51,7 @@ _KEY = ConsumerRecord._fields.index("key")  # value follows key
 MIN_DECODE_CHUNK = 64
 
 
-Deserialize = Callable[[str, list, Optional[bytes]], Any]
+Deserialize = Callable[[str, tuple, Optional[bytes]], Any]
 
 
 def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
