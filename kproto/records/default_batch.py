@@ -114,6 +114,14 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
     new = _new_tuple
     zz = _ZZ
     slow = _zigzag_slow
+    # The consumer's prefix (topic, partition, leader epoch) unpacked once, so each record
+    # is one tuple literal copied into its class: ``prefix + (...)`` built two tuples more.
+    if len(prefix) == 3:
+        topic, partition, epoch = prefix
+        shape = 3
+    else:
+        topic = partition = epoch = None
+        shape = 0 if not prefix else -1
     try:
         # A range iterator bounds the chunk: cheaper per record than counting by hand.
         for _ in range(limit):
@@ -239,8 +247,15 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
                 headers, hsize, pos = _read_headers(buf, pos, hcount)
             if pos != rec_end:
                 raise _Malformed("record fields do not match the record length")
-            append(new(record_class, prefix + (offset, timestamp, timestamp_type, key, value,
-                                               headers, None, ksize, vsize, hsize)))
+            if shape == 3:
+                append(new(record_class, (topic, partition, epoch, offset, timestamp, timestamp_type, key, value,
+                                          headers, None, ksize, vsize, hsize)))
+            elif shape == 0:
+                append(new(record_class, (offset, timestamp, timestamp_type, key, value,
+                                          headers, None, ksize, vsize, hsize)))
+            else:
+                append(new(record_class, prefix + (offset, timestamp, timestamp_type, key, value,
+                                                   headers, None, ksize, vsize, hsize)))
     except (IndexError, _Malformed, UnicodeDecodeError) as exc:
         return out, pos, "malformed record: {}".format(exc)
     return out, pos, None
