@@ -34,6 +34,14 @@ class ThreadConfinement:
         self._what = what  # the façade's class, for the error message
 
     def acquire(self) -> None:
+        self.__enter__()
+
+    def release(self) -> None:
+        self.__exit__(None, None, None)
+
+    # The work is in __enter__/__exit__ themselves: every consumer call enters, and a
+    # ``with`` then costs no call frames beyond these two.
+    def __enter__(self) -> "ThreadConfinement":
         if self._lock.acquire(False):
             self._owner = threading.get_ident()
             self._depth = 1
@@ -44,17 +52,11 @@ class ThreadConfinement:
             raise ConcurrentModificationError(
                 "{} is not safe for multi-threaded access: it is in use by "
                 "another thread (only wakeup() may be called from other threads)".format(self._what))
-
-    def release(self) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            self._owner = None
-            self._lock.release()
-
-    def __enter__(self) -> "ThreadConfinement":
-        self.acquire()
         return self
 
     def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
-        self.release()
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
