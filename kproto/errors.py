@@ -95,6 +95,17 @@ class CorruptRecordError(CorruptMessageError):
         self.offset = offset
 
 
+class InvalidCaptureError(KafkaError, ValueError):
+    """A packet capture that cannot be read: not pcap or pcapng, a corrupt header or block,
+    a record longer than any capture holds. ``offset`` is the file position when known."""
+
+    def __init__(self, message: str = "", *, offset: int | None = None) -> None:
+        self.offset = offset
+        if offset is not None:
+            message = "{} (at byte {} of the file)".format(message, offset)
+        super().__init__(message)
+
+
 class UnsupportedCodecError(KafkaError):
     """A batch uses a compression codec that is unknown, or whose optional package is missing."""
 

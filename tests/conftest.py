@@ -17,18 +17,23 @@ from tests.brokers.base import BROKER_CAPABILITIES, CAPABILITIES  # noqa: E402
 # pytester runs inner pytest sessions (the needs-marker tests use it).
 pytest_plugins = ["pytester"]
 
-BROKER_KINDS = ("mock", "tansu", "apache_kafka", "tansu_sessions")
-# Kinds the `broker` fixture offers only to tests that need their capability or name them
-# in broker_kinds (Tansu behind the fetch-session front would otherwise rerun every Tansu
-# test).
-OPT_IN_KINDS = {"tansu_sessions": "fetch_sessions"}
+BROKER_KINDS = ("mock", "apache_kafka", "tansu", "tansu_sessions")
+# Kinds the `broker` fixture offers only to tests that name them in broker_kinds, or need
+# the capability given here. Apache Kafka 4.4 is the reference broker and the mock the
+# fault injector: every test runs on both. Tansu is a second implementation: tests whose
+# subject is the bytes a broker serves (messages, records, fetch decoding, the fixtures)
+# name it; group and consumer behaviour is Kafka's to judge. Tansu behind the fetch-session
+# front serves the tests that need fetch sessions. `--brokers=tansu` names Tansu outright
+# and runs every test that can run there on it.
+OPT_IN_KINDS: dict[str, str | None] = {"tansu": None, "tansu_sessions": "fetch_sessions"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--brokers", default=",".join(BROKER_KINDS),
-        help="comma-separated broker kinds the `broker` fixture runs on "
-             "(default: %(default)s)")
+        "--brokers", default=None,
+        help="comma-separated broker kinds the `broker` fixture runs on (default: {}; "
+             "Tansu only for the tests that name it, unless named here)".format(
+                 ",".join(BROKER_KINDS)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,17 +59,20 @@ def _needs(node) -> frozenset[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "broker" not in metafunc.fixturenames:
         return
-    selected = [k.strip() for k in metafunc.config.getoption("--brokers").split(",")
-                if k.strip()]
+    option = metafunc.config.getoption("--brokers")
+    selected = [k.strip() for k in (option or ",".join(BROKER_KINDS)).split(",") if k.strip()]
     bad = set(selected) - set(BROKER_KINDS)
     if bad:
         raise pytest.UsageError("--brokers: unknown kind(s) {}".format(sorted(bad)))
+    # A kind named in --brokers is wanted everywhere it can run (Tansu behind the front
+    # still only where fetch sessions are needed: elsewhere it is plain Tansu again).
+    named = set(selected) - {"tansu_sessions"} if option else set()
     mark = metafunc.definition.get_closest_marker("broker_kinds")
     kinds = [k for k in selected if mark is None or k in mark.args]
     # Unvalidated here: the `broker` fixture reports unknown names per test.
     needs = {name for m in metafunc.definition.iter_markers("needs") for name in m.args}
-    kinds = [k for k in kinds if k not in OPT_IN_KINDS or OPT_IN_KINDS[k] in needs
-             or (mark is not None and k in mark.args)]
+    kinds = [k for k in kinds if k not in OPT_IN_KINDS or k in named
+             or OPT_IN_KINDS[k] in needs or (mark is not None and k in mark.args)]
     metafunc.parametrize("broker", kinds, indirect=True, ids=kinds)
 
 
@@ -145,6 +153,22 @@ def apache_kafka_cluster():
     cluster = MavenKafkaCluster()
     yield cluster
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def java_peer():
+    """The Java consumer of Kafka 4.4 as a peer (:class:`tests.brokers.java_peer.JavaPeerProgram`:
+    ``start(mode, bootstrap, group, topics, ...)``), compiled with javac against the test
+    ground when its source changed; every peer still running at the end is killed. Skips
+    (with the reason) without mvn, java or javac."""
+    from tests.brokers import java_peer as peers
+
+    reason = peers.unavailable_reason()
+    if reason is not None:
+        pytest.skip("java_peer: {}".format(reason))
+    program = peers.JavaPeerProgram()
+    yield program
+    program.close()
 
 
 @pytest.fixture

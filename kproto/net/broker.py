@@ -185,9 +185,12 @@ class BrokerConnection:
         except OSError as exc:  # ssl.SSLError included
             if is_tls_failure(exc):
                 raise self._tls_failure("TLS handshake failed", exc) from exc
-            # Reset, or closed before the handshake got anywhere: retriable.
-            raise errors.KafkaConnectionError("TLS handshake with {}:{} failed: {}".format(
-                self.host, self.port, exc)) from exc
+            # Reset, or closed before the handshake got anywhere: retriable, as in Java (a
+            # plaintext listener closes so too, but so may a network blip), with Java's hint.
+            raise errors.KafkaConnectionError(
+                "TLS handshake with {}:{} failed: {} (the connection ended during the TLS "
+                "handshake: a listener without TLS, or a network that blocks TLS, does "
+                "this)".format(self.host, self.port, exc)) from exc
         # TLS 1.3 ends the client's handshake before the broker has checked our certificate:
         # its refusal arrives as an alert at the first read (Java's POST_HANDSHAKE state).
         self._tls_unconfirmed = True
@@ -295,6 +298,10 @@ class BrokerConnection:
         except errors.KafkaError as exc:
             done.extend(getattr(exc, "completed", ()))
             error = exc
+            if isinstance(exc, errors.SslAuthenticationError) and self.ssl_context is None:
+                # A TLS record at a plaintext connection (Connection): name the address too.
+                error = errors.SslAuthenticationError("plaintext connection to node {} ({}:{}): {}".format(
+                    self.node_id, self.host, self.port, exc.args[0] if exc.args else exc))
         if self.listener is not None:
             self._report_read(nbytes, done, now_ms)
         return done, error

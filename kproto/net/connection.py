@@ -33,6 +33,18 @@ from kproto.net.future import Future
 from kproto.protocol import headers
 
 _SIZE = struct.Struct(">i")
+#: TLS record content types (RFC 8446 5.1), as the first byte of what a TLS server sends.
+_TLS_RECORD_TYPES = {20: "change_cipher_spec", 21: "alert", 22: "handshake", 23: "application_data"}
+
+
+def tls_record_kind(prefix: bytes) -> str | None:
+    """The record type when the 4 bytes read as a frame size are a TLS record header
+    (type, version 3.0-3.4, length high byte): what a TLS listener answers a plaintext
+    client (Kafka 4.4's SSL listener sends an alert). Such a "size" is over 330 MB, so
+    only an oversized frame is asked about."""
+    if len(prefix) == 4 and prefix[1] == 3 and prefix[2] <= 4:
+        return _TLS_RECORD_TYPES.get(prefix[0])
+    return None
 _INT16 = struct.Struct(">h")
 _API_VERSIONS_KEY = 18
 
@@ -221,8 +233,15 @@ class Connection:
                 if len(self._prefix) < 4:
                     break
                 (size,) = _SIZE.unpack(self._prefix)
+                prefix = bytes(self._prefix)
                 self._prefix.clear()
                 if size < 4 or size > self.receive_message_max_bytes:
+                    record = tls_record_kind(prefix)
+                    if record is not None:
+                        raise errors.SslAuthenticationError(
+                            "node {} answered in TLS (a {} record, {}): it is a TLS listener; "
+                            "set security_protocol to SSL or SASL_SSL".format(
+                                self.node_id, record, prefix.hex(" ")))
                     raise errors.InvalidReceiveError(
                         "node {} sent a frame of {} bytes (limit {})".format(
                             self.node_id, size, self.receive_message_max_bytes))

@@ -361,8 +361,21 @@ class SaslClientAuthenticator:
             raise errors.UnsupportedSaslMechanismError(
                 "node {} does not enable SASL mechanism {}; it offers: {}".format(
                     self.node_id, self.mechanism.name, ", ".join(response.mechanisms) or "(none)"))
+        if response.error_code == errors.ErrorCode.ILLEGAL_SASL_STATE:
+            # What a listener without SASL answers (Kafka enables no mechanism there): Java's
+            # SaslClientAuthenticator names the mechanism and the (empty) enabled list.
+            raise errors.IllegalSaslStateError(
+                "node {}: unexpected handshake request with client mechanism {}, enabled "
+                "mechanisms are [{}] (a listener without SASL answers so: check "
+                "security_protocol)".format(self.node_id, self.mechanism.name,
+                                            ", ".join(response.mechanisms)))
         if response.error_code:
-            raise errors.exception_for(response.error_code, "SaslHandshake with node {}".format(self.node_id))
+            # Java raises IllegalSaslStateException for any other code too.
+            raise errors.IllegalSaslStateError(
+                "node {}: unknown error code {} in SaslHandshake, client mechanism is {}, "
+                "enabled mechanisms are [{}]".format(self.node_id, response.error_code,
+                                                      self.mechanism.name,
+                                                      ", ".join(response.mechanisms)))
         self.state = SaslState.INITIAL
         return self._authenticate(self.mechanism.initial_response())
 

@@ -34,6 +34,21 @@ fixture                   what it gives
                           combined broker/controllers (the quorum), internal topics and
                           ``new_topic()`` topics with three replicas; ``kill(node_id)``
                           (SIGKILL), ``restart(node_id)``, ``nodes[i].log_tail()``.
+``java_peer``             session-wide :class:`~tests.brokers.java_peer.JavaPeerProgram`:
+                          Kafka 4.4's Java consumer as a peer
+                          (``tests/ground/peer/JavaPeer.java``, compiled by ``javac``
+                          against the test ground into ``tests/ground/target/`` when its
+                          source changed). ``start(mode, bootstrap, group, topics,
+                          ...)`` runs one process: ``classic`` (range,
+                          cooperative-sticky), ``consumer`` (KIP-848, server assignor
+                          uniform/range), ``share`` (``KafkaShareConsumer``, implicit or
+                          explicit acks) or ``assign`` (given partitions to their end:
+                          count, checksum, timings, JVM start-up apart). Its JSON lines
+                          become the views of the group members of
+                          ``tests/integration/groups`` (``processed_set()``,
+                          ``assignment()``, ``ownership_intervals()``...); ``stop()``
+                          closes it cleanly (``close`` on stdin), ``kill()`` by pid.
+                          Skips without mvn, java or javac.
 ``fetch_sessions``        session-wide :class:`~tests.brokers.fetch_sessions.TansuFetchSessions`
                           (kind ``tansu_sessions``): a Tansu of its own behind a front that
                           keeps KIP-227 fetch sessions by Kafka's broker rules (see below).
@@ -42,6 +57,14 @@ fixture                   what it gives
                           ``needs("fetch_sessions")`` or name it in ``broker_kinds``;
                           ``--brokers=mock,tansu`` narrows the run.
 ========================  ===============================================================
+
+The security tests add ``secure_kafka`` (``tests/integration/security/conftest.py``):
+:class:`~tests.brokers.secure_kafka.SecureKafka`, one session-wide Kafka 4.4 node whose
+PLAINTEXT listener is joined by SSL, MTLS (client certificates required), MTLS12 (the same,
+TLS 1.2 only), SASL_PLAINTEXT and SASL_SSL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with
+unsecured JWS tokens: ``unsecured_jws(subject)``) and SHORT_SESSION (SCRAM-SHA-512 only,
+2 s sessions); ``address(listener)`` and ``ports[listener]``; certificates from the
+session's ``pki`` fixture.
 
 Declaring what a test needs::
 
@@ -53,7 +76,7 @@ runs on every broker that has all of them and skips the rest with a reason such 
 broker starts (the table below). For ``apache_kafka``, whose version is unknown in
 advance, the table is only a prior: once started, the API-derived capabilities
 (``base.API_CAPABILITIES``: classic_groups, kip848, kip848_regex,
-offset_for_leader_epoch, create_topics_api) come from its ApiVersions answer
+offset_for_leader_epoch, create_topics_api, share_groups) come from its ApiVersions answer
 (``raw.api_versions``, kproto's own messages) and the test may skip then; a broker given
 by ``KPROTO_KAFKA_BOOTSTRAP`` lacks ``fresh_broker``. An unknown capability name is an
 error. ``needs`` acts through the
@@ -79,6 +102,7 @@ multi_broker                        yes   no     no
 fast_classic_rebalance              yes   no     yes
 fresh_broker                        yes   yes    yes*
 fetch_sessions                      no    no     yes
+share_groups (ShareGroupHeartbeat)  yes   no     yes
 ==================================  ====  =====  ======
 
 ``tansu_sessions`` has Tansu's capabilities plus ``fetch_sessions``.

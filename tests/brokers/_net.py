@@ -10,12 +10,25 @@ from __future__ import annotations
 import socket
 import time
 
-from kproto import embedded
+from kproto.tools import embedded
 
 
-# One home for both: kproto.embedded (the CLI's demo broker) needs them too, and its probe
+# One home for both: kproto.tools.embedded (the CLI's demo broker) needs them too, and its probe
 # is the same hand-built request, independent of kproto.messages.
 free_port = embedded.free_port
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports on 127.0.0.1 that were free a moment ago (all bound at once,
+    so none repeats: a broker refuses two listeners on one port)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:

@@ -30,9 +30,9 @@ import signal
 import subprocess
 import tempfile
 
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from tests.brokers import maven
-from tests.brokers._net import api_versions_v0_probe, free_port, wait_until
+from tests.brokers._net import api_versions_v0_probe, free_port, free_ports, wait_until
 from tests.brokers.base import (API_CAPABILITIES, BROKER_CAPABILITIES, Broker,
                                 capabilities_from_api_versions)
 
@@ -53,11 +53,22 @@ SUITE_SETTINGS = {
     "auto.create.topics.enable": "false",
 }
 
+#: Lower bounds for share groups' own settings (KIP-932), so a test may give its group
+#: short locks and quick heartbeats with group configs (IncrementalAlterConfigs): Kafka's
+#: defaults forbid locks under 15 s, heartbeats under 5 s and sessions under 45 s. The
+#: defaults themselves stay Kafka's.
+SHARE_GROUP_BOUNDS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.min.session.timeout.ms": "6000",
+}
+
 #: What a single node adds for share groups (KIP-932): its state topic with one replica.
 SINGLE_NODE_SETTINGS = {
     **SUITE_SETTINGS,
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
+    **SHARE_GROUP_BOUNDS,
 }
 
 
@@ -166,7 +177,7 @@ class LocalKafka(_Kafka):
     def __init__(self, home: str, startup_timeout: float = 120.0) -> None:
         super().__init__()
         self.home = home
-        self.port, cport = free_port(), free_port()
+        self.port, cport = free_ports(2)
         self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
         self._dir = tempfile.mkdtemp(prefix="kproto-kafka-")
         self.process: subprocess.Popen | None = None
@@ -339,14 +350,15 @@ class MavenKafka(_Kafka):
     def __init__(self, extra_settings: dict[str, str] | None = None,
                  startup_timeout: float = 120.0) -> None:
         super().__init__()
-        self.port, cport = free_port(), free_port()
+        self.port, cport = free_ports(2)
         self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
         self._dir = maven.new_directory("kproto-kafka44-")
         settings = {**_kraft_settings(1, self.port, cport),
                     "controller.quorum.bootstrap.servers": "127.0.0.1:{}".format(cport),
-                    **SINGLE_NODE_SETTINGS, **(extra_settings or {})}
+                    **SINGLE_NODE_SETTINGS, **self._more_settings(cport),
+                    **(extra_settings or {})}
         self.node = maven.KafkaNode(self._dir, settings, maven.random_cluster_id(),
-                                    format_args=("--standalone",))
+                                    format_args=("--standalone", *self._format_args()))
         try:
             self.node.start()
             _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
@@ -355,6 +367,15 @@ class MavenKafka(_Kafka):
             self.close()
             raise
         log.info("kafka 4.4 (maven) pid %s ready on %s", self.node.pid, self.bootstrap_servers)
+
+    def _more_settings(self, controller_port: int) -> dict[str, str]:
+        """What a subclass adds to the server properties (listeners of its own: see
+        :class:`tests.brokers.secure_kafka.SecureKafka`)."""
+        return {}
+
+    def _format_args(self) -> tuple[str, ...]:
+        """What a subclass adds to ``StorageTool format`` (e.g. ``--add-scram``)."""
+        return ()
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.node.log_tail(chars)
@@ -384,8 +405,8 @@ class MavenKafkaCluster(_Kafka):
     def __init__(self, size: int = 3, racks: tuple[str, ...] | None = None,
                  startup_timeout: float = 180.0) -> None:
         super().__init__()
-        ports = [free_port() for _ in range(size)]
-        cports = [free_port() for _ in range(size)]
+        all_ports = free_ports(2 * size)
+        ports, cports = all_ports[:size], all_ports[size:]
         self.bootstrap_servers = ",".join("127.0.0.1:{}".format(p) for p in ports)
         self._dir = maven.new_directory("kproto-kafka44-cluster-")
         voters = ",".join("{}@127.0.0.1:{}".format(i + 1, c) for i, c in enumerate(cports))

@@ -16,7 +16,7 @@ from tests.brokers.seeding import CODECS
 from tests.threads import TestThread
 from tests.integration.consumer.reading import assert_same, consume
 
-pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 
 def consumer_for(broker, **configs) -> KafkaConsumer:

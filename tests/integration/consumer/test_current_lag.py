@@ -8,7 +8,7 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
 
-pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 
 @pytest.mark.parametrize("group_protocol", ["classic", "consumer"])

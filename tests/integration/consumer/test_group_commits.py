@@ -15,7 +15,7 @@ import pytest
 from kproto import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from tests.integration.consumer.reading import assert_same, consume
 
-pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 _groups = itertools.count()
 

@@ -18,7 +18,7 @@ from kproto.consumer.config import ConsumerConfig
 from kproto.structs import TopicPartition
 from tests.threads import TestThread
 
-pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 PARTITIONS = 4
 PER_PARTITION = 300

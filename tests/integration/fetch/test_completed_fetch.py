@@ -15,6 +15,9 @@ from kproto.records import RecordBatchBuilder, build_batch, build_control_batch
 from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
 from tests.brokers.raw import fetch_log
 
+# The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka", "tansu")
+
 TP = TopicPartition("t", 0)
 
 

@@ -16,6 +16,9 @@ from kproto.consumer.subscription_state import SubscriptionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
 
+# The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka", "tansu")
+
 MAX_POLLS = 400
 
 

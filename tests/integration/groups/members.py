@@ -114,6 +114,10 @@ class Member(TestThread):
                  listener_hook: Optional[Callable] = None, **config: Any) -> None:
         super().__init__(name="member-" + name, daemon=True)
         cfg = dict(GROUP_CONFIG)
+        if config.get("group_protocol") == "consumer":
+            # The consumer protocol's timeouts are the broker's (Kafka refuses these).
+            for key in ("session_timeout_ms", "heartbeat_interval_ms"):
+                cfg.pop(key)
         cfg.update(config)
         self.member_name = name
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, **cfg)
@@ -132,7 +136,10 @@ class Member(TestThread):
         self.ownership: list[tuple[int, frozenset]] = []  # (generation, assignment) after each poll
         self.events: list[tuple[str, int, frozenset]] = []  # (callback, generation, partitions)
         self.event_stamps: list[int] = []  # the shared sequence number of each event
+        self.event_times: list[int] = []  # time.monotonic_ns() of each event
+        self.ended_ns: Optional[int] = None  # when the loop ended (nothing owned after)
         self.commit_errors: list[BaseException] = []
+        self.member_id: Optional[str] = None  # the group's name for this member, once joined
         self._stop_event = threading.Event()
         self._close_on_stop = True
 
@@ -143,6 +150,7 @@ class Member(TestThread):
         with self.lock:
             self.events.append((kind, generation, frozenset(partitions)))
             self.event_stamps.append(next(_sequence))
+            self.event_times.append(time.monotonic_ns())
         if self.listener_hook is not None:
             self.listener_hook(self, kind, partitions)
 
@@ -167,9 +175,11 @@ class Member(TestThread):
         pending: dict = {}  # partition -> offset after the last record processed, not committed
         while not self._stop_event.is_set():
             batch = c.poll(100)
-            generation = c.group_metadata()["generation_id"]
+            metadata = c.group_metadata()
+            generation = metadata["generation_id"]
             owned = frozenset(c.assignment())
             with self.lock:
+                self.member_id = metadata["member_id"]
                 self.ownership.append((generation, owned))
             if batch and self.per_batch_s:
                 time.sleep(self.per_batch_s)
@@ -198,6 +208,7 @@ class Member(TestThread):
                     uncommitted = True
         if self._close_on_stop:
             c.close()
+        self.ended_ns = time.monotonic_ns()
 
     def stop(self, close: bool = True, timeout_s: float = 30.0) -> None:
         self._close_on_stop = close
@@ -222,6 +233,15 @@ class Member(TestThread):
         with self.lock:
             return self.ownership[-1][0] if self.ownership else -1
 
+    def ownership_intervals(self) -> list[tuple[Any, int, Optional[int]]]:
+        """(partition, from, until) in CLOCK_MONOTONIC ns from the rebalance callbacks
+        (``assert_never_owned_twice``)."""
+        from tests.brokers.java_peer import intervals_from_callbacks
+
+        with self.lock:
+            events = [(kind, parts, ns) for (kind, _g, parts), ns in zip(self.events, self.event_times)]
+        return intervals_from_callbacks(events, self.ended_ns)
+
 
 def assert_disjoint_per_generation(members: list[Member]) -> None:
     """No partition is owned by two members in the same generation."""
@@ -236,6 +256,25 @@ def assert_disjoint_per_generation(members: list[Member]) -> None:
                 owners.setdefault((generation, tp), set()).add(m.member_name)
     shared = {k: v for k, v in owners.items() if len(v) > 1}
     assert not shared, "partitions owned by two members in one generation: {}".format(shared)
+
+
+def assert_never_owned_twice(members: list) -> None:
+    """No partition owned by two members at once, across processes and group protocols:
+    each member's ownership intervals (``ownership_intervals()``: from its own rebalance
+    callbacks, stamped with CLOCK_MONOTONIC, which the Java peer's System.nanoTime() also
+    reads) never overlap another's for the same partition."""
+    by_partition: dict[Any, list[tuple[int, float, str]]] = {}
+    for m in members:
+        for tp, start, end in m.ownership_intervals():
+            by_partition.setdefault((tp[0], tp[1]), []).append(
+                (start, float("inf") if end is None else end, m.member_name))
+    clashes = []
+    for tp, spans in by_partition.items():
+        spans.sort()
+        for i, (s2, e2, m2) in enumerate(spans):
+            clashes.extend((tp, m1, m2, (min(e1, e2) - s2) / 1e6)
+                           for s1, e1, m1 in spans[:i] if s2 < e1 and m1 != m2)
+    assert not clashes, "partitions owned by two members at once (tp, a, b, overlap ms): {}".format(clashes)
 
 
 def processed_union(members: list[Member]) -> set[tuple[str, int, int]]:

@@ -14,6 +14,9 @@ from kproto.messages import (ApiVersionsRequest, DescribeGroupsRequest, FetchReq
                              MetadataRequest, OffsetFetchRequest)
 from tests.brokers import raw
 
+# The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka", "tansu")
+
 
 def _common_versions(ranges, cls):
     if cls.api_key not in ranges:

@@ -15,6 +15,9 @@ from kproto.errors import CorruptMessageError
 from kproto.messages import ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest
 from tests.brokers import raw, seeding
 
+# The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka", "tansu")
+
 UNSUPPORTED_VERSION = 35
 API_FETCH, API_METADATA, API_FIND_COORDINATOR, API_API_VERSIONS = 1, 3, 10, 18
 TRANSPORT = -195  # librdkafka's _TRANSPORT: the mock drops the connection

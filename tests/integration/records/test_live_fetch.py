@@ -8,6 +8,9 @@ from kproto.records import read_batches
 from tests.brokers import seeding
 from tests.data.records.regenerate import fetch_all
 
+# The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka", "tansu")
+
 
 @pytest.mark.broker
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])

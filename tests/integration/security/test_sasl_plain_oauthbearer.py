@@ -4,7 +4,8 @@ Tansu 0.6.0 enables neither mechanism, so the gateway parses them (RFC 4616, RFC
 KIP-255/342 use it). librdkafka logs in with both first (PLAIN to create the topic and
 seed it, OAUTHBEARER with its built-in unsecured JWT to write more), so what the gateway
 accepts is what an independent client sends; then kproto reads everything back with each
-mechanism and both engines (assign mode).
+mechanism and both engines (assign mode). Kafka 4.4's own listeners, with every mechanism,
+are tested in ``test_kafka_sasl.py``; this gateway is the second implementation.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker
+from kproto.tools.embedded import TansuBroker
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
-from tests.integration.security.sasl_checks import assert_first_poll_raises, consume_all
+from tests.integration.security.sasl_checks import TokenProvider, assert_first_poll_raises, consume_all
 
 TOPIC = "plain-oauth"
 LIBRDKAFKA_PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
@@ -23,21 +24,6 @@ LIBRDKAFKA_PLAIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PL
 LIBRDKAFKA_OAUTH = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
                     "enable.sasl.oauthbearer.unsecure.jwt": True,
                     "sasl.oauthbearer.config": "principal=librdkafka extension_traceId=abc"}
-
-
-class TokenProvider:
-    """kafka-python's AbstractTokenProvider interface: token() and optional extensions()."""
-
-    def __init__(self, token: str, extensions: dict | None = None) -> None:
-        self._token, self._extensions = token, extensions or {}
-        self.calls = 0
-
-    def token(self) -> str:
-        self.calls += 1
-        return self._token
-
-    def extensions(self) -> dict:
-        return self._extensions
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,9 @@ Two peers, both started here (module-scoped, stopped by pid):
   against librdkafka before kproto is checked against it.
 
 Tansu does not speak KIP-848's ConsumerGroupHeartbeat, so the ``consumer`` engine runs in
-assign() mode; the classic engine also runs a group.
+assign() mode; the classic engine also runs a group. Kafka 4.4's own SASL listeners (every
+mechanism, both engines in groups, the same refusals) are tested in ``test_kafka_sasl.py``;
+Tansu and the gateway are the second implementation.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker
+from kproto.tools.embedded import TansuBroker
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
-from tests.integration.security.sasl_checks import assert_first_poll_raises, consume_all
+from tests.integration.security.sasl_checks import SCRAM_USERS, assert_first_poll_raises, consume_all
 
-USERS = {"SCRAM-SHA-256": {"alice": "alice-secret"}, "SCRAM-SHA-512": {"bob": "bob-secret"}}
+USERS = SCRAM_USERS  # the same accounts as Kafka's listeners
 LOGINS = {"SCRAM-SHA-256": ("alice", "alice-secret"), "SCRAM-SHA-512": ("bob", "bob-secret")}
 ENGINES = ["classic", "consumer"]
 TOPIC = "sasl-topic"
@@ -84,6 +86,28 @@ def seeded(gateway):
                               producer_config=librdkafka_sasl("SCRAM-SHA-256"))
     assert ("SCRAM-SHA-256", "alice") in gateway.logins and ("SCRAM-SHA-512", "bob") in gateway.logins
     return written
+
+
+@pytest.fixture(params=["kafka", "tansu"])
+def refusing(request) -> tuple[str, str]:
+    """(bootstrap servers, what an unknown user's refusal says) of a SCRAM server that
+    refuses: Kafka 4.4's SASL_PLAINTEXT listener, or Tansu with ``--authentication`` (no
+    user at all). Kafka does not tell an unknown user from a wrong password."""
+    if request.param == "kafka":
+        kafka = request.getfixturevalue("secure_kafka")
+        return kafka.address("SASL_PLAINTEXT"), "invalid credentials with SASL mechanism SCRAM"
+    return request.getfixturevalue("auth_tansu").bootstrap_servers, "unknown-user"
+
+
+@pytest.fixture(params=["kafka", "gateway"])
+def scram_server(request) -> tuple[str, str]:
+    """(bootstrap servers, a seeded topic) of a SCRAM server that lets alice and bob in:
+    Kafka 4.4's SASL_PLAINTEXT listener, or the gateway in front of Tansu."""
+    if request.param == "kafka":
+        kafka = request.getfixturevalue("secure_kafka")
+        return kafka.address("SASL_PLAINTEXT"), request.getfixturevalue("secure_seed").topic
+    request.getfixturevalue("seeded")
+    return request.getfixturevalue("gateway").bootstrap_servers, TOPIC
 
 
 def as_tuples(records) -> list[tuple]:
@@ -141,14 +165,16 @@ def test_wrong_password_raises_from_poll_without_retry_loop(gateway, seeded, eng
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_unknown_user_at_tansu_raises_from_poll(auth_tansu, engine):
-    consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers, group_protocol=engine,
+def test_unknown_user_raises_from_poll(refusing, engine):
+    servers, unknown_user = refusing
+    consumer = KafkaConsumer(bootstrap_servers=servers, group_protocol=engine,
                              **kproto_sasl("SCRAM-SHA-512", "nobody", "secret"))
-    assert_first_poll_raises(consumer, "t", errors.SaslAuthenticationError, match="unknown-user")
+    assert_first_poll_raises(consumer, "t", errors.SaslAuthenticationError, match=unknown_user)
 
 
-def test_blocking_calls_raise_the_authentication_error(auth_tansu):
-    consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers, group_id="g",
+def test_blocking_calls_raise_the_authentication_error(refusing):
+    servers, _ = refusing
+    consumer = KafkaConsumer(bootstrap_servers=servers, group_id="g",
                              **kproto_sasl("SCRAM-SHA-256", "nobody", "secret"))
     try:
         with pytest.raises(errors.SaslAuthenticationError):
@@ -163,10 +189,16 @@ def test_blocking_calls_raise_the_authentication_error(auth_tansu):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_mechanism_the_broker_does_not_enable_names_its_mechanisms(gateway, engine):
-    consumer = KafkaConsumer(bootstrap_servers=gateway.bootstrap_servers, group_protocol=engine,
+@pytest.mark.parametrize("server", ["kafka", "gateway"])
+def test_mechanism_the_broker_does_not_enable_names_its_mechanisms(request, server, engine):
+    if server == "kafka":  # its SHORT_SESSION listener enables SCRAM-SHA-512 only
+        servers, offered = request.getfixturevalue("secure_kafka").address("SHORT_SESSION"), "SCRAM-SHA-512"
+    else:
+        servers, offered = request.getfixturevalue("gateway").bootstrap_servers, "SCRAM-SHA-256, SCRAM-SHA-512"
+    consumer = KafkaConsumer(bootstrap_servers=servers, group_protocol=engine,
                              **kproto_sasl("PLAIN", "alice", "alice-secret"))
-    assert_first_poll_raises(consumer, TOPIC, errors.UnsupportedSaslMechanismError, match="SCRAM-SHA-256, SCRAM-SHA-512")
+    assert_first_poll_raises(consumer, TOPIC, errors.UnsupportedSaslMechanismError,
+                             match="mechanism PLAIN; it offers: " + offered + "$")
 
 
 def test_tansu_closing_on_an_unknown_mechanism_is_an_authentication_error(auth_tansu):
@@ -216,13 +248,14 @@ def test_session_lifetime_renewed_by_a_new_connection(engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_unknown_user_in_group_mode_raises_from_poll(auth_tansu, engine):
+def test_unknown_user_in_group_mode_raises_from_poll(refusing, engine):
     """Subscribed: the failure comes from the coordinator lookup's connection (classic:
     on the application thread or the heartbeat thread; KIP-848: the background thread)."""
-    consumer = KafkaConsumer("t", bootstrap_servers=auth_tansu.bootstrap_servers, group_id="g-" + engine,
+    servers, unknown_user = refusing
+    consumer = KafkaConsumer("t", bootstrap_servers=servers, group_id="g-" + engine,
                              group_protocol=engine, **kproto_sasl("SCRAM-SHA-256", "nobody", "secret"))
     try:
-        with pytest.raises(errors.SaslAuthenticationError, match="unknown-user"):
+        with pytest.raises(errors.SaslAuthenticationError, match=unknown_user):
             consumer.poll(timeout_ms=30_000)
     finally:
         # close() does not wait out its 30 s default for requests no broker will ever take
@@ -233,9 +266,9 @@ def test_unknown_user_in_group_mode_raises_from_poll(auth_tansu, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_lookups_raise_the_authentication_error(auth_tansu, engine):
+def test_lookups_raise_the_authentication_error(refusing, engine):
     tp = TopicPartition("t", 0)
-    consumer = KafkaConsumer(bootstrap_servers=auth_tansu.bootstrap_servers, group_protocol=engine,
+    consumer = KafkaConsumer(bootstrap_servers=refusing[0], group_protocol=engine,
                              **kproto_sasl("SCRAM-SHA-256", "nobody", "secret"))
     try:
         for lookup in (lambda: consumer.partitions_for_topic("t"),
@@ -249,14 +282,16 @@ def test_lookups_raise_the_authentication_error(auth_tansu, engine):
         consumer.close()
 
 
-def test_network_client_queues_requests_until_authenticated(gateway, seeded):
-    """The gateway closes any connection that sends a request other than ApiVersions
-    before authenticating, so an answer proves the Metadata request waited for SASL."""
+def test_network_client_queues_requests_until_authenticated(scram_server):
+    """Kafka and the gateway close any connection that sends a request other than
+    ApiVersions before authenticating, so an answer proves the Metadata request waited
+    for SASL."""
     from kproto.messages import MetadataRequest
     from kproto.net.broker import ConnectionState
     from kproto.net.client import NetworkClient
 
-    client = NetworkClient(bootstrap_servers=gateway.bootstrap_servers, **kproto_sasl("SCRAM-SHA-512"))
+    servers, topic = scram_server
+    client = NetworkClient(bootstrap_servers=servers, **kproto_sasl("SCRAM-SHA-512"))
     try:
         future = client.send("bootstrap-0", MetadataRequest(topics=None))  # queued at once
         states = set()
@@ -264,17 +299,17 @@ def test_network_client_queues_requests_until_authenticated(gateway, seeded):
             client.poll(timeout_ms=100)
             states.add(client.connection_state("bootstrap-0"))
         assert future.succeeded(), future.exception
-        assert TOPIC in {t.name for t in future.value.topics}
+        assert topic in {t.name for t in future.value.topics}
         assert ConnectionState.READY in states and client.authentication_exception("bootstrap-0") is None
     finally:
         client.close()
 
 
-def test_network_client_authentication_failure_is_fatal_and_backed_off(auth_tansu):
+def test_network_client_authentication_failure_is_fatal_and_backed_off(refusing):
     from kproto.messages import MetadataRequest
     from kproto.net.client import NetworkClient
 
-    client = NetworkClient(bootstrap_servers=auth_tansu.bootstrap_servers, reconnect_backoff_ms=5000,
+    client = NetworkClient(bootstrap_servers=refusing[0], reconnect_backoff_ms=5000,
                            reconnect_backoff_max_ms=5000, **kproto_sasl("SCRAM-SHA-256", "nobody", "pw"))
     try:
         future = client.send("bootstrap-0", MetadataRequest(topics=None))

@@ -4,7 +4,9 @@ Tansu 0.6.0 cannot serve TLS here (its ``--cert`` and ``--key`` options refuse t
 together), so TLS is terminated by ``tests.brokers.proxy.BrokerProxy`` (a self-signed
 certificate made with openssl), which forwards to the SCRAM gateway (``tests.sasl_gateway``,
 scramp), which forwards to a plain Tansu advertising the TLS port. confluent-kafka seeds
-the topic over SASL_SSL first, so the chain is known to work for librdkafka.
+the topic over SASL_SSL first, so the chain is known to work for librdkafka. Kafka 4.4's
+own SASL_SSL listener (every mechanism) is tested in ``test_kafka_sasl.py``; this chain is
+the second implementation.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import ssl
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker
+from kproto.tools.embedded import TansuBroker
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway

@@ -1,14 +1,18 @@
-"""TLS end to end: kproto -> TLS-terminating proxy (started here) -> a real broker.
+"""TLS end to end: kproto -> a TLS server -> a real broker, against two TLS servers:
 
-The proxy (``tests.brokers.proxy``) is a few threads with the ``ssl`` module on 127.0.0.1;
-the certificates are made at test time with the ``openssl`` command. The broker is a 1-broker mock cluster; the
-requests go to the bootstrap node, which is the proxy (the brokers the metadata lists are
-plaintext and are not contacted).
+- ``kafka``: Kafka 4.4's own listeners (``secure_kafka``: SSL, and MTLS requiring client
+  certificates; Java's TLS), one JVM for the session;
+- ``proxy``: a TLS-terminating proxy (``tests.brokers.proxy``, a few threads with Python's
+  ``ssl`` module on 127.0.0.1) in front of a 1-broker mock cluster; the requests go to the
+  bootstrap node, which is the proxy (the brokers the metadata lists are plaintext and are
+  not contacted).
+
+The certificates are the session's (``pki``, made at test time with the ``openssl``
+command); the server's names ``localhost`` only.
 """
 
 from __future__ import annotations
 
-import shutil
 import ssl
 
 import pytest
@@ -17,28 +21,17 @@ from kproto import errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
 from tests.brokers.proxy import BrokerProxy
-from tests.integration.security.certs import make_cert
-
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tls")
-    server = make_cert(directory, "localhost", "DNS:localhost")
-    client = make_cert(directory, "kproto-client", "DNS:kproto-client")
-    return {"server": server, "client": client}
 
 
 @pytest.fixture
-def proxy(mock_cluster_factory, certs):
+def proxy(mock_cluster_factory, pki):
     def start(*, require_client_cert: bool = False) -> BrokerProxy:
         cluster = mock_cluster_factory(1)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*certs["server"])
+        context.load_cert_chain(*pki["server"])
         if require_client_cert:
             context.verify_mode = ssl.CERT_REQUIRED
-            context.load_verify_locations(certs["client"][0])
+            context.load_verify_locations(pki["client"][0])
         p = BrokerProxy(cluster.addresses[0], context)
         p.cluster = cluster  # type: ignore[attr-defined]
         started.append(p)
@@ -50,6 +43,16 @@ def proxy(mock_cluster_factory, certs):
         p.close()
 
 
+@pytest.fixture(params=["kafka", "proxy"])
+def tls_server(request):
+    """``start(require_client_cert=False) -> port`` of a TLS server of the kind."""
+    if request.param == "kafka":
+        kafka = request.getfixturevalue("secure_kafka")
+        return lambda require_client_cert=False: kafka.ports["MTLS" if require_client_cert else "SSL"]
+    start = request.getfixturevalue("proxy")
+    return lambda require_client_cert=False: start(require_client_cert=require_client_cert).port
+
+
 def roundtrip(client: NetworkClient):
     future = client.send("bootstrap-0", MetadataRequest(topics=[]))
     client.poll(20_000, future=future)
@@ -57,10 +60,10 @@ def roundtrip(client: NetworkClient):
     return future
 
 
-def test_requests_and_responses_flow_through_tls(proxy, certs):
-    p = proxy()
-    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port),
-                           security_protocol="SSL", ssl_cafile=certs["server"][0])
+def test_requests_and_responses_flow_through_tls(tls_server, pki):
+    port = tls_server()
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(port),
+                           security_protocol="SSL", ssl_cafile=pki["server"][0])
     try:
         future = roundtrip(client)
         assert future.succeeded(), future.exception
@@ -70,9 +73,9 @@ def test_requests_and_responses_flow_through_tls(proxy, certs):
         client.close()
 
 
-def test_verification_is_on_by_default(proxy):
-    p = proxy()
-    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+def test_verification_is_on_by_default(tls_server):
+    port = tls_server()
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(port), security_protocol="SSL",
                            reconnect_backoff_ms=50)
     try:
         # A verdict, not a network blip: raised, never retried (test_net_tls_failures).
@@ -82,13 +85,13 @@ def test_verification_is_on_by_default(proxy):
         client.close()
 
 
-def test_host_name_is_checked_unless_turned_off(proxy, certs):
-    p = proxy()
+def test_host_name_is_checked_unless_turned_off(tls_server, pki):
+    port = tls_server()
     # The certificate names "localhost", not 127.0.0.1.
-    strict = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(p.port), security_protocol="SSL",
-                           ssl_cafile=certs["server"][0])
-    loose = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(p.port), security_protocol="SSL",
-                          ssl_cafile=certs["server"][0], ssl_check_hostname=False)
+    strict = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port), security_protocol="SSL",
+                           ssl_cafile=pki["server"][0])
+    loose = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port), security_protocol="SSL",
+                          ssl_cafile=pki["server"][0], ssl_check_hostname=False)
     try:
         with pytest.raises(errors.SslAuthenticationError, match="mismatch"):
             roundtrip(strict)
@@ -98,13 +101,13 @@ def test_host_name_is_checked_unless_turned_off(proxy, certs):
         loose.close()
 
 
-def test_client_certificate_for_mutual_tls(proxy, certs):
-    p = proxy(require_client_cert=True)
-    without = NetworkClient(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
-                            ssl_cafile=certs["server"][0])
-    with_cert = NetworkClient(bootstrap_servers="localhost:{}".format(p.port),
-                              security_protocol="SSL", ssl_cafile=certs["server"][0],
-                              ssl_certfile=certs["client"][0], ssl_keyfile=certs["client"][1])
+def test_client_certificate_for_mutual_tls(tls_server, pki):
+    port = tls_server(require_client_cert=True)
+    without = NetworkClient(bootstrap_servers="localhost:{}".format(port), security_protocol="SSL",
+                            ssl_cafile=pki["server"][0])
+    with_cert = NetworkClient(bootstrap_servers="localhost:{}".format(port),
+                              security_protocol="SSL", ssl_cafile=pki["server"][0],
+                              ssl_certfile=pki["client"][0], ssl_keyfile=pki["client"][1])
     try:
         with pytest.raises(errors.SslAuthenticationError, match="refused our certificate"):
             roundtrip(without)
@@ -114,10 +117,10 @@ def test_client_certificate_for_mutual_tls(proxy, certs):
         with_cert.close()
 
 
-def test_a_given_ssl_context_is_used_as_is(proxy, certs):
-    p = proxy()
-    context = ssl.create_default_context(cafile=certs["server"][0])
-    client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+def test_a_given_ssl_context_is_used_as_is(tls_server, pki):
+    port = tls_server()
+    context = ssl.create_default_context(cafile=pki["server"][0])
+    client = NetworkClient(bootstrap_servers="localhost:{}".format(port), security_protocol="SSL",
                            ssl_context=context)
     try:
         assert roundtrip(client).succeeded()
@@ -125,7 +128,7 @@ def test_a_given_ssl_context_is_used_as_is(proxy, certs):
         client.close()
 
 
-def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monkeypatch):
+def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, pki, monkeypatch):
     """A Fetch answer of several MiB through TLS: one readiness event reads at most
     _MAX_READS_PER_EVENT TLS records (~1 MiB), then drains what the TLS layer already
     decrypted (``pending()``), and the rest arrives on later events."""
@@ -179,7 +182,7 @@ def test_a_response_larger_than_one_read_burst_arrives_whole(proxy, certs, monke
 
     monkeypatch.setattr(ssl.SSLSocket, "pending", counting_pending)
     client = NetworkClient(bootstrap_servers="localhost:{}".format(p.port),
-                           security_protocol="SSL", ssl_cafile=certs["server"][0])
+                           security_protocol="SSL", ssl_cafile=pki["server"][0])
     try:
         limit = 8 * 1024 * 1024
         request = FetchRequest(
@@ -208,3 +211,48 @@ def test_bad_tls_settings_are_configuration_errors(tmp_path):
     with pytest.raises(errors.KafkaConfigurationError):
         NetworkClient(bootstrap_servers="localhost:1", security_protocol="SSL",
                       ssl_cafile=str(tmp_path / "missing.pem"))
+
+
+@pytest.mark.parametrize("engine", ["classic", "consumer"])
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_plaintext_client_at_a_tls_listener_raises_at_once(secure_kafka, listener, engine):
+    """Kafka's TLS listener answers a plaintext ApiVersions request with a TLS alert
+    record, which read as a frame size is 352 MB. Java's client calls that a disconnect and
+    retries for ever (measured: poll() returns nothing, endOffsets times out); the answer
+    cannot come from anything but a TLS listener, so kproto raises it as the TLS verdict
+    it is, once, from poll() and from blocking calls."""
+    from kproto import KafkaConsumer, TopicPartition
+
+    port = secure_kafka.ports[listener]
+    tp = TopicPartition("t", 0)
+    consumer = KafkaConsumer(bootstrap_servers="localhost:{}".format(port), group_protocol=engine,
+                             reconnect_backoff_max_ms=100)
+    message = r"plaintext connection to node bootstrap-0 \(localhost:{}\): .*a TLS listener".format(port)
+    try:
+        consumer.assign([tp])
+        with pytest.raises(errors.SslAuthenticationError, match=message) as raised:
+            consumer.poll(timeout_ms=5_000)
+        assert not raised.value.retriable
+        with pytest.raises(errors.SslAuthenticationError, match=message):
+            consumer.end_offsets([tp], timeout_ms=5_000)
+    finally:
+        consumer.close()
+
+
+def test_tls_client_at_a_plaintext_listener_stays_retriable_with_a_hint(secure_kafka, pki):
+    """Kafka's PLAINTEXT listener reads the ClientHello as a 369 MB frame size and closes:
+    the client sees the connection end during its handshake, as a network blip would show
+    it. Java keeps retrying (its warning names a listener without TLS as a cause); so does
+    kproto, the hint in the connection error."""
+    client = NetworkClient(bootstrap_servers=secure_kafka.bootstrap_servers, security_protocol="SSL",
+                           ssl_cafile=pki["server"][0], ssl_check_hostname=False,
+                           reconnect_backoff_ms=60_000, reconnect_backoff_max_ms=60_000)
+    try:
+        future = client.send("bootstrap-0", MetadataRequest(topics=[]))
+        client.poll(5_000, future=future)  # raises nothing
+        assert future.failed()
+        assert isinstance(future.exception, errors.KafkaConnectionError), future.exception
+        assert "ended during the TLS handshake" in str(future.exception)
+        assert future.retriable() and client.authentication_exception("bootstrap-0") is None
+    finally:
+        client.close()

@@ -3,13 +3,15 @@
 Java raises ``SslAuthenticationException`` (non-retriable) from ``poll()`` and blocking
 calls when the handshake fails: the broker's certificate does not verify (unknown CA, host
 name mismatch) or the broker refuses ours. kproto does the same in both engines, naming the
-broker and the reason, on the first connection attempt. The brokers are TLS-terminating
-proxies (``tests.brokers.proxy``) in front of the session mock cluster, which no failing
-handshake ever reaches; certificates are made with the ``openssl`` command
-(``tests.integration.security.test_tls.make_cert``). A server that requires client certificates refuses a
-missing or foreign one after the client's TLS 1.3 handshake has completed (the alert
-arrives at the client's first read), and during the handshake under TLS 1.2: both are
-covered. A TCP refusal or a connection dropped before any TLS byte stays retriable.
+broker and the reason, on the first connection attempt. Two TLS servers, each test run
+against both: Kafka 4.4's own listeners (``secure_kafka``, Java's TLS: SSL, MTLS with
+``ssl.client.auth=required``, MTLS12 the same under TLS 1.2 only) and TLS-terminating
+proxies (``tests.brokers.proxy``, Python's ``ssl``) in front of the session mock cluster,
+which no failing handshake ever reaches. Certificates are the session's (``pki``, made with
+the ``openssl`` command). A server that requires client certificates refuses a missing or
+foreign one after the client's TLS 1.3 handshake has completed (the alert arrives at the
+client's first read), and during the handshake under TLS 1.2: both are covered. A TCP
+refusal or a connection dropped before any TLS byte stays retriable.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
 from tests.brokers.proxy import BrokerProxy
-from tests.integration.security.certs import make_cert
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
@@ -36,15 +37,6 @@ ENGINES = ["classic", "consumer"]
 TP = TopicPartition("tls-topic", 0)
 # The bound the issue names: every failure must surface well within it.
 BOUND_MS = 5_000
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tls-failures")
-    return {"server": make_cert(directory, "localhost", "DNS:localhost"),
-            "client": make_cert(directory, "kproto-client", "DNS:kproto-client"),
-            # Signed by nobody either side trusts.
-            "stranger": make_cert(directory, "stranger", "DNS:stranger")}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +58,26 @@ def proxies(pki, mock_cluster):
         p.close()
 
 
-# (proxy, host the client dials, client TLS settings, what the message must say)
+#: The Kafka listener that plays each proxy's part.
+KAFKA_LISTENERS = {"server-auth": "SSL", "mutual": "MTLS", "mutual-tls12": "MTLS12"}
+PEERS = ["kafka", "proxy"]
+
+
+@pytest.fixture(params=PEERS)
+def peer(request):
+    """The TLS server kind: ``kafka`` (Java's TLS, Kafka 4.4's listeners) or ``proxy``."""
+    return request.param
+
+
+def server_port(request, peer: str, name: str) -> int:
+    if peer == "kafka":
+        kafka = request.getfixturevalue("secure_kafka")
+        return kafka.ports[KAFKA_LISTENERS[name]]
+    return request.getfixturevalue("proxies")[name].port
+
+
+# (server, host the client dials, client TLS settings, what the message must say from the
+# proxy, and from Kafka where Java's TLS answers otherwise)
 CASES = {
     "unknown-ca": ("server-auth", "localhost", lambda pki: {"ssl_cafile": pki["stranger"][0]},
                    r"certificate verify failed: self.signed certificate"),
@@ -82,17 +93,27 @@ CASES = {
     "no-client-cert-tls12": ("mutual-tls12", "localhost", lambda pki: {"ssl_cafile": pki["server"][0]},
                              r"refused the handshake \(sslv3 alert handshake failure\)"),
 }
+#: What Java's TLS (Kafka's listeners) answers where it differs from Python's.
+KAFKA_REASONS = {
+    "no-client-cert-tls13": r"refused our certificate \(sslv3 alert bad certificate\)",
+    "foreign-client-cert-tls13": r"refused our certificate \(sslv3 alert certificate unknown\)",
+    "no-client-cert-tls12": r"refused our certificate \(sslv3 alert bad certificate\)",
+}
 
 
 @pytest.fixture(params=sorted(CASES))
-def case(request, pki, proxies):
-    """(proxy, consumer settings, regex the error message matches: broker and reason)."""
-    name, host, settings, reason = CASES[request.param]
-    p = proxies[name]
-    config = {"bootstrap_servers": "{}:{}".format(host, p.port), "security_protocol": "SSL",
+def case(request, pki, peer):
+    """(proxy or None, consumer settings, regex the error message matches: broker and
+    reason)."""
+    name, host, settings, reason = CASES[request.param][:4]
+    if peer == "kafka":
+        reason = KAFKA_REASONS.get(request.param, reason)
+    port = server_port(request, peer, name)
+    config = {"bootstrap_servers": "{}:{}".format(host, port), "security_protocol": "SSL",
               # The bound of the calls that take no timeout (partitions_for_topic, topics).
               "default_api_timeout_ms": BOUND_MS, **settings(pki)}
-    return p, config, r"node bootstrap-0 \({}:{}\): .*{}".format(host, p.port, reason)
+    proxy = request.getfixturevalue("proxies")[name] if peer == "proxy" else None
+    return proxy, config, r"node bootstrap-0 \({}:{}\): .*{}".format(host, port, reason)
 
 
 def check(error: BaseException) -> None:
@@ -104,7 +125,7 @@ def check(error: BaseException) -> None:
 @pytest.mark.parametrize("mode", ["assign", "subscribe"])
 def test_poll_raises_on_the_first_connection_attempt(case, engine, mode):
     p, config, message = case
-    before = p.accepted
+    before = p.accepted if p is not None else 0
     # A retry could not happen within the bound: what surfaces comes from the first
     # connection attempt.
     consumer = KafkaConsumer(group_protocol=engine, group_id="tls-" + engine, reconnect_backoff_ms=60_000,
@@ -117,18 +138,19 @@ def test_poll_raises_on_the_first_connection_attempt(case, engine, mode):
         with pytest.raises(errors.SslAuthenticationError, match=message) as raised:
             consumer.poll(timeout_ms=BOUND_MS)
         check(raised.value)
-        assert p.accepted - before == 1
+        if p is not None:  # the proxy counts connections
+            assert p.accepted - before == 1
     finally:
         consumer.close()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_raised_and_not_warned_about(pki, proxies, engine, caplog):
+def test_raised_and_not_warned_about(request, pki, peer, engine, caplog):
     """The failure is the application's to report (the CLI prints it as its one line): the
     consumer logs no warning of its own, even when close() finds a copy of it reported by
     another of the KIP-848 engine's managers (the network step, the coordinator lookup)."""
-    p = proxies["server-auth"]
-    consumer = KafkaConsumer(bootstrap_servers="localhost:{}".format(p.port), security_protocol="SSL",
+    port = server_port(request, peer, "server-auth")
+    consumer = KafkaConsumer(bootstrap_servers="localhost:{}".format(port), security_protocol="SSL",
                              ssl_cafile=pki["stranger"][0], group_protocol=engine, group_id="tls-quiet-" + engine,
                              reconnect_backoff_ms=60_000, reconnect_backoff_max_ms=60_000)
     try:
@@ -240,31 +262,33 @@ def test_no_tls_verdict_stays_a_retriable_connection_error(pki, peer):
 
 
 @pytest.mark.parametrize("group", [[], ["--group", "tls-cli", "--group-protocol", "consumer"]])
-def test_cli_prints_one_line(pki, proxies, group):
-    p = proxies["mutual"]
+def test_cli_prints_one_line(request, pki, peer, group):
+    port = server_port(request, peer, "mutual")
     result = subprocess.run(
-        [sys.executable, "-m", "kproto", "consume", "--bootstrap-server", "localhost:{}".format(p.port),
+        [sys.executable, "-m", "kproto", "consume", "--bootstrap-server", "localhost:{}".format(port),
          "--topic", TP.topic, "--timeout-ms", str(BOUND_MS), *group,
          "--consumer-property", "security.protocol=SSL",
          "--consumer-property", "ssl.cafile=" + pki["server"][0]],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
-    lines = result.stderr.strip().splitlines()
+    # One error line, beside kafka-console-consumer's count of what was processed.
+    lines = [line for line in result.stderr.strip().splitlines()
+             if not line.startswith("Processed a total of ")]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("kproto: error: SslAuthenticationError: ")
-    assert "localhost:{}".format(p.port) in lines[0] and "certificate required" in lines[0]
+    assert "localhost:{}".format(port) in lines[0] and "refused our certificate" in lines[0]
 
 
-def test_spark_planning_raises(pki, proxies):
+def test_spark_planning_raises(request, pki, peer):
     pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0")
     from kproto.spark.options import parse_options
     from kproto.spark.source import KafkaBatchReader, KafkaStreamReader
 
-    p = proxies["server-auth"]
-    opts = {"kafka.bootstrap.servers": "localhost:{}".format(p.port), "subscribe": TP.topic,
+    port = server_port(request, peer, "server-auth")
+    opts = {"kafka.bootstrap.servers": "localhost:{}".format(port), "subscribe": TP.topic,
             "kafka.security.protocol": "SSL", "kafka.ssl.cafile": pki["stranger"][0],
             "kafka.request.timeout.ms": str(BOUND_MS), "kafka.default.api.timeout.ms": str(BOUND_MS)}
-    message = r"localhost:{}\): certificate verify failed".format(p.port)
+    message = r"localhost:{}\): certificate verify failed".format(port)
     with pytest.raises(errors.SslAuthenticationError, match=message):
         KafkaBatchReader(parse_options(opts, streaming=False)).partitions()
     stream = KafkaStreamReader(parse_options(opts, streaming=True))

@@ -26,7 +26,7 @@ from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.integration.spark.topics import retained_topic  # noqa: E402,F401  (fixture)
 from tests.threads import TestThread  # noqa: E402
 
-pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 _ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None  # PySpark >= 4.2
 WAIT_S = 180  # upper bound for waits on Spark; never a performance threshold

@@ -18,7 +18,7 @@ from kproto.spark.resolver import DataLossError, OffsetResolver  # noqa: E402
 from kproto.structs import TopicPartition  # noqa: E402
 from tests.integration.spark.topics import open_transaction, retained_topic
 
-pytestmark = pytest.mark.broker_kinds("mock", "tansu")
+pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 
 def options(broker, topic, **extra):

@@ -113,11 +113,17 @@ def _recreate(broker, topic: str, partitions: int) -> None:
     while True:  # Apache Kafka deletes in the background: "already exists" for a while
         try:
             broker.create_topic(topic, partitions)
-            return
+            break
         except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+    # ... and its brokers learn of the new topic a moment after CreateTopics answers: wait
+    # until an independent client's Metadata shows it, as the next planning would.
+    while len(admin.list_topics(topic, timeout=WAIT_S).topics[topic].partitions) != partitions:
+        if time.monotonic() > deadline:
+            raise AssertionError("{} not seen with {} partitions".format(topic, partitions))
+        time.sleep(0.2)
 
 
 @pytest.mark.needs("create_topics_api")

@@ -130,6 +130,34 @@ def test_bad_frame_size_is_refused_from_its_prefix_alone(size):
         conn.receive(struct.pack(">i", size))
 
 
+@pytest.mark.parametrize("record, kind", [
+    # What Kafka 4.4's SSL listener answers a plaintext ApiVersions request (measured).
+    (bytes.fromhex("15030300020250"), "alert"),
+    (bytes.fromhex("160303007a02"), "handshake"),
+    (bytes.fromhex("15030100020228"), "alert"),
+])
+def test_a_tls_record_where_a_frame_should_be_is_a_tls_listener(record, kind):
+    """A plaintext connection to a TLS listener: the record header read as a frame size
+    is hundreds of MB; the header says what it is (a verdict, never a network blip)."""
+    conn = Connection("n1")
+    send_heartbeats(conn, 1)
+    drain(conn)
+    with pytest.raises(errors.SslAuthenticationError,
+                       match=r"node n1 answered in TLS \(a {} record, {}\): it is a TLS listener".format(
+                           kind, record[:4].hex(" "))) as raised:
+        conn.receive(record)
+    assert isinstance(raised.value, errors.AuthenticationError) and not raised.value.retriable
+
+
+@pytest.mark.parametrize("prefix", [b"\x15\x05\x00\x00", b"\x30\x03\x03\x00", b"\x16\x03\x09\x00"])
+def test_an_oversized_frame_that_is_no_tls_record_stays_invalid_receive(prefix):
+    conn = Connection("n1")
+    send_heartbeats(conn, 1)
+    drain(conn)
+    with pytest.raises(errors.InvalidReceiveError):
+        conn.receive(prefix)
+
+
 def test_memory_follows_the_bytes_received_not_the_declared_size():
     import tracemalloc
 

@@ -302,6 +302,22 @@ def test_unsupported_mechanism_names_the_brokers_mechanisms() -> None:
     assert auth.state is SaslState.FAILED
 
 
+@pytest.mark.parametrize("code, match", [
+    # A listener without SASL (Kafka 4.4's PLAINTEXT listener answers so, measured).
+    (34, r"node 3: unexpected handshake request with client mechanism PLAIN, enabled mechanisms are \[\]"),
+    (2, r"node 3: unknown error code 2 in SaslHandshake, client mechanism is PLAIN"),
+])
+def test_other_handshake_errors_are_illegal_sasl_state_naming_the_mechanism(code, match) -> None:
+    """Java's SaslClientAuthenticator.handleSaslHandshakeResponse: IllegalSaslStateException
+    for ILLEGAL_SASL_STATE and any other code, naming both sides' mechanisms."""
+    auth = SaslClientAuthenticator(PlainMechanism("u", "p"), ALL_VERSIONS, node_id=3)
+    auth.start()
+    with pytest.raises(errors.IllegalSaslStateError, match=match) as info:
+        auth.on_response(SaslHandshakeResponse(error_code=code, mechanisms=[]))
+    assert isinstance(info.value, errors.AuthenticationError) and not info.value.retriable
+    assert auth.state is SaslState.FAILED
+
+
 def test_authentication_failed_code_is_a_sasl_authentication_error() -> None:
     auth = SaslClientAuthenticator(PlainMechanism("u", "p"), ALL_VERSIONS)
     auth.start()
