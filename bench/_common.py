@@ -77,11 +77,14 @@ def record_digest(partition: int, offset: int, key: bytes, value: bytes) -> int:
 
 
 class Tally(NamedTuple):
-    """What a read saw (or a seeding wrote): records, value bytes, checksum."""
+    """What a read saw (or a seeding wrote): records, value bytes, checksum; a seeding also
+    the Java peer's checksum (the sum, mod 2**64, of crc32(key) + crc32(value)), which a
+    Java read reports in ``checksum``."""
 
     count: int
     value_bytes: int
     checksum: int
+    java_checksum: int = 0
 
 
 def seed(bootstrap: str, topic: str, n: int, partitions: int, value_size: int,
@@ -98,7 +101,7 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int, value_size: int,
                          "compression.type": codec, "queue.buffering.max.messages": 1_000_000,
                          "broker.address.family": "v4", "log_level": 3})
     producer.list_topics(topic, timeout=30)  # know the partitions before the first record
-    acked = [0, 0, 0]  # count, value bytes, checksum
+    acked = [0, 0, 0, 0]  # count, value bytes, checksum, the Java peer's checksum
     errors: list = []
 
     def on_delivery(err, msg) -> None:
@@ -109,6 +112,7 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int, value_size: int,
         acked[0] += 1
         acked[1] += len(value)
         acked[2] += record_digest(msg.partition(), msg.offset(), msg.key(), value)
+        acked[3] = (acked[3] + zlib.crc32(msg.key()) + zlib.crc32(value)) & 0xFFFFFFFFFFFFFFFF
 
     for i in range(n):
         key, value = key_for(i), value_for(i, value_size)
@@ -272,16 +276,34 @@ def aiokafka_compiled() -> bool:
     return "_crecords" in default_records.DefaultRecordBatch.__module__
 
 
+#: The last Java read's own figures (the peer times itself, its JVM start-up apart).
+JAVA_TIMES: dict = {}
+
+
 def read_java(bootstrap: str, topic: str, partitions: int, n: int,
               progress: Optional[Progress] = None) -> Tally:
-    """The Java consumer 4.4: the test ground's Java peer in assign mode (its JVM start-up
-    reported apart). The hook for ``tests/brokers/java_peer.py``, which is not on this
-    branch yet: until it lands the variant is skipped with this reason."""
-    raise NotImplementedError(JAVA_MISSING)
+    """The Java consumer 4.4: the test ground's Java peer (``tests/brokers/java_peer.py``)
+    in assign mode, reading every partition from the beginning to the end offsets it saw
+    at the start. Its checksum is the peer's (``Tally.java_checksum`` of the seeding); its
+    bytes are keys and values, so the keys' 10 bytes each are taken off. Its timings go to
+    ``JAVA_TIMES``: ``seconds`` from the consumer's construction to the last record
+    (the peer's set-up and read), ``first_s`` and ``jvm_s``, the JVM's start-up, apart."""
+    from tests.brokers.java_peer import JavaPeerProgram
 
-
-JAVA_MISSING = ("the Java peer (tests/brokers/java_peer.py, assign mode) is not on this branch yet; "
-                "read_java in bench/_common.py is its hook")
+    program = JavaPeerProgram()
+    try:
+        peer = program.start("assign", bootstrap, topics=[topic],
+                             partitions=[(topic, p) for p in range(partitions)])
+        started = peer.wait_started(limit_s=300)
+        done = peer.wait_done(limit_s=1800)
+    finally:
+        program.close()
+    JAVA_TIMES.clear()
+    JAVA_TIMES.update(seconds=(done["setup_ms"] + done["read_ms"]) / 1000.0,
+                      first_s=(done["setup_ms"] + max(done["first_record_ms"], 0)) / 1000.0,
+                      jvm_s=started.get("jvm_ms", 0) / 1000.0)
+    count = int(done["records"])
+    return Tally(count, int(done["bytes"]) - 10 * count, int(done["checksum"]))
 
 
 @dataclass(frozen=True)
@@ -320,7 +342,9 @@ UNSUPPORTED = {("kafka-python", "mock"): "kafka-python cannot bootstrap against 
 def unavailable(variant: str) -> Optional[str]:
     """Why ``variant`` cannot run on this machine at all (None: it can)."""
     if variant == "java":
-        return JAVA_MISSING
+        from tests.brokers.java_peer import unavailable_reason
+
+        return unavailable_reason()
     package = VARIANTS[variant].package
     try:
         __import__(package)
@@ -335,6 +359,10 @@ def preload(packages: set[str]) -> None:
         import confluent_kafka  # noqa: F401
     if "kafka" in packages:
         import kafka  # noqa: F401
+    if "java" in packages:
+        from tests.brokers.java_peer import compile_peer
+
+        compile_peer()  # compiled (once) before timing
     if "aiokafka" in packages:
         import aiokafka  # noqa: F401
         import aiokafka.consumer  # noqa: F401
