@@ -288,9 +288,12 @@ def read_java(bootstrap: str, topic: str, partitions: int, n: int,
     bytes are keys and values, so the keys' 10 bytes each are taken off. Its timings go to
     ``JAVA_TIMES``: ``seconds`` from the consumer's construction to the last record
     (the peer's set-up and read), ``first_s`` and ``jvm_s``, the JVM's start-up, apart."""
-    from tests.brokers.java_peer import JavaPeerProgram
+    from tests.brokers import java_peer
 
-    program = JavaPeerProgram()
+    # The tests start their peers small and C1-only (quick to start beside a broker); the
+    # benchmark gives the JVM its default JIT, so Java's read is not handicapped.
+    java_peer.JVM_OPTS = ("-Xms64m", "-Xmx1g", "-Djava.awt.headless=true")
+    program = java_peer.JavaPeerProgram()
     try:
         peer = program.start("assign", bootstrap, topics=[topic],
                              partitions=[(topic, p) for p in range(partitions)])
