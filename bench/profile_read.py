@@ -44,7 +44,16 @@ def child(spec: dict) -> None:
     preload({"kproto"})
     profiler = cProfile.Profile() if spec["mode"] == "profile" else None
     gc_count = [0]
-    gc.callbacks.append(lambda phase, info: gc_count.__setitem__(0, gc_count[0] + (phase == "start")))
+    gc_cpu = [0.0, 0.0]  # CPU seconds in collections, start of the running one
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_count[0] += 1
+            gc_cpu[1] = time.process_time()
+        else:
+            gc_cpu[0] += time.process_time() - gc_cpu[1]
+
+    gc.callbacks.append(on_gc)
     cpu0 = time.process_time()
     if profiler is not None:
         profiler.enable()
@@ -53,7 +62,8 @@ def child(spec: dict) -> None:
     if profiler is not None:
         profiler.disable()
     cpu = time.process_time() - cpu0
-    out: dict = {"count": tally.count, "checksum": tally.checksum, "cpu_s": cpu, "gc_runs": gc_count[0]}
+    out: dict = {"count": tally.count, "checksum": tally.checksum, "cpu_s": cpu, "gc_runs": gc_count[0],
+                 "gc_s": gc_cpu[0]}
     if profiler is not None:
         text = io.StringIO()
         stats = pstats.Stats(profiler, stream=text)
@@ -150,8 +160,9 @@ def main() -> None:
                 for root in roots:  # interleaved, so load drifts touch every root alike
                     out = run(root, dict(spec, mode=mode, root=root))
                     ok = (out["count"], out["checksum"]) == (written.count, written.checksum)
-                    print("{} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs{}{}".format(
+                    print("{} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs ({:.0%} of the CPU){}{}".format(
                         mode, root, out["kproto"], out["cpu_s"], out["cpu_s"] / max(out["count"], 1) * 1e6, out["gc_runs"],
+                        out["gc_s"] / max(out["cpu_s"], 1e-9),
                         ", {:,} calls".format(out["calls"]) if "calls" in out else "",
                         "" if ok else "  NOT VERIFIED"), flush=True)
                     if "profile" in out:
