@@ -200,6 +200,15 @@ class CommitFailedError(KafkaError):
     """A commit cannot be completed because the group rebalanced or the member was fenced."""
 
 
+class ConsumerStoppedError(KafkaError):
+    """The asyncio consumer (``kproto.aio``) was stopped, or not started (aiokafka's name)."""
+
+
+class IllegalOperation(KafkaError):
+    """The call needs something the consumer was not configured with, e.g. a commit without
+    a ``group_id`` (aiokafka's name)."""
+
+
 class NoOffsetForPartitionError(KafkaError):
     """No committed offset and ``auto_offset_reset='none'``."""
 

@@ -61,7 +61,10 @@ MAX_WAIT_STEP_MS = 1000
 
 class ShareConsumerImpl:
     def __init__(self, config: Mapping[str, Any], share_config: Mapping[str, Any],
-                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+                 time_ms: Callable[[], int] = monotonic_ms,
+                 network_thread_class: type[ConsumerNetworkThread] = ConsumerNetworkThread) -> None:
+        """``network_thread_class``: the event-loop shell (``kproto.aio``) passes one whose
+        ``start()`` builds the resources inline and starts no thread."""
         self.config = config
         self._time_ms = time_ms
         self.group_id: str = config["group_id"]
@@ -79,8 +82,8 @@ class ShareConsumerImpl:
         self.application_event_queue: "queue.Queue" = queue.Queue()
         self.background_event_queue: "queue.Queue" = queue.Queue()
         self._share_config = share_config
-        self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
-                                                    time_ms)
+        self.network_thread = network_thread_class(self.application_event_queue, self._initialize_resources,
+                                                   time_ms)
         self.application_event_handler = ApplicationEventHandler(
             self.application_event_queue, self.network_thread.wakeup, time_ms)
         # (topic, partition, offset) -> (ack key, delivery_count) of records handed out and

@@ -28,6 +28,8 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.consumer", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
                          "consumer", "events"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
+    # The event-loop shell: the consumer core and the KIP-848 engine's managers, on a loop.
+    ("kproto.aio", {"clock", "errors", "structs", "net", "metrics", "consumer", "aio"}),
     ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
                      "fuzz"}),
     ("kproto.net", {"clock", "errors", "structs", "protocol", "messages", "net"}),
