@@ -24,7 +24,13 @@ E = TypeVar("E")
 
 
 class ThreadConfinement(Generic[E]):
-    """Java's light CAS lock around a façade's engine: one owning thread, re-entrant, never blocks."""
+    """Java's light CAS lock around a façade's engine: one owning thread, re-entrant, never blocks.
+
+    The lock itself is the ownership token, held from the outermost ``acquire`` to its
+    ``release`` (Java's compare-and-set of the owner): taking it without blocking is the
+    CAS; a thread that fails to take it is the owner re-entering or an intruder. So a call
+    costs one lock operation each way, not a critical section around a check.
+    """
 
     __slots__ = ("_lock", "_owner", "_depth", "_what", "_engine", "closed")
 
@@ -38,20 +44,22 @@ class ThreadConfinement(Generic[E]):
         self.closed = False
 
     def acquire(self) -> None:
-        me = threading.get_ident()
-        with self._lock:
-            if self._owner is not None and self._owner != me:
-                raise ConcurrentModificationError(
-                    "{} is not safe for multi-threaded access: it is in use by "
-                    "another thread (only wakeup() may be called from other threads)".format(self._what))
-            self._owner = me
+        if self._lock.acquire(False):
+            self._owner = threading.get_ident()
+            self._depth = 1
+        elif self._owner == threading.get_ident():
+            # Only the owner changes _owner/_depth while it holds the lock.
             self._depth += 1
+        else:
+            raise ConcurrentModificationError(
+                "{} is not safe for multi-threaded access: it is in use by "
+                "another thread (only wakeup() may be called from other threads)".format(self._what))
 
     def release(self) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0:
-                self._owner = None
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
 
     def __enter__(self) -> E:
         """The engine, for this thread only, while the consumer is open (Java's ``acquireAndEnsureOpen``)."""

@@ -287,7 +287,7 @@ class LegacyBatch:
     @staticmethod
     def _record(offset: int, timestamp: int, ts_type: int, key: bytes | None,
                 value: bytes | None, crc: int) -> Record:
-        return _new_tuple(Record, (offset, timestamp, ts_type, key, value, [], crc,
+        return _new_tuple(Record, (offset, timestamp, ts_type, key, value, (), crc,
                                    -1 if key is None else len(key),
                                    -1 if value is None else len(value), -1))
 

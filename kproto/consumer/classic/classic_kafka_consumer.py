@@ -383,6 +383,10 @@ class ClassicKafkaConsumer:
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
         """The next offset to fetch; blocks until it is known, None after ``timeout_ms``."""
         check_partition(partition)
+        # The common case first, with one lock: a valid position needs no deadline.
+        position = self.subscriptions.valid_position_or_none(partition)
+        if position is not None and timeout_ms is None:
+            return position.offset
         if not self.subscriptions.is_assigned(partition):
             raise errors.IllegalStateError("You can only check the position for partitions assigned to this "
                                            "consumer.")

@@ -174,22 +174,20 @@ class AbstractFetch:
             if open_nodes <= buffered_nodes:
                 return {}
             buffered = {cf.partition for cf in buffered_fetches}
-            unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
+            # One lock for every partition's fetchability, position and read replica.
+            unbuffered = self.subscriptions.fetchable_positions(buffered)
             if not unbuffered:
                 return {}
             builders: dict[int, FetchSessionHandler.Builder] = {}
             unavailable: dict[int, bool] = {}  # asked once per node, not per partition
             need_metadata = False
-            for tp in unbuffered:
-                position = self.subscriptions.position_or_none(tp)
-                if position is None:
-                    continue  # unassigned or reset by another thread since fetchable_partitions()
+            for tp, position, replica in unbuffered:
                 leader = self._leader(tp, position.current_leader.leader)
                 if leader is None:
                     log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
                     need_metadata = True
                     continue
-                node = self.select_read_replica(tp, leader, now_ms)
+                node = leader if replica is None else self.select_read_replica(tp, leader, now_ms)
                 down = unavailable.get(node)
                 if down is None:
                     down = unavailable[node] = self.is_unavailable(node)
