@@ -42,7 +42,7 @@ def test_reentrant_on_the_owner_and_refused_to_another_thread_until_released():
 
 
 def test_an_error_inside_releases_the_confinement():
-    confinement = ThreadConfinement()
+    confinement = ThreadConfinement(object())
     with pytest.raises(ValueError):
         with confinement:
             raise ValueError("boom")
