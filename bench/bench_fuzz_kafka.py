@@ -76,7 +76,7 @@ def start_node(directory: str, coverage_port: int | None):
                            format_args=("--standalone",))
     jvm = ["-Xlog:gc:file={}:uptime".format(os.path.join(directory, "gc.log"))]
     if coverage_port is not None:
-        from kproto.fuzz.coverage import agent_option
+        from kproto.tools.fuzz.coverage import agent_option
         jvm.append(agent_option(maven.jacoco_agent(), coverage_port))
     node.start(extra_jvm=tuple(jvm))
     _wait_ready("127.0.0.1:{}".format(port), [node], 180.0)
@@ -100,7 +100,7 @@ def main() -> None:
                         help="JaCoCo agent in the broker, --coverage for the run")
     parser.add_argument("fuzz_args", nargs="*", help="more options for kproto fuzz")
     args = parser.parse_args()
-    from kproto.fuzz.target import listening_pid
+    from kproto.tools.fuzz.target import listening_pid
     from tests.brokers._net import free_port
 
     out = args.out or tempfile.mkdtemp(prefix="kproto-fuzz-kafka-")

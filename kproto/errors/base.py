@@ -200,6 +200,30 @@ class CommitFailedError(KafkaError):
     """A commit cannot be completed because the group rebalanced or the member was fenced."""
 
 
+class ToolError(KafkaError):
+    """A tool (``python -m kproto consume | trace | fuzz``) cannot go on: a run-time problem
+    reported as one line on stderr (exit status 1)."""
+
+
+class ToolUsageError(ToolError, ValueError):
+    """A tool's command line is wrong (an unknown API, an empty version range, a missing
+    option, an address that is not HOST:PORT): a one-line reason."""
+
+
+class FuzzTargetError(ToolError):
+    """The fuzzer's broker cannot be reached or answers nothing usable (a one-line reason)."""
+
+
+class EmbeddedBrokerError(ToolError):
+    """The embedded demo broker (``kproto.tools.embedded``) could not be found, started or
+    seeded."""
+
+
+class CoverageError(ToolError):
+    """The fuzzer's coverage source (a JaCoCo agent in TCP-server mode) answered something
+    that is not JaCoCo execution data, or the connection broke."""
+
+
 class ConsumerStoppedError(KafkaError):
     """The asyncio consumer (``kproto.aio``) was stopped, or not started (aiokafka's name)."""
 
@@ -263,7 +287,8 @@ del _cls
 __all__ = [
     "KafkaError", "RetriableError", "InvalidMetadataError", "IllegalStateError",
     "IllegalArgumentError", "KafkaConfigurationError", "CorruptMessageError", "CorruptRecordError",
-    "InvalidCaptureError", "ConsumerStoppedError", "IllegalOperation",
+    "InvalidCaptureError", "ConsumerStoppedError", "IllegalOperation", "ToolError", "ToolUsageError",
+    "FuzzTargetError", "EmbeddedBrokerError", "CoverageError",
     "UnsupportedCodecError", "KafkaTimeoutError", "RequestTimeoutError", "NoBrokersAvailable",
     "KafkaConnectionError", "NodeNotReadyError", "TooManyInFlightRequests", "StaleMetadata",
     "UnknownBrokerIdError", "Cancelled", "ProtocolError", "CorrelationIdError",

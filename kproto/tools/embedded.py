@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from kproto.errors import KafkaError
+from kproto.errors import EmbeddedBrokerError, KafkaError
 
 log = logging.getLogger("kproto.tools.embedded")
 
@@ -47,10 +47,6 @@ _PR_SET_PDEATHSIG = 1
 # what the command line says.
 _TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
               "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
-
-
-class EmbeddedBrokerError(KafkaError):
-    """The embedded broker could not be found, started or seeded."""
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""kproto.fuzz against Apache Kafka 4.4 (the test ground's, from Maven): the oracles'
+"""kproto.tools.fuzz against Apache Kafka 4.4 (the test ground's, from Maven): the oracles'
 verdicts on requests whose right answer is known, and a short bounded run.
 
 The broker is this module's own (:class:`tests.brokers.apache.MavenKafka`), never the
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kproto.fuzz import schema
-from kproto.fuzz.coverage import CoverageMap, JacocoClient, agent_option
-from kproto.fuzz.mutators import make_case
-from kproto.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.coverage import CoverageMap, JacocoClient, agent_option
+from kproto.tools.fuzz.mutators import make_case
+from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.messages import (AlterShareGroupOffsetsRequest, DescribeConfigsRequest,
                              FetchRequest, FindCoordinatorRequest, ListOffsetsRequest)
 from tests.brokers._net import wait_until

@@ -84,10 +84,10 @@ def test_the_run_records_the_death_restarts_the_broker_and_goes_on(tmp_path):
 def test_a_crash_is_shrunk_to_the_request_that_causes_it(tmp_path):
     # librdkafka's mock dies on a ConsumerGroupHeartbeat v1 whose regex is null (found by
     # the fuzzer, docs/fuzzing.md): three harmless requests before it are left out.
-    from kproto.fuzz import schema, shrink
-    from kproto.fuzz.corpus import Finding
-    from kproto.fuzz.mutators import make_case
-    from kproto.fuzz.runner import Fuzzer, FuzzConfig
+    from kproto.tools.fuzz import schema, shrink
+    from kproto.tools.fuzz.corpus import Finding
+    from kproto.tools.fuzz.mutators import make_case
+    from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
     from kproto.messages import ApiVersionsRequest, ConsumerGroupHeartbeatRequest
 
     children = [MockClusterProcess(1, SEED)]

@@ -1,4 +1,4 @@
-"""kproto.fuzz against real brokers: bounded runs, sequences, replay, the command line.
+"""kproto.tools.fuzz against real brokers: bounded runs, sequences, replay, the command line.
 
 The brokers a run may crash are its own: a fresh Tansu child process, and librdkafka's mock
 cluster in a child process (:mod:`tests.brokers.mock_process`), so that a crash the fuzzer
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kproto.fuzz import corpus, report, sequences
-from kproto.fuzz.runner import Fuzzer, FuzzConfig
-from kproto.fuzz.target import Target
+from kproto.tools.fuzz import corpus, report, sequences
+from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.tools.fuzz.target import Target
 from tests.brokers import _net
 from tests.brokers.mock_process import MockClusterProcess
 from tests.brokers.tansu import TansuBroker
@@ -93,7 +93,7 @@ def test_sequences_send_what_they_say(mock_child):
     host, port = mock_child.bootstrap_servers.split(",")[0].rsplit(":", 1)
     target = Target(host, int(port))
     target.fetch_api_versions()
-    from kproto.fuzz.runner import learn
+    from kproto.tools.fuzz.runner import learn
 
     know = learn(target, "kproto-fuzz-")
     sent = {}
@@ -178,7 +178,7 @@ def test_the_same_seed_sends_the_same_requests(mock_child, monkeypatch):
     # Timestamps the generator takes from the clock ("now") are the one intended difference.
     import types
 
-    from kproto.fuzz import values
+    from kproto.tools.fuzz import values
     monkeypatch.setattr(values, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.0))
 
     def first_requests():

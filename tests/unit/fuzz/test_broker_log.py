@@ -7,9 +7,9 @@ written for these tests; the real broker's log is read by tests/integration/fuzz
 
 import struct
 
-from kproto.fuzz import oracles
-from kproto.fuzz.brokerlog import BrokerLog, entries
-from kproto.fuzz.oracles import ANSWER, CLOSED, Exchange, Verdict
+from kproto.tools.fuzz import oracles
+from kproto.tools.fuzz.brokerlog import BrokerLog, entries
+from kproto.tools.fuzz.oracles import ANSWER, CLOSED, Exchange, Verdict
 
 HANDLER_ERROR = """\
 [2026-01-01 10:00:00,001] INFO [Broker id=1] something routine (kafka.server.ReplicaManager)

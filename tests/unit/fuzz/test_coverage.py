@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from kproto.fuzz.coverage import (HEADER, ClassProbes, CoverageError, CoverageMap, Dump,
-                                  handles_requests, package_of, parse)
+from kproto.errors import CoverageError
+from kproto.tools.fuzz.coverage import HEADER, ClassProbes, CoverageMap, Dump, handles_requests, package_of, parse
 
 
 def _utf(text: str) -> bytes:

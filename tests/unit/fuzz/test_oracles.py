@@ -10,10 +10,10 @@ wrong answer next to the right one, so that a silent oracle cannot pass.
 import struct
 import uuid
 
-from kproto.fuzz import oracles, schema
-from kproto.fuzz.corpus import Finding, version_ranges
-from kproto.fuzz.mutators import make_case
-from kproto.fuzz.oracles import ANSWER, CLOSED, Exchange
+from kproto.tools.fuzz import oracles, schema
+from kproto.tools.fuzz.corpus import Finding, version_ranges
+from kproto.tools.fuzz.mutators import make_case
+from kproto.tools.fuzz.oracles import ANSWER, CLOSED, Exchange
 from kproto.messages import (FetchRequest, FetchResponse, ListOffsetsRequest,
                              ListOffsetsResponse, MetadataRequest, MetadataResponse,
                              OffsetFetchRequest, OffsetFetchResponse, ProduceRequest,

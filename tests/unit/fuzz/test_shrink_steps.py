@@ -1,6 +1,6 @@
 """Shrinking a sequence's steps, sans-IO: fewer steps first, the one that fired kept."""
 
-from kproto.fuzz.minimise import shrink_steps
+from kproto.tools.fuzz.minimise import shrink_steps
 
 
 def test_only_the_steps_the_finding_needs_are_kept():

@@ -30,8 +30,6 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
     # The event-loop shell: the consumer core and the KIP-848 engine's managers, on a loop.
     ("kproto.aio", {"clock", "errors", "structs", "net", "metrics", "consumer", "aio"}),
-    ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                     "fuzz"}),
     ("kproto.net", {"clock", "errors", "structs", "protocol", "messages", "net"}),
     ("kproto.records", {"errors", "structs", "codecs", "records"}),
     ("kproto.codecs", {"errors", "codecs"}),
@@ -216,8 +214,7 @@ def test_nothing_below_imports_a_tool():
 def test_the_command_line_only_dispatches_to_the_tools():
     main = ROOT / "__main__.py"
     imported = _kproto_imports(main, "kproto.__main__")
-    assert imported and all(t.startswith("kproto.tools.") or t.startswith("kproto.fuzz.")
-                            for t in imported), imported
+    assert imported and all(t.startswith("kproto.tools.") for t in imported), imported
 
 
 # kproto.net's helpers (api_versions, timeouts, metadata_updater, channel_authenticator)
@@ -257,3 +254,16 @@ def test_the_net_helper_checker_finds_what_it_forbids(tmp_path):
     assert "kproto.net.client" in _kproto_imports(src, "kproto.net.x")
     assert [b.split(": ")[1] for b in _foreign_private_attributes(ast.parse(src.read_text()))] == [
         "self._client._nodes", "client._close_node"]
+
+
+def test_the_tools_raise_only_kproto_errors():
+    # Every exception a tool raises is a kproto.errors class (a type checker sees one family;
+    # a CLI catches KafkaError): no module of kproto.tools defines an exception of its own.
+    own = []
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(base, "id", getattr(base, "attr", "")).endswith(("Error", "Exception"))
+                    for base in node.bases):
+                own.append("{}:{}".format(path.relative_to(ROOT.parent), node.name))
+    assert own == []

@@ -2,7 +2,7 @@
 
 Owns, for a run given ``--coverage HOST:PORT``: the batch of what was sent since the last
 read (requests as (API, version, request) and sequence names), reading the broker's
-coverage after each batch (:class:`~kproto.fuzz.coverage.JacocoClient`, at least
+coverage after each batch (:class:`~kproto.tools.fuzz.coverage.JacocoClient`, at least
 ``every`` requests and a second apart), keeping the batch as seeds when it reached new
 probes in the request-handling packages, the coverage over time, and the draws that start a request from a seed
 (:meth:`Feedback.pick`, :func:`splice`) or weigh sequences by the new code they reached.
@@ -17,8 +17,9 @@ import time
 from collections import Counter
 from typing import Any, Callable, Optional
 
-from kproto.fuzz import schema
-from kproto.fuzz.coverage import CoverageError, CoverageMap, JacocoClient, handles_requests
+from kproto.errors import CoverageError
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.coverage import CoverageMap, JacocoClient, handles_requests
 
 SEED_SHARE = 0.5  # with seeds, the share of requests that start from one
 MAX_SEEDS = 512

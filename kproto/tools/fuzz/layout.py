@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from kproto.fuzz import schema
-from kproto.fuzz.schema import ApiSpec, FieldSpec
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.schema import ApiSpec, FieldSpec
 from kproto.protocol.primitives import read_tagged_fields, read_uvarint
 
 FIXED_SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,

@@ -8,7 +8,7 @@ contradicts the request: topics or partitions not asked for, or missing), ``clos
 and ``hang`` (a valid request the broker drops or never answers while it answers others). A
 malformed request that the broker refuses cleanly (closes, or answers an error) is not a
 finding. ``broker_log`` is what the broker logged (ERROR, or a stack trace) while the request
-was in flight (:mod:`kproto.fuzz.brokerlog` reads the file). ``dead`` and ``rss`` come from
+was in flight (:mod:`kproto.tools.fuzz.brokerlog` reads the file). ``dead`` and ``rss`` come from
 the runner's probes; their verdicts are built here too so that every finding has one shape.
 """
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kproto.errors import CorruptMessageError, KafkaError
-from kproto.fuzz import schema
-from kproto.fuzz.brokerlog import LogEntry
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.brokerlog import LogEntry
 from kproto.protocol.headers import decode_response_header
 
 ORACLES = ("dead", "hang", "decode", "header", "content", "unknown_server_error", "rss",

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from kproto.fuzz.mutators import frame_wire
+from kproto.tools.fuzz.mutators import frame_wire
 
 Fires = Callable[[bytes, Optional[Any]], bool]
 

@@ -1,6 +1,6 @@
 """Shrinking a finding against the broker: candidates sent, judged, kept when they fire.
 
-Owns the sending side of shrinking for a run (:mod:`kproto.fuzz.minimise` owns the
+Owns the sending side of shrinking for a run (:mod:`kproto.tools.fuzz.minimise` owns the
 search): a request finding by its bytes and request tree (:func:`minimise_request`, each
 candidate on a connection of its own and judged by every oracle, the broker's log
 included), a sequence finding by its steps (:func:`shrink_sequence`, the frames re-sent
@@ -15,15 +15,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from kproto.fuzz import corpus, oracles
-from kproto.fuzz.corpus import Finding
-from kproto.fuzz.minimise import minimise, shrink_steps
-from kproto.fuzz.mutators import Case
-from kproto.fuzz.oracles import ANSWER, CLOSED, Exchange, Verdict
-from kproto.fuzz.target import Target, TargetError
+from kproto.errors import FuzzTargetError
+from kproto.tools.fuzz import corpus, oracles
+from kproto.tools.fuzz.corpus import Finding
+from kproto.tools.fuzz.minimise import minimise, shrink_steps
+from kproto.tools.fuzz.mutators import Case
+from kproto.tools.fuzz.oracles import ANSWER, CLOSED, Exchange, Verdict
+from kproto.tools.fuzz.target import Target
 
 if TYPE_CHECKING:
-    from kproto.fuzz.runner import Fuzzer
+    from kproto.tools.fuzz.runner import Fuzzer
 
 BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
 CRASH_SHRINK_CALLS = 6
@@ -68,7 +69,7 @@ def minimise_request(fuzzer: "Fuzzer", finding: Finding, case: Case, ex: Exchang
             cand = fuzzer.target.exchange(wire, valid=finding.valid and req is not None,
                                           own_connection=True, request=req,
                                           strategy=finding.strategy)
-        except (OSError, TargetError):
+        except (OSError, FuzzTargetError):
             return False
         return any(v.oracle == finding.oracle and v.signature == finding.signature
                    for v in fuzzer.verdicts(cand, settle))
@@ -92,7 +93,7 @@ def shrink_sequence(fuzzer: "Fuzzer", finding: Finding, verdict: Verdict, ex: Ex
     def fires(steps: list[bytes]) -> bool:
         try:
             outcome, answer = send_steps(fuzzer.target, steps)
-        except (OSError, TargetError):
+        except (OSError, FuzzTargetError):
             return False
         last = Exchange(steps[-1], True, outcome, answer, ex.request, ex.strategy)
         decoded, verdicts = oracles.evaluate(last)
@@ -116,7 +117,7 @@ def shrink_crash(fuzzer: "Fuzzer", finding: Finding) -> None:
         for wire in steps:
             try:
                 send_steps(target, [wire], timeout=1.0)
-            except (OSError, TargetError):
+            except (OSError, FuzzTargetError):
                 break
         if target.alive()[0]:
             return False

@@ -9,8 +9,8 @@ shell), ``plan`` (what a run may send, safety, set-up), ``runner`` (the loop, re
 coverage feedback), ``minimise``, ``corpus`` (findings and reproducer files), ``replay``,
 ``report`` (JSON, text, HTML) and ``cli``. Library use::
 
-    from kproto.fuzz.runner import Fuzzer, FuzzConfig
-    from kproto.fuzz import report
+    from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
+    from kproto.tools.fuzz import report
     fuzzer = Fuzzer(FuzzConfig("127.0.0.1:9092", seconds=30, seed=1))
     fuzzer.run()
     print(report.to_text(report.build(fuzzer)))

@@ -21,6 +21,7 @@ import socket
 import struct
 from dataclasses import dataclass, field
 from typing import Optional
+from kproto.errors import CoverageError
 
 BLOCK_HEADER = 0x01
 BLOCK_SESSIONINFO = 0x10
@@ -36,10 +37,6 @@ REQUEST_PACKAGES = ("kafka.server", "kafka.network", "kafka.coordinator",
                     "org.apache.kafka.coordinator", "org.apache.kafka.server",
                     "org.apache.kafka.common.requests", "org.apache.kafka.network",
                     "org.apache.kafka.storage", "org.apache.kafka.metadata")
-
-
-class CoverageError(Exception):
-    """The agent's answer is not JaCoCo execution data (or the connection broke)."""
 
 
 @dataclass

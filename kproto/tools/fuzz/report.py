@@ -1,6 +1,6 @@
 """The run's report: JSON, a readable text summary, and one self-contained HTML page.
 
-Owns turning a finished :class:`~kproto.fuzz.runner.Fuzzer` into data (findings by API and
+Owns turning a finished :class:`~kproto.tools.fuzz.runner.Fuzzer` into data (findings by API and
 oracle, requests per API/version, strategies used, coverage of fields and strategies, the
 rate of distinct findings per minute, whether the broker still answers) and rendering it.
 """
@@ -12,8 +12,8 @@ import json
 from collections import Counter, defaultdict
 from typing import Any, Optional
 
-from kproto.fuzz import mutators, schema, sequences
-from kproto.fuzz.corpus import version_ranges
+from kproto.tools.fuzz import mutators, schema, sequences
+from kproto.tools.fuzz.corpus import version_ranges
 
 
 def field_coverage(fuzzer: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ requests, of a sequence's steps, of a crash's preceding requests) and reproducer
 restarting a dead broker with ``--restart-cmd``, coverage feedback (seeds from the batches
 that reached new probes), the progress line and the bounds (time, requests, rate,
 connections). What may be sent (and the safety lists) is
-:mod:`kproto.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.fuzz.replay`'s.
+:mod:`kproto.tools.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.tools.fuzz.replay`'s.
 """
 
 from __future__ import annotations
@@ -23,16 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from kproto.fuzz import corpus, mutators, oracles, schema, sequences, shrink
-from kproto.fuzz.brokerlog import BrokerLog
-from kproto.fuzz.feedback import Feedback, splice
-from kproto.fuzz.corpus import Finding
-from kproto.fuzz.mutators import Case, make_case
-from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
-from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
-                              seed_topic, warm_coordinators)
-from kproto.fuzz.target import Target, TargetError, listening_pid, parse_address
-from kproto.fuzz.values import Knowledge, ValueGenerator
+from kproto.errors import FuzzTargetError
+from kproto.net.config import parse_address
+from kproto.tools.fuzz import corpus, mutators, oracles, schema, sequences, shrink
+from kproto.tools.fuzz.brokerlog import BrokerLog
+from kproto.tools.fuzz.feedback import Feedback, splice
+from kproto.tools.fuzz.corpus import Finding
+from kproto.tools.fuzz.mutators import Case, make_case
+from kproto.tools.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
+from kproto.tools.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
+                                    seed_topic, warm_coordinators)
+from kproto.tools.fuzz.target import Target, listening_pid
+from kproto.tools.fuzz.values import Knowledge, ValueGenerator
 
 NOT_MINIMISED = ("dead", "rss")  # a crash is shrunk after the restart; RSS is many requests
 WINDOW = 16
@@ -151,7 +153,7 @@ class Fuzzer:
             try:
                 seed_topic(self.target, self.knowledge)
                 warm_coordinators(self.target, self.knowledge)
-            except (OSError, TargetError):
+            except (OSError, FuzzTargetError):
                 pass
             self.knowledge = learn(self.target, self.config.prefix)
         self.gen.knowledge = self.knowledge
@@ -328,7 +330,7 @@ class Fuzzer:
                 ex = self.target.exchange(mutant.wire, valid=False,
                                           expects_answer=mutant.expects_answer,
                                           strategy=strategy, request=case.request)
-        except (OSError, TargetError) as exc:
+        except (OSError, FuzzTargetError) as exc:
             self._check_alive(None, case, mutant, str(exc))
             return
         self.stats.outcomes[ex.outcome] += 1
@@ -447,7 +449,7 @@ class Fuzzer:
             return False
         try:
             self.target.fetch_api_versions()
-        except TargetError:
+        except FuzzTargetError:
             return False
         self.restarts += 1
         self.alive = True
@@ -486,7 +488,7 @@ class Fuzzer:
                 name, self.target, random.Random(sub_seed),
                 self.own if self.own.topics else self.knowledge,
                 {spec.api_key for spec, _ in self.plan} if self.config.apis else None)
-        except (OSError, TargetError):
+        except (OSError, FuzzTargetError):
             self.target.drop_main()
             found, exchanges = [], []
         for ex in exchanges:

@@ -6,7 +6,7 @@ KIP-848 static members and regex subscriptions, share-group fetches and acknowle
 interleaved with leaves and session epochs out of order, transactions driven with wrong
 producer ids and epochs, commits for unknown members, interleaved pipelined requests) and its own semantic check
 (the broker must refuse what the protocol forbids). Each runs against a
-:class:`~kproto.fuzz.target.Target`, records every exchange it makes and returns
+:class:`~kproto.tools.fuzz.target.Target`, records every exchange it makes and returns
 ``(verdict, exchange)`` pairs; group names carry the fuzzer's prefix. A sequence whose
 preconditions the broker does not meet (API not advertised, no fetch sessions) returns
 nothing.
@@ -18,11 +18,12 @@ import random
 import uuid
 from typing import Any, Callable, Optional
 
-from kproto.fuzz import oracles, schema
-from kproto.fuzz.mutators import make_case
-from kproto.fuzz.oracles import Exchange, Verdict
-from kproto.fuzz.target import Target
-from kproto.fuzz.values import Knowledge, ValueGenerator
+from kproto.errors import ErrorCode
+from kproto.tools.fuzz import oracles, schema
+from kproto.tools.fuzz.mutators import make_case
+from kproto.tools.fuzz.oracles import Exchange, Verdict
+from kproto.tools.fuzz.target import Target
+from kproto.tools.fuzz.values import Knowledge, ValueGenerator
 from kproto.messages import (AddPartitionsToTxnRequest, ConsumerGroupHeartbeatRequest,
                              EndTxnRequest, FetchRequest, FindCoordinatorRequest,
                              HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
@@ -93,7 +94,7 @@ def _join(run: Run, group: str) -> Optional[tuple[str, int]]:
     answer = run.call(req, v, timeout=SLOW)
     if answer is None:
         return None
-    if answer.error_code == 79:  # MEMBER_ID_REQUIRED: join again with the id given
+    if answer.error_code == ErrorCode.MEMBER_ID_REQUIRED:  # join again with the id given
         req.member_id = answer.member_id
         answer = run.call(req, v, timeout=SLOW)
     if answer is None or answer.error_code != 0:

@@ -19,18 +19,19 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
-from kproto.fuzz import corpus, report, schema
-from kproto.fuzz.plan import FuzzUsageError
-from kproto.fuzz.replay import replay
-from kproto.fuzz.runner import Fuzzer, FuzzConfig
-from kproto.fuzz.target import Target, TargetError, parse_address
+from kproto.errors import KafkaConfigurationError, ToolError, ToolUsageError
+from kproto.net.config import parse_address
+from kproto.tools.fuzz import corpus, report, schema
+from kproto.tools.fuzz.replay import replay
+from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.tools.fuzz.target import Target
 
 LEVELS = ("valid", "field", "frame", "sequence")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
-        raise FuzzUsageError(message)
+        raise ToolUsageError(message)
 
 
 def _versions(text: str) -> tuple[int, int]:
@@ -129,10 +130,10 @@ def check_loopback(host: str, allow_remote: bool) -> None:
     try:
         infos = socket.getaddrinfo(host, None)
     except OSError as exc:
-        raise FuzzUsageError("cannot resolve {!r}: {}".format(host, exc)) from None
+        raise ToolUsageError("cannot resolve {!r}: {}".format(host, exc)) from None
     addresses = {str(info[4][0]) for info in infos}
     if not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):
-        raise FuzzUsageError("{} is not a loopback address: the fuzzer sends malformed "
+        raise ToolUsageError("{} is not a loopback address: the fuzzer sends malformed "
                              "traffic, pass --allow-remote to target it".format(host))
 
 
@@ -146,16 +147,16 @@ def run(args: argparse.Namespace) -> int:
     levels = tuple(_names(args.levels))
     bad = [lv for lv in levels if lv not in LEVELS]
     if bad or not levels:
-        raise FuzzUsageError("--levels: unknown {}".format(",".join(bad) or "(none given)"))
+        raise ToolUsageError("--levels: unknown {}".format(",".join(bad) or "(none given)"))
     if args.versions is not None and args.versions[0] > args.versions[1]:
-        raise FuzzUsageError("empty version range {}-{}".format(*args.versions))
+        raise ToolUsageError("empty version range {}-{}".format(*args.versions))
     for name in _names(args.api) + _names(args.skip_api):
         if schema.api_by_name(name) is None:
-            raise FuzzUsageError("unknown API {!r}".format(name))
+            raise ToolUsageError("unknown API {!r}".format(name))
     if args.requests is not None and args.requests < 1:
-        raise FuzzUsageError("--requests must be at least 1")
+        raise ToolUsageError("--requests must be at least 1")
     if args.seconds is not None and args.seconds <= 0:
-        raise FuzzUsageError("--seconds must be positive")
+        raise ToolUsageError("--seconds must be positive")
     config = FuzzConfig(
         bootstrap="{}:{}".format(host, port), apis=_names(args.api) or None,
         versions=args.versions, seed=args.seed, seconds=args.seconds, requests=args.requests,
@@ -187,7 +188,7 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         findings = [(path, corpus.load(path)) for path in args.file]
     except ValueError as exc:
-        raise FuzzUsageError(str(exc)) from None
+        raise ToolUsageError(str(exc)) from None
     all_fire = True
     for path, finding in findings:
         target = Target(host, port, timeout=args.timeout)
@@ -212,7 +213,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if argv[:1] == ["replay"]:
             return run_replay(build_replay_parser().parse_args(argv[1:]))
         return run(build_parser().parse_args(argv))
-    except (FuzzUsageError, TargetError) as exc:
+    except (ToolError, KafkaConfigurationError) as exc:  # bad options, an unreachable broker
         print("kproto fuzz: error: {}".format(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before the run started (a running run reports and ends)

@@ -13,9 +13,10 @@ import time
 import uuid
 from typing import Any, Optional, Sequence
 
-from kproto.fuzz import schema
-from kproto.fuzz.target import Target
-from kproto.fuzz.values import Knowledge, TopicInfo
+from kproto.errors import ToolUsageError
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.target import Target
+from kproto.tools.fuzz.values import Knowledge, TopicInfo
 from kproto.messages import CreateTopicsRequest, FindCoordinatorRequest, ProduceRequest
 from kproto.records import build_batch
 
@@ -40,25 +41,21 @@ PREFIXED_APIS = frozenset((
 # Mutations that leave the body's bytes as they are (safe for PREFIXED_APIS).
 BODY_KEEPING = ("frame.size_lie", "frame.correlation_id", "frame.trailing")
 
-class FuzzUsageError(Exception):
-    """Bad options (unknown API, empty version range...): a one-line reason."""
-
-
 def resolve_plan(advertised: dict[int, tuple[int, int]], apis: Optional[list[str]] = None,
                  versions: Optional[tuple[int, int]] = None, cluster_apis: bool = False,
                  skip_apis: Sequence[str] = ()) -> list[tuple[schema.ApiSpec, list[int]]]:
     """(API, versions) to fuzz: the ones asked for (or all advertised), within what both the
     broker and kproto know and ``--versions``."""
     if versions is not None and versions[0] > versions[1]:
-        raise FuzzUsageError("empty version range {}-{}".format(*versions))
+        raise ToolUsageError("empty version range {}-{}".format(*versions))
     if apis:
         specs = []
         for name in apis:
             spec = schema.api_by_name(name)
             if spec is None:
-                raise FuzzUsageError("unknown API {!r}".format(name))
+                raise ToolUsageError("unknown API {!r}".format(name))
             if spec.api_key not in advertised:
-                raise FuzzUsageError("the broker does not advertise {}".format(spec.api_name))
+                raise ToolUsageError("the broker does not advertise {}".format(spec.api_name))
             specs.append(spec)
     else:
         specs = [schema.api(k) for k in sorted(advertised) if k in schema.apis()]
@@ -74,7 +71,7 @@ def resolve_plan(advertised: dict[int, tuple[int, int]], apis: Optional[list[str
         if lo <= hi:
             plan.append((spec, list(range(lo, hi + 1))))
     if not plan:
-        raise FuzzUsageError("no API version to fuzz: {} ∩ the broker's versions is empty"
+        raise ToolUsageError("no API version to fuzz: {} ∩ the broker's versions is empty"
                              .format("--versions {}-{}".format(*versions)
                                      if versions else "the selection"))
     return plan
@@ -169,6 +166,6 @@ def enforce_prefix(request: Any, know: Knowledge) -> Any:
     return request
 
 
-__all__ = ["FuzzUsageError", "resolve_plan", "learn", "seed_topic", "warm_coordinators",
+__all__ = ["ToolUsageError", "resolve_plan", "learn", "seed_topic", "warm_coordinators",
            "enforce_prefix",
            "CLUSTER_APIS", "PREFIXED_APIS", "BODY_KEEPING"]

@@ -13,14 +13,14 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from kproto.errors import KafkaError
-from kproto.fuzz import oracles, schema, sequences
-from kproto.fuzz.corpus import Finding
-from kproto.fuzz.oracles import Verdict
-from kproto.fuzz.plan import learn, seed_topic, warm_coordinators
-from kproto.fuzz.runner import Fuzzer, FuzzConfig
-from kproto.fuzz.target import Target, TargetError
-from kproto.fuzz.values import Knowledge
+from kproto.errors import FuzzTargetError, KafkaError
+from kproto.tools.fuzz import oracles, schema, sequences
+from kproto.tools.fuzz.corpus import Finding
+from kproto.tools.fuzz.oracles import Verdict
+from kproto.tools.fuzz.plan import learn, seed_topic, warm_coordinators
+from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.tools.fuzz.target import Target
+from kproto.tools.fuzz.values import Knowledge
 from kproto.protocol.headers import decode_request_header
 
 
@@ -38,7 +38,7 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
             know = learn(target, prefix)
             seed_topic(target, know)
             warm_coordinators(target, know)
-        except (OSError, TargetError):
+        except (OSError, FuzzTargetError):
             pass
     if finding.level == "sequence" and finding.strategy in sequences.SEQUENCES:
         know = learn(target, prefix)

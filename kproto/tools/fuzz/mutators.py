@@ -4,9 +4,9 @@ Owns :class:`Case` (a valid request: API, version, header and body bytes) and th
 that turn one into a :class:`Mutant` (the exact bytes to send, size prefix included, and
 ``detail`` saying what was changed and where, so that a test can check that the bytes differ
 from the valid request in exactly that way). Field strategies rewrite spans found by
-:mod:`kproto.fuzz.layout` and keep the frame's size prefix true; frame strategies attack the
+:mod:`kproto.tools.fuzz.layout` and keep the frame's size prefix true; frame strategies attack the
 size prefix, the header and the frame as a whole. Sequence strategies live in
-:mod:`kproto.fuzz.sequences` (they need the broker's answers).
+:mod:`kproto.tools.fuzz.sequences` (they need the broker's answers).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from kproto.fuzz import layout, schema
-from kproto.fuzz.schema import ApiSpec
-from kproto.fuzz.values import int_edges
+from kproto.tools.fuzz import layout, schema
+from kproto.tools.fuzz.schema import ApiSpec
+from kproto.tools.fuzz.values import int_edges
 from kproto.protocol.headers import encode_request_header
 from kproto.protocol.primitives import read_tagged_fields, write_uvarint
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kproto import codecs
-from kproto.fuzz import schema
-from kproto.fuzz.schema import ApiSpec, FieldSpec
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.schema import ApiSpec, FieldSpec
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kproto.records import build_batch, build_message_set
 

@@ -4,7 +4,7 @@ Owns the sockets (a bounded number open at once), sending exact bytes and readin
 size-prefixed answer with a time bound, the liveness probe (a fresh connection answering
 ApiVersions), valid helper calls (ApiVersions, Metadata, a high-watermark Fetch) and the
 broker's RSS from /proc when its pid is known. Verdicts are not made here (see
-:mod:`kproto.fuzz.oracles`).
+:mod:`kproto.tools.fuzz.oracles`).
 """
 
 from __future__ import annotations
@@ -15,27 +15,15 @@ import struct
 import time
 from typing import Any, Optional
 
-from kproto.errors import KafkaError
-from kproto.fuzz import schema
-from kproto.fuzz.mutators import Case, make_case
-from kproto.fuzz.oracles import (ANSWER, CLOSED, NOT_EXPECTED, TIMEOUT, Exchange, decode_answer,
-                                  no_answer_expected)
+from kproto.errors import FuzzTargetError, KafkaError
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.mutators import Case, make_case
+from kproto.tools.fuzz.oracles import (ANSWER, CLOSED, NOT_EXPECTED, TIMEOUT, Exchange, decode_answer, no_answer_expected)
 from kproto.protocol.headers import decode_response_header
 from kproto.messages import ApiVersionsRequest, FetchRequest, MetadataRequest
 
 MAX_ANSWER = 64 << 20
 _I32 = struct.Struct(">i")
-
-
-class TargetError(Exception):
-    """The broker cannot be reached or answers nothing usable (a one-line reason)."""
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise TargetError("bootstrap server must be HOST:PORT, got {!r}".format(text))
-    return host.strip("[]"), int(port)
 
 
 class Target:
@@ -57,7 +45,7 @@ class Target:
 
     def connect(self, timeout: Optional[float] = None) -> socket.socket:
         if self._open >= self.max_connections:
-            raise TargetError("more than {} connections open".format(self.max_connections))
+            raise FuzzTargetError("more than {} connections open".format(self.max_connections))
         s = socket.create_connection((self.host, self.port), timeout=timeout or self.timeout)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connections_opened += 1
@@ -203,16 +191,16 @@ class Target:
             try:
                 ex, answer = self.call(ApiVersionsRequest(
                     client_software_name="kproto-fuzz", client_software_version="1"), version)
-            except (OSError, TargetError) as exc:
-                raise TargetError("cannot reach {}:{}: {}".format(self.host, self.port,
+            except (OSError, FuzzTargetError) as exc:
+                raise FuzzTargetError("cannot reach {}:{}: {}".format(self.host, self.port,
                                                                    exc)) from None
             if answer is not None and answer.error_code == 0:
                 self.api_versions = {a.api_key: (a.min_version, a.max_version)
                                      for a in answer.api_keys}
                 return self.api_versions
-            last = TargetError("ApiVersions v{}: {}".format(version, ex.outcome if answer is None
+            last = FuzzTargetError("ApiVersions v{}: {}".format(version, ex.outcome if answer is None
                                                            else answer.error_code))
-        raise TargetError("{}:{} answers no usable ApiVersions ({})".format(
+        raise FuzzTargetError("{}:{} answers no usable ApiVersions ({})".format(
             self.host, self.port, last))
 
     def version_for(self, key: int, highest: Optional[int] = None) -> Optional[int]:
@@ -251,7 +239,7 @@ class Target:
                                    partition_max_bytes=1 << 20)])])
         try:
             ex, answer = self.call(req, version)
-        except (OSError, KafkaError, TargetError):
+        except (OSError, KafkaError, FuzzTargetError):
             return None
         if answer is None:
             return None
@@ -313,4 +301,4 @@ def listening_pid(port: int) -> Optional[int]:
     return None
 
 
-__all__ = ["Target", "TargetError", "parse_address", "listening_pid"]
+__all__ = ["Target", "listening_pid"]
