@@ -75,7 +75,7 @@ def parse_address(text: str, *, default_host: Optional[str] = None,
     host = host or default_host or ""
     if not port and default_port is not None:
         port = str(default_port)
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: a port the OS picks (--listen)
         raise errors.KafkaConfigurationError("not a HOST:PORT address: {!r}".format(text))
     return host, int(port)
 

@@ -21,6 +21,7 @@ import pytest
 from kproto.tools.fuzz import corpus, report, sequences
 from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.tools.fuzz.target import Target
+from tests.support.signals import interruptible
 from tests.brokers import _net
 from tests.brokers.mock_process import MockClusterProcess
 from tests.brokers.tansu import TansuBroker
@@ -207,11 +208,21 @@ def test_ctrl_c_ends_the_run_with_its_report(mock_child, tmp_path):
                              mock_child.bootstrap_servers, "--seconds", "120", "--levels",
                              "valid", "--api", "Metadata,ApiVersions", "--report",
                              str(tmp_path / "r.json")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     try:
-        time.sleep(4.0)  # well into the run (start-up takes about a second)
+        # Into the run: its first progress line (on stderr) comes with the first requests;
+        # a fixed sleep was too short on a loaded machine (the signal hit the imports).
+        seen = []
+        while True:
+            line = proc.stderr.readline()
+            seen.append(line)
+            if not line or " req " in line:
+                break
+        time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
+        err = "".join(seen) + err
     finally:
         if proc.poll() is None:
             proc.kill()

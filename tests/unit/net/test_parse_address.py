@@ -17,6 +17,7 @@ from kproto.net.config import parse_address, parse_bootstrap_servers
     ("[::1]", {"default_port": 9092}, ("::1", 9092)),
     ("9094", {"default_host": "127.0.0.1"}, ("127.0.0.1", 9094)),
     (":9094", {"default_host": "127.0.0.1"}, ("127.0.0.1", 9094)),
+    ("127.0.0.1:0", {}, ("127.0.0.1", 0)),  # a port the OS picks (trace --listen)
 ])
 def test_addresses(text, kwargs, expected):
     assert parse_address(text, **kwargs) == expected
@@ -24,7 +25,7 @@ def test_addresses(text, kwargs, expected):
 
 @pytest.mark.parametrize("text, kwargs", [
     ("broker", {}), ("9094", {}), ("broker:", {}), ("broker:http", {}), (":9092", {}),
-    ("broker:0", {}), ("broker:65536", {}), ("[::1]:x", {}), ("", {"default_port": 9092}),
+    ("broker:65536", {}), ("[::1]:x", {}), ("", {"default_port": 9092}),
 ])
 def test_what_is_not_an_address_is_named(text, kwargs):
     with pytest.raises(KafkaConfigurationError, match="not a HOST:PORT address"):
