@@ -25,6 +25,7 @@ import re
 import time
 from typing import Any, Iterable, Mapping, Optional, Union
 
+from kproto.aio.classic_group import install_classic_group
 from kproto.aio.config import aio_consumer_config
 from kproto.aio.futures import await_event
 from kproto.aio.loop_driver import LoopDriver
@@ -59,6 +60,7 @@ class AIOKafkaConsumer:
         self.config = aio_consumer_config(configs)
         self._initial_topics = list(topics)
         self._group_id: Optional[str] = self.config["group_id"]
+        self._classic_group = bool(self._group_id) and self.config["group_protocol"] == "classic"
         self._closed = False
         self._started = False
         self._driver: Optional[LoopDriver] = None
@@ -92,12 +94,16 @@ class AIOKafkaConsumer:
             self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
             if self._group_id:
                 self.coordinator_metrics = CoordinatorMetrics(
-                    self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
+                    self._metrics, self.subscriptions.num_assigned_partitions, prefix,
+                    classic=False)
         self.background_event_queue: "queue.Queue" = queue.Queue()
         application_event_queue: "queue.Queue" = queue.Queue()
         resources = build_resources(config, self.subscriptions, self.fetch_buffer, self.fetch_config,
                                     BackgroundEventHandler(self.background_event_queue),
                                     self._time_ms, self.fetch_metrics, self.coordinator_metrics)
+        if self._classic_group:
+            install_classic_group(resources, config, self.subscriptions,
+                                  BackgroundEventHandler(self.background_event_queue), self._time_ms)
         # The engine's loop object, never started as a thread: the driver runs its iterations.
         network_thread = ConsumerNetworkThread(application_event_queue, lambda: resources, self._time_ms)
         self._network_thread = network_thread
