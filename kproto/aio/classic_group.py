@@ -87,6 +87,7 @@ class ClassicGroupManager:
         self._next_join_ms = 0
         self._needs_join_prepare = True
         self._metadata_deadline_ms: Optional[int] = None
+        self._metadata_seen = 0  # the metadata's update count when the leader asked for one
         # Joined, SyncGroup not sent yet: the generation and, for the leader, the members.
         self._sync_round: Optional[tuple[Generation, Optional[list]]] = None
         self._joined_subscription: Optional[frozenset[str]] = None
@@ -337,8 +338,12 @@ class ClassicGroupManager:
         self._wakeup()
 
     def _try_sync(self, node_id: int, now_ms: int, unsent: list[UnsentRequest]) -> None:
-        """Send the SyncGroup: a follower's empty; the leader's once every member's topics
-        have metadata (waiting up to a request timeout), with the group's assignor's result."""
+        """Send the SyncGroup: a follower's at once, empty; the leader's with the group's
+        assignor's result once a metadata update asked for now arrived and every member's
+        topics have metadata (each wait up to a request timeout). The leader assigns on
+        fresh partition counts, as librdkafka's does (Java refreshes only for new topics);
+        its SyncGroup then also comes after the followers', which librdkafka's mock cluster
+        needs (it refuses a follower's SyncGroup that comes after the leader's)."""
         assert self._sync_round is not None
         generation, members = self._sync_round
         if members is None:
@@ -352,18 +357,19 @@ class ClassicGroupManager:
             sub.group_instance_id = member.group_instance_id
             group.append(GroupMember(member.member_id, member.group_instance_id, sub))
             topics.update(sub.topics)
-        missing = [t for t in topics if not self._cluster.partitions_for_topic(t)]
-        if self.subscriptions.group_subscribe(topics) or missing:
-            interest = self._cluster.topics_of_interest()
-            if interest is not None and not topics <= interest:
-                self._cluster.set_topics(interest | topics)
-        if missing:
-            if self._metadata_deadline_ms is None:
-                self._metadata_deadline_ms = now_ms + self._request_timeout_ms
-                self._request_metadata_update()
-            if now_ms < self._metadata_deadline_ms:
-                self._next_join_ms = now_ms + self._retry_backoff_ms
-                return
+        if self._metadata_deadline_ms is None:
+            if self.subscriptions.group_subscribe(topics):
+                interest = self._cluster.topics_of_interest()
+                if interest is not None and not topics <= interest:
+                    self._cluster.set_topics(interest | topics)
+            self._metadata_deadline_ms = now_ms + self._request_timeout_ms
+            self._metadata_seen = self._cluster.update_count
+            self._request_metadata_update()
+        fresh = self._cluster.update_count > self._metadata_seen and \
+            all(self._cluster.partitions_for_topic(t) for t in topics)
+        if not fresh and now_ms < self._metadata_deadline_ms:
+            self._next_join_ms = now_ms + self._retry_backoff_ms
+            return
         self._metadata_deadline_ms = None
         self._sync_round = None
         self._assignment_snapshot = self._metadata_snapshot()
