@@ -3,8 +3,8 @@
 Owns the translation: aiokafka and kafka-python share most names, so most arguments pass
 through; the ones only aiokafka's own engine uses are dropped (``loop``,
 ``consumer_timeout_ms``, ``api_version="auto"``, ``max_poll_records=None``). A consumer
-with a ``group_id`` joins a classic group unless ``group_protocol="consumer"`` (aiokafka's
-default, and Java's); there the classic group's settings (``partition_assignment_strategy``,
+with a ``group_id`` joins a classic group (the default, as in aiokafka and Java) unless
+``group_protocol="consumer"``; there the classic group's settings (``partition_assignment_strategy``,
 ``session_timeout_ms``, ``heartbeat_interval_ms``) are dropped (the broker's group
 configuration owns them). aiokafka's ``rebalance_timeout_ms`` has no kproto setting: the
 classic JoinGroup carries ``max_poll_interval_ms``, as Java's does. Everything else is

@@ -4,8 +4,10 @@ Owns the application side of the asyncio consumer: the calls of aiokafka's API t
 into the KIP-848 engine's application events, records collected from the shared fetch
 buffer, rebalance callbacks run as coroutines, and start/stop. The network side is the
 KIP-848 engine's request managers and ``NetworkClient`` (``request_managers.build_resources``,
-the same objects the background thread runs), iterated on the loop by
-:class:`~kproto.aio.loop_driver.LoopDriver`; no thread or executor is started.
+the same objects the background thread runs; for a classic group
+:class:`~kproto.aio.classic_group.ClassicGroupManager` replaces the KIP-848 member),
+iterated on the loop by :class:`~kproto.aio.loop_driver.LoopDriver`; no thread or executor
+is started.
 
 Since the engine's loop and the application share one thread, events that need no
 network (assign, subscribe, seek, pause, resume) are processed at once, so those calls
