@@ -10,6 +10,7 @@ import pytest
 
 from kproto.errors import CommitFailedError, RebalanceInProgressError, StaleMemberEpochError
 from kproto.aio import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from tests.brokers.mock_cluster import MockCluster
 from tests.integration.aio.harness import DEADLINE_S, run
 
 pytestmark = [pytest.mark.broker]
@@ -103,6 +104,9 @@ class RebalanceListener(ConsumerRebalanceListener):
 
 
 def test_two_members_with_rebalance_listener_process_everything_once(broker, proto) -> None:
+    if "group_protocol" not in proto and isinstance(broker, MockCluster):
+        pytest.skip("librdkafka's mock refuses a classic group's commits while it rebalances (REBALANCE_IN_PROGRESS; "
+                    "Kafka accepts the current generation's), so the listener cannot commit before revocation")
     topic = broker.new_topic(partitions=4, prefix="aio")
     written = broker.produce(topic, 80)
     group = "g-" + topic
