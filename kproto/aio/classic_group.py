@@ -32,7 +32,7 @@ from kproto.consumer.classic.assignors.abstract import GroupMember, RebalancePro
 from kproto.consumer.classic.assignors.resolve import resolve_assignors, select_rebalance_protocol
 from kproto.consumer.classic.consumer_protocol import (coerce_assignment, coerce_subscription, decode_assignment,
                                                        decode_subscription, encode_assignment, encode_subscription)
-from kproto.consumer.classic.group_state import Generation, GroupMembership, MemberState, Verdict
+from kproto.consumer.classic.group_membership import Generation, GroupMembership, MemberState, Verdict
 from kproto.consumer.classic.heartbeat import Heartbeat
 from kproto.consumer.kip848.events import (ConsumerRebalanceListenerCallbackCompletedEvent,
                                            ConsumerRebalanceListenerMethodName, request_listener_callback)
@@ -82,18 +82,18 @@ class ClassicGroupManager:
                                    max_poll_interval_ms=config["max_poll_interval_ms"],
                                    retry_backoff_ms=self._retry_backoff_ms, now_ms=time_ms())
         # A commit or listener callback the rebalance waits on before its next step.
-        self._waiting: Optional[Future] = None
+        self._waiting: Optional[Future[Any]] = None
         self._in_flight: Optional[str] = None  # "join" or "sync"
         self._next_join_ms = 0
         self._needs_join_prepare = True
         self._metadata_deadline_ms: Optional[int] = None
         self._metadata_seen = 0  # the metadata's update count when the leader asked for one
         # Joined, SyncGroup not sent yet: the generation and, for the leader, the members.
-        self._sync_round: Optional[tuple[Generation, Optional[list]]] = None
+        self._sync_round: Optional[tuple[Generation, Optional[list[Any]]]] = None
         self._joined_subscription: Optional[frozenset[str]] = None
         self._assignment_snapshot: Optional[dict[str, int]] = None
         self._poll_expired = False
-        self._leave_future: Optional[Future] = None
+        self._leave_future: Optional[Future[Any]] = None
         self._leave_to_send: Optional[tuple[Generation, str]] = None
         self._fatal: Optional[BaseException] = None
 
@@ -179,12 +179,12 @@ class ClassicGroupManager:
             self, event: ConsumerRebalanceListenerCallbackCompletedEvent) -> None:
         event.resume_waiter()
 
-    def leave_group(self) -> Future:
+    def leave_group(self) -> Future[Any]:
         """unsubscribe()/stop(): commit (auto-commit), revoke through the listener (lost if
         the generation is gone), then LeaveGroup (dynamic members); completes once staged."""
         if self._leave_future is not None:
             return self._leave_future
-        future: Future = Future()
+        future: Future[Any] = Future()
         self._leave_future = future
         owned = self.subscriptions.assigned_partitions()
         generation = self.membership.generation
@@ -550,20 +550,20 @@ class ClassicGroupManager:
         self.membership.state = MemberState.UNJOINED
         self._events.add(ErrorEvent(error))
 
-    def _commit_before_revocation(self) -> Future:
+    def _commit_before_revocation(self) -> Future[Any]:
         """The consumed positions committed before partitions are given up (auto-commit)."""
         return self._commit.maybe_auto_commit_sync_before_rebalance(self._time_ms() + self._rebalance_timeout_ms)
 
     def _listener(self, method: ConsumerRebalanceListenerMethodName, partitions: Iterable[TopicPartition],
-                  always: bool = False) -> Future:
+                  always: bool = False) -> Future[Any]:
         return request_listener_callback(self._events, self.subscriptions.rebalance_listener is not None,
                                          method, partitions, always)
 
-    def _then(self, future: Future, step: Callable[[Optional[BaseException]], None]) -> None:
+    def _then(self, future: Future[Any], step: Callable[[Optional[BaseException]], None]) -> None:
         """Run ``step(error)`` when ``future`` completes; the rebalance waits until then."""
         self._waiting = future
 
-        def done(f: Future) -> None:
+        def done(f: Future[Any]) -> None:
             if self._waiting is f:
                 self._waiting = None
             error = f.exception()

@@ -3,9 +3,11 @@
 One job per module: ``schema`` (the generated schema table as field specs), ``values``
 (valid requests from the schema), ``layout`` (where each field lies in the bytes),
 ``mutators`` (field- and frame-level strategies), ``sequences`` (stateful strategies),
-``oracles`` (verdicts on an exchange), ``target`` (the socket shell), ``plan`` (what a run
-may send, safety, set-up), ``runner`` (the loop), ``minimise``, ``corpus`` (findings and
-reproducer files), ``replay``, ``report`` (JSON, text, HTML) and ``cli``. Library use::
+``oracles`` (verdicts on an exchange), ``brokerlog`` (the broker's log file as an oracle),
+``coverage`` (JaCoCo's execution data from the broker's agent), ``target`` (the socket
+shell), ``plan`` (what a run may send, safety, set-up), ``runner`` (the loop, restarts,
+coverage feedback), ``minimise``, ``corpus`` (findings and reproducer files), ``replay``,
+``report`` (JSON, text, HTML) and ``cli``. Library use::
 
     from kproto.fuzz.runner import Fuzzer, FuzzConfig
     from kproto.fuzz import report

@@ -44,8 +44,13 @@ def _versions(text: str) -> tuple[int, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kproto fuzz",
+                usage="%(prog)s --bootstrap-server HOST:PORT [options]\n"
+                      "       %(prog)s replay FILE [FILE ...] --bootstrap-server HOST:PORT",
                 description="Fuzz a Kafka broker at the protocol level (loopback only unless "
-                            "--allow-remote).")
+                            "--allow-remote).",
+                epilog="replay: send saved reproducer files (--out DIR) again and say whether "
+                       "each still fires (exit 0 all do, 1 one does not); "
+                       "'%(prog)s replay --help' for its options.")
     p.add_argument("--bootstrap-server", required=True, help="HOST:PORT of one broker")
     p.add_argument("--api", help="comma-separated API names (default: every API the broker "
                                  "advertises, cluster-internal ones left out)")
@@ -63,6 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--report-html", type=Path, help="write a self-contained HTML report here")
     p.add_argument("--broker-pid", type=int, help="watch this process's RSS and existence")
+    p.add_argument("--broker-log", type=Path, metavar="FILE",
+                   help="follow the broker's log file: an ERROR (or a stack trace) logged "
+                        "while a request is in flight is a finding of that request")
+    p.add_argument("--coverage", metavar="HOST:PORT",
+                   help="a JaCoCo agent in TCP-server mode in the broker's JVM: its coverage "
+                        "is read after every batch of requests, the requests that reach new "
+                        "code become seeds, the report has coverage per package (the run then "
+                        "depends on timing: --seed replays it only roughly)")
+    p.add_argument("--coverage-no-feedback", action="store_true",
+                   help="with --coverage: measure coverage only, no seeds (a baseline)")
+    p.add_argument("--restart-cmd", metavar="CMD",
+                   help="shell command that brings a dead broker back (it may return at once "
+                        "or be the broker itself); the run records the death, runs it, waits "
+                        "until the broker answers and goes on")
+    p.add_argument("--restart-timeout", type=float, default=180.0,
+                   help="seconds the restarted broker may take to answer (default 180)")
+    p.add_argument("--probe-seconds", type=float, default=1.0,
+                   help="a liveness probe at least this often, besides the one after every "
+                        "exchange that ended without its answer (default 1)")
     p.add_argument("--rss-bound-mb", type=float, default=256.0,
                    help="RSS growth that is a finding (default 256 MB)")
     p.add_argument("--levels", default=",".join(LEVELS),
@@ -89,6 +113,8 @@ def build_replay_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, nargs="+", help="reproducer file(s)")
     p.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
     p.add_argument("--timeout", type=float, default=6.0)
+    p.add_argument("--broker-log", type=Path, metavar="FILE",
+                   help="the broker's log file (for broker_log findings)")
     p.add_argument("--no-setup", action="store_true",
                    help="do not re-create the run's seed topic before sending")
     p.add_argument("--prefix", default="kproto-fuzz-")
@@ -138,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
         max_connections=max(2, args.max_connections), prefix=args.prefix,
         minimise=not args.no_minimise, setup=not args.no_setup,
         cluster_apis=args.cluster_apis, levels=levels, adaptive=args.adaptive,
+        restart_cmd=args.restart_cmd, restart_timeout=args.restart_timeout,
+        probe_seconds=args.probe_seconds, broker_log=args.broker_log,
+        coverage=args.coverage, coverage_feedback=not args.coverage_no_feedback,
         skip_apis=[spec.api_name for spec in map(schema.api_by_name, _names(args.skip_api))
                    if spec is not None],
         progress=None if args.quiet else sys.stderr)
@@ -164,12 +193,13 @@ def run_replay(args: argparse.Namespace) -> int:
         target = Target(host, port, timeout=args.timeout)
         try:
             fires, verdicts = replay(finding, target, setup=not args.no_setup,
-                                     prefix=args.prefix)
+                                     prefix=args.prefix, broker_log=args.broker_log)
         finally:
             target.close()
         all_fire = all_fire and fires
-        print("{}: {} v{} [{}] {}: {}".format(
-            path, finding.api, finding.version, finding.oracle, finding.signature,
+        print("{}: {} v{} (fired on {}) [{}] {}: {}".format(
+            path, finding.api, finding.version, finding.version_text, finding.oracle,
+            finding.signature,
             "FIRES again" if fires else "does not fire"))
         for v in verdicts:
             print("  [{}] {}".format(v.oracle, v.message))

@@ -55,7 +55,7 @@ def header_of(wire: bytes) -> dict[str, Any]:
 class Finding:
     api: str
     api_key: int
-    version: int
+    version: int                     # the version of the reproducer's bytes
     oracle: str
     signature: str
     message: str
@@ -78,10 +78,21 @@ class Finding:
     broker_api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     replay: Optional[str] = None
     file: Optional[str] = None
+    versions: list[int] = field(default_factory=list)  # every version it fired on
+
+    def __post_init__(self) -> None:
+        if self.version not in self.versions:
+            self.versions = sorted(set(self.versions) | {self.version})
 
     @property
-    def key(self) -> tuple[str, int, str, str]:
-        return (self.api, self.version, self.oracle, self.signature)
+    def key(self) -> tuple[str, str, str]:
+        """One bug, whatever the version: an API family, an oracle and a signature (the
+        versions it fired on are listed in ``versions``)."""
+        return (self.api, self.oracle, self.signature)
+
+    @property
+    def version_text(self) -> str:
+        return version_ranges(self.versions)
 
     @property
     def ident(self) -> str:
@@ -118,11 +129,22 @@ class Finding:
         return cls(**kw)
 
 
+def version_ranges(versions: list[int]) -> str:
+    """``v1-v4,v7`` for [1, 2, 3, 4, 7]."""
+    runs: list[list[int]] = []
+    for v in sorted(set(versions)):
+        if runs and runs[-1][1] == v - 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ",".join("v{}".format(a) if a == b else "v{}-v{}".format(a, b) for a, b in runs)
+
+
 def save(finding: Finding, out_dir: Path) -> Path:
-    """Write the reproducer ``<api>-v<version>-<oracle>-<id>.json``; returns its path."""
+    """Write the reproducer ``<api>-<oracle>-<id>.json`` (again when the finding fired on
+    another version); returns its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "{}-v{}-{}-{}.json".format(finding.api, finding.version, finding.oracle,
-                                                 finding.ident)
+    path = out_dir / "{}-{}-{}.json".format(finding.api, finding.oracle, finding.ident)
     finding.file = str(path)
     data = finding.to_json()
     del data["file"]  # where it was written is the report's business, not the reproducer's
@@ -138,4 +160,4 @@ def load(path: Path) -> Finding:
     return Finding.from_json(data)
 
 
-__all__ = ["Finding", "save", "load", "request_tree", "header_of", "FORMAT"]
+__all__ = ["Finding", "save", "load", "request_tree", "header_of", "version_ranges", "FORMAT"]

@@ -4,8 +4,9 @@ Owns the search, not the sending: ``fires(wire, request)`` says whether bytes (a
 request they encode, when structured) still produce the same (oracle, signature). First
 structural passes on the request tree (drop array elements, reset fields to their schema
 defaults), re-encoded under the same header; then byte-level delta debugging (ddmin) on the
-body, the size prefix kept true. Bounded by a number of calls and a time; the result is never
-larger than the input and always fired.
+body, the size prefix kept true. A sequence (or the requests before a crash) is shrunk
+step-wise first (:func:`shrink_steps`: fewer steps, the one that fired kept). Bounded by a
+number of calls and a time; the result is never larger than the input and always fired.
 """
 
 from __future__ import annotations
@@ -114,6 +115,46 @@ def minimise(wire: bytes, request: Optional[Any], version: int, header_len: int,
     return Shrunk(best_wire, best_req, calls, len(wire), len(best_wire))
 
 
+def shrink_steps(steps: list[bytes], fires: Callable[[list[bytes]], bool], *,
+                 max_calls: int = 20, max_seconds: float = 30.0) -> tuple[list[bytes], int]:
+    """Fewer steps first: the shortest prefix-preserving subsequence of a sequence's frames
+    (the last, which fired, always kept) for which ``fires`` still holds, by ddmin over the
+    steps before it; (steps, calls)."""
+    if len(steps) < 2:
+        return steps, 0
+    calls = 0
+    deadline = time.monotonic() + max_seconds
+    last = steps[-1]
+
+    def budget() -> bool:
+        return calls < max_calls and time.monotonic() < deadline
+
+    def test(before: list[bytes]) -> bool:
+        nonlocal calls
+        calls += 1
+        return fires(before + [last])
+
+    before = steps[:-1]
+    if budget() and test([]):
+        return [last], calls
+    n = 2
+    while len(before) >= 2 and budget():
+        chunk = max(1, len(before) // n)
+        reduced = False
+        for start in range(0, len(before), chunk):
+            if not budget():
+                break
+            cand = before[:start] + before[start + chunk:]
+            if test(cand):
+                before, n, reduced = cand, max(n - 1, 2), True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(len(before), n * 2)
+    return before + [last], calls
+
+
 def _ddmin(data: bytes, test: Callable[[bytes], bool], budget: Callable[[], bool]) -> bytes:
     """Zeller's ddmin over complements: the smallest ``data`` found for which test holds."""
     n = 2
@@ -136,4 +177,4 @@ def _ddmin(data: bytes, test: Callable[[bytes], bool], budget: Callable[[], bool
     return data
 
 
-__all__ = ["minimise", "Shrunk"]
+__all__ = ["minimise", "shrink_steps", "Shrunk"]

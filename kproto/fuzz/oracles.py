@@ -7,23 +7,26 @@ version asked), ``header`` (correlation id or response header that does not matc
 contradicts the request: topics or partitions not asked for, or missing), ``closed_on_valid``
 and ``hang`` (a valid request the broker drops or never answers while it answers others). A
 malformed request that the broker refuses cleanly (closes, or answers an error) is not a
-finding. ``dead`` and ``rss`` come from the runner's probes; their verdicts are built here
-too so that every finding has one shape.
+finding. ``broker_log`` is what the broker logged (ERROR, or a stack trace) while the request
+was in flight (:mod:`kproto.fuzz.brokerlog` reads the file). ``dead`` and ``rss`` come from
+the runner's probes; their verdicts are built here too so that every finding has one shape.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kproto.errors import CorruptMessageError, KafkaError
 from kproto.fuzz import schema
+from kproto.fuzz.brokerlog import LogEntry
 from kproto.protocol.headers import decode_response_header
 
 ORACLES = ("dead", "hang", "decode", "header", "content", "unknown_server_error", "rss",
-           "closed_on_valid")
+           "closed_on_valid", "broker_log")
 
 # Outcomes of sending one request.
 ANSWER, CLOSED, TIMEOUT, NOT_EXPECTED = "answer", "closed", "timeout", "not_expected"
@@ -72,6 +75,7 @@ def _spec_for(ex: Exchange) -> Optional[schema.ApiSpec]:
     return spec
 
 
+ZERO_UUID = uuid.UUID(int=0)
 _NUMBERS = re.compile(r"-?\d+")
 
 
@@ -177,11 +181,17 @@ def content(ex: Exchange, answer: Any) -> list[Verdict]:
         return []
     if key == 3:
         asked = request.topics
-        if not asked or any(t.name is None for t in asked):
-            return []
-        want = [t.name for t in asked]
-        got = [t.name for t in answer.topics]
-        return _compare(set(want), set(got), len(want) == len(set(want)), "topics")
+        if not asked:
+            return []  # all topics (v0: an empty list too)
+        ids = [getattr(t, "topic_id", None) not in (None, ZERO_UUID) for t in asked]
+        if all(ids):
+            # Asked by id: Kafka describes each id once, under the name the id has (a
+            # request naming one topic and giving another's id gets the id's topic).
+            return _compare([t.topic_id for t in asked], [t.topic_id for t in answer.topics],
+                            "topic ids")
+        if any(ids) or any(t.name is None for t in asked):
+            return []  # names and ids mixed: which one the broker goes by is its choice
+        return _compare([t.name for t in asked], [t.name for t in answer.topics], "topics")
     spec = CONTENT.get(key)  # type: ignore[arg-type]
     if spec is None or _skip_content(key, version, request, answer):  # type: ignore[arg-type]
         return []
@@ -189,20 +199,66 @@ def content(ex: Exchange, answer: Any) -> list[Verdict]:
     answered = _pairs(answer, *spec[4:])
     if asked is None or answered is None:
         return []
-    return _compare(set(asked), set(answered), len(asked) == len(set(asked)), "partitions")
+    return _compare(asked, answered, "partitions")
 
 
-def _compare(want: set, got: set, unique: bool, what: str) -> list[Verdict]:
-    if not unique:
-        return []  # a request naming one partition twice may be answered once
+def _compare(want: list, got: list, what: str) -> list[Verdict]:
+    """Answers naming what the request never named, and names asked for that no answer
+    names. A name asked for twice may be answered once (Kafka folds a Produce's duplicate
+    partitions into one) or twice: neither is a finding."""
     out = []
-    if got - want:
+    extra, missing = set(got) - set(want), set(want) - set(got)
+    if extra:
         out.append(Verdict("content", "{} not asked for".format(what),
-                           "answer has {} not asked for: {}".format(what, sorted(got - want)[:5])))
-    if want - got:
+                           "answer has {} not asked for: {}".format(what, sorted(extra)[:5])))
+    if missing:
         out.append(Verdict("content", "{} missing".format(what),
-                           "answer lacks {}: {}".format(what, sorted(want - got)[:5])))
+                           "answer lacks {}: {}".format(what, sorted(missing)[:5])))
     return out
+
+
+def pair(asked: list, answered: list) -> list[tuple[int, int]]:
+    """(request index, answer index) of the answers that belong to each entry of a request.
+
+    The schemas are positional: the n-th time a request names a key (a topic partition) is
+    answered by the n-th answer naming it, so a duplicate keeps its own answer (ListOffsets
+    asking EARLIEST and LATEST of one partition gets two offsets, in that order). A key the
+    answer names a different number of times than the request is ambiguous and left out."""
+    want: dict[Any, list[int]] = {}
+    got: dict[Any, list[int]] = {}
+    for i, key in enumerate(asked):
+        want.setdefault(key, []).append(i)
+    for j, key in enumerate(answered):
+        got.setdefault(key, []).append(j)
+    out: list[tuple[int, int]] = []
+    for key, indexes in want.items():
+        answers = got.get(key, [])
+        if len(answers) == len(indexes):
+            out += zip(indexes, answers)
+    return sorted(out)
+
+
+def error_codes(obj: Any) -> list[int]:
+    """Every error code in a decoded answer."""
+    found = []
+    for name in getattr(obj, "_fields", ()):
+        value = getattr(obj, name)
+        if name.endswith("error_code") and isinstance(value, int):
+            found.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                if hasattr(item, "_fields"):
+                    found += error_codes(item)
+        elif hasattr(value, "_fields"):
+            found += error_codes(value)
+    return found
+
+
+def accepted(answer: Any) -> bool:
+    """An answer that says yes everywhere it could say no (what a sequence's semantic
+    check calls accepting what the protocol forbids)."""
+    codes = error_codes(answer) if answer is not None else []
+    return bool(codes) and all(c == 0 for c in codes)
 
 
 def no_answer_expected(api_key: Optional[int], request: Any) -> bool:
@@ -230,13 +286,24 @@ def evaluate(ex: Exchange) -> tuple[Optional[Any], list[Verdict]]:
 
 
 def latest_offsets(ex: Exchange, answer: Any) -> list[tuple[str, int, int]]:
-    """(topic, partition, offset) of every LATEST (-1) answer of a valid ListOffsets v1+."""
+    """(topic, partition, offset) of every LATEST (-1) answer of a valid ListOffsets v1+
+    that reads uncommitted data (READ_COMMITTED's LATEST is the last stable offset, below
+    the high watermark while a transaction is open), each answer matched to its own
+    request entry by position (:func:`pair`)."""
     if ex.api_key != 2 or not ex.valid or answer is None or (ex.api_version or 0) < 1:
         return []
-    asked = {(t.name, p.partition_index) for t in ex.request.topics for p in t.partitions
-             if p.timestamp == -1}
-    return [(t.name, p.partition_index, p.offset) for t in answer.topics for p in t.partitions
-            if (t.name, p.partition_index) in asked and p.error_code == 0 and p.offset >= 0]
+    if getattr(ex.request, "isolation_level", 0) != 0:
+        return []
+    asked = [(t.name, p.partition_index, p.timestamp) for t in ex.request.topics
+             for p in t.partitions]
+    answered = [(t.name, p.partition_index, p.error_code, p.offset) for t in answer.topics
+                for p in t.partitions]
+    out = []
+    for i, j in pair([a[:2] for a in asked], [a[:2] for a in answered]):
+        topic, partition, error_code, offset = answered[j]
+        if asked[i][2] == -1 and error_code == 0 and offset >= 0:
+            out.append((topic, partition, offset))
+    return out
 
 
 def latest_below_high_watermark(topic: str, partition: int, latest: int,
@@ -247,6 +314,40 @@ def latest_below_high_watermark(topic: str, partition: int, latest: int,
                        .format(topic, partition, latest, high_watermark),
                        {"topic": topic, "partition": partition})
     return None
+
+
+def with_broker_log(ex: Exchange, verdicts: list[Verdict], logged: list[LogEntry]
+                    ) -> list[Verdict]:
+    """The verdicts on an exchange with what the broker logged while it was in flight:
+    every entry worth a finding (but a malformed request's clean refusal) is attached to
+    each verdict; one an UNKNOWN_SERVER_ERROR answer came with joins that verdict's
+    signature (the same error code from two exceptions is two bugs); any other is a
+    ``broker_log`` verdict of its own, signed by the log line."""
+    relevant = [e for e in logged if e.worth_a_finding and
+                (ex.valid or not e.is_refusal_of_malformed_request())]
+    if not relevant:
+        return verdicts
+    text = "\n".join(e.text for e in relevant)[:8192]
+    for v in verdicts:
+        v.extra["broker_log"] = text
+    use = [v for v in verdicts if v.oracle == "unknown_server_error"]
+    seen: set[str] = set()
+    for e in relevant:
+        # one verdict per cause: Kafka logs one exception twice ("Closing socket for",
+        # "Exception while processing request from")
+        cause = e.signature.partition(" | ")[2] or e.signature
+        if cause in seen:
+            continue
+        seen.add(cause)
+        if use:
+            use[0].signature += " | " + e.signature
+            use[0].message += "; the broker logged: " + e.message[:200]
+            use = []  # the first entry only: later ones may be another request's
+        else:
+            verdicts.append(Verdict("broker_log", e.signature, "the broker logged {}: {}"
+                                    .format(e.level, e.message[:300]),
+                                    {"broker_log": e.text}))
+    return verdicts
 
 
 def hang(bound: float) -> Verdict:
@@ -264,5 +365,5 @@ def rss(start_kb: int, now_kb: int, bound_kb: int) -> Verdict:
 
 
 __all__ = ["Exchange", "Verdict", "evaluate", "shape", "no_answer_expected", "decode_answer",
-           "content", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
+           "content", "pair", "error_codes", "accepted", "with_broker_log", "latest_offsets", "latest_below_high_watermark", "hang", "dead", "rss",
            "ORACLES", "ANSWER", "CLOSED", "TIMEOUT", "NOT_EXPECTED"]

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 from kproto.fuzz import schema
 from kproto.fuzz.target import Target
 from kproto.fuzz.values import Knowledge, TopicInfo
-from kproto.messages import CreateTopicsRequest, ProduceRequest
+from kproto.messages import CreateTopicsRequest, FindCoordinatorRequest, ProduceRequest
 from kproto.records import build_batch
 
 CLUSTER_APIS = frozenset((
@@ -118,6 +118,35 @@ def seed_topic(target: Target, know: Knowledge) -> None:
                 for p in range(3)])]), v)
 
 
+def warm_coordinators(target: Target, know: Knowledge, wait: float = 20.0) -> bool:
+    """Ask for the coordinators of a prefixed group and transactional id until both are
+    found (a fresh Kafka creates __consumer_offsets and __transaction_state on the first
+    ask and answers COORDINATOR_NOT_AVAILABLE until they are loaded), at most ``wait``
+    seconds: the sequences then meet groups and transactions, not their loading."""
+    v = target.version_for(10)
+    if v is None or v < 1:
+        return False
+    keys = [(0, know.prefix + "g0"), (1, know.prefix + "txn")]
+    deadline = time.monotonic() + wait
+    while keys and time.monotonic() < deadline:
+        for key_type, key in list(keys):
+            req = FindCoordinatorRequest(key_type=key_type)
+            if v >= 4:
+                req.coordinator_keys = [key]
+            else:
+                req.key = key
+            _, answer = target.call(req, v)
+            if answer is None:
+                return False
+            code = answer.coordinators[0].error_code if v >= 4 and answer.coordinators \
+                else answer.error_code
+            if code == 0:
+                keys.remove((key_type, key))
+        if keys:
+            time.sleep(0.5)
+    return not keys
+
+
 def enforce_prefix(request: Any, know: Knowledge) -> Any:
     """Every string in the tree starts with the prefix; every uuid names one of the
     fuzzer's own topics or nothing (a random id)."""
@@ -140,5 +169,6 @@ def enforce_prefix(request: Any, know: Knowledge) -> Any:
     return request
 
 
-__all__ = ["FuzzUsageError", "resolve_plan", "learn", "seed_topic", "enforce_prefix",
+__all__ = ["FuzzUsageError", "resolve_plan", "learn", "seed_topic", "warm_coordinators",
+           "enforce_prefix",
            "CLUSTER_APIS", "PREFIXED_APIS", "BODY_KEEPING"]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, Optional
 
 from kproto.fuzz import mutators, schema, sequences
+from kproto.fuzz.corpus import version_ranges
 
 
 def field_coverage(fuzzer: Any) -> dict[str, Any]:
@@ -49,7 +50,9 @@ def field_coverage(fuzzer: Any) -> dict[str, Any]:
 def build(fuzzer: Any) -> dict[str, Any]:
     stats = fuzzer.stats
     elapsed = max(stats.ended - stats.started, 1e-9)
-    findings = sorted(fuzzer.findings.values(), key=lambda f: (f.api, f.version, f.oracle))
+    # the rate of the fuzzing loop: set-up (seed topic, coordinators) is not fuzzing
+    loop = max(stats.ended - (stats.loop_started or stats.started), 1e-9)
+    findings = sorted(fuzzer.findings.values(), key=lambda f: (f.api, f.oracle, f.signature))
     by_api_oracle: dict[str, Counter] = defaultdict(Counter)
     for f in findings:
         by_api_oracle[f.api][f.oracle] += 1
@@ -61,9 +64,12 @@ def build(fuzzer: Any) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "stop_reason": stats.stop_reason,
         "requests": sent,
-        "requests_per_second": round(sent / elapsed, 1),
+        "requests_per_second": round(sent / loop, 1),
+        "setup_seconds": round((stats.loop_started or stats.started) - stats.started, 3),
         "connections": fuzzer.target.connections_opened,
         "broker_alive_at_end": fuzzer.alive,
+        "restarts": fuzzer.restarts,
+        "deaths": list(fuzzer.deaths),
         "distinct_findings": len(findings),
         "findings_per_minute": round(len(findings) / (elapsed / 60.0), 2),
         "findings_by_api_oracle": {api: dict(c) for api, c in sorted(by_api_oracle.items())},
@@ -78,7 +84,29 @@ def build(fuzzer: Any) -> dict[str, Any]:
         "broker_api_versions": {str(k): list(v) for k, v in
                                 sorted(fuzzer.target.api_versions.items())},
         "plan": {spec.api_name: [versions[0], versions[-1]] for spec, versions in fuzzer.plan},
+        "coverage": broker_coverage(fuzzer),
     }
+
+
+def broker_coverage(fuzzer: Any) -> Optional[dict[str, Any]]:
+    """The broker's code coverage (--coverage): probes covered of the probes of the
+    classes it ran, per Java package, over time, and the seeds it gave."""
+    fb = fuzzer.feedback
+    if fb is None:
+        return None
+    cmap = fb.map
+    return {"covered": cmap.covered, "probes": cmap.probes,
+            "request_handling": cmap.request_handling(),
+            "per_package": {k: list(v) for k, v in cmap.per_package().items()},
+            "timeline": [list(t) for t in fb.timeline], "feedback": fb.enabled,
+            "seeds": len(fb.seeds), "seed_sequences": dict(fb.seed_sequences),
+            "errors": fb.errors}
+
+
+def _top_packages(cov: dict[str, Any], n: int = 15) -> list[tuple[str, int, int]]:
+    rows = sorted(((k, v[0], v[1]) for k, v in cov["per_package"].items()),
+                  key=lambda r: -r[1])
+    return rows[:n]
 
 
 def to_json(report: dict[str, Any]) -> str:
@@ -87,10 +115,12 @@ def to_json(report: dict[str, Any]) -> str:
 
 def to_text(report: dict[str, Any]) -> str:
     lines = ["kproto fuzz report: {} (seed {})".format(report["target"], report["seed"]),
-             "  {requests} requests in {seconds:.1f} s ({requests_per_second}/s), "
-             "{connections} connections, stopped by {stop_reason}".format(**report),
-             "  broker {} at the end".format("answers" if report["broker_alive_at_end"]
-                                             else "DOES NOT answer"),
+             "  {requests} requests in {seconds:.1f} s ({requests_per_second}/s after "
+             "{setup_seconds:.1f} s of set-up), {connections} connections, stopped by "
+             "{stop_reason}".format(**report),
+             "  broker {} at the end; {} deaths, {} restarts".format(
+                 "answers" if report["broker_alive_at_end"] else "DOES NOT answer",
+                 len(report["deaths"]), report["restarts"]),
              "  {} distinct findings ({} per minute)".format(report["distinct_findings"],
                                                             report["findings_per_minute"])]
     if report["findings"]:
@@ -100,14 +130,23 @@ def to_text(report: dict[str, Any]) -> str:
                 "{} {}".format(o, n) for o, n in sorted(oracles.items()))))
         lines.append("findings:")
         for f in report["findings"]:
-            lines.append("  [{oracle}] {api} v{version} via {strategy} (x{count}): {message}"
-                         .format(**{**f, "message": f["message"][:140]}))
+            lines.append("  [{oracle}] {api} {vs} via {strategy} (x{count}): {message}"
+                         .format(**{**f, "message": f["message"][:140],
+                                    "vs": version_ranges(f["versions"])}))
             if f.get("file"):
                 lines.append("      reproducer: {}".format(f["file"]))
     cov = report["field_coverage"]
     sc = report["strategy_coverage"]
     lines.append("coverage: {} of {} fields given values; {} of {} strategies used".format(
         cov["covered"], cov["fields"], sc["used"], sc["total"]))
+    bc = report.get("coverage")
+    if bc:
+        lines.append("broker coverage: {} of {} probes of the classes run ({} in request "
+                     "handling); {} seeds{}".format(
+                         bc["covered"], bc["probes"], bc["request_handling"], bc["seeds"],
+                         "" if bc["feedback"] else " (feedback off)"))
+        for name, covered, probes in _top_packages(bc):
+            lines.append("  {:52s} {:7d} of {:7d}".format(name, covered, probes))
     lines.append("strategies: " + ", ".join("{} {}".format(k, v)
                                               for k, v in report["strategies"].items() if v))
     lines.append("requests by API/version: " + ", ".join(
@@ -124,14 +163,24 @@ def _table(rows: list[list[Any]], head: list[str]) -> str:
     return "\n".join(out)
 
 
+def _coverage_html(bc: Optional[dict[str, Any]]) -> str:
+    if not bc:
+        return ""
+    return ("<h2>Broker code coverage</h2><p>{} of {} probes of the classes run ({} in "
+            "request handling); {} seeds</p>".format(bc["covered"], bc["probes"],
+                                                     bc["request_handling"], bc["seeds"])
+            + _table([[k, v[0], v[1]] for k, v in bc["per_package"].items()],
+                     ["package", "probes covered", "probes"]))
+
+
 def to_html(report: dict[str, Any]) -> str:
     """One page, no external resources: summary, findings (with bytes), tables."""
     findings = []
     for f in report["findings"]:
         findings.append(
-            "<details><summary><b>[{}]</b> {} v{} via {} (x{}) &mdash; {}</summary>"
+            "<details><summary><b>[{}]</b> {} {} via {} (x{}) &mdash; {}</summary>"
             "<pre>{}</pre></details>".format(
-                html.escape(f["oracle"]), html.escape(f["api"]), f["version"],
+                html.escape(f["oracle"]), html.escape(f["api"]), version_ranges(f["versions"]),
                 html.escape(f["strategy"]), f["count"], html.escape(f["message"][:200]),
                 html.escape(json.dumps({k: f[k] for k in ("header", "wire", "request", "note",
                                                           "minimised", "steps", "file")},
@@ -156,6 +205,7 @@ def to_html(report: dict[str, Any]) -> str:
         _table([[k, v] for k, v in report["strategies"].items()], ["strategy", "sent"]),
         _table([[k, v["covered"], v["fields"]] for k, v in cov["per_api"].items()],
                ["API", "fields covered", "fields"]),
+        _coverage_html(report.get("coverage")),
         "<h2>Requests by API and version</h2>",
         _table([[k, v] for k, v in report["requests_by_api_version"].items()],
                ["API version", "requests"]),

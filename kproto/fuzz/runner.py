@@ -5,35 +5,42 @@ seeding a prefixed topic with multi-record batches), the plan of APIs and versio
 choice per iteration between a valid request, a field or frame mutant and a sequence (all
 from one seeded ``random.Random``), the oracles' verdicts with their probes (liveness on a
 fresh connection after anything suspicious, the high watermark behind ListOffsets LATEST,
-RSS), de-duplication, minimisation and reproducer files, the progress line and the bounds
-(time, requests, rate, connections). What may be sent (and the safety lists) is
+RSS; the broker's log when followed), de-duplication per API family, minimisation (of
+requests, of a sequence's steps, of a crash's preceding requests) and reproducer files,
+restarting a dead broker with ``--restart-cmd``, coverage feedback (seeds from the batches
+that reached new probes), the progress line and the bounds (time, requests, rate,
+connections). What may be sent (and the safety lists) is
 :mod:`kproto.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.fuzz.replay`'s.
 """
 
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from kproto.fuzz import corpus, mutators, oracles, schema, sequences
+from kproto.fuzz import corpus, mutators, oracles, schema, sequences, shrink
+from kproto.fuzz.brokerlog import BrokerLog
+from kproto.fuzz.feedback import Feedback, splice
 from kproto.fuzz.corpus import Finding
-from kproto.fuzz.minimise import minimise
 from kproto.fuzz.mutators import Case, make_case
 from kproto.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
 from kproto.fuzz.plan import (BODY_KEEPING, PREFIXED_APIS, enforce_prefix, learn, resolve_plan,
-                              seed_topic)
-from kproto.fuzz.target import Target, TargetError, parse_address
+                              seed_topic, warm_coordinators)
+from kproto.fuzz.target import Target, TargetError, listening_pid, parse_address
 from kproto.fuzz.values import Knowledge, ValueGenerator
 
-NOT_MINIMISED = ("dead", "hang", "rss")
-BYTE_LEVEL = ("decode", "header", "unknown_server_error")
+NOT_MINIMISED = ("dead", "rss")  # a crash is shrunk after the restart; RSS is many requests
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
+LOG_SETTLE = 0.05  # seconds to wait for the broker's log line after an odd exchange
+PROGRESS_EVERY = 10.0  # seconds between progress lines when not on a terminal
+CLEAR_EOL = "\x1b[K"
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
 
 
@@ -56,7 +63,13 @@ class FuzzConfig:
     setup: bool = True
     cluster_apis: bool = False
     skip_apis: list[str] = field(default_factory=list)
-    probe_every: int = 1
+    broker_log: Optional[Path] = None  # the broker's log file, followed as an oracle
+    coverage: Optional[str] = None     # HOST:PORT of a JaCoCo agent in TCP-server mode
+    coverage_feedback: bool = True     # seeds from coverage (False: coverage measured only)
+    coverage_every: int = 32           # requests between coverage reads (and >= 1 s)
+    probe_seconds: float = 1.0  # a liveness probe at least this often (and when suspicious)
+    restart_cmd: Optional[str] = None  # brings a dead broker back; the run then goes on
+    restart_timeout: float = 180.0     # seconds the broker may take to answer again
     levels: tuple[str, ...] = ("valid", "field", "frame", "sequence")
     adaptive: bool = False  # schedule by answer times (faster; --seed then not exact)
     progress: Optional[TextIO] = None
@@ -68,9 +81,17 @@ class RunStats:
     strategies: Counter = field(default_factory=Counter)   # strategy -> sent
     outcomes: Counter = field(default_factory=Counter)
     started: float = 0.0
+    loop_started: float = 0.0
     ended: float = 0.0
     iterations: int = 0
     stop_reason: str = ""
+
+
+def _isatty(out: Optional[TextIO]) -> bool:
+    try:
+        return out is not None and out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Fuzzer:
@@ -97,6 +118,17 @@ class Fuzzer:
         self.window: list[Exchange] = []  # the last WINDOW exchanges (a crash's context)
         self.latency: dict[int, float] = {}
         self.sequence_time = 0.0  # api key -> moving mean answer time (s)
+        self.restarts = 0
+        self.deaths: list[dict[str, Any]] = []  # each death: when, after what, restart time
+        self._restart_procs: list[subprocess.Popen] = []
+        self._last_probe = 0.0
+        self._last_crash: Optional[Finding] = None  # to shrink once the broker is back
+        self.broker_log = BrokerLog(config.broker_log) if config.broker_log else None
+        self.feedback: Optional[Feedback] = None
+        if config.coverage:
+            chost, cport = parse_address(config.coverage)
+            self.feedback = Feedback(chost, cport, self.rng, enabled=config.coverage_feedback,
+                                     every=config.coverage_every, say=self._say)
 
     # --- setup -----------------------------------------------------------------------
 
@@ -105,20 +137,28 @@ class Fuzzer:
         cfg = self.config
         self.plan = resolve_plan(advertised, cfg.apis, cfg.versions, cfg.cluster_apis,
                                  cfg.skip_apis)
+        self._learn_state()
+        self.rss_start = self.target.rss_kb()
+        self.rss_first = self.rss_start or 0
+        if self.broker_log is not None:
+            self.broker_log.poll()  # what set-up made it log is nobody's finding
+
+    def _learn_state(self) -> None:
+        """Names from Metadata and the seed topic (again after a restart: a broker without
+        storage comes back empty)."""
         self.knowledge = learn(self.target, self.config.prefix)
         if self.config.setup:
             try:
                 seed_topic(self.target, self.knowledge)
+                warm_coordinators(self.target, self.knowledge)
             except (OSError, TargetError):
                 pass
             self.knowledge = learn(self.target, self.config.prefix)
-        self.gen = ValueGenerator(self.rng, self.knowledge)
+        self.gen.knowledge = self.knowledge
         self.own = Knowledge(prefix=self.knowledge.prefix, groups=self.knowledge.groups,
                              node_ids=self.knowledge.node_ids,
                              topics=[t for t in self.knowledge.topics
                                      if t.name.startswith(self.knowledge.prefix)])
-        self.rss_start = self.target.rss_kb()
-        self.rss_first = self.rss_start or 0
 
     # --- the loop --------------------------------------------------------------------
 
@@ -130,6 +170,7 @@ class Fuzzer:
         except BaseException:
             self.target.close()
             raise
+        self.stats.loop_started = time.monotonic()  # the rate is the loop's, set-up apart
         try:
             deadline = None if cfg.seconds is None else self.stats.started + cfg.seconds
             while True:
@@ -140,7 +181,14 @@ class Fuzzer:
                     self.stats.stop_reason = "request bound"
                     break
                 if not self.alive:
-                    self.stats.stop_reason = "broker dead"
+                    if cfg.restart_cmd and self.deaths and self.restart():
+                        crash = self._last_crash
+                        if cfg.minimise and crash is not None and len(crash.steps) > 1:
+                            self._last_crash = None
+                            shrink.shrink_crash(self, crash)
+                        continue
+                    self.stats.stop_reason = "broker dead" + (
+                        " (restart failed)" if cfg.restart_cmd else "")
                     break
                 if self.rss_stop:
                     self.stats.stop_reason = "broker RSS past {}x --rss-bound-mb".format(RSS_STOP)
@@ -162,6 +210,9 @@ class Fuzzer:
                     self._check_alive(last, case, None, "the end of the run")
             if self.alive:
                 self.alive = self.target.alive()[0]
+            if self.feedback is not None:
+                self.feedback.note(None, force=True)  # the last batch's coverage
+                self.feedback.close()
             self.target.close()
             self._progress(final=True)
         return self.stats
@@ -176,19 +227,36 @@ class Fuzzer:
             time.sleep(delay)
 
     def _progress(self, final: bool = False) -> None:
+        """One line kept up to date on a terminal (rewritten in place, cleared to its end);
+        elsewhere (a log file, a pipe) a whole line every PROGRESS_EVERY seconds."""
         out = self.config.progress
         now = time.monotonic()
-        if out is None or (not final and now - self._last_progress < 1.0):
+        tty = _isatty(out)
+        if out is None or (not final and now - self._last_progress <
+                           (1.0 if tty else PROGRESS_EVERY)):
             return
         self._last_progress = now
         elapsed = max(now - self.stats.started, 1e-9)
+        loop = max(now - (self.stats.loop_started or self.stats.started), 1e-9)
         sent = sum(self.stats.requests.values())
-        out.write("\rkproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns "
-                  "broker {}{}".format(elapsed, sent, sent / elapsed, len(self.findings),
-                                       self.target.connections_opened,
-                                       "alive" if self.alive else "DEAD",
-                                       "\n" if final else ""))
+        line = "kproto fuzz: {:5.0f}s {:7d} req {:6.0f}/s {:3d} findings {:5d} conns " \
+            "broker {}".format(elapsed, sent, sent / loop, len(self.findings),
+                               self.target.connections_opened,
+                               "alive" if self.alive else "DEAD")
+        if self.restarts:
+            line += " ({} restarts)".format(self.restarts)
+        if tty:
+            out.write("\r" + line + CLEAR_EOL + ("\n" if final else ""))
+        else:
+            out.write(line + "\n")
         out.flush()
+
+    def _say(self, text: str) -> None:
+        """A line of its own above the progress line."""
+        out = self.config.progress
+        if out is not None:
+            out.write(("\r" + CLEAR_EOL if _isatty(out) else "") + text + "\n")
+            out.flush()
 
     def step(self) -> None:
         rng = self.rng
@@ -210,11 +278,18 @@ class Fuzzer:
             elapsed = time.monotonic() - self.stats.started
             if names and (not self.config.adaptive or
                           self.sequence_time <= SEQUENCE_SHARE * elapsed):
-                self._sequence(rng.choice(names))
+                name = (self.feedback.pick_sequence(names) if self.feedback is not None
+                        else rng.choice(names))
+                self._sequence(name)
+                if self.feedback is not None:
+                    self.feedback.note(name)
                 return
             level = "valid" if "valid" in self.config.levels else level
             if level == "sequence":
                 return
+        seed = self.feedback.pick() if self.feedback is not None else None
+        if seed is not None:  # coverage feedback: start from a request that reached new code
+            spec, version = seed[0], seed[1]
         prefixed = spec.api_name in PREFIXED_APIS
         gen = self.gen
         if prefixed:
@@ -223,6 +298,8 @@ class Fuzzer:
             request = gen.request(spec, version)
         finally:
             gen.knowledge = self.knowledge
+        if seed is not None:
+            request = splice(seed[2], request, rng, keep_seed=level != "valid")
         if prefixed:
             request = enforce_prefix(request, self.own)
         try:
@@ -238,6 +315,8 @@ class Fuzzer:
         self._send(case, mutant)
 
     def _send(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
+        if self.feedback is not None:
+            self.feedback.note((case.spec, case.version, case.request))
         spec, version = case.spec, case.version
         self.stats.requests[(spec.api_name, version)] += 1
         strategy = "valid" if mutant is None else mutant.strategy
@@ -258,18 +337,28 @@ class Fuzzer:
         verdicts = self.verdicts(ex)
         self.window.append(ex)
         del self.window[:-WINDOW]
-        # Every mutant is suspicious: a probe right after it names the request that killed
-        # the broker (a crash can take a moment: the window keeps the requests before it).
-        suspicious = mutant is not None or ex.outcome != ANSWER or bool(verdicts)
-        if suspicious or self.stats.iterations % self.config.probe_every == 0:
+        # Every answer proves the broker alive, and after a close the next request's fresh
+        # connection does: a probe (a connection of its own) goes after an exchange that
+        # ended without an answer where one was due, after a verdict, and every
+        # probe_seconds (RSS too). A death is then pinned on the first exchange after the
+        # last answer (the window keeps the ones before it).
+        suspicious = (ex.outcome == TIMEOUT or bool(verdicts) or
+                      (ex.outcome == CLOSED and mutant is None))
+        if suspicious or time.monotonic() - self._last_probe >= self.config.probe_seconds:
             if not self._check_alive(ex, case, mutant, ex.outcome):
                 return
         for verdict in verdicts:
             self._record(verdict, ex, case, mutant)
 
-    def verdicts(self, ex: Exchange) -> list[Verdict]:
-        """Every verdict on one exchange, probes included (hang, ListOffsets LATEST)."""
+    def verdicts(self, ex: Exchange, settle: float = 0.0) -> list[Verdict]:
+        """Every verdict on one exchange, probes included (hang, ListOffsets LATEST), and
+        what the broker logged meanwhile (waiting up to ``settle`` s for it; a little
+        anyway after an exchange that ended oddly: Kafka logs, then answers or closes)."""
         answer, out = oracles.evaluate(ex)
+        if self.broker_log is not None:
+            odd = ex.outcome != ANSWER or any(v.oracle == "unknown_server_error" for v in out)
+            logged = self.broker_log.poll(max(settle, LOG_SETTLE if odd else 0.0))
+            out = oracles.with_broker_log(ex, out, logged)
         if ex.valid and ex.outcome == TIMEOUT:
             if self.target.alive()[0]:
                 out.append(oracles.hang(self.target.timeout))
@@ -283,6 +372,7 @@ class Fuzzer:
 
     def _check_alive(self, ex: Optional[Exchange], case: Case,
                      mutant: Optional[mutators.Mutant], detail: str) -> bool:
+        self._last_probe = time.monotonic()
         alive, why = self.target.alive()
         rss = self.target.rss_kb()
         if rss is not None and self.rss_start is not None:
@@ -299,13 +389,80 @@ class Fuzzer:
             return True
         self.alive = False
         ex = ex or Exchange(case.wire if mutant is None else mutant.wire, mutant is None,
-                            CLOSED, None, case.request)
+                            CLOSED, None, case.request,
+                            "valid" if mutant is None else mutant.strategy)
+        if not self.window or self.window[-1] is not ex:
+            self.window.append(ex)
+        # The suspect: the first exchange after the last one the broker answered.
+        answered = [i for i, e in enumerate(self.window) if e.outcome == ANSWER]
+        start = answered[-1] + 1 if answered else 0
+        suspect = self.window[min(start, len(self.window) - 1)]
         gone = self.target.process_exists()
-        before = [e.wire for e in self.window if e is not ex]
-        self._record(oracles.dead("{} after {}{}".format(
-            why, mutant.strategy if mutant else "a valid request",
-            "; process exited" if gone is False else "")), ex, case, mutant, before)
+        verdict = oracles.dead("{} after {}{}".format(
+            why, "a valid request" if suspect.strategy == "valid" else suspect.strategy,
+            "; process exited" if gone is False else ""))
+        before = [e.wire for e in self.window[:self.window.index(suspect)]]
+        self._record_exchange(verdict, suspect, before)
+        self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
+                            "api_key": suspect.api_key, "api_version": suspect.api_version,
+                            "strategy": suspect.strategy, "detail": why})
         return False
+
+    def _record_exchange(self, verdict: Verdict, ex: Exchange, before: list[bytes]) -> None:
+        """A finding from an exchange alone (a death pinned on an earlier request)."""
+        if ex.api_key not in schema.apis():
+            return
+        level = ("valid" if ex.strategy == "valid" else "sequence"
+                 if ex.strategy.startswith("seq.") else ex.strategy.split(".")[0])
+        finding = self._new_finding(verdict, ex, schema.api(ex.api_key), ex.api_version or 0,
+                                    ex.strategy, level, "")
+        if finding is None:
+            return
+        finding.steps = before + [ex.wire]
+        if verdict.oracle == "dead":
+            self._last_crash = finding
+        self._finish(finding, ex)
+
+    def restart(self) -> bool:
+        """Run --restart-cmd and wait until the broker answers again (ApiVersions, then its
+        state: the seed topic); False when it does not within restart_timeout."""
+        cfg = self.config
+        assert cfg.restart_cmd is not None
+        self._say("kproto fuzz: broker dead; restarting it with: " + cfg.restart_cmd)
+        self.target.close()
+        started = time.monotonic()
+        # Its own session and no terminal: the command may be the broker itself, which then
+        # outlives the run, or a script that starts it and returns.
+        proc = subprocess.Popen(cfg.restart_cmd, shell=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        self._restart_procs.append(proc)
+        while time.monotonic() - started < cfg.restart_timeout:
+            if self.target.alive(attempts=1, timeout=1.0)[0]:
+                break
+            if proc.poll() not in (None, 0):
+                break  # the command failed
+            time.sleep(0.5)
+        else:
+            return False
+        try:
+            self.target.fetch_api_versions()
+        except TargetError:
+            return False
+        self.restarts += 1
+        self.alive = True
+        self.window.clear()
+        if cfg.broker_pid is not None:
+            pid = listening_pid(self.target.port)
+            if pid is not None:
+                self.target.broker_pid = pid
+        self.rss_start = self.target.rss_kb()
+        self.rss_first = self.rss_start or 0
+        self._learn_state()
+        self.deaths[-1]["restart_s"] = round(time.monotonic() - started, 3)
+        self._say("kproto fuzz: broker answers again after {:.1f} s".format(
+            time.monotonic() - started))
+        return True
 
     # --- sequences -------------------------------------------------------------------
 
@@ -336,6 +493,10 @@ class Fuzzer:
             if ex.api_key in schema.apis():
                 self.stats.requests[(schema.api(ex.api_key).api_name, ex.api_version)] += 1
             self.stats.outcomes[ex.outcome] += 1
+        if self.broker_log is not None and exchanges:
+            logged = self.broker_log.poll(LOG_SETTLE)
+            found += [(v, exchanges[-1]) for v in
+                      oracles.with_broker_log(exchanges[-1], [], logged)]
         for verdict, ex in found:
             if ex.api_key not in schema.apis():
                 continue
@@ -344,8 +505,10 @@ class Fuzzer:
                                         "")
             if finding is None:
                 continue
-            finding.steps = [e.wire for e in exchanges]
+            finding.steps = [e.wire for e in exchanges[:exchanges.index(ex) + 1]]
             finding.sequence_seed = sub_seed
+            if self.config.minimise and self.alive:
+                shrink.shrink_sequence(self, finding, verdict, ex)
             self._finish(finding, ex)
         if not self.target.alive()[0]:
             time.sleep(1.0)
@@ -354,6 +517,9 @@ class Fuzzer:
             if not why[0] and key is not None and key in schema.apis():
                 self.alive = False
                 last = exchanges[-1]
+                self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
+                                    "api_key": key, "api_version": last.api_version,
+                                    "strategy": name, "detail": why[1]})
                 finding = self._new_finding(oracles.dead("{} after {}".format(why[1], name)),
                                             last, schema.api(key),
                                             last.api_version or 0, name, "sequence", "")
@@ -367,9 +533,14 @@ class Fuzzer:
 
     def _new_finding(self, verdict: Verdict, ex: Exchange, spec: schema.ApiSpec, version: int,
                      strategy: str, level: str, note: str) -> Optional[Finding]:
-        key = (spec.api_name, version, verdict.oracle, verdict.signature)
-        if key in self.findings:
-            self.findings[key].count += 1
+        key = (spec.api_name, verdict.oracle, verdict.signature)
+        known = self.findings.get(key)
+        if known is not None:  # the same bug (on this version or another of the family)
+            known.count += 1
+            if version not in known.versions:
+                known.versions = sorted(known.versions + [version])
+                if self.config.out_dir is not None and known.file is not None:
+                    corpus.save(known, self.config.out_dir)
             return None
         f = Finding(api=spec.api_name, api_key=spec.api_key, version=version,
                     oracle=verdict.oracle, signature=verdict.signature, message=verdict.message,
@@ -395,41 +566,14 @@ class Fuzzer:
             finding.steps = before + [ex.wire]  # the last requests: a crash may need them
         if self.config.minimise and verdict.oracle not in NOT_MINIMISED and self.alive and \
                 strategy != "frame.size_lie":
-            self._minimise(finding, case, ex)
+            shrink.minimise_request(self, finding, case, ex)
         self._finish(finding, ex)
 
     def _finish(self, finding: Finding, ex: Exchange) -> None:
         if self.config.out_dir is not None:
             corpus.save(finding, self.config.out_dir)
-        out = self.config.progress
-        if out is not None:
-            out.write("\rkproto fuzz: finding {} v{} {}: {}\n".format(
-                finding.api, finding.version, finding.oracle, finding.message[:160]))
-
-    def _minimise(self, finding: Finding, case: Case, ex: Exchange) -> None:
-        request = case.request if finding.valid else None
-
-        def fires(wire: bytes, req: Any) -> bool:
-            try:
-                cand = self.target.exchange(wire, valid=finding.valid and req is not None,
-                                            own_connection=True, request=req,
-                                            strategy=finding.strategy)
-            except (OSError, TargetError):
-                return False
-            return any(v.oracle == finding.oracle and v.signature == finding.signature
-                       for v in self.verdicts(cand))
-
-        left = 15.0
-        if self.config.seconds is not None:  # the run's time bound holds shrinking too
-            left = min(left, self.stats.started + self.config.seconds - time.monotonic())
-        shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
-                          byte_level=finding.oracle in BYTE_LEVEL, max_seconds=max(left, 0.0))
-        if shrunk.after < shrunk.before:
-            finding.wire = shrunk.wire
-            finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
-            finding.valid = finding.valid and shrunk.request is not None
-        finding.minimised = {"before": shrunk.before, "after": shrunk.after,
-                             "calls": shrunk.calls}
+        self._say("kproto fuzz: finding {} v{} {}: {}".format(
+            finding.api, finding.version, finding.oracle, finding.message[:160]))
 
 
 __all__ = ["Fuzzer", "FuzzConfig", "RunStats"]

@@ -2,7 +2,9 @@
 
 Owns each named sequence (SyncGroup before JoinGroup, heartbeats with stale generations,
 fetch-session epochs out of order, ConsumerGroupHeartbeat/ShareGroupHeartbeat epoch jumps,
-commits for unknown members, interleaved pipelined requests) and its own semantic check
+KIP-848 static members and regex subscriptions, share-group fetches and acknowledgements
+interleaved with leaves and session epochs out of order, transactions driven with wrong
+producer ids and epochs, commits for unknown members, interleaved pipelined requests) and its own semantic check
 (the broker must refuse what the protocol forbids). Each runs against a
 :class:`~kproto.fuzz.target.Target`, records every exchange it makes and returns
 ``(verdict, exchange)`` pairs; group names carry the fuzzer's prefix. A sequence whose
@@ -21,9 +23,11 @@ from kproto.fuzz.mutators import make_case
 from kproto.fuzz.oracles import Exchange, Verdict
 from kproto.fuzz.target import Target
 from kproto.fuzz.values import Knowledge, ValueGenerator
-from kproto.messages import (ConsumerGroupHeartbeatRequest, FetchRequest, HeartbeatRequest,
-                             JoinGroupRequest, OffsetCommitRequest, ShareGroupHeartbeatRequest,
-                             SyncGroupRequest)
+from kproto.messages import (AddPartitionsToTxnRequest, ConsumerGroupHeartbeatRequest,
+                             EndTxnRequest, FetchRequest, FindCoordinatorRequest,
+                             HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+                             OffsetCommitRequest, ShareAcknowledgeRequest, ShareFetchRequest,
+                             ShareGroupHeartbeatRequest, SyncGroupRequest)
 
 Found = list[tuple[Verdict, Exchange]]
 SLOW = 10.0  # joins may wait for a rebalance delay
@@ -196,6 +200,155 @@ def share_group_epoch_jump(run: Run) -> None:
                 "ShareGroupHeartbeat")
 
 
+def _own_topic(run: Run) -> Any:
+    own = [t for t in run.knowledge.topics if t.name.startswith(run.knowledge.prefix)]
+    return run.rng.choice(own or run.knowledge.topics) if run.knowledge.topics else None
+
+
+def txn_out_of_order(run: Run) -> None:
+    """A transaction driven wrong after a good InitProducerId: partitions added under an
+    epoch the coordinator never gave, or the transaction ended for another producer id or
+    a future epoch. Each must be refused (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+    INVALID_PRODUCER_ID_MAPPING); the transaction is aborted after."""
+    vi, va, ve = run.version(22), run.version(24, highest=3), run.version(26)
+    topic = _own_topic(run)
+    if vi is None or va is None or ve is None or topic is None:
+        return
+    txn = "{}txn-{:x}".format(run.knowledge.prefix, run.rng.getrandbits(48))
+    vf = run.version(10, lowest=1)
+    if vf is not None:
+        fc = FindCoordinatorRequest(key_type=1)
+        if vf >= 4:
+            fc.coordinator_keys = [txn]
+        else:
+            fc.key = txn
+        run.call(fc, vf)
+    init = run.call(InitProducerIdRequest(transactional_id=txn, transaction_timeout_ms=10000,
+                                          producer_id=-1, producer_epoch=-1), vi, timeout=SLOW)
+    if init is None or init.error_code != 0:
+        return  # no transaction coordinator (yet)
+    pid, epoch = init.producer_id, init.producer_epoch
+    partition = topic.partitions[0] if topic.partitions else 0
+
+    def add(producer_epoch: int) -> Any:
+        return run.call(AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=producer_epoch, v3_and_below_topics=[
+                AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                    name=topic.name, partitions=[partition])]), va)
+
+    wrong = run.rng.choice(("add_future_epoch", "end_unknown_producer", "end_future_epoch"))
+    if wrong == "add_future_epoch":
+        answer = add(epoch + 1)
+        if answer is not None:
+            run.expect_refused(answer, [p.partition_error_code
+                                        for t in answer.results_by_topic_v3_and_below
+                                        for p in t.results_by_partition],
+                               "AddPartitionsToTxn under a future producer epoch")
+    else:
+        add(epoch)
+        end_pid, end_epoch = (pid + 1, epoch) if wrong == "end_unknown_producer" else (
+            pid, epoch + 1)
+        answer = run.call(EndTxnRequest(transactional_id=txn, producer_id=end_pid,
+                                        producer_epoch=end_epoch, committed=True), ve)
+        if answer is not None:
+            run.expect_refused(answer, [answer.error_code], "EndTxn for {}".format(
+                "another producer id" if wrong == "end_unknown_producer"
+                else "a future producer epoch"))
+    run.call(EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch,
+                           committed=False), ve)  # abort
+
+
+def share_group_interleaved(run: Run) -> None:
+    """A share group member joins, fetches, then either fetches with a share-session epoch
+    out of order, or leaves and acknowledges afterwards: both must be refused
+    (INVALID_SHARE_SESSION_EPOCH; a member that left holds no acquired records)."""
+    vh, vf, va = run.version(76), run.version(78), run.version(79)
+    topic = _own_topic(run)
+    if vh is None or vf is None or va is None or topic is None or topic.topic_id is None:
+        return
+    group, member = run.group(), str(uuid.UUID(int=run.rng.getrandbits(128)))
+    hb = run.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0,
+                                             subscribed_topic_names=[topic.name]), vh)
+    if hb is None or hb.error_code != 0:
+        return
+    member = hb.member_id or member
+    partition = topic.partitions[0] if topic.partitions else 0
+
+    def fetch(epoch: int) -> Any:
+        req = ShareFetchRequest(group_id=group, member_id=member, share_session_epoch=epoch,
+                                max_wait_ms=0, min_bytes=0, max_bytes=1 << 16, topics=[
+                                    ShareFetchRequest.FetchTopic(
+                                        topic_id=topic.topic_id, partitions=[
+                                            ShareFetchRequest.FetchPartition(
+                                                partition_index=partition)])])
+        if vf >= 1:
+            req.max_records, req.batch_size = 10, 10
+        return run.call(req, vf)
+
+    fetch(0)
+    if run.rng.random() < 0.5:
+        jump = run.rng.choice((3, 100, 0x7FFFFFFF))
+        answer = fetch(jump)
+        if answer is not None:
+            run.expect_refused(answer, [answer.error_code],
+                               "ShareFetch share-session epoch {} after 0".format(jump))
+        run.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member,
+                                            member_epoch=-1), vh)
+        return
+    run.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1), vh)
+    answer = run.call(ShareAcknowledgeRequest(
+        group_id=group, member_id=member, share_session_epoch=1, topics=[
+            ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=topic.topic_id, partitions=[
+                ShareAcknowledgeRequest.AcknowledgePartition(
+                    partition_index=partition, acknowledgement_batches=[
+                        ShareAcknowledgeRequest.AcknowledgementBatch(
+                            first_offset=0, last_offset=0, acknowledge_types=[1])])])]), va)
+    partitions = [p.error_code for t in answer.responses for p in t.partitions] \
+        if answer is not None else []
+    if partitions:  # an answer without the partition acknowledged nothing
+        run.expect_refused(answer, [answer.error_code] + partitions,
+                           "ShareAcknowledge after the member left")
+
+
+def consumer_group_static_member(run: Run) -> None:
+    """KIP-848 static membership: a second member joining with the instance id of an active
+    one must be refused (UNRELEASED_INSTANCE_ID); subscriptions by name or, from v1, by
+    regex."""
+    v = run.version(68)
+    topic = _own_topic(run)
+    if v is None or topic is None:
+        return
+    group = run.group()
+    instance = "{}inst-{:x}".format(run.knowledge.prefix, run.rng.getrandbits(32))
+    members = [str(uuid.UUID(int=run.rng.getrandbits(128))) for _ in range(2)]
+
+    def join(member: str) -> Any:
+        req = ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0,
+                                            instance_id=instance, rebalance_timeout_ms=1000,
+                                            subscribed_topic_names=[topic.name],
+                                            topic_partitions=[])
+        if v >= 1:
+            req.subscribed_topic_regex = ""
+            if run.rng.random() < 0.5:
+                req.subscribed_topic_names = None
+                req.subscribed_topic_regex = run.knowledge.prefix + ".*"
+        return run.call(req, v)
+
+    first = join(members[0])
+    if first is None or first.error_code != 0:
+        return
+    second = join(members[1])
+    if second is not None:
+        run.expect_refused(second, [second.error_code],
+                           "a second member with an active static member's instance id")
+    for i, answer in enumerate((first, second)):
+        if answer is not None and answer.error_code == 0:
+            run.call(ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=answer.member_id or members[i], member_epoch=-1,
+                instance_id=instance), v)
+
+
 PIPELINE_APIS = (3, 18, 2, 9, 10, 15, 16, 1)
 
 
@@ -244,6 +397,9 @@ SEQUENCE_APIS: dict[str, frozenset[int]] = {
     "seq.consumer_group_epoch_jump": frozenset((68,)),
     "seq.share_group_epoch_jump": frozenset((76,)),
     "seq.pipelined": frozenset(),
+    "seq.txn_out_of_order": frozenset((22, 24, 26)),
+    "seq.share_group_interleaved": frozenset((76, 78, 79)),
+    "seq.consumer_group_static_member": frozenset((68,)),
 }
 
 SEQUENCES: dict[str, Callable[[Run], None]] = {
@@ -254,6 +410,9 @@ SEQUENCES: dict[str, Callable[[Run], None]] = {
     "seq.consumer_group_epoch_jump": consumer_group_epoch_jump,
     "seq.share_group_epoch_jump": share_group_epoch_jump,
     "seq.pipelined": pipelined,
+    "seq.txn_out_of_order": txn_out_of_order,
+    "seq.share_group_interleaved": share_group_interleaved,
+    "seq.consumer_group_static_member": consumer_group_static_member,
 }
 
 

@@ -285,4 +285,32 @@ class Target:
         return True
 
 
-__all__ = ["Target", "TargetError", "parse_address"]
+def listening_pid(port: int) -> Optional[int]:
+    """The process listening on TCP ``port`` on this machine (Linux /proc; one of this
+    user's), or None: a broker restarted by --restart-cmd has a new pid."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    cols = line.split()
+                    if len(cols) > 9 and cols[3] == "0A" and \
+                            int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add("socket:[{}]".format(cols[9]))
+        except OSError:
+            continue
+    if not inodes:
+        return None
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir("/proc/{}/fd".format(pid))
+            for fd in fds:
+                if os.readlink("/proc/{}/fd/{}".format(pid, fd)) in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+__all__ = ["Target", "TargetError", "parse_address", "listening_pid"]

@@ -8,9 +8,9 @@ import asyncio
 import pytest
 
 from kproto.aio import AIOKafkaConsumer
-from kproto.consumer.classic.group_state import MemberState
+from kproto.consumer.classic.group_membership import MemberState
 from kproto.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
-from tests.integration.aio.harness import DEADLINE_S, drain, run
+from tests.support.aio_harness import DEADLINE_S, drain, run
 
 pytestmark = [pytest.mark.broker, pytest.mark.needs("classic_groups")]
 

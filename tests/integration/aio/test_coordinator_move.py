@@ -8,7 +8,7 @@ import asyncio
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition
 from kproto.errors import CommitFailedError, RebalanceInProgressError
-from tests.integration.aio.harness import DEADLINE_S, run
+from tests.support.aio_harness import DEADLINE_S, run
 
 
 def test_the_coordinators_node_is_killed_and_nothing_is_lost(apache_kafka_cluster) -> None:

@@ -11,20 +11,9 @@ import pytest
 from kproto.errors import CommitFailedError, RebalanceInProgressError, StaleMemberEpochError
 from kproto.aio import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from tests.brokers.mock_cluster import MockCluster
-from tests.integration.aio.harness import DEADLINE_S, run
+from tests.support.aio_harness import DEADLINE_S, run
 
 pytestmark = [pytest.mark.broker]
-
-
-# Classic: the session timeout is the shortest every broker accepts (librdkafka's mock holds a
-# new member's JoinGroup for the departed members' session timeout).
-@pytest.fixture(params=[pytest.param({"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}, id="classic",
-                                     marks=pytest.mark.needs("classic_groups")),
-                        pytest.param({"group_protocol": "consumer"}, id="consumer",
-                                     marks=pytest.mark.needs("kip848"))])
-def proto(request) -> dict:
-    """The group protocol's settings (a classic group is the default)."""
-    return request.param
 
 
 def test_basic_consumer_async_for(broker, proto) -> None:

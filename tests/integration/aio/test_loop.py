@@ -9,18 +9,9 @@ import pytest
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition as TP
 from kproto.consumer.background.member_state import MemberState
-from tests.integration.aio.harness import DEADLINE_S, drain, run
+from tests.support.aio_harness import DEADLINE_S, drain, run
 
 pytestmark = [pytest.mark.broker]
-
-
-@pytest.fixture(params=[pytest.param({"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}, id="classic",
-                                     marks=pytest.mark.needs("classic_groups")),
-                        pytest.param({"group_protocol": "consumer"}, id="consumer",
-                                     marks=pytest.mark.needs("kip848"))])
-def proto(request) -> dict:
-    """The group protocol's settings (a classic group is the default)."""
-    return request.param
 
 
 class Log:

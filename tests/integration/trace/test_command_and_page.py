@@ -23,7 +23,7 @@ import zlib
 import pytest
 
 from kproto import KafkaConsumer
-from kproto.events import JsonlEventHandler
+from kproto.transition_log import JsonlEventHandler
 from kproto.tools.trace.report import read_events, time_key
 from kproto.tools.trace.timeline import build_timeline
 from tests.integration.trace.browser import _chromium, label_boxes

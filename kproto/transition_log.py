@@ -1,4 +1,9 @@
-"""Structured state-transition events of kproto's consumer, on the ``kproto.events`` logger.
+"""The transition log: structured state-transition events of kproto's consumer, on the
+``kproto.events`` logger.
+
+(Named apart from the event-queue modules, ``consumer/background/events.py`` and the
+engines' ``events.py``, which hold Java's application and background events; the logger
+keeps its published name.)
 
 Owns the one way consumer code reports an inner transition (member state, a partition's
 fetch state, a reconciliation step, a heartbeat-thread event) so that tools can put it on a

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from codegen.schema import FIXED, Field, Message, Struct, load_all
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = ROOT / "spec"
 MESSAGES: list[Message] = load_all(SPEC_DIR)
 BY_NAME: dict[str, Message] = {m.name: m for m in MESSAGES}

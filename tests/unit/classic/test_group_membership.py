@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kproto import errors
-from kproto.consumer.classic.group_state import NO_GENERATION, Generation, GroupMembership, MemberState
+from kproto.consumer.classic.group_membership import NO_GENERATION, Generation, GroupMembership, MemberState
 from kproto.consumer.classic.heartbeat import Heartbeat
 from kproto.messages import JoinGroupResponse, SyncGroupResponse
 

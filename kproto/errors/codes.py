@@ -3,16 +3,17 @@
 """Kafka's error codes: ``ErrorCode`` and one exception class per code.
 
 The generated half of ``kproto.errors``, which re-exports every name here: import them from
-there. Each class carries its code (``errno``), its name in Java's ``Errors`` enum
-(``message``), a one-line ``description`` and the ``retriable``/``invalid_metadata`` flags,
-which its bases (``RetriableError``, ``InvalidMetadataError``) express too.
+there; it imports only the hand-written families (``kproto.errors.base``). Each class
+carries its code (``errno``), its name in Java's ``Errors`` enum (``message``), a one-line
+``description`` and the ``retriable``/``invalid_metadata`` flags, which its bases
+(``RetriableError``, ``InvalidMetadataError``) express too.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-from kproto.errors import (
+from kproto.errors.base import (
     AuthenticationError,
     BrokerResponseError,
     CorruptRecordError,

@@ -32,7 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from kproto import errors, events
+from kproto import errors, transition_log
 from kproto.messages.join_group import JoinGroupResponse
 from kproto.messages.sync_group import SyncGroupResponse
 
@@ -107,8 +107,8 @@ class GroupMembership:
 
     @state.setter
     def state(self, new: MemberState) -> None:
-        if new is not self._state and events.enabled():
-            events.emit("member_state", source=self.event_source, group=self.group_id,
+        if new is not self._state and transition_log.enabled():
+            transition_log.emit("member_state", source=self.event_source, group=self.group_id,
                         member_id=self.generation.member_id,
                         generation=self.generation.generation_id, previous=self._state.name,
                         state=new.name)

@@ -1,16 +1,16 @@
-"""One exception family for kproto.
+"""The hand-written exception families of ``kproto.errors``.
 
-Owns every exception kproto raises: client-side errors (corrupt bytes, timeouts, bad
-configuration, illegal state) and one class per Kafka protocol error code, with the
-code, its name, whether it is retriable, and a one-line meaning, plus the ``ErrorCode``
-IntEnum to branch on. The per-code classes are generated into ``kproto._error_codes``
-from one table (codegen/error_codes.py) and re-exported here; the rest is written here.
-Class names follow kafka-python's ``kafka.errors`` so code written against it keeps
-catching the same names. Everything that maps a response's error code to an exception goes
-through ``for_code``.
+Owns the roots (``KafkaError``, ``RetriableError``, ``InvalidMetadataError``), the
+client-side errors (corrupt bytes, timeouts, bad configuration, illegal state,
+authentication) and ``BrokerResponseError``, the base of the per-code classes that
+``kproto.errors.codes`` generates. Imports nothing from kproto, so the generated module can
+import this one and nothing else. Class names follow kafka-python's ``kafka.errors``. Import
+the names from ``kproto.errors``, their public home.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class KafkaError(Exception):
@@ -216,7 +216,7 @@ class NoOffsetForPartitionError(KafkaError):
 class LogTruncationError(KafkaError):
     """The log was truncated below the consumer's position (detected by OffsetForLeaderEpoch)."""
 
-    def __init__(self, message: str = "", divergent_offsets: dict | None = None) -> None:
+    def __init__(self, message: str = "", divergent_offsets: dict[Any, Any] | None = None) -> None:
         super().__init__(message)
         self.divergent_offsets = dict(divergent_offsets or {})
 
@@ -255,37 +255,21 @@ class BrokerResponseError(KafkaError):
         return text + (": " + detail if detail else "")
 
 
-# One class per Kafka error code and the ``ErrorCode`` enum, generated from one table
-# (codegen/error_codes.py) and declared statically so type checkers see them. Imported here,
-# after the classes they derive from, and re-exported: ``kproto.errors`` is their home.
-from kproto._error_codes import *  # noqa: E402,F401,F403
-from kproto._error_codes import BY_CODE as _GENERATED, ErrorCode, UnknownError  # noqa: E402
+# Public as members of kproto.errors, which re-exports them (repr, tracebacks, pickling).
+for _cls in [obj for obj in list(globals().values()) if isinstance(obj, type) and issubclass(obj, KafkaError)]:
+    _cls.__module__ = "kproto.errors"
+del _cls
 
-# Codes this Kafka version does not know get an UnknownError subclass on first use, kept here.
-_BY_CODE: dict[int, type[BrokerResponseError]] = dict(_GENERATED)
-
-
-def for_code(code: int) -> type[BrokerResponseError]:
-    """The exception class for a Kafka error code (an ``UnknownError`` subclass if unknown).
-
-    The one place a response's error code becomes an exception class; ``NoError`` for 0.
-    """
-    cls = _BY_CODE.get(code)
-    if cls is None:
-        cls = type("UnknownError{}".format(code), (UnknownError,), {"errno": code})
-        _BY_CODE[code] = cls
-    return cls
-
-
-def error_for(code: int, detail: str | None = None) -> BrokerResponseError | None:
-    """An exception instance for a non-zero error code (None for 0), with the broker's text."""
-    if code == ErrorCode.NONE:
-        return None
-    return exception_for(code, detail)
-
-
-def exception_for(code: int, detail: str | None = None) -> BrokerResponseError:
-    """The exception instance for an error code the caller knows is non-zero (Java's
-    ``Errors.exception(message)``), with the broker's text."""
-    cls = for_code(code)
-    return cls(detail) if detail else cls()
+__all__ = [
+    "KafkaError", "RetriableError", "InvalidMetadataError", "IllegalStateError",
+    "IllegalArgumentError", "KafkaConfigurationError", "CorruptMessageError", "CorruptRecordError",
+    "InvalidCaptureError", "ConsumerStoppedError", "IllegalOperation",
+    "UnsupportedCodecError", "KafkaTimeoutError", "RequestTimeoutError", "NoBrokersAvailable",
+    "KafkaConnectionError", "NodeNotReadyError", "TooManyInFlightRequests", "StaleMetadata",
+    "UnknownBrokerIdError", "Cancelled", "ProtocolError", "CorrelationIdError",
+    "InvalidReceiveError", "UnrecognizedBrokerVersion", "KafkaProtocolError",
+    "ConcurrentModificationError", "WakeupException", "AuthenticationError",
+    "SaslAuthenticationError", "SslAuthenticationError", "CommitFailedError",
+    "NoOffsetForPartitionError", "LogTruncationError", "RecordTooLargeError",
+    "RecordDeserializationError", "BrokerResponseError",
+]
