@@ -56,6 +56,7 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     promise is that every record comes back).
     """
     from kproto import KafkaConsumer, TopicPartition
+    from kproto.consumer.reachability import await_reachable
 
     if args.share_group:
         return consume_share(args, out)
@@ -90,6 +91,10 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
             configs["group_id"] = args.group
         configs.update(parse_consumer_properties(args.consumer_property))
         with KafkaConsumer(**configs) as consumer:
+            # A wrong address, port or security protocol is an error line in seconds, with
+            # the cause, before any subscription (a group member would otherwise wait for
+            # an assignment that never comes and exit 0).
+            await_reachable(consumer, bootstrap, "kproto consume")
             if args.group:
                 consumer.subscribe([topic])
             else:

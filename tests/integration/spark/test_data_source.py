@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -22,6 +23,7 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0: pip install 'kproto[spark]'")
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
+from tests.brokers._net import free_ports  # noqa: E402
 from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.integration.spark.topics import retained_topic  # noqa: E402,F401  (fixture)
 from tests.threads import TestThread  # noqa: E402
@@ -209,7 +211,17 @@ def test_bad_options_fail_before_any_task_runs(spark, broker):
     _bad(spark, broker, "'failOnDataLoss' must be 'true' or 'false'", subscribe=topic, failOnDataLoss="maybe")
     _bad(spark, broker, "set the source option 'startingOffsets'", subscribe=topic,
          **{"kafka.auto.offset.reset": "earliest"})
-    _bad(spark, broker, r"does not have: .*-3", assign=json.dumps({topic: [0, 3]}))
+    _bad(spark, broker, r"does not have: .*-3 \(no such partition\)", assign=json.dumps({topic: [0, 3]}))
+    _bad(spark, broker, r"kafka.bootstrap.servers={} does not have: {}x-0 \(no such topic\)".format(
+        re.escape(broker.bootstrap_servers), topic), assign=json.dumps({topic + "x": [0]}))
+    # Nobody listens there, or the name resolves nowhere: the planner stops after a few
+    # seconds of refused connections instead of default.api.timeout.ms (60 s), with why.
+    closed = "127.0.0.1:{}".format(free_ports(1)[0])
+    _bad(spark, broker, r"no broker of bootstrap servers {0} could be reached within \d+ ms; tried {0} "
+         r"\(\d+ tries\): connect to {0} failed: connection refused".format(re.escape(closed)),
+         subscribe=topic, **{"kafka.bootstrap.servers": closed})
+    _bad(spark, broker, r"tried kproto-no-such-host.invalid:9092 \(\d+ tries\): cannot resolve",
+         subscribe=topic, **{"kafka.bootstrap.servers": "kproto-no-such-host.invalid:9092"})
     _bad(spark, broker, "must give every partition being read", subscribe=topic,
          endingOffsets=json.dumps({topic + "x": {"0": 1}}))
     _bad(spark, broker, "beyond the end of", subscribe=topic, endingOffsets=json.dumps({topic: {"0": 99}}))
