@@ -45,7 +45,9 @@ class StandaloneCluster:
 
     def _java(self, name: str, main: str, *args: str) -> subprocess.Popen:
         home = spark_home()
-        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
+        # SPARK_SCALA_VERSION: without it Spark's launcher (building an executor's command)
+        # looks for a source build's launcher/target/scala-2.13, which an install lacks.
+        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_SCALA_VERSION="2.13",
                    SPARK_LOG_DIR=self.directory, SPARK_NO_DAEMONIZE="1")
         log = open(os.path.join(self.directory, name + ".out"), "ab")
         self._logs.append(log)

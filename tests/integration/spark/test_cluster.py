@@ -4,7 +4,8 @@ classes from the PySpark install), the job submitted to ``spark://``, reading Ap
 4.4 (or the mock with ``--brokers=mock``).
 
 The suite reads a modest 200k records; the >= 5 million record batch read and the
-12-partition stream are ``slow`` tests (``pytest -m slow``), which CI does not run.
+12-partition stream are ``heavy`` tests, skipped unless asked for (``pytest -m heavy``): CI
+does not run them.
 Tasks spread over both workers is asserted from Spark's own task counts per executor.
 """
 
@@ -61,7 +62,7 @@ def test_a_batch_read_on_two_workers_returns_every_record(spark, broker):
     read_on_the_cluster(spark, broker, topic, 200_000, min_partitions=8)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_five_million_records_on_two_workers(spark, broker):
     topic = broker.new_topic(partitions=12)
     for chunk in range(10):
@@ -69,7 +70,7 @@ def test_five_million_records_on_two_workers(spark, broker):
     read_on_the_cluster(spark, broker, topic, 5_000_000, min_partitions=24)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_stream_over_twelve_partitions_writes_every_record_once(spark, broker, tmp_path):
     topic = broker.new_topic(partitions=12)
     written = broker.produce(topic, 300_000, timeout=600)

@@ -28,6 +28,7 @@ from tests.integration.spark.session import spark_session  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.broker_kinds("apache_kafka")]
 
+FORMATS = ("kafka", "kproto")
 COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType")
 
 
@@ -49,7 +50,7 @@ def spark(tmp_path_factory):
 def both(spark, broker, **options) -> tuple[list, list]:
     """The rows of the same read through Spark's source and kproto's, as sorted tuples."""
     out = []
-    for fmt in ("kafka", "kproto"):
+    for fmt in FORMATS:
         reader = spark.read.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -117,3 +118,105 @@ def test_read_committed_over_aborted_transactions_gives_the_same_rows(spark, bro
     broker.produce(topic, 5, start_index=200)
     theirs, ours = both(spark, broker, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
     assert len(ours) == 35 and ours == theirs
+
+
+# -- streams ----------------------------------------------------------------------------
+
+
+def batches(spark, broker, fmt: str, checkpoint: str, **options) -> list[tuple[dict, int]]:
+    """Run a stream with Trigger.AvailableNow to its end; each micro-batch's end offsets
+    and row count, from the query's progress."""
+    reader = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    query = (reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(600)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    out = []
+    for progress in query.recentProgress:
+        if progress["numInputRows"]:
+            end = progress["sources"][0]["endOffset"]
+            out.append((json.loads(end) if isinstance(end, str) else end, progress["numInputRows"]))
+    return out
+
+
+def test_max_offsets_per_trigger_cuts_the_same_micro_batches(spark, broker, tmp_path):
+    # Uneven backlogs, and a limit that does not divide them: Spark's shares are rounded
+    # down per partition (a batch may hold less than the limit), and so are kproto's.
+    topic = broker.new_topic(partitions=3)
+    broker.produce(topic, 700, partitions=[0])
+    broker.produce(topic, 200, partitions=[1], start_index=1000)
+    broker.produce(topic, 3, partitions=[2], start_index=2000)
+    theirs = batches(spark, broker, "kafka", str(tmp_path / "kafka"), subscribe=topic, maxOffsetsPerTrigger="250")
+    ours = batches(spark, broker, "kproto", str(tmp_path / "kproto"), subscribe=topic, maxOffsetsPerTrigger="250")
+    assert len(theirs) > 3 and sum(n for _, n in theirs) == 903
+    assert ours == theirs
+
+
+def test_partitions_added_mid_stream_are_read_from_their_start(spark, broker, tmp_path):
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = broker.new_topic(partitions=2)
+    broker.produce(topic, 100)
+    out = {}
+    queries = {}
+    for fmt in FORMATS:
+        out[fmt] = str(tmp_path / fmt)
+        queries[fmt] = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                        .option("subscribe", topic).option("startingOffsets", "earliest").load()
+                        .select(*COLUMNS).writeStream.format("parquet").option("path", out[fmt] + "/data")
+                        .option("checkpointLocation", out[fmt] + "/checkpoint")
+                        .trigger(processingTime="500 milliseconds").start())
+    try:
+        for query in queries.values():
+            assert _wait(lambda q=query: sum(p["numInputRows"] for p in q.recentProgress) >= 100), query.exception()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # kept: it answers the futures
+        admin.create_partitions([NewPartitions(topic, 4)])[topic].result(60)
+        assert _wait(lambda: len(broker.partitions_of(topic)) == 4)
+        broker.produce(topic, 200, partitions=[0, 1, 2, 3], start_index=1000)
+        for query in queries.values():
+            assert _wait(lambda q=query: sum(p["numInputRows"] for p in q.recentProgress) >= 300), query.exception()
+    finally:
+        for query in queries.values():
+            query.stop()
+    rows = {fmt: sorted(tuple(_plain(v) for v in r) for r in spark.read.parquet(out[fmt] + "/data").collect())
+            for fmt in FORMATS}
+    assert len(rows["kproto"]) == 300 and {r[1] for r in rows["kproto"]} == {0, 1, 2, 3}
+    assert rows["kproto"] == rows["kafka"]
+
+
+def _wait(predicate, timeout: float = 300) -> bool:
+    from tests.brokers._net import wait_until
+
+    return wait_until(predicate, timeout, interval=0.5)
+
+
+# -- data loss --------------------------------------------------------------------------
+
+
+def test_fail_on_data_loss_after_deleted_offsets(spark, broker):
+    # The first 100 offsets deleted (DeleteRecords: what retention does to old segments);
+    # a read that asks for them: failOnDataLoss=true fails in both, false skips them in both.
+    from confluent_kafka import TopicPartition as Tp
+    from confluent_kafka.admin import AdminClient
+
+    topic = broker.new_topic(partitions=1)
+    broker.produce(topic, 300)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # kept: it answers the futures
+    for future in admin.delete_records([Tp(topic, 0, 100)]).values():
+        future.result(60)
+    asked = {"subscribe": topic, "startingOffsets": json.dumps({topic: {"0": 0}})}
+    theirs, ours = both(spark, broker, failOnDataLoss="false", **asked)
+    assert [r[2] for r in ours] == list(range(100, 300)) and ours == theirs
+    for fmt in FORMATS:
+        reader = spark.read.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        for key, value in dict(asked, failOnDataLoss="true").items():
+            reader = reader.option(key, value)
+        with pytest.raises(Exception, match="failOnDataLoss") as caught:
+            reader.load().collect()
+        assert "lost" in str(caught.value), (fmt, str(caught.value)[:2000])
