@@ -95,6 +95,17 @@ class CorruptRecordError(CorruptMessageError):
         self.offset = offset
 
 
+class InvalidCaptureError(KafkaError, ValueError):
+    """A packet capture that cannot be read: not pcap or pcapng, a corrupt header or block,
+    a record longer than any capture holds. ``offset`` is the file position when known."""
+
+    def __init__(self, message: str = "", *, offset: int | None = None) -> None:
+        self.offset = offset
+        if offset is not None:
+            message = "{} (at byte {} of the file)".format(message, offset)
+        super().__init__(message)
+
+
 class UnsupportedCodecError(KafkaError):
     """A batch uses a compression codec that is unknown, or whose optional package is missing."""
 
@@ -211,6 +222,15 @@ class SslAuthenticationError(AuthenticationError):
 
 class CommitFailedError(KafkaError):
     """A commit cannot be completed because the group rebalanced or the member was fenced."""
+
+
+class ConsumerStoppedError(KafkaError):
+    """The asyncio consumer (``kproto.aio``) was stopped, or not started (aiokafka's name)."""
+
+
+class IllegalOperation(KafkaError):
+    """The call needs something the consumer was not configured with, e.g. a commit without
+    a ``group_id`` (aiokafka's name)."""
 
 
 class NoOffsetForPartitionError(KafkaError):

@@ -17,9 +17,9 @@ import time
 
 from kproto import KafkaConsumer
 from kproto.events import JsonlEventHandler
-from kproto.trace.html import write_page
-from kproto.trace.proxy import TraceProxy
-from kproto.trace.report import JsonlWriter, read_events
+from kproto.tools.trace.html import write_page
+from kproto.tools.trace.proxy import TraceProxy
+from kproto.tools.trace.report import JsonlWriter, read_events
 from tests.brokers.mock_cluster import MockCluster
 
 

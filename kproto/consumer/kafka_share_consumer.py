@@ -108,6 +108,13 @@ class KafkaShareConsumer:
 
     # -- the rest ---------------------------------------------------------------------------
 
+    def acquisition_lock_timeout_ms(self) -> Optional[int]:
+        """How long the broker locks the records the last ``poll`` returned for this member
+        (ms, from the ShareFetch answer: the share group's ``share.record.lock.duration.ms``);
+        None before any record was returned or when the broker did not say (Java's
+        ``acquisitionLockTimeoutMs()``)."""
+        return self._call("acquisition_lock_timeout_ms")
+
     def metrics(self, raw: bool = False) -> Optional[dict]:
         return self._call("metrics", raw)
 

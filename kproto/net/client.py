@@ -106,6 +106,8 @@ class NetworkClient:
                                          self._metadata_updater.request_rebootstrap)
         self._selecting = False
         self._closed = False
+        # When the metadata loop next wants a poll (io_interest's hint for event loops).
+        self._metadata_due_ms = 0.0
         # Java's disconnectAsync: closed by the next poll, on whichever thread owns the I/O.
         self._pending_disconnects: set[Any] = set()
 
@@ -279,6 +281,24 @@ class NetworkClient:
             self.wakeup()
         return future
 
+    def io_interest(self) -> tuple[list[tuple[Any, int]], float]:
+        """For a shell that runs ``poll(0)`` from an event loop instead of blocking in
+        ``select`` (``kproto.aio``): the sockets with the selector events the next poll
+        waits for (the wakeup socket first), and ms until a connect, request, idle or
+        metadata deadline needs a poll even if no socket is ready. Reads state only."""
+        with self._lock:
+            if self._closed:
+                return [], float("inf")
+            now = monotonic_ms()
+            wanted: list[tuple[Any, int]] = [(self._wake_r, selectors.EVENT_READ)]
+            for node in self._nodes.values():
+                mask = node.interest()
+                if mask and node.sock is not None:
+                    wanted.append((node.sock, mask))
+            wait = min(timeouts.next_timeout_ms(self._state, now),
+                       max(self._metadata_due_ms - now, 0.0))
+            return wanted, wait
+
     def close(self, node_id: Any = None) -> None:
         """Close one node's connection, or (no argument) every connection and the client."""
         self.wakeup()
@@ -319,7 +339,9 @@ class NetworkClient:
                     raise errors.IllegalStateError("network client is closed")
                 now = monotonic_ms()
                 self._process_pending_disconnects(now)
-                timeout_ms = min(timeout_ms, self._metadata_updater.maybe_update(now))
+                metadata_wait = self._metadata_updater.maybe_update(now)
+                self._metadata_due_ms = now + metadata_wait
+                timeout_ms = min(timeout_ms, metadata_wait)
                 self._write_all(now)
                 timeout_ms = min(timeout_ms, timeouts.next_timeout_ms(self._state, now))
                 self._sync_selector()

@@ -76,7 +76,7 @@ runs on every broker that has all of them and skips the rest with a reason such 
 broker starts (the table below). For ``apache_kafka``, whose version is unknown in
 advance, the table is only a prior: once started, the API-derived capabilities
 (``base.API_CAPABILITIES``: classic_groups, kip848, kip848_regex,
-offset_for_leader_epoch, create_topics_api) come from its ApiVersions answer
+offset_for_leader_epoch, create_topics_api, share_groups) come from its ApiVersions answer
 (``raw.api_versions``, kproto's own messages) and the test may skip then; a broker given
 by ``KPROTO_KAFKA_BOOTSTRAP`` lacks ``fresh_broker``. An unknown capability name is an
 error. ``needs`` acts through the
@@ -102,6 +102,7 @@ multi_broker                        yes   no     no
 fast_classic_rebalance              yes   no     yes
 fresh_broker                        yes   yes    yes*
 fetch_sessions                      no    no     yes
+share_groups (ShareGroupHeartbeat)  yes   no     yes
 ==================================  ====  =====  ======
 
 ``tansu_sessions`` has Tansu's capabilities plus ``fetch_sessions``.

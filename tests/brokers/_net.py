@@ -10,10 +10,10 @@ from __future__ import annotations
 import socket
 import time
 
-from kproto import embedded
+from kproto.tools import embedded
 
 
-# One home for both: kproto.embedded (the CLI's demo broker) needs them too, and its probe
+# One home for both: kproto.tools.embedded (the CLI's demo broker) needs them too, and its probe
 # is the same hand-built request, independent of kproto.messages.
 free_port = embedded.free_port
 

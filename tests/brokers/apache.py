@@ -30,7 +30,7 @@ import signal
 import subprocess
 import tempfile
 
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from tests.brokers import maven
 from tests.brokers._net import api_versions_v0_probe, free_port, free_ports, wait_until
 from tests.brokers.base import (API_CAPABILITIES, BROKER_CAPABILITIES, Broker,
@@ -53,11 +53,22 @@ SUITE_SETTINGS = {
     "auto.create.topics.enable": "false",
 }
 
+#: Lower bounds for share groups' own settings (KIP-932), so a test may give its group
+#: short locks and quick heartbeats with group configs (IncrementalAlterConfigs): Kafka's
+#: defaults forbid locks under 15 s, heartbeats under 5 s and sessions under 45 s. The
+#: defaults themselves stay Kafka's.
+SHARE_GROUP_BOUNDS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.min.session.timeout.ms": "6000",
+}
+
 #: What a single node adds for share groups (KIP-932): its state topic with one replica.
 SINGLE_NODE_SETTINGS = {
     **SUITE_SETTINGS,
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
+    **SHARE_GROUP_BOUNDS,
 }
 
 

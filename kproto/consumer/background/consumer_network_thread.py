@@ -117,7 +117,11 @@ class ConsumerNetworkThread(threading.Thread):
 
     # --- the loop -------------------------------------------------------------------------
 
-    def run_once(self) -> None:
+    def run_once(self, max_block_ms: Optional[int] = None) -> int:
+        """One iteration; returns ms until the managers want the next one.
+
+        ``max_block_ms`` caps the network step's wait: an event-loop shell (``kproto.aio``)
+        passes 0 and waits for the sockets on its loop instead of in ``select``."""
         resources = self.resources
         assert resources is not None  # set before the loop starts (initialize_resources)
         now = self._time_ms()
@@ -126,12 +130,14 @@ class ConsumerNetworkThread(threading.Thread):
         for manager in resources.request_managers:
             wait = resources.network_client_delegate.add_all(manager.poll(now))
             poll_wait = min(poll_wait, wait)
-        resources.network_client_delegate.poll(max(0, poll_wait), now)
+        block = max(0, poll_wait) if max_block_ms is None else max(0, min(poll_wait, max_block_ms))
+        resources.network_client_delegate.poll(block, now)
         resources.surface_errors()
         now = self._time_ms()
         self.cached_maximum_time_to_wait_ms = min(
             [manager.maximum_time_to_wait(now) for manager in resources.request_managers] or [MAX_WAIT_MS])
         self.reaper.reap(now)
+        return poll_wait
 
     def _process_application_events(self, resources: Resources) -> None:
         for event in drain(self.application_event_queue):
@@ -156,9 +162,9 @@ class ConsumerNetworkThread(threading.Thread):
             self.reaper.reap_incomplete(drain(self.application_event_queue))
             log.debug("The consumer background thread has closed")
 
-    def _run_at_close(self, resources: Resources) -> None:
-        """Let the managers send their last requests (the leave heartbeat) before exiting."""
-        deadline = self._time_ms() + self._close_timeout_ms
+    def stage_close_requests(self, resources: Resources) -> None:
+        """Process the last events and stage every manager's last requests (the leave
+        heartbeat, closing fetch sessions); the caller polls until they are sent."""
         delegate = resources.network_client_delegate
         self._process_application_events(resources)
         now = self._time_ms()
@@ -169,6 +175,12 @@ class ConsumerNetworkThread(threading.Thread):
             if poll_on_close is not None:
                 delegate.add_all(poll_on_close(now))
         delegate.add_all(resources.close_requests())
+
+    def _run_at_close(self, resources: Resources) -> None:
+        """Let the managers send their last requests (the leave heartbeat) before exiting."""
+        deadline = self._time_ms() + self._close_timeout_ms
+        delegate = resources.network_client_delegate
+        self.stage_close_requests(resources)
         # At least one network poll, as Java's sendUnsentRequests: close(timeout_ms=0) still
         # writes the leave heartbeat to a ready coordinator connection.
         while delegate.has_pending_requests():

@@ -26,7 +26,7 @@ from kproto.errors import AuthenticationError, KafkaTimeoutError, UnsupportedVer
 log = logging.getLogger("kproto.kip848")
 
 # While requests wait for a connection, look again at least this often.
-_UNSENT_RECHECK_MS = 50
+UNSENT_RECHECK_MS = 50
 
 
 class NetworkClientDelegate:
@@ -52,7 +52,7 @@ class NetworkClientDelegate:
         """Send what can be sent, do one network step (blocking up to ``timeout_ms``)."""
         self._try_send_all(self._time_ms() if now_ms is None else now_ms)
         if self.unsent_requests:
-            timeout_ms = min(timeout_ms, _UNSENT_RECHECK_MS)
+            timeout_ms = min(timeout_ms, UNSENT_RECHECK_MS)
         try:
             self.client.poll(timeout_ms=max(0, timeout_ms))
         except AuthenticationError as exc:

@@ -14,7 +14,8 @@ delivery_count)``, ascending) and what was handed out of them. Rules:
   back with delivery_count + 1, and is archived at the delivery limit); the error is raised
   once the records before it were returned.
 
-The node the response came from is kept: acknowledgements go back to it.
+The node the response came from is kept: acknowledgements go back to it; so is the
+acquisition lock duration the response gave (Java's ``ShareInFlightBatch``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ _OFFSET = 3
 class ShareCompletedFetch:
     def __init__(self, node_id: int, tip: TopicIdPartition, records: Any, acquired: list[tuple[int, int, int]], *,
                  check_crcs: bool = True, key_deserializer: Optional[Deserialize] = None,
-                 value_deserializer: Optional[Deserialize] = None, generation: int = 0) -> None:
+                 value_deserializer: Optional[Deserialize] = None, generation: int = 0,
+                 acquisition_lock_timeout_ms: Optional[int] = None) -> None:
         self.node_id = node_id
         self.generation = generation  # of the node's share session that acquired the records
+        # How long the broker locks these records for this member (ShareFetch v1+), None if unsaid.
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.partition = tip
         self.records: bytes = bytes(records) if records is not None else b""
         self.acquired = sorted(acquired)

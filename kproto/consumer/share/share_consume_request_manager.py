@@ -350,6 +350,8 @@ class ShareConsumeRequestManager:
         if self.metrics_manager is not None:
             self.metrics_manager.record_fetch(now_ms - sent_ms, sum(
                 len(part.records or b"") for topic in response.responses for part in topic.partitions))
+        # ShareFetch v1+ says how long the acquired records stay locked (0: not said).
+        lock_timeout_ms = getattr(response, "acquisition_lock_timeout_ms", 0) or None
         names = {tip.topic_id: tip.topic for tip in partitions}
         names.update({e.tip.topic_id: e.tip.topic for e in entries})
         ack_errors: dict[TopicIdPartition, Optional[BaseException]] = {}
@@ -361,13 +363,13 @@ class ShareConsumeRequestManager:
                 tip = TopicIdPartition(topic.topic_id, TopicPartition(name, part.partition_index))
                 ack_errors[tip] = error_for(part.acknowledge_error_code, part.acknowledge_error_message)
                 if part.error_code:
-                    self._on_partition_error(tip, part.error_code, part.error_message)
+                    self._on_partition_error("ShareFetch", tip, part.error_code, part.error_message)
                 acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records]
                 if acquired and not self._closing:  # closing: the final request releases them
                     self.fetch_buffer.add(ShareCompletedFetch(
                         node_id, tip, part.records, acquired, check_crcs=self._check_crcs,
                         key_deserializer=self._key_deserializer, value_deserializer=self._value_deserializer,
-                        generation=generation))
+                        generation=generation, acquisition_lock_timeout_ms=lock_timeout_ms))
         self._complete_entries(entries, ack_errors)
 
     def _on_acknowledge_response(self, node_id: int, entries: list[AckEntry], response: Any, final: bool,
@@ -385,16 +387,16 @@ class ShareConsumeRequestManager:
                 if tip is not None:
                     ack_errors[tip] = error_for(part.error_code, part.error_message)
                     if part.error_code:
-                        self._on_partition_error(tip, part.error_code, part.error_message)
+                        self._on_partition_error("ShareAcknowledge", tip, part.error_code, part.error_message)
         self._complete_entries(entries, ack_errors)
 
-    def _on_partition_error(self, tip: TopicIdPartition, code: int, message: Optional[str]) -> None:
+    def _on_partition_error(self, api: str, tip: TopicIdPartition, code: int, message: Optional[str]) -> None:
         name = for_code(code).message
         if name in _METADATA_ERRORS:
-            log.debug("ShareFetch for %s: %s; refreshing metadata", tip, name)
+            log.debug("%s for %s: %s; refreshing metadata", api, tip, name)
             self._request_metadata_update()
         else:
-            log.warning("ShareFetch for %s failed: %s", tip, error_for(code, message))
+            log.warning("%s for %s failed: %s", api, tip, error_for(code, message))
 
     # --- completing acknowledgements ----------------------------------------------------------
 

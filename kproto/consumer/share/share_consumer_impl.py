@@ -10,9 +10,13 @@ session generation that delivered it) and the acknowledgements made since the la
   ``IllegalStateError`` (Java's), and nothing is sent. It then sends a ``ShareFetchEvent``
   (acknowledgements + "fetch more") and returns up to ``max_poll_records`` records from
   the ``ShareFetchBuffer``, waiting for data until its timeout;
-- ``acknowledge`` is only legal in explicit mode, once per delivered record (RENEW keeps
-  the record delivered: it still needs a final acknowledgement); anything else is an
-  ``IllegalStateError`` and nothing is sent;
+- ``acknowledge`` is only legal in explicit mode, once per delivered record; anything else
+  is an ``IllegalStateError`` and nothing is sent;
+- RENEW (Java's renewing records): the record stays delivered; the renewal goes out in
+  ShareAcknowledge with the next ``poll``/``commit``/``commit_async``, and the next ``poll``
+  fetches nothing new but hands the renewed records out again once the broker answered
+  (one whose renewal failed is dropped: the broker released it); they then need an
+  acknowledgement like any delivered record;
 - ``commit``/``commit_async`` send the acknowledgements at once in ShareAcknowledge;
   ``commit`` waits and returns ``{TopicIdPartition: None or the error}``;
 - completed acknowledgements reach the acknowledgement commit callback here, on the
@@ -57,7 +61,10 @@ MAX_WAIT_STEP_MS = 1000
 
 class ShareConsumerImpl:
     def __init__(self, config: Mapping[str, Any], share_config: Mapping[str, Any],
-                 time_ms: Callable[[], int] = monotonic_ms) -> None:
+                 time_ms: Callable[[], int] = monotonic_ms,
+                 network_thread_class: type[ConsumerNetworkThread] = ConsumerNetworkThread) -> None:
+        """``network_thread_class``: the event-loop shell (``kproto.aio``) passes one whose
+        ``start()`` builds the resources inline and starts no thread."""
         self.config = config
         self._time_ms = time_ms
         self.group_id: str = config["group_id"]
@@ -75,8 +82,8 @@ class ShareConsumerImpl:
         self.application_event_queue: "queue.Queue" = queue.Queue()
         self.background_event_queue: "queue.Queue" = queue.Queue()
         self._share_config = share_config
-        self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
-                                                    time_ms)
+        self.network_thread = network_thread_class(self.application_event_queue, self._initialize_resources,
+                                                   time_ms)
         self.application_event_handler = ApplicationEventHandler(
             self.application_event_queue, self.network_thread.wakeup, time_ms)
         # (topic, partition, offset) -> (ack key, delivery_count) of records handed out and
@@ -85,6 +92,12 @@ class ShareConsumerImpl:
         # Implicit mode needs no look-ups: what the last poll returned, per partition.
         self._implicit_batch: list[tuple[AckKey, list[int]]] = []
         self._acks: dict[AckKey, Acknowledgements] = {}
+        # RENEW (Java's ShareInFlightBatch renewing/renewed records): records acknowledged
+        # with RENEW and not sent yet, and those sent (each lot with the future of its answer,
+        # {TopicIdPartition: error or None}); the next poll hands the renewed ones out again.
+        self._renewing: dict[tuple[str, int, int], ShareConsumerRecord] = {}
+        self._renewals: list[tuple[Future, dict[tuple[str, int, int], ShareConsumerRecord]]] = []
+        self._acquisition_lock_timeout_ms: Optional[int] = None  # of the records the last poll returned
         self._subscription: Optional[set[str]] = None
         self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
         self._wakeup_trigger = WakeupTrigger()
@@ -168,6 +181,27 @@ class ShareConsumerImpl:
     def _holds_records(self) -> bool:
         return bool(self._delivered or self._implicit_batch)
 
+    def _unacknowledged(self) -> int:
+        """Explicit mode: delivered records with no acknowledgement since they were handed out
+        (a RENEW counts: the record comes back from a later poll)."""
+        renewed = {k for _, lot in self._renewals for k in lot}
+        return sum(1 for k in self._delivered if k not in self._renewing and k not in renewed)
+
+    def _send_acks(self, entries: list[ev.AckEntry], *, wait_deadline: Optional[int] = None) -> Optional[Future]:
+        """Send ``entries`` in ShareAcknowledge; with RENEWs among them (or ``wait_deadline``)
+        as a sync event whose future gives ``{TopicIdPartition: error or None}``."""
+        if not entries:
+            return None
+        if not self._renewing and wait_deadline is None:
+            self.application_event_handler.add(ev.ShareAcknowledgeAsyncEvent(entries))
+            return None
+        event = ev.ShareAcknowledgeSyncEvent(entries, self._deadline(None) if wait_deadline is None else wait_deadline)
+        self.application_event_handler.add(event)
+        if self._renewing:
+            self._renewals.append((event.future, self._renewing))
+            self._renewing = {}
+        return event.future
+
     def _accept_delivered(self) -> None:
         """Implicit mode: everything handed out and not acknowledged is accepted."""
         for (_, _, offset), (key, _) in self._delivered.items():
@@ -207,6 +241,8 @@ class ShareConsumerImpl:
         if not self.explicit:
             self._accept_delivered()
         self._delivered.clear()  # explicit mode: the closing session releases them
+        self._renewing.clear()
+        self._renewals.clear()
         self.fetch_buffer.drain()  # not handed out: released with the sessions
         close = ev.ShareAcknowledgeOnCloseEvent(self._take_acks(), deadline)
         self.application_event_handler.add(close)
@@ -240,11 +276,15 @@ class ShareConsumerImpl:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         deadline = self._deadline(timeout_ms)
         self._wakeup_trigger.maybe_trigger_wakeup()
-        if self._holds_records():
-            if self.explicit:
+        if self.explicit:
+            unacknowledged = self._unacknowledged()
+            if unacknowledged:
                 raise IllegalStateError(
                     "All records must be acknowledged before the next poll in explicit acknowledgement mode: "
-                    "{} delivered record(s) were not".format(len(self._delivered)))
+                    "{} delivered record(s) were not".format(unacknowledged))
+            if self._renewing or self._renewals:
+                return self._poll_renewed(deadline)
+        elif self._holds_records():
             self._accept_delivered()
         self._process_background_events()
         self.application_event_handler.add(ev.ShareFetchEvent(self._take_acks(), settles=True))
@@ -267,6 +307,35 @@ class ShareConsumerImpl:
             # An empty answer woke us: ask again (with any gap acknowledgements).
             self.application_event_handler.add(ev.ShareFetchEvent(self._take_acks()))
 
+    def _poll_renewed(self, deadline: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        """Records were renewed (Java's ``hasRenewals``): send the acknowledgements, fetch
+        nothing new, and hand the renewed records out again once the broker answered; a record
+        whose renewal failed is dropped (the broker releases it). Nothing before ``deadline``:
+        ``{}``, and the next poll waits on."""
+        self._process_background_events()
+        self._send_acks(self._take_acks())
+        out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
+        while self._renewals:
+            future, lot = self._renewals[0]
+            try:
+                errors = self._wait(future, deadline, "renewing acquisition locks")
+            except KafkaTimeoutError:
+                break
+            except KafkaError as exc:
+                errors = exc
+            self._renewals.pop(0)
+            for where, record in sorted(lot.items()):
+                found = self._delivered.get(where)
+                if found is None:
+                    continue
+                error = errors if isinstance(errors, BaseException) else errors.get(found[0][2])
+                if error is None:
+                    out.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
+                else:
+                    del self._delivered[where]  # the lock was not renewed: no longer this member's
+        self._process_background_events()
+        return out
+
     def _collect(self) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         left = self.max_poll_records
@@ -288,6 +357,8 @@ class ShareConsumerImpl:
             elif records:
                 self._implicit_batch.append((key, [r.offset for r in records]))
             if records:
+                if fetch.acquisition_lock_timeout_ms is not None:
+                    self._acquisition_lock_timeout_ms = fetch.acquisition_lock_timeout_ms
                 self.fetch_buffer.mark_outstanding(fetch.node_id)
                 out.setdefault(fetch.partition.topic_partition, []).extend(records)
                 left -= len(records)
@@ -319,8 +390,15 @@ class ShareConsumerImpl:
             raise IllegalStateError(
                 "The record cannot be acknowledged: {}-{} offset {} is not a record this consumer delivered in the "
                 "last poll and has not acknowledged yet".format(*where))
+        if any(where in lot for _, lot in self._renewals):
+            raise IllegalStateError(
+                "The record cannot be acknowledged: {}-{} offset {} is being renewed; poll() hands it out again "
+                "once the broker answered".format(*where))
         key = found[0]
-        if kind is not AcknowledgeType.RENEW:
+        if kind is AcknowledgeType.RENEW:
+            self._renewing[where] = record  # stays delivered: poll() hands it out again
+        else:
+            self._renewing.pop(where, None)
             del self._delivered[where]
         self._add_ack(key, record.offset, kind)
 
@@ -329,12 +407,10 @@ class ShareConsumerImpl:
         deadline = self._deadline(timeout_ms)
         if not self.explicit:
             self._accept_delivered()
-        entries = self._take_acks()
+        future = self._send_acks(self._take_acks(), wait_deadline=deadline)
         result: dict[TopicIdPartition, Optional[BaseException]] = {}
-        if entries:
-            event = ev.ShareAcknowledgeSyncEvent(entries, deadline)
-            self.application_event_handler.add(event)
-            result = self._wait(event.future, deadline, "commit")
+        if future is not None:
+            result = self._wait(future, deadline, "commit")
         self._process_background_events()
         return result
 
@@ -342,12 +418,14 @@ class ShareConsumerImpl:
         self._check_open()
         if not self.explicit:
             self._accept_delivered()
-        entries = self._take_acks()
-        if entries:
-            self.application_event_handler.add(ev.ShareAcknowledgeAsyncEvent(entries))
+        self._send_acks(self._take_acks())
         self._process_background_events()
 
     # --- the rest -------------------------------------------------------------------------------
+
+    def acquisition_lock_timeout_ms(self) -> Optional[int]:
+        self._check_open()
+        return self._acquisition_lock_timeout_ms
 
     def metrics(self, raw: bool = False) -> Optional[dict]:
         return metrics_view(self._metrics, raw)

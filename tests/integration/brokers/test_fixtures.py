@@ -207,14 +207,14 @@ from pathlib import Path
 
 import pytest
 
-import kproto.embedded
+import kproto.tools.embedded
 import tests.brokers.mock_cluster as mock_module
 from tests.conftest import *
 
 
 @pytest.fixture(autouse=True)
 def broken_brokers(monkeypatch):
-    monkeypatch.setattr(kproto.embedded, "tansu_binary", lambda: Path("/bin/false"))
+    monkeypatch.setattr(kproto.tools.embedded, "tansu_binary", lambda: Path("/bin/false"))
     monkeypatch.setattr(mock_module, "_lib", None)
     monkeypatch.setattr(mock_module, "library_path", lambda: "/nonexistent/librdkafka.so.1")
 ''')
@@ -283,7 +283,7 @@ def test_kafka_home_distribution_is_formatted_started_and_stopped_by_group(tmp_p
     # kafka-storage.sh records how it was called, and its kafka-server-start.sh runs Tansu
     # on the PLAINTEXT port of the server.properties it was given, as a child of the
     # script (not exec'd): only stopping the whole process group stops it.
-    from kproto.embedded import tansu_binary
+    from kproto.tools.embedded import tansu_binary
     from tests.brokers.apache import LocalKafka
 
     home = tmp_path / "kafka"

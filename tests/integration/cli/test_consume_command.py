@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import queue
+import re
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from kproto.__main__ import _text
+from kproto.tools.consume import _text
+from tests.threads import TestThread
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -26,7 +31,7 @@ def test_embedded_broker_demo_consumes_every_seeded_record():
     for r in rows:
         i = int(dict(r["headers"])["seq"])
         assert (r["key"], r["value"], r["partition"]) == ("key-%d" % i, "value-%d" % i, i % 3)
-    assert "consumed 300 records" in result.stderr
+    assert "Processed a total of 300 messages" in result.stderr
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd"])
@@ -34,7 +39,7 @@ def test_bootstrap_server_mode_prints_what_the_producer_wrote(tansu_broker, code
     topic = tansu_broker.new_topic(partitions=3)
     written = tansu_broker.produce(topic, 120, codec=codec)
     result = run_cli("--bootstrap-server", tansu_broker.bootstrap_servers, "--topic", topic,
-                     "--from-beginning", "--json", "--max-messages", "120")
+                     "--from-beginning", "--json", "--max-messages", "120", "--timeout-ms", "60000")
     assert result.returncode == 0, result.stderr
     rows = sorted((json.loads(line) for line in result.stdout.splitlines()),
                   key=lambda r: (r["partition"], r["offset"]))
@@ -44,6 +49,9 @@ def test_bootstrap_server_mode_prints_what_the_producer_wrote(tansu_broker, code
         assert r["headers"] == [[k, _text(v)] for k, v in w.headers]
     # Null keys and values stay JSON null (not the plain output's "null" text).
     assert any(r["key"] is None for r in rows) and any(r["value"] is None for r in rows)
+    # UTF-8 text is printed as it is, not as \u escapes.
+    assert "ünïcode" in result.stdout and "\\u00fc" not in result.stdout
+    assert result.stderr.strip().endswith("Processed a total of 120 messages")
 
 
 def _console(data):
@@ -79,7 +87,7 @@ def test_group_mode_on_the_mock(mock_cluster, protocol):
     written = mock_cluster.produce(topic, 40)
     result = run_cli("--bootstrap-server", mock_cluster.bootstrap_servers, "--topic", topic, "--group",
                      "kproto-cli-" + topic, "--from-beginning", "--json", "--max-messages", "40",
-                     "--group-protocol", protocol)
+                     "--group-protocol", protocol, "--timeout-ms", "60000")
     assert result.returncode == 0, result.stderr
     rows = sorted((json.loads(line) for line in result.stdout.splitlines()),
                   key=lambda r: (r["partition"], r["offset"]))
@@ -112,7 +120,7 @@ def test_consumer_properties_reach_the_consumer(mock_cluster):
 
 
 def test_consumer_property_values_are_typed():
-    from kproto.__main__ import parse_consumer_properties
+    from kproto.tools.consume import parse_consumer_properties
 
     assert parse_consumer_properties(["security.protocol=SASL_SSL", "fetch-max-wait-ms=50",
                                       "check_crcs=false", "sasl.plain.password=a=b"]) == {
@@ -148,6 +156,59 @@ def test_share_group_mode_usage_errors():
     assert result.returncode == 1 and "--share-group needs --bootstrap-server" in result.stderr
     result = run_cli("--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--release")
     assert result.returncode == 1 and "--release and --reject need --share-group" in result.stderr
+
+
+def test_iso_timestamps(mock_cluster):
+    topic = mock_cluster.new_topic(partitions=1)
+    written = mock_cluster.produce(topic, 3)
+    result = run_cli("--bootstrap-server", mock_cluster.bootstrap_servers, "--topic", topic,
+                     "--from-beginning", "--json", "--timestamp-format", "iso", "--max-messages", "3",
+                     "--timeout-ms", "60000")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    expected = [datetime.datetime.fromtimestamp(w.timestamp / 1000, datetime.timezone.utc)
+                for w in written]
+    assert [datetime.datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")) for r in rows] \
+        == expected
+    assert all(r["timestamp"].endswith("Z") for r in rows)
+
+
+def test_without_limits_it_reads_until_interrupted_and_reports_the_count(mock_cluster):
+    """As kafka-console-consumer: no idle timeout by default; Ctrl-C (SIGINT) ends the run
+    with "Processed a total of N messages" on stderr."""
+    topic = mock_cluster.new_topic(partitions=1)
+    written = mock_cluster.produce(topic, 7)
+    proc = subprocess.Popen([sys.executable, "-m", "kproto", "consume", "--bootstrap-server",
+                             mock_cluster.bootstrap_servers, "--topic", topic, "--from-beginning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    reader = TestThread(target=lambda: [lines.put(line) for line in proc.stdout])
+    reader.start()
+    try:
+        printed = [lines.get(timeout=60).rstrip("\n") for _ in written]
+        assert printed == [_console(w.value) for w in written]
+        assert proc.poll() is None  # every record printed, and still waiting for more
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        reader.join(60)
+    err = proc.stderr.read()
+    assert lines.empty()
+    assert err.strip().splitlines()[-1] == "Processed a total of 7 messages", err
+    assert proc.returncode == 130
+
+
+def test_help_shows_every_default():
+    result = subprocess.run([sys.executable, "-m", "kproto", "consume", "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    options = re.split(r"\n(?=  -)", result.stdout.split("options:", 1)[1])
+    helps = {block.split()[0]: " ".join(block.split()) for block in options if block.strip()}
+    assert "--timeout-ms" in helps and len(helps) > 10
+    for option, text in helps.items():
+        if option != "-h,":
+            assert "(default: " in text, text
+    assert "(default: -1)" in helps["--timeout-ms"]  # wait until interrupted
 
 
 @pytest.mark.parametrize("address,reason", [("127.0.0.1:{port}", "connection refused"),

@@ -21,7 +21,7 @@ import pytest
 
 from kproto import KafkaConsumer
 from kproto.consumer.classic import group_requests
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from kproto.net.client_versions import client_max_version
 from tests.brokers import seeding

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import free_port
+from kproto.tools.embedded import free_port
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 ENGINES = ["classic", "consumer"]

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import create_topic
+from kproto.tools.embedded import create_topic
 from tests.brokers.tansu import tansu_behind
 
 MARKER = b"corrupt-me-please"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker
+from kproto.tools.embedded import TansuBroker
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
 from tests.integration.security.sasl_checks import TokenProvider, assert_first_poll_raises, consume_all

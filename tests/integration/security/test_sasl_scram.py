@@ -26,7 +26,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker
+from kproto.tools.embedded import TansuBroker
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
 from tests.integration.security.sasl_checks import SCRAM_USERS, assert_first_poll_raises, consume_all

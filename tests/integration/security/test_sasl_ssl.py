@@ -17,7 +17,7 @@ import ssl
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.embedded import TansuBroker
+from kproto.tools.embedded import TansuBroker
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway

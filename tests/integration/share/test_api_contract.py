@@ -1,11 +1,11 @@
 """KafkaShareConsumer's configuration and API contract: bad settings and arguments fail at
-once with kproto.errors; wakeup, metrics, unsubscribe/resubscribe on the mock cluster."""
+once with kproto.errors; wakeup, metrics, unsubscribe/resubscribe on every broker with
+share groups (librdkafka's mock, Apache Kafka 4.1+)."""
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -13,7 +13,12 @@ from kproto import KafkaShareConsumer
 from kproto.consumer.share.share_consumer_config import share_consumer_config
 from kproto.errors import (ConcurrentModificationError, IllegalArgumentError, IllegalStateError,
                            KafkaConfigurationError, WakeupException)
+from tests.integration.share.members import earliest_group, read_until
+from tests.integration.share.members import new_group as group
 from tests.threads import TestThread
+from tests.wire_log import WireLog
+
+share_groups = pytest.mark.needs("share_groups")
 
 
 @pytest.mark.parametrize("bad", [
@@ -39,12 +44,9 @@ def test_share_settings_are_split_from_the_consumer_settings():
     assert (config["group_id"], config["max_poll_records"], config["fetch_max_wait_ms"]) == ("g", 7, 50)
 
 
-def group() -> str:
-    return "sg-" + uuid.uuid4().hex[:10]
-
-
-def test_api_misuse_fails_fast(mock_cluster):
-    consumer = KafkaShareConsumer(bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group())
+@share_groups
+def test_api_misuse_fails_fast(broker):
+    consumer = KafkaShareConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group())
     try:
         with pytest.raises(IllegalStateError):
             consumer.poll(0)  # not subscribed
@@ -55,6 +57,7 @@ def test_api_misuse_fails_fast(mock_cluster):
         with pytest.raises(IllegalStateError):
             consumer.acknowledge("not a record")
         assert consumer.subscription() == set()
+        assert consumer.acquisition_lock_timeout_ms() is None  # nothing fetched yet
     finally:
         consumer.close()
     with pytest.raises(IllegalStateError):
@@ -62,9 +65,10 @@ def test_api_misuse_fails_fast(mock_cluster):
     consumer.close()  # twice is fine
 
 
-def test_wakeup_interrupts_a_blocked_poll(mock_cluster):
-    topic = mock_cluster.new_topic(partitions=1)
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group()) as consumer:
+@share_groups
+def test_wakeup_interrupts_a_blocked_poll(broker):
+    topic = broker.new_topic(partitions=1)
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group()) as consumer:
         timer = threading.Timer(0.3, consumer.wakeup)
         timer.start()
         started = time.monotonic()
@@ -75,9 +79,10 @@ def test_wakeup_interrupts_a_blocked_poll(mock_cluster):
         assert consumer.poll(0) == {}  # usable afterwards
 
 
-def test_a_second_thread_gets_concurrent_modification_error(mock_cluster):
-    topic = mock_cluster.new_topic(partitions=1)
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group()) as consumer:
+@share_groups
+def test_a_second_thread_gets_concurrent_modification_error(broker):
+    topic = broker.new_topic(partitions=1)
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group()) as consumer:
         main_thread = threading.get_ident()
         seen: list = []
 
@@ -102,12 +107,13 @@ def test_a_second_thread_gets_concurrent_modification_error(mock_cluster):
         assert "KafkaShareConsumer is not safe for multi-threaded access" in str(seen[0])
 
 
-def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
-    mock_cluster.set_sharegroup(auto_offset_reset="earliest")
-    topic = mock_cluster.new_topic(partitions=1)
-    written = mock_cluster.produce(topic, 10)
+@share_groups
+def test_unsubscribe_then_subscribe_again_reads_on(broker):
+    name, _ = earliest_group(broker)
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 10)
     seen = set()
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group(),
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=name,
                             max_poll_records=4, fetch_max_wait_ms=100) as consumer:
         deadline = time.monotonic() + 60
         handed = 0
@@ -136,10 +142,11 @@ def test_unsubscribe_then_subscribe_again_reads_on(mock_cluster):
     assert metrics["consumer-share-coordinator-metrics"]["heartbeat-total"] > 0
 
 
-def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises_from_poll(mock_cluster):
-    mock_cluster.set_sharegroup(auto_offset_reset="earliest")
-    topic = mock_cluster.new_topic(partitions=1)
-    written = mock_cluster.produce(topic, 5)
+@share_groups
+def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises_from_poll(broker):
+    name, _ = earliest_group(broker)
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce(topic, 5)
     reported: dict = {}
 
     def callback(offsets, error):
@@ -149,7 +156,7 @@ def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises
             reported.setdefault(tip.partition, set()).update(done)
         raise RuntimeError("callback failed")
 
-    with KafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group(),
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=name,
                             share_acknowledgement_mode="explicit", fetch_max_wait_ms=100) as consumer:
         got: list = []
         deadline = time.monotonic() + 60
@@ -167,3 +174,35 @@ def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises
                 consumer.poll(100)
         consumer.set_acknowledgement_commit_callback(None)
     assert reported and reported[0] <= {w.offset for w in written}
+
+
+@share_groups
+def test_explicit_mode_errors_send_nothing(broker):
+    name, _ = earliest_group(broker)
+    topic = broker.new_topic(partitions=1)
+    broker.produce(topic, 3)
+    other_name, _ = earliest_group(broker)
+    with KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=name, fetch_max_wait_ms=100,
+                            share_acknowledgement_mode="explicit") as consumer, \
+            KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=other_name,
+                               fetch_max_wait_ms=100) as implicit:
+        got: list = []
+        read_until(consumer, lambda: got, got.append)
+        other: list = []
+        read_until(implicit, lambda: other, other.append)
+        with WireLog() as wire:
+            with pytest.raises(IllegalStateError):
+                consumer.poll(0)  # a delivered record was not acknowledged
+            consumer.acknowledge(got[0])
+            with pytest.raises(IllegalStateError):
+                consumer.acknowledge(got[0])  # twice
+            with pytest.raises(IllegalStateError):
+                consumer.acknowledge(other[0])  # delivered to another consumer
+            with pytest.raises(IllegalStateError):
+                implicit.acknowledge(other[0])  # implicit mode
+            sent = {e.api for e in wire.entries() if e.direction == ">>"}
+        assert not sent & {"ShareAcknowledgeRequest", "ShareFetchRequest"}, sent
+        for record in got[1:]:
+            consumer.acknowledge(record)
+        assert all(e is None for e in consumer.commit().values())
+

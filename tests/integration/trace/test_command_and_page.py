@@ -10,6 +10,7 @@ screenshot must show the lanes' colours (the PNG is decoded here with zlib).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,9 +24,9 @@ import pytest
 
 from kproto import KafkaConsumer
 from kproto.events import JsonlEventHandler
-from kproto.trace.report import read_events
-from kproto.trace.timeline import build_timeline
-from tests.integration.trace.browser import _chromium
+from kproto.tools.trace.report import read_events, time_key
+from kproto.tools.trace.timeline import build_timeline
+from tests.integration.trace.browser import _chromium, label_boxes
 
 RECORDS = 30
 
@@ -68,6 +69,11 @@ def traced(mock_cluster, tmp_path_factory):
 
 def test_the_cli_prints_one_line_per_exchange_and_a_summary(traced):
     lines = traced["stdout"].splitlines()
+    # In time order: each exchange is stamped with the time its answer came, and printed
+    # then (the JSON lines, written as printed, have the whole times).
+    with open(traced["jsonl"], encoding="utf-8") as f:
+        stamped = [time_key(json.loads(line)) for line in f]
+    assert stamped == sorted(stamped)
     fetches = [line for line in lines if " Fetch v" in line]
     assert fetches and all(" trace-cli " in line for line in fetches)
     assert any(re.search(r"JoinGroup v\d+ #\d+ [\d.]+ms .*generation=\d+", line) for line in lines)
@@ -186,3 +192,77 @@ def test_the_screenshot_shows_the_lanes(traced):
     for name, rgb in (("broker", (0xee, 0xf3, 0xff)), ("member", (0xf5, 0xff, 0xf0)),
                       ("kproto", (0xff, 0xf8, 0xec))):
         assert colours.get(bytes(rgb), 0) > 2000, "no {} lane in the screenshot".format(name)
+
+
+def _crowded_events() -> list[dict]:
+    """Three members through six generations within two seconds of a minute-long trace, with
+    MEMBER_ID_REQUIRED and REBALANCE_IN_PROGRESS steps: the densest story a page draws."""
+    events, cid, t = [], 0, 1000.0
+    base = {"kind": "exchange", "broker": "127.0.0.1:9092", "node": 1, "version": 5,
+            "latency_ms": 1.0, "req_bytes": 10, "resp_bytes": 10, "api_key": 11}
+
+    def add(at: float, conn: str, api: str, summary: dict, errors=()) -> None:
+        nonlocal cid
+        cid += 1
+        events.append(dict(base, t=at, t_end=at + 0.002, conn=conn, client_id=conn, api=api,
+                           correlation_id=cid, summary=summary, errors=list(errors)))
+
+    members = ["consumer-{}-{}".format(i, "0123456789abcdef" * 2) for i in range(3)]
+    for generation in range(1, 7):
+        for i, member in enumerate(members):
+            at = t + generation * 0.3 + i * 0.01
+            if generation == 1:
+                add(at - 0.005, "c%d" % i, "JoinGroup", {"group": "g", "member": "",
+                    "member_id": member}, ["MEMBER_ID_REQUIRED"])
+            else:
+                add(at - 0.005, "c%d" % i, "Heartbeat", {"group": "g", "member": member,
+                    "generation": generation - 1}, ["REBALANCE_IN_PROGRESS"])
+            add(at, "c%d" % i, "JoinGroup", {"group": "g", "member": member, "member_id": member,
+                "generation": generation, "leader": members[0]})
+            owned = ["topic-with-a-long-name-{}".format(p) for p in range(generation + i)]
+            add(at + 0.05, "c%d" % i, "SyncGroup", {"group": "g", "member": member,
+                "generation": generation, "assignment": owned})
+    add(t + 60, "c0", "Metadata", {"topics": None})
+    return events
+
+
+@pytest.mark.parametrize("trace", ["cli", "crowded"])
+def test_labels_are_legible_and_never_overlap_at_1400_px(traced, trace):
+    if trace == "cli":
+        page = _render(traced)
+    else:
+        page = str(traced["dir"] / "crowded.html")
+        from kproto.tools.trace.html import write_page
+
+        write_page(_crowded_events(), page)
+    measured = label_boxes(page, 1400, 900)
+    assert measured["width"] == 1400
+    boxes = measured["boxes"]
+    assert any(b["text"].startswith("generation ") for b in boxes), [b["text"] for b in boxes]
+    for box in boxes:
+        assert box["h"] >= 10 and box["w"] > 0, box  # drawn at a readable size
+        assert "\u2026" not in box["text"], box  # no label cut mid-word
+    overlaps = [(a["text"], b["text"]) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                if a["x"] < b["x"] + b["w"] - 0.5 and b["x"] < a["x"] + a["w"] - 0.5
+                and a["y"] < b["y"] + b["h"] - 0.5 and b["y"] < a["y"] + a["h"] - 0.5]
+    assert overlaps == []
+    # Segment labels are their whole text, or its name ("gen 3"), or its number: never cut.
+    model = build_timeline(read_events([traced["jsonl"], traced["events"]])) if trace == "cli" \
+        else build_timeline(_crowded_events())
+    names = {s["text"] for s in model["segments"]} | {s["text"].split(":")[0] for s in model["segments"]}
+    shown = [b["text"] for b in boxes if "segment" in b["kind"]]
+    assert shown and all(text in names or text.isdigit() for text in shown), shown
+
+
+def test_normal_handshake_steps_are_not_drawn_as_errors(traced):
+    page = str(traced["dir"] / "steps.html")
+    from kproto.tools.trace.html import write_page
+
+    events = _crowded_events()
+    write_page(events, page)
+    model = build_timeline(events)
+    steps = [m["text"] for m in model["markers"] if m["cls"] == "step"]
+    assert any("MEMBER_ID_REQUIRED" in s for s in steps) and any("REBALANCE_IN_PROGRESS" in s for s in steps)
+    assert [m for m in model["markers"] if m["cls"] == "bad"] == []
+    dom = _chromium(["--virtual-time-budget=5000", "--dump-dom", "file://" + page]).stdout
+    assert 'class="arrow resp api-group step"' in dom and "arrow resp bad" not in dom

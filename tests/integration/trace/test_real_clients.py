@@ -20,9 +20,9 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition
 from kproto.events import JsonlEventHandler
-from kproto.trace.proxy import TraceProxy
-from kproto.trace.report import read_events
-from kproto.trace.timeline import build_timeline
+from kproto.tools.trace.proxy import TraceProxy
+from kproto.tools.trace.report import read_events
+from kproto.tools.trace.timeline import build_timeline
 from tests.integration.groups.members import wait_for
 from tests.integration.trace.browser import rendered_dom
 

@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from kproto.messages import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from kproto.protocol.base import add_unknown_tag
-from kproto.trace.decode import decode_response
-from kproto.trace.frames import FrameSplitter
-from kproto.trace.proxy import TraceProxy
-from kproto.trace.rewrite import ENDPOINT_FIELDS, NOT_CLIENT_ENDPOINTS, rewrite_response
+from kproto.tools.trace.decode import decode_response
+from kproto.tools.trace.frames import FrameSplitter
+from kproto.tools.trace.proxy import TraceProxy
+from kproto.tools.trace.rewrite import ENDPOINT_FIELDS, NOT_CLIENT_ENDPOINTS, rewrite_response
 from tests.brokers._net import recv_exact
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.raw import encode_frame, roundtrip

@@ -15,8 +15,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[3] / "kproto"
 
 # What each layer may import from kproto (besides itself). The first matching prefix wins.
 ALLOWED: list[tuple[str, set[str]]] = [
-    # The tracing proxy sits on top of the protocol layers; nothing imports it (see below).
-    ("kproto.trace", {"errors", "structs", "protocol", "messages", "records", "net", "events", "trace"}),
+    # The tools tier: programs on top of the library (a tool may import any layer and other
+    # tools; nothing below imports a tool: see test_nothing_below_imports_a_tool).
+    ("kproto.tools", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
+                      "metrics", "consumer", "events", "fuzz", "tools"}),
     ("kproto.consumer.classic", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
                                  "metrics", "consumer", "events"}),
     ("kproto.consumer.kip848", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
@@ -26,6 +28,8 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.consumer", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
                          "consumer", "events"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
+    # The event-loop shell: the consumer core and the KIP-848 engine's managers, on a loop.
+    ("kproto.aio", {"clock", "errors", "structs", "net", "metrics", "consumer", "aio"}),
     ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
                      "fuzz"}),
     ("kproto.net", {"clock", "errors", "structs", "protocol", "messages", "net"}),
@@ -75,8 +79,20 @@ def _kproto_imports(path: pathlib.Path, module: str) -> set[str]:
     return found
 
 
-# kproto/__init__.py, __main__.py and embedded.py sit above every layer (the public names,
-# the CLI and its demo broker), so only the layered packages are checked.
+def _public_names() -> set[str]:
+    """The names kproto/__init__.py exports (``__all__``): the tools use the public API."""
+    tree = ast.parse((ROOT / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return {elt.value for elt in node.value.elts}  # type: ignore[attr-defined]
+    return set()
+
+
+PUBLIC = _public_names()
+
+
+# kproto/__init__.py and __main__.py sit above every layer (the public names and the
+# command line's dispatch), so only the layered packages (the tools among them) are checked.
 MODULES = sorted(p for p in ROOT.rglob("*.py")
                  if p.parent != ROOT or p.stem in ("errors", "_error_codes", "structs", "events", "clock"))
 
@@ -92,6 +108,8 @@ def test_module_imports_only_lower_layers(path):
         layer = target.split(".")[1] if "." in target else None
         if layer is not None and layer.startswith("__"):
             continue  # `from kproto import __version__` is a constant, not a layer
+        if module.startswith("kproto.tools.") and layer in PUBLIC:
+            continue  # `from kproto import KafkaConsumer`: a tool uses the public API
         if layer is None or layer not in rule:
             bad.append(target)
     assert not bad, "{} imports {} (allowed layers: {})".format(module, sorted(bad), sorted(rule))
@@ -173,14 +191,21 @@ def test_the_checker_resolves_relative_imports(tmp_path):
     assert _kproto_imports(src, "kproto.net.x") == {"kproto.consumer", "kproto.records"}
 
 
-def test_nothing_imports_the_trace_package():
-    # kproto.trace is a tool on top of everything: only the CLI dispatch may reach it.
+def test_nothing_below_imports_a_tool():
+    # The tools (kproto.tools) sit on top of everything: only the CLI dispatch reaches them.
     users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
-             if not _module_name(p).startswith("kproto.trace") and p.name != "__main__.py"
-             and "trace" in p.read_text()  # parse only the candidates: the messages are big
-             and any(t == "kproto.trace" or t.startswith("kproto.trace.")
+             if not _module_name(p).startswith("kproto.tools") and p.name != "__main__.py"
+             and "tools" in p.read_text()  # parse only the candidates: the messages are big
+             and any(t == "kproto.tools" or t.startswith("kproto.tools.")
                      for t in _kproto_imports(p, _module_name(p)))]
     assert users == []
+
+
+def test_the_command_line_only_dispatches_to_the_tools():
+    main = ROOT / "__main__.py"
+    imported = _kproto_imports(main, "kproto.__main__")
+    assert imported and all(t.startswith("kproto.tools.") or t.startswith("kproto.fuzz.")
+                            for t in imported), imported
 
 
 # kproto.net's helpers (api_versions, timeouts, metadata_updater, channel_authenticator)

@@ -412,3 +412,14 @@ def test_the_answer_to_a_leave_is_not_taken_for_a_rejoin_sent_after_it():
     rejoin.complete(heartbeat_answer(epoch=7, partitions=[0]), 301)
     g.send(400)
     assert g.membership.state is MemberState.STABLE and g.membership.member_epoch == 7
+
+
+def test_buffered_records_carry_the_lock_duration_the_answer_gave():
+    c = Consumer()
+    c.manager.request_fetch()
+    for node_id, unsent in c.poll().items():
+        c.build(unsent)
+        answer = fetch_answer(node_id - 1, 0, 2)
+        answer.acquisition_lock_timeout_ms = 15000 if node_id == 1 else 0  # 0: a v0 answer says nothing
+        unsent.complete(answer, c.now)
+    assert {f.node_id: f.acquisition_lock_timeout_ms for f in c.buffer.drain()} == {1: 15000, 2: None}

@@ -1,1 +1,1 @@
-"""kproto.trace sans-IO: the timeline model."""
+"""kproto.tools.trace sans-IO: the timeline model."""

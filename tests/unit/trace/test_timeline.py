@@ -9,7 +9,7 @@ giving everything up when it rejoins, and share-group acquisitions.
 
 from __future__ import annotations
 
-from kproto.trace.timeline import build_timeline, compact
+from kproto.tools.trace.timeline import build_timeline, compact
 
 _BASE = {"kind": "exchange", "conn": "c1", "client_id": "app", "broker": "b:9092", "node": 1,
          "version": 0, "correlation_id": 0, "latency_ms": 1.0, "req_bytes": 10, "resp_bytes": 10,
@@ -80,3 +80,32 @@ def test_share_group_acquisitions_and_errors_are_marked():
 def test_partitions_are_grouped_per_topic():
     assert compact(["orders-10", "orders-2", "audit-0", "my-topic-1"]) == \
         "orders[2,10] audit[0] my-topic[1]"
+
+
+def test_normal_handshake_steps_are_drawn_as_steps_and_a_step_without_rejoin_as_trouble():
+    events = [
+        _exchange(1.0, "ApiVersions", {}, errors=["UNSUPPORTED_VERSION"]),
+        _exchange(1.1, "JoinGroup", {"group": "g", "member": "", "member_id": "m-1"},
+                  errors=["MEMBER_ID_REQUIRED"]),
+        _exchange(1.2, "JoinGroup", {"group": "g", "member": "m-1", "member_id": "m-1",
+                                     "generation": 1, "leader": "m-1"}),
+        _exchange(2.0, "Heartbeat", {"group": "g", "member": "m-1", "generation": 1},
+                  errors=["REBALANCE_IN_PROGRESS"]),
+        _exchange(2.1, "JoinGroup", {"group": "g", "member": "m-1", "member_id": "m-1",
+                                     "generation": 2, "leader": "m-1"}),
+        # Another member told of a rebalance that never joins again: that was trouble.
+        _exchange(3.0, "Heartbeat", {"group": "g", "member": "m-2", "generation": 1},
+                  errors=["REBALANCE_IN_PROGRESS"]),
+    ]
+    model = build_timeline(events)
+    steps = _texts(model, "step")
+    assert [s.split(" (expected")[0] for s in steps] == [
+        "ApiVersions: UNSUPPORTED_VERSION", "JoinGroup: MEMBER_ID_REQUIRED",
+        "Heartbeat: REBALANCE_IN_PROGRESS"]
+    assert _texts(model, "bad") == ["Heartbeat: REBALANCE_IN_PROGRESS (no rejoin followed)"]
+    responses = [a for a in model["arrows"] if a["dir"] == "resp"]
+    assert [(a["api"], a["bad"], a.get("step")) for a in responses if a["api"] != "JoinGroup"
+            or a["label"].endswith("REQUIRED")] == [
+        ("ApiVersions", False, True), ("JoinGroup", False, True), ("Heartbeat", False, True),
+        ("Heartbeat", True, False)]
+    assert _texts(model, "gen") == ["generation 1 (leader)", "generation 2 (leader)"]

@@ -14,7 +14,9 @@ import threading
 import time
 from typing import Any, Iterable, Optional, TextIO
 
-__all__ = ["format_line", "format_tree", "Stats", "JsonlWriter", "read_events"]
+from kproto.tools.trace.summaries import expected_step
+
+__all__ = ["format_line", "format_tree", "time_key", "Stats", "JsonlWriter", "read_events"]
 
 
 def _clock(t: float) -> str:
@@ -29,10 +31,21 @@ def _value(v: Any) -> str:
     return str(v)
 
 
+def time_key(event: dict) -> float:
+    """When an event's line is stamped: an exchange when its answer came (or the request
+    left, for one that has none), anything else when it happened. The proxy prints lines
+    as answers arrive, so ordering by this key is the order lines are in time order."""
+    if event.get("kind") == "exchange":
+        return event.get("t_end") or event.get("t", 0.0)
+    return event.get("t", 0.0)
+
+
 def format_line(event: dict) -> Optional[str]:
-    """The one-line view (None for events the default view does not show)."""
+    """The one-line view (None for events the default view does not show). An exchange's
+    line is stamped with the time its answer came (:func:`time_key`): its latency says when
+    the request left."""
     kind = event.get("kind")
-    t = _clock(event.get("t", 0.0))
+    t = _clock(time_key(event))
     if kind == "exchange":
         where = "{}->{}".format(event["conn"], "node{}".format(event["node"])
                                 if event.get("node") is not None else event["broker"])
@@ -43,19 +56,27 @@ def format_line(event: dict) -> Optional[str]:
                  "{} v{}".format(event["api"], event["version"]),
                  "#{}".format(event["correlation_id"]), latency, fields]
         if event.get("errors"):
-            parts.append("ERRORS=" + ",".join(event["errors"]))
+            parts.append(("STEP=" if expected_step(event) else "ERRORS=") + ",".join(event["errors"]))
         for key in ("request_error", "response_error", "rewrite_problem"):
             if event.get(key):
                 parts.append("UNDECODED {}: {}".format(key.split("_")[0], event[key]))
         if event.get("rewritten"):
             parts.append("rewrote " + ",".join("{}=>{}".format(a, b) for a, b in event["rewritten"]))
         return " ".join(p for p in parts if p)
+    if kind == "undecodable" and event.get("tls"):
+        return "{} {} TLS {} -> {}: {}".format(t, event["conn"], event["client"], event["broker"],
+                                               event["reason"])
+    if kind == "skipped":
+        return "{} {} skipped {} bytes of the {} stream: {}".format(
+            t, event["conn"], event["bytes"], event["direction"], event["reason"])
     if kind == "undecodable":
         return "{} {} UNDECODABLE {} {} bytes: {} (head {})".format(
             t, event["conn"], event["direction"], event["bytes"], event["reason"], event["head"])
     if kind == "open":
-        return "{} {} open {} -> {} via {}".format(t, event["conn"], event["client"],
-                                                  event["broker"], event["listen"])
+        return "{} {} open {} -> {}{}".format(
+            t, event["conn"], event["client"], event["broker"],
+            " via " + event["listen"] if event.get("listen") else
+            " (its start is not in the capture)" if event.get("mid_stream") else "")
     if kind == "close":
         return "{} {} close: {}".format(t, event["conn"], event["reason"])
     if kind == "listen":
@@ -84,8 +105,10 @@ class Stats:
         self.bytes_in: collections.Counter[str] = collections.Counter()
         self.bytes_out: collections.Counter[str] = collections.Counter()
         self.errors: collections.Counter[str] = collections.Counter()
+        self.steps: collections.Counter[str] = collections.Counter()  # errors that are steps
         self.undecodable = 0
         self.connections = 0
+        self.tls = 0
 
     def add(self, event: dict) -> None:
         with self._lock:
@@ -95,10 +118,13 @@ class Stats:
                 self.requests[api] += 1
                 self.bytes_out[api] += event["req_bytes"]
                 self.bytes_in[api] += event["resp_bytes"]
+                counter = self.steps if expected_step(event) else self.errors
                 for name in event["errors"]:
-                    self.errors[name] += 1
+                    counter["{} {}".format(api, name) if counter is self.steps else name] += 1
                 if event.get("request_error") or event.get("response_error"):
                     self.undecodable += 1
+            elif kind == "undecodable" and event.get("tls"):
+                self.tls += 1
             elif kind == "undecodable":
                 self.undecodable += 1
             elif kind == "open":
@@ -108,11 +134,16 @@ class Stats:
         with self._lock:
             lines = ["kproto trace: {} connections, {} requests, {} undecodable frames".format(
                 self.connections, sum(self.requests.values()), self.undecodable)]
+            if self.tls:
+                lines[0] += ", {} TLS connections (encrypted)".format(self.tls)
             lines.append("  {:<28} {:>8} {:>12} {:>12}".format("API", "requests", "bytes out",
                                                                "bytes in"))
             for api, n in self.requests.most_common():
                 lines.append("  {:<28} {:>8} {:>12} {:>12}".format(api, n, self.bytes_out[api],
                                                                    self.bytes_in[api]))
+            if self.steps:
+                lines.append("  expected steps (not failures): " + ", ".join(
+                    "{} x{}".format(k, v) for k, v in self.steps.most_common()))
             if self.errors:
                 lines.append("  errors: " + ", ".join("{} x{}".format(k, v)
                                                       for k, v in self.errors.most_common()))

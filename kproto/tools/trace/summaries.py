@@ -1,7 +1,9 @@
 """What matters in each request/response pair: a small dict of fields per API, and errors.
 
 Owns :func:`summarize` (the per-API choice of fields a learner looks at: partitions and
-offsets for Fetch, member id/epoch/assignment for the group APIs, ...), :func:`error_names`
+offsets for Fetch, member id/epoch/assignment for the group APIs, leader epochs and end
+offsets for OffsetForLeaderEpoch, ...; every other API gets its plain fields and its lists
+item by item, so no API's line is empty), :func:`error_names`
 (every non-zero ``error_code`` of a response, by Kafka's name) and :func:`partitions_of`.
 Topic ids (KIP-848 assignments, Fetch v13+) are shown by name once a Metadata answer on any
 connection has named them (``TopicNames``). Values are plain JSON (strings, numbers, lists).
@@ -16,7 +18,8 @@ from typing import Any, Optional
 from kproto import messages
 from kproto.errors import KafkaError, for_code
 
-__all__ = ["TopicNames", "summarize", "error_names", "decode_assignment", "decode_subscription"]
+__all__ = ["TopicNames", "summarize", "error_names", "decode_assignment", "decode_subscription",
+           "expected_step", "EXPECTED_STEPS"]
 
 _INT16 = struct.Struct(">h")
 
@@ -39,6 +42,28 @@ class TopicNames:
         if topic_id is None:
             return "?"
         return self.by_id.get(topic_id) or str(topic_id)[:8]
+
+
+# Error codes that are steps of a normal exchange, not trouble, by API: what they mean there.
+# REBALANCE_IN_PROGRESS is a step when the member then rejoins (the timeline checks that).
+EXPECTED_STEPS: dict[tuple[str, str], str] = {
+    ("ApiVersions", "UNSUPPORTED_VERSION"):
+        "version negotiation: the broker names the versions it speaks, the client asks again",
+    ("JoinGroup", "MEMBER_ID_REQUIRED"):
+        "KIP-394: the broker hands out a member id and the member joins again with it",
+    ("Heartbeat", "REBALANCE_IN_PROGRESS"): "a rebalance began: the member joins again",
+    ("SyncGroup", "REBALANCE_IN_PROGRESS"): "a rebalance began: the member joins again",
+    ("OffsetCommit", "REBALANCE_IN_PROGRESS"): "a rebalance began: the member joins again",
+}
+
+
+def expected_step(event: dict) -> Optional[str]:
+    """What an exchange's errors mean when every one is a normal step (None otherwise)."""
+    errors = event.get("errors") or []
+    if not errors or event.get("request_error") or event.get("response_error"):
+        return None
+    meanings = [EXPECTED_STEPS.get((event.get("api", ""), e)) for e in errors]
+    return None if None in meanings else meanings[0]
 
 
 def error_names(message: Any) -> list[str]:
@@ -113,15 +138,92 @@ def _tps(topics: Any, names: TopicNames, detail: Any = None, topic_attr: str = "
 
 def summarize(api_key: int, request: Any, response: Any, names: TopicNames) -> dict[str, Any]:
     """The fields that matter for this API (either side may be None: not decoded)."""
-    fn = _SUMMARIES.get(api_key)
+    fn = _SUMMARIES.get(api_key, _generic)
     out: dict[str, Any] = {}
-    if fn is None:
-        return out
     try:
         fn(request, response, names, out)
     except (AttributeError, TypeError, ValueError):
         pass  # a field this version lacks: show what was gathered
     return out
+
+
+# Fields a one-line view leaves out: errors are listed apart, the rest is noise.
+_QUIET = {"throttle_time_ms", "error_message", "records", "replica_id", "include_authorized_operations",
+          "cluster_authorized_operations", "authorized_operations", "replica_state"}
+_MAX_ITEMS = 12
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "{}B".format(len(value))
+    if isinstance(value, uuid.UUID):
+        return str(value)[:8]
+    return value
+
+
+def _is_struct(value: Any) -> bool:
+    return hasattr(value, "_fields")
+
+
+def _brief(item: Any, names: TopicNames) -> str:
+    """One struct of a list in a few words: ``topic-p(k=v,...)`` for a topic's partitions,
+    ``k=v,...`` of its plain fields otherwise."""
+    fields = [f for f in item._fields if f not in _QUIET and not f.endswith("error_code")]
+    topic = next((f for f in ("topic", "name", "topic_name") if f in fields
+                  and isinstance(getattr(item, f), str)), None)
+    parts = next((f for f in ("partitions", "partition_indexes", "partition_data",
+                              "partition_responses") if f in fields), None)
+    if (topic is not None or "topic_id" in fields) and parts is not None:
+        tname = names.name(getattr(item, topic) if topic else None, getattr(item, "topic_id", None))
+        out = []
+        for p in getattr(item, parts) or []:
+            if isinstance(p, int):
+                out.append("{}-{}".format(tname, p))
+                continue
+            index = next((getattr(p, f) for f in ("partition", "partition_index", "index")
+                          if f in p._fields), "?")
+            detail = ",".join("{}={}".format(f, _scalar(getattr(p, f))) for f in p._fields
+                              if f not in ("partition", "partition_index", "index")
+                              and f not in _QUIET and not f.endswith("error_code")
+                              and not isinstance(getattr(p, f), list) and not _is_struct(getattr(p, f)))
+            out.append("{}-{}({})".format(tname, index, detail) if detail else "{}-{}".format(tname, index))
+        return " ".join(out)
+    return ",".join("{}={}".format(f, _scalar(getattr(item, f))) for f in fields
+                    if not isinstance(getattr(item, f), list) and not _is_struct(getattr(item, f)))
+
+
+def _generic(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+    """Any API without a summary of its own: its plain top-level fields, and each list of
+    structs item by item (a topic's partitions as ``topic-p``), errors left to ERRORS."""
+    for message, suffix in ((req, ""), (resp, "_out")):
+        if message is None:
+            continue
+        for name in message._fields:
+            if name in _QUIET or name.endswith("error_code"):
+                continue
+            value = getattr(message, name)
+            key = name + suffix if name in out else name
+            if isinstance(value, list):
+                if value and _is_struct(value[0]):
+                    briefs = [b for b in (_brief(v, names) for v in value[:_MAX_ITEMS]) if b]
+                    out[key] = briefs + (["+{} more".format(len(value) - _MAX_ITEMS)]
+                                         if len(value) > _MAX_ITEMS else [])
+                elif value:
+                    out[key] = [_scalar(v) for v in value[:_MAX_ITEMS]]
+            elif _is_struct(value):
+                out[key] = _brief(value, names)
+            elif value is not None:
+                out[key] = _scalar(value)
+
+
+def _offset_for_leader_epoch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+    if req is not None:
+        out["epochs"] = _tps(req.topics, names, lambda p: " epoch={}{}".format(
+            p.leader_epoch, " (current {})".format(p.current_leader_epoch)
+            if p.current_leader_epoch >= 0 else ""))
+    if resp is not None:
+        out["end_offsets"] = _tps(resp.topics, names, lambda p: " epoch={} @{}".format(
+            p.leader_epoch, p.end_offset))
 
 
 def _fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
@@ -274,4 +376,4 @@ def _api_versions(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
 _SUMMARIES = {0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _commit,
               9: _offset_fetch, 10: _find_coordinator, 11: _join_group, 12: _heartbeat,
               13: _leave_group, 14: _sync_group, 18: _api_versions, 68: _group_heartbeat,
-              76: _group_heartbeat, 78: _share_fetch}
+              23: _offset_for_leader_epoch, 76: _group_heartbeat, 78: _share_fetch}

@@ -40,7 +40,7 @@ from typing import Any, Optional, Sequence
 
 from kproto.errors import KafkaError
 
-log = logging.getLogger("kproto.embedded")
+log = logging.getLogger("kproto.tools.embedded")
 
 _PR_SET_PDEATHSIG = 1
 # Tansu also reads its settings from these variables; an inherited one must not change

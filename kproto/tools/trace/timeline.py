@@ -14,12 +14,17 @@ dict the page renders without further protocol knowledge:
   epoch and the partitions gained (``+``) and lost (``-``);
 - ``markers``: generations and epochs given, target assignments, fetch sessions (id, epoch,
   partitions added/removed), commits, share-group acquisitions, undecodable frames, and
-  kproto's inner transitions.
+  kproto's inner transitions; errors that mean trouble (``bad``) apart from the errors that
+  are steps of a normal handshake (``step``: version negotiation, ``MEMBER_ID_REQUIRED``,
+  ``REBALANCE_IN_PROGRESS`` followed by the member's rejoin; one the member does not follow
+  with a JoinGroup turns ``bad``), TLS connections and bytes skipped in a capture.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
+
+from kproto.tools.trace.summaries import expected_step
 
 __all__ = ["build_timeline", "compact"]
 
@@ -51,6 +56,8 @@ class _Builder:
         self.owned: dict[int, tuple[float, list[str], str]] = {}  # member lane -> open segment
         self.sessions: dict[str, tuple[int, set[str]]] = {}  # conn -> (session id, partitions)
         self.generation: dict[int, Any] = {}  # member lane -> last generation/epoch marked
+        # (group, member) -> step markers and arrows waiting for the member to join again.
+        self.awaiting_rejoin: dict[tuple[str, str], list[tuple[dict, Optional[dict]]]] = {}
 
     def lane(self, key: tuple, label: str, kind: str) -> int:
         index = self.lane_ids.get(key)
@@ -110,6 +117,13 @@ class _Builder:
         self.owned[lane] = (t, partitions, "{}: {}".format(label, compact(partitions) or "nothing"))
 
     def finish(self, t_end: float) -> None:
+        # A "step" the member never followed with a rejoin was trouble after all.
+        for pairs in self.awaiting_rejoin.values():
+            for marker, arrow in pairs:
+                marker["cls"] = "bad"
+                marker["text"] = marker["text"].split(" (expected: ")[0] + " (no rejoin followed)"
+                if arrow is not None:
+                    arrow["step"], arrow["bad"] = False, True
         for lane, (t0, partitions, text) in self.owned.items():
             self.segments.append({"lane": lane, "t0": t0, "t1": t_end, "text": text,
                                   "partitions": partitions, "open": True})
@@ -127,10 +141,16 @@ def build_timeline(events: list[dict]) -> dict:
         elif kind == "undecodable":
             detail = len(b.details)
             b.details.append(event)
-            b.marker(b.conn_lane(event), event["t"], "undecodable {} ({} bytes)".format(
-                event["direction"], event["bytes"]), "bad", detail)
+            text = "TLS: encrypted" if event.get("tls") else "undecodable {} ({} bytes)".format(
+                event["direction"], event["bytes"])
+            b.marker(b.conn_lane(event), event["t"], text, "bad", detail)
         elif kind == "kproto":
             _kproto(b, event)
+        elif kind == "skipped":
+            detail = len(b.details)
+            b.details.append(event)
+            b.marker(b.conn_lane(event), event["t"], "skipped {} {} bytes".format(event["bytes"], event["direction"]),
+                     "close", detail)
         elif kind == "close":
             lane = b.lane_ids.get(("conn", event["conn"]))
             if lane is not None:
@@ -153,21 +173,35 @@ def _exchange(b: _Builder, e: dict) -> None:
     client, broker = b.conn_lane(e), b.broker_lane(e)
     detail = len(b.details)
     b.details.append(e)
-    # ApiVersions answering UNSUPPORTED_VERSION is version negotiation, not a failure.
-    negotiation = e["api"] == "ApiVersions" and e.get("errors") == ["UNSUPPORTED_VERSION"]
-    bad = not negotiation and bool(e.get("errors") or e.get("request_error") or e.get("response_error"))
+    # Version negotiation, MEMBER_ID_REQUIRED and REBALANCE_IN_PROGRESS are steps of a
+    # normal handshake (summaries.EXPECTED_STEPS), drawn apart from errors that mean trouble.
+    step = expected_step(e)
+    s = e.get("summary") or {}
+    member = s.get("member_id") if e["api"] == "JoinGroup" else s.get("member")
+    if step is not None and e["api"] != "ApiVersions" and not (s.get("group") and member):
+        step = None  # a rebalance step is one only for a member seen to join again
+    bad = step is None and bool(e.get("errors") or e.get("request_error") or e.get("response_error"))
     label = "{} v{}".format(e["api"], e["version"])
     b.arrows.append({"t": e["t"], "from": client, "to": broker, "api": e["api"], "label": label,
                      "bad": bool(e.get("request_error")), "detail": detail, "dir": "req"})
     if not e.get("one_way") and not e.get("unanswered"):
         b.arrows.append({"t": e["t_end"], "from": broker, "to": client, "api": e["api"],
                          "label": label + (" " + ",".join(e["errors"]) if e.get("errors") else ""),
-                         "bad": bad, "detail": detail, "dir": "resp"})
-    s = e.get("summary") or {}
+                         "bad": bad, "step": step is not None, "detail": detail, "dir": "resp"})
     api, t, t_end, client_id = e["api"], e["t"], e["t_end"], e.get("client_id")
-    if e.get("errors") and not negotiation:
-        b.marker(client, t_end, "{}: {}".format(api, ",".join(e["errors"])), "bad", detail)
+    if e.get("errors"):
+        text = "{}: {}".format(api, ",".join(e["errors"]))
+        if step is None:
+            b.marker(client, t_end, text, "bad", detail)
+        else:
+            b.marker(client, t_end, text + " (expected: " + step + ")", "step", detail)
+            if api != "ApiVersions" and member:
+                # A step only if the member joins again: held until its next JoinGroup.
+                b.awaiting_rejoin.setdefault((s["group"], member), []).append(
+                    (b.markers[-1], b.arrows[-1] if b.arrows[-1].get("step") else None))
     if api == "JoinGroup" and s.get("group"):
+        if s.get("member"):
+            b.awaiting_rejoin.pop((s["group"], s["member"]), None)  # it did join again
         member = s.get("member_id") or s.get("member")
         if member:
             lane = b.member_lane(s["group"], member, client_id)

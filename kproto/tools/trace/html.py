@@ -1,7 +1,7 @@
 """The timeline page: one self-contained HTML file (inline CSS and script, no network).
 
 Owns :func:`render_page` / :func:`write_page`. The trace is reduced by
-:func:`~kproto.trace.timeline.build_timeline` and embedded as JSON; the script draws it as
+:func:`~kproto.tools.trace.timeline.build_timeline` and embedded as JSON; the script draws it as
 SVG: time runs left to right, one lane per broker, client connection, group member and
 kproto consumer; requests and responses are arrows between a connection's lane and its
 broker's; member lanes carry what the member owns (segments labelled with the generation or
@@ -16,7 +16,7 @@ import html
 import json
 from typing import Iterable
 
-from kproto.trace.timeline import build_timeline
+from kproto.tools.trace.timeline import build_timeline
 
 __all__ = ["render_page", "write_page"]
 
@@ -44,12 +44,14 @@ svg text { font-size: 11px; }
 .api-group { stroke: #7b3fb5; } .api-fetch { stroke: #2a6fd6; } .api-commit { stroke: #1d8a4a; }
 .api-meta { stroke: #999; } .api-other { stroke: #555; }
 .arrow.bad { stroke: #d00; stroke-width: 2; }
+.arrow.step { stroke-dasharray: 5 2; }
 .marker { cursor: pointer; }
 .marker circle { stroke: #333; stroke-width: 0.5; }
 .m-gen circle { fill: #7b3fb5; } .m-own circle { fill: #1d8a4a; } .m-target circle { fill: #c9a0ff; }
 .m-session circle { fill: #2a6fd6; } .m-commit circle { fill: #1d8a4a; } .m-bad circle { fill: #d00; }
 .m-inner circle { fill: #e59400; } .m-share circle { fill: #0aa; } .m-close circle { fill: #bbb; }
 .m-bad text { fill: #d00; }
+.m-step circle { fill: #f2c14e; } .m-step text { fill: #6a5000; }
 .segment rect { fill: #cdeccd; stroke: #4a9a4a; cursor: pointer; }
 .segment:nth-of-type(2n) rect { fill: #b9e0f2; stroke: #3a88aa; }
 .segment text { fill: #123; }
@@ -129,8 +131,16 @@ _SCRIPT = r"""
       const x0 = x(seg.t0), w = Math.max(2, x(seg.t1) - x0);
       el('rect', {x: x0, y: tops[seg.lane] + LANE - 6, width: w, height: 20, rx: 3}, g);
       const text = el('text', {x: x0 + 3, y: tops[seg.lane] + LANE + 8}, g);
-      const room = Math.floor((w - 6) / 6);  // a label stays inside its segment
-      text.textContent = seg.text.length <= room ? seg.text : room > 3 ? seg.text.slice(0, room - 1) + '\u2026' : '';
+      // A label stays inside its segment, measured: the whole text, else only its name
+      // ("gen 3"), else its number, else nothing (the tooltip and a click still tell).
+      const head = seg.text.split(':')[0];
+      const forms = [seg.text, head, head.replace(/^\D+/, '')];
+      text.textContent = '';
+      for (const form of forms) {
+        text.textContent = form;
+        if (form && text.getComputedTextLength() <= w - 6) break;
+        text.textContent = '';
+      }
       el('title', {}, g).textContent = seg.text;
       g.addEventListener('click', function () { show(null, seg.text); });
     });
@@ -139,25 +149,38 @@ _SCRIPT = r"""
       const cls = a.bad ? 'bad' : family(a.api);
       const x1 = x(a.t), y1 = y(a.from), y2 = y(a.to);
       const line = el('line', {x1: x1, y1: y1 + (y2 > y1 ? 6 : -6), x2: x1 + 3, y2: y2 + (y2 > y1 ? -6 : 6),
-        class: 'arrow ' + a.dir + ' ' + cls, 'marker-end': 'url(#head-' + cls + ')',
+        class: 'arrow ' + a.dir + ' ' + cls + (a.step ? ' step' : ''), 'marker-end': 'url(#head-' + cls + ')',
         'data-api': a.api}, svg);
       el('title', {}, line).textContent = a.label + (a.dir === 'req' ? ' request' : ' response');
       line.addEventListener('click', function () { show(a.detail, a.label + (a.dir === 'req' ? ' (request)' : ' (response)')); });
     });
-    const textEnd = {};
-    data.markers.forEach(function (m) {
+    // Marker labels: the story's (generations, ownership, steps, errors) placed first, then
+    // the rest; a label whose measured box would overlap one already on its lane is left to
+    // the tooltip, so no two labels ever overlap.
+    const placed = {};
+    const groups = data.markers.map(function (m) {
       const g = el('g', {class: 'marker m-' + (m.cls || 'inner')}, svg);
       const mx = x(m.t), my = data.lanes[m.lane].kind === 'member' ? tops[m.lane] + 9 : y(m.lane);
       el('circle', {cx: mx, cy: my, r: 4}, g);
-      // A label that would overlap the previous one on its lane is left to the tooltip.
-      if (!(textEnd[m.lane] > mx)) {
-        const label = m.text.length > 70 ? m.text.slice(0, 67) + '...' : m.text;
-        const text = el('text', {x: mx + 6, y: my + 4}, g);
-        text.textContent = label;
-        textEnd[m.lane] = mx + 12 + label.length * 6;
-      }
       el('title', {}, g).textContent = m.text;
       g.addEventListener('click', function () { show(m.detail, m.text); });
+      return {m: m, g: g, mx: mx, my: my};
+    });
+    const FIRST = new Set(['gen', 'own', 'step', 'bad', 'target']);
+    [true, false].forEach(function (first) {
+      groups.forEach(function (it) {
+        if (FIRST.has(it.m.cls) !== first) return;
+        const label = it.m.text.length > 70 ? it.m.text.slice(0, 67) + '...' : it.m.text;
+        const text = el('text', {x: it.mx + 6, y: it.my + 4, class: 'marker-label'}, it.g);
+        text.textContent = label;
+        const x0 = it.mx - 5, x1 = it.mx + 8 + text.getComputedTextLength();
+        const lane = placed[it.m.lane] || (placed[it.m.lane] = []);
+        if (lane.some(function (r) { return x0 < r[1] && r[0] < x1; })) {
+          it.g.removeChild(text);
+          return;
+        }
+        lane.push([x0, x1]);
+      });
     });
   }
   const fit = Math.max(20, Math.min(4000, (window.innerWidth - 640) / span));

@@ -6,7 +6,7 @@ are split into frames (:mod:`.frames`), decoded by their header (:mod:`.decode`)
 forwarded untouched; responses are matched to their request by correlation id, answers
 naming brokers are rewritten to point at the proxy (:mod:`.rewrite`, one listening port per
 broker address, opened on first sight), and each request/response pair is reported to the
-``sink`` as one ``exchange`` event (a dict, see :mod:`.jsonl`). A frame that does not decode
+``sink`` as one ``exchange`` event (a dict, see :mod:`.exchange`). A frame that does not decode
 is forwarded as it came and reported with its reason.
 
 Resources are bounded: bytes waiting to be written to one side are capped at
@@ -27,11 +27,11 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from kproto.net.wire import printable_tree
-from kproto.trace.decode import api_name, decode_request, decode_response
-from kproto.trace.frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter
-from kproto.trace.rewrite import ENDPOINT_FIELDS, rewrite_response
-from kproto.trace.summaries import TopicNames, error_names, summarize
+from kproto.tools.trace.decode import decode_request, decode_response
+from kproto.tools.trace.exchange import exchange_event
+from kproto.tools.trace.frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter
+from kproto.tools.trace.rewrite import ENDPOINT_FIELDS, rewrite_response
+from kproto.tools.trace.summaries import TopicNames
 
 __all__ = ["TraceProxy", "Sink", "DEFAULT_BUFFER_LIMIT"]
 
@@ -121,6 +121,9 @@ class TraceProxy:
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self.failure: Optional[BaseException] = None
+        # Events raised while an answer is handled, emitted after its exchange so that the
+        # lines stay in time order (the exchange is stamped when the answer came).
+        self._held: Optional[list[dict]] = None
         self._bootstrap_port = self._listen_for(upstream, listen[1])
 
     # --- public ---------------------------------------------------------------------
@@ -168,8 +171,12 @@ class TraceProxy:
         local = sock.getsockname()[1]
         self._listeners[upstream] = (sock, local)
         self._sel.register(sock, selectors.EVENT_READ, ("listen", upstream))
-        self._emit({"kind": "listen", "t": time.time(), "listen": _addr(self.advertise_host, local),
-                    "upstream": _addr(*upstream)})
+        event = {"kind": "listen", "t": time.time(), "listen": _addr(self.advertise_host, local),
+                 "upstream": _addr(*upstream)}
+        if self._held is not None:
+            self._held.append(event)  # opened for an answer being rewritten: after its line
+        else:
+            self._emit(event)
         return local
 
     def _translate(self, host: str, port: int) -> Optional[tuple[str, int]]:
@@ -398,49 +405,32 @@ class TraceProxy:
             self.topic_names.learn(resp.message)
             for b in resp.message.brokers:
                 self.nodes[_addr(b.host, b.port)] = b.node_id
+        held: list[dict] = []
         if resp.message is not None and req.api_key in ENDPOINT_FIELDS:
             start = 4 + resp.body_offset
-            new_body, rewritten, problem = rewrite_response(
-                req.api_key, req.api_version, resp.message, frame[start:], self._translate)
+            self._held = held
+            try:
+                new_body, rewritten, problem = rewrite_response(
+                    req.api_key, req.api_version, resp.message, frame[start:], self._translate)
+            finally:
+                self._held = None
             if new_body is not None:
                 head = bytes(frame[4:start])
                 frame = memoryview(_SIZE.pack(len(head) + len(new_body)) + head + new_body)
         link.client.queue(frame)
         self._report(link, t, now, req, req_size, resp, len(frame), rewritten=rewritten,
                      problem=problem)
+        for event in held:
+            self._emit(event)
 
     def _report(self, link: _Link, t: float, t_end: float, req: Any, req_size: int, resp: Any,
                 resp_size: int, *, rewritten: Sequence[Any] = (), problem: Optional[str] = None,
                 unanswered: bool = False, one_way: bool = False) -> None:
-        response = resp.message if resp is not None else None
-        event: dict[str, Any] = {
-            "kind": "exchange", "t": t, "t_end": t_end, "conn": link.id,
-            "client_id": req.client_id, "client": link.client_addr, "broker": link.broker,
-            "node": self._node_of(link), "api": api_name(req.api_key), "api_key": req.api_key,
-            "version": req.api_version, "correlation_id": req.correlation_id,
-            "latency_ms": round((t_end - t) * 1000, 3), "req_bytes": req_size,
-            "resp_bytes": resp_size,
-            "summary": summarize(req.api_key, req.message, response, self.topic_names),
-            "errors": error_names(response) if response is not None else [],
-        }
-        if req.error:
-            event["request_error"] = req.error
-        if resp is not None and resp.error:
-            event["response_error"] = resp.error
-        if unanswered:
-            event["unanswered"] = True
-        if one_way:
-            event["one_way"] = True
-        if rewritten:
-            event["rewritten"] = [list(c) for c in rewritten]
-        if problem:
-            event["rewrite_problem"] = problem
-        if self.keep_trees:
-            if req.message is not None:
-                event["request"] = printable_tree(req.message)
-            if response is not None:
-                event["response"] = printable_tree(response)
-        self._emit(event)
+        self._emit(exchange_event(
+            conn=link.id, client=link.client_addr, broker=link.broker, node=self._node_of(link),
+            t=t, t_end=t_end, request=req, req_bytes=req_size, response=resp,
+            resp_bytes=resp_size, names=self.topic_names, keep_trees=self.keep_trees,
+            rewritten=rewritten, problem=problem, unanswered=unanswered, one_way=one_way))
 
     def _node_of(self, link: _Link) -> Optional[int]:
         return self.nodes.get(link.broker)

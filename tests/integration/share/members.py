@@ -1,0 +1,46 @@
+"""What the share-group tests have in common: a group name, a member, polling until done."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable
+
+from kproto import KafkaShareConsumer
+from tests.brokers.share_groups import configure_share_group
+
+DEADLINE_S = 60  # an upper bound for reads that must happen; never reached when all is well
+
+
+def new_group() -> str:
+    return "sg-" + uuid.uuid4().hex[:10]
+
+
+def earliest_group(broker: Any, **settings: Any) -> tuple[str, dict]:
+    """A new share group reading from the earliest offset, with ``settings``
+    (:func:`~tests.brokers.share_groups.configure_share_group`); on Kafka, whose settings are
+    per group, also heartbeats every 500 ms so members join quickly (the mock's heartbeat
+    setting is cluster-wide: left alone). Returns (group, the settings in force)."""
+    group = new_group()
+    if broker.name != "mock":
+        settings.setdefault("heartbeat_interval_ms", 500)
+    return group, configure_share_group(broker, group, auto_offset_reset="earliest", **settings)
+
+
+def share_consumer(broker: Any, group: str, topic: str, **configs: Any) -> KafkaShareConsumer:
+    configs.setdefault("fetch_max_wait_ms", 100)
+    return KafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group, **configs)
+
+
+def records(polled: dict) -> list:
+    return [r for batch in polled.values() for r in batch]
+
+
+def read_until(consumer: KafkaShareConsumer, done: Callable[[], bool], on_record: Callable[[Any], Any] = lambda r: None,
+               timeout_s: float = DEADLINE_S) -> None:
+    """Poll ``consumer`` until ``done()``; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "the share group did not deliver in time"
+        for record in records(consumer.poll(200)):
+            on_record(record)
