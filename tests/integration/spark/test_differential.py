@@ -177,7 +177,8 @@ def test_partitions_added_mid_stream_are_read_from_their_start(spark, broker, tm
             assert _wait(lambda q=query: sum(p["numInputRows"] for p in q.recentProgress) >= 100), query.exception()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # kept: it answers the futures
         admin.create_partitions([NewPartitions(topic, 4)])[topic].result(60)
-        assert _wait(lambda: len(broker.partitions_of(topic)) == 4)
+        # Brokers learn of the new partitions a moment after CreatePartitions answers.
+        assert _wait(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4)
         broker.produce(topic, 200, partitions=[0, 1, 2, 3], start_index=1000)
         for query in queries.values():
             assert _wait(lambda q=query: sum(p["numInputRows"] for p in q.recentProgress) >= 300), query.exception()
