@@ -178,8 +178,12 @@ def main() -> None:
                         results.append((master, "batch " + label, fmt, n / seconds))
                         print(results[-1], flush=True)
                 for fmt in FORMATS:
-                    rate = stream(spark, fmt, kafka.bootstrap_servers, small, args.stream_seconds,
-                                  max(args.small // 20, 1000))
+                    try:
+                        rate = stream(spark, fmt, kafka.bootstrap_servers, small, args.stream_seconds,
+                                      max(args.small // 20, 1000))
+                    except RuntimeError as exc:  # e.g. a Python worker too slow to start on a loaded machine
+                        print("stream through {} failed: {}".format(fmt, str(exc).splitlines()[0]), flush=True)
+                        rate = float("nan")
                     results.append((master, "stream 100 B", fmt, rate))
                     print(results[-1], flush=True)
                 if args.profile:
