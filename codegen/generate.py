@@ -225,10 +225,10 @@ def _versions(v: "object") -> str:
 
 def emit_schema_table(messages: list[Message]) -> str:
     """``_schema.py``: the schema facts as data, for tools that walk fields at run time
-    (``kproto.fuzz`` generates and mutates requests from it); no code reads spec/ at run time."""
+    (``kproto.tools.fuzz`` generates and mutates requests from it); no code reads spec/ at run time."""
     out = [HEADER, "# flake8: noqa",
            '"""Every message\'s schema facts as data (no classes): for tools that walk fields at',
-           "run time, such as ``kproto.fuzz``.", "",
+           "run time, such as ``kproto.tools.fuzz``.", "",
            "``MESSAGES``: name -> (api_key, valid versions, flexible versions, module, root class).",
            "``STRUCTS``: class name -> fields, each ``(attr, type, versions, nullable versions,",
            "tagged versions, tag, flexible override, struct class name)``; the type is the",

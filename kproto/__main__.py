@@ -2,7 +2,7 @@
 
 Each command is a tool of :mod:`kproto.tools` with its own command line: ``consume``
 (:mod:`kproto.tools.consume`), ``trace`` (:mod:`kproto.tools.trace.cli`) and ``fuzz``
-(:mod:`kproto.fuzz.cli`).
+(:mod:`kproto.tools.fuzz.cli`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return trace_main(argv[1:])
     if command == "fuzz":
-        from kproto.fuzz.cli import main as fuzz_main
+        from kproto.tools.fuzz.cli import main as fuzz_main
 
         return fuzz_main(argv[1:])
     build_parser().parse_args(argv)  # prints the usage and exits (2; 0 for -h)

@@ -69,7 +69,7 @@ class ConsumerRecord(NamedTuple):
     timestamp_type: int
     key: Any
     value: Any
-    headers: list
+    headers: tuple[tuple[str, Optional[bytes]], ...]  # () when none (see kproto.records.Record)
     checksum: Optional[int]
     serialized_key_size: int
     serialized_value_size: int
@@ -89,7 +89,7 @@ class ShareConsumerRecord(NamedTuple):
     timestamp_type: int
     key: Any
     value: Any
-    headers: list
+    headers: tuple[tuple[str, Optional[bytes]], ...]
     checksum: Optional[int]
     serialized_key_size: int
     serialized_value_size: int

@@ -18,4 +18,8 @@ if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then
 else
   echo "warning: no mvn/java: the Apache Kafka 4.4 tests will skip" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+# Two workers, a test file each at a time (a file's tests share its module fixtures; each
+# worker starts the session brokers it needs): most integration tests wait on brokers and
+# group timers, so two files at once roughly halve the run on 2 cores.
+# KPROTO_TEST_WORKERS=0 runs in one process; an -n given here wins.
+exec .venv/bin/python -m pytest -n "${KPROTO_TEST_WORKERS:-2}" --dist loadfile "$@"

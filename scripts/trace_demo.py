@@ -16,7 +16,7 @@ import threading
 import time
 
 from kproto import KafkaConsumer
-from kproto.events import JsonlEventHandler
+from kproto.transition_log import JsonlEventHandler
 from kproto.tools.trace.html import write_page
 from kproto.tools.trace.proxy import TraceProxy
 from kproto.tools.trace.report import JsonlWriter, read_events

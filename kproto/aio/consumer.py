@@ -49,7 +49,7 @@ from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.aio")
 
-OffsetSpec = Union[int, OffsetAndMetadata, tuple]
+OffsetSpec = Union[int, OffsetAndMetadata, tuple[Any, ...]]
 
 
 class AIOKafkaConsumer:
@@ -93,8 +93,8 @@ class AIOKafkaConsumer:
             if self._group_id:
                 self.coordinator_metrics = CoordinatorMetrics(
                     self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
-        self.background_event_queue: "queue.Queue" = queue.Queue()
-        application_event_queue: "queue.Queue" = queue.Queue()
+        self.background_event_queue: "queue.Queue[Any]" = queue.Queue()
+        application_event_queue: "queue.Queue[Any]" = queue.Queue()
         resources = build_resources(config, self.subscriptions, self.fetch_buffer, self.fetch_config,
                                     BackgroundEventHandler(self.background_event_queue),
                                     self._time_ms, self.fetch_metrics, self.coordinator_metrics)
@@ -272,7 +272,7 @@ class AIOKafkaConsumer:
             return
         self._submit(ev.UnsubscribeEvent(self._deadline(None)))
 
-    def subscription(self) -> set:
+    def subscription(self) -> set[str]:
         return set(self.subscriptions.subscription() or ())
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -287,7 +287,7 @@ class AIOKafkaConsumer:
         self.fetch_buffer.retain_all(set(partitions))
         self._process_now(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set:
+    def assignment(self) -> set[TopicPartition]:
         return self.subscriptions.assigned_partitions() if self._started else set()
 
     # --- records ----------------------------------------------------------------------------
@@ -311,7 +311,7 @@ class AIOKafkaConsumer:
             if self.consumer_metrics is not None:
                 self.consumer_metrics.record_poll_end()
 
-    async def _getmany(self, partitions: set, timeout_ms: int,
+    async def _getmany(self, partitions: set[TopicPartition], timeout_ms: int,
                        max_records: Optional[int]) -> dict[TopicPartition, list[ConsumerRecord]]:
         driver = self._driver
         assert driver is not None
@@ -361,7 +361,7 @@ class AIOKafkaConsumer:
             self._submit(event)
         return self._inflight_poll
 
-    def _collect(self, partitions: set, max_records: Optional[int]) -> Fetch:
+    def _collect(self, partitions: set[TopicPartition], max_records: Optional[int]) -> Fetch:
         if not partitions:
             return self._collector.collect_fetch(self.fetch_buffer, max_records)
         # Other partitions' data stays buffered, as paused partitions' data does.
@@ -410,7 +410,7 @@ class AIOKafkaConsumer:
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
         self._reset(partitions, "latest")
 
-    def _reset(self, partitions: tuple, strategy: str) -> None:
+    def _reset(self, partitions: tuple[TopicPartition, ...], strategy: str) -> None:
         self._check_running()
         assigned = self.subscriptions.assigned_partitions()
         for tp in partitions:
@@ -467,7 +467,7 @@ class AIOKafkaConsumer:
     def resume(self, *partitions: TopicPartition) -> None:
         self._process_now(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set:
+    def paused(self) -> set[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------
@@ -494,7 +494,7 @@ class AIOKafkaConsumer:
 
     # --- lookups ----------------------------------------------------------------------------
 
-    async def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int) -> dict:
+    async def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, Any]:
         self._check_running()
         wanted = list(partitions)
         for tp in wanted:
@@ -504,28 +504,28 @@ class AIOKafkaConsumer:
                                                               self._deadline(None), False))
         return offset_utils.to_offsets(wanted, fetched)
 
-    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict:
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         return await self._offsets_at(partitions, offset_utils.EARLIEST_TIMESTAMP)
 
-    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict:
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         return await self._offsets_at(partitions, offset_utils.LATEST_TIMESTAMP)
 
-    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict:
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
         self._check_running()
         offset_utils.validate_timestamps(timestamps)
         fetched = await self._add_and_get(ev.ListOffsetsEvent(timestamps, self._deadline(None), True))
         return offset_utils.to_offsets_for_times(timestamps, fetched)
 
-    async def topics(self) -> set:
+    async def topics(self) -> set[str]:
         self._check_running()
         return await self._add_and_get(ev.ListTopicsEvent(bool(self.config["exclude_internal_topics"]),
                                                           self._deadline(None)))
 
-    def partitions_for_topic(self, topic: str) -> Optional[set]:
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
         """The topic's partition ids from the cached metadata (None if unknown)."""
         return self.client.cluster.partitions_for_topic(topic)
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         if self.fetch_metrics is not None:
             self.fetch_metrics.maybe_update_assignment()
         return metrics_view(self._metrics, raw)

@@ -63,7 +63,7 @@ class LoopDriver:
         self._registered: dict[int, tuple[Any, int]] = {}
         self._scheduled: Optional[asyncio.Handle] = None
         self._timer: Optional[asyncio.TimerHandle] = None
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[asyncio.Future[None]] = []
         self._stopped = False
         self._closing = False
         self.iterations = 0

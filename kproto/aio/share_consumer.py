@@ -143,7 +143,7 @@ class AIOKafkaShareConsumer:
     def set_acknowledgement_commit_callback(self, callback: Any) -> None:
         self._running().acknowledgement_commit_callback = callback
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         return self._running().metrics(raw)
 
     # --- stop -------------------------------------------------------------------------------

@@ -437,7 +437,7 @@ def _check_combinations(config: dict[str, Any], user: frozenset[str]) -> None:
             "security_protocol={} needs sasl_mechanism".format(config["security_protocol"]))
 
 
-class ConsumerConfig(Mapping):
+class ConsumerConfig(Mapping[Any, Any]):
     """A validated, read-only consumer configuration.
 
     Read it as a mapping (``config["fetch_min_bytes"]``) or by attribute

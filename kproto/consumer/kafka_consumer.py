@@ -6,9 +6,11 @@ As in Java's ``KafkaConsumer``, the façade holds one ``ConsumerDelegate`` built
 arguments and return values are kafka-python's, so switching a program from
 kafka-python to kproto is a change of import.
 
-A consumer is used from one thread. Every public method except ``wakeup()`` takes a
-light ownership "lock" (``kproto.consumer.thread_confinement``) that raises
-``ConcurrentModificationError`` instead of blocking when another thread holds it.
+A consumer is used from one thread. Every public method except ``wakeup()`` and
+``metrics()`` reaches the engine through a light ownership "lock"
+(``kproto.consumer.thread_confinement``) that raises ``ConcurrentModificationError``
+instead of blocking when another thread holds it, and hands the engine over typed as a
+``ConsumerDelegate``, so each forwarded call is checked against the protocol.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
 from kproto.consumer.thread_confinement import ThreadConfinement
-from kproto.errors import IllegalArgumentError, IllegalStateError
+from kproto.errors import IllegalArgumentError
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger("kproto.consumer")
@@ -30,14 +32,14 @@ class ConsumerDelegate(Protocol):
     def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None,
                   listener: Any = None) -> None: ...
     def unsubscribe(self) -> None: ...
-    def subscription(self) -> Optional[set]: ...
+    def subscription(self) -> Optional[set[str]]: ...
     def assign(self, partitions: Iterable[TopicPartition]) -> None: ...
-    def assignment(self) -> set: ...
+    def assignment(self) -> set[TopicPartition]: ...
     def poll(self, timeout_ms: int, max_records: Optional[int],
              update_offsets: bool) -> dict[TopicPartition, list[ConsumerRecord]]: ...
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
-    def seek_to_beginning(self, partitions: tuple) -> None: ...
-    def seek_to_end(self, partitions: tuple) -> None: ...
+    def seek_to_beginning(self, partitions: tuple[TopicPartition, ...]) -> None: ...
+    def seek_to_end(self, partitions: tuple[TopicPartition, ...]) -> None: ...
     def position(self, partition: TopicPartition, timeout_ms: Optional[int]) -> Optional[int]: ...
     def highwater(self, partition: TopicPartition) -> Optional[int]: ...
     def current_lag(self, partition: TopicPartition) -> Optional[int]: ...
@@ -46,22 +48,22 @@ class ConsumerDelegate(Protocol):
     def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]],
                timeout_ms: Optional[int]) -> None: ...
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]],
-                     callback: Optional[Callable]) -> Any: ...
-    def pause(self, partitions: tuple) -> None: ...
-    def resume(self, partitions: tuple) -> None: ...
-    def paused(self) -> set: ...
+                     callback: Optional[Callable[..., Any]]) -> Any: ...
+    def pause(self, partitions: tuple[TopicPartition, ...]) -> None: ...
+    def resume(self, partitions: tuple[TopicPartition, ...]) -> None: ...
+    def paused(self) -> set[TopicPartition]: ...
     def beginning_offsets(self, partitions: Iterable[TopicPartition],
                           timeout_ms: Optional[int]) -> dict[TopicPartition, int]: ...
     def end_offsets(self, partitions: Iterable[TopicPartition],
                     timeout_ms: Optional[int]) -> dict[TopicPartition, int]: ...
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
                           timeout_ms: Optional[int]) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]: ...
-    def partitions_for_topic(self, topic: str) -> Optional[set]: ...
-    def topics(self) -> set: ...
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]: ...
+    def topics(self) -> set[str]: ...
     def bootstrap(self, timeout_ms: Optional[int], refresh: bool) -> None: ...
     def bootstrap_connected(self) -> bool: ...
     def group_metadata(self) -> Any: ...
-    def metrics(self, raw: bool) -> Optional[dict]: ...
+    def metrics(self, raw: bool) -> Optional[dict[Any, Any]]: ...
     def wakeup(self) -> None: ...
     def close(self, autocommit: bool, timeout_ms: Optional[int]) -> None: ...
 
@@ -87,10 +89,10 @@ class KafkaConsumer:
     def __init__(self, *topics: str, **configs: Any) -> None:
         from kproto.consumer.config import ConsumerConfig
 
-        self._closed = False
-        self._confinement = ThreadConfinement("KafkaConsumer")
         self.config = ConsumerConfig(configs)
         self._delegate: ConsumerDelegate = create_consumer_delegate(self.config)
+        # Every call but wakeup() and metrics() reaches the engine through it.
+        self._confinement = ThreadConfinement(self._delegate, "KafkaConsumer")
         self._iterator: Optional[Iterator[ConsumerRecord]] = None
         if topics:
             try:
@@ -99,14 +101,6 @@ class KafkaConsumer:
                 self.close()  # no sockets or threads left behind by a failed constructor
                 raise
 
-    # -- plumbing -----------------------------------------------------------------------
-
-    def _call(self, name: str, *args: Any) -> Any:
-        with self._confinement:
-            if self._closed and name != "close":
-                raise IllegalStateError("This consumer has already been closed.")
-            return getattr(self._delegate, name)(*args)
-
     # -- subscription and assignment ----------------------------------------------------
 
     def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None,
@@ -114,26 +108,31 @@ class KafkaConsumer:
         """Subscribe to a list of topics or a regex pattern (group management)."""
         if isinstance(topics, str):
             topics = [topics]
-        self._call("subscribe", tuple(topics), pattern, listener)
+        with self._confinement as engine:
+            engine.subscribe(tuple(topics), pattern, listener)
         self._iterator = None  # records buffered for iteration are stale now
 
     def unsubscribe(self) -> None:
         """Drop the subscription (or manual assignment); leaves the group if in one."""
-        self._call("unsubscribe")
+        with self._confinement as engine:
+            engine.unsubscribe()
         self._iterator = None  # records buffered for iteration are stale now
 
-    def subscription(self) -> Optional[set]:
+    def subscription(self) -> Optional[set[str]]:
         """The subscribed topic names, or None when not subscribed."""
-        return self._call("subscription")
+        with self._confinement as engine:
+            return engine.subscription()
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Manually assign partitions (no group management)."""
-        self._call("assign", list(partitions))
+        with self._confinement as engine:
+            engine.assign(list(partitions))
         self._iterator = None  # records buffered for iteration are stale now
 
-    def assignment(self) -> set:
+    def assignment(self) -> set[TopicPartition]:
         """The partitions currently assigned to this consumer."""
-        return self._call("assignment")
+        with self._confinement as engine:
+            return engine.assignment()
 
     # -- consuming ----------------------------------------------------------------------
 
@@ -153,14 +152,15 @@ class KafkaConsumer:
                                         or max_records < 1):
             raise IllegalArgumentError("max_records must be a positive integer, not {!r}".format(max_records))
         # int ms for the engines; "forever" (inf) is capped at Java's largest timer.
-        return self._call("poll", int(min(timeout_ms, 2**31 - 1)), max_records, update_offsets)
+        with self._confinement as engine:
+            return engine.poll(int(min(timeout_ms, 2**31 - 1)), max_records, update_offsets)
 
     def __iter__(self) -> "KafkaConsumer":
         return self
 
     def __next__(self) -> ConsumerRecord:
         """The next record; StopIteration after ``consumer_timeout_ms`` without one (kafka-python)."""
-        if self._closed:
+        if self._confinement.closed:
             raise StopIteration("KafkaConsumer closed")
         timeout_ms = self.config["consumer_timeout_ms"]
         deadline = None if timeout_ms == float("inf") else time.monotonic() + timeout_ms / 1000
@@ -182,26 +182,31 @@ class KafkaConsumer:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Set the position of an assigned partition."""
-        self._call("seek", partition, offset)
+        with self._confinement as engine:
+            engine.seek(partition, offset)
         self._iterator = None  # records buffered for iteration are stale now
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Reset positions to the earliest offset (all assigned partitions if none given)."""
-        self._call("seek_to_beginning", partitions)
+        with self._confinement as engine:
+            engine.seek_to_beginning(partitions)
         self._iterator = None  # records buffered for iteration are stale now
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         """Reset positions to the latest offset (all assigned partitions if none given)."""
-        self._call("seek_to_end", partitions)
+        with self._confinement as engine:
+            engine.seek_to_end(partitions)
         self._iterator = None  # records buffered for iteration are stale now
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
         """The offset of the next record that will be fetched for ``partition``."""
-        return self._call("position", partition, timeout_ms)
+        with self._confinement as engine:
+            return engine.position(partition, timeout_ms)
 
     def highwater(self, partition: TopicPartition) -> Optional[int]:
         """The last known high watermark of ``partition`` (None before a fetch returned)."""
-        return self._call("highwater", partition)
+        with self._confinement as engine:
+            return engine.highwater(partition)
 
     def current_lag(self, partition: TopicPartition) -> Optional[int]:
         """Java's ``currentLag``: records between the position and the end the last fetch
@@ -210,61 +215,73 @@ class KafkaConsumer:
         None until a fetch of the partition has answered; never does network I/O.
         Raises ``IllegalStateError`` if the partition is not assigned.
         """
-        return self._call("current_lag", partition)
+        with self._confinement as engine:
+            return engine.current_lag(partition)
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop fetching from these partitions until resumed."""
-        self._call("pause", partitions)
+        with self._confinement as engine:
+            engine.pause(partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Resume fetching from paused partitions."""
-        self._call("resume", partitions)
+        with self._confinement as engine:
+            engine.resume(partitions)
 
-    def paused(self) -> set:
+    def paused(self) -> set[TopicPartition]:
         """The partitions paused with ``pause()``."""
-        return self._call("paused")
+        with self._confinement as engine:
+            return engine.paused()
 
     # -- offsets ------------------------------------------------------------------------
 
     def committed(self, partition: TopicPartition, metadata: bool = False,
                   timeout_ms: Optional[int] = None) -> Any:
         """The last committed offset of ``partition`` (OffsetAndMetadata if ``metadata``)."""
-        return self._call("committed", partition, metadata, timeout_ms)
+        with self._confinement as engine:
+            return engine.committed(partition, metadata, timeout_ms)
 
     def commit(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
                timeout_ms: Optional[int] = None) -> None:
         """Commit offsets (the consumed positions by default), blocking until done."""
-        self._call("commit", offsets, timeout_ms)
+        with self._confinement as engine:
+            engine.commit(offsets, timeout_ms)
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
-                     callback: Optional[Callable] = None) -> Any:
+                     callback: Optional[Callable[..., Any]] = None) -> Any:
         """Commit offsets without blocking; ``callback(offsets, response_or_error)``."""
-        return self._call("commit_async", offsets, callback)
+        with self._confinement as engine:
+            return engine.commit_async(offsets, callback)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition],
                           timeout_ms: Optional[int] = None) -> dict[TopicPartition, int]:
         """The earliest offsets of the given partitions."""
-        return self._call("beginning_offsets", list(partitions), timeout_ms)
+        with self._confinement as engine:
+            return engine.beginning_offsets(list(partitions), timeout_ms)
 
     def end_offsets(self, partitions: Iterable[TopicPartition],
                     timeout_ms: Optional[int] = None) -> dict[TopicPartition, int]:
         """The end offsets (offset of the next record to be written) of the partitions."""
-        return self._call("end_offsets", list(partitions), timeout_ms)
+        with self._confinement as engine:
+            return engine.end_offsets(list(partitions), timeout_ms)
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
                           timeout_ms: Optional[int] = None) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
         """The earliest offsets whose timestamps are >= the given ones."""
-        return self._call("offsets_for_times", dict(timestamps), timeout_ms)
+        with self._confinement as engine:
+            return engine.offsets_for_times(dict(timestamps), timeout_ms)
 
     # -- metadata -----------------------------------------------------------------------
 
-    def partitions_for_topic(self, topic: str) -> Optional[set]:
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
         """The partition numbers of ``topic``, or None if it is unknown."""
-        return self._call("partitions_for_topic", topic)
+        with self._confinement as engine:
+            return engine.partitions_for_topic(topic)
 
-    def topics(self) -> set:
+    def topics(self) -> set[str]:
         """The names of the topics the cluster has."""
-        return self._call("topics")
+        with self._confinement as engine:
+            return engine.topics()
 
     def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
         """Block until cluster metadata has arrived (kafka-python's ``bootstrap``).
@@ -274,17 +291,20 @@ class KafkaConsumer:
         ``default_api_timeout_ms`` (kafka-python waits forever); raises
         ``KafkaTimeoutError`` when no broker answered in time.
         """
-        self._call("bootstrap", timeout_ms, refresh)
+        with self._confinement as engine:
+            engine.bootstrap(timeout_ms, refresh)
 
     def bootstrap_connected(self) -> bool:
         """Whether a connection to a bootstrap server is established."""
-        return self._call("bootstrap_connected")
+        with self._confinement as engine:
+            return engine.bootstrap_connected()
 
     def group_metadata(self) -> Any:
         """A snapshot of this consumer's group membership (group, generation, member id)."""
-        return self._call("group_metadata")
+        with self._confinement as engine:
+            return engine.group_metadata()
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         """Consumer metrics, Java's names (https://kafka.apache.org/documentation/#consumer_monitoring).
 
         kafka-python's shape: ``{group: {name: value}}`` (a name shared by client-wide and
@@ -304,12 +324,14 @@ class KafkaConsumer:
 
     def close(self, autocommit: bool = True, timeout_ms: Optional[int] = None) -> None:
         """Commit (if auto-commit is on and ``autocommit``), leave the group, close sockets."""
-        if self._closed:
+        if self._confinement.closed:
             return
+        self._confinement.acquire()
         try:
-            self._call("close", autocommit, timeout_ms)
+            self._delegate.close(autocommit, timeout_ms)
         finally:
-            self._closed = True
+            self._confinement.closed = True
+            self._confinement.release()
 
     def __enter__(self) -> "KafkaConsumer":
         return self

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from kproto.consumer.share.acknowledgements import AcknowledgeType
 from kproto.consumer.thread_confinement import ThreadConfinement
-from kproto.errors import IllegalArgumentError, IllegalStateError
+from kproto.errors import IllegalArgumentError
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
 AcknowledgementCommitCallback = Callable[[dict[TopicIdPartition, set[int]], Optional[BaseException]], Any]
@@ -36,22 +36,16 @@ class KafkaShareConsumer:
         from kproto.consumer.share.share_consumer_config import share_consumer_config
         from kproto.consumer.share.share_consumer_impl import ShareConsumerImpl
 
-        self._closed = False
-        self._confinement = ThreadConfinement("KafkaShareConsumer")
         self.config, self.share_config = share_consumer_config(configs)
         self._delegate = ShareConsumerImpl(self.config, self.share_config)
+        # Every call but wakeup() reaches the engine through it.
+        self._confinement = ThreadConfinement(self._delegate, "KafkaShareConsumer")
         if topics:
             try:
                 self.subscribe(topics)
             except BaseException:
                 self.close()
                 raise
-
-    def _call(self, name: str, *args: Any) -> Any:
-        with self._confinement:
-            if self._closed and name != "close":
-                raise IllegalStateError("This consumer has already been closed.")
-            return getattr(self._delegate, name)(*args)
 
     # -- subscription -------------------------------------------------------------------
 
@@ -64,14 +58,17 @@ class KafkaShareConsumer:
         for topic in topics:
             if not isinstance(topic, str) or not topic.strip():
                 raise IllegalArgumentError("Topic collection to subscribe to cannot contain null or empty topic")
-        self._call("subscribe", topics)
+        with self._confinement as engine:
+            engine.subscribe(topics)
 
     def unsubscribe(self) -> None:
         """Acknowledge (implicit mode) and close the share sessions, then leave the group."""
-        self._call("unsubscribe")
+        with self._confinement as engine:
+            engine.unsubscribe()
 
     def subscription(self) -> set[str]:
-        return self._call("subscription")
+        with self._confinement as engine:
+            return engine.subscription()
 
     # -- records --------------------------------------------------------------------------
 
@@ -82,29 +79,33 @@ class KafkaShareConsumer:
         explicit mode raises ``IllegalStateError`` if a record was left unacknowledged."""
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
             raise IllegalArgumentError("timeout_ms must be an int >= 0, not {!r}".format(timeout_ms))
-        return self._call("poll", timeout_ms)
+        with self._confinement as engine:
+            return engine.poll(timeout_ms)
 
     def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:  # noqa: A002
         """Explicit mode: acknowledge one delivered record (ACCEPT, RELEASE, REJECT or RENEW);
         sent with the next ``poll``, ``commit`` or ``close``."""
-        self._call("acknowledge", record, type)
+        with self._confinement as engine:
+            engine.acknowledge(record, type)
 
     def commit(self, timeout_ms: Optional[int] = None) -> dict[TopicIdPartition, Optional[BaseException]]:
         """Send the acknowledgements made so far and wait: ``{partition: None or the error}``."""
-        return self._call("commit", timeout_ms)
+        with self._confinement as engine:
+            return engine.commit(timeout_ms)
 
     def commit_async(self) -> None:
         """Send the acknowledgements made so far; the acknowledgement commit callback gets
         the outcome during a later call."""
-        self._call("commit_async")
+        with self._confinement as engine:
+            engine.commit_async()
 
     def set_acknowledgement_commit_callback(self, callback: Optional[AcknowledgementCommitCallback]) -> None:
         """``callback(offsets: {TopicIdPartition: {offset, ...}}, error or None)``, run on this
         thread from ``poll``, ``commit`` and ``close`` once the broker answered."""
         if callback is not None and not callable(callback):
             raise IllegalArgumentError("the acknowledgement commit callback must be callable")
-        with self._confinement:
-            self._delegate.acknowledgement_commit_callback = callback
+        with self._confinement as engine:
+            engine.acknowledgement_commit_callback = callback
 
     # -- the rest ---------------------------------------------------------------------------
 
@@ -113,10 +114,12 @@ class KafkaShareConsumer:
         (ms, from the ShareFetch answer: the share group's ``share.record.lock.duration.ms``);
         None before any record was returned or when the broker did not say (Java's
         ``acquisitionLockTimeoutMs()``)."""
-        return self._call("acquisition_lock_timeout_ms")
+        with self._confinement as engine:
+            return engine.acquisition_lock_timeout_ms()
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
-        return self._call("metrics", raw)
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
+        with self._confinement as engine:
+            return engine.metrics(raw)
 
     def wakeup(self) -> None:
         """From any thread: the blocked (or next) ``poll``/``commit`` raises WakeupException."""
@@ -125,11 +128,11 @@ class KafkaShareConsumer:
     def close(self, timeout_ms: Optional[int] = None) -> None:
         """Acknowledge (implicit mode), release what was acquired and not acknowledged,
         leave the group; waits at most ``timeout_ms`` (30 s by default)."""
-        if self._closed:
+        if self._confinement.closed:
             return
         self._confinement.acquire()
         try:
-            self._closed = True
+            self._confinement.closed = True
             self._delegate.close(timeout_ms)
         finally:
             self._confinement.release()

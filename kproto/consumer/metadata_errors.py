@@ -7,9 +7,12 @@ KIP-848 engine's ``NetworkClientDelegate`` on the background thread.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kproto import errors
+
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
 
 
 class MetadataErrorTracker:
@@ -22,7 +25,7 @@ class MetadataErrorTracker:
 
     __slots__ = ("_cluster", "_seen")
 
-    def __init__(self, cluster: Any) -> None:
+    def __init__(self, cluster: ClusterMetadata) -> None:
         self._cluster = cluster
         self._seen: tuple[Any, Any] = (None, None)
 
@@ -32,7 +35,8 @@ class MetadataErrorTracker:
             return None
         self._seen = (unauthorized, invalid)
         if unauthorized:
-            return errors.error_for(29, "Not authorized to access topics: {}".format(sorted(unauthorized)))
+            return errors.error_for(errors.ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "Not authorized to access topics: {}".format(sorted(unauthorized)))
         if invalid:
-            return errors.error_for(17, "Invalid topics: {}".format(sorted(invalid)))
+            return errors.error_for(errors.ErrorCode.INVALID_TOPIC_EXCEPTION, "Invalid topics: {}".format(sorted(invalid)))
         return None

@@ -19,9 +19,12 @@ as it is, anything else inside one.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from kproto.errors import KafkaError, WakeupException
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
 
 log = logging.getLogger("kproto.consumer")
 
@@ -45,7 +48,7 @@ def maybe_wrap_as_kafka_error(error: BaseException, message: str = REBALANCE_CAL
 class ConsumerRebalanceListenerInvoker:
     """``invoke_partitions_assigned/revoked/lost(partitions)``: None, or the listener's error."""
 
-    def __init__(self, subscriptions: Any, time_ms: Callable[[], float],
+    def __init__(self, subscriptions: SubscriptionState, time_ms: Callable[[], float],
                  record_listener: Optional[Callable[[str, float], None]] = None) -> None:
         self._subscriptions = subscriptions
         self._time_ms = time_ms

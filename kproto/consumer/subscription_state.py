@@ -16,9 +16,17 @@ Fetch states and their legal transitions (Java's ``FetchStates`` table)::
 FETCHING and AWAIT_VALIDATION require a position; entering INITIALIZING or AWAIT_RESET
 clears it. An illegal transition raises ``IllegalStateError``.
 
-Thread safety: every public method holds one ``RLock``, because the KIP-848 engine's
-background thread updates assignments and watermarks while the application thread seeks,
-pauses and reads positions.
+Thread safety: every public method that writes, or reads more than one field, holds one
+``RLock``, because the KIP-848 engine's background thread updates assignments and
+watermarks while the application thread seeks, pauses and reads positions. The reads of a
+single field of one partition (``position``, ``is_paused``, ``high_watermark``, ...,
+marked ``@_lock_free``) take no lock (the hot combined calls, ``@_locks_inside``, take
+it themselves, without the wrapper): they look the partition up in ``_states``, a dict
+that is never changed in place (a new one is published whole when the assignment changes),
+and read one attribute, each an atomic step, so they see the value before or after any
+concurrent change, as with the lock. The collector's hot path uses combined calls
+(``fetchable_position``, ``update_fetched_offsets``, ``lag_and_lead``): one lock for what
+took several.
 
 The per-partition state machine and position types live in ``topic_partition_state``
 (re-exported here, where the rest of the consumer imports them from).
@@ -37,7 +45,7 @@ from typing import Any, Optional, TypeVar
 
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
-from kproto import events
+from kproto import transition_log
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
@@ -57,10 +65,23 @@ def _synchronized(method: _F) -> _F:
     return locked  # type: ignore[return-value]
 
 
+def _lock_free(method: _F) -> _F:
+    """Mark a one-field read of one partition that needs no lock (see the module docstring)."""
+    method.__lock_free__ = True  # type: ignore[attr-defined]
+    return method
+
+
+def _locks_inside(method: _F) -> _F:
+    """Mark a hot method that takes the lock itself (no wrapper: one call frame less)."""
+    method.__lock_free__ = True  # type: ignore[attr-defined]
+    return method
+
+
 def _synchronize_public_methods(cls: type) -> type:
-    """Make every public method hold the instance's RLock (Java: all methods synchronized)."""
+    """Make every public method hold the instance's RLock (Java: all methods synchronized),
+    but the ``@_lock_free`` reads."""
     for name, value in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(value):
+        if not name.startswith("_") and inspect.isfunction(value) and not getattr(value, "__lock_free__", False):
             setattr(cls, name, _synchronized(value))
     return cls
 
@@ -87,7 +108,12 @@ class SubscriptionState:
         self._subscription: frozenset[str] = frozenset()
         # The leader of a classic group also tracks the topics every member subscribed to.
         self._group_subscription: frozenset[str] = frozenset()
+        # The assigned partitions in fetch order (changed in place under the lock) and the
+        # same states for lock-free lookups (replaced whole, never changed in place).
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
+        self._states: dict[TopicPartition, TopicPartitionState] = {}
+        # The paused partitions, kept with pause()/resume() so paused() walks no assignment.
+        self._paused: frozenset[TopicPartition] = frozenset()
         # Bumped on every assignment change so in-flight fetches can tell they are stale.
         self._assignment_id = 0
         # (metadata update count, latest position transition) after the last full leader
@@ -193,6 +219,8 @@ class SubscriptionState:
         self._subscription = frozenset()
         self._group_subscription = frozenset()
         self._assignment = {}
+        self._states = {}
+        self._paused = frozenset()
         self._assignment_id += 1
         self._subscribed_pattern = None
         self._subscription_type = SubscriptionType.NONE
@@ -243,42 +271,50 @@ class SubscriptionState:
     def _set_assignment(self, partitions: list[TopicPartition]) -> None:
         old = self._assignment
         self._assignment = {tp: old.get(tp) or TopicPartitionState() for tp in dict.fromkeys(partitions)}
+        self._states = dict(self._assignment)
+        self._paused = frozenset(tp for tp, state in self._assignment.items() if state.paused)
         self._assignment_id += 1
-        if events.enabled():
+        if transition_log.enabled():
             for tp, state in self._assignment.items():
                 state.event_label = (self.event_source, "{}-{}".format(*tp))
-            events.emit("assignment", source=self.event_source,
+            transition_log.emit("assignment", source=self.event_source,
                         partitions=sorted("{}-{}".format(*tp) for tp in self._assignment),
                         added=sorted("{}-{}".format(*tp) for tp in self._assignment if tp not in old),
                         removed=sorted("{}-{}".format(*tp) for tp in old if tp not in self._assignment))
         log.debug("assignment is now %s", list(self._assignment))
 
+    @_lock_free
     def assignment_id(self) -> int:
         return self._assignment_id
 
+    @_lock_free
     def assigned_partitions(self) -> set[TopicPartition]:
-        return set(self._assignment)
+        return set(self._states)  # a dict's keys copy with their stored hashes
 
     def assigned_partitions_list(self) -> list[TopicPartition]:
         return list(self._assignment)
 
+    @_lock_free
     def num_assigned_partitions(self) -> int:
-        return len(self._assignment)
+        return len(self._states)
 
+    @_lock_free
     def is_assigned(self, tp: TopicPartition) -> bool:
-        return tp in self._assignment
+        return tp in self._states
 
     def _state(self, tp: TopicPartition) -> TopicPartitionState:
-        state = self._assignment.get(tp)
+        state = self._states.get(tp)
         if state is None:
             raise IllegalStateError("No current assignment for partition {}-{}".format(*tp))
         return state
 
+    @_locks_inside
     def move_partition_to_end(self, tp: TopicPartition) -> None:
         """Round-robin fairness: a partition just returned goes to the back of the order."""
-        state = self._assignment.pop(tp, None)
-        if state is not None:
-            self._assignment[tp] = state
+        with self._lock:
+            state = self._assignment.pop(tp, None)
+            if state is not None:
+                self._assignment[tp] = state
 
     # --- fetchability, pause and revocation ----------------------------------------------
 
@@ -293,16 +329,20 @@ class SubscriptionState:
 
     def pause(self, tp: TopicPartition) -> None:
         self._state(tp).paused = True
+        self._paused = self._paused | {TopicPartition(*tp)}
 
     def resume(self, tp: TopicPartition) -> None:
         self._state(tp).paused = False
+        self._paused = self._paused - {TopicPartition(*tp)}
 
+    @_lock_free
     def is_paused(self, tp: TopicPartition) -> bool:
-        state = self._assignment.get(tp)
+        state = self._states.get(tp)
         return state is not None and state.paused
 
+    @_lock_free
     def paused_partitions(self) -> set[TopicPartition]:
-        return {tp for tp, state in self._assignment.items() if state.paused}
+        return set(self._paused)
 
     def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching partitions about to be revoked (their state is kept until then)."""
@@ -343,30 +383,65 @@ class SubscriptionState:
         else:
             state.seek_unvalidated(position)
 
+    @_lock_free
     def position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         return self._state(tp).position
 
+    @_lock_free
     def position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
         """The position, or None if there is none or the partition is not assigned."""
-        state = self._assignment.get(tp)
+        state = self._states.get(tp)
         return None if state is None else state.position
 
     def valid_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         state = self._state(tp)
-        return state.position if state.fetch_state.has_valid_position else None
+        return state.position if state.fetch_state is FetchState.FETCHING else None
 
+    @_locks_inside
+    def fetchable_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
+        """The position of ``tp`` if it is assigned and fetchable now, else None (one read
+        of both, so the collector never pairs the fetchability of one moment with the
+        position of another)."""
+        with self._lock:
+            state = self._states.get(tp)
+            return state.position if state is not None and state.is_fetchable() else None
+
+    def fetchable_positions(self, skip: "set[TopicPartition] | frozenset[TopicPartition]" = frozenset()
+                            ) -> list[tuple[TopicPartition, FetchPosition, Optional[int]]]:
+        """``(partition, position, preferred read replica or None)`` of every fetchable
+        partition not in ``skip``, in fetch order: what ``prepare_fetch_requests`` needs,
+        under one lock rather than three per partition. The replica is as stored; its
+        lease is checked by ``preferred_read_replica``."""
+        out = []
+        for tp, state in self._assignment.items():
+            if state.is_fetchable() and tp not in skip:
+                position = state.position
+                if position is not None:
+                    out.append((tp, position, state.preferred_read_replica))
+        return out
+
+    @_locks_inside
     def update_position(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Advance the position (the collector, after returning records)."""
-        state = self._state(tp)
-        if not state.fetch_state.has_valid_position:
-            raise IllegalStateError("Cannot set a new position without a valid current position")
-        if state.position is None or position.current_leader != state.position.current_leader:
-            self._leaders_checked = None  # a leader to check again
-        state.position = position
+        with self._lock:
+            state = self._state(tp)
+            if not state.fetch_state.has_valid_position:
+                raise IllegalStateError("Cannot set a new position without a valid current position")
+            if state.position is None or position.current_leader != state.position.current_leader:
+                self._leaders_checked = None  # a leader to check again
+            state.position = position
 
+    @_lock_free
     def has_valid_position(self, tp: TopicPartition) -> bool:
-        state = self._assignment.get(tp)
-        return state is not None and state.fetch_state.has_valid_position
+        state = self._states.get(tp)
+        return state is not None and state.fetch_state is FetchState.FETCHING
+
+    @_locks_inside
+    def valid_position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
+        """The position if ``tp`` is assigned with a valid one (FETCHING), else None."""
+        with self._lock:
+            state = self._states.get(tp)
+            return state.position if state is not None and state.fetch_state is FetchState.FETCHING else None
 
     def has_all_fetch_positions(self) -> bool:
         # Every poll asks; the answer can only change with the assignment or a transition.
@@ -376,6 +451,7 @@ class SubscriptionState:
             self._all_positions_key = key
         return self._all_positions
 
+    @_lock_free
     def fetch_state(self, tp: TopicPartition) -> FetchState:
         return self._state(tp).fetch_state
 
@@ -534,6 +610,20 @@ class SubscriptionState:
 
     # --- watermarks and replicas ----------------------------------------------------------
 
+    @_locks_inside
+    def update_fetched_offsets(self, tp: TopicPartition, high_watermark: int, log_start_offset: int,
+                               last_stable_offset: int) -> None:
+        """A fetch answer's offsets of ``tp`` (each only if known, >= 0), under one lock."""
+        with self._lock:
+            state = self._states.get(tp)
+            if state is not None:
+                if high_watermark >= 0:
+                    state.high_watermark = high_watermark
+                if log_start_offset >= 0:
+                    state.log_start_offset = log_start_offset
+                if last_stable_offset >= 0:
+                    state.last_stable_offset = last_stable_offset
+
     def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         if tp in self._assignment:
             self._assignment[tp].high_watermark = high_watermark
@@ -546,14 +636,33 @@ class SubscriptionState:
         if tp in self._assignment:
             self._assignment[tp].last_stable_offset = last_stable_offset
 
+    @_lock_free
     def high_watermark(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).high_watermark
 
+    @_lock_free
     def log_start_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).log_start_offset
 
+    @_lock_free
     def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
         return self._state(tp).last_stable_offset
+
+    @_locks_inside
+    def lag_and_lead(self, tp: TopicPartition, isolation_level: IsolationLevel
+                     ) -> Optional[tuple[Optional[int], Optional[int]]]:
+        """``(partition_lag, lead)`` of ``tp`` read together (None: not assigned); the
+        lead is the position minus the log start offset, None if either is unknown."""
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None:
+                return None
+            position = state.position
+            read_committed = isolation_level == IsolationLevel.READ_COMMITTED
+            end = state.last_stable_offset if read_committed else state.high_watermark
+            lag = None if end is None or position is None else end - position.offset
+            start = state.log_start_offset
+            return lag, (None if start is None or position is None else position.offset - start)
 
     def partition_lag(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
         """Records between the position and the end (LSO under read_committed); None if unknown."""
@@ -569,15 +678,18 @@ class SubscriptionState:
             state.preferred_read_replica = replica_id
             state.preferred_read_replica_expiration_ms = expiration_ms
 
+    @_lock_free
     def preferred_read_replica(self, tp: TopicPartition, now_ms: float) -> Optional[int]:
         """The follower to fetch from (KIP-392), or None once its lease expired."""
-        state = self._assignment.get(tp)
+        state = self._states.get(tp)
         if state is None or state.preferred_read_replica is None:
-            return None
-        if state.preferred_read_replica_expiration_ms is not None and now_ms > state.preferred_read_replica_expiration_ms:
-            state.preferred_read_replica = None
-            return None
-        return state.preferred_read_replica
+            return None  # the common case, one field read: no lock
+        with self._lock:
+            replica: Optional[int] = state.preferred_read_replica
+            expiry = state.preferred_read_replica_expiration_ms
+            if replica is not None and expiry is not None and now_ms > expiry:
+                state.preferred_read_replica = replica = None
+            return replica
 
     def clear_preferred_read_replica(self, tp: TopicPartition) -> Optional[int]:
         state = self._assignment.get(tp)

@@ -14,7 +14,7 @@ import enum
 import itertools
 from typing import NamedTuple, Optional
 
-from kproto import events
+from kproto import transition_log
 from kproto.errors import IllegalArgumentError, IllegalStateError
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
@@ -140,8 +140,8 @@ class TopicPartitionState:
             self.position = position
         else:
             self.position = None
-        if self.event_label is not None and events.enabled():
-            events.emit("fetch_state", source=self.event_label[0], partition=self.event_label[1],
+        if self.event_label is not None and transition_log.enabled():
+            transition_log.emit("fetch_state", source=self.event_label[0], partition=self.event_label[1],
                         previous=self.fetch_state.name, state=new_state.name,
                         position=None if self.position is None else self.position.offset)
         self.fetch_state = new_state

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -84,14 +85,14 @@ class AbortedTxn(ProtocolStruct):
         self.last_stable_offset = last_stable_offset
 
 
-def _d_AbortedTxn_v0(mv, pos):
+def _d_AbortedTxn_v0(mv: memoryview, pos: int) -> tuple[AbortedTxn, int]:
     limit = len(mv)
     o = _new(AbortedTxn)
     o.producer_id, o.first_offset, o.last_offset, o.last_stable_offset = _u_qqqq(mv, pos)
     pos += 32
     return o, pos
 
-def _e_AbortedTxn_v0(o, out):
+def _e_AbortedTxn_v0(o: AbortedTxn, out: bytearray) -> None:
     out += _p_qqqq(o.producer_id, o.first_offset, o.last_offset, o.last_stable_offset)
 
 

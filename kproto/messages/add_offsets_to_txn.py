@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -115,7 +116,7 @@ class AddOffsetsToTxnResponse(ProtocolStruct):
         self.error_code = error_code
 
 
-def _d_AddOffsetsToTxnRequest_v0(mv, pos):
+def _d_AddOffsetsToTxnRequest_v0(mv: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     limit = len(mv)
     o = _new(AddOffsetsToTxnRequest)
     o.transactional_id, pos = _rstr(mv, pos)
@@ -124,12 +125,12 @@ def _d_AddOffsetsToTxnRequest_v0(mv, pos):
     o.group_id, pos = _rstr(mv, pos)
     return o, pos
 
-def _e_AddOffsetsToTxnRequest_v0(o, out):
+def _e_AddOffsetsToTxnRequest_v0(o: AddOffsetsToTxnRequest, out: bytearray) -> None:
     _wstr(out, o.transactional_id)
     out += _p_qh(o.producer_id, o.producer_epoch)
     _wstr(out, o.group_id)
 
-def _d_AddOffsetsToTxnRequest_v3(mv, pos):
+def _d_AddOffsetsToTxnRequest_v3(mv: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     limit = len(mv)
     o = _new(AddOffsetsToTxnRequest)
     o.transactional_id, pos = _rcstr(mv, pos)
@@ -142,7 +143,7 @@ def _d_AddOffsetsToTxnRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddOffsetsToTxnRequest_v3(o, out):
+def _e_AddOffsetsToTxnRequest_v3(o: AddOffsetsToTxnRequest, out: bytearray) -> None:
     _wcstr(out, o.transactional_id)
     out += _p_qh(o.producer_id, o.producer_epoch)
     _wcstr(out, o.group_id)
@@ -152,17 +153,17 @@ def _e_AddOffsetsToTxnRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_AddOffsetsToTxnResponse_v0(mv, pos):
+def _d_AddOffsetsToTxnResponse_v0(mv: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     limit = len(mv)
     o = _new(AddOffsetsToTxnResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
     return o, pos
 
-def _e_AddOffsetsToTxnResponse_v0(o, out):
+def _e_AddOffsetsToTxnResponse_v0(o: AddOffsetsToTxnResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
 
-def _d_AddOffsetsToTxnResponse_v3(mv, pos):
+def _d_AddOffsetsToTxnResponse_v3(mv: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     limit = len(mv)
     o = _new(AddOffsetsToTxnResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -173,7 +174,7 @@ def _d_AddOffsetsToTxnResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddOffsetsToTxnResponse_v3(o, out):
+def _e_AddOffsetsToTxnResponse_v3(o: AddOffsetsToTxnResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:

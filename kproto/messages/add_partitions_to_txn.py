@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -268,7 +269,7 @@ class AddPartitionsToTxnResponse(ProtocolStruct):
             self.results_by_topic_v3_and_below = results_by_topic_v3_and_below
 
 
-def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(mv, pos, n):
+def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnRequest_AddPartitionsToTxnTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, n)))
     for o in result:
@@ -286,7 +287,7 @@ def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AddPartitionsToTxnRequest_v0(mv, pos):
+def _d_AddPartitionsToTxnRequest_v0(mv: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     limit = len(mv)
     o = _new(AddPartitionsToTxnRequest)
     o.v3_and_below_transactional_id, pos = _rstr(mv, pos)
@@ -304,7 +305,8 @@ def _d_AddPartitionsToTxnRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(o, out):
+def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(o: AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -313,7 +315,9 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_AddPartitionsToTxnRequest_v0(o, out):
+def _e_AddPartitionsToTxnRequest_v0(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.v3_and_below_transactional_id)
     out += _p_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     lst = o.v3_and_below_topics
@@ -326,7 +330,7 @@ def _e_AddPartitionsToTxnRequest_v0(o, out):
     if o.transactions != []:
         _unsupported(o, 'transactions', '4+')
 
-def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(mv, pos, n):
+def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnRequest_AddPartitionsToTxnTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, n)))
     for o in result:
@@ -350,7 +354,7 @@ def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AddPartitionsToTxnRequest_v3(mv, pos):
+def _d_AddPartitionsToTxnRequest_v3(mv: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     limit = len(mv)
     o = _new(AddPartitionsToTxnRequest)
     o.v3_and_below_transactional_id, pos = _rcstr(mv, pos)
@@ -372,7 +376,8 @@ def _d_AddPartitionsToTxnRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o, out):
+def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o: AddPartitionsToTxnRequest_AddPartitionsToTxnTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -386,7 +391,9 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o, out):
     else:
         out.append(0)
 
-def _e_AddPartitionsToTxnRequest_v3(o, out):
+def _e_AddPartitionsToTxnRequest_v3(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.v3_and_below_transactional_id)
     out += _p_qh(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     lst = o.v3_and_below_topics
@@ -404,7 +411,7 @@ def _e_AddPartitionsToTxnRequest_v3(o, out):
     else:
         out.append(0)
 
-def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(mv, pos, n):
+def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, n)))
     for o in result:
@@ -427,7 +434,7 @@ def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AddPartitionsToTxnRequest_v4(mv, pos):
+def _d_AddPartitionsToTxnRequest_v4(mv: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     limit = len(mv)
     o = _new(AddPartitionsToTxnRequest)
     n = mv[pos]
@@ -448,7 +455,9 @@ def _d_AddPartitionsToTxnRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(o, out):
+def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(o: AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.transactional_id)
     out += _p_qho(o.producer_id, o.producer_epoch, o.verify_only)
     lst = o.topics
@@ -464,7 +473,9 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(o, out):
     else:
         out.append(0)
 
-def _e_AddPartitionsToTxnRequest_v4(o, out):
+def _e_AddPartitionsToTxnRequest_v4(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.transactions
     if lst is None:
         raise ValueError('None in non-nullable array transactions')
@@ -486,7 +497,7 @@ def _e_AddPartitionsToTxnRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(mv, pos, n):
+def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, n)))
     for o in result:
@@ -494,7 +505,7 @@ def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(mv, pos,
         pos += 6
     return result, pos
 
-def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(mv, pos, n):
+def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, n)))
     for o in result:
@@ -511,7 +522,7 @@ def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AddPartitionsToTxnResponse_v0(mv, pos):
+def _d_AddPartitionsToTxnResponse_v0(mv: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     limit = len(mv)
     o = _new(AddPartitionsToTxnResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -528,10 +539,12 @@ def _d_AddPartitionsToTxnResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(o, out):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(o: AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.partition_error_code)
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(o, out):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(o: AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.results_by_partition
     if lst is None:
@@ -541,7 +554,9 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(o, out):
         for item in lst:
             _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(item, out)
 
-def _e_AddPartitionsToTxnResponse_v0(o, out):
+def _e_AddPartitionsToTxnResponse_v0(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results_by_topic_v3_and_below
     if lst is None:
@@ -553,7 +568,7 @@ def _e_AddPartitionsToTxnResponse_v0(o, out):
     if o.results_by_transaction != []:
         _unsupported(o, 'results_by_transaction', '4+')
 
-def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(mv, pos, n):
+def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, n)))
     for o in result:
@@ -565,7 +580,7 @@ def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(mv, pos,
             pos += 1
     return result, pos
 
-def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(mv, pos, n):
+def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, n)))
     for o in result:
@@ -588,7 +603,7 @@ def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AddPartitionsToTxnResponse_v3(mv, pos):
+def _d_AddPartitionsToTxnResponse_v3(mv: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     limit = len(mv)
     o = _new(AddPartitionsToTxnResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -609,7 +624,7 @@ def _d_AddPartitionsToTxnResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(o, out):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(o: AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.partition_error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -617,7 +632,9 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(o, out):
     else:
         out.append(0)
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(o, out):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(o: AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.results_by_partition
     if lst is None:
@@ -632,7 +649,9 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(o, out):
     else:
         out.append(0)
 
-def _e_AddPartitionsToTxnResponse_v3(o, out):
+def _e_AddPartitionsToTxnResponse_v3(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results_by_topic_v3_and_below
     if lst is None:
@@ -649,7 +668,7 @@ def _e_AddPartitionsToTxnResponse_v3(o, out):
     else:
         out.append(0)
 
-def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(mv, pos, n):
+def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnResponse_AddPartitionsToTxnResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddPartitionsToTxnResponse_AddPartitionsToTxnResult, n)))
     for o in result:
@@ -672,7 +691,7 @@ def _da_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AddPartitionsToTxnResponse_v4(mv, pos):
+def _d_AddPartitionsToTxnResponse_v4(mv: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     limit = len(mv)
     o = _new(AddPartitionsToTxnResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -693,7 +712,9 @@ def _d_AddPartitionsToTxnResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(o, out):
+def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(o: AddPartitionsToTxnResponse_AddPartitionsToTxnResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.transactional_id)
     lst = o.topic_results
     if lst is None:
@@ -708,7 +729,9 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(o, out):
     else:
         out.append(0)
 
-def _e_AddPartitionsToTxnResponse_v4(o, out):
+def _e_AddPartitionsToTxnResponse_v4(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.results_by_transaction
     if lst is None:

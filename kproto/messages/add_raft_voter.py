@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -153,7 +154,7 @@ class AddRaftVoterResponse(ProtocolStruct):
         self.error_message = error_message
 
 
-def _da_AddRaftVoterRequest_Listener_v0(mv, pos, n):
+def _da_AddRaftVoterRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AddRaftVoterRequest_Listener], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AddRaftVoterRequest_Listener, n)))
     for o in result:
@@ -167,7 +168,7 @@ def _da_AddRaftVoterRequest_Listener_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AddRaftVoterRequest_v0(mv, pos):
+def _d_AddRaftVoterRequest_v0(mv: memoryview, pos: int) -> tuple[AddRaftVoterRequest, int]:
     limit = len(mv)
     o = _new(AddRaftVoterRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -192,7 +193,7 @@ def _d_AddRaftVoterRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddRaftVoterRequest_Listener_v0(o, out):
+def _e_AddRaftVoterRequest_Listener_v0(o: AddRaftVoterRequest_Listener, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -202,7 +203,9 @@ def _e_AddRaftVoterRequest_Listener_v0(o, out):
     else:
         out.append(0)
 
-def _e_AddRaftVoterRequest_v0(o, out):
+def _e_AddRaftVoterRequest_v0(o: AddRaftVoterRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     out += _p_ii(o.timeout_ms, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -221,7 +224,7 @@ def _e_AddRaftVoterRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_AddRaftVoterRequest_v1(mv, pos):
+def _d_AddRaftVoterRequest_v1(mv: memoryview, pos: int) -> tuple[AddRaftVoterRequest, int]:
     limit = len(mv)
     o = _new(AddRaftVoterRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -248,7 +251,9 @@ def _d_AddRaftVoterRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddRaftVoterRequest_v1(o, out):
+def _e_AddRaftVoterRequest_v1(o: AddRaftVoterRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     out += _p_ii(o.timeout_ms, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -266,7 +271,7 @@ def _e_AddRaftVoterRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_AddRaftVoterResponse_v0(mv, pos):
+def _d_AddRaftVoterResponse_v0(mv: memoryview, pos: int) -> tuple[AddRaftVoterResponse, int]:
     limit = len(mv)
     o = _new(AddRaftVoterResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -278,7 +283,7 @@ def _d_AddRaftVoterResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AddRaftVoterResponse_v0(o, out):
+def _e_AddRaftVoterResponse_v0(o: AddRaftVoterResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -115,7 +116,7 @@ class AllocateProducerIdsResponse(ProtocolStruct):
         self.producer_id_len = producer_id_len
 
 
-def _d_AllocateProducerIdsRequest_v0(mv, pos):
+def _d_AllocateProducerIdsRequest_v0(mv: memoryview, pos: int) -> tuple[AllocateProducerIdsRequest, int]:
     limit = len(mv)
     o = _new(AllocateProducerIdsRequest)
     o.broker_id, o.broker_epoch = _u_iq(mv, pos)
@@ -126,7 +127,7 @@ def _d_AllocateProducerIdsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AllocateProducerIdsRequest_v0(o, out):
+def _e_AllocateProducerIdsRequest_v0(o: AllocateProducerIdsRequest, out: bytearray) -> None:
     out += _p_iq(o.broker_id, o.broker_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -134,7 +135,7 @@ def _e_AllocateProducerIdsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_AllocateProducerIdsResponse_v0(mv, pos):
+def _d_AllocateProducerIdsResponse_v0(mv: memoryview, pos: int) -> tuple[AllocateProducerIdsResponse, int]:
     limit = len(mv)
     o = _new(AllocateProducerIdsResponse)
     o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len = _u_ihqi(mv, pos)
@@ -145,7 +146,7 @@ def _d_AllocateProducerIdsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AllocateProducerIdsResponse_v0(o, out):
+def _e_AllocateProducerIdsResponse_v0(o: AllocateProducerIdsResponse, out: bytearray) -> None:
     out += _p_ihqi(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len)
     unknown = o._unknown_tagged_fields
     if unknown:

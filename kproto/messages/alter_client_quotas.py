@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -244,7 +245,7 @@ class AlterClientQuotasResponse(ProtocolStruct):
             self.entries = entries
 
 
-def _da_AlterClientQuotasRequest_EntityData_v0(mv, pos, n):
+def _da_AlterClientQuotasRequest_EntityData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_EntityData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasRequest_EntityData, n)))
     for o in result:
@@ -252,7 +253,8 @@ def _da_AlterClientQuotasRequest_EntityData_v0(mv, pos, n):
         o.entity_name, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_AlterClientQuotasRequest_OpData_v0(mv, pos, n):
+def _da_AlterClientQuotasRequest_OpData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_OpData], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasRequest_OpData, n)))
     for o in result:
@@ -261,7 +263,7 @@ def _da_AlterClientQuotasRequest_OpData_v0(mv, pos, n):
         pos += 9
     return result, pos
 
-def _da_AlterClientQuotasRequest_EntryData_v0(mv, pos, n):
+def _da_AlterClientQuotasRequest_EntryData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_EntryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasRequest_EntryData, n)))
     for o in result:
@@ -287,7 +289,7 @@ def _da_AlterClientQuotasRequest_EntryData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AlterClientQuotasRequest_v0(mv, pos):
+def _d_AlterClientQuotasRequest_v0(mv: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     limit = len(mv)
     o = _new(AlterClientQuotasRequest)
     n, = _u_i(mv, pos)
@@ -304,15 +306,18 @@ def _d_AlterClientQuotasRequest_v0(mv, pos):
     pos += 1
     return o, pos
 
-def _e_AlterClientQuotasRequest_EntityData_v0(o, out):
+def _e_AlterClientQuotasRequest_EntityData_v0(o: AlterClientQuotasRequest_EntityData, out: bytearray) -> None:
     _wstr(out, o.entity_type)
     _wnstr(out, o.entity_name)
 
-def _e_AlterClientQuotasRequest_OpData_v0(o, out):
+def _e_AlterClientQuotasRequest_OpData_v0(o: AlterClientQuotasRequest_OpData, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.key)
     out += _p_do(o.value, o.remove)
 
-def _e_AlterClientQuotasRequest_EntryData_v0(o, out):
+def _e_AlterClientQuotasRequest_EntryData_v0(o: AlterClientQuotasRequest_EntryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.entity
     if lst is None:
         raise ValueError('None in non-nullable array entity')
@@ -328,7 +333,9 @@ def _e_AlterClientQuotasRequest_EntryData_v0(o, out):
         for item in lst:
             _e_AlterClientQuotasRequest_OpData_v0(item, out)
 
-def _e_AlterClientQuotasRequest_v0(o, out):
+def _e_AlterClientQuotasRequest_v0(o: AlterClientQuotasRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.entries
     if lst is None:
         raise ValueError('None in non-nullable array entries')
@@ -338,7 +345,7 @@ def _e_AlterClientQuotasRequest_v0(o, out):
             _e_AlterClientQuotasRequest_EntryData_v0(item, out)
     out += _p_o(o.validate_only)
 
-def _da_AlterClientQuotasRequest_EntityData_v1(mv, pos, n):
+def _da_AlterClientQuotasRequest_EntityData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_EntityData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasRequest_EntityData, n)))
     for o in result:
@@ -350,7 +357,8 @@ def _da_AlterClientQuotasRequest_EntityData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterClientQuotasRequest_OpData_v1(mv, pos, n):
+def _da_AlterClientQuotasRequest_OpData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_OpData], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasRequest_OpData, n)))
     for o in result:
@@ -363,7 +371,7 @@ def _da_AlterClientQuotasRequest_OpData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterClientQuotasRequest_EntryData_v1(mv, pos, n):
+def _da_AlterClientQuotasRequest_EntryData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_EntryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasRequest_EntryData, n)))
     for o in result:
@@ -397,7 +405,7 @@ def _da_AlterClientQuotasRequest_EntryData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterClientQuotasRequest_v1(mv, pos):
+def _d_AlterClientQuotasRequest_v1(mv: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     limit = len(mv)
     o = _new(AlterClientQuotasRequest)
     n = mv[pos]
@@ -420,7 +428,7 @@ def _d_AlterClientQuotasRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterClientQuotasRequest_EntityData_v1(o, out):
+def _e_AlterClientQuotasRequest_EntityData_v1(o: AlterClientQuotasRequest_EntityData, out: bytearray) -> None:
     _wcstr(out, o.entity_type)
     _wcnstr(out, o.entity_name)
     unknown = o._unknown_tagged_fields
@@ -429,7 +437,8 @@ def _e_AlterClientQuotasRequest_EntityData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterClientQuotasRequest_OpData_v1(o, out):
+def _e_AlterClientQuotasRequest_OpData_v1(o: AlterClientQuotasRequest_OpData, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.key)
     out += _p_do(o.value, o.remove)
     unknown = o._unknown_tagged_fields
@@ -438,7 +447,9 @@ def _e_AlterClientQuotasRequest_OpData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterClientQuotasRequest_EntryData_v1(o, out):
+def _e_AlterClientQuotasRequest_EntryData_v1(o: AlterClientQuotasRequest_EntryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.entity
     if lst is None:
         raise ValueError('None in non-nullable array entity')
@@ -459,7 +470,9 @@ def _e_AlterClientQuotasRequest_EntryData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterClientQuotasRequest_v1(o, out):
+def _e_AlterClientQuotasRequest_v1(o: AlterClientQuotasRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.entries
     if lst is None:
         raise ValueError('None in non-nullable array entries')
@@ -474,7 +487,7 @@ def _e_AlterClientQuotasRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_AlterClientQuotasResponse_EntityData_v0(mv, pos, n):
+def _da_AlterClientQuotasResponse_EntityData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasResponse_EntityData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasResponse_EntityData, n)))
     for o in result:
@@ -482,7 +495,7 @@ def _da_AlterClientQuotasResponse_EntityData_v0(mv, pos, n):
         o.entity_name, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_AlterClientQuotasResponse_EntryData_v0(mv, pos, n):
+def _da_AlterClientQuotasResponse_EntryData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasResponse_EntryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasResponse_EntryData, n)))
     for o in result:
@@ -501,7 +514,7 @@ def _da_AlterClientQuotasResponse_EntryData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AlterClientQuotasResponse_v0(mv, pos):
+def _d_AlterClientQuotasResponse_v0(mv: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     limit = len(mv)
     o = _new(AlterClientQuotasResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -518,11 +531,13 @@ def _d_AlterClientQuotasResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_AlterClientQuotasResponse_EntityData_v0(o, out):
+def _e_AlterClientQuotasResponse_EntityData_v0(o: AlterClientQuotasResponse_EntityData, out: bytearray) -> None:
     _wstr(out, o.entity_type)
     _wnstr(out, o.entity_name)
 
-def _e_AlterClientQuotasResponse_EntryData_v0(o, out):
+def _e_AlterClientQuotasResponse_EntryData_v0(o: AlterClientQuotasResponse_EntryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     lst = o.entity
@@ -533,7 +548,9 @@ def _e_AlterClientQuotasResponse_EntryData_v0(o, out):
         for item in lst:
             _e_AlterClientQuotasResponse_EntityData_v0(item, out)
 
-def _e_AlterClientQuotasResponse_v0(o, out):
+def _e_AlterClientQuotasResponse_v0(o: AlterClientQuotasResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.entries
     if lst is None:
@@ -543,7 +560,7 @@ def _e_AlterClientQuotasResponse_v0(o, out):
         for item in lst:
             _e_AlterClientQuotasResponse_EntryData_v0(item, out)
 
-def _da_AlterClientQuotasResponse_EntityData_v1(mv, pos, n):
+def _da_AlterClientQuotasResponse_EntityData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasResponse_EntityData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasResponse_EntityData, n)))
     for o in result:
@@ -555,7 +572,7 @@ def _da_AlterClientQuotasResponse_EntityData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterClientQuotasResponse_EntryData_v1(mv, pos, n):
+def _da_AlterClientQuotasResponse_EntryData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasResponse_EntryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterClientQuotasResponse_EntryData, n)))
     for o in result:
@@ -580,7 +597,7 @@ def _da_AlterClientQuotasResponse_EntryData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterClientQuotasResponse_v1(mv, pos):
+def _d_AlterClientQuotasResponse_v1(mv: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     limit = len(mv)
     o = _new(AlterClientQuotasResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -601,7 +618,7 @@ def _d_AlterClientQuotasResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterClientQuotasResponse_EntityData_v1(o, out):
+def _e_AlterClientQuotasResponse_EntityData_v1(o: AlterClientQuotasResponse_EntityData, out: bytearray) -> None:
     _wcstr(out, o.entity_type)
     _wcnstr(out, o.entity_name)
     unknown = o._unknown_tagged_fields
@@ -610,7 +627,9 @@ def _e_AlterClientQuotasResponse_EntityData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterClientQuotasResponse_EntryData_v1(o, out):
+def _e_AlterClientQuotasResponse_EntryData_v1(o: AlterClientQuotasResponse_EntryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.entity
@@ -626,7 +645,9 @@ def _e_AlterClientQuotasResponse_EntryData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterClientQuotasResponse_v1(o, out):
+def _e_AlterClientQuotasResponse_v1(o: AlterClientQuotasResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.entries
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -198,7 +199,8 @@ class AlterConfigsResponse(ProtocolStruct):
             self.responses = responses
 
 
-def _da_AlterConfigsRequest_AlterableConfig_v0(mv, pos, n):
+def _da_AlterConfigsRequest_AlterableConfig_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsRequest_AlterableConfig], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(AlterConfigsRequest_AlterableConfig, n)))
     for o in result:
@@ -206,7 +208,7 @@ def _da_AlterConfigsRequest_AlterableConfig_v0(mv, pos, n):
         o.value, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_AlterConfigsRequest_AlterConfigsResource_v0(mv, pos, n):
+def _da_AlterConfigsRequest_AlterConfigsResource_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsRequest_AlterConfigsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterConfigsRequest_AlterConfigsResource, n)))
     for o in result:
@@ -225,7 +227,7 @@ def _da_AlterConfigsRequest_AlterConfigsResource_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AlterConfigsRequest_v0(mv, pos):
+def _d_AlterConfigsRequest_v0(mv: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     limit = len(mv)
     o = _new(AlterConfigsRequest)
     n, = _u_i(mv, pos)
@@ -242,11 +244,14 @@ def _d_AlterConfigsRequest_v0(mv, pos):
     pos += 1
     return o, pos
 
-def _e_AlterConfigsRequest_AlterableConfig_v0(o, out):
+def _e_AlterConfigsRequest_AlterableConfig_v0(o: AlterConfigsRequest_AlterableConfig, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.name)
     _wnstr(out, o.value)
 
-def _e_AlterConfigsRequest_AlterConfigsResource_v0(o, out):
+def _e_AlterConfigsRequest_AlterConfigsResource_v0(o: AlterConfigsRequest_AlterConfigsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     lst = o.configs
@@ -257,7 +262,9 @@ def _e_AlterConfigsRequest_AlterConfigsResource_v0(o, out):
         for item in lst:
             _e_AlterConfigsRequest_AlterableConfig_v0(item, out)
 
-def _e_AlterConfigsRequest_v0(o, out):
+def _e_AlterConfigsRequest_v0(o: AlterConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -267,7 +274,8 @@ def _e_AlterConfigsRequest_v0(o, out):
             _e_AlterConfigsRequest_AlterConfigsResource_v0(item, out)
     out += _p_o(o.validate_only)
 
-def _da_AlterConfigsRequest_AlterableConfig_v2(mv, pos, n):
+def _da_AlterConfigsRequest_AlterableConfig_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsRequest_AlterableConfig], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(AlterConfigsRequest_AlterableConfig, n)))
     for o in result:
@@ -279,7 +287,7 @@ def _da_AlterConfigsRequest_AlterableConfig_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterConfigsRequest_AlterConfigsResource_v2(mv, pos, n):
+def _da_AlterConfigsRequest_AlterConfigsResource_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsRequest_AlterConfigsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterConfigsRequest_AlterConfigsResource, n)))
     for o in result:
@@ -304,7 +312,7 @@ def _da_AlterConfigsRequest_AlterConfigsResource_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterConfigsRequest_v2(mv, pos):
+def _d_AlterConfigsRequest_v2(mv: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     limit = len(mv)
     o = _new(AlterConfigsRequest)
     n = mv[pos]
@@ -327,7 +335,8 @@ def _d_AlterConfigsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterConfigsRequest_AlterableConfig_v2(o, out):
+def _e_AlterConfigsRequest_AlterableConfig_v2(o: AlterConfigsRequest_AlterableConfig, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.name)
     _wcnstr(out, o.value)
     unknown = o._unknown_tagged_fields
@@ -336,7 +345,9 @@ def _e_AlterConfigsRequest_AlterableConfig_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterConfigsRequest_AlterConfigsResource_v2(o, out):
+def _e_AlterConfigsRequest_AlterConfigsResource_v2(o: AlterConfigsRequest_AlterConfigsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wcstr(out, o.resource_name)
     lst = o.configs
@@ -352,7 +363,9 @@ def _e_AlterConfigsRequest_AlterConfigsResource_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterConfigsRequest_v2(o, out):
+def _e_AlterConfigsRequest_v2(o: AlterConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -367,7 +380,7 @@ def _e_AlterConfigsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_AlterConfigsResponse_AlterConfigsResourceResponse_v0(mv, pos, n):
+def _da_AlterConfigsResponse_AlterConfigsResourceResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsResponse_AlterConfigsResourceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterConfigsResponse_AlterConfigsResourceResponse, n)))
     for o in result:
@@ -379,7 +392,7 @@ def _da_AlterConfigsResponse_AlterConfigsResourceResponse_v0(mv, pos, n):
         o.resource_name, pos = _rstr(mv, pos)
     return result, pos
 
-def _d_AlterConfigsResponse_v0(mv, pos):
+def _d_AlterConfigsResponse_v0(mv: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     limit = len(mv)
     o = _new(AlterConfigsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -396,13 +409,15 @@ def _d_AlterConfigsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0(o, out):
+def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0(o: AlterConfigsResponse_AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
 
-def _e_AlterConfigsResponse_v0(o, out):
+def _e_AlterConfigsResponse_v0(o: AlterConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -412,7 +427,7 @@ def _e_AlterConfigsResponse_v0(o, out):
         for item in lst:
             _e_AlterConfigsResponse_AlterConfigsResourceResponse_v0(item, out)
 
-def _da_AlterConfigsResponse_AlterConfigsResourceResponse_v2(mv, pos, n):
+def _da_AlterConfigsResponse_AlterConfigsResourceResponse_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsResponse_AlterConfigsResourceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterConfigsResponse_AlterConfigsResourceResponse, n)))
     for o in result:
@@ -428,7 +443,7 @@ def _da_AlterConfigsResponse_AlterConfigsResourceResponse_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterConfigsResponse_v2(mv, pos):
+def _d_AlterConfigsResponse_v2(mv: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     limit = len(mv)
     o = _new(AlterConfigsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -449,7 +464,7 @@ def _d_AlterConfigsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(o, out):
+def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(o: AlterConfigsResponse_AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -460,7 +475,9 @@ def _e_AlterConfigsResponse_AlterConfigsResourceResponse_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterConfigsResponse_v2(o, out):
+def _e_AlterConfigsResponse_v2(o: AlterConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -289,7 +290,7 @@ class AlterPartitionResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_AlterPartitionRequest_PartitionData_v0(mv, pos, n):
+def _da_AlterPartitionRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_PartitionData, n)))
     for o in result:
@@ -317,7 +318,7 @@ def _da_AlterPartitionRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionRequest_TopicData_v0(mv, pos, n):
+def _da_AlterPartitionRequest_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_TopicData, n)))
     for o in result:
@@ -340,7 +341,7 @@ def _da_AlterPartitionRequest_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionRequest_v0(mv, pos):
+def _d_AlterPartitionRequest_v0(mv: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     limit = len(mv)
     o = _new(AlterPartitionRequest)
     o.broker_id, o.broker_epoch, n = _u_iqB(mv, pos)
@@ -361,7 +362,8 @@ def _d_AlterPartitionRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionRequest_PartitionData_v0(o, out):
+def _e_AlterPartitionRequest_PartitionData_v0(o: AlterPartitionRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
     out += _p_ii(o.partition_index, o.leader_epoch)
     lst = o.new_isr
     if lst is None:
@@ -380,7 +382,9 @@ def _e_AlterPartitionRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_TopicData_v0(o, out):
+def _e_AlterPartitionRequest_TopicData_v0(o: AlterPartitionRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -395,7 +399,9 @@ def _e_AlterPartitionRequest_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_v0(o, out):
+def _e_AlterPartitionRequest_v0(o: AlterPartitionRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iq(o.broker_id, o.broker_epoch)
     lst = o.topics
     if lst is None:
@@ -410,7 +416,7 @@ def _e_AlterPartitionRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionRequest_PartitionData_v1(mv, pos, n):
+def _da_AlterPartitionRequest_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_PartitionData, n)))
     for o in result:
@@ -438,7 +444,7 @@ def _da_AlterPartitionRequest_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionRequest_TopicData_v1(mv, pos, n):
+def _da_AlterPartitionRequest_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_TopicData, n)))
     for o in result:
@@ -461,7 +467,7 @@ def _da_AlterPartitionRequest_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionRequest_v1(mv, pos):
+def _d_AlterPartitionRequest_v1(mv: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     limit = len(mv)
     o = _new(AlterPartitionRequest)
     o.broker_id, o.broker_epoch, n = _u_iqB(mv, pos)
@@ -482,7 +488,8 @@ def _d_AlterPartitionRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionRequest_PartitionData_v1(o, out):
+def _e_AlterPartitionRequest_PartitionData_v1(o: AlterPartitionRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
     out += _p_ii(o.partition_index, o.leader_epoch)
     lst = o.new_isr
     if lst is None:
@@ -499,7 +506,9 @@ def _e_AlterPartitionRequest_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_TopicData_v1(o, out):
+def _e_AlterPartitionRequest_TopicData_v1(o: AlterPartitionRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -514,7 +523,9 @@ def _e_AlterPartitionRequest_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_v1(o, out):
+def _e_AlterPartitionRequest_v1(o: AlterPartitionRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iq(o.broker_id, o.broker_epoch)
     lst = o.topics
     if lst is None:
@@ -529,7 +540,7 @@ def _e_AlterPartitionRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionRequest_TopicData_v2(mv, pos, n):
+def _da_AlterPartitionRequest_TopicData_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_TopicData, n)))
     for o in result:
@@ -552,7 +563,7 @@ def _da_AlterPartitionRequest_TopicData_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionRequest_v2(mv, pos):
+def _d_AlterPartitionRequest_v2(mv: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     limit = len(mv)
     o = _new(AlterPartitionRequest)
     o.broker_id, o.broker_epoch, n = _u_iqB(mv, pos)
@@ -573,7 +584,9 @@ def _d_AlterPartitionRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionRequest_TopicData_v2(o, out):
+def _e_AlterPartitionRequest_TopicData_v2(o: AlterPartitionRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -588,7 +601,9 @@ def _e_AlterPartitionRequest_TopicData_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_v2(o, out):
+def _e_AlterPartitionRequest_v2(o: AlterPartitionRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iq(o.broker_id, o.broker_epoch)
     lst = o.topics
     if lst is None:
@@ -603,7 +618,7 @@ def _e_AlterPartitionRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionRequest_BrokerState_v3(mv, pos, n):
+def _da_AlterPartitionRequest_BrokerState_v3(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_BrokerState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_BrokerState, n)))
     for o in result:
@@ -615,7 +630,7 @@ def _da_AlterPartitionRequest_BrokerState_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionRequest_PartitionData_v3(mv, pos, n):
+def _da_AlterPartitionRequest_PartitionData_v3(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_PartitionData, n)))
     for o in result:
@@ -642,7 +657,7 @@ def _da_AlterPartitionRequest_PartitionData_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionRequest_TopicData_v3(mv, pos, n):
+def _da_AlterPartitionRequest_TopicData_v3(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionRequest_TopicData, n)))
     for o in result:
@@ -665,7 +680,7 @@ def _da_AlterPartitionRequest_TopicData_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionRequest_v3(mv, pos):
+def _d_AlterPartitionRequest_v3(mv: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     limit = len(mv)
     o = _new(AlterPartitionRequest)
     o.broker_id, o.broker_epoch, n = _u_iqB(mv, pos)
@@ -686,7 +701,7 @@ def _d_AlterPartitionRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionRequest_BrokerState_v3(o, out):
+def _e_AlterPartitionRequest_BrokerState_v3(o: AlterPartitionRequest_BrokerState, out: bytearray) -> None:
     out += _p_iq(o.broker_id, o.broker_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -694,7 +709,9 @@ def _e_AlterPartitionRequest_BrokerState_v3(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_PartitionData_v3(o, out):
+def _e_AlterPartitionRequest_PartitionData_v3(o: AlterPartitionRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.partition_index, o.leader_epoch)
     lst = o.new_isr_with_epochs
     if lst is None:
@@ -712,7 +729,9 @@ def _e_AlterPartitionRequest_PartitionData_v3(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_TopicData_v3(o, out):
+def _e_AlterPartitionRequest_TopicData_v3(o: AlterPartitionRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -727,7 +746,9 @@ def _e_AlterPartitionRequest_TopicData_v3(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionRequest_v3(o, out):
+def _e_AlterPartitionRequest_v3(o: AlterPartitionRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iq(o.broker_id, o.broker_epoch)
     lst = o.topics
     if lst is None:
@@ -742,7 +763,7 @@ def _e_AlterPartitionRequest_v3(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionResponse_PartitionData_v0(mv, pos, n):
+def _da_AlterPartitionResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionResponse_PartitionData, n)))
     for o in result:
@@ -770,7 +791,7 @@ def _da_AlterPartitionResponse_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionResponse_TopicData_v0(mv, pos, n):
+def _da_AlterPartitionResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionResponse_TopicData, n)))
     for o in result:
@@ -793,7 +814,7 @@ def _da_AlterPartitionResponse_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionResponse_v0(mv, pos):
+def _d_AlterPartitionResponse_v0(mv: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     limit = len(mv)
     o = _new(AlterPartitionResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -814,7 +835,8 @@ def _d_AlterPartitionResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionResponse_PartitionData_v0(o, out):
+def _e_AlterPartitionResponse_PartitionData_v0(o: AlterPartitionResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
     out += _p_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -829,7 +851,9 @@ def _e_AlterPartitionResponse_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionResponse_TopicData_v0(o, out):
+def _e_AlterPartitionResponse_TopicData_v0(o: AlterPartitionResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -844,7 +868,9 @@ def _e_AlterPartitionResponse_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionResponse_v0(o, out):
+def _e_AlterPartitionResponse_v0(o: AlterPartitionResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.topics
     if lst is None:
@@ -859,7 +885,7 @@ def _e_AlterPartitionResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionResponse_PartitionData_v1(mv, pos, n):
+def _da_AlterPartitionResponse_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionResponse_PartitionData, n)))
     for o in result:
@@ -887,7 +913,7 @@ def _da_AlterPartitionResponse_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionResponse_TopicData_v1(mv, pos, n):
+def _da_AlterPartitionResponse_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionResponse_TopicData, n)))
     for o in result:
@@ -910,7 +936,7 @@ def _da_AlterPartitionResponse_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionResponse_v1(mv, pos):
+def _d_AlterPartitionResponse_v1(mv: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     limit = len(mv)
     o = _new(AlterPartitionResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -931,7 +957,8 @@ def _d_AlterPartitionResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionResponse_PartitionData_v1(o, out):
+def _e_AlterPartitionResponse_PartitionData_v1(o: AlterPartitionResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
     out += _p_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -946,7 +973,9 @@ def _e_AlterPartitionResponse_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionResponse_TopicData_v1(o, out):
+def _e_AlterPartitionResponse_TopicData_v1(o: AlterPartitionResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -961,7 +990,9 @@ def _e_AlterPartitionResponse_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionResponse_v1(o, out):
+def _e_AlterPartitionResponse_v1(o: AlterPartitionResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.topics
     if lst is None:
@@ -976,7 +1007,7 @@ def _e_AlterPartitionResponse_v1(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionResponse_TopicData_v2(mv, pos, n):
+def _da_AlterPartitionResponse_TopicData_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionResponse_TopicData, n)))
     for o in result:
@@ -999,7 +1030,7 @@ def _da_AlterPartitionResponse_TopicData_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionResponse_v2(mv, pos):
+def _d_AlterPartitionResponse_v2(mv: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     limit = len(mv)
     o = _new(AlterPartitionResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -1020,7 +1051,9 @@ def _d_AlterPartitionResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionResponse_TopicData_v2(o, out):
+def _e_AlterPartitionResponse_TopicData_v2(o: AlterPartitionResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -1035,7 +1068,9 @@ def _e_AlterPartitionResponse_TopicData_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionResponse_v2(o, out):
+def _e_AlterPartitionResponse_v2(o: AlterPartitionResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.topics
     if lst is None:

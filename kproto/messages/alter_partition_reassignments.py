@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -229,7 +230,7 @@ class AlterPartitionReassignmentsResponse(ProtocolStruct):
             self.responses = responses
 
 
-def _da_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(mv, pos, n):
+def _da_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionReassignmentsRequest_ReassignablePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionReassignmentsRequest_ReassignablePartition, n)))
     for o in result:
@@ -254,7 +255,7 @@ def _da_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(mv, pos, n):
+def _da_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionReassignmentsRequest_ReassignableTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionReassignmentsRequest_ReassignableTopic, n)))
     for o in result:
@@ -277,7 +278,7 @@ def _da_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterPartitionReassignmentsRequest_v0(mv, pos):
+def _d_AlterPartitionReassignmentsRequest_v0(mv: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     limit = len(mv)
     o = _new(AlterPartitionReassignmentsRequest)
     o.timeout_ms, n = _u_iB(mv, pos)
@@ -298,7 +299,8 @@ def _d_AlterPartitionReassignmentsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o, out):
+def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o: AlterPartitionReassignmentsRequest_ReassignablePartition, out: bytearray) -> None:
+    lst: _Any
     out += _p_i(o.partition_index)
     lst = o.replicas
     if lst is None:
@@ -312,7 +314,9 @@ def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(o, out):
+def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(o: AlterPartitionReassignmentsRequest_ReassignableTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -327,7 +331,9 @@ def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionReassignmentsRequest_v0(o, out):
+def _e_AlterPartitionReassignmentsRequest_v0(o: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.timeout_ms)
     lst = o.topics
     if lst is None:
@@ -344,7 +350,7 @@ def _e_AlterPartitionReassignmentsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_AlterPartitionReassignmentsRequest_v1(mv, pos):
+def _d_AlterPartitionReassignmentsRequest_v1(mv: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     limit = len(mv)
     o = _new(AlterPartitionReassignmentsRequest)
     o.timeout_ms, o.allow_replication_factor_change, n = _u_ioB(mv, pos)
@@ -365,7 +371,9 @@ def _d_AlterPartitionReassignmentsRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionReassignmentsRequest_v1(o, out):
+def _e_AlterPartitionReassignmentsRequest_v1(o: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_io(o.timeout_ms, o.allow_replication_factor_change)
     lst = o.topics
     if lst is None:
@@ -380,7 +388,7 @@ def _e_AlterPartitionReassignmentsRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(mv, pos, n):
+def _da_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionReassignmentsResponse_ReassignablePartitionResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, n)))
     for o in result:
@@ -393,7 +401,7 @@ def _da_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(mv,
             pos += 1
     return result, pos
 
-def _da_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(mv, pos, n):
+def _da_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionReassignmentsResponse_ReassignableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterPartitionReassignmentsResponse_ReassignableTopicResponse, n)))
     for o in result:
@@ -416,7 +424,7 @@ def _da_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(mv, pos
             pos += 1
     return result, pos
 
-def _d_AlterPartitionReassignmentsResponse_v0(mv, pos):
+def _d_AlterPartitionReassignmentsResponse_v0(mv: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     limit = len(mv)
     o = _new(AlterPartitionReassignmentsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -440,7 +448,7 @@ def _d_AlterPartitionReassignmentsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(o, out):
+def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(o: AlterPartitionReassignmentsResponse_ReassignablePartitionResponse, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -449,7 +457,9 @@ def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(o, o
     else:
         out.append(0)
 
-def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(o, out):
+def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(o: AlterPartitionReassignmentsResponse_ReassignableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -464,7 +474,9 @@ def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterPartitionReassignmentsResponse_v0(o, out):
+def _e_AlterPartitionReassignmentsResponse_v0(o: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.responses
@@ -480,7 +492,7 @@ def _e_AlterPartitionReassignmentsResponse_v0(o, out):
     else:
         out.append(0)
 
-def _d_AlterPartitionReassignmentsResponse_v1(mv, pos):
+def _d_AlterPartitionReassignmentsResponse_v1(mv: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     limit = len(mv)
     o = _new(AlterPartitionReassignmentsResponse)
     o.throttle_time_ms, o.allow_replication_factor_change, o.error_code = _u_ioh(mv, pos)
@@ -504,7 +516,9 @@ def _d_AlterPartitionReassignmentsResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterPartitionReassignmentsResponse_v1(o, out):
+def _e_AlterPartitionReassignmentsResponse_v1(o: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ioh(o.throttle_time_ms, o.allow_replication_factor_change, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.responses

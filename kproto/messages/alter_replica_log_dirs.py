@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -209,7 +210,7 @@ class AlterReplicaLogDirsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(mv, pos, n):
+def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, n)))
     for o in result:
@@ -227,7 +228,7 @@ def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(mv, pos, n):
+def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsRequest_AlterReplicaLogDir], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsRequest_AlterReplicaLogDir, n)))
     for o in result:
@@ -244,7 +245,7 @@ def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AlterReplicaLogDirsRequest_v0(mv, pos):
+def _d_AlterReplicaLogDirsRequest_v0(mv: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     limit = len(mv)
     o = _new(AlterReplicaLogDirsRequest)
     n, = _u_i(mv, pos)
@@ -259,7 +260,8 @@ def _d_AlterReplicaLogDirsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(o, out):
+def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(o: AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -268,7 +270,9 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(o, out):
+def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(o: AlterReplicaLogDirsRequest_AlterReplicaLogDir, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.path)
     lst = o.topics
     if lst is None:
@@ -278,7 +282,9 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(o, out):
         for item in lst:
             _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(item, out)
 
-def _e_AlterReplicaLogDirsRequest_v0(o, out):
+def _e_AlterReplicaLogDirsRequest_v0(o: AlterReplicaLogDirsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.dirs
     if lst is None:
         raise ValueError('None in non-nullable array dirs')
@@ -287,7 +293,7 @@ def _e_AlterReplicaLogDirsRequest_v0(o, out):
         for item in lst:
             _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(item, out)
 
-def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(mv, pos, n):
+def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, n)))
     for o in result:
@@ -311,7 +317,7 @@ def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(mv, pos, n):
+def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsRequest_AlterReplicaLogDir], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsRequest_AlterReplicaLogDir, n)))
     for o in result:
@@ -334,7 +340,7 @@ def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AlterReplicaLogDirsRequest_v2(mv, pos):
+def _d_AlterReplicaLogDirsRequest_v2(mv: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     limit = len(mv)
     o = _new(AlterReplicaLogDirsRequest)
     n = mv[pos]
@@ -355,7 +361,8 @@ def _d_AlterReplicaLogDirsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o, out):
+def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o: AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -369,7 +376,9 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(o, out):
+def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(o: AlterReplicaLogDirsRequest_AlterReplicaLogDir, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.path)
     lst = o.topics
     if lst is None:
@@ -384,7 +393,9 @@ def _e_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterReplicaLogDirsRequest_v2(o, out):
+def _e_AlterReplicaLogDirsRequest_v2(o: AlterReplicaLogDirsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.dirs
     if lst is None:
         raise ValueError('None in non-nullable array dirs')
@@ -398,7 +409,7 @@ def _e_AlterReplicaLogDirsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(mv, pos, n):
+def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, n)))
     for o in result:
@@ -406,7 +417,7 @@ def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(mv, pos
         pos += 6
     return result, pos
 
-def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(mv, pos, n):
+def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, n)))
     for o in result:
@@ -423,7 +434,7 @@ def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(mv, pos, n)
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_AlterReplicaLogDirsResponse_v0(mv, pos):
+def _d_AlterReplicaLogDirsResponse_v0(mv: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     limit = len(mv)
     o = _new(AlterReplicaLogDirsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -440,10 +451,12 @@ def _d_AlterReplicaLogDirsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(o, out):
+def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(o: AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(o, out):
+def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(o: AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -453,7 +466,9 @@ def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(o, out):
         for item in lst:
             _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(item, out)
 
-def _e_AlterReplicaLogDirsResponse_v0(o, out):
+def _e_AlterReplicaLogDirsResponse_v0(o: AlterReplicaLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -463,7 +478,7 @@ def _e_AlterReplicaLogDirsResponse_v0(o, out):
         for item in lst:
             _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(item, out)
 
-def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(mv, pos, n):
+def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, n)))
     for o in result:
@@ -475,7 +490,7 @@ def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(mv, pos
             pos += 1
     return result, pos
 
-def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(mv, pos, n):
+def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, n)))
     for o in result:
@@ -498,7 +513,7 @@ def _da_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(mv, pos, n)
             pos += 1
     return result, pos
 
-def _d_AlterReplicaLogDirsResponse_v2(mv, pos):
+def _d_AlterReplicaLogDirsResponse_v2(mv: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     limit = len(mv)
     o = _new(AlterReplicaLogDirsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -519,7 +534,7 @@ def _d_AlterReplicaLogDirsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(o, out):
+def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(o: AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -527,7 +542,9 @@ def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(o, out):
+def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(o: AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -542,7 +559,9 @@ def _e_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_AlterReplicaLogDirsResponse_v2(o, out):
+def _e_AlterReplicaLogDirsResponse_v2(o: AlterReplicaLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:

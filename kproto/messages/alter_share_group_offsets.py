@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -215,7 +216,7 @@ class AlterShareGroupOffsetsResponse(ProtocolStruct):
             self.responses = responses
 
 
-def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(mv, pos, n):
+def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, n)))
     for o in result:
@@ -227,7 +228,7 @@ def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(
             pos += 1
     return result, pos
 
-def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(mv, pos, n):
+def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, n)))
     for o in result:
@@ -250,7 +251,7 @@ def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(mv, 
             pos += 1
     return result, pos
 
-def _d_AlterShareGroupOffsetsRequest_v0(mv, pos):
+def _d_AlterShareGroupOffsetsRequest_v0(mv: memoryview, pos: int) -> tuple[AlterShareGroupOffsetsRequest, int]:
     limit = len(mv)
     o = _new(AlterShareGroupOffsetsRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -272,7 +273,7 @@ def _d_AlterShareGroupOffsetsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(o, out):
+def _e_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(o: AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.start_offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -280,7 +281,9 @@ def _e_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(o
     else:
         out.append(0)
 
-def _e_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(o, out):
+def _e_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(o: AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -295,7 +298,9 @@ def _e_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(o, ou
     else:
         out.append(0)
 
-def _e_AlterShareGroupOffsetsRequest_v0(o, out):
+def _e_AlterShareGroupOffsetsRequest_v0(o: AlterShareGroupOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -310,7 +315,7 @@ def _e_AlterShareGroupOffsetsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(mv, pos, n):
+def _da_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, n)))
     for o in result:
@@ -323,7 +328,7 @@ def _da_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v
             pos += 1
     return result, pos
 
-def _da_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(mv, pos, n):
+def _da_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, n)))
     for o in result:
@@ -347,7 +352,7 @@ def _da_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(mv
             pos += 1
     return result, pos
 
-def _d_AlterShareGroupOffsetsResponse_v0(mv, pos):
+def _d_AlterShareGroupOffsetsResponse_v0(mv: memoryview, pos: int) -> tuple[AlterShareGroupOffsetsResponse, int]:
     limit = len(mv)
     o = _new(AlterShareGroupOffsetsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -371,7 +376,7 @@ def _d_AlterShareGroupOffsetsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(o, out):
+def _e_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(o: AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -380,7 +385,9 @@ def _e_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0
     else:
         out.append(0)
 
-def _e_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o, out):
+def _e_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o: AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     lst = o.partitions
@@ -396,7 +403,9 @@ def _e_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o, 
     else:
         out.append(0)
 
-def _e_AlterShareGroupOffsetsResponse_v0(o, out):
+def _e_AlterShareGroupOffsetsResponse_v0(o: AlterShareGroupOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.responses

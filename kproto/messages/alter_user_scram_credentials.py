@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -200,7 +201,7 @@ class AlterUserScramCredentialsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(mv, pos, n):
+def _da_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterUserScramCredentialsRequest_ScramCredentialDeletion], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterUserScramCredentialsRequest_ScramCredentialDeletion, n)))
     for o in result:
@@ -213,7 +214,7 @@ def _da_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(mv, pos, n):
+def _da_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterUserScramCredentialsRequest_ScramCredentialUpsertion], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterUserScramCredentialsRequest_ScramCredentialUpsertion, n)))
     for o in result:
@@ -228,7 +229,7 @@ def _da_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(mv, pos, n)
             pos += 1
     return result, pos
 
-def _d_AlterUserScramCredentialsRequest_v0(mv, pos):
+def _d_AlterUserScramCredentialsRequest_v0(mv: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
     limit = len(mv)
     o = _new(AlterUserScramCredentialsRequest)
     n = mv[pos]
@@ -261,7 +262,7 @@ def _d_AlterUserScramCredentialsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(o, out):
+def _e_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(o: AlterUserScramCredentialsRequest_ScramCredentialDeletion, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_b(o.mechanism)
     unknown = o._unknown_tagged_fields
@@ -270,7 +271,7 @@ def _e_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(o, out):
+def _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(o: AlterUserScramCredentialsRequest_ScramCredentialUpsertion, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_bi(o.mechanism, o.iterations)
     _wcbytes(out, o.salt)
@@ -281,7 +282,9 @@ def _e_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(o, out):
     else:
         out.append(0)
 
-def _e_AlterUserScramCredentialsRequest_v0(o, out):
+def _e_AlterUserScramCredentialsRequest_v0(o: AlterUserScramCredentialsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.deletions
     if lst is None:
         raise ValueError('None in non-nullable array deletions')
@@ -302,7 +305,7 @@ def _e_AlterUserScramCredentialsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(mv, pos, n):
+def _da_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, n)))
     for o in result:
@@ -316,7 +319,7 @@ def _da_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(mv,
             pos += 1
     return result, pos
 
-def _d_AlterUserScramCredentialsResponse_v0(mv, pos):
+def _d_AlterUserScramCredentialsResponse_v0(mv: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
     limit = len(mv)
     o = _new(AlterUserScramCredentialsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -337,7 +340,7 @@ def _d_AlterUserScramCredentialsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(o, out):
+def _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(o: AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult, out: bytearray) -> None:
     _wcstr(out, o.user)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -347,7 +350,9 @@ def _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(o, o
     else:
         out.append(0)
 
-def _e_AlterUserScramCredentialsResponse_v0(o, out):
+def _e_AlterUserScramCredentialsResponse_v0(o: AlterUserScramCredentialsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -218,15 +219,15 @@ class ApiVersionsResponse(ProtocolStruct):
         self.zk_migration_ready = zk_migration_ready
 
 
-def _d_ApiVersionsRequest_v0(mv, pos):
+def _d_ApiVersionsRequest_v0(mv: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     limit = len(mv)
     o = _new(ApiVersionsRequest)
     return o, pos
 
-def _e_ApiVersionsRequest_v0(o, out):
+def _e_ApiVersionsRequest_v0(o: ApiVersionsRequest, out: bytearray) -> None:
     pass
 
-def _d_ApiVersionsRequest_v3(mv, pos):
+def _d_ApiVersionsRequest_v3(mv: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     limit = len(mv)
     o = _new(ApiVersionsRequest)
     o.client_software_name, pos = _rcstr(mv, pos)
@@ -237,7 +238,7 @@ def _d_ApiVersionsRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ApiVersionsRequest_v3(o, out):
+def _e_ApiVersionsRequest_v3(o: ApiVersionsRequest, out: bytearray) -> None:
     _wcstr(out, o.client_software_name)
     _wcstr(out, o.client_software_version)
     unknown = o._unknown_tagged_fields
@@ -246,7 +247,7 @@ def _e_ApiVersionsRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_ApiVersionsRequest_v5(mv, pos):
+def _d_ApiVersionsRequest_v5(mv: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     limit = len(mv)
     o = _new(ApiVersionsRequest)
     o.client_software_name, pos = _rcstr(mv, pos)
@@ -260,7 +261,7 @@ def _d_ApiVersionsRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ApiVersionsRequest_v5(o, out):
+def _e_ApiVersionsRequest_v5(o: ApiVersionsRequest, out: bytearray) -> None:
     _wcstr(out, o.client_software_name)
     _wcstr(out, o.client_software_version)
     _wcnstr(out, o.cluster_id)
@@ -271,7 +272,7 @@ def _e_ApiVersionsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n):
+def _da_ApiVersionsResponse_ApiVersion_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ApiVersionsResponse_ApiVersion], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ApiVersionsResponse_ApiVersion, n)))
     for o in result:
@@ -279,7 +280,7 @@ def _da_ApiVersionsResponse_ApiVersion_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _d_ApiVersionsResponse_v0(mv, pos):
+def _d_ApiVersionsResponse_v0(mv: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     limit = len(mv)
     o = _new(ApiVersionsResponse)
     o.error_code, = _u_h(mv, pos)
@@ -296,10 +297,12 @@ def _d_ApiVersionsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ApiVersionsResponse_ApiVersion_v0(o, out):
+def _e_ApiVersionsResponse_ApiVersion_v0(o: ApiVersionsResponse_ApiVersion, out: bytearray) -> None:
     out += _p_hhh(o.api_key, o.min_version, o.max_version)
 
-def _e_ApiVersionsResponse_v0(o, out):
+def _e_ApiVersionsResponse_v0(o: ApiVersionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.api_keys
     if lst is None:
@@ -309,7 +312,7 @@ def _e_ApiVersionsResponse_v0(o, out):
         for item in lst:
             _e_ApiVersionsResponse_ApiVersion_v0(item, out)
 
-def _d_ApiVersionsResponse_v1(mv, pos):
+def _d_ApiVersionsResponse_v1(mv: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     limit = len(mv)
     o = _new(ApiVersionsResponse)
     o.error_code, = _u_h(mv, pos)
@@ -328,7 +331,9 @@ def _d_ApiVersionsResponse_v1(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ApiVersionsResponse_v1(o, out):
+def _e_ApiVersionsResponse_v1(o: ApiVersionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.api_keys
     if lst is None:
@@ -339,7 +344,7 @@ def _e_ApiVersionsResponse_v1(o, out):
             _e_ApiVersionsResponse_ApiVersion_v0(item, out)
     out += _p_i(o.throttle_time_ms)
 
-def _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n):
+def _da_ApiVersionsResponse_ApiVersion_v3(mv: memoryview, pos: int, n: int) -> tuple[list[ApiVersionsResponse_ApiVersion], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ApiVersionsResponse_ApiVersion, n)))
     for o in result:
@@ -351,7 +356,7 @@ def _da_ApiVersionsResponse_ApiVersion_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n):
+def _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv: memoryview, pos: int, n: int) -> tuple[list[ApiVersionsResponse_SupportedFeatureKey], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ApiVersionsResponse_SupportedFeatureKey, n)))
     for o in result:
@@ -364,7 +369,8 @@ def _da_ApiVersionsResponse_SupportedFeatureKey_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_ApiVersionsResponse_0_v3(mv, pos):
+def _tv_ApiVersionsResponse_0_v3(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -382,13 +388,14 @@ def _tv_ApiVersionsResponse_0_v3(mv, pos):
         value = []
     return value, pos
 
-def _tv_ApiVersionsResponse_1_v3(mv, pos):
+def _tv_ApiVersionsResponse_1_v3(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, = _u_q(mv, pos)
     pos += 8
     return value, pos
 
-def _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n):
+def _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv: memoryview, pos: int, n: int) -> tuple[list[ApiVersionsResponse_FinalizedFeatureKey], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ApiVersionsResponse_FinalizedFeatureKey, n)))
     for o in result:
@@ -401,7 +408,8 @@ def _da_ApiVersionsResponse_FinalizedFeatureKey_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_ApiVersionsResponse_2_v3(mv, pos):
+def _tv_ApiVersionsResponse_2_v3(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -419,13 +427,15 @@ def _tv_ApiVersionsResponse_2_v3(mv, pos):
         value = []
     return value, pos
 
-def _tv_ApiVersionsResponse_3_v3(mv, pos):
+def _tv_ApiVersionsResponse_3_v3(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, = _u_o(mv, pos)
     pos += 1
     return value, pos
 
-def _t_ApiVersionsResponse_v3(o, mv, pos):
+def _t_ApiVersionsResponse_v3(o: ApiVersionsResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -452,7 +462,7 @@ def _t_ApiVersionsResponse_v3(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_ApiVersionsResponse_v3(mv, pos):
+def _d_ApiVersionsResponse_v3(mv: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     limit = len(mv)
     o = _new(ApiVersionsResponse)
     o.error_code, n, o.throttle_time_ms = _u_hBi(mv, pos)
@@ -478,7 +488,7 @@ def _d_ApiVersionsResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ApiVersionsResponse_ApiVersion_v3(o, out):
+def _e_ApiVersionsResponse_ApiVersion_v3(o: ApiVersionsResponse_ApiVersion, out: bytearray) -> None:
     out += _p_hhh(o.api_key, o.min_version, o.max_version)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -486,7 +496,7 @@ def _e_ApiVersionsResponse_ApiVersion_v3(o, out):
     else:
         out.append(0)
 
-def _e_ApiVersionsResponse_SupportedFeatureKey_v3(o, out):
+def _e_ApiVersionsResponse_SupportedFeatureKey_v3(o: ApiVersionsResponse_SupportedFeatureKey, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_hh(o.min_version, o.max_version)
     unknown = o._unknown_tagged_fields
@@ -495,7 +505,7 @@ def _e_ApiVersionsResponse_SupportedFeatureKey_v3(o, out):
     else:
         out.append(0)
 
-def _e_ApiVersionsResponse_FinalizedFeatureKey_v3(o, out):
+def _e_ApiVersionsResponse_FinalizedFeatureKey_v3(o: ApiVersionsResponse_FinalizedFeatureKey, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_hh(o.max_version_level, o.min_version_level)
     unknown = o._unknown_tagged_fields
@@ -504,7 +514,11 @@ def _e_ApiVersionsResponse_FinalizedFeatureKey_v3(o, out):
     else:
         out.append(0)
 
-def _e_ApiVersionsResponse_v3(o, out):
+def _e_ApiVersionsResponse_v3(o: ApiVersionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_h(o.error_code)
     lst = o.api_keys
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -266,7 +267,7 @@ class AssignReplicasToDirsResponse(ProtocolStruct):
             self.directories = directories
 
 
-def _da_AssignReplicasToDirsRequest_PartitionData_v0(mv, pos, n):
+def _da_AssignReplicasToDirsRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AssignReplicasToDirsRequest_PartitionData, n)))
     for o in result:
@@ -278,7 +279,7 @@ def _da_AssignReplicasToDirsRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AssignReplicasToDirsRequest_TopicData_v0(mv, pos, n):
+def _da_AssignReplicasToDirsRequest_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AssignReplicasToDirsRequest_TopicData, n)))
     for o in result:
@@ -301,7 +302,7 @@ def _da_AssignReplicasToDirsRequest_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AssignReplicasToDirsRequest_DirectoryData_v0(mv, pos, n):
+def _da_AssignReplicasToDirsRequest_DirectoryData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsRequest_DirectoryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AssignReplicasToDirsRequest_DirectoryData, n)))
     for o in result:
@@ -324,7 +325,7 @@ def _da_AssignReplicasToDirsRequest_DirectoryData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AssignReplicasToDirsRequest_v0(mv, pos):
+def _d_AssignReplicasToDirsRequest_v0(mv: memoryview, pos: int) -> tuple[AssignReplicasToDirsRequest, int]:
     limit = len(mv)
     o = _new(AssignReplicasToDirsRequest)
     o.broker_id, o.broker_epoch, n = _u_iqB(mv, pos)
@@ -345,7 +346,7 @@ def _d_AssignReplicasToDirsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AssignReplicasToDirsRequest_PartitionData_v0(o, out):
+def _e_AssignReplicasToDirsRequest_PartitionData_v0(o: AssignReplicasToDirsRequest_PartitionData, out: bytearray) -> None:
     out += _p_i(o.partition_index)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -353,7 +354,9 @@ def _e_AssignReplicasToDirsRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AssignReplicasToDirsRequest_TopicData_v0(o, out):
+def _e_AssignReplicasToDirsRequest_TopicData_v0(o: AssignReplicasToDirsRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -368,7 +371,9 @@ def _e_AssignReplicasToDirsRequest_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AssignReplicasToDirsRequest_DirectoryData_v0(o, out):
+def _e_AssignReplicasToDirsRequest_DirectoryData_v0(o: AssignReplicasToDirsRequest_DirectoryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.id.bytes
     lst = o.topics
     if lst is None:
@@ -383,7 +388,9 @@ def _e_AssignReplicasToDirsRequest_DirectoryData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AssignReplicasToDirsRequest_v0(o, out):
+def _e_AssignReplicasToDirsRequest_v0(o: AssignReplicasToDirsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iq(o.broker_id, o.broker_epoch)
     lst = o.directories
     if lst is None:
@@ -398,7 +405,7 @@ def _e_AssignReplicasToDirsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_AssignReplicasToDirsResponse_PartitionData_v0(mv, pos, n):
+def _da_AssignReplicasToDirsResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AssignReplicasToDirsResponse_PartitionData, n)))
     for o in result:
@@ -410,7 +417,7 @@ def _da_AssignReplicasToDirsResponse_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AssignReplicasToDirsResponse_TopicData_v0(mv, pos, n):
+def _da_AssignReplicasToDirsResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AssignReplicasToDirsResponse_TopicData, n)))
     for o in result:
@@ -433,7 +440,7 @@ def _da_AssignReplicasToDirsResponse_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_AssignReplicasToDirsResponse_DirectoryData_v0(mv, pos, n):
+def _da_AssignReplicasToDirsResponse_DirectoryData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsResponse_DirectoryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(AssignReplicasToDirsResponse_DirectoryData, n)))
     for o in result:
@@ -456,7 +463,7 @@ def _da_AssignReplicasToDirsResponse_DirectoryData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_AssignReplicasToDirsResponse_v0(mv, pos):
+def _d_AssignReplicasToDirsResponse_v0(mv: memoryview, pos: int) -> tuple[AssignReplicasToDirsResponse, int]:
     limit = len(mv)
     o = _new(AssignReplicasToDirsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -477,7 +484,7 @@ def _d_AssignReplicasToDirsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_AssignReplicasToDirsResponse_PartitionData_v0(o, out):
+def _e_AssignReplicasToDirsResponse_PartitionData_v0(o: AssignReplicasToDirsResponse_PartitionData, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -485,7 +492,9 @@ def _e_AssignReplicasToDirsResponse_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AssignReplicasToDirsResponse_TopicData_v0(o, out):
+def _e_AssignReplicasToDirsResponse_TopicData_v0(o: AssignReplicasToDirsResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -500,7 +509,9 @@ def _e_AssignReplicasToDirsResponse_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AssignReplicasToDirsResponse_DirectoryData_v0(o, out):
+def _e_AssignReplicasToDirsResponse_DirectoryData_v0(o: AssignReplicasToDirsResponse_DirectoryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.id.bytes
     lst = o.topics
     if lst is None:
@@ -515,7 +526,9 @@ def _e_AssignReplicasToDirsResponse_DirectoryData_v0(o, out):
     else:
         out.append(0)
 
-def _e_AssignReplicasToDirsResponse_v0(o, out):
+def _e_AssignReplicasToDirsResponse_v0(o: AssignReplicasToDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.directories
     if lst is None:

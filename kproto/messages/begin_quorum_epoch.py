@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -291,7 +292,7 @@ class BeginQuorumEpochResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_BeginQuorumEpochRequest_PartitionData_v0(mv, pos, n):
+def _da_BeginQuorumEpochRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochRequest_PartitionData, n)))
     for o in result:
@@ -299,7 +300,7 @@ def _da_BeginQuorumEpochRequest_PartitionData_v0(mv, pos, n):
         pos += 12
     return result, pos
 
-def _da_BeginQuorumEpochRequest_TopicData_v0(mv, pos, n):
+def _da_BeginQuorumEpochRequest_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochRequest_TopicData, n)))
     for o in result:
@@ -316,7 +317,7 @@ def _da_BeginQuorumEpochRequest_TopicData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_BeginQuorumEpochRequest_v0(mv, pos):
+def _d_BeginQuorumEpochRequest_v0(mv: memoryview, pos: int) -> tuple[BeginQuorumEpochRequest, int]:
     limit = len(mv)
     o = _new(BeginQuorumEpochRequest)
     o.cluster_id, pos = _rnstr(mv, pos)
@@ -332,10 +333,12 @@ def _d_BeginQuorumEpochRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_BeginQuorumEpochRequest_PartitionData_v0(o, out):
+def _e_BeginQuorumEpochRequest_PartitionData_v0(o: BeginQuorumEpochRequest_PartitionData, out: bytearray) -> None:
     out += _p_iii(o.partition_index, o.leader_id, o.leader_epoch)
 
-def _e_BeginQuorumEpochRequest_TopicData_v0(o, out):
+def _e_BeginQuorumEpochRequest_TopicData_v0(o: BeginQuorumEpochRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -345,7 +348,9 @@ def _e_BeginQuorumEpochRequest_TopicData_v0(o, out):
         for item in lst:
             _e_BeginQuorumEpochRequest_PartitionData_v0(item, out)
 
-def _e_BeginQuorumEpochRequest_v0(o, out):
+def _e_BeginQuorumEpochRequest_v0(o: BeginQuorumEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wnstr(out, o.cluster_id)
     lst = o.topics
     if lst is None:
@@ -355,7 +360,7 @@ def _e_BeginQuorumEpochRequest_v0(o, out):
         for item in lst:
             _e_BeginQuorumEpochRequest_TopicData_v0(item, out)
 
-def _da_BeginQuorumEpochRequest_PartitionData_v1(mv, pos, n):
+def _da_BeginQuorumEpochRequest_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochRequest_PartitionData, n)))
     for o in result:
@@ -370,7 +375,7 @@ def _da_BeginQuorumEpochRequest_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_BeginQuorumEpochRequest_TopicData_v1(mv, pos, n):
+def _da_BeginQuorumEpochRequest_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochRequest_TopicData, n)))
     for o in result:
@@ -393,7 +398,7 @@ def _da_BeginQuorumEpochRequest_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_BeginQuorumEpochRequest_LeaderEndpoint_v1(mv, pos, n):
+def _da_BeginQuorumEpochRequest_LeaderEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochRequest_LeaderEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochRequest_LeaderEndpoint, n)))
     for o in result:
@@ -407,7 +412,7 @@ def _da_BeginQuorumEpochRequest_LeaderEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_BeginQuorumEpochRequest_v1(mv, pos):
+def _d_BeginQuorumEpochRequest_v1(mv: memoryview, pos: int) -> tuple[BeginQuorumEpochRequest, int]:
     limit = len(mv)
     o = _new(BeginQuorumEpochRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -441,7 +446,7 @@ def _d_BeginQuorumEpochRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BeginQuorumEpochRequest_PartitionData_v1(o, out):
+def _e_BeginQuorumEpochRequest_PartitionData_v1(o: BeginQuorumEpochRequest_PartitionData, out: bytearray) -> None:
     out += _p_i(o.partition_index)
     out += o.voter_directory_id.bytes
     out += _p_ii(o.leader_id, o.leader_epoch)
@@ -451,7 +456,9 @@ def _e_BeginQuorumEpochRequest_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_BeginQuorumEpochRequest_TopicData_v1(o, out):
+def _e_BeginQuorumEpochRequest_TopicData_v1(o: BeginQuorumEpochRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -466,7 +473,7 @@ def _e_BeginQuorumEpochRequest_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_BeginQuorumEpochRequest_LeaderEndpoint_v1(o, out):
+def _e_BeginQuorumEpochRequest_LeaderEndpoint_v1(o: BeginQuorumEpochRequest_LeaderEndpoint, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -476,7 +483,9 @@ def _e_BeginQuorumEpochRequest_LeaderEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_BeginQuorumEpochRequest_v1(o, out):
+def _e_BeginQuorumEpochRequest_v1(o: BeginQuorumEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     out += _p_i(o.voter_id)
     lst = o.topics
@@ -499,7 +508,7 @@ def _e_BeginQuorumEpochRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_BeginQuorumEpochResponse_PartitionData_v0(mv, pos, n):
+def _da_BeginQuorumEpochResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochResponse_PartitionData, n)))
     for o in result:
@@ -507,7 +516,7 @@ def _da_BeginQuorumEpochResponse_PartitionData_v0(mv, pos, n):
         pos += 14
     return result, pos
 
-def _da_BeginQuorumEpochResponse_TopicData_v0(mv, pos, n):
+def _da_BeginQuorumEpochResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochResponse_TopicData, n)))
     for o in result:
@@ -524,7 +533,7 @@ def _da_BeginQuorumEpochResponse_TopicData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_BeginQuorumEpochResponse_v0(mv, pos):
+def _d_BeginQuorumEpochResponse_v0(mv: memoryview, pos: int) -> tuple[BeginQuorumEpochResponse, int]:
     limit = len(mv)
     o = _new(BeginQuorumEpochResponse)
     o.error_code, = _u_h(mv, pos)
@@ -541,10 +550,12 @@ def _d_BeginQuorumEpochResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_BeginQuorumEpochResponse_PartitionData_v0(o, out):
+def _e_BeginQuorumEpochResponse_PartitionData_v0(o: BeginQuorumEpochResponse_PartitionData, out: bytearray) -> None:
     out += _p_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
 
-def _e_BeginQuorumEpochResponse_TopicData_v0(o, out):
+def _e_BeginQuorumEpochResponse_TopicData_v0(o: BeginQuorumEpochResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -554,7 +565,9 @@ def _e_BeginQuorumEpochResponse_TopicData_v0(o, out):
         for item in lst:
             _e_BeginQuorumEpochResponse_PartitionData_v0(item, out)
 
-def _e_BeginQuorumEpochResponse_v0(o, out):
+def _e_BeginQuorumEpochResponse_v0(o: BeginQuorumEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:
@@ -566,7 +579,7 @@ def _e_BeginQuorumEpochResponse_v0(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '1+')
 
-def _da_BeginQuorumEpochResponse_PartitionData_v1(mv, pos, n):
+def _da_BeginQuorumEpochResponse_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochResponse_PartitionData, n)))
     for o in result:
@@ -578,7 +591,7 @@ def _da_BeginQuorumEpochResponse_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_BeginQuorumEpochResponse_TopicData_v1(mv, pos, n):
+def _da_BeginQuorumEpochResponse_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochResponse_TopicData, n)))
     for o in result:
@@ -601,7 +614,7 @@ def _da_BeginQuorumEpochResponse_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_BeginQuorumEpochResponse_NodeEndpoint_v1(mv, pos, n):
+def _da_BeginQuorumEpochResponse_NodeEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BeginQuorumEpochResponse_NodeEndpoint, n)))
     for o in result:
@@ -616,7 +629,8 @@ def _da_BeginQuorumEpochResponse_NodeEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_BeginQuorumEpochResponse_0_v1(mv, pos):
+def _tv_BeginQuorumEpochResponse_0_v1(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -634,7 +648,8 @@ def _tv_BeginQuorumEpochResponse_0_v1(mv, pos):
         value = []
     return value, pos
 
-def _t_BeginQuorumEpochResponse_v1(o, mv, pos):
+def _t_BeginQuorumEpochResponse_v1(o: BeginQuorumEpochResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -646,7 +661,7 @@ def _t_BeginQuorumEpochResponse_v1(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_BeginQuorumEpochResponse_v1(mv, pos):
+def _d_BeginQuorumEpochResponse_v1(mv: memoryview, pos: int) -> tuple[BeginQuorumEpochResponse, int]:
     limit = len(mv)
     o = _new(BeginQuorumEpochResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -667,7 +682,7 @@ def _d_BeginQuorumEpochResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BeginQuorumEpochResponse_PartitionData_v1(o, out):
+def _e_BeginQuorumEpochResponse_PartitionData_v1(o: BeginQuorumEpochResponse_PartitionData, out: bytearray) -> None:
     out += _p_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -675,7 +690,9 @@ def _e_BeginQuorumEpochResponse_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_BeginQuorumEpochResponse_TopicData_v1(o, out):
+def _e_BeginQuorumEpochResponse_TopicData_v1(o: BeginQuorumEpochResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -690,7 +707,7 @@ def _e_BeginQuorumEpochResponse_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_BeginQuorumEpochResponse_NodeEndpoint_v1(o, out):
+def _e_BeginQuorumEpochResponse_NodeEndpoint_v1(o: BeginQuorumEpochResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -700,7 +717,11 @@ def _e_BeginQuorumEpochResponse_NodeEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_BeginQuorumEpochResponse_v1(o, out):
+def _e_BeginQuorumEpochResponse_v1(o: BeginQuorumEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:

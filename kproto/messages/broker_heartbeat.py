@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -128,7 +129,7 @@ class BrokerHeartbeatResponse(ProtocolStruct):
         self.should_shut_down = should_shut_down
 
 
-def _d_BrokerHeartbeatRequest_v0(mv, pos):
+def _d_BrokerHeartbeatRequest_v0(mv: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     limit = len(mv)
     o = _new(BrokerHeartbeatRequest)
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _u_iqqoo(mv, pos)
@@ -139,7 +140,7 @@ def _d_BrokerHeartbeatRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerHeartbeatRequest_v0(o, out):
+def _e_BrokerHeartbeatRequest_v0(o: BrokerHeartbeatRequest, out: bytearray) -> None:
     out += _p_iqqoo(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     if o.offline_log_dirs != []:
         _unsupported(o, 'offline_log_dirs', '1+')
@@ -151,7 +152,10 @@ def _e_BrokerHeartbeatRequest_v0(o, out):
     else:
         out.append(0)
 
-def _tv_BrokerHeartbeatRequest_0_v1(mv, pos):
+def _tv_BrokerHeartbeatRequest_0_v1(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    lst: _Any
+    item: _Any
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -173,7 +177,8 @@ def _tv_BrokerHeartbeatRequest_0_v1(mv, pos):
         value = []
     return value, pos
 
-def _t_BrokerHeartbeatRequest_v1(o, mv, pos):
+def _t_BrokerHeartbeatRequest_v1(o: BrokerHeartbeatRequest, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -185,7 +190,7 @@ def _t_BrokerHeartbeatRequest_v1(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_BrokerHeartbeatRequest_v1(mv, pos):
+def _d_BrokerHeartbeatRequest_v1(mv: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     limit = len(mv)
     o = _new(BrokerHeartbeatRequest)
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _u_iqqoo(mv, pos)
@@ -196,7 +201,11 @@ def _d_BrokerHeartbeatRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerHeartbeatRequest_v1(o, out):
+def _e_BrokerHeartbeatRequest_v1(o: BrokerHeartbeatRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iqqoo(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     if o.cordoned_log_dirs is not None:
         _unsupported(o, 'cordoned_log_dirs', '2+')
@@ -218,7 +227,10 @@ def _e_BrokerHeartbeatRequest_v1(o, out):
     else:
         out.append(0)
 
-def _tv_BrokerHeartbeatRequest_1_v2(mv, pos):
+def _tv_BrokerHeartbeatRequest_1_v2(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    lst: _Any
+    item: _Any
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -240,7 +252,8 @@ def _tv_BrokerHeartbeatRequest_1_v2(mv, pos):
         value = []
     return value, pos
 
-def _t_BrokerHeartbeatRequest_v2(o, mv, pos):
+def _t_BrokerHeartbeatRequest_v2(o: BrokerHeartbeatRequest, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -257,7 +270,7 @@ def _t_BrokerHeartbeatRequest_v2(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_BrokerHeartbeatRequest_v2(mv, pos):
+def _d_BrokerHeartbeatRequest_v2(mv: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     limit = len(mv)
     o = _new(BrokerHeartbeatRequest)
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _u_iqqoo(mv, pos)
@@ -268,7 +281,11 @@ def _d_BrokerHeartbeatRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerHeartbeatRequest_v2(o, out):
+def _e_BrokerHeartbeatRequest_v2(o: BrokerHeartbeatRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iqqoo(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     unknown = o._unknown_tagged_fields
     tags = list(unknown) if unknown else []
@@ -299,7 +316,7 @@ def _e_BrokerHeartbeatRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_BrokerHeartbeatResponse_v0(mv, pos):
+def _d_BrokerHeartbeatResponse_v0(mv: memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
     limit = len(mv)
     o = _new(BrokerHeartbeatResponse)
     o.throttle_time_ms, o.error_code, o.is_caught_up, o.is_fenced, o.should_shut_down = _u_ihooo(mv, pos)
@@ -310,7 +327,7 @@ def _d_BrokerHeartbeatResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerHeartbeatResponse_v0(o, out):
+def _e_BrokerHeartbeatResponse_v0(o: BrokerHeartbeatResponse, out: bytearray) -> None:
     out += _p_ihooo(o.throttle_time_ms, o.error_code, o.is_caught_up, o.is_fenced, o.should_shut_down)
     unknown = o._unknown_tagged_fields
     if unknown:

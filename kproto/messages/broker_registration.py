@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -200,7 +201,7 @@ class BrokerRegistrationResponse(ProtocolStruct):
         self.broker_epoch = broker_epoch
 
 
-def _da_BrokerRegistrationRequest_Listener_v0(mv, pos, n):
+def _da_BrokerRegistrationRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BrokerRegistrationRequest_Listener], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BrokerRegistrationRequest_Listener, n)))
     for o in result:
@@ -214,7 +215,7 @@ def _da_BrokerRegistrationRequest_Listener_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_BrokerRegistrationRequest_Feature_v0(mv, pos, n):
+def _da_BrokerRegistrationRequest_Feature_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BrokerRegistrationRequest_Feature], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(BrokerRegistrationRequest_Feature, n)))
     for o in result:
@@ -227,7 +228,7 @@ def _da_BrokerRegistrationRequest_Feature_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_BrokerRegistrationRequest_v0(mv, pos):
+def _d_BrokerRegistrationRequest_v0(mv: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     limit = len(mv)
     o = _new(BrokerRegistrationRequest)
     o.broker_id, = _u_i(mv, pos)
@@ -265,7 +266,7 @@ def _d_BrokerRegistrationRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerRegistrationRequest_Listener_v0(o, out):
+def _e_BrokerRegistrationRequest_Listener_v0(o: BrokerRegistrationRequest_Listener, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_Hh(o.port, o.security_protocol)
@@ -275,7 +276,7 @@ def _e_BrokerRegistrationRequest_Listener_v0(o, out):
     else:
         out.append(0)
 
-def _e_BrokerRegistrationRequest_Feature_v0(o, out):
+def _e_BrokerRegistrationRequest_Feature_v0(o: BrokerRegistrationRequest_Feature, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_hh(o.min_supported_version, o.max_supported_version)
     unknown = o._unknown_tagged_fields
@@ -284,7 +285,9 @@ def _e_BrokerRegistrationRequest_Feature_v0(o, out):
     else:
         out.append(0)
 
-def _e_BrokerRegistrationRequest_v0(o, out):
+def _e_BrokerRegistrationRequest_v0(o: BrokerRegistrationRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.broker_id)
     _wcstr(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -311,7 +314,7 @@ def _e_BrokerRegistrationRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_BrokerRegistrationRequest_v1(mv, pos):
+def _d_BrokerRegistrationRequest_v1(mv: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     limit = len(mv)
     o = _new(BrokerRegistrationRequest)
     o.broker_id, = _u_i(mv, pos)
@@ -351,7 +354,9 @@ def _d_BrokerRegistrationRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerRegistrationRequest_v1(o, out):
+def _e_BrokerRegistrationRequest_v1(o: BrokerRegistrationRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.broker_id)
     _wcstr(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -377,7 +382,9 @@ def _e_BrokerRegistrationRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_BrokerRegistrationRequest_v2(mv, pos):
+def _d_BrokerRegistrationRequest_v2(mv: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(BrokerRegistrationRequest)
     o.broker_id, = _u_i(mv, pos)
@@ -431,7 +438,9 @@ def _d_BrokerRegistrationRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerRegistrationRequest_v2(o, out):
+def _e_BrokerRegistrationRequest_v2(o: BrokerRegistrationRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.broker_id)
     _wcstr(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -464,7 +473,9 @@ def _e_BrokerRegistrationRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_BrokerRegistrationRequest_v3(mv, pos):
+def _d_BrokerRegistrationRequest_v3(mv: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(BrokerRegistrationRequest)
     o.broker_id, = _u_i(mv, pos)
@@ -523,7 +534,9 @@ def _d_BrokerRegistrationRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerRegistrationRequest_v3(o, out):
+def _e_BrokerRegistrationRequest_v3(o: BrokerRegistrationRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.broker_id)
     _wcstr(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -557,7 +570,7 @@ def _e_BrokerRegistrationRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_BrokerRegistrationResponse_v0(mv, pos):
+def _d_BrokerRegistrationResponse_v0(mv: memoryview, pos: int) -> tuple[BrokerRegistrationResponse, int]:
     limit = len(mv)
     o = _new(BrokerRegistrationResponse)
     o.throttle_time_ms, o.error_code, o.broker_epoch = _u_ihq(mv, pos)
@@ -568,7 +581,7 @@ def _d_BrokerRegistrationResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_BrokerRegistrationResponse_v0(o, out):
+def _e_BrokerRegistrationResponse_v0(o: BrokerRegistrationResponse, out: bytearray) -> None:
     out += _p_ihq(o.throttle_time_ms, o.error_code, o.broker_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -255,7 +256,9 @@ class ConsumerGroupDescribeResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _d_ConsumerGroupDescribeRequest_v0(mv, pos):
+def _d_ConsumerGroupDescribeRequest_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerGroupDescribeRequest)
     n = mv[pos]
@@ -282,7 +285,9 @@ def _d_ConsumerGroupDescribeRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ConsumerGroupDescribeRequest_v0(o, out):
+def _e_ConsumerGroupDescribeRequest_v0(o: ConsumerGroupDescribeRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.group_ids
     if lst is None:
         raise ValueError('None in non-nullable array group_ids')
@@ -297,7 +302,7 @@ def _e_ConsumerGroupDescribeRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n):
+def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupDescribeResponse_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_TopicPartitions, n)))
     for o in result:
@@ -322,7 +327,7 @@ def _da_ConsumerGroupDescribeResponse_TopicPartitions_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
+def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse_Assignment, int]:
     limit = len(mv)
     o = _new(ConsumerGroupDescribeResponse_Assignment)
     n = mv[pos]
@@ -343,7 +348,9 @@ def _d_ConsumerGroupDescribeResponse_Assignment_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n):
+def _da_ConsumerGroupDescribeResponse_Member_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupDescribeResponse_Member], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_Member, n)))
     for o in result:
@@ -379,7 +386,7 @@ def _da_ConsumerGroupDescribeResponse_Member_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
+def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupDescribeResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_DescribedGroup, n)))
     for o in result:
@@ -411,7 +418,7 @@ def _da_ConsumerGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ConsumerGroupDescribeResponse_v0(mv, pos):
+def _d_ConsumerGroupDescribeResponse_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
     limit = len(mv)
     o = _new(ConsumerGroupDescribeResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -432,7 +439,8 @@ def _d_ConsumerGroupDescribeResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ConsumerGroupDescribeResponse_TopicPartitions_v0(o, out):
+def _e_ConsumerGroupDescribeResponse_TopicPartitions_v0(o: ConsumerGroupDescribeResponse_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     _wcstr(out, o.topic_name)
     lst = o.partitions
@@ -447,7 +455,9 @@ def _e_ConsumerGroupDescribeResponse_TopicPartitions_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupDescribeResponse_Assignment_v0(o, out):
+def _e_ConsumerGroupDescribeResponse_Assignment_v0(o: ConsumerGroupDescribeResponse_Assignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_partitions
     if lst is None:
         raise ValueError('None in non-nullable array topic_partitions')
@@ -461,7 +471,9 @@ def _e_ConsumerGroupDescribeResponse_Assignment_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupDescribeResponse_Member_v0(o, out):
+def _e_ConsumerGroupDescribeResponse_Member_v0(o: ConsumerGroupDescribeResponse_Member, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.member_id)
     _wcnstr(out, o.instance_id)
     _wcnstr(out, o.rack_id)
@@ -484,7 +496,9 @@ def _e_ConsumerGroupDescribeResponse_Member_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupDescribeResponse_DescribedGroup_v0(o, out):
+def _e_ConsumerGroupDescribeResponse_DescribedGroup_v0(o: ConsumerGroupDescribeResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.group_id)
@@ -505,7 +519,9 @@ def _e_ConsumerGroupDescribeResponse_DescribedGroup_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupDescribeResponse_v0(o, out):
+def _e_ConsumerGroupDescribeResponse_v0(o: ConsumerGroupDescribeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -520,7 +536,9 @@ def _e_ConsumerGroupDescribeResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_ConsumerGroupDescribeResponse_Member_v1(mv, pos, n):
+def _da_ConsumerGroupDescribeResponse_Member_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupDescribeResponse_Member], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_Member, n)))
     for o in result:
@@ -558,7 +576,7 @@ def _da_ConsumerGroupDescribeResponse_Member_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ConsumerGroupDescribeResponse_DescribedGroup_v1(mv, pos, n):
+def _da_ConsumerGroupDescribeResponse_DescribedGroup_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupDescribeResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupDescribeResponse_DescribedGroup, n)))
     for o in result:
@@ -590,7 +608,7 @@ def _da_ConsumerGroupDescribeResponse_DescribedGroup_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ConsumerGroupDescribeResponse_v1(mv, pos):
+def _d_ConsumerGroupDescribeResponse_v1(mv: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
     limit = len(mv)
     o = _new(ConsumerGroupDescribeResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -611,7 +629,9 @@ def _d_ConsumerGroupDescribeResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ConsumerGroupDescribeResponse_Member_v1(o, out):
+def _e_ConsumerGroupDescribeResponse_Member_v1(o: ConsumerGroupDescribeResponse_Member, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.member_id)
     _wcnstr(out, o.instance_id)
     _wcnstr(out, o.rack_id)
@@ -635,7 +655,9 @@ def _e_ConsumerGroupDescribeResponse_Member_v1(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupDescribeResponse_DescribedGroup_v1(o, out):
+def _e_ConsumerGroupDescribeResponse_DescribedGroup_v1(o: ConsumerGroupDescribeResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.group_id)
@@ -656,7 +678,9 @@ def _e_ConsumerGroupDescribeResponse_DescribedGroup_v1(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupDescribeResponse_v1(o, out):
+def _e_ConsumerGroupDescribeResponse_v1(o: ConsumerGroupDescribeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -216,7 +217,7 @@ class ConsumerGroupHeartbeatResponse(ProtocolStruct):
         self.assignment = assignment
 
 
-def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n):
+def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupHeartbeatRequest_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupHeartbeatRequest_TopicPartitions, n)))
     for o in result:
@@ -240,7 +241,9 @@ def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
+def _d_ConsumerGroupHeartbeatRequest_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerGroupHeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -288,7 +291,8 @@ def _d_ConsumerGroupHeartbeatRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(o, out):
+def _e_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(o: ConsumerGroupHeartbeatRequest_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -302,7 +306,9 @@ def _e_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupHeartbeatRequest_v0(o, out):
+def _e_ConsumerGroupHeartbeatRequest_v0(o: ConsumerGroupHeartbeatRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     _wcstr(out, o.member_id)
     out += _p_i(o.member_epoch)
@@ -332,7 +338,9 @@ def _e_ConsumerGroupHeartbeatRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
+def _d_ConsumerGroupHeartbeatRequest_v1(mv: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerGroupHeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -381,7 +389,9 @@ def _d_ConsumerGroupHeartbeatRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ConsumerGroupHeartbeatRequest_v1(o, out):
+def _e_ConsumerGroupHeartbeatRequest_v1(o: ConsumerGroupHeartbeatRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     _wcstr(out, o.member_id)
     out += _p_i(o.member_epoch)
@@ -410,7 +420,7 @@ def _e_ConsumerGroupHeartbeatRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n):
+def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupHeartbeatResponse_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerGroupHeartbeatResponse_TopicPartitions, n)))
     for o in result:
@@ -434,7 +444,7 @@ def _da_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):
+def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatResponse_Assignment, int]:
     limit = len(mv)
     o = _new(ConsumerGroupHeartbeatResponse_Assignment)
     n = mv[pos]
@@ -455,7 +465,7 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _d_ConsumerGroupHeartbeatResponse_v0(mv, pos):
+def _d_ConsumerGroupHeartbeatResponse_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatResponse, int]:
     limit = len(mv)
     o = _new(ConsumerGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -476,7 +486,8 @@ def _d_ConsumerGroupHeartbeatResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(o, out):
+def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(o: ConsumerGroupHeartbeatResponse_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -490,7 +501,9 @@ def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupHeartbeatResponse_Assignment_v0(o, out):
+def _e_ConsumerGroupHeartbeatResponse_Assignment_v0(o: ConsumerGroupHeartbeatResponse_Assignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_partitions
     if lst is None:
         raise ValueError('None in non-nullable array topic_partitions')
@@ -504,7 +517,7 @@ def _e_ConsumerGroupHeartbeatResponse_Assignment_v0(o, out):
     else:
         out.append(0)
 
-def _e_ConsumerGroupHeartbeatResponse_v0(o, out):
+def _e_ConsumerGroupHeartbeatResponse_v0(o: ConsumerGroupHeartbeatResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     _wcnstr(out, o.member_id)

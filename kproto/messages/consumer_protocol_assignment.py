@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -105,7 +106,7 @@ class ConsumerProtocolAssignment(ProtocolStruct):
         self.user_data = user_data
 
 
-def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n):
+def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerProtocolAssignment_TopicPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerProtocolAssignment_TopicPartition, n)))
     for o in result:
@@ -123,7 +124,7 @@ def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ConsumerProtocolAssignment_v0(mv, pos):
+def _d_ConsumerProtocolAssignment_v0(mv: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
     limit = len(mv)
     o = _new(ConsumerProtocolAssignment)
     n, = _u_i(mv, pos)
@@ -139,7 +140,8 @@ def _d_ConsumerProtocolAssignment_v0(mv, pos):
     o.user_data, pos = _rnbytes(mv, pos)
     return o, pos
 
-def _e_ConsumerProtocolAssignment_TopicPartition_v0(o, out):
+def _e_ConsumerProtocolAssignment_TopicPartition_v0(o: ConsumerProtocolAssignment_TopicPartition, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -148,7 +150,9 @@ def _e_ConsumerProtocolAssignment_TopicPartition_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_ConsumerProtocolAssignment_v0(o, out):
+def _e_ConsumerProtocolAssignment_v0(o: ConsumerProtocolAssignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.assigned_partitions
     if lst is None:
         raise ValueError('None in non-nullable array assigned_partitions')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -112,7 +113,9 @@ class ConsumerProtocolSubscription(ProtocolStruct):
         self.rack_id = rack_id
 
 
-def _d_ConsumerProtocolSubscription_v0(mv, pos):
+def _d_ConsumerProtocolSubscription_v0(mv: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
@@ -132,7 +135,9 @@ def _d_ConsumerProtocolSubscription_v0(mv, pos):
     o.user_data, pos = _rnbytes(mv, pos)
     return o, pos
 
-def _e_ConsumerProtocolSubscription_v0(o, out):
+def _e_ConsumerProtocolSubscription_v0(o: ConsumerProtocolSubscription, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -142,7 +147,7 @@ def _e_ConsumerProtocolSubscription_v0(o, out):
             _wstr(out, item)
     _wnbytes(out, o.user_data)
 
-def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n):
+def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerProtocolSubscription_TopicPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ConsumerProtocolSubscription_TopicPartition, n)))
     for o in result:
@@ -160,7 +165,9 @@ def _da_ConsumerProtocolSubscription_TopicPartition_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ConsumerProtocolSubscription_v1(mv, pos):
+def _d_ConsumerProtocolSubscription_v1(mv: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
@@ -190,7 +197,8 @@ def _d_ConsumerProtocolSubscription_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ConsumerProtocolSubscription_TopicPartition_v1(o, out):
+def _e_ConsumerProtocolSubscription_TopicPartition_v1(o: ConsumerProtocolSubscription_TopicPartition, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -199,7 +207,9 @@ def _e_ConsumerProtocolSubscription_TopicPartition_v1(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_ConsumerProtocolSubscription_v1(o, out):
+def _e_ConsumerProtocolSubscription_v1(o: ConsumerProtocolSubscription, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -216,7 +226,9 @@ def _e_ConsumerProtocolSubscription_v1(o, out):
         for item in lst:
             _e_ConsumerProtocolSubscription_TopicPartition_v1(item, out)
 
-def _d_ConsumerProtocolSubscription_v2(mv, pos):
+def _d_ConsumerProtocolSubscription_v2(mv: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
@@ -248,7 +260,9 @@ def _d_ConsumerProtocolSubscription_v2(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ConsumerProtocolSubscription_v2(o, out):
+def _e_ConsumerProtocolSubscription_v2(o: ConsumerProtocolSubscription, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -266,7 +280,9 @@ def _e_ConsumerProtocolSubscription_v2(o, out):
             _e_ConsumerProtocolSubscription_TopicPartition_v1(item, out)
     out += _p_i(o.generation_id)
 
-def _d_ConsumerProtocolSubscription_v3(mv, pos):
+def _d_ConsumerProtocolSubscription_v3(mv: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ConsumerProtocolSubscription)
     n, = _u_i(mv, pos)
@@ -299,7 +315,9 @@ def _d_ConsumerProtocolSubscription_v3(mv, pos):
     o.rack_id, pos = _rnstr(mv, pos)
     return o, pos
 
-def _e_ConsumerProtocolSubscription_v3(o, out):
+def _e_ConsumerProtocolSubscription_v3(o: ConsumerProtocolSubscription, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -78,14 +79,14 @@ class ControlRecordTypeSchema(ProtocolStruct):
         self.type = type
 
 
-def _d_ControlRecordTypeSchema_v0(mv, pos):
+def _d_ControlRecordTypeSchema_v0(mv: memoryview, pos: int) -> tuple[ControlRecordTypeSchema, int]:
     limit = len(mv)
     o = _new(ControlRecordTypeSchema)
     o.type, = _u_h(mv, pos)
     pos += 2
     return o, pos
 
-def _e_ControlRecordTypeSchema_v0(o, out):
+def _e_ControlRecordTypeSchema_v0(o: ControlRecordTypeSchema, out: bytearray) -> None:
     out += _p_h(o.type)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -141,27 +142,27 @@ class ControlledShutdownResponse(ProtocolStruct):
             self.remaining_partitions = remaining_partitions
 
 
-def _d_ControlledShutdownRequest_v0(mv, pos):
+def _d_ControlledShutdownRequest_v0(mv: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     limit = len(mv)
     o = _new(ControlledShutdownRequest)
     o.broker_id, = _u_i(mv, pos)
     pos += 4
     return o, pos
 
-def _e_ControlledShutdownRequest_v0(o, out):
+def _e_ControlledShutdownRequest_v0(o: ControlledShutdownRequest, out: bytearray) -> None:
     out += _p_i(o.broker_id)
 
-def _d_ControlledShutdownRequest_v2(mv, pos):
+def _d_ControlledShutdownRequest_v2(mv: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     limit = len(mv)
     o = _new(ControlledShutdownRequest)
     o.broker_id, o.broker_epoch = _u_iq(mv, pos)
     pos += 12
     return o, pos
 
-def _e_ControlledShutdownRequest_v2(o, out):
+def _e_ControlledShutdownRequest_v2(o: ControlledShutdownRequest, out: bytearray) -> None:
     out += _p_iq(o.broker_id, o.broker_epoch)
 
-def _d_ControlledShutdownRequest_v3(mv, pos):
+def _d_ControlledShutdownRequest_v3(mv: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     limit = len(mv)
     o = _new(ControlledShutdownRequest)
     o.broker_id, o.broker_epoch = _u_iq(mv, pos)
@@ -172,7 +173,7 @@ def _d_ControlledShutdownRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ControlledShutdownRequest_v3(o, out):
+def _e_ControlledShutdownRequest_v3(o: ControlledShutdownRequest, out: bytearray) -> None:
     out += _p_iq(o.broker_id, o.broker_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -180,7 +181,7 @@ def _e_ControlledShutdownRequest_v3(o, out):
     else:
         out.append(0)
 
-def _da_ControlledShutdownResponse_RemainingPartition_v0(mv, pos, n):
+def _da_ControlledShutdownResponse_RemainingPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ControlledShutdownResponse_RemainingPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ControlledShutdownResponse_RemainingPartition, n)))
     for o in result:
@@ -189,7 +190,7 @@ def _da_ControlledShutdownResponse_RemainingPartition_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_ControlledShutdownResponse_v0(mv, pos):
+def _d_ControlledShutdownResponse_v0(mv: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
     limit = len(mv)
     o = _new(ControlledShutdownResponse)
     o.error_code, = _u_h(mv, pos)
@@ -206,11 +207,13 @@ def _d_ControlledShutdownResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ControlledShutdownResponse_RemainingPartition_v0(o, out):
+def _e_ControlledShutdownResponse_RemainingPartition_v0(o: ControlledShutdownResponse_RemainingPartition, out: bytearray) -> None:
     _wstr(out, o.topic_name)
     out += _p_i(o.partition_index)
 
-def _e_ControlledShutdownResponse_v0(o, out):
+def _e_ControlledShutdownResponse_v0(o: ControlledShutdownResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.remaining_partitions
     if lst is None:
@@ -220,7 +223,7 @@ def _e_ControlledShutdownResponse_v0(o, out):
         for item in lst:
             _e_ControlledShutdownResponse_RemainingPartition_v0(item, out)
 
-def _da_ControlledShutdownResponse_RemainingPartition_v3(mv, pos, n):
+def _da_ControlledShutdownResponse_RemainingPartition_v3(mv: memoryview, pos: int, n: int) -> tuple[list[ControlledShutdownResponse_RemainingPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ControlledShutdownResponse_RemainingPartition, n)))
     for o in result:
@@ -233,7 +236,7 @@ def _da_ControlledShutdownResponse_RemainingPartition_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ControlledShutdownResponse_v3(mv, pos):
+def _d_ControlledShutdownResponse_v3(mv: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
     limit = len(mv)
     o = _new(ControlledShutdownResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -254,7 +257,7 @@ def _d_ControlledShutdownResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ControlledShutdownResponse_RemainingPartition_v3(o, out):
+def _e_ControlledShutdownResponse_RemainingPartition_v3(o: ControlledShutdownResponse_RemainingPartition, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     out += _p_i(o.partition_index)
     unknown = o._unknown_tagged_fields
@@ -263,7 +266,9 @@ def _e_ControlledShutdownResponse_RemainingPartition_v3(o, out):
     else:
         out.append(0)
 
-def _e_ControlledShutdownResponse_v3(o, out):
+def _e_ControlledShutdownResponse_v3(o: ControlledShutdownResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.remaining_partitions
     if lst is None:

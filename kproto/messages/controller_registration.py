@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -185,7 +186,7 @@ class ControllerRegistrationResponse(ProtocolStruct):
         self.error_message = error_message
 
 
-def _da_ControllerRegistrationRequest_Listener_v0(mv, pos, n):
+def _da_ControllerRegistrationRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ControllerRegistrationRequest_Listener], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ControllerRegistrationRequest_Listener, n)))
     for o in result:
@@ -199,7 +200,7 @@ def _da_ControllerRegistrationRequest_Listener_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ControllerRegistrationRequest_Feature_v0(mv, pos, n):
+def _da_ControllerRegistrationRequest_Feature_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ControllerRegistrationRequest_Feature], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ControllerRegistrationRequest_Feature, n)))
     for o in result:
@@ -212,7 +213,7 @@ def _da_ControllerRegistrationRequest_Feature_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ControllerRegistrationRequest_v0(mv, pos):
+def _d_ControllerRegistrationRequest_v0(mv: memoryview, pos: int) -> tuple[ControllerRegistrationRequest, int]:
     limit = len(mv)
     o = _new(ControllerRegistrationRequest)
     o.controller_id, = _u_i(mv, pos)
@@ -248,7 +249,7 @@ def _d_ControllerRegistrationRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ControllerRegistrationRequest_Listener_v0(o, out):
+def _e_ControllerRegistrationRequest_Listener_v0(o: ControllerRegistrationRequest_Listener, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_Hh(o.port, o.security_protocol)
@@ -258,7 +259,7 @@ def _e_ControllerRegistrationRequest_Listener_v0(o, out):
     else:
         out.append(0)
 
-def _e_ControllerRegistrationRequest_Feature_v0(o, out):
+def _e_ControllerRegistrationRequest_Feature_v0(o: ControllerRegistrationRequest_Feature, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_hh(o.min_supported_version, o.max_supported_version)
     unknown = o._unknown_tagged_fields
@@ -267,7 +268,9 @@ def _e_ControllerRegistrationRequest_Feature_v0(o, out):
     else:
         out.append(0)
 
-def _e_ControllerRegistrationRequest_v0(o, out):
+def _e_ControllerRegistrationRequest_v0(o: ControllerRegistrationRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.controller_id)
     out += o.incarnation_id.bytes
     out += _p_o(o.zk_migration_ready)
@@ -291,7 +294,7 @@ def _e_ControllerRegistrationRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_ControllerRegistrationResponse_v0(mv, pos):
+def _d_ControllerRegistrationResponse_v0(mv: memoryview, pos: int) -> tuple[ControllerRegistrationResponse, int]:
     limit = len(mv)
     o = _new(ControllerRegistrationResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -303,7 +306,7 @@ def _d_ControllerRegistrationResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ControllerRegistrationResponse_v0(o, out):
+def _e_ControllerRegistrationResponse_v0(o: ControllerRegistrationResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -176,7 +177,7 @@ class CreateAclsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_CreateAclsRequest_AclCreation_v0(mv, pos, n):
+def _da_CreateAclsRequest_AclCreation_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateAclsRequest_AclCreation], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateAclsRequest_AclCreation, n)))
     for o in result:
@@ -189,7 +190,7 @@ def _da_CreateAclsRequest_AclCreation_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_CreateAclsRequest_v0(mv, pos):
+def _d_CreateAclsRequest_v0(mv: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     limit = len(mv)
     o = _new(CreateAclsRequest)
     n, = _u_i(mv, pos)
@@ -204,7 +205,7 @@ def _d_CreateAclsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreateAclsRequest_AclCreation_v0(o, out):
+def _e_CreateAclsRequest_AclCreation_v0(o: CreateAclsRequest_AclCreation, out: bytearray) -> None:
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     _wstr(out, o.principal)
@@ -213,7 +214,9 @@ def _e_CreateAclsRequest_AclCreation_v0(o, out):
     if o.resource_pattern_type != 3:
         _unsupported(o, 'resource_pattern_type', '1+')
 
-def _e_CreateAclsRequest_v0(o, out):
+def _e_CreateAclsRequest_v0(o: CreateAclsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.creations
     if lst is None:
         raise ValueError('None in non-nullable array creations')
@@ -222,7 +225,7 @@ def _e_CreateAclsRequest_v0(o, out):
         for item in lst:
             _e_CreateAclsRequest_AclCreation_v0(item, out)
 
-def _da_CreateAclsRequest_AclCreation_v1(mv, pos, n):
+def _da_CreateAclsRequest_AclCreation_v1(mv: memoryview, pos: int, n: int) -> tuple[list[CreateAclsRequest_AclCreation], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateAclsRequest_AclCreation, n)))
     for o in result:
@@ -237,7 +240,7 @@ def _da_CreateAclsRequest_AclCreation_v1(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_CreateAclsRequest_v1(mv, pos):
+def _d_CreateAclsRequest_v1(mv: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     limit = len(mv)
     o = _new(CreateAclsRequest)
     n, = _u_i(mv, pos)
@@ -252,7 +255,7 @@ def _d_CreateAclsRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreateAclsRequest_AclCreation_v1(o, out):
+def _e_CreateAclsRequest_AclCreation_v1(o: CreateAclsRequest_AclCreation, out: bytearray) -> None:
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     out += _p_b(o.resource_pattern_type)
@@ -260,7 +263,9 @@ def _e_CreateAclsRequest_AclCreation_v1(o, out):
     _wstr(out, o.host)
     out += _p_bb(o.operation, o.permission_type)
 
-def _e_CreateAclsRequest_v1(o, out):
+def _e_CreateAclsRequest_v1(o: CreateAclsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.creations
     if lst is None:
         raise ValueError('None in non-nullable array creations')
@@ -269,7 +274,7 @@ def _e_CreateAclsRequest_v1(o, out):
         for item in lst:
             _e_CreateAclsRequest_AclCreation_v1(item, out)
 
-def _da_CreateAclsRequest_AclCreation_v2(mv, pos, n):
+def _da_CreateAclsRequest_AclCreation_v2(mv: memoryview, pos: int, n: int) -> tuple[list[CreateAclsRequest_AclCreation], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateAclsRequest_AclCreation, n)))
     for o in result:
@@ -288,7 +293,7 @@ def _da_CreateAclsRequest_AclCreation_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreateAclsRequest_v2(mv, pos):
+def _d_CreateAclsRequest_v2(mv: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     limit = len(mv)
     o = _new(CreateAclsRequest)
     n = mv[pos]
@@ -309,7 +314,7 @@ def _d_CreateAclsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateAclsRequest_AclCreation_v2(o, out):
+def _e_CreateAclsRequest_AclCreation_v2(o: CreateAclsRequest_AclCreation, out: bytearray) -> None:
     out += _p_b(o.resource_type)
     _wcstr(out, o.resource_name)
     out += _p_b(o.resource_pattern_type)
@@ -322,7 +327,9 @@ def _e_CreateAclsRequest_AclCreation_v2(o, out):
     else:
         out.append(0)
 
-def _e_CreateAclsRequest_v2(o, out):
+def _e_CreateAclsRequest_v2(o: CreateAclsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.creations
     if lst is None:
         raise ValueError('None in non-nullable array creations')
@@ -336,7 +343,7 @@ def _e_CreateAclsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_CreateAclsResponse_AclCreationResult_v0(mv, pos, n):
+def _da_CreateAclsResponse_AclCreationResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateAclsResponse_AclCreationResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateAclsResponse_AclCreationResult, n)))
     for o in result:
@@ -345,7 +352,7 @@ def _da_CreateAclsResponse_AclCreationResult_v0(mv, pos, n):
         o.error_message, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_CreateAclsResponse_v0(mv, pos):
+def _d_CreateAclsResponse_v0(mv: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     limit = len(mv)
     o = _new(CreateAclsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -362,11 +369,13 @@ def _d_CreateAclsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreateAclsResponse_AclCreationResult_v0(o, out):
+def _e_CreateAclsResponse_AclCreationResult_v0(o: CreateAclsResponse_AclCreationResult, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
 
-def _e_CreateAclsResponse_v0(o, out):
+def _e_CreateAclsResponse_v0(o: CreateAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -376,7 +385,7 @@ def _e_CreateAclsResponse_v0(o, out):
         for item in lst:
             _e_CreateAclsResponse_AclCreationResult_v0(item, out)
 
-def _da_CreateAclsResponse_AclCreationResult_v2(mv, pos, n):
+def _da_CreateAclsResponse_AclCreationResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[CreateAclsResponse_AclCreationResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateAclsResponse_AclCreationResult, n)))
     for o in result:
@@ -389,7 +398,7 @@ def _da_CreateAclsResponse_AclCreationResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreateAclsResponse_v2(mv, pos):
+def _d_CreateAclsResponse_v2(mv: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     limit = len(mv)
     o = _new(CreateAclsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -410,7 +419,7 @@ def _d_CreateAclsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateAclsResponse_AclCreationResult_v2(o, out):
+def _e_CreateAclsResponse_AclCreationResult_v2(o: CreateAclsResponse_AclCreationResult, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -419,7 +428,9 @@ def _e_CreateAclsResponse_AclCreationResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_CreateAclsResponse_v2(o, out):
+def _e_CreateAclsResponse_v2(o: CreateAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -163,7 +164,7 @@ class CreateDelegationTokenResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
 
 
-def _da_CreateDelegationTokenRequest_CreatableRenewers_v0(mv, pos, n):
+def _da_CreateDelegationTokenRequest_CreatableRenewers_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateDelegationTokenRequest_CreatableRenewers], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateDelegationTokenRequest_CreatableRenewers, n)))
     for o in result:
@@ -171,7 +172,7 @@ def _da_CreateDelegationTokenRequest_CreatableRenewers_v0(mv, pos, n):
         o.principal_name, pos = _rstr(mv, pos)
     return result, pos
 
-def _d_CreateDelegationTokenRequest_v0(mv, pos):
+def _d_CreateDelegationTokenRequest_v0(mv: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(CreateDelegationTokenRequest)
     n, = _u_i(mv, pos)
@@ -188,11 +189,13 @@ def _d_CreateDelegationTokenRequest_v0(mv, pos):
     pos += 8
     return o, pos
 
-def _e_CreateDelegationTokenRequest_CreatableRenewers_v0(o, out):
+def _e_CreateDelegationTokenRequest_CreatableRenewers_v0(o: CreateDelegationTokenRequest_CreatableRenewers, out: bytearray) -> None:
     _wstr(out, o.principal_type)
     _wstr(out, o.principal_name)
 
-def _e_CreateDelegationTokenRequest_v0(o, out):
+def _e_CreateDelegationTokenRequest_v0(o: CreateDelegationTokenRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.renewers
     if lst is None:
         raise ValueError('None in non-nullable array renewers')
@@ -206,7 +209,7 @@ def _e_CreateDelegationTokenRequest_v0(o, out):
     if o.owner_principal_name != '':
         _unsupported(o, 'owner_principal_name', '3+')
 
-def _da_CreateDelegationTokenRequest_CreatableRenewers_v2(mv, pos, n):
+def _da_CreateDelegationTokenRequest_CreatableRenewers_v2(mv: memoryview, pos: int, n: int) -> tuple[list[CreateDelegationTokenRequest_CreatableRenewers], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateDelegationTokenRequest_CreatableRenewers, n)))
     for o in result:
@@ -218,7 +221,7 @@ def _da_CreateDelegationTokenRequest_CreatableRenewers_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreateDelegationTokenRequest_v2(mv, pos):
+def _d_CreateDelegationTokenRequest_v2(mv: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(CreateDelegationTokenRequest)
     n = mv[pos]
@@ -241,7 +244,7 @@ def _d_CreateDelegationTokenRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateDelegationTokenRequest_CreatableRenewers_v2(o, out):
+def _e_CreateDelegationTokenRequest_CreatableRenewers_v2(o: CreateDelegationTokenRequest_CreatableRenewers, out: bytearray) -> None:
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)
     unknown = o._unknown_tagged_fields
@@ -250,7 +253,9 @@ def _e_CreateDelegationTokenRequest_CreatableRenewers_v2(o, out):
     else:
         out.append(0)
 
-def _e_CreateDelegationTokenRequest_v2(o, out):
+def _e_CreateDelegationTokenRequest_v2(o: CreateDelegationTokenRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.renewers
     if lst is None:
         raise ValueError('None in non-nullable array renewers')
@@ -269,7 +274,7 @@ def _e_CreateDelegationTokenRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_CreateDelegationTokenRequest_v3(mv, pos):
+def _d_CreateDelegationTokenRequest_v3(mv: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(CreateDelegationTokenRequest)
     o.owner_principal_type, pos = _rcnstr(mv, pos)
@@ -294,7 +299,9 @@ def _d_CreateDelegationTokenRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateDelegationTokenRequest_v3(o, out):
+def _e_CreateDelegationTokenRequest_v3(o: CreateDelegationTokenRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.owner_principal_type)
     _wcnstr(out, o.owner_principal_name)
     lst = o.renewers
@@ -311,7 +318,7 @@ def _e_CreateDelegationTokenRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_CreateDelegationTokenResponse_v0(mv, pos):
+def _d_CreateDelegationTokenResponse_v0(mv: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(CreateDelegationTokenResponse)
     o.error_code, = _u_h(mv, pos)
@@ -326,7 +333,7 @@ def _d_CreateDelegationTokenResponse_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_CreateDelegationTokenResponse_v0(o, out):
+def _e_CreateDelegationTokenResponse_v0(o: CreateDelegationTokenResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wstr(out, o.principal_type)
     _wstr(out, o.principal_name)
@@ -339,7 +346,7 @@ def _e_CreateDelegationTokenResponse_v0(o, out):
     if o.token_requester_principal_name != '':
         _unsupported(o, 'token_requester_principal_name', '3+')
 
-def _d_CreateDelegationTokenResponse_v2(mv, pos):
+def _d_CreateDelegationTokenResponse_v2(mv: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(CreateDelegationTokenResponse)
     o.error_code, = _u_h(mv, pos)
@@ -358,7 +365,7 @@ def _d_CreateDelegationTokenResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateDelegationTokenResponse_v2(o, out):
+def _e_CreateDelegationTokenResponse_v2(o: CreateDelegationTokenResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)
@@ -376,7 +383,7 @@ def _e_CreateDelegationTokenResponse_v2(o, out):
     else:
         out.append(0)
 
-def _d_CreateDelegationTokenResponse_v3(mv, pos):
+def _d_CreateDelegationTokenResponse_v3(mv: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(CreateDelegationTokenResponse)
     o.error_code, = _u_h(mv, pos)
@@ -397,7 +404,7 @@ def _d_CreateDelegationTokenResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateDelegationTokenResponse_v3(o, out):
+def _e_CreateDelegationTokenResponse_v3(o: CreateDelegationTokenResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -194,7 +195,7 @@ class CreatePartitionsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v0(mv, pos, n):
+def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsRequest_CreatePartitionsAssignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreatePartitionsRequest_CreatePartitionsAssignment, n)))
     for o in result:
@@ -211,7 +212,7 @@ def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_CreatePartitionsRequest_CreatePartitionsTopic_v0(mv, pos, n):
+def _da_CreatePartitionsRequest_CreatePartitionsTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsRequest_CreatePartitionsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreatePartitionsRequest_CreatePartitionsTopic, n)))
     for o in result:
@@ -230,7 +231,7 @@ def _da_CreatePartitionsRequest_CreatePartitionsTopic_v0(mv, pos, n):
             o.assignments = None
     return result, pos
 
-def _d_CreatePartitionsRequest_v0(mv, pos):
+def _d_CreatePartitionsRequest_v0(mv: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     limit = len(mv)
     o = _new(CreatePartitionsRequest)
     n, = _u_i(mv, pos)
@@ -247,7 +248,8 @@ def _d_CreatePartitionsRequest_v0(mv, pos):
     pos += 5
     return o, pos
 
-def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(o, out):
+def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(o: CreatePartitionsRequest_CreatePartitionsAssignment, out: bytearray) -> None:
+    lst: _Any
     lst = o.broker_ids
     if lst is None:
         raise ValueError('None in non-nullable array broker_ids')
@@ -255,7 +257,9 @@ def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(o, out):
+def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(o: CreatePartitionsRequest_CreatePartitionsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     out += _p_i(o.count)
     lst = o.assignments
@@ -266,7 +270,9 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(o, out):
         for item in lst:
             _e_CreatePartitionsRequest_CreatePartitionsAssignment_v0(item, out)
 
-def _e_CreatePartitionsRequest_v0(o, out):
+def _e_CreatePartitionsRequest_v0(o: CreatePartitionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -276,7 +282,7 @@ def _e_CreatePartitionsRequest_v0(o, out):
             _e_CreatePartitionsRequest_CreatePartitionsTopic_v0(item, out)
     out += _p_io(o.timeout_ms, o.validate_only)
 
-def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v2(mv, pos, n):
+def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v2(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsRequest_CreatePartitionsAssignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreatePartitionsRequest_CreatePartitionsAssignment, n)))
     for o in result:
@@ -299,7 +305,7 @@ def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_CreatePartitionsRequest_CreatePartitionsTopic_v2(mv, pos, n):
+def _da_CreatePartitionsRequest_CreatePartitionsTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsRequest_CreatePartitionsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreatePartitionsRequest_CreatePartitionsTopic, n)))
     for o in result:
@@ -322,7 +328,7 @@ def _da_CreatePartitionsRequest_CreatePartitionsTopic_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreatePartitionsRequest_v2(mv, pos):
+def _d_CreatePartitionsRequest_v2(mv: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     limit = len(mv)
     o = _new(CreatePartitionsRequest)
     n = mv[pos]
@@ -345,7 +351,8 @@ def _d_CreatePartitionsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o, out):
+def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o: CreatePartitionsRequest_CreatePartitionsAssignment, out: bytearray) -> None:
+    lst: _Any
     lst = o.broker_ids
     if lst is None:
         raise ValueError('None in non-nullable array broker_ids')
@@ -358,7 +365,9 @@ def _e_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o, out):
     else:
         out.append(0)
 
-def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o, out):
+def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o: CreatePartitionsRequest_CreatePartitionsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     out += _p_i(o.count)
     lst = o.assignments
@@ -374,7 +383,9 @@ def _e_CreatePartitionsRequest_CreatePartitionsTopic_v2(o, out):
     else:
         out.append(0)
 
-def _e_CreatePartitionsRequest_v2(o, out):
+def _e_CreatePartitionsRequest_v2(o: CreatePartitionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -389,7 +400,7 @@ def _e_CreatePartitionsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(mv, pos, n):
+def _da_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsResponse_CreatePartitionsTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreatePartitionsResponse_CreatePartitionsTopicResult, n)))
     for o in result:
@@ -399,7 +410,7 @@ def _da_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(mv, pos, n):
         o.error_message, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_CreatePartitionsResponse_v0(mv, pos):
+def _d_CreatePartitionsResponse_v0(mv: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     limit = len(mv)
     o = _new(CreatePartitionsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -416,12 +427,14 @@ def _d_CreatePartitionsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(o, out):
+def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(o: CreatePartitionsResponse_CreatePartitionsTopicResult, out: bytearray) -> None:
     _wstr(out, o.name)
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
 
-def _e_CreatePartitionsResponse_v0(o, out):
+def _e_CreatePartitionsResponse_v0(o: CreatePartitionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -431,7 +444,7 @@ def _e_CreatePartitionsResponse_v0(o, out):
         for item in lst:
             _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(item, out)
 
-def _da_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(mv, pos, n):
+def _da_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsResponse_CreatePartitionsTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreatePartitionsResponse_CreatePartitionsTopicResult, n)))
     for o in result:
@@ -445,7 +458,7 @@ def _da_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreatePartitionsResponse_v2(mv, pos):
+def _d_CreatePartitionsResponse_v2(mv: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     limit = len(mv)
     o = _new(CreatePartitionsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -466,7 +479,7 @@ def _d_CreatePartitionsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(o, out):
+def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(o: CreatePartitionsResponse_CreatePartitionsTopicResult, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -476,7 +489,9 @@ def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_CreatePartitionsResponse_v2(o, out):
+def _e_CreatePartitionsResponse_v2(o: CreatePartitionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:

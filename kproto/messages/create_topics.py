@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -273,7 +274,7 @@ class CreateTopicsResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n):
+def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableReplicaAssignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsRequest_CreatableReplicaAssignment, n)))
     for o in result:
@@ -292,7 +293,8 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos, n):
+def _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableTopicConfig], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopicConfig, n)))
     for o in result:
@@ -300,7 +302,7 @@ def _da_CreateTopicsRequest_CreatableTopicConfig_v0(mv, pos, n):
         o.value, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n):
+def _da_CreateTopicsRequest_CreatableTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopic, n)))
     for o in result:
@@ -329,7 +331,7 @@ def _da_CreateTopicsRequest_CreatableTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_CreateTopicsRequest_v0(mv, pos):
+def _d_CreateTopicsRequest_v0(mv: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     limit = len(mv)
     o = _new(CreateTopicsRequest)
     n, = _u_i(mv, pos)
@@ -346,7 +348,8 @@ def _d_CreateTopicsRequest_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_CreateTopicsRequest_CreatableReplicaAssignment_v0(o, out):
+def _e_CreateTopicsRequest_CreatableReplicaAssignment_v0(o: CreateTopicsRequest_CreatableReplicaAssignment, out: bytearray) -> None:
+    lst: _Any
     out += _p_i(o.partition_index)
     lst = o.broker_ids
     if lst is None:
@@ -355,11 +358,14 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_CreateTopicsRequest_CreatableTopicConfig_v0(o, out):
+def _e_CreateTopicsRequest_CreatableTopicConfig_v0(o: CreateTopicsRequest_CreatableTopicConfig, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.name)
     _wnstr(out, o.value)
 
-def _e_CreateTopicsRequest_CreatableTopic_v0(o, out):
+def _e_CreateTopicsRequest_CreatableTopic_v0(o: CreateTopicsRequest_CreatableTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     out += _p_ih(o.num_partitions, o.replication_factor)
     lst = o.assignments
@@ -377,7 +383,9 @@ def _e_CreateTopicsRequest_CreatableTopic_v0(o, out):
         for item in lst:
             _e_CreateTopicsRequest_CreatableTopicConfig_v0(item, out)
 
-def _e_CreateTopicsRequest_v0(o, out):
+def _e_CreateTopicsRequest_v0(o: CreateTopicsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -389,7 +397,7 @@ def _e_CreateTopicsRequest_v0(o, out):
     if o.validate_only != False:
         _unsupported(o, 'validate_only', '1+')
 
-def _d_CreateTopicsRequest_v1(mv, pos):
+def _d_CreateTopicsRequest_v1(mv: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     limit = len(mv)
     o = _new(CreateTopicsRequest)
     n, = _u_i(mv, pos)
@@ -406,7 +414,9 @@ def _d_CreateTopicsRequest_v1(mv, pos):
     pos += 5
     return o, pos
 
-def _e_CreateTopicsRequest_v1(o, out):
+def _e_CreateTopicsRequest_v1(o: CreateTopicsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -416,7 +426,7 @@ def _e_CreateTopicsRequest_v1(o, out):
             _e_CreateTopicsRequest_CreatableTopic_v0(item, out)
     out += _p_io(o.timeout_ms, o.validate_only)
 
-def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
+def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableReplicaAssignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsRequest_CreatableReplicaAssignment, n)))
     for o in result:
@@ -439,7 +449,8 @@ def _da_CreateTopicsRequest_CreatableReplicaAssignment_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos, n):
+def _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableTopicConfig], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopicConfig, n)))
     for o in result:
@@ -451,7 +462,7 @@ def _da_CreateTopicsRequest_CreatableTopicConfig_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
+def _da_CreateTopicsRequest_CreatableTopic_v5(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsRequest_CreatableTopic, n)))
     for o in result:
@@ -486,7 +497,7 @@ def _da_CreateTopicsRequest_CreatableTopic_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreateTopicsRequest_v5(mv, pos):
+def _d_CreateTopicsRequest_v5(mv: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     limit = len(mv)
     o = _new(CreateTopicsRequest)
     n = mv[pos]
@@ -509,7 +520,8 @@ def _d_CreateTopicsRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o, out):
+def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o: CreateTopicsRequest_CreatableReplicaAssignment, out: bytearray) -> None:
+    lst: _Any
     out += _p_i(o.partition_index)
     lst = o.broker_ids
     if lst is None:
@@ -523,7 +535,8 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_v5(o, out):
     else:
         out.append(0)
 
-def _e_CreateTopicsRequest_CreatableTopicConfig_v5(o, out):
+def _e_CreateTopicsRequest_CreatableTopicConfig_v5(o: CreateTopicsRequest_CreatableTopicConfig, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.name)
     _wcnstr(out, o.value)
     unknown = o._unknown_tagged_fields
@@ -532,7 +545,9 @@ def _e_CreateTopicsRequest_CreatableTopicConfig_v5(o, out):
     else:
         out.append(0)
 
-def _e_CreateTopicsRequest_CreatableTopic_v5(o, out):
+def _e_CreateTopicsRequest_CreatableTopic_v5(o: CreateTopicsRequest_CreatableTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     out += _p_ih(o.num_partitions, o.replication_factor)
     lst = o.assignments
@@ -555,7 +570,9 @@ def _e_CreateTopicsRequest_CreatableTopic_v5(o, out):
     else:
         out.append(0)
 
-def _e_CreateTopicsRequest_v5(o, out):
+def _e_CreateTopicsRequest_v5(o: CreateTopicsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -570,7 +587,7 @@ def _e_CreateTopicsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _da_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos, n):
+def _da_CreateTopicsResponse_CreatableTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsResponse_CreatableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
     for o in result:
@@ -579,7 +596,7 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_CreateTopicsResponse_v0(mv, pos):
+def _d_CreateTopicsResponse_v0(mv: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     limit = len(mv)
     o = _new(CreateTopicsResponse)
     n, = _u_i(mv, pos)
@@ -594,11 +611,13 @@ def _d_CreateTopicsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreateTopicsResponse_CreatableTopicResult_v0(o, out):
+def _e_CreateTopicsResponse_CreatableTopicResult_v0(o: CreateTopicsResponse_CreatableTopicResult, out: bytearray) -> None:
     _wstr(out, o.name)
     out += _p_h(o.error_code)
 
-def _e_CreateTopicsResponse_v0(o, out):
+def _e_CreateTopicsResponse_v0(o: CreateTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -607,7 +626,7 @@ def _e_CreateTopicsResponse_v0(o, out):
         for item in lst:
             _e_CreateTopicsResponse_CreatableTopicResult_v0(item, out)
 
-def _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n):
+def _da_CreateTopicsResponse_CreatableTopicResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsResponse_CreatableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
     for o in result:
@@ -617,7 +636,7 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v1(mv, pos, n):
         o.error_message, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_CreateTopicsResponse_v1(mv, pos):
+def _d_CreateTopicsResponse_v1(mv: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     limit = len(mv)
     o = _new(CreateTopicsResponse)
     n, = _u_i(mv, pos)
@@ -632,12 +651,14 @@ def _d_CreateTopicsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreateTopicsResponse_CreatableTopicResult_v1(o, out):
+def _e_CreateTopicsResponse_CreatableTopicResult_v1(o: CreateTopicsResponse_CreatableTopicResult, out: bytearray) -> None:
     _wstr(out, o.name)
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
 
-def _e_CreateTopicsResponse_v1(o, out):
+def _e_CreateTopicsResponse_v1(o: CreateTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -646,7 +667,7 @@ def _e_CreateTopicsResponse_v1(o, out):
         for item in lst:
             _e_CreateTopicsResponse_CreatableTopicResult_v1(item, out)
 
-def _d_CreateTopicsResponse_v2(mv, pos):
+def _d_CreateTopicsResponse_v2(mv: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     limit = len(mv)
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -663,7 +684,9 @@ def _d_CreateTopicsResponse_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_CreateTopicsResponse_v2(o, out):
+def _e_CreateTopicsResponse_v2(o: CreateTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -673,7 +696,8 @@ def _e_CreateTopicsResponse_v2(o, out):
         for item in lst:
             _e_CreateTopicsResponse_CreatableTopicResult_v1(item, out)
 
-def _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n):
+def _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsResponse_CreatableTopicConfigs], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicConfigs, n)))
     for o in result:
@@ -687,13 +711,15 @@ def _da_CreateTopicsResponse_CreatableTopicConfigs_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_CreateTopicsResponse_CreatableTopicResult_0_v5(mv, pos):
+def _tv_CreateTopicsResponse_CreatableTopicResult_0_v5(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, = _u_h(mv, pos)
     pos += 2
     return value, pos
 
-def _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos):
+def _t_CreateTopicsResponse_CreatableTopicResult_v5(o: CreateTopicsResponse_CreatableTopicResult, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -705,7 +731,7 @@ def _t_CreateTopicsResponse_CreatableTopicResult_v5(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
+def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsResponse_CreatableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
     for o in result:
@@ -731,7 +757,7 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreateTopicsResponse_v5(mv, pos):
+def _d_CreateTopicsResponse_v5(mv: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     limit = len(mv)
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -752,7 +778,8 @@ def _d_CreateTopicsResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateTopicsResponse_CreatableTopicConfigs_v5(o, out):
+def _e_CreateTopicsResponse_CreatableTopicConfigs_v5(o: CreateTopicsResponse_CreatableTopicConfigs, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.name)
     _wcnstr(out, o.value)
     out += _p_obo(o.read_only, o.config_source, o.is_sensitive)
@@ -762,7 +789,11 @@ def _e_CreateTopicsResponse_CreatableTopicConfigs_v5(o, out):
     else:
         out.append(0)
 
-def _e_CreateTopicsResponse_CreatableTopicResult_v5(o, out):
+def _e_CreateTopicsResponse_CreatableTopicResult_v5(o: CreateTopicsResponse_CreatableTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     _wcstr(out, o.name)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -786,7 +817,9 @@ def _e_CreateTopicsResponse_CreatableTopicResult_v5(o, out):
     else:
         out.append(0)
 
-def _e_CreateTopicsResponse_v5(o, out):
+def _e_CreateTopicsResponse_v5(o: CreateTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -801,7 +834,7 @@ def _e_CreateTopicsResponse_v5(o, out):
     else:
         out.append(0)
 
-def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
+def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsResponse_CreatableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(CreateTopicsResponse_CreatableTopicResult, n)))
     for o in result:
@@ -828,7 +861,7 @@ def _da_CreateTopicsResponse_CreatableTopicResult_v7(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_CreateTopicsResponse_v7(mv, pos):
+def _d_CreateTopicsResponse_v7(mv: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     limit = len(mv)
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -849,7 +882,11 @@ def _d_CreateTopicsResponse_v7(mv, pos):
         pos += 1
     return o, pos
 
-def _e_CreateTopicsResponse_CreatableTopicResult_v7(o, out):
+def _e_CreateTopicsResponse_CreatableTopicResult_v7(o: CreateTopicsResponse_CreatableTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     _wcstr(out, o.name)
     out += o.topic_id.bytes
     out += _p_h(o.error_code)
@@ -874,7 +911,9 @@ def _e_CreateTopicsResponse_CreatableTopicResult_v7(o, out):
     else:
         out.append(0)
 
-def _e_CreateTopicsResponse_v7(o, out):
+def _e_CreateTopicsResponse_v7(o: CreateTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -82,7 +83,7 @@ class DefaultPrincipalData(ProtocolStruct):
         self.token_authenticated = token_authenticated
 
 
-def _d_DefaultPrincipalData_v0(mv, pos):
+def _d_DefaultPrincipalData_v0(mv: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:
     limit = len(mv)
     o = _new(DefaultPrincipalData)
     o.type, pos = _rcstr(mv, pos)
@@ -95,7 +96,7 @@ def _d_DefaultPrincipalData_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DefaultPrincipalData_v0(o, out):
+def _e_DefaultPrincipalData_v0(o: DefaultPrincipalData, out: bytearray) -> None:
     _wcstr(out, o.type)
     _wcstr(out, o.name)
     out += _p_o(o.token_authenticated)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -216,7 +217,7 @@ class DeleteAclsResponse(ProtocolStruct):
             self.filter_results = filter_results
 
 
-def _da_DeleteAclsRequest_DeleteAclsFilter_v0(mv, pos, n):
+def _da_DeleteAclsRequest_DeleteAclsFilter_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsRequest_DeleteAclsFilter], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsRequest_DeleteAclsFilter, n)))
     for o in result:
@@ -229,7 +230,7 @@ def _da_DeleteAclsRequest_DeleteAclsFilter_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_DeleteAclsRequest_v0(mv, pos):
+def _d_DeleteAclsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     limit = len(mv)
     o = _new(DeleteAclsRequest)
     n, = _u_i(mv, pos)
@@ -244,7 +245,7 @@ def _d_DeleteAclsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteAclsRequest_DeleteAclsFilter_v0(o, out):
+def _e_DeleteAclsRequest_DeleteAclsFilter_v0(o: DeleteAclsRequest_DeleteAclsFilter, out: bytearray) -> None:
     out += _p_b(o.resource_type_filter)
     _wnstr(out, o.resource_name_filter)
     _wnstr(out, o.principal_filter)
@@ -253,7 +254,9 @@ def _e_DeleteAclsRequest_DeleteAclsFilter_v0(o, out):
     if o.pattern_type_filter != 3:
         _unsupported(o, 'pattern_type_filter', '1+')
 
-def _e_DeleteAclsRequest_v0(o, out):
+def _e_DeleteAclsRequest_v0(o: DeleteAclsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.filters
     if lst is None:
         raise ValueError('None in non-nullable array filters')
@@ -262,7 +265,7 @@ def _e_DeleteAclsRequest_v0(o, out):
         for item in lst:
             _e_DeleteAclsRequest_DeleteAclsFilter_v0(item, out)
 
-def _da_DeleteAclsRequest_DeleteAclsFilter_v1(mv, pos, n):
+def _da_DeleteAclsRequest_DeleteAclsFilter_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsRequest_DeleteAclsFilter], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsRequest_DeleteAclsFilter, n)))
     for o in result:
@@ -277,7 +280,7 @@ def _da_DeleteAclsRequest_DeleteAclsFilter_v1(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_DeleteAclsRequest_v1(mv, pos):
+def _d_DeleteAclsRequest_v1(mv: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     limit = len(mv)
     o = _new(DeleteAclsRequest)
     n, = _u_i(mv, pos)
@@ -292,7 +295,7 @@ def _d_DeleteAclsRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteAclsRequest_DeleteAclsFilter_v1(o, out):
+def _e_DeleteAclsRequest_DeleteAclsFilter_v1(o: DeleteAclsRequest_DeleteAclsFilter, out: bytearray) -> None:
     out += _p_b(o.resource_type_filter)
     _wnstr(out, o.resource_name_filter)
     out += _p_b(o.pattern_type_filter)
@@ -300,7 +303,9 @@ def _e_DeleteAclsRequest_DeleteAclsFilter_v1(o, out):
     _wnstr(out, o.host_filter)
     out += _p_bb(o.operation, o.permission_type)
 
-def _e_DeleteAclsRequest_v1(o, out):
+def _e_DeleteAclsRequest_v1(o: DeleteAclsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.filters
     if lst is None:
         raise ValueError('None in non-nullable array filters')
@@ -309,7 +314,7 @@ def _e_DeleteAclsRequest_v1(o, out):
         for item in lst:
             _e_DeleteAclsRequest_DeleteAclsFilter_v1(item, out)
 
-def _da_DeleteAclsRequest_DeleteAclsFilter_v2(mv, pos, n):
+def _da_DeleteAclsRequest_DeleteAclsFilter_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsRequest_DeleteAclsFilter], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsRequest_DeleteAclsFilter, n)))
     for o in result:
@@ -328,7 +333,7 @@ def _da_DeleteAclsRequest_DeleteAclsFilter_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteAclsRequest_v2(mv, pos):
+def _d_DeleteAclsRequest_v2(mv: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     limit = len(mv)
     o = _new(DeleteAclsRequest)
     n = mv[pos]
@@ -349,7 +354,7 @@ def _d_DeleteAclsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteAclsRequest_DeleteAclsFilter_v2(o, out):
+def _e_DeleteAclsRequest_DeleteAclsFilter_v2(o: DeleteAclsRequest_DeleteAclsFilter, out: bytearray) -> None:
     out += _p_b(o.resource_type_filter)
     _wcnstr(out, o.resource_name_filter)
     out += _p_b(o.pattern_type_filter)
@@ -362,7 +367,9 @@ def _e_DeleteAclsRequest_DeleteAclsFilter_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteAclsRequest_v2(o, out):
+def _e_DeleteAclsRequest_v2(o: DeleteAclsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.filters
     if lst is None:
         raise ValueError('None in non-nullable array filters')
@@ -376,7 +383,7 @@ def _e_DeleteAclsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(mv, pos, n):
+def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsResponse_DeleteAclsMatchingAcl], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsResponse_DeleteAclsMatchingAcl, n)))
     for o in result:
@@ -392,7 +399,7 @@ def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_DeleteAclsResponse_DeleteAclsFilterResult_v0(mv, pos, n):
+def _da_DeleteAclsResponse_DeleteAclsFilterResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsResponse_DeleteAclsFilterResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsResponse_DeleteAclsFilterResult, n)))
     for o in result:
@@ -411,7 +418,7 @@ def _da_DeleteAclsResponse_DeleteAclsFilterResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DeleteAclsResponse_v0(mv, pos):
+def _d_DeleteAclsResponse_v0(mv: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     limit = len(mv)
     o = _new(DeleteAclsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -428,7 +435,7 @@ def _d_DeleteAclsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(o, out):
+def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(o: DeleteAclsResponse_DeleteAclsMatchingAcl, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -439,7 +446,9 @@ def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(o, out):
     if o.pattern_type != 3:
         _unsupported(o, 'pattern_type', '1+')
 
-def _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(o, out):
+def _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(o: DeleteAclsResponse_DeleteAclsFilterResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     lst = o.matching_acls
@@ -450,7 +459,9 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(o, out):
         for item in lst:
             _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(item, out)
 
-def _e_DeleteAclsResponse_v0(o, out):
+def _e_DeleteAclsResponse_v0(o: DeleteAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.filter_results
     if lst is None:
@@ -460,7 +471,7 @@ def _e_DeleteAclsResponse_v0(o, out):
         for item in lst:
             _e_DeleteAclsResponse_DeleteAclsFilterResult_v0(item, out)
 
-def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(mv, pos, n):
+def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsResponse_DeleteAclsMatchingAcl], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsResponse_DeleteAclsMatchingAcl, n)))
     for o in result:
@@ -478,7 +489,7 @@ def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_DeleteAclsResponse_DeleteAclsFilterResult_v1(mv, pos, n):
+def _da_DeleteAclsResponse_DeleteAclsFilterResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsResponse_DeleteAclsFilterResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsResponse_DeleteAclsFilterResult, n)))
     for o in result:
@@ -497,7 +508,7 @@ def _da_DeleteAclsResponse_DeleteAclsFilterResult_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DeleteAclsResponse_v1(mv, pos):
+def _d_DeleteAclsResponse_v1(mv: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     limit = len(mv)
     o = _new(DeleteAclsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -514,7 +525,7 @@ def _d_DeleteAclsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(o, out):
+def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(o: DeleteAclsResponse_DeleteAclsMatchingAcl, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -524,7 +535,9 @@ def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(o, out):
     _wstr(out, o.host)
     out += _p_bb(o.operation, o.permission_type)
 
-def _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(o, out):
+def _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(o: DeleteAclsResponse_DeleteAclsFilterResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     lst = o.matching_acls
@@ -535,7 +548,9 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(o, out):
         for item in lst:
             _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(item, out)
 
-def _e_DeleteAclsResponse_v1(o, out):
+def _e_DeleteAclsResponse_v1(o: DeleteAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.filter_results
     if lst is None:
@@ -545,7 +560,7 @@ def _e_DeleteAclsResponse_v1(o, out):
         for item in lst:
             _e_DeleteAclsResponse_DeleteAclsFilterResult_v1(item, out)
 
-def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(mv, pos, n):
+def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsResponse_DeleteAclsMatchingAcl], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsResponse_DeleteAclsMatchingAcl, n)))
     for o in result:
@@ -567,7 +582,7 @@ def _da_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DeleteAclsResponse_DeleteAclsFilterResult_v2(mv, pos, n):
+def _da_DeleteAclsResponse_DeleteAclsFilterResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsResponse_DeleteAclsFilterResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteAclsResponse_DeleteAclsFilterResult, n)))
     for o in result:
@@ -592,7 +607,7 @@ def _da_DeleteAclsResponse_DeleteAclsFilterResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteAclsResponse_v2(mv, pos):
+def _d_DeleteAclsResponse_v2(mv: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     limit = len(mv)
     o = _new(DeleteAclsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -613,7 +628,7 @@ def _d_DeleteAclsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(o, out):
+def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(o: DeleteAclsResponse_DeleteAclsMatchingAcl, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -628,7 +643,9 @@ def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(o, out):
+def _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(o: DeleteAclsResponse_DeleteAclsFilterResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.matching_acls
@@ -644,7 +661,9 @@ def _e_DeleteAclsResponse_DeleteAclsFilterResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteAclsResponse_v2(o, out):
+def _e_DeleteAclsResponse_v2(o: DeleteAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.filter_results
     if lst is None:

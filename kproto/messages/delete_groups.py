@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -139,7 +140,9 @@ class DeleteGroupsResponse(ProtocolStruct):
             self.results = results
 
 
-def _d_DeleteGroupsRequest_v0(mv, pos):
+def _d_DeleteGroupsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DeleteGroupsRequest)
     n, = _u_i(mv, pos)
@@ -158,7 +161,9 @@ def _d_DeleteGroupsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteGroupsRequest_v0(o, out):
+def _e_DeleteGroupsRequest_v0(o: DeleteGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups_names
     if lst is None:
         raise ValueError('None in non-nullable array groups_names')
@@ -167,7 +172,9 @@ def _e_DeleteGroupsRequest_v0(o, out):
         for item in lst:
             _wstr(out, item)
 
-def _d_DeleteGroupsRequest_v2(mv, pos):
+def _d_DeleteGroupsRequest_v2(mv: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DeleteGroupsRequest)
     n = mv[pos]
@@ -192,7 +199,9 @@ def _d_DeleteGroupsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteGroupsRequest_v2(o, out):
+def _e_DeleteGroupsRequest_v2(o: DeleteGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups_names
     if lst is None:
         raise ValueError('None in non-nullable array groups_names')
@@ -206,7 +215,7 @@ def _e_DeleteGroupsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DeleteGroupsResponse_DeletableGroupResult_v0(mv, pos, n):
+def _da_DeleteGroupsResponse_DeletableGroupResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteGroupsResponse_DeletableGroupResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteGroupsResponse_DeletableGroupResult, n)))
     for o in result:
@@ -215,7 +224,7 @@ def _da_DeleteGroupsResponse_DeletableGroupResult_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_DeleteGroupsResponse_v0(mv, pos):
+def _d_DeleteGroupsResponse_v0(mv: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     limit = len(mv)
     o = _new(DeleteGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -232,11 +241,13 @@ def _d_DeleteGroupsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteGroupsResponse_DeletableGroupResult_v0(o, out):
+def _e_DeleteGroupsResponse_DeletableGroupResult_v0(o: DeleteGroupsResponse_DeletableGroupResult, out: bytearray) -> None:
     _wstr(out, o.group_id)
     out += _p_h(o.error_code)
 
-def _e_DeleteGroupsResponse_v0(o, out):
+def _e_DeleteGroupsResponse_v0(o: DeleteGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -246,7 +257,7 @@ def _e_DeleteGroupsResponse_v0(o, out):
         for item in lst:
             _e_DeleteGroupsResponse_DeletableGroupResult_v0(item, out)
 
-def _da_DeleteGroupsResponse_DeletableGroupResult_v2(mv, pos, n):
+def _da_DeleteGroupsResponse_DeletableGroupResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteGroupsResponse_DeletableGroupResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteGroupsResponse_DeletableGroupResult, n)))
     for o in result:
@@ -259,7 +270,7 @@ def _da_DeleteGroupsResponse_DeletableGroupResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteGroupsResponse_v2(mv, pos):
+def _d_DeleteGroupsResponse_v2(mv: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     limit = len(mv)
     o = _new(DeleteGroupsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -280,7 +291,7 @@ def _d_DeleteGroupsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteGroupsResponse_DeletableGroupResult_v2(o, out):
+def _e_DeleteGroupsResponse_DeletableGroupResult_v2(o: DeleteGroupsResponse_DeletableGroupResult, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     out += _p_h(o.error_code)
     unknown = o._unknown_tagged_fields
@@ -289,7 +300,9 @@ def _e_DeleteGroupsResponse_DeletableGroupResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteGroupsResponse_v2(o, out):
+def _e_DeleteGroupsResponse_v2(o: DeleteGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -304,7 +317,7 @@ def _e_DeleteGroupsResponse_v2(o, out):
     else:
         out.append(0)
 
-def _da_DeleteGroupsResponse_DeletableGroupResult_v3(mv, pos, n):
+def _da_DeleteGroupsResponse_DeletableGroupResult_v3(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteGroupsResponse_DeletableGroupResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteGroupsResponse_DeletableGroupResult, n)))
     for o in result:
@@ -318,7 +331,7 @@ def _da_DeleteGroupsResponse_DeletableGroupResult_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteGroupsResponse_v3(mv, pos):
+def _d_DeleteGroupsResponse_v3(mv: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     limit = len(mv)
     o = _new(DeleteGroupsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -339,7 +352,7 @@ def _d_DeleteGroupsResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteGroupsResponse_DeletableGroupResult_v3(o, out):
+def _e_DeleteGroupsResponse_DeletableGroupResult_v3(o: DeleteGroupsResponse_DeletableGroupResult, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -349,7 +362,9 @@ def _e_DeleteGroupsResponse_DeletableGroupResult_v3(o, out):
     else:
         out.append(0)
 
-def _e_DeleteGroupsResponse_v3(o, out):
+def _e_DeleteGroupsResponse_v3(o: DeleteGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:

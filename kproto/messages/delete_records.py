@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -215,7 +216,7 @@ class DeleteRecordsResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_DeleteRecordsRequest_DeleteRecordsPartition_v0(mv, pos, n):
+def _da_DeleteRecordsRequest_DeleteRecordsPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsRequest_DeleteRecordsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsRequest_DeleteRecordsPartition, n)))
     for o in result:
@@ -223,7 +224,7 @@ def _da_DeleteRecordsRequest_DeleteRecordsPartition_v0(mv, pos, n):
         pos += 12
     return result, pos
 
-def _da_DeleteRecordsRequest_DeleteRecordsTopic_v0(mv, pos, n):
+def _da_DeleteRecordsRequest_DeleteRecordsTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsRequest_DeleteRecordsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsRequest_DeleteRecordsTopic, n)))
     for o in result:
@@ -240,7 +241,7 @@ def _da_DeleteRecordsRequest_DeleteRecordsTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DeleteRecordsRequest_v0(mv, pos):
+def _d_DeleteRecordsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     limit = len(mv)
     o = _new(DeleteRecordsRequest)
     n, = _u_i(mv, pos)
@@ -257,10 +258,12 @@ def _d_DeleteRecordsRequest_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_DeleteRecordsRequest_DeleteRecordsPartition_v0(o, out):
+def _e_DeleteRecordsRequest_DeleteRecordsPartition_v0(o: DeleteRecordsRequest_DeleteRecordsPartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.offset)
 
-def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(o, out):
+def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(o: DeleteRecordsRequest_DeleteRecordsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -270,7 +273,9 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(o, out):
         for item in lst:
             _e_DeleteRecordsRequest_DeleteRecordsPartition_v0(item, out)
 
-def _e_DeleteRecordsRequest_v0(o, out):
+def _e_DeleteRecordsRequest_v0(o: DeleteRecordsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -280,7 +285,7 @@ def _e_DeleteRecordsRequest_v0(o, out):
             _e_DeleteRecordsRequest_DeleteRecordsTopic_v0(item, out)
     out += _p_i(o.timeout_ms)
 
-def _da_DeleteRecordsRequest_DeleteRecordsPartition_v2(mv, pos, n):
+def _da_DeleteRecordsRequest_DeleteRecordsPartition_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsRequest_DeleteRecordsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsRequest_DeleteRecordsPartition, n)))
     for o in result:
@@ -292,7 +297,7 @@ def _da_DeleteRecordsRequest_DeleteRecordsPartition_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DeleteRecordsRequest_DeleteRecordsTopic_v2(mv, pos, n):
+def _da_DeleteRecordsRequest_DeleteRecordsTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsRequest_DeleteRecordsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsRequest_DeleteRecordsTopic, n)))
     for o in result:
@@ -315,7 +320,7 @@ def _da_DeleteRecordsRequest_DeleteRecordsTopic_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteRecordsRequest_v2(mv, pos):
+def _d_DeleteRecordsRequest_v2(mv: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     limit = len(mv)
     o = _new(DeleteRecordsRequest)
     n = mv[pos]
@@ -338,7 +343,7 @@ def _d_DeleteRecordsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(o, out):
+def _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(o: DeleteRecordsRequest_DeleteRecordsPartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -346,7 +351,9 @@ def _e_DeleteRecordsRequest_DeleteRecordsPartition_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o, out):
+def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o: DeleteRecordsRequest_DeleteRecordsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -361,7 +368,9 @@ def _e_DeleteRecordsRequest_DeleteRecordsTopic_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteRecordsRequest_v2(o, out):
+def _e_DeleteRecordsRequest_v2(o: DeleteRecordsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -376,7 +385,7 @@ def _e_DeleteRecordsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(mv, pos, n):
+def _da_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsResponse_DeleteRecordsPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsResponse_DeleteRecordsPartitionResult, n)))
     for o in result:
@@ -384,7 +393,7 @@ def _da_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(mv, pos, n):
         pos += 14
     return result, pos
 
-def _da_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(mv, pos, n):
+def _da_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsResponse_DeleteRecordsTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsResponse_DeleteRecordsTopicResult, n)))
     for o in result:
@@ -401,7 +410,7 @@ def _da_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DeleteRecordsResponse_v0(mv, pos):
+def _d_DeleteRecordsResponse_v0(mv: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     limit = len(mv)
     o = _new(DeleteRecordsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -418,10 +427,12 @@ def _d_DeleteRecordsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(o, out):
+def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(o: DeleteRecordsResponse_DeleteRecordsPartitionResult, out: bytearray) -> None:
     out += _p_iqh(o.partition_index, o.low_watermark, o.error_code)
 
-def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o, out):
+def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o: DeleteRecordsResponse_DeleteRecordsTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -431,7 +442,9 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o, out):
         for item in lst:
             _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(item, out)
 
-def _e_DeleteRecordsResponse_v0(o, out):
+def _e_DeleteRecordsResponse_v0(o: DeleteRecordsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -441,7 +454,7 @@ def _e_DeleteRecordsResponse_v0(o, out):
         for item in lst:
             _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(item, out)
 
-def _da_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(mv, pos, n):
+def _da_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsResponse_DeleteRecordsPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsResponse_DeleteRecordsPartitionResult, n)))
     for o in result:
@@ -453,7 +466,7 @@ def _da_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(mv, pos, n):
+def _da_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsResponse_DeleteRecordsTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteRecordsResponse_DeleteRecordsTopicResult, n)))
     for o in result:
@@ -476,7 +489,7 @@ def _da_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteRecordsResponse_v2(mv, pos):
+def _d_DeleteRecordsResponse_v2(mv: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     limit = len(mv)
     o = _new(DeleteRecordsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -497,7 +510,7 @@ def _d_DeleteRecordsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o, out):
+def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o: DeleteRecordsResponse_DeleteRecordsPartitionResult, out: bytearray) -> None:
     out += _p_iqh(o.partition_index, o.low_watermark, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -505,7 +518,9 @@ def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o, out):
+def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o: DeleteRecordsResponse_DeleteRecordsTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -520,7 +535,9 @@ def _e_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_DeleteRecordsResponse_v2(o, out):
+def _e_DeleteRecordsResponse_v2(o: DeleteRecordsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -165,7 +166,7 @@ class DeleteShareGroupOffsetsResponse(ProtocolStruct):
             self.responses = responses
 
 
-def _da_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(mv, pos, n):
+def _da_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, n)))
     for o in result:
@@ -176,7 +177,7 @@ def _da_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(mv
             pos += 1
     return result, pos
 
-def _d_DeleteShareGroupOffsetsRequest_v0(mv, pos):
+def _d_DeleteShareGroupOffsetsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteShareGroupOffsetsRequest, int]:
     limit = len(mv)
     o = _new(DeleteShareGroupOffsetsRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -198,7 +199,7 @@ def _d_DeleteShareGroupOffsetsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o, out):
+def _e_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o: DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -206,7 +207,9 @@ def _e_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o, 
     else:
         out.append(0)
 
-def _e_DeleteShareGroupOffsetsRequest_v0(o, out):
+def _e_DeleteShareGroupOffsetsRequest_v0(o: DeleteShareGroupOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -221,7 +224,7 @@ def _e_DeleteShareGroupOffsetsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(mv, pos, n):
+def _da_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, n)))
     for o in result:
@@ -236,7 +239,7 @@ def _da_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(
             pos += 1
     return result, pos
 
-def _d_DeleteShareGroupOffsetsResponse_v0(mv, pos):
+def _d_DeleteShareGroupOffsetsResponse_v0(mv: memoryview, pos: int) -> tuple[DeleteShareGroupOffsetsResponse, int]:
     limit = len(mv)
     o = _new(DeleteShareGroupOffsetsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -260,7 +263,7 @@ def _d_DeleteShareGroupOffsetsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(o, out):
+def _e_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(o: DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     out += _p_h(o.error_code)
@@ -271,7 +274,9 @@ def _e_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(o
     else:
         out.append(0)
 
-def _e_DeleteShareGroupOffsetsResponse_v0(o, out):
+def _e_DeleteShareGroupOffsetsResponse_v0(o: DeleteShareGroupOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.responses

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -205,7 +206,7 @@ class DeleteShareGroupStateResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_DeleteShareGroupStateRequest_PartitionData_v0(mv, pos, n):
+def _da_DeleteShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupStateRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteShareGroupStateRequest_PartitionData, n)))
     for o in result:
@@ -217,7 +218,7 @@ def _da_DeleteShareGroupStateRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DeleteShareGroupStateRequest_DeleteStateData_v0(mv, pos, n):
+def _da_DeleteShareGroupStateRequest_DeleteStateData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupStateRequest_DeleteStateData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteShareGroupStateRequest_DeleteStateData, n)))
     for o in result:
@@ -240,7 +241,7 @@ def _da_DeleteShareGroupStateRequest_DeleteStateData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteShareGroupStateRequest_v0(mv, pos):
+def _d_DeleteShareGroupStateRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteShareGroupStateRequest, int]:
     limit = len(mv)
     o = _new(DeleteShareGroupStateRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -262,7 +263,7 @@ def _d_DeleteShareGroupStateRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteShareGroupStateRequest_PartitionData_v0(o, out):
+def _e_DeleteShareGroupStateRequest_PartitionData_v0(o: DeleteShareGroupStateRequest_PartitionData, out: bytearray) -> None:
     out += _p_i(o.partition)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -270,7 +271,9 @@ def _e_DeleteShareGroupStateRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DeleteShareGroupStateRequest_DeleteStateData_v0(o, out):
+def _e_DeleteShareGroupStateRequest_DeleteStateData_v0(o: DeleteShareGroupStateRequest_DeleteStateData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -285,7 +288,9 @@ def _e_DeleteShareGroupStateRequest_DeleteStateData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DeleteShareGroupStateRequest_v0(o, out):
+def _e_DeleteShareGroupStateRequest_v0(o: DeleteShareGroupStateRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -300,7 +305,7 @@ def _e_DeleteShareGroupStateRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DeleteShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
+def _da_DeleteShareGroupStateResponse_PartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupStateResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteShareGroupStateResponse_PartitionResult, n)))
     for o in result:
@@ -313,7 +318,7 @@ def _da_DeleteShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DeleteShareGroupStateResponse_DeleteStateResult_v0(mv, pos, n):
+def _da_DeleteShareGroupStateResponse_DeleteStateResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupStateResponse_DeleteStateResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteShareGroupStateResponse_DeleteStateResult, n)))
     for o in result:
@@ -336,7 +341,7 @@ def _da_DeleteShareGroupStateResponse_DeleteStateResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteShareGroupStateResponse_v0(mv, pos):
+def _d_DeleteShareGroupStateResponse_v0(mv: memoryview, pos: int) -> tuple[DeleteShareGroupStateResponse, int]:
     limit = len(mv)
     o = _new(DeleteShareGroupStateResponse)
     n = mv[pos]
@@ -357,7 +362,7 @@ def _d_DeleteShareGroupStateResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteShareGroupStateResponse_PartitionResult_v0(o, out):
+def _e_DeleteShareGroupStateResponse_PartitionResult_v0(o: DeleteShareGroupStateResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -366,7 +371,9 @@ def _e_DeleteShareGroupStateResponse_PartitionResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_DeleteShareGroupStateResponse_DeleteStateResult_v0(o, out):
+def _e_DeleteShareGroupStateResponse_DeleteStateResult_v0(o: DeleteShareGroupStateResponse_DeleteStateResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -381,7 +388,9 @@ def _e_DeleteShareGroupStateResponse_DeleteStateResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_DeleteShareGroupStateResponse_v0(o, out):
+def _e_DeleteShareGroupStateResponse_v0(o: DeleteShareGroupStateResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.results
     if lst is None:
         raise ValueError('None in non-nullable array results')

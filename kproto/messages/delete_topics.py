@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -169,7 +170,9 @@ class DeleteTopicsResponse(ProtocolStruct):
             self.responses = responses
 
 
-def _d_DeleteTopicsRequest_v0(mv, pos):
+def _d_DeleteTopicsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DeleteTopicsRequest)
     n, = _u_i(mv, pos)
@@ -190,7 +193,9 @@ def _d_DeleteTopicsRequest_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_DeleteTopicsRequest_v0(o, out):
+def _e_DeleteTopicsRequest_v0(o: DeleteTopicsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_names
     if lst is None:
         raise ValueError('None in non-nullable array topic_names')
@@ -202,7 +207,9 @@ def _e_DeleteTopicsRequest_v0(o, out):
     if o.topics != []:
         _unsupported(o, 'topics', '6+')
 
-def _d_DeleteTopicsRequest_v4(mv, pos):
+def _d_DeleteTopicsRequest_v4(mv: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DeleteTopicsRequest)
     n = mv[pos]
@@ -229,7 +236,9 @@ def _d_DeleteTopicsRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteTopicsRequest_v4(o, out):
+def _e_DeleteTopicsRequest_v4(o: DeleteTopicsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_names
     if lst is None:
         raise ValueError('None in non-nullable array topic_names')
@@ -246,7 +255,7 @@ def _e_DeleteTopicsRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos, n):
+def _da_DeleteTopicsRequest_DeleteTopicState_v6(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteTopicsRequest_DeleteTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteTopicsRequest_DeleteTopicState, n)))
     for o in result:
@@ -258,7 +267,7 @@ def _da_DeleteTopicsRequest_DeleteTopicState_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteTopicsRequest_v6(mv, pos):
+def _d_DeleteTopicsRequest_v6(mv: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     limit = len(mv)
     o = _new(DeleteTopicsRequest)
     n = mv[pos]
@@ -281,7 +290,7 @@ def _d_DeleteTopicsRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteTopicsRequest_DeleteTopicState_v6(o, out):
+def _e_DeleteTopicsRequest_DeleteTopicState_v6(o: DeleteTopicsRequest_DeleteTopicState, out: bytearray) -> None:
     _wcnstr(out, o.name)
     out += o.topic_id.bytes
     unknown = o._unknown_tagged_fields
@@ -290,7 +299,9 @@ def _e_DeleteTopicsRequest_DeleteTopicState_v6(o, out):
     else:
         out.append(0)
 
-def _e_DeleteTopicsRequest_v6(o, out):
+def _e_DeleteTopicsRequest_v6(o: DeleteTopicsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -305,7 +316,7 @@ def _e_DeleteTopicsRequest_v6(o, out):
     else:
         out.append(0)
 
-def _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n):
+def _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteTopicsResponse_DeletableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
     for o in result:
@@ -314,7 +325,7 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_DeleteTopicsResponse_v0(mv, pos):
+def _d_DeleteTopicsResponse_v0(mv: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
     n, = _u_i(mv, pos)
@@ -329,11 +340,13 @@ def _d_DeleteTopicsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_v0(o, out):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v0(o: DeleteTopicsResponse_DeletableTopicResult, out: bytearray) -> None:
     _wstr(out, o.name)
     out += _p_h(o.error_code)
 
-def _e_DeleteTopicsResponse_v0(o, out):
+def _e_DeleteTopicsResponse_v0(o: DeleteTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -342,7 +355,7 @@ def _e_DeleteTopicsResponse_v0(o, out):
         for item in lst:
             _e_DeleteTopicsResponse_DeletableTopicResult_v0(item, out)
 
-def _d_DeleteTopicsResponse_v1(mv, pos):
+def _d_DeleteTopicsResponse_v1(mv: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -359,7 +372,9 @@ def _d_DeleteTopicsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DeleteTopicsResponse_v1(o, out):
+def _e_DeleteTopicsResponse_v1(o: DeleteTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -369,7 +384,7 @@ def _e_DeleteTopicsResponse_v1(o, out):
         for item in lst:
             _e_DeleteTopicsResponse_DeletableTopicResult_v0(item, out)
 
-def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n):
+def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteTopicsResponse_DeletableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
     for o in result:
@@ -382,7 +397,7 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteTopicsResponse_v4(mv, pos):
+def _d_DeleteTopicsResponse_v4(mv: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -403,7 +418,7 @@ def _d_DeleteTopicsResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_v4(o, out):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v4(o: DeleteTopicsResponse_DeletableTopicResult, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_h(o.error_code)
     unknown = o._unknown_tagged_fields
@@ -412,7 +427,9 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_v4(o, out):
     else:
         out.append(0)
 
-def _e_DeleteTopicsResponse_v4(o, out):
+def _e_DeleteTopicsResponse_v4(o: DeleteTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -427,7 +444,7 @@ def _e_DeleteTopicsResponse_v4(o, out):
     else:
         out.append(0)
 
-def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n):
+def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteTopicsResponse_DeletableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
     for o in result:
@@ -441,7 +458,7 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteTopicsResponse_v5(mv, pos):
+def _d_DeleteTopicsResponse_v5(mv: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -462,7 +479,7 @@ def _d_DeleteTopicsResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_v5(o, out):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v5(o: DeleteTopicsResponse_DeletableTopicResult, out: bytearray) -> None:
     _wcstr(out, o.name)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -472,7 +489,9 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_v5(o, out):
     else:
         out.append(0)
 
-def _e_DeleteTopicsResponse_v5(o, out):
+def _e_DeleteTopicsResponse_v5(o: DeleteTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -487,7 +506,7 @@ def _e_DeleteTopicsResponse_v5(o, out):
     else:
         out.append(0)
 
-def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n):
+def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteTopicsResponse_DeletableTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DeleteTopicsResponse_DeletableTopicResult, n)))
     for o in result:
@@ -502,7 +521,7 @@ def _da_DeleteTopicsResponse_DeletableTopicResult_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DeleteTopicsResponse_v6(mv, pos):
+def _d_DeleteTopicsResponse_v6(mv: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     limit = len(mv)
     o = _new(DeleteTopicsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -523,7 +542,7 @@ def _d_DeleteTopicsResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DeleteTopicsResponse_DeletableTopicResult_v6(o, out):
+def _e_DeleteTopicsResponse_DeletableTopicResult_v6(o: DeleteTopicsResponse_DeletableTopicResult, out: bytearray) -> None:
     _wcnstr(out, o.name)
     out += o.topic_id.bytes
     out += _p_h(o.error_code)
@@ -534,7 +553,9 @@ def _e_DeleteTopicsResponse_DeletableTopicResult_v6(o, out):
     else:
         out.append(0)
 
-def _e_DeleteTopicsResponse_v6(o, out):
+def _e_DeleteTopicsResponse_v6(o: DeleteTopicsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -190,7 +191,7 @@ class DescribeAclsResponse(ProtocolStruct):
             self.resources = resources
 
 
-def _d_DescribeAclsRequest_v0(mv, pos):
+def _d_DescribeAclsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
     limit = len(mv)
     o = _new(DescribeAclsRequest)
     o.resource_type_filter, = _u_b(mv, pos)
@@ -202,7 +203,7 @@ def _d_DescribeAclsRequest_v0(mv, pos):
     pos += 2
     return o, pos
 
-def _e_DescribeAclsRequest_v0(o, out):
+def _e_DescribeAclsRequest_v0(o: DescribeAclsRequest, out: bytearray) -> None:
     out += _p_b(o.resource_type_filter)
     _wnstr(out, o.resource_name_filter)
     _wnstr(out, o.principal_filter)
@@ -211,7 +212,7 @@ def _e_DescribeAclsRequest_v0(o, out):
     if o.pattern_type_filter != 3:
         _unsupported(o, 'pattern_type_filter', '1+')
 
-def _d_DescribeAclsRequest_v1(mv, pos):
+def _d_DescribeAclsRequest_v1(mv: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
     limit = len(mv)
     o = _new(DescribeAclsRequest)
     o.resource_type_filter, = _u_b(mv, pos)
@@ -225,7 +226,7 @@ def _d_DescribeAclsRequest_v1(mv, pos):
     pos += 2
     return o, pos
 
-def _e_DescribeAclsRequest_v1(o, out):
+def _e_DescribeAclsRequest_v1(o: DescribeAclsRequest, out: bytearray) -> None:
     out += _p_b(o.resource_type_filter)
     _wnstr(out, o.resource_name_filter)
     out += _p_b(o.pattern_type_filter)
@@ -233,7 +234,7 @@ def _e_DescribeAclsRequest_v1(o, out):
     _wnstr(out, o.host_filter)
     out += _p_bb(o.operation, o.permission_type)
 
-def _d_DescribeAclsRequest_v2(mv, pos):
+def _d_DescribeAclsRequest_v2(mv: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
     limit = len(mv)
     o = _new(DescribeAclsRequest)
     o.resource_type_filter, = _u_b(mv, pos)
@@ -251,7 +252,7 @@ def _d_DescribeAclsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeAclsRequest_v2(o, out):
+def _e_DescribeAclsRequest_v2(o: DescribeAclsRequest, out: bytearray) -> None:
     out += _p_b(o.resource_type_filter)
     _wcnstr(out, o.resource_name_filter)
     out += _p_b(o.pattern_type_filter)
@@ -264,7 +265,7 @@ def _e_DescribeAclsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DescribeAclsResponse_AclDescription_v0(mv, pos, n):
+def _da_DescribeAclsResponse_AclDescription_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeAclsResponse_AclDescription], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeAclsResponse_AclDescription, n)))
     for o in result:
@@ -274,7 +275,7 @@ def _da_DescribeAclsResponse_AclDescription_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_DescribeAclsResponse_DescribeAclsResource_v0(mv, pos, n):
+def _da_DescribeAclsResponse_DescribeAclsResource_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeAclsResponse_DescribeAclsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeAclsResponse_DescribeAclsResource, n)))
     for o in result:
@@ -293,7 +294,7 @@ def _da_DescribeAclsResponse_DescribeAclsResource_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeAclsResponse_v0(mv, pos):
+def _d_DescribeAclsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
     limit = len(mv)
     o = _new(DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -311,12 +312,14 @@ def _d_DescribeAclsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeAclsResponse_AclDescription_v0(o, out):
+def _e_DescribeAclsResponse_AclDescription_v0(o: DescribeAclsResponse_AclDescription, out: bytearray) -> None:
     _wstr(out, o.principal)
     _wstr(out, o.host)
     out += _p_bb(o.operation, o.permission_type)
 
-def _e_DescribeAclsResponse_DescribeAclsResource_v0(o, out):
+def _e_DescribeAclsResponse_DescribeAclsResource_v0(o: DescribeAclsResponse_DescribeAclsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     lst = o.acls
@@ -329,7 +332,9 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v0(o, out):
     if o.pattern_type != 3:
         _unsupported(o, 'pattern_type', '1+')
 
-def _e_DescribeAclsResponse_v0(o, out):
+def _e_DescribeAclsResponse_v0(o: DescribeAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wnstr(out, o.error_message)
     lst = o.resources
@@ -340,7 +345,7 @@ def _e_DescribeAclsResponse_v0(o, out):
         for item in lst:
             _e_DescribeAclsResponse_DescribeAclsResource_v0(item, out)
 
-def _da_DescribeAclsResponse_DescribeAclsResource_v1(mv, pos, n):
+def _da_DescribeAclsResponse_DescribeAclsResource_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeAclsResponse_DescribeAclsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeAclsResponse_DescribeAclsResource, n)))
     for o in result:
@@ -361,7 +366,7 @@ def _da_DescribeAclsResponse_DescribeAclsResource_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeAclsResponse_v1(mv, pos):
+def _d_DescribeAclsResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
     limit = len(mv)
     o = _new(DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -379,7 +384,9 @@ def _d_DescribeAclsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeAclsResponse_DescribeAclsResource_v1(o, out):
+def _e_DescribeAclsResponse_DescribeAclsResource_v1(o: DescribeAclsResponse_DescribeAclsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     out += _p_b(o.pattern_type)
@@ -391,7 +398,9 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v1(o, out):
         for item in lst:
             _e_DescribeAclsResponse_AclDescription_v0(item, out)
 
-def _e_DescribeAclsResponse_v1(o, out):
+def _e_DescribeAclsResponse_v1(o: DescribeAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wnstr(out, o.error_message)
     lst = o.resources
@@ -402,7 +411,7 @@ def _e_DescribeAclsResponse_v1(o, out):
         for item in lst:
             _e_DescribeAclsResponse_DescribeAclsResource_v1(item, out)
 
-def _da_DescribeAclsResponse_AclDescription_v2(mv, pos, n):
+def _da_DescribeAclsResponse_AclDescription_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeAclsResponse_AclDescription], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeAclsResponse_AclDescription, n)))
     for o in result:
@@ -416,7 +425,7 @@ def _da_DescribeAclsResponse_AclDescription_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeAclsResponse_DescribeAclsResource_v2(mv, pos, n):
+def _da_DescribeAclsResponse_DescribeAclsResource_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeAclsResponse_DescribeAclsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeAclsResponse_DescribeAclsResource, n)))
     for o in result:
@@ -441,7 +450,7 @@ def _da_DescribeAclsResponse_DescribeAclsResource_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeAclsResponse_v2(mv, pos):
+def _d_DescribeAclsResponse_v2(mv: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
     limit = len(mv)
     o = _new(DescribeAclsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -465,7 +474,7 @@ def _d_DescribeAclsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeAclsResponse_AclDescription_v2(o, out):
+def _e_DescribeAclsResponse_AclDescription_v2(o: DescribeAclsResponse_AclDescription, out: bytearray) -> None:
     _wcstr(out, o.principal)
     _wcstr(out, o.host)
     out += _p_bb(o.operation, o.permission_type)
@@ -475,7 +484,9 @@ def _e_DescribeAclsResponse_AclDescription_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeAclsResponse_DescribeAclsResource_v2(o, out):
+def _e_DescribeAclsResponse_DescribeAclsResource_v2(o: DescribeAclsResponse_DescribeAclsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wcstr(out, o.resource_name)
     out += _p_b(o.pattern_type)
@@ -492,7 +503,9 @@ def _e_DescribeAclsResponse_DescribeAclsResource_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeAclsResponse_v2(o, out):
+def _e_DescribeAclsResponse_v2(o: DescribeAclsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.resources

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -222,7 +223,7 @@ class DescribeClientQuotasResponse(ProtocolStruct):
             self.entries = entries
 
 
-def _da_DescribeClientQuotasRequest_ComponentData_v0(mv, pos, n):
+def _da_DescribeClientQuotasRequest_ComponentData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasRequest_ComponentData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasRequest_ComponentData, n)))
     for o in result:
@@ -232,7 +233,7 @@ def _da_DescribeClientQuotasRequest_ComponentData_v0(mv, pos, n):
         o.match, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_DescribeClientQuotasRequest_v0(mv, pos):
+def _d_DescribeClientQuotasRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     limit = len(mv)
     o = _new(DescribeClientQuotasRequest)
     n, = _u_i(mv, pos)
@@ -249,12 +250,14 @@ def _d_DescribeClientQuotasRequest_v0(mv, pos):
     pos += 1
     return o, pos
 
-def _e_DescribeClientQuotasRequest_ComponentData_v0(o, out):
+def _e_DescribeClientQuotasRequest_ComponentData_v0(o: DescribeClientQuotasRequest_ComponentData, out: bytearray) -> None:
     _wstr(out, o.entity_type)
     out += _p_b(o.match_type)
     _wnstr(out, o.match)
 
-def _e_DescribeClientQuotasRequest_v0(o, out):
+def _e_DescribeClientQuotasRequest_v0(o: DescribeClientQuotasRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.components
     if lst is None:
         raise ValueError('None in non-nullable array components')
@@ -264,7 +267,7 @@ def _e_DescribeClientQuotasRequest_v0(o, out):
             _e_DescribeClientQuotasRequest_ComponentData_v0(item, out)
     out += _p_o(o.strict)
 
-def _da_DescribeClientQuotasRequest_ComponentData_v1(mv, pos, n):
+def _da_DescribeClientQuotasRequest_ComponentData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasRequest_ComponentData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasRequest_ComponentData, n)))
     for o in result:
@@ -278,7 +281,7 @@ def _da_DescribeClientQuotasRequest_ComponentData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeClientQuotasRequest_v1(mv, pos):
+def _d_DescribeClientQuotasRequest_v1(mv: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     limit = len(mv)
     o = _new(DescribeClientQuotasRequest)
     n = mv[pos]
@@ -301,7 +304,7 @@ def _d_DescribeClientQuotasRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClientQuotasRequest_ComponentData_v1(o, out):
+def _e_DescribeClientQuotasRequest_ComponentData_v1(o: DescribeClientQuotasRequest_ComponentData, out: bytearray) -> None:
     _wcstr(out, o.entity_type)
     out += _p_b(o.match_type)
     _wcnstr(out, o.match)
@@ -311,7 +314,9 @@ def _e_DescribeClientQuotasRequest_ComponentData_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeClientQuotasRequest_v1(o, out):
+def _e_DescribeClientQuotasRequest_v1(o: DescribeClientQuotasRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.components
     if lst is None:
         raise ValueError('None in non-nullable array components')
@@ -326,7 +331,7 @@ def _e_DescribeClientQuotasRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_DescribeClientQuotasResponse_EntityData_v0(mv, pos, n):
+def _da_DescribeClientQuotasResponse_EntityData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasResponse_EntityData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasResponse_EntityData, n)))
     for o in result:
@@ -334,7 +339,8 @@ def _da_DescribeClientQuotasResponse_EntityData_v0(mv, pos, n):
         o.entity_name, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_DescribeClientQuotasResponse_ValueData_v0(mv, pos, n):
+def _da_DescribeClientQuotasResponse_ValueData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasResponse_ValueData], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasResponse_ValueData, n)))
     for o in result:
@@ -343,7 +349,7 @@ def _da_DescribeClientQuotasResponse_ValueData_v0(mv, pos, n):
         pos += 8
     return result, pos
 
-def _da_DescribeClientQuotasResponse_EntryData_v0(mv, pos, n):
+def _da_DescribeClientQuotasResponse_EntryData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasResponse_EntryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasResponse_EntryData, n)))
     for o in result:
@@ -369,7 +375,7 @@ def _da_DescribeClientQuotasResponse_EntryData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeClientQuotasResponse_v0(mv, pos):
+def _d_DescribeClientQuotasResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     limit = len(mv)
     o = _new(DescribeClientQuotasResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -387,15 +393,18 @@ def _d_DescribeClientQuotasResponse_v0(mv, pos):
         o.entries = None
     return o, pos
 
-def _e_DescribeClientQuotasResponse_EntityData_v0(o, out):
+def _e_DescribeClientQuotasResponse_EntityData_v0(o: DescribeClientQuotasResponse_EntityData, out: bytearray) -> None:
     _wstr(out, o.entity_type)
     _wnstr(out, o.entity_name)
 
-def _e_DescribeClientQuotasResponse_ValueData_v0(o, out):
+def _e_DescribeClientQuotasResponse_ValueData_v0(o: DescribeClientQuotasResponse_ValueData, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.key)
     out += _p_d(o.value)
 
-def _e_DescribeClientQuotasResponse_EntryData_v0(o, out):
+def _e_DescribeClientQuotasResponse_EntryData_v0(o: DescribeClientQuotasResponse_EntryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.entity
     if lst is None:
         raise ValueError('None in non-nullable array entity')
@@ -411,7 +420,9 @@ def _e_DescribeClientQuotasResponse_EntryData_v0(o, out):
         for item in lst:
             _e_DescribeClientQuotasResponse_ValueData_v0(item, out)
 
-def _e_DescribeClientQuotasResponse_v0(o, out):
+def _e_DescribeClientQuotasResponse_v0(o: DescribeClientQuotasResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wnstr(out, o.error_message)
     lst = o.entries
@@ -422,7 +433,7 @@ def _e_DescribeClientQuotasResponse_v0(o, out):
         for item in lst:
             _e_DescribeClientQuotasResponse_EntryData_v0(item, out)
 
-def _da_DescribeClientQuotasResponse_EntityData_v1(mv, pos, n):
+def _da_DescribeClientQuotasResponse_EntityData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasResponse_EntityData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasResponse_EntityData, n)))
     for o in result:
@@ -434,7 +445,8 @@ def _da_DescribeClientQuotasResponse_EntityData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeClientQuotasResponse_ValueData_v1(mv, pos, n):
+def _da_DescribeClientQuotasResponse_ValueData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasResponse_ValueData], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasResponse_ValueData, n)))
     for o in result:
@@ -447,7 +459,7 @@ def _da_DescribeClientQuotasResponse_ValueData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeClientQuotasResponse_EntryData_v1(mv, pos, n):
+def _da_DescribeClientQuotasResponse_EntryData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasResponse_EntryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClientQuotasResponse_EntryData, n)))
     for o in result:
@@ -481,7 +493,7 @@ def _da_DescribeClientQuotasResponse_EntryData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeClientQuotasResponse_v1(mv, pos):
+def _d_DescribeClientQuotasResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     limit = len(mv)
     o = _new(DescribeClientQuotasResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -505,7 +517,7 @@ def _d_DescribeClientQuotasResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClientQuotasResponse_EntityData_v1(o, out):
+def _e_DescribeClientQuotasResponse_EntityData_v1(o: DescribeClientQuotasResponse_EntityData, out: bytearray) -> None:
     _wcstr(out, o.entity_type)
     _wcnstr(out, o.entity_name)
     unknown = o._unknown_tagged_fields
@@ -514,7 +526,8 @@ def _e_DescribeClientQuotasResponse_EntityData_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeClientQuotasResponse_ValueData_v1(o, out):
+def _e_DescribeClientQuotasResponse_ValueData_v1(o: DescribeClientQuotasResponse_ValueData, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.key)
     out += _p_d(o.value)
     unknown = o._unknown_tagged_fields
@@ -523,7 +536,9 @@ def _e_DescribeClientQuotasResponse_ValueData_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeClientQuotasResponse_EntryData_v1(o, out):
+def _e_DescribeClientQuotasResponse_EntryData_v1(o: DescribeClientQuotasResponse_EntryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.entity
     if lst is None:
         raise ValueError('None in non-nullable array entity')
@@ -544,7 +559,9 @@ def _e_DescribeClientQuotasResponse_EntryData_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeClientQuotasResponse_v1(o, out):
+def _e_DescribeClientQuotasResponse_v1(o: DescribeClientQuotasResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.entries

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -170,7 +171,7 @@ class DescribeClusterResponse(ProtocolStruct):
         self.cluster_authorized_operations = cluster_authorized_operations
 
 
-def _d_DescribeClusterRequest_v0(mv, pos):
+def _d_DescribeClusterRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     limit = len(mv)
     o = _new(DescribeClusterRequest)
     o.include_cluster_authorized_operations, = _u_o(mv, pos)
@@ -181,7 +182,7 @@ def _d_DescribeClusterRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClusterRequest_v0(o, out):
+def _e_DescribeClusterRequest_v0(o: DescribeClusterRequest, out: bytearray) -> None:
     out += _p_o(o.include_cluster_authorized_operations)
     if o.endpoint_type != 1:
         _unsupported(o, 'endpoint_type', '1+')
@@ -193,7 +194,7 @@ def _e_DescribeClusterRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_DescribeClusterRequest_v1(mv, pos):
+def _d_DescribeClusterRequest_v1(mv: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     limit = len(mv)
     o = _new(DescribeClusterRequest)
     o.include_cluster_authorized_operations, o.endpoint_type = _u_ob(mv, pos)
@@ -204,7 +205,7 @@ def _d_DescribeClusterRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClusterRequest_v1(o, out):
+def _e_DescribeClusterRequest_v1(o: DescribeClusterRequest, out: bytearray) -> None:
     out += _p_ob(o.include_cluster_authorized_operations, o.endpoint_type)
     if o.include_fenced_brokers != False:
         _unsupported(o, 'include_fenced_brokers', '2+')
@@ -214,7 +215,7 @@ def _e_DescribeClusterRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_DescribeClusterRequest_v2(mv, pos):
+def _d_DescribeClusterRequest_v2(mv: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     limit = len(mv)
     o = _new(DescribeClusterRequest)
     o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers = _u_obo(mv, pos)
@@ -225,7 +226,7 @@ def _d_DescribeClusterRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClusterRequest_v2(o, out):
+def _e_DescribeClusterRequest_v2(o: DescribeClusterRequest, out: bytearray) -> None:
     out += _p_obo(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -233,7 +234,7 @@ def _e_DescribeClusterRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DescribeClusterResponse_DescribeClusterBroker_v0(mv, pos, n):
+def _da_DescribeClusterResponse_DescribeClusterBroker_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClusterResponse_DescribeClusterBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClusterResponse_DescribeClusterBroker, n)))
     for o in result:
@@ -249,7 +250,7 @@ def _da_DescribeClusterResponse_DescribeClusterBroker_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeClusterResponse_v0(mv, pos):
+def _d_DescribeClusterResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     limit = len(mv)
     o = _new(DescribeClusterResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -279,7 +280,7 @@ def _d_DescribeClusterResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClusterResponse_DescribeClusterBroker_v0(o, out):
+def _e_DescribeClusterResponse_DescribeClusterBroker_v0(o: DescribeClusterResponse_DescribeClusterBroker, out: bytearray) -> None:
     out += _p_i(o.broker_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -292,7 +293,9 @@ def _e_DescribeClusterResponse_DescribeClusterBroker_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeClusterResponse_v0(o, out):
+def _e_DescribeClusterResponse_v0(o: DescribeClusterResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.cluster_id)
@@ -313,7 +316,7 @@ def _e_DescribeClusterResponse_v0(o, out):
     else:
         out.append(0)
 
-def _d_DescribeClusterResponse_v1(mv, pos):
+def _d_DescribeClusterResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     limit = len(mv)
     o = _new(DescribeClusterResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -345,7 +348,9 @@ def _d_DescribeClusterResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClusterResponse_v1(o, out):
+def _e_DescribeClusterResponse_v1(o: DescribeClusterResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_b(o.endpoint_type)
@@ -365,7 +370,7 @@ def _e_DescribeClusterResponse_v1(o, out):
     else:
         out.append(0)
 
-def _da_DescribeClusterResponse_DescribeClusterBroker_v2(mv, pos, n):
+def _da_DescribeClusterResponse_DescribeClusterBroker_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClusterResponse_DescribeClusterBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeClusterResponse_DescribeClusterBroker, n)))
     for o in result:
@@ -383,7 +388,7 @@ def _da_DescribeClusterResponse_DescribeClusterBroker_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeClusterResponse_v2(mv, pos):
+def _d_DescribeClusterResponse_v2(mv: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     limit = len(mv)
     o = _new(DescribeClusterResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -415,7 +420,7 @@ def _d_DescribeClusterResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeClusterResponse_DescribeClusterBroker_v2(o, out):
+def _e_DescribeClusterResponse_DescribeClusterBroker_v2(o: DescribeClusterResponse_DescribeClusterBroker, out: bytearray) -> None:
     out += _p_i(o.broker_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -427,7 +432,9 @@ def _e_DescribeClusterResponse_DescribeClusterBroker_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeClusterResponse_v2(o, out):
+def _e_DescribeClusterResponse_v2(o: DescribeClusterResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_b(o.endpoint_type)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -255,7 +256,9 @@ class DescribeConfigsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_DescribeConfigsRequest_DescribeConfigsResource_v0(mv, pos, n):
+def _da_DescribeConfigsRequest_DescribeConfigsResource_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsRequest_DescribeConfigsResource], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsRequest_DescribeConfigsResource, n)))
     for o in result:
@@ -278,7 +281,7 @@ def _da_DescribeConfigsRequest_DescribeConfigsResource_v0(mv, pos, n):
             o.configuration_keys = None
     return result, pos
 
-def _d_DescribeConfigsRequest_v0(mv, pos):
+def _d_DescribeConfigsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     limit = len(mv)
     o = _new(DescribeConfigsRequest)
     n, = _u_i(mv, pos)
@@ -293,7 +296,9 @@ def _d_DescribeConfigsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeConfigsRequest_DescribeConfigsResource_v0(o, out):
+def _e_DescribeConfigsRequest_DescribeConfigsResource_v0(o: DescribeConfigsRequest_DescribeConfigsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     lst = o.configuration_keys
@@ -304,7 +309,9 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_v0(o, out):
         for item in lst:
             _wstr(out, item)
 
-def _e_DescribeConfigsRequest_v0(o, out):
+def _e_DescribeConfigsRequest_v0(o: DescribeConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -317,7 +324,7 @@ def _e_DescribeConfigsRequest_v0(o, out):
     if o.include_documentation != False:
         _unsupported(o, 'include_documentation', '3+')
 
-def _d_DescribeConfigsRequest_v1(mv, pos):
+def _d_DescribeConfigsRequest_v1(mv: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     limit = len(mv)
     o = _new(DescribeConfigsRequest)
     n, = _u_i(mv, pos)
@@ -334,7 +341,9 @@ def _d_DescribeConfigsRequest_v1(mv, pos):
     pos += 1
     return o, pos
 
-def _e_DescribeConfigsRequest_v1(o, out):
+def _e_DescribeConfigsRequest_v1(o: DescribeConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -346,7 +355,7 @@ def _e_DescribeConfigsRequest_v1(o, out):
     if o.include_documentation != False:
         _unsupported(o, 'include_documentation', '3+')
 
-def _d_DescribeConfigsRequest_v3(mv, pos):
+def _d_DescribeConfigsRequest_v3(mv: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     limit = len(mv)
     o = _new(DescribeConfigsRequest)
     n, = _u_i(mv, pos)
@@ -363,7 +372,9 @@ def _d_DescribeConfigsRequest_v3(mv, pos):
     pos += 2
     return o, pos
 
-def _e_DescribeConfigsRequest_v3(o, out):
+def _e_DescribeConfigsRequest_v3(o: DescribeConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -373,7 +384,9 @@ def _e_DescribeConfigsRequest_v3(o, out):
             _e_DescribeConfigsRequest_DescribeConfigsResource_v0(item, out)
     out += _p_oo(o.include_synonyms, o.include_documentation)
 
-def _da_DescribeConfigsRequest_DescribeConfigsResource_v4(mv, pos, n):
+def _da_DescribeConfigsRequest_DescribeConfigsResource_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsRequest_DescribeConfigsResource], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsRequest_DescribeConfigsResource, n)))
     for o in result:
@@ -402,7 +415,7 @@ def _da_DescribeConfigsRequest_DescribeConfigsResource_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeConfigsRequest_v4(mv, pos):
+def _d_DescribeConfigsRequest_v4(mv: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     limit = len(mv)
     o = _new(DescribeConfigsRequest)
     n = mv[pos]
@@ -425,7 +438,9 @@ def _d_DescribeConfigsRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o, out):
+def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o: DescribeConfigsRequest_DescribeConfigsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wcstr(out, o.resource_name)
     lst = o.configuration_keys
@@ -441,7 +456,9 @@ def _e_DescribeConfigsRequest_DescribeConfigsResource_v4(o, out):
     else:
         out.append(0)
 
-def _e_DescribeConfigsRequest_v4(o, out):
+def _e_DescribeConfigsRequest_v4(o: DescribeConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -456,7 +473,8 @@ def _e_DescribeConfigsRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResourceResult], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResourceResult, n)))
     for o in result:
@@ -466,7 +484,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(mv, pos, n):
         pos += 3
     return result, pos
 
-def _da_DescribeConfigsResponse_DescribeConfigsResult_v0(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResult, n)))
     for o in result:
@@ -488,7 +506,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeConfigsResponse_v0(mv, pos):
+def _d_DescribeConfigsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     limit = len(mv)
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -505,12 +523,15 @@ def _d_DescribeConfigsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(o: DescribeConfigsResponse_DescribeConfigsResourceResult, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.name)
     _wnstr(out, o.value)
     out += _p_ooo(o.read_only, o.is_default, o.is_sensitive)
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_v0(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v0(o: DescribeConfigsResponse_DescribeConfigsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -523,7 +544,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v0(o, out):
         for item in lst:
             _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(item, out)
 
-def _e_DescribeConfigsResponse_v0(o, out):
+def _e_DescribeConfigsResponse_v0(o: DescribeConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -533,7 +556,8 @@ def _e_DescribeConfigsResponse_v0(o, out):
         for item in lst:
             _e_DescribeConfigsResponse_DescribeConfigsResult_v0(item, out)
 
-def _da_DescribeConfigsResponse_DescribeConfigsSynonym_v1(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsSynonym_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsSynonym], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsSynonym, n)))
     for o in result:
@@ -543,7 +567,8 @@ def _da_DescribeConfigsResponse_DescribeConfigsSynonym_v1(mv, pos, n):
         pos += 1
     return result, pos
 
-def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResourceResult], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResourceResult, n)))
     for o in result:
@@ -563,7 +588,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_DescribeConfigsResponse_DescribeConfigsResult_v1(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResult, n)))
     for o in result:
@@ -585,7 +610,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResult_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeConfigsResponse_v1(mv, pos):
+def _d_DescribeConfigsResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     limit = len(mv)
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -602,12 +627,16 @@ def _d_DescribeConfigsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v1(o: DescribeConfigsResponse_DescribeConfigsSynonym, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.name)
     _wnstr(out, o.value)
     out += _p_b(o.source)
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o: DescribeConfigsResponse_DescribeConfigsResourceResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
     _wstr(out, o.name)
     _wnstr(out, o.value)
     out += _p_obo(o.read_only, o.config_source, o.is_sensitive)
@@ -621,7 +650,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o, out):
     if o.is_default != False:
         _unsupported(o, 'is_default', '0')
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_v1(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v1(o: DescribeConfigsResponse_DescribeConfigsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -634,7 +665,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v1(o, out):
         for item in lst:
             _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(item, out)
 
-def _e_DescribeConfigsResponse_v1(o, out):
+def _e_DescribeConfigsResponse_v1(o: DescribeConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -644,7 +677,8 @@ def _e_DescribeConfigsResponse_v1(o, out):
         for item in lst:
             _e_DescribeConfigsResponse_DescribeConfigsResult_v1(item, out)
 
-def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResourceResult], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResourceResult, n)))
     for o in result:
@@ -667,7 +701,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(mv, pos, n):
         o.documentation, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_DescribeConfigsResponse_DescribeConfigsResult_v3(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResult_v3(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResult, n)))
     for o in result:
@@ -689,7 +723,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResult_v3(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeConfigsResponse_v3(mv, pos):
+def _d_DescribeConfigsResponse_v3(mv: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     limit = len(mv)
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -706,7 +740,10 @@ def _d_DescribeConfigsResponse_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o: DescribeConfigsResponse_DescribeConfigsResourceResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
     _wstr(out, o.name)
     _wnstr(out, o.value)
     out += _p_obo(o.read_only, o.config_source, o.is_sensitive)
@@ -722,7 +759,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o, out):
     if o.is_default != False:
         _unsupported(o, 'is_default', '0')
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_v3(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v3(o: DescribeConfigsResponse_DescribeConfigsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -735,7 +774,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v3(o, out):
         for item in lst:
             _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(item, out)
 
-def _e_DescribeConfigsResponse_v3(o, out):
+def _e_DescribeConfigsResponse_v3(o: DescribeConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -745,7 +786,8 @@ def _e_DescribeConfigsResponse_v3(o, out):
         for item in lst:
             _e_DescribeConfigsResponse_DescribeConfigsResult_v3(item, out)
 
-def _da_DescribeConfigsResponse_DescribeConfigsSynonym_v4(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsSynonym_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsSynonym], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsSynonym, n)))
     for o in result:
@@ -759,7 +801,8 @@ def _da_DescribeConfigsResponse_DescribeConfigsSynonym_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResourceResult], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResourceResult, n)))
     for o in result:
@@ -789,7 +832,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeConfigsResponse_DescribeConfigsResult_v4(mv, pos, n):
+def _da_DescribeConfigsResponse_DescribeConfigsResult_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsResponse_DescribeConfigsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeConfigsResponse_DescribeConfigsResult, n)))
     for o in result:
@@ -817,7 +860,7 @@ def _da_DescribeConfigsResponse_DescribeConfigsResult_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeConfigsResponse_v4(mv, pos):
+def _d_DescribeConfigsResponse_v4(mv: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     limit = len(mv)
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -838,7 +881,8 @@ def _d_DescribeConfigsResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o: DescribeConfigsResponse_DescribeConfigsSynonym, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.name)
     _wcnstr(out, o.value)
     out += _p_b(o.source)
@@ -848,7 +892,10 @@ def _e_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o, out):
     else:
         out.append(0)
 
-def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o: DescribeConfigsResponse_DescribeConfigsResourceResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
     _wcstr(out, o.name)
     _wcnstr(out, o.value)
     out += _p_obo(o.read_only, o.config_source, o.is_sensitive)
@@ -869,7 +916,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o, out):
     else:
         out.append(0)
 
-def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o, out):
+def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o: DescribeConfigsResponse_DescribeConfigsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -887,7 +936,9 @@ def _e_DescribeConfigsResponse_DescribeConfigsResult_v4(o, out):
     else:
         out.append(0)
 
-def _e_DescribeConfigsResponse_v4(o, out):
+def _e_DescribeConfigsResponse_v4(o: DescribeConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -205,7 +206,7 @@ class DescribeDelegationTokenResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
 
 
-def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(mv, pos, n):
+def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenRequest_DescribeDelegationTokenOwner], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, n)))
     for o in result:
@@ -213,7 +214,7 @@ def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(mv, pos, 
         o.principal_name, pos = _rstr(mv, pos)
     return result, pos
 
-def _d_DescribeDelegationTokenRequest_v0(mv, pos):
+def _d_DescribeDelegationTokenRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(DescribeDelegationTokenRequest)
     n, = _u_i(mv, pos)
@@ -228,11 +229,13 @@ def _d_DescribeDelegationTokenRequest_v0(mv, pos):
         o.owners = None
     return o, pos
 
-def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(o, out):
+def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(o: DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, out: bytearray) -> None:
     _wstr(out, o.principal_type)
     _wstr(out, o.principal_name)
 
-def _e_DescribeDelegationTokenRequest_v0(o, out):
+def _e_DescribeDelegationTokenRequest_v0(o: DescribeDelegationTokenRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.owners
     if lst is None:
         out += b'\xff\xff\xff\xff'
@@ -241,7 +244,7 @@ def _e_DescribeDelegationTokenRequest_v0(o, out):
         for item in lst:
             _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(item, out)
 
-def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(mv, pos, n):
+def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenRequest_DescribeDelegationTokenOwner], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, n)))
     for o in result:
@@ -253,7 +256,7 @@ def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(mv, pos, 
             pos += 1
     return result, pos
 
-def _d_DescribeDelegationTokenRequest_v2(mv, pos):
+def _d_DescribeDelegationTokenRequest_v2(mv: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(DescribeDelegationTokenRequest)
     n = mv[pos]
@@ -274,7 +277,7 @@ def _d_DescribeDelegationTokenRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(o, out):
+def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(o: DescribeDelegationTokenRequest_DescribeDelegationTokenOwner, out: bytearray) -> None:
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)
     unknown = o._unknown_tagged_fields
@@ -283,7 +286,9 @@ def _e_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeDelegationTokenRequest_v2(o, out):
+def _e_DescribeDelegationTokenRequest_v2(o: DescribeDelegationTokenRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.owners
     if lst is None:
         out.append(0)
@@ -297,7 +302,7 @@ def _e_DescribeDelegationTokenRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(mv, pos, n):
+def _da_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, n)))
     for o in result:
@@ -305,7 +310,7 @@ def _da_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(mv, p
         o.principal_name, pos = _rstr(mv, pos)
     return result, pos
 
-def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(mv, pos, n):
+def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenResponse_DescribedDelegationToken], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenResponse_DescribedDelegationToken, n)))
     for o in result:
@@ -327,7 +332,7 @@ def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeDelegationTokenResponse_v0(mv, pos):
+def _d_DescribeDelegationTokenResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(DescribeDelegationTokenResponse)
     o.error_code, = _u_h(mv, pos)
@@ -346,11 +351,13 @@ def _d_DescribeDelegationTokenResponse_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(o, out):
+def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(o: DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, out: bytearray) -> None:
     _wstr(out, o.principal_type)
     _wstr(out, o.principal_name)
 
-def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(o, out):
+def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(o: DescribeDelegationTokenResponse_DescribedDelegationToken, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.principal_type)
     _wstr(out, o.principal_name)
     out += _p_qqq(o.issue_timestamp, o.expiry_timestamp, o.max_timestamp)
@@ -368,7 +375,9 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(o, out):
     if o.token_requester_principal_name != '':
         _unsupported(o, 'token_requester_principal_name', '3+')
 
-def _e_DescribeDelegationTokenResponse_v0(o, out):
+def _e_DescribeDelegationTokenResponse_v0(o: DescribeDelegationTokenResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.tokens
     if lst is None:
@@ -379,7 +388,7 @@ def _e_DescribeDelegationTokenResponse_v0(o, out):
             _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(item, out)
     out += _p_i(o.throttle_time_ms)
 
-def _da_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(mv, pos, n):
+def _da_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, n)))
     for o in result:
@@ -391,7 +400,7 @@ def _da_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(mv, p
             pos += 1
     return result, pos
 
-def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(mv, pos, n):
+def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenResponse_DescribedDelegationToken], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenResponse_DescribedDelegationToken, n)))
     for o in result:
@@ -419,7 +428,7 @@ def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeDelegationTokenResponse_v2(mv, pos):
+def _d_DescribeDelegationTokenResponse_v2(mv: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(DescribeDelegationTokenResponse)
     o.error_code, n, o.throttle_time_ms = _u_hBi(mv, pos)
@@ -445,7 +454,7 @@ def _d_DescribeDelegationTokenResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(o, out):
+def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(o: DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer, out: bytearray) -> None:
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)
     unknown = o._unknown_tagged_fields
@@ -454,7 +463,9 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(o, out
     else:
         out.append(0)
 
-def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(o, out):
+def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(o: DescribeDelegationTokenResponse_DescribedDelegationToken, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)
     out += _p_qqq(o.issue_timestamp, o.expiry_timestamp, o.max_timestamp)
@@ -477,7 +488,9 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeDelegationTokenResponse_v2(o, out):
+def _e_DescribeDelegationTokenResponse_v2(o: DescribeDelegationTokenResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.tokens
     if lst is None:
@@ -493,7 +506,7 @@ def _e_DescribeDelegationTokenResponse_v2(o, out):
     else:
         out.append(0)
 
-def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(mv, pos, n):
+def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenResponse_DescribedDelegationToken], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeDelegationTokenResponse_DescribedDelegationToken, n)))
     for o in result:
@@ -523,7 +536,7 @@ def _da_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeDelegationTokenResponse_v3(mv, pos):
+def _d_DescribeDelegationTokenResponse_v3(mv: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(DescribeDelegationTokenResponse)
     o.error_code, n, o.throttle_time_ms = _u_hBi(mv, pos)
@@ -549,7 +562,9 @@ def _d_DescribeDelegationTokenResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(o, out):
+def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(o: DescribeDelegationTokenResponse_DescribedDelegationToken, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.principal_type)
     _wcstr(out, o.principal_name)
     _wcstr(out, o.token_requester_principal_type)
@@ -570,7 +585,9 @@ def _e_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(o, out):
     else:
         out.append(0)
 
-def _e_DescribeDelegationTokenResponse_v3(o, out):
+def _e_DescribeDelegationTokenResponse_v3(o: DescribeDelegationTokenResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.tokens
     if lst is None:

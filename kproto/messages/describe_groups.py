@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -186,7 +187,9 @@ class DescribeGroupsResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _d_DescribeGroupsRequest_v0(mv, pos):
+def _d_DescribeGroupsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DescribeGroupsRequest)
     n, = _u_i(mv, pos)
@@ -205,7 +208,9 @@ def _d_DescribeGroupsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeGroupsRequest_v0(o, out):
+def _e_DescribeGroupsRequest_v0(o: DescribeGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -216,7 +221,9 @@ def _e_DescribeGroupsRequest_v0(o, out):
     if o.include_authorized_operations != False:
         _unsupported(o, 'include_authorized_operations', '3+')
 
-def _d_DescribeGroupsRequest_v3(mv, pos):
+def _d_DescribeGroupsRequest_v3(mv: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DescribeGroupsRequest)
     n, = _u_i(mv, pos)
@@ -237,7 +244,9 @@ def _d_DescribeGroupsRequest_v3(mv, pos):
     pos += 1
     return o, pos
 
-def _e_DescribeGroupsRequest_v3(o, out):
+def _e_DescribeGroupsRequest_v3(o: DescribeGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -247,7 +256,9 @@ def _e_DescribeGroupsRequest_v3(o, out):
             _wstr(out, item)
     out += _p_o(o.include_authorized_operations)
 
-def _d_DescribeGroupsRequest_v5(mv, pos):
+def _d_DescribeGroupsRequest_v5(mv: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DescribeGroupsRequest)
     n = mv[pos]
@@ -274,7 +285,9 @@ def _d_DescribeGroupsRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeGroupsRequest_v5(o, out):
+def _e_DescribeGroupsRequest_v5(o: DescribeGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -289,7 +302,7 @@ def _e_DescribeGroupsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroupMember], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroupMember, n)))
     for o in result:
@@ -300,7 +313,7 @@ def _da_DescribeGroupsResponse_DescribedGroupMember_v0(mv, pos, n):
         o.member_assignment, pos = _rbytes(mv, pos)
     return result, pos
 
-def _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
     for o in result:
@@ -322,7 +335,7 @@ def _da_DescribeGroupsResponse_DescribedGroup_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeGroupsResponse_v0(mv, pos):
+def _d_DescribeGroupsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
     n, = _u_i(mv, pos)
@@ -337,14 +350,16 @@ def _d_DescribeGroupsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeGroupsResponse_DescribedGroupMember_v0(o, out):
+def _e_DescribeGroupsResponse_DescribedGroupMember_v0(o: DescribeGroupsResponse_DescribedGroupMember, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wstr(out, o.client_id)
     _wstr(out, o.client_host)
     _wbytes(out, o.member_metadata)
     _wbytes(out, o.member_assignment)
 
-def _e_DescribeGroupsResponse_DescribedGroup_v0(o, out):
+def _e_DescribeGroupsResponse_DescribedGroup_v0(o: DescribeGroupsResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.group_id)
     _wstr(out, o.group_state)
@@ -362,7 +377,9 @@ def _e_DescribeGroupsResponse_DescribedGroup_v0(o, out):
     if o.authorized_operations != -2147483648:
         _unsupported(o, 'authorized_operations', '3+')
 
-def _e_DescribeGroupsResponse_v0(o, out):
+def _e_DescribeGroupsResponse_v0(o: DescribeGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -371,7 +388,7 @@ def _e_DescribeGroupsResponse_v0(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v0(item, out)
 
-def _d_DescribeGroupsResponse_v1(mv, pos):
+def _d_DescribeGroupsResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -388,7 +405,9 @@ def _d_DescribeGroupsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeGroupsResponse_v1(o, out):
+def _e_DescribeGroupsResponse_v1(o: DescribeGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -398,7 +417,7 @@ def _e_DescribeGroupsResponse_v1(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v0(item, out)
 
-def _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroup_v3(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
     for o in result:
@@ -422,7 +441,7 @@ def _da_DescribeGroupsResponse_DescribedGroup_v3(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_DescribeGroupsResponse_v3(mv, pos):
+def _d_DescribeGroupsResponse_v3(mv: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -439,7 +458,9 @@ def _d_DescribeGroupsResponse_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeGroupsResponse_DescribedGroup_v3(o, out):
+def _e_DescribeGroupsResponse_DescribedGroup_v3(o: DescribeGroupsResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.group_id)
     _wstr(out, o.group_state)
@@ -456,7 +477,9 @@ def _e_DescribeGroupsResponse_DescribedGroup_v3(o, out):
     if o.error_message is not None:
         _unsupported(o, 'error_message', '6+')
 
-def _e_DescribeGroupsResponse_v3(o, out):
+def _e_DescribeGroupsResponse_v3(o: DescribeGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -466,7 +489,7 @@ def _e_DescribeGroupsResponse_v3(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v3(item, out)
 
-def _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroupMember], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroupMember, n)))
     for o in result:
@@ -478,7 +501,7 @@ def _da_DescribeGroupsResponse_DescribedGroupMember_v4(mv, pos, n):
         o.member_assignment, pos = _rbytes(mv, pos)
     return result, pos
 
-def _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroup_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
     for o in result:
@@ -502,7 +525,7 @@ def _da_DescribeGroupsResponse_DescribedGroup_v4(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_DescribeGroupsResponse_v4(mv, pos):
+def _d_DescribeGroupsResponse_v4(mv: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -519,7 +542,7 @@ def _d_DescribeGroupsResponse_v4(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o, out):
+def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o: DescribeGroupsResponse_DescribedGroupMember, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wnstr(out, o.group_instance_id)
     _wstr(out, o.client_id)
@@ -527,7 +550,9 @@ def _e_DescribeGroupsResponse_DescribedGroupMember_v4(o, out):
     _wbytes(out, o.member_metadata)
     _wbytes(out, o.member_assignment)
 
-def _e_DescribeGroupsResponse_DescribedGroup_v4(o, out):
+def _e_DescribeGroupsResponse_DescribedGroup_v4(o: DescribeGroupsResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.group_id)
     _wstr(out, o.group_state)
@@ -544,7 +569,9 @@ def _e_DescribeGroupsResponse_DescribedGroup_v4(o, out):
     if o.error_message is not None:
         _unsupported(o, 'error_message', '6+')
 
-def _e_DescribeGroupsResponse_v4(o, out):
+def _e_DescribeGroupsResponse_v4(o: DescribeGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -554,7 +581,7 @@ def _e_DescribeGroupsResponse_v4(o, out):
         for item in lst:
             _e_DescribeGroupsResponse_DescribedGroup_v4(item, out)
 
-def _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroupMember], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroupMember, n)))
     for o in result:
@@ -570,7 +597,7 @@ def _da_DescribeGroupsResponse_DescribedGroupMember_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroup_v5(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
     for o in result:
@@ -600,7 +627,7 @@ def _da_DescribeGroupsResponse_DescribedGroup_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeGroupsResponse_v5(mv, pos):
+def _d_DescribeGroupsResponse_v5(mv: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -621,7 +648,7 @@ def _d_DescribeGroupsResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeGroupsResponse_DescribedGroupMember_v5(o, out):
+def _e_DescribeGroupsResponse_DescribedGroupMember_v5(o: DescribeGroupsResponse_DescribedGroupMember, out: bytearray) -> None:
     _wcstr(out, o.member_id)
     _wcnstr(out, o.group_instance_id)
     _wcstr(out, o.client_id)
@@ -634,7 +661,9 @@ def _e_DescribeGroupsResponse_DescribedGroupMember_v5(o, out):
     else:
         out.append(0)
 
-def _e_DescribeGroupsResponse_DescribedGroup_v5(o, out):
+def _e_DescribeGroupsResponse_DescribedGroup_v5(o: DescribeGroupsResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.group_id)
     _wcstr(out, o.group_state)
@@ -656,7 +685,9 @@ def _e_DescribeGroupsResponse_DescribedGroup_v5(o, out):
     else:
         out.append(0)
 
-def _e_DescribeGroupsResponse_v5(o, out):
+def _e_DescribeGroupsResponse_v5(o: DescribeGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -671,7 +702,7 @@ def _e_DescribeGroupsResponse_v5(o, out):
     else:
         out.append(0)
 
-def _da_DescribeGroupsResponse_DescribedGroup_v6(mv, pos, n):
+def _da_DescribeGroupsResponse_DescribedGroup_v6(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeGroupsResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeGroupsResponse_DescribedGroup, n)))
     for o in result:
@@ -702,7 +733,7 @@ def _da_DescribeGroupsResponse_DescribedGroup_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeGroupsResponse_v6(mv, pos):
+def _d_DescribeGroupsResponse_v6(mv: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     limit = len(mv)
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -723,7 +754,9 @@ def _d_DescribeGroupsResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeGroupsResponse_DescribedGroup_v6(o, out):
+def _e_DescribeGroupsResponse_DescribedGroup_v6(o: DescribeGroupsResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.group_id)
@@ -744,7 +777,9 @@ def _e_DescribeGroupsResponse_DescribedGroup_v6(o, out):
     else:
         out.append(0)
 
-def _e_DescribeGroupsResponse_v6(o, out):
+def _e_DescribeGroupsResponse_v6(o: DescribeGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -238,7 +239,7 @@ class DescribeLogDirsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v0(mv, pos, n):
+def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsRequest_DescribableLogDirTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsRequest_DescribableLogDirTopic, n)))
     for o in result:
@@ -256,7 +257,7 @@ def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeLogDirsRequest_v0(mv, pos):
+def _d_DescribeLogDirsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsRequest)
     n, = _u_i(mv, pos)
@@ -271,7 +272,8 @@ def _d_DescribeLogDirsRequest_v0(mv, pos):
         o.topics = None
     return o, pos
 
-def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(o, out):
+def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(o: DescribeLogDirsRequest_DescribableLogDirTopic, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -280,7 +282,9 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_DescribeLogDirsRequest_v0(o, out):
+def _e_DescribeLogDirsRequest_v0(o: DescribeLogDirsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out += b'\xff\xff\xff\xff'
@@ -289,7 +293,7 @@ def _e_DescribeLogDirsRequest_v0(o, out):
         for item in lst:
             _e_DescribeLogDirsRequest_DescribableLogDirTopic_v0(item, out)
 
-def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v2(mv, pos, n):
+def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsRequest_DescribableLogDirTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsRequest_DescribableLogDirTopic, n)))
     for o in result:
@@ -313,7 +317,7 @@ def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeLogDirsRequest_v2(mv, pos):
+def _d_DescribeLogDirsRequest_v2(mv: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsRequest)
     n = mv[pos]
@@ -334,7 +338,8 @@ def _d_DescribeLogDirsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o, out):
+def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o: DescribeLogDirsRequest_DescribableLogDirTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -348,7 +353,9 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeLogDirsRequest_v2(o, out):
+def _e_DescribeLogDirsRequest_v2(o: DescribeLogDirsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out.append(0)
@@ -362,7 +369,7 @@ def _e_DescribeLogDirsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsPartition, n)))
     for o in result:
@@ -370,7 +377,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(mv, pos, n):
         pos += 21
     return result, pos
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsTopic, n)))
     for o in result:
@@ -387,7 +394,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v0(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsResult, n)))
     for o in result:
@@ -406,7 +413,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_DescribeLogDirsResponse_v0(mv, pos):
+def _d_DescribeLogDirsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -423,10 +430,12 @@ def _d_DescribeLogDirsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(o: DescribeLogDirsResponse_DescribeLogDirsPartition, out: bytearray) -> None:
     out += _p_iqqo(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(o: DescribeLogDirsResponse_DescribeLogDirsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -436,7 +445,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(o, out):
         for item in lst:
             _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(item, out)
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(o: DescribeLogDirsResponse_DescribeLogDirsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.log_dir)
     lst = o.topics
@@ -447,7 +458,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(o, out):
         for item in lst:
             _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(item, out)
 
-def _e_DescribeLogDirsResponse_v0(o, out):
+def _e_DescribeLogDirsResponse_v0(o: DescribeLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -457,7 +470,7 @@ def _e_DescribeLogDirsResponse_v0(o, out):
         for item in lst:
             _e_DescribeLogDirsResponse_DescribeLogDirsResult_v0(item, out)
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsPartition, n)))
     for o in result:
@@ -469,7 +482,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsTopic, n)))
     for o in result:
@@ -492,7 +505,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v2(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsResult, n)))
     for o in result:
@@ -517,7 +530,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeLogDirsResponse_v2(mv, pos):
+def _d_DescribeLogDirsResponse_v2(mv: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -538,7 +551,7 @@ def _d_DescribeLogDirsResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(o: DescribeLogDirsResponse_DescribeLogDirsPartition, out: bytearray) -> None:
     out += _p_iqqo(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -546,7 +559,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(o: DescribeLogDirsResponse_DescribeLogDirsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -561,7 +576,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(o: DescribeLogDirsResponse_DescribeLogDirsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.log_dir)
     lst = o.topics
@@ -577,7 +594,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeLogDirsResponse_v2(o, out):
+def _e_DescribeLogDirsResponse_v2(o: DescribeLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.results
     if lst is None:
@@ -592,7 +611,7 @@ def _e_DescribeLogDirsResponse_v2(o, out):
     else:
         out.append(0)
 
-def _d_DescribeLogDirsResponse_v3(mv, pos):
+def _d_DescribeLogDirsResponse_v3(mv: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -613,7 +632,9 @@ def _d_DescribeLogDirsResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeLogDirsResponse_v3(o, out):
+def _e_DescribeLogDirsResponse_v3(o: DescribeLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.results
     if lst is None:
@@ -628,7 +649,7 @@ def _e_DescribeLogDirsResponse_v3(o, out):
     else:
         out.append(0)
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v4(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v4(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsResult, n)))
     for o in result:
@@ -655,7 +676,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeLogDirsResponse_v4(mv, pos):
+def _d_DescribeLogDirsResponse_v4(mv: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -676,7 +697,9 @@ def _d_DescribeLogDirsResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o: DescribeLogDirsResponse_DescribeLogDirsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.log_dir)
     lst = o.topics
@@ -693,7 +716,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v4(o, out):
     else:
         out.append(0)
 
-def _e_DescribeLogDirsResponse_v4(o, out):
+def _e_DescribeLogDirsResponse_v4(o: DescribeLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.results
     if lst is None:
@@ -708,7 +733,7 @@ def _e_DescribeLogDirsResponse_v4(o, out):
     else:
         out.append(0)
 
-def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v5(mv, pos, n):
+def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v5(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsResponse_DescribeLogDirsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeLogDirsResponse_DescribeLogDirsResult, n)))
     for o in result:
@@ -735,7 +760,7 @@ def _da_DescribeLogDirsResponse_DescribeLogDirsResult_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeLogDirsResponse_v5(mv, pos):
+def _d_DescribeLogDirsResponse_v5(mv: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     limit = len(mv)
     o = _new(DescribeLogDirsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -756,7 +781,9 @@ def _d_DescribeLogDirsResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v5(o, out):
+def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v5(o: DescribeLogDirsResponse_DescribeLogDirsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.log_dir)
     lst = o.topics
@@ -773,7 +800,9 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_v5(o, out):
     else:
         out.append(0)
 
-def _e_DescribeLogDirsResponse_v5(o, out):
+def _e_DescribeLogDirsResponse_v5(o: DescribeLogDirsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.results
     if lst is None:

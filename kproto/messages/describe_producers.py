@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -224,7 +225,7 @@ class DescribeProducersResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_DescribeProducersRequest_TopicRequest_v0(mv, pos, n):
+def _da_DescribeProducersRequest_TopicRequest_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeProducersRequest_TopicRequest], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeProducersRequest_TopicRequest, n)))
     for o in result:
@@ -248,7 +249,7 @@ def _da_DescribeProducersRequest_TopicRequest_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeProducersRequest_v0(mv, pos):
+def _d_DescribeProducersRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
     limit = len(mv)
     o = _new(DescribeProducersRequest)
     n = mv[pos]
@@ -269,7 +270,8 @@ def _d_DescribeProducersRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeProducersRequest_TopicRequest_v0(o, out):
+def _e_DescribeProducersRequest_TopicRequest_v0(o: DescribeProducersRequest_TopicRequest, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -283,7 +285,9 @@ def _e_DescribeProducersRequest_TopicRequest_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeProducersRequest_v0(o, out):
+def _e_DescribeProducersRequest_v0(o: DescribeProducersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -297,7 +301,7 @@ def _e_DescribeProducersRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeProducersResponse_ProducerState_v0(mv, pos, n):
+def _da_DescribeProducersResponse_ProducerState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeProducersResponse_ProducerState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeProducersResponse_ProducerState, n)))
     for o in result:
@@ -309,7 +313,7 @@ def _da_DescribeProducersResponse_ProducerState_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeProducersResponse_PartitionResponse_v0(mv, pos, n):
+def _da_DescribeProducersResponse_PartitionResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeProducersResponse_PartitionResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeProducersResponse_PartitionResponse, n)))
     for o in result:
@@ -334,7 +338,7 @@ def _da_DescribeProducersResponse_PartitionResponse_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeProducersResponse_TopicResponse_v0(mv, pos, n):
+def _da_DescribeProducersResponse_TopicResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeProducersResponse_TopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeProducersResponse_TopicResponse, n)))
     for o in result:
@@ -357,7 +361,7 @@ def _da_DescribeProducersResponse_TopicResponse_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeProducersResponse_v0(mv, pos):
+def _d_DescribeProducersResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
     limit = len(mv)
     o = _new(DescribeProducersResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -378,7 +382,7 @@ def _d_DescribeProducersResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeProducersResponse_ProducerState_v0(o, out):
+def _e_DescribeProducersResponse_ProducerState_v0(o: DescribeProducersResponse_ProducerState, out: bytearray) -> None:
     out += _p_qiiqiq(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -386,7 +390,9 @@ def _e_DescribeProducersResponse_ProducerState_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeProducersResponse_PartitionResponse_v0(o, out):
+def _e_DescribeProducersResponse_PartitionResponse_v0(o: DescribeProducersResponse_PartitionResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.partition_index, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.active_producers
@@ -402,7 +408,9 @@ def _e_DescribeProducersResponse_PartitionResponse_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeProducersResponse_TopicResponse_v0(o, out):
+def _e_DescribeProducersResponse_TopicResponse_v0(o: DescribeProducersResponse_TopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -417,7 +425,9 @@ def _e_DescribeProducersResponse_TopicResponse_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeProducersResponse_v0(o, out):
+def _e_DescribeProducersResponse_v0(o: DescribeProducersResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -333,7 +334,7 @@ class DescribeQuorumResponse(ProtocolStruct):
             self.nodes = nodes
 
 
-def _da_DescribeQuorumRequest_PartitionData_v0(mv, pos, n):
+def _da_DescribeQuorumRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumRequest_PartitionData, n)))
     for o in result:
@@ -345,7 +346,7 @@ def _da_DescribeQuorumRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumRequest_TopicData_v0(mv, pos, n):
+def _da_DescribeQuorumRequest_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumRequest_TopicData, n)))
     for o in result:
@@ -368,7 +369,7 @@ def _da_DescribeQuorumRequest_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeQuorumRequest_v0(mv, pos):
+def _d_DescribeQuorumRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeQuorumRequest, int]:
     limit = len(mv)
     o = _new(DescribeQuorumRequest)
     n = mv[pos]
@@ -389,7 +390,7 @@ def _d_DescribeQuorumRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeQuorumRequest_PartitionData_v0(o, out):
+def _e_DescribeQuorumRequest_PartitionData_v0(o: DescribeQuorumRequest_PartitionData, out: bytearray) -> None:
     out += _p_i(o.partition_index)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -397,7 +398,9 @@ def _e_DescribeQuorumRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumRequest_TopicData_v0(o, out):
+def _e_DescribeQuorumRequest_TopicData_v0(o: DescribeQuorumRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -412,7 +415,9 @@ def _e_DescribeQuorumRequest_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumRequest_v0(o, out):
+def _e_DescribeQuorumRequest_v0(o: DescribeQuorumRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -426,7 +431,7 @@ def _e_DescribeQuorumRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeQuorumResponse_ReplicaState_v0(mv, pos, n):
+def _da_DescribeQuorumResponse_ReplicaState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_ReplicaState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_ReplicaState, n)))
     for o in result:
@@ -438,7 +443,7 @@ def _da_DescribeQuorumResponse_ReplicaState_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_PartitionData_v0(mv, pos, n):
+def _da_DescribeQuorumResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_PartitionData, n)))
     for o in result:
@@ -472,7 +477,7 @@ def _da_DescribeQuorumResponse_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_TopicData_v0(mv, pos, n):
+def _da_DescribeQuorumResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_TopicData, n)))
     for o in result:
@@ -495,7 +500,7 @@ def _da_DescribeQuorumResponse_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeQuorumResponse_v0(mv, pos):
+def _d_DescribeQuorumResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     limit = len(mv)
     o = _new(DescribeQuorumResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -516,7 +521,7 @@ def _d_DescribeQuorumResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeQuorumResponse_ReplicaState_v0(o, out):
+def _e_DescribeQuorumResponse_ReplicaState_v0(o: DescribeQuorumResponse_ReplicaState, out: bytearray) -> None:
     out += _p_iq(o.replica_id, o.log_end_offset)
     if o.replica_directory_id != _ZERO_UUID:
         _unsupported(o, 'replica_directory_id', '2+')
@@ -526,7 +531,9 @@ def _e_DescribeQuorumResponse_ReplicaState_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_PartitionData_v0(o, out):
+def _e_DescribeQuorumResponse_PartitionData_v0(o: DescribeQuorumResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihiiq(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     lst = o.current_voters
     if lst is None:
@@ -548,7 +555,9 @@ def _e_DescribeQuorumResponse_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_TopicData_v0(o, out):
+def _e_DescribeQuorumResponse_TopicData_v0(o: DescribeQuorumResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -563,7 +572,9 @@ def _e_DescribeQuorumResponse_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_v0(o, out):
+def _e_DescribeQuorumResponse_v0(o: DescribeQuorumResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:
@@ -580,7 +591,7 @@ def _e_DescribeQuorumResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeQuorumResponse_ReplicaState_v1(mv, pos, n):
+def _da_DescribeQuorumResponse_ReplicaState_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_ReplicaState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_ReplicaState, n)))
     for o in result:
@@ -592,7 +603,7 @@ def _da_DescribeQuorumResponse_ReplicaState_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_PartitionData_v1(mv, pos, n):
+def _da_DescribeQuorumResponse_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_PartitionData, n)))
     for o in result:
@@ -626,7 +637,7 @@ def _da_DescribeQuorumResponse_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_TopicData_v1(mv, pos, n):
+def _da_DescribeQuorumResponse_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_TopicData, n)))
     for o in result:
@@ -649,7 +660,7 @@ def _da_DescribeQuorumResponse_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeQuorumResponse_v1(mv, pos):
+def _d_DescribeQuorumResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     limit = len(mv)
     o = _new(DescribeQuorumResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -670,7 +681,7 @@ def _d_DescribeQuorumResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeQuorumResponse_ReplicaState_v1(o, out):
+def _e_DescribeQuorumResponse_ReplicaState_v1(o: DescribeQuorumResponse_ReplicaState, out: bytearray) -> None:
     out += _p_iqqq(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
     if o.replica_directory_id != _ZERO_UUID:
         _unsupported(o, 'replica_directory_id', '2+')
@@ -680,7 +691,9 @@ def _e_DescribeQuorumResponse_ReplicaState_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_PartitionData_v1(o, out):
+def _e_DescribeQuorumResponse_PartitionData_v1(o: DescribeQuorumResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihiiq(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     lst = o.current_voters
     if lst is None:
@@ -702,7 +715,9 @@ def _e_DescribeQuorumResponse_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_TopicData_v1(o, out):
+def _e_DescribeQuorumResponse_TopicData_v1(o: DescribeQuorumResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -717,7 +732,9 @@ def _e_DescribeQuorumResponse_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_v1(o, out):
+def _e_DescribeQuorumResponse_v1(o: DescribeQuorumResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:
@@ -734,7 +751,7 @@ def _e_DescribeQuorumResponse_v1(o, out):
     else:
         out.append(0)
 
-def _da_DescribeQuorumResponse_ReplicaState_v2(mv, pos, n):
+def _da_DescribeQuorumResponse_ReplicaState_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_ReplicaState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_ReplicaState, n)))
     for o in result:
@@ -749,7 +766,7 @@ def _da_DescribeQuorumResponse_ReplicaState_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_PartitionData_v2(mv, pos, n):
+def _da_DescribeQuorumResponse_PartitionData_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_PartitionData, n)))
     for o in result:
@@ -786,7 +803,7 @@ def _da_DescribeQuorumResponse_PartitionData_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_TopicData_v2(mv, pos, n):
+def _da_DescribeQuorumResponse_TopicData_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_TopicData, n)))
     for o in result:
@@ -809,7 +826,7 @@ def _da_DescribeQuorumResponse_TopicData_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_Listener_v2(mv, pos, n):
+def _da_DescribeQuorumResponse_Listener_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_Listener], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_Listener, n)))
     for o in result:
@@ -823,7 +840,7 @@ def _da_DescribeQuorumResponse_Listener_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeQuorumResponse_Node_v2(mv, pos, n):
+def _da_DescribeQuorumResponse_Node_v2(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumResponse_Node], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeQuorumResponse_Node, n)))
     for o in result:
@@ -845,7 +862,7 @@ def _da_DescribeQuorumResponse_Node_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeQuorumResponse_v2(mv, pos):
+def _d_DescribeQuorumResponse_v2(mv: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     limit = len(mv)
     o = _new(DescribeQuorumResponse)
     o.error_code, = _u_h(mv, pos)
@@ -881,7 +898,7 @@ def _d_DescribeQuorumResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeQuorumResponse_ReplicaState_v2(o, out):
+def _e_DescribeQuorumResponse_ReplicaState_v2(o: DescribeQuorumResponse_ReplicaState, out: bytearray) -> None:
     out += _p_i(o.replica_id)
     out += o.replica_directory_id.bytes
     out += _p_qqq(o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
@@ -891,7 +908,9 @@ def _e_DescribeQuorumResponse_ReplicaState_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_PartitionData_v2(o, out):
+def _e_DescribeQuorumResponse_PartitionData_v2(o: DescribeQuorumResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.partition_index, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_iiq(o.leader_id, o.leader_epoch, o.high_watermark)
@@ -915,7 +934,9 @@ def _e_DescribeQuorumResponse_PartitionData_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_TopicData_v2(o, out):
+def _e_DescribeQuorumResponse_TopicData_v2(o: DescribeQuorumResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -930,7 +951,7 @@ def _e_DescribeQuorumResponse_TopicData_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_Listener_v2(o, out):
+def _e_DescribeQuorumResponse_Listener_v2(o: DescribeQuorumResponse_Listener, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -940,7 +961,9 @@ def _e_DescribeQuorumResponse_Listener_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_Node_v2(o, out):
+def _e_DescribeQuorumResponse_Node_v2(o: DescribeQuorumResponse_Node, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.node_id)
     lst = o.listeners
     if lst is None:
@@ -955,7 +978,9 @@ def _e_DescribeQuorumResponse_Node_v2(o, out):
     else:
         out.append(0)
 
-def _e_DescribeQuorumResponse_v2(o, out):
+def _e_DescribeQuorumResponse_v2(o: DescribeQuorumResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.topics

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -253,7 +254,7 @@ class DescribeShareGroupOffsetsResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(mv, pos, n):
+def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, n)))
     for o in result:
@@ -277,7 +278,7 @@ def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v
             pos += 1
     return result, pos
 
-def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(mv, pos, n):
+def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, n)))
     for o in result:
@@ -300,7 +301,7 @@ def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v
             pos += 1
     return result, pos
 
-def _d_DescribeShareGroupOffsetsRequest_v0(mv, pos):
+def _d_DescribeShareGroupOffsetsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeShareGroupOffsetsRequest, int]:
     limit = len(mv)
     o = _new(DescribeShareGroupOffsetsRequest)
     n = mv[pos]
@@ -321,7 +322,8 @@ def _d_DescribeShareGroupOffsetsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(o, out):
+def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(o: DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -335,7 +337,9 @@ def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(o, out):
+def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(o: DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -350,7 +354,9 @@ def _e_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsRequest_v0(o, out):
+def _e_DescribeShareGroupOffsetsRequest_v0(o: DescribeShareGroupOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -364,7 +370,7 @@ def _e_DescribeShareGroupOffsetsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(mv, pos, n):
+def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, n)))
     for o in result:
@@ -377,7 +383,7 @@ def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseParti
             pos += 1
     return result, pos
 
-def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(mv, pos, n):
+def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, n)))
     for o in result:
@@ -401,7 +407,7 @@ def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic
             pos += 1
     return result, pos
 
-def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(mv, pos, n):
+def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, n)))
     for o in result:
@@ -427,7 +433,7 @@ def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup
             pos += 1
     return result, pos
 
-def _d_DescribeShareGroupOffsetsResponse_v0(mv, pos):
+def _d_DescribeShareGroupOffsetsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeShareGroupOffsetsResponse, int]:
     limit = len(mv)
     o = _new(DescribeShareGroupOffsetsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -448,7 +454,7 @@ def _d_DescribeShareGroupOffsetsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(o, out):
+def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(o: DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, out: bytearray) -> None:
     out += _p_iqih(o.partition_index, o.start_offset, o.leader_epoch, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -457,7 +463,9 @@ def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(o, out):
+def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(o: DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     lst = o.partitions
@@ -473,7 +481,9 @@ def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(o, out):
+def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(o: DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -490,7 +500,9 @@ def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsResponse_v0(o, out):
+def _e_DescribeShareGroupOffsetsResponse_v0(o: DescribeShareGroupOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -505,7 +517,7 @@ def _e_DescribeShareGroupOffsetsResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(mv, pos, n):
+def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, n)))
     for o in result:
@@ -518,7 +530,7 @@ def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseParti
             pos += 1
     return result, pos
 
-def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(mv, pos, n):
+def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, n)))
     for o in result:
@@ -542,7 +554,7 @@ def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic
             pos += 1
     return result, pos
 
-def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(mv, pos, n):
+def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, n)))
     for o in result:
@@ -568,7 +580,7 @@ def _da_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup
             pos += 1
     return result, pos
 
-def _d_DescribeShareGroupOffsetsResponse_v1(mv, pos):
+def _d_DescribeShareGroupOffsetsResponse_v1(mv: memoryview, pos: int) -> tuple[DescribeShareGroupOffsetsResponse, int]:
     limit = len(mv)
     o = _new(DescribeShareGroupOffsetsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -589,7 +601,7 @@ def _d_DescribeShareGroupOffsetsResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(o, out):
+def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(o: DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition, out: bytearray) -> None:
     out += _p_iqiqh(o.partition_index, o.start_offset, o.leader_epoch, o.lag, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -598,7 +610,9 @@ def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(o, out):
+def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(o: DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     lst = o.partitions
@@ -614,7 +628,9 @@ def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(o, out):
+def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(o: DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -631,7 +647,9 @@ def _e_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_
     else:
         out.append(0)
 
-def _e_DescribeShareGroupOffsetsResponse_v1(o, out):
+def _e_DescribeShareGroupOffsetsResponse_v1(o: DescribeShareGroupOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:

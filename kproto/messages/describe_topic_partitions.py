@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -274,7 +275,7 @@ class DescribeTopicPartitionsResponse(ProtocolStruct):
         self.next_cursor = next_cursor
 
 
-def _da_DescribeTopicPartitionsRequest_TopicRequest_v0(mv, pos, n):
+def _da_DescribeTopicPartitionsRequest_TopicRequest_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeTopicPartitionsRequest_TopicRequest], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeTopicPartitionsRequest_TopicRequest, n)))
     for o in result:
@@ -285,7 +286,7 @@ def _da_DescribeTopicPartitionsRequest_TopicRequest_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeTopicPartitionsRequest_Cursor_v0(mv, pos):
+def _d_DescribeTopicPartitionsRequest_Cursor_v0(mv: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest_Cursor, int]:
     limit = len(mv)
     o = _new(DescribeTopicPartitionsRequest_Cursor)
     o.topic_name, pos = _rcstr(mv, pos)
@@ -297,7 +298,7 @@ def _d_DescribeTopicPartitionsRequest_Cursor_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _d_DescribeTopicPartitionsRequest_v0(mv, pos):
+def _d_DescribeTopicPartitionsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
     limit = len(mv)
     o = _new(DescribeTopicPartitionsRequest)
     n = mv[pos]
@@ -326,7 +327,7 @@ def _d_DescribeTopicPartitionsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeTopicPartitionsRequest_TopicRequest_v0(o, out):
+def _e_DescribeTopicPartitionsRequest_TopicRequest_v0(o: DescribeTopicPartitionsRequest_TopicRequest, out: bytearray) -> None:
     _wcstr(out, o.name)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -334,7 +335,7 @@ def _e_DescribeTopicPartitionsRequest_TopicRequest_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeTopicPartitionsRequest_Cursor_v0(o, out):
+def _e_DescribeTopicPartitionsRequest_Cursor_v0(o: DescribeTopicPartitionsRequest_Cursor, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     out += _p_i(o.partition_index)
     unknown = o._unknown_tagged_fields
@@ -343,7 +344,9 @@ def _e_DescribeTopicPartitionsRequest_Cursor_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeTopicPartitionsRequest_v0(o, out):
+def _e_DescribeTopicPartitionsRequest_v0(o: DescribeTopicPartitionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -363,7 +366,7 @@ def _e_DescribeTopicPartitionsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(mv, pos, n):
+def _da_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, n)))
     for o in result:
@@ -442,7 +445,7 @@ def _da_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition
             pos += 1
     return result, pos
 
-def _da_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(mv, pos, n):
+def _da_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, n)))
     for o in result:
@@ -473,7 +476,7 @@ def _da_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(
             pos += 1
     return result, pos
 
-def _d_DescribeTopicPartitionsResponse_Cursor_v0(mv, pos):
+def _d_DescribeTopicPartitionsResponse_Cursor_v0(mv: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse_Cursor, int]:
     limit = len(mv)
     o = _new(DescribeTopicPartitionsResponse_Cursor)
     o.topic_name, pos = _rcstr(mv, pos)
@@ -485,7 +488,7 @@ def _d_DescribeTopicPartitionsResponse_Cursor_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _d_DescribeTopicPartitionsResponse_v0(mv, pos):
+def _d_DescribeTopicPartitionsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
     limit = len(mv)
     o = _new(DescribeTopicPartitionsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -512,7 +515,8 @@ def _d_DescribeTopicPartitionsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(o, out):
+def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(o: DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition, out: bytearray) -> None:
+    lst: _Any
     out += _p_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     lst = o.replica_nodes
     if lst is None:
@@ -550,7 +554,9 @@ def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         out.append(0)
 
-def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(o, out):
+def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(o: DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.name)
     out += o.topic_id.bytes
@@ -569,7 +575,7 @@ def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(o
     else:
         out.append(0)
 
-def _e_DescribeTopicPartitionsResponse_Cursor_v0(o, out):
+def _e_DescribeTopicPartitionsResponse_Cursor_v0(o: DescribeTopicPartitionsResponse_Cursor, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     out += _p_i(o.partition_index)
     unknown = o._unknown_tagged_fields
@@ -578,7 +584,9 @@ def _e_DescribeTopicPartitionsResponse_Cursor_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeTopicPartitionsResponse_v0(o, out):
+def _e_DescribeTopicPartitionsResponse_v0(o: DescribeTopicPartitionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

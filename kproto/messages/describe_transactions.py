@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -180,7 +181,9 @@ class DescribeTransactionsResponse(ProtocolStruct):
             self.transaction_states = transaction_states
 
 
-def _d_DescribeTransactionsRequest_v0(mv, pos):
+def _d_DescribeTransactionsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(DescribeTransactionsRequest)
     n = mv[pos]
@@ -205,7 +208,9 @@ def _d_DescribeTransactionsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeTransactionsRequest_v0(o, out):
+def _e_DescribeTransactionsRequest_v0(o: DescribeTransactionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.transactional_ids
     if lst is None:
         raise ValueError('None in non-nullable array transactional_ids')
@@ -219,7 +224,7 @@ def _e_DescribeTransactionsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeTransactionsResponse_TopicData_v0(mv, pos, n):
+def _da_DescribeTransactionsResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeTransactionsResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeTransactionsResponse_TopicData, n)))
     for o in result:
@@ -243,7 +248,7 @@ def _da_DescribeTransactionsResponse_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeTransactionsResponse_TransactionState_v0(mv, pos, n):
+def _da_DescribeTransactionsResponse_TransactionState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeTransactionsResponse_TransactionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeTransactionsResponse_TransactionState, n)))
     for o in result:
@@ -269,7 +274,7 @@ def _da_DescribeTransactionsResponse_TransactionState_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeTransactionsResponse_v0(mv, pos):
+def _d_DescribeTransactionsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
     limit = len(mv)
     o = _new(DescribeTransactionsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -290,7 +295,8 @@ def _d_DescribeTransactionsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeTransactionsResponse_TopicData_v0(o, out):
+def _e_DescribeTransactionsResponse_TopicData_v0(o: DescribeTransactionsResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -304,7 +310,9 @@ def _e_DescribeTransactionsResponse_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeTransactionsResponse_TransactionState_v0(o, out):
+def _e_DescribeTransactionsResponse_TransactionState_v0(o: DescribeTransactionsResponse_TransactionState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.transactional_id)
     _wcstr(out, o.transaction_state)
@@ -322,7 +330,9 @@ def _e_DescribeTransactionsResponse_TransactionState_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeTransactionsResponse_v0(o, out):
+def _e_DescribeTransactionsResponse_v0(o: DescribeTransactionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.transaction_states
     if lst is None:

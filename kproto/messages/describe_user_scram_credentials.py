@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -190,7 +191,7 @@ class DescribeUserScramCredentialsResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_DescribeUserScramCredentialsRequest_UserName_v0(mv, pos, n):
+def _da_DescribeUserScramCredentialsRequest_UserName_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeUserScramCredentialsRequest_UserName], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeUserScramCredentialsRequest_UserName, n)))
     for o in result:
@@ -201,7 +202,7 @@ def _da_DescribeUserScramCredentialsRequest_UserName_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_DescribeUserScramCredentialsRequest_v0(mv, pos):
+def _d_DescribeUserScramCredentialsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
     limit = len(mv)
     o = _new(DescribeUserScramCredentialsRequest)
     n = mv[pos]
@@ -222,7 +223,7 @@ def _d_DescribeUserScramCredentialsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeUserScramCredentialsRequest_UserName_v0(o, out):
+def _e_DescribeUserScramCredentialsRequest_UserName_v0(o: DescribeUserScramCredentialsRequest_UserName, out: bytearray) -> None:
     _wcstr(out, o.name)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -230,7 +231,9 @@ def _e_DescribeUserScramCredentialsRequest_UserName_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeUserScramCredentialsRequest_v0(o, out):
+def _e_DescribeUserScramCredentialsRequest_v0(o: DescribeUserScramCredentialsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.users
     if lst is None:
         out.append(0)
@@ -244,7 +247,7 @@ def _e_DescribeUserScramCredentialsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_DescribeUserScramCredentialsResponse_CredentialInfo_v0(mv, pos, n):
+def _da_DescribeUserScramCredentialsResponse_CredentialInfo_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeUserScramCredentialsResponse_CredentialInfo], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeUserScramCredentialsResponse_CredentialInfo, n)))
     for o in result:
@@ -256,7 +259,7 @@ def _da_DescribeUserScramCredentialsResponse_CredentialInfo_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(mv, pos, n):
+def _da_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, n)))
     for o in result:
@@ -282,7 +285,7 @@ def _da_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_
             pos += 1
     return result, pos
 
-def _d_DescribeUserScramCredentialsResponse_v0(mv, pos):
+def _d_DescribeUserScramCredentialsResponse_v0(mv: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
     limit = len(mv)
     o = _new(DescribeUserScramCredentialsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -306,7 +309,7 @@ def _d_DescribeUserScramCredentialsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(o, out):
+def _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(o: DescribeUserScramCredentialsResponse_CredentialInfo, out: bytearray) -> None:
     out += _p_bi(o.mechanism, o.iterations)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -314,7 +317,9 @@ def _e_DescribeUserScramCredentialsResponse_CredentialInfo_v0(o, out):
     else:
         out.append(0)
 
-def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(o, out):
+def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(o: DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.user)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -331,7 +336,9 @@ def _e_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v
     else:
         out.append(0)
 
-def _e_DescribeUserScramCredentialsResponse_v0(o, out):
+def _e_DescribeUserScramCredentialsResponse_v0(o: DescribeUserScramCredentialsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.results

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -199,7 +200,7 @@ class ElectLeadersResponse(ProtocolStruct):
             self.replica_election_results = replica_election_results
 
 
-def _da_ElectLeadersRequest_TopicPartitions_v0(mv, pos, n):
+def _da_ElectLeadersRequest_TopicPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersRequest_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ElectLeadersRequest_TopicPartitions, n)))
     for o in result:
@@ -217,7 +218,7 @@ def _da_ElectLeadersRequest_TopicPartitions_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ElectLeadersRequest_v0(mv, pos):
+def _d_ElectLeadersRequest_v0(mv: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     limit = len(mv)
     o = _new(ElectLeadersRequest)
     n, = _u_i(mv, pos)
@@ -234,7 +235,8 @@ def _d_ElectLeadersRequest_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ElectLeadersRequest_TopicPartitions_v0(o, out):
+def _e_ElectLeadersRequest_TopicPartitions_v0(o: ElectLeadersRequest_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -243,7 +245,9 @@ def _e_ElectLeadersRequest_TopicPartitions_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_ElectLeadersRequest_v0(o, out):
+def _e_ElectLeadersRequest_v0(o: ElectLeadersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_partitions
     if lst is None:
         out += b'\xff\xff\xff\xff'
@@ -255,7 +259,7 @@ def _e_ElectLeadersRequest_v0(o, out):
     if o.election_type != 0:
         _unsupported(o, 'election_type', '1+')
 
-def _d_ElectLeadersRequest_v1(mv, pos):
+def _d_ElectLeadersRequest_v1(mv: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     limit = len(mv)
     o = _new(ElectLeadersRequest)
     o.election_type, = _u_b(mv, pos)
@@ -274,7 +278,9 @@ def _d_ElectLeadersRequest_v1(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ElectLeadersRequest_v1(o, out):
+def _e_ElectLeadersRequest_v1(o: ElectLeadersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.election_type)
     lst = o.topic_partitions
     if lst is None:
@@ -285,7 +291,7 @@ def _e_ElectLeadersRequest_v1(o, out):
             _e_ElectLeadersRequest_TopicPartitions_v0(item, out)
     out += _p_i(o.timeout_ms)
 
-def _da_ElectLeadersRequest_TopicPartitions_v2(mv, pos, n):
+def _da_ElectLeadersRequest_TopicPartitions_v2(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersRequest_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ElectLeadersRequest_TopicPartitions, n)))
     for o in result:
@@ -309,7 +315,7 @@ def _da_ElectLeadersRequest_TopicPartitions_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ElectLeadersRequest_v2(mv, pos):
+def _d_ElectLeadersRequest_v2(mv: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     limit = len(mv)
     o = _new(ElectLeadersRequest)
     o.election_type, n, o.timeout_ms = _u_bBi(mv, pos)
@@ -338,7 +344,8 @@ def _d_ElectLeadersRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ElectLeadersRequest_TopicPartitions_v2(o, out):
+def _e_ElectLeadersRequest_TopicPartitions_v2(o: ElectLeadersRequest_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -352,7 +359,9 @@ def _e_ElectLeadersRequest_TopicPartitions_v2(o, out):
     else:
         out.append(0)
 
-def _e_ElectLeadersRequest_v2(o, out):
+def _e_ElectLeadersRequest_v2(o: ElectLeadersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.election_type)
     lst = o.topic_partitions
     if lst is None:
@@ -368,7 +377,7 @@ def _e_ElectLeadersRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_ElectLeadersResponse_PartitionResult_v0(mv, pos, n):
+def _da_ElectLeadersResponse_PartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ElectLeadersResponse_PartitionResult, n)))
     for o in result:
@@ -377,7 +386,7 @@ def _da_ElectLeadersResponse_PartitionResult_v0(mv, pos, n):
         o.error_message, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_ElectLeadersResponse_ReplicaElectionResult_v0(mv, pos, n):
+def _da_ElectLeadersResponse_ReplicaElectionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersResponse_ReplicaElectionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ElectLeadersResponse_ReplicaElectionResult, n)))
     for o in result:
@@ -394,7 +403,7 @@ def _da_ElectLeadersResponse_ReplicaElectionResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ElectLeadersResponse_v0(mv, pos):
+def _d_ElectLeadersResponse_v0(mv: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     limit = len(mv)
     o = _new(ElectLeadersResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -411,11 +420,13 @@ def _d_ElectLeadersResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ElectLeadersResponse_PartitionResult_v0(o, out):
+def _e_ElectLeadersResponse_PartitionResult_v0(o: ElectLeadersResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_id, o.error_code)
     _wnstr(out, o.error_message)
 
-def _e_ElectLeadersResponse_ReplicaElectionResult_v0(o, out):
+def _e_ElectLeadersResponse_ReplicaElectionResult_v0(o: ElectLeadersResponse_ReplicaElectionResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partition_result
     if lst is None:
@@ -425,7 +436,9 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_v0(o, out):
         for item in lst:
             _e_ElectLeadersResponse_PartitionResult_v0(item, out)
 
-def _e_ElectLeadersResponse_v0(o, out):
+def _e_ElectLeadersResponse_v0(o: ElectLeadersResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.replica_election_results
     if lst is None:
@@ -437,7 +450,7 @@ def _e_ElectLeadersResponse_v0(o, out):
     if o.error_code != 0:
         _unsupported(o, 'error_code', '1+')
 
-def _d_ElectLeadersResponse_v1(mv, pos):
+def _d_ElectLeadersResponse_v1(mv: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     limit = len(mv)
     o = _new(ElectLeadersResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -454,7 +467,9 @@ def _d_ElectLeadersResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ElectLeadersResponse_v1(o, out):
+def _e_ElectLeadersResponse_v1(o: ElectLeadersResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.replica_election_results
     if lst is None:
@@ -464,7 +479,7 @@ def _e_ElectLeadersResponse_v1(o, out):
         for item in lst:
             _e_ElectLeadersResponse_ReplicaElectionResult_v0(item, out)
 
-def _da_ElectLeadersResponse_PartitionResult_v2(mv, pos, n):
+def _da_ElectLeadersResponse_PartitionResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ElectLeadersResponse_PartitionResult, n)))
     for o in result:
@@ -477,7 +492,7 @@ def _da_ElectLeadersResponse_PartitionResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ElectLeadersResponse_ReplicaElectionResult_v2(mv, pos, n):
+def _da_ElectLeadersResponse_ReplicaElectionResult_v2(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersResponse_ReplicaElectionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ElectLeadersResponse_ReplicaElectionResult, n)))
     for o in result:
@@ -500,7 +515,7 @@ def _da_ElectLeadersResponse_ReplicaElectionResult_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ElectLeadersResponse_v2(mv, pos):
+def _d_ElectLeadersResponse_v2(mv: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     limit = len(mv)
     o = _new(ElectLeadersResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -521,7 +536,7 @@ def _d_ElectLeadersResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ElectLeadersResponse_PartitionResult_v2(o, out):
+def _e_ElectLeadersResponse_PartitionResult_v2(o: ElectLeadersResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_id, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -530,7 +545,9 @@ def _e_ElectLeadersResponse_PartitionResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o, out):
+def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o: ElectLeadersResponse_ReplicaElectionResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic)
     lst = o.partition_result
     if lst is None:
@@ -545,7 +562,9 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_v2(o, out):
     else:
         out.append(0)
 
-def _e_ElectLeadersResponse_v2(o, out):
+def _e_ElectLeadersResponse_v2(o: ElectLeadersResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.replica_election_results
     if lst is None:

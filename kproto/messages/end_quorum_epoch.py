@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -313,7 +314,7 @@ class EndQuorumEpochResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_EndQuorumEpochRequest_PartitionData_v0(mv, pos, n):
+def _da_EndQuorumEpochRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochRequest_PartitionData, n)))
     for o in result:
@@ -332,7 +333,7 @@ def _da_EndQuorumEpochRequest_PartitionData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_EndQuorumEpochRequest_TopicData_v0(mv, pos, n):
+def _da_EndQuorumEpochRequest_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochRequest_TopicData, n)))
     for o in result:
@@ -349,7 +350,7 @@ def _da_EndQuorumEpochRequest_TopicData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_EndQuorumEpochRequest_v0(mv, pos):
+def _d_EndQuorumEpochRequest_v0(mv: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     limit = len(mv)
     o = _new(EndQuorumEpochRequest)
     o.cluster_id, pos = _rnstr(mv, pos)
@@ -365,7 +366,8 @@ def _d_EndQuorumEpochRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_EndQuorumEpochRequest_PartitionData_v0(o, out):
+def _e_EndQuorumEpochRequest_PartitionData_v0(o: EndQuorumEpochRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
     out += _p_iii(o.partition_index, o.leader_id, o.leader_epoch)
     lst = o.preferred_successors
     if lst is None:
@@ -374,7 +376,9 @@ def _e_EndQuorumEpochRequest_PartitionData_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_EndQuorumEpochRequest_TopicData_v0(o, out):
+def _e_EndQuorumEpochRequest_TopicData_v0(o: EndQuorumEpochRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -384,7 +388,9 @@ def _e_EndQuorumEpochRequest_TopicData_v0(o, out):
         for item in lst:
             _e_EndQuorumEpochRequest_PartitionData_v0(item, out)
 
-def _e_EndQuorumEpochRequest_v0(o, out):
+def _e_EndQuorumEpochRequest_v0(o: EndQuorumEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wnstr(out, o.cluster_id)
     lst = o.topics
     if lst is None:
@@ -394,7 +400,7 @@ def _e_EndQuorumEpochRequest_v0(o, out):
         for item in lst:
             _e_EndQuorumEpochRequest_TopicData_v0(item, out)
 
-def _da_EndQuorumEpochRequest_ReplicaInfo_v1(mv, pos, n):
+def _da_EndQuorumEpochRequest_ReplicaInfo_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_ReplicaInfo], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochRequest_ReplicaInfo, n)))
     for o in result:
@@ -407,7 +413,7 @@ def _da_EndQuorumEpochRequest_ReplicaInfo_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_EndQuorumEpochRequest_PartitionData_v1(mv, pos, n):
+def _da_EndQuorumEpochRequest_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochRequest_PartitionData, n)))
     for o in result:
@@ -429,7 +435,7 @@ def _da_EndQuorumEpochRequest_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_EndQuorumEpochRequest_TopicData_v1(mv, pos, n):
+def _da_EndQuorumEpochRequest_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochRequest_TopicData, n)))
     for o in result:
@@ -452,7 +458,7 @@ def _da_EndQuorumEpochRequest_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_EndQuorumEpochRequest_LeaderEndpoint_v1(mv, pos, n):
+def _da_EndQuorumEpochRequest_LeaderEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_LeaderEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochRequest_LeaderEndpoint, n)))
     for o in result:
@@ -466,7 +472,7 @@ def _da_EndQuorumEpochRequest_LeaderEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_EndQuorumEpochRequest_v1(mv, pos):
+def _d_EndQuorumEpochRequest_v1(mv: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     limit = len(mv)
     o = _new(EndQuorumEpochRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -500,7 +506,7 @@ def _d_EndQuorumEpochRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EndQuorumEpochRequest_ReplicaInfo_v1(o, out):
+def _e_EndQuorumEpochRequest_ReplicaInfo_v1(o: EndQuorumEpochRequest_ReplicaInfo, out: bytearray) -> None:
     out += _p_i(o.candidate_id)
     out += o.candidate_directory_id.bytes
     unknown = o._unknown_tagged_fields
@@ -509,7 +515,9 @@ def _e_EndQuorumEpochRequest_ReplicaInfo_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochRequest_PartitionData_v1(o, out):
+def _e_EndQuorumEpochRequest_PartitionData_v1(o: EndQuorumEpochRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iii(o.partition_index, o.leader_id, o.leader_epoch)
     lst = o.preferred_candidates
     if lst is None:
@@ -524,7 +532,9 @@ def _e_EndQuorumEpochRequest_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochRequest_TopicData_v1(o, out):
+def _e_EndQuorumEpochRequest_TopicData_v1(o: EndQuorumEpochRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -539,7 +549,7 @@ def _e_EndQuorumEpochRequest_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochRequest_LeaderEndpoint_v1(o, out):
+def _e_EndQuorumEpochRequest_LeaderEndpoint_v1(o: EndQuorumEpochRequest_LeaderEndpoint, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -549,7 +559,9 @@ def _e_EndQuorumEpochRequest_LeaderEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochRequest_v1(o, out):
+def _e_EndQuorumEpochRequest_v1(o: EndQuorumEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     lst = o.topics
     if lst is None:
@@ -571,7 +583,7 @@ def _e_EndQuorumEpochRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_EndQuorumEpochResponse_PartitionData_v0(mv, pos, n):
+def _da_EndQuorumEpochResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochResponse_PartitionData, n)))
     for o in result:
@@ -579,7 +591,7 @@ def _da_EndQuorumEpochResponse_PartitionData_v0(mv, pos, n):
         pos += 14
     return result, pos
 
-def _da_EndQuorumEpochResponse_TopicData_v0(mv, pos, n):
+def _da_EndQuorumEpochResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochResponse_TopicData, n)))
     for o in result:
@@ -596,7 +608,7 @@ def _da_EndQuorumEpochResponse_TopicData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_EndQuorumEpochResponse_v0(mv, pos):
+def _d_EndQuorumEpochResponse_v0(mv: memoryview, pos: int) -> tuple[EndQuorumEpochResponse, int]:
     limit = len(mv)
     o = _new(EndQuorumEpochResponse)
     o.error_code, = _u_h(mv, pos)
@@ -613,10 +625,12 @@ def _d_EndQuorumEpochResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_EndQuorumEpochResponse_PartitionData_v0(o, out):
+def _e_EndQuorumEpochResponse_PartitionData_v0(o: EndQuorumEpochResponse_PartitionData, out: bytearray) -> None:
     out += _p_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
 
-def _e_EndQuorumEpochResponse_TopicData_v0(o, out):
+def _e_EndQuorumEpochResponse_TopicData_v0(o: EndQuorumEpochResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -626,7 +640,9 @@ def _e_EndQuorumEpochResponse_TopicData_v0(o, out):
         for item in lst:
             _e_EndQuorumEpochResponse_PartitionData_v0(item, out)
 
-def _e_EndQuorumEpochResponse_v0(o, out):
+def _e_EndQuorumEpochResponse_v0(o: EndQuorumEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:
@@ -638,7 +654,7 @@ def _e_EndQuorumEpochResponse_v0(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '1+')
 
-def _da_EndQuorumEpochResponse_PartitionData_v1(mv, pos, n):
+def _da_EndQuorumEpochResponse_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochResponse_PartitionData, n)))
     for o in result:
@@ -650,7 +666,7 @@ def _da_EndQuorumEpochResponse_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_EndQuorumEpochResponse_TopicData_v1(mv, pos, n):
+def _da_EndQuorumEpochResponse_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochResponse_TopicData, n)))
     for o in result:
@@ -673,7 +689,7 @@ def _da_EndQuorumEpochResponse_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_EndQuorumEpochResponse_NodeEndpoint_v1(mv, pos, n):
+def _da_EndQuorumEpochResponse_NodeEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(EndQuorumEpochResponse_NodeEndpoint, n)))
     for o in result:
@@ -688,7 +704,8 @@ def _da_EndQuorumEpochResponse_NodeEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_EndQuorumEpochResponse_0_v1(mv, pos):
+def _tv_EndQuorumEpochResponse_0_v1(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -706,7 +723,8 @@ def _tv_EndQuorumEpochResponse_0_v1(mv, pos):
         value = []
     return value, pos
 
-def _t_EndQuorumEpochResponse_v1(o, mv, pos):
+def _t_EndQuorumEpochResponse_v1(o: EndQuorumEpochResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -718,7 +736,7 @@ def _t_EndQuorumEpochResponse_v1(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_EndQuorumEpochResponse_v1(mv, pos):
+def _d_EndQuorumEpochResponse_v1(mv: memoryview, pos: int) -> tuple[EndQuorumEpochResponse, int]:
     limit = len(mv)
     o = _new(EndQuorumEpochResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -739,7 +757,7 @@ def _d_EndQuorumEpochResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EndQuorumEpochResponse_PartitionData_v1(o, out):
+def _e_EndQuorumEpochResponse_PartitionData_v1(o: EndQuorumEpochResponse_PartitionData, out: bytearray) -> None:
     out += _p_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -747,7 +765,9 @@ def _e_EndQuorumEpochResponse_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochResponse_TopicData_v1(o, out):
+def _e_EndQuorumEpochResponse_TopicData_v1(o: EndQuorumEpochResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -762,7 +782,7 @@ def _e_EndQuorumEpochResponse_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochResponse_NodeEndpoint_v1(o, out):
+def _e_EndQuorumEpochResponse_NodeEndpoint_v1(o: EndQuorumEpochResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -772,7 +792,11 @@ def _e_EndQuorumEpochResponse_NodeEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_EndQuorumEpochResponse_v1(o, out):
+def _e_EndQuorumEpochResponse_v1(o: EndQuorumEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -122,7 +123,7 @@ class EndTxnResponse(ProtocolStruct):
         self.producer_epoch = producer_epoch
 
 
-def _d_EndTxnRequest_v0(mv, pos):
+def _d_EndTxnRequest_v0(mv: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     limit = len(mv)
     o = _new(EndTxnRequest)
     o.transactional_id, pos = _rstr(mv, pos)
@@ -130,11 +131,11 @@ def _d_EndTxnRequest_v0(mv, pos):
     pos += 11
     return o, pos
 
-def _e_EndTxnRequest_v0(o, out):
+def _e_EndTxnRequest_v0(o: EndTxnRequest, out: bytearray) -> None:
     _wstr(out, o.transactional_id)
     out += _p_qho(o.producer_id, o.producer_epoch, o.committed)
 
-def _d_EndTxnRequest_v3(mv, pos):
+def _d_EndTxnRequest_v3(mv: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     limit = len(mv)
     o = _new(EndTxnRequest)
     o.transactional_id, pos = _rcstr(mv, pos)
@@ -146,7 +147,7 @@ def _d_EndTxnRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EndTxnRequest_v3(o, out):
+def _e_EndTxnRequest_v3(o: EndTxnRequest, out: bytearray) -> None:
     _wcstr(out, o.transactional_id)
     out += _p_qho(o.producer_id, o.producer_epoch, o.committed)
     unknown = o._unknown_tagged_fields
@@ -155,17 +156,17 @@ def _e_EndTxnRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_EndTxnResponse_v0(mv, pos):
+def _d_EndTxnResponse_v0(mv: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     limit = len(mv)
     o = _new(EndTxnResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
     return o, pos
 
-def _e_EndTxnResponse_v0(o, out):
+def _e_EndTxnResponse_v0(o: EndTxnResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
 
-def _d_EndTxnResponse_v3(mv, pos):
+def _d_EndTxnResponse_v3(mv: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     limit = len(mv)
     o = _new(EndTxnResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -176,7 +177,7 @@ def _d_EndTxnResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EndTxnResponse_v3(o, out):
+def _e_EndTxnResponse_v3(o: EndTxnResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -184,7 +185,7 @@ def _e_EndTxnResponse_v3(o, out):
     else:
         out.append(0)
 
-def _d_EndTxnResponse_v5(mv, pos):
+def _d_EndTxnResponse_v5(mv: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     limit = len(mv)
     o = _new(EndTxnResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _u_ihqh(mv, pos)
@@ -195,7 +196,7 @@ def _d_EndTxnResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EndTxnResponse_v5(o, out):
+def _e_EndTxnResponse_v5(o: EndTxnResponse, out: bytearray) -> None:
     out += _p_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -78,14 +79,14 @@ class EndTxnMarker(ProtocolStruct):
         self.coordinator_epoch = coordinator_epoch
 
 
-def _d_EndTxnMarker_v0(mv, pos):
+def _d_EndTxnMarker_v0(mv: memoryview, pos: int) -> tuple[EndTxnMarker, int]:
     limit = len(mv)
     o = _new(EndTxnMarker)
     o.coordinator_epoch, = _u_i(mv, pos)
     pos += 4
     return o, pos
 
-def _e_EndTxnMarker_v0(o, out):
+def _e_EndTxnMarker_v0(o: EndTxnMarker, out: bytearray) -> None:
     out += _p_i(o.coordinator_epoch)
 
 

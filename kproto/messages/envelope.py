@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -110,7 +111,7 @@ class EnvelopeResponse(ProtocolStruct):
         self.error_code = error_code
 
 
-def _d_EnvelopeRequest_v0(mv, pos):
+def _d_EnvelopeRequest_v0(mv: memoryview, pos: int) -> tuple[EnvelopeRequest, int]:
     limit = len(mv)
     o = _new(EnvelopeRequest)
     o.request_data, pos = _rcbytes(mv, pos)
@@ -122,7 +123,7 @@ def _d_EnvelopeRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EnvelopeRequest_v0(o, out):
+def _e_EnvelopeRequest_v0(o: EnvelopeRequest, out: bytearray) -> None:
     _wcbytes(out, o.request_data)
     _wcnbytes(out, o.request_principal)
     _wcbytes(out, o.client_host_address)
@@ -132,7 +133,7 @@ def _e_EnvelopeRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_EnvelopeResponse_v0(mv, pos):
+def _d_EnvelopeResponse_v0(mv: memoryview, pos: int) -> tuple[EnvelopeResponse, int]:
     limit = len(mv)
     o = _new(EnvelopeResponse)
     o.response_data, pos = _rcnbytes(mv, pos)
@@ -144,7 +145,7 @@ def _d_EnvelopeResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_EnvelopeResponse_v0(o, out):
+def _e_EnvelopeResponse_v0(o: EnvelopeResponse, out: bytearray) -> None:
     _wcnbytes(out, o.response_data)
     out += _p_h(o.error_code)
     unknown = o._unknown_tagged_fields

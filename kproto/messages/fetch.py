@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -508,7 +509,7 @@ class FetchResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_FetchRequest_FetchPartition_v0(mv, pos, n):
+def _da_FetchRequest_FetchPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
     for o in result:
@@ -516,7 +517,7 @@ def _da_FetchRequest_FetchPartition_v0(mv, pos, n):
         pos += 16
     return result, pos
 
-def _da_FetchRequest_FetchTopic_v0(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -533,7 +534,7 @@ def _da_FetchRequest_FetchTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchRequest_v0(mv, pos):
+def _d_FetchRequest_v0(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes = _u_iii(mv, pos)
@@ -550,12 +551,14 @@ def _d_FetchRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchRequest_FetchPartition_v0(o, out):
+def _e_FetchRequest_FetchPartition_v0(o: FetchRequest_FetchPartition, out: bytearray) -> None:
     out += _p_iqi(o.partition, o.fetch_offset, o.partition_max_bytes)
     if o.last_fetched_epoch != -1:
         _unsupported(o, 'last_fetched_epoch', '12+')
 
-def _e_FetchRequest_FetchTopic_v0(o, out):
+def _e_FetchRequest_FetchTopic_v0(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -565,7 +568,9 @@ def _e_FetchRequest_FetchTopic_v0(o, out):
         for item in lst:
             _e_FetchRequest_FetchPartition_v0(item, out)
 
-def _e_FetchRequest_v0(o, out):
+def _e_FetchRequest_v0(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iii(o.replica_id, o.max_wait_ms, o.min_bytes)
     lst = o.topics
     if lst is None:
@@ -579,7 +584,7 @@ def _e_FetchRequest_v0(o, out):
     if o.forgotten_topics_data != []:
         _unsupported(o, 'forgotten_topics_data', '7+')
 
-def _d_FetchRequest_v3(mv, pos):
+def _d_FetchRequest_v3(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes = _u_iiii(mv, pos)
@@ -596,7 +601,9 @@ def _d_FetchRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchRequest_v3(o, out):
+def _e_FetchRequest_v3(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
     lst = o.topics
     if lst is None:
@@ -610,7 +617,7 @@ def _e_FetchRequest_v3(o, out):
     if o.forgotten_topics_data != []:
         _unsupported(o, 'forgotten_topics_data', '7+')
 
-def _d_FetchRequest_v4(mv, pos):
+def _d_FetchRequest_v4(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _u_iiiib(mv, pos)
@@ -627,7 +634,9 @@ def _d_FetchRequest_v4(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchRequest_v4(o, out):
+def _e_FetchRequest_v4(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     lst = o.topics
     if lst is None:
@@ -641,7 +650,7 @@ def _e_FetchRequest_v4(o, out):
     if o.forgotten_topics_data != []:
         _unsupported(o, 'forgotten_topics_data', '7+')
 
-def _da_FetchRequest_FetchPartition_v5(mv, pos, n):
+def _da_FetchRequest_FetchPartition_v5(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
     for o in result:
@@ -649,7 +658,7 @@ def _da_FetchRequest_FetchPartition_v5(mv, pos, n):
         pos += 24
     return result, pos
 
-def _da_FetchRequest_FetchTopic_v5(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v5(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -666,7 +675,7 @@ def _da_FetchRequest_FetchTopic_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchRequest_v5(mv, pos):
+def _d_FetchRequest_v5(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _u_iiiib(mv, pos)
@@ -683,12 +692,14 @@ def _d_FetchRequest_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchRequest_FetchPartition_v5(o, out):
+def _e_FetchRequest_FetchPartition_v5(o: FetchRequest_FetchPartition, out: bytearray) -> None:
     out += _p_iqqi(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
     if o.last_fetched_epoch != -1:
         _unsupported(o, 'last_fetched_epoch', '12+')
 
-def _e_FetchRequest_FetchTopic_v5(o, out):
+def _e_FetchRequest_FetchTopic_v5(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -698,7 +709,9 @@ def _e_FetchRequest_FetchTopic_v5(o, out):
         for item in lst:
             _e_FetchRequest_FetchPartition_v5(item, out)
 
-def _e_FetchRequest_v5(o, out):
+def _e_FetchRequest_v5(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiib(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     lst = o.topics
     if lst is None:
@@ -712,7 +725,7 @@ def _e_FetchRequest_v5(o, out):
     if o.forgotten_topics_data != []:
         _unsupported(o, 'forgotten_topics_data', '7+')
 
-def _da_FetchRequest_ForgottenTopic_v7(mv, pos, n):
+def _da_FetchRequest_ForgottenTopic_v7(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_ForgottenTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_ForgottenTopic, n)))
     for o in result:
@@ -730,7 +743,7 @@ def _da_FetchRequest_ForgottenTopic_v7(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchRequest_v7(mv, pos):
+def _d_FetchRequest_v7(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
@@ -757,7 +770,8 @@ def _d_FetchRequest_v7(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchRequest_ForgottenTopic_v7(o, out):
+def _e_FetchRequest_ForgottenTopic_v7(o: FetchRequest_ForgottenTopic, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -766,7 +780,9 @@ def _e_FetchRequest_ForgottenTopic_v7(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_FetchRequest_v7(o, out):
+def _e_FetchRequest_v7(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -785,7 +801,7 @@ def _e_FetchRequest_v7(o, out):
     if o.replica_state != FetchRequest_ReplicaState():
         _unsupported(o, 'replica_state', '15+')
 
-def _da_FetchRequest_FetchPartition_v9(mv, pos, n):
+def _da_FetchRequest_FetchPartition_v9(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
     for o in result:
@@ -793,7 +809,7 @@ def _da_FetchRequest_FetchPartition_v9(mv, pos, n):
         pos += 28
     return result, pos
 
-def _da_FetchRequest_FetchTopic_v9(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v9(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -810,7 +826,7 @@ def _da_FetchRequest_FetchTopic_v9(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchRequest_v9(mv, pos):
+def _d_FetchRequest_v9(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
@@ -837,12 +853,14 @@ def _d_FetchRequest_v9(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchRequest_FetchPartition_v9(o, out):
+def _e_FetchRequest_FetchPartition_v9(o: FetchRequest_FetchPartition, out: bytearray) -> None:
     out += _p_iiqqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
     if o.last_fetched_epoch != -1:
         _unsupported(o, 'last_fetched_epoch', '12+')
 
-def _e_FetchRequest_FetchTopic_v9(o, out):
+def _e_FetchRequest_FetchTopic_v9(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -852,7 +870,9 @@ def _e_FetchRequest_FetchTopic_v9(o, out):
         for item in lst:
             _e_FetchRequest_FetchPartition_v9(item, out)
 
-def _e_FetchRequest_v9(o, out):
+def _e_FetchRequest_v9(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -871,7 +891,7 @@ def _e_FetchRequest_v9(o, out):
     if o.replica_state != FetchRequest_ReplicaState():
         _unsupported(o, 'replica_state', '15+')
 
-def _d_FetchRequest_v11(mv, pos):
+def _d_FetchRequest_v11(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _u_iiiibii(mv, pos)
@@ -899,7 +919,9 @@ def _d_FetchRequest_v11(mv, pos):
     o.rack_id, pos = _rstr(mv, pos)
     return o, pos
 
-def _e_FetchRequest_v11(o, out):
+def _e_FetchRequest_v11(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -919,7 +941,7 @@ def _e_FetchRequest_v11(o, out):
     if o.replica_state != FetchRequest_ReplicaState():
         _unsupported(o, 'replica_state', '15+')
 
-def _da_FetchRequest_FetchPartition_v12(mv, pos, n):
+def _da_FetchRequest_FetchPartition_v12(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
     for o in result:
@@ -931,7 +953,7 @@ def _da_FetchRequest_FetchPartition_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchRequest_FetchTopic_v12(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v12(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -954,7 +976,7 @@ def _da_FetchRequest_FetchTopic_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchRequest_ForgottenTopic_v12(mv, pos, n):
+def _da_FetchRequest_ForgottenTopic_v12(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_ForgottenTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_ForgottenTopic, n)))
     for o in result:
@@ -978,12 +1000,14 @@ def _da_FetchRequest_ForgottenTopic_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_FetchRequest_0_v12(mv, pos):
+def _tv_FetchRequest_0_v12(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _rcnstr(mv, pos)
     return value, pos
 
-def _t_FetchRequest_v12(o, mv, pos):
+def _t_FetchRequest_v12(o: FetchRequest, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -995,7 +1019,7 @@ def _t_FetchRequest_v12(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchRequest_v12(mv, pos):
+def _d_FetchRequest_v12(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiiibiiB(mv, pos)
@@ -1029,7 +1053,7 @@ def _d_FetchRequest_v12(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchRequest_FetchPartition_v12(o, out):
+def _e_FetchRequest_FetchPartition_v12(o: FetchRequest_FetchPartition, out: bytearray) -> None:
     out += _p_iiqiqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -1037,7 +1061,9 @@ def _e_FetchRequest_FetchPartition_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_FetchTopic_v12(o, out):
+def _e_FetchRequest_FetchTopic_v12(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -1052,7 +1078,8 @@ def _e_FetchRequest_FetchTopic_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_ForgottenTopic_v12(o, out):
+def _e_FetchRequest_ForgottenTopic_v12(o: FetchRequest_ForgottenTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -1066,7 +1093,11 @@ def _e_FetchRequest_ForgottenTopic_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_v12(o, out):
+def _e_FetchRequest_v12(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -1097,7 +1128,7 @@ def _e_FetchRequest_v12(o, out):
     else:
         out.append(0)
 
-def _da_FetchRequest_FetchTopic_v13(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v13(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -1120,7 +1151,7 @@ def _da_FetchRequest_FetchTopic_v13(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
+def _da_FetchRequest_ForgottenTopic_v13(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_ForgottenTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_ForgottenTopic, n)))
     for o in result:
@@ -1144,7 +1175,7 @@ def _da_FetchRequest_ForgottenTopic_v13(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchRequest_v13(mv, pos):
+def _d_FetchRequest_v13(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiiibiiB(mv, pos)
@@ -1178,7 +1209,9 @@ def _d_FetchRequest_v13(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchRequest_FetchTopic_v13(o, out):
+def _e_FetchRequest_FetchTopic_v13(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -1193,7 +1226,8 @@ def _e_FetchRequest_FetchTopic_v13(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_ForgottenTopic_v13(o, out):
+def _e_FetchRequest_ForgottenTopic_v13(o: FetchRequest_ForgottenTopic, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -1207,7 +1241,11 @@ def _e_FetchRequest_ForgottenTopic_v13(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_v13(o, out):
+def _e_FetchRequest_v13(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -1238,7 +1276,7 @@ def _e_FetchRequest_v13(o, out):
     else:
         out.append(0)
 
-def _d_FetchRequest_ReplicaState_v15(mv, pos):
+def _d_FetchRequest_ReplicaState_v15(mv: memoryview, pos: int) -> tuple[FetchRequest_ReplicaState, int]:
     limit = len(mv)
     o = _new(FetchRequest_ReplicaState)
     o.replica_id, o.replica_epoch = _u_iq(mv, pos)
@@ -1249,12 +1287,14 @@ def _d_FetchRequest_ReplicaState_v15(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_FetchRequest_1_v15(mv, pos):
+def _tv_FetchRequest_1_v15(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_FetchRequest_ReplicaState_v15(mv, pos)
     return value, pos
 
-def _t_FetchRequest_v15(o, mv, pos):
+def _t_FetchRequest_v15(o: FetchRequest, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -1271,7 +1311,7 @@ def _t_FetchRequest_v15(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchRequest_v15(mv, pos):
+def _d_FetchRequest_v15(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiibiiB(mv, pos)
@@ -1305,7 +1345,7 @@ def _d_FetchRequest_v15(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchRequest_ReplicaState_v15(o, out):
+def _e_FetchRequest_ReplicaState_v15(o: FetchRequest_ReplicaState, out: bytearray) -> None:
     out += _p_iq(o.replica_id, o.replica_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -1313,7 +1353,11 @@ def _e_FetchRequest_ReplicaState_v15(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_v15(o, out):
+def _e_FetchRequest_v15(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -1349,12 +1393,14 @@ def _e_FetchRequest_v15(o, out):
     else:
         out.append(0)
 
-def _tv_FetchRequest_FetchPartition_0_v17(mv, pos):
+def _tv_FetchRequest_FetchPartition_0_v17(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _ruuid(mv, pos)
     return value, pos
 
-def _t_FetchRequest_FetchPartition_v17(o, mv, pos):
+def _t_FetchRequest_FetchPartition_v17(o: FetchRequest_FetchPartition, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -1366,7 +1412,7 @@ def _t_FetchRequest_FetchPartition_v17(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_FetchRequest_FetchPartition_v17(mv, pos, n):
+def _da_FetchRequest_FetchPartition_v17(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
     for o in result:
@@ -1378,7 +1424,7 @@ def _da_FetchRequest_FetchPartition_v17(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v17(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -1401,7 +1447,7 @@ def _da_FetchRequest_FetchTopic_v17(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchRequest_v17(mv, pos):
+def _d_FetchRequest_v17(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiibiiB(mv, pos)
@@ -1435,7 +1481,9 @@ def _d_FetchRequest_v17(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchRequest_FetchPartition_v17(o, out):
+def _e_FetchRequest_FetchPartition_v17(o: FetchRequest_FetchPartition, out: bytearray) -> None:
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiqiqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     unknown = o._unknown_tagged_fields
     tags = list(unknown) if unknown else []
@@ -1449,7 +1497,9 @@ def _e_FetchRequest_FetchPartition_v17(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_FetchTopic_v17(o, out):
+def _e_FetchRequest_FetchTopic_v17(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -1464,7 +1514,11 @@ def _e_FetchRequest_FetchTopic_v17(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_v17(o, out):
+def _e_FetchRequest_v17(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -1500,13 +1554,15 @@ def _e_FetchRequest_v17(o, out):
     else:
         out.append(0)
 
-def _tv_FetchRequest_FetchPartition_1_v18(mv, pos):
+def _tv_FetchRequest_FetchPartition_1_v18(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, = _u_q(mv, pos)
     pos += 8
     return value, pos
 
-def _t_FetchRequest_FetchPartition_v18(o, mv, pos):
+def _t_FetchRequest_FetchPartition_v18(o: FetchRequest_FetchPartition, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -1523,7 +1579,7 @@ def _t_FetchRequest_FetchPartition_v18(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_FetchRequest_FetchPartition_v18(mv, pos, n):
+def _da_FetchRequest_FetchPartition_v18(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchPartition, n)))
     for o in result:
@@ -1535,7 +1591,7 @@ def _da_FetchRequest_FetchPartition_v18(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchRequest_FetchTopic_v18(mv, pos, n):
+def _da_FetchRequest_FetchTopic_v18(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchRequest_FetchTopic, n)))
     for o in result:
@@ -1558,7 +1614,7 @@ def _da_FetchRequest_FetchTopic_v18(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchRequest_v18(mv, pos):
+def _d_FetchRequest_v18(mv: memoryview, pos: int) -> tuple[FetchRequest, int]:
     limit = len(mv)
     o = _new(FetchRequest)
     o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch, n = _u_iiibiiB(mv, pos)
@@ -1592,7 +1648,9 @@ def _d_FetchRequest_v18(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchRequest_FetchPartition_v18(o, out):
+def _e_FetchRequest_FetchPartition_v18(o: FetchRequest_FetchPartition, out: bytearray) -> None:
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiqiqi(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     unknown = o._unknown_tagged_fields
     tags = list(unknown) if unknown else []
@@ -1611,7 +1669,9 @@ def _e_FetchRequest_FetchPartition_v18(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_FetchTopic_v18(o, out):
+def _e_FetchRequest_FetchTopic_v18(o: FetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -1626,7 +1686,11 @@ def _e_FetchRequest_FetchTopic_v18(o, out):
     else:
         out.append(0)
 
-def _e_FetchRequest_v18(o, out):
+def _e_FetchRequest_v18(o: FetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_iiibii(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     lst = o.topics
     if lst is None:
@@ -1662,7 +1726,7 @@ def _e_FetchRequest_v18(o, out):
     else:
         out.append(0)
 
-def _da_FetchResponse_PartitionData_v0(mv, pos, n):
+def _da_FetchResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
     for o in result:
@@ -1682,7 +1746,7 @@ def _da_FetchResponse_PartitionData_v0(mv, pos, n):
             pos = end
     return result, pos
 
-def _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n):
+def _da_FetchResponse_FetchableTopicResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_FetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
     for o in result:
@@ -1699,7 +1763,7 @@ def _da_FetchResponse_FetchableTopicResponse_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchResponse_v0(mv, pos):
+def _d_FetchResponse_v0(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     n, = _u_i(mv, pos)
@@ -1714,7 +1778,7 @@ def _d_FetchResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchResponse_PartitionData_v0(o, out):
+def _e_FetchResponse_PartitionData_v0(o: FetchResponse_PartitionData, out: bytearray) -> None:
     out += _p_ihq(o.partition_index, o.error_code, o.high_watermark)
     _wnbytes(out, o.records)
     if o.diverging_epoch != FetchResponse_EpochEndOffset():
@@ -1726,7 +1790,9 @@ def _e_FetchResponse_PartitionData_v0(o, out):
     if o.preferred_read_replica != -1:
         _unsupported(o, 'preferred_read_replica', '11+')
 
-def _e_FetchResponse_FetchableTopicResponse_v0(o, out):
+def _e_FetchResponse_FetchableTopicResponse_v0(o: FetchResponse_FetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -1736,7 +1802,9 @@ def _e_FetchResponse_FetchableTopicResponse_v0(o, out):
         for item in lst:
             _e_FetchResponse_PartitionData_v0(item, out)
 
-def _e_FetchResponse_v0(o, out):
+def _e_FetchResponse_v0(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -1749,7 +1817,7 @@ def _e_FetchResponse_v0(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _d_FetchResponse_v1(mv, pos):
+def _d_FetchResponse_v1(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -1766,7 +1834,9 @@ def _d_FetchResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchResponse_v1(o, out):
+def _e_FetchResponse_v1(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -1780,7 +1850,7 @@ def _e_FetchResponse_v1(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _da_FetchResponse_AbortedTransaction_v4(mv, pos, n):
+def _da_FetchResponse_AbortedTransaction_v4(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_AbortedTransaction], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_AbortedTransaction, n)))
     for o in result:
@@ -1788,7 +1858,7 @@ def _da_FetchResponse_AbortedTransaction_v4(mv, pos, n):
         pos += 16
     return result, pos
 
-def _da_FetchResponse_PartitionData_v4(mv, pos, n):
+def _da_FetchResponse_PartitionData_v4(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
     for o in result:
@@ -1818,7 +1888,7 @@ def _da_FetchResponse_PartitionData_v4(mv, pos, n):
             pos = end
     return result, pos
 
-def _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n):
+def _da_FetchResponse_FetchableTopicResponse_v4(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_FetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
     for o in result:
@@ -1835,7 +1905,7 @@ def _da_FetchResponse_FetchableTopicResponse_v4(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchResponse_v4(mv, pos):
+def _d_FetchResponse_v4(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -1852,10 +1922,12 @@ def _d_FetchResponse_v4(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchResponse_AbortedTransaction_v4(o, out):
+def _e_FetchResponse_AbortedTransaction_v4(o: FetchResponse_AbortedTransaction, out: bytearray) -> None:
     out += _p_qq(o.producer_id, o.first_offset)
 
-def _e_FetchResponse_PartitionData_v4(o, out):
+def _e_FetchResponse_PartitionData_v4(o: FetchResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     lst = o.aborted_transactions
     if lst is None:
@@ -1874,7 +1946,9 @@ def _e_FetchResponse_PartitionData_v4(o, out):
     if o.preferred_read_replica != -1:
         _unsupported(o, 'preferred_read_replica', '11+')
 
-def _e_FetchResponse_FetchableTopicResponse_v4(o, out):
+def _e_FetchResponse_FetchableTopicResponse_v4(o: FetchResponse_FetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -1884,7 +1958,9 @@ def _e_FetchResponse_FetchableTopicResponse_v4(o, out):
         for item in lst:
             _e_FetchResponse_PartitionData_v4(item, out)
 
-def _e_FetchResponse_v4(o, out):
+def _e_FetchResponse_v4(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -1898,7 +1974,7 @@ def _e_FetchResponse_v4(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _da_FetchResponse_PartitionData_v5(mv, pos, n):
+def _da_FetchResponse_PartitionData_v5(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
     for o in result:
@@ -1928,7 +2004,7 @@ def _da_FetchResponse_PartitionData_v5(mv, pos, n):
             pos = end
     return result, pos
 
-def _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n):
+def _da_FetchResponse_FetchableTopicResponse_v5(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_FetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
     for o in result:
@@ -1945,7 +2021,7 @@ def _da_FetchResponse_FetchableTopicResponse_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchResponse_v5(mv, pos):
+def _d_FetchResponse_v5(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -1962,7 +2038,9 @@ def _d_FetchResponse_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchResponse_PartitionData_v5(o, out):
+def _e_FetchResponse_PartitionData_v5(o: FetchResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     lst = o.aborted_transactions
     if lst is None:
@@ -1981,7 +2059,9 @@ def _e_FetchResponse_PartitionData_v5(o, out):
     if o.preferred_read_replica != -1:
         _unsupported(o, 'preferred_read_replica', '11+')
 
-def _e_FetchResponse_FetchableTopicResponse_v5(o, out):
+def _e_FetchResponse_FetchableTopicResponse_v5(o: FetchResponse_FetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -1991,7 +2071,9 @@ def _e_FetchResponse_FetchableTopicResponse_v5(o, out):
         for item in lst:
             _e_FetchResponse_PartitionData_v5(item, out)
 
-def _e_FetchResponse_v5(o, out):
+def _e_FetchResponse_v5(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -2005,7 +2087,7 @@ def _e_FetchResponse_v5(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _d_FetchResponse_v7(mv, pos):
+def _d_FetchResponse_v7(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
@@ -2022,7 +2104,9 @@ def _d_FetchResponse_v7(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchResponse_v7(o, out):
+def _e_FetchResponse_v7(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.session_id)
     lst = o.responses
     if lst is None:
@@ -2034,7 +2118,7 @@ def _e_FetchResponse_v7(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _da_FetchResponse_PartitionData_v11(mv, pos, n):
+def _da_FetchResponse_PartitionData_v11(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
     for o in result:
@@ -2066,7 +2150,7 @@ def _da_FetchResponse_PartitionData_v11(mv, pos, n):
             pos = end
     return result, pos
 
-def _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n):
+def _da_FetchResponse_FetchableTopicResponse_v11(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_FetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
     for o in result:
@@ -2083,7 +2167,7 @@ def _da_FetchResponse_FetchableTopicResponse_v11(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_FetchResponse_v11(mv, pos):
+def _d_FetchResponse_v11(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id = _u_ihi(mv, pos)
@@ -2100,7 +2184,9 @@ def _d_FetchResponse_v11(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_FetchResponse_PartitionData_v11(o, out):
+def _e_FetchResponse_PartitionData_v11(o: FetchResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     lst = o.aborted_transactions
     if lst is None:
@@ -2118,7 +2204,9 @@ def _e_FetchResponse_PartitionData_v11(o, out):
     if o.snapshot_id != FetchResponse_SnapshotId():
         _unsupported(o, 'snapshot_id', '12+')
 
-def _e_FetchResponse_FetchableTopicResponse_v11(o, out):
+def _e_FetchResponse_FetchableTopicResponse_v11(o: FetchResponse_FetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -2128,7 +2216,9 @@ def _e_FetchResponse_FetchableTopicResponse_v11(o, out):
         for item in lst:
             _e_FetchResponse_PartitionData_v11(item, out)
 
-def _e_FetchResponse_v11(o, out):
+def _e_FetchResponse_v11(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.session_id)
     lst = o.responses
     if lst is None:
@@ -2140,7 +2230,7 @@ def _e_FetchResponse_v11(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '16+')
 
-def _da_FetchResponse_AbortedTransaction_v12(mv, pos, n):
+def _da_FetchResponse_AbortedTransaction_v12(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_AbortedTransaction], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_AbortedTransaction, n)))
     for o in result:
@@ -2152,7 +2242,7 @@ def _da_FetchResponse_AbortedTransaction_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchResponse_EpochEndOffset_v12(mv, pos):
+def _d_FetchResponse_EpochEndOffset_v12(mv: memoryview, pos: int) -> tuple[FetchResponse_EpochEndOffset, int]:
     limit = len(mv)
     o = _new(FetchResponse_EpochEndOffset)
     o.epoch, o.end_offset = _u_iq(mv, pos)
@@ -2163,12 +2253,13 @@ def _d_FetchResponse_EpochEndOffset_v12(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_FetchResponse_PartitionData_0_v12(mv, pos):
+def _tv_FetchResponse_PartitionData_0_v12(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_FetchResponse_EpochEndOffset_v12(mv, pos)
     return value, pos
 
-def _d_FetchResponse_LeaderIdAndEpoch_v12(mv, pos):
+def _d_FetchResponse_LeaderIdAndEpoch_v12(mv: memoryview, pos: int) -> tuple[FetchResponse_LeaderIdAndEpoch, int]:
     limit = len(mv)
     o = _new(FetchResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
@@ -2179,12 +2270,13 @@ def _d_FetchResponse_LeaderIdAndEpoch_v12(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_FetchResponse_PartitionData_1_v12(mv, pos):
+def _tv_FetchResponse_PartitionData_1_v12(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_FetchResponse_LeaderIdAndEpoch_v12(mv, pos)
     return value, pos
 
-def _d_FetchResponse_SnapshotId_v12(mv, pos):
+def _d_FetchResponse_SnapshotId_v12(mv: memoryview, pos: int) -> tuple[FetchResponse_SnapshotId, int]:
     limit = len(mv)
     o = _new(FetchResponse_SnapshotId)
     o.end_offset, o.epoch = _u_qi(mv, pos)
@@ -2195,12 +2287,14 @@ def _d_FetchResponse_SnapshotId_v12(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_FetchResponse_PartitionData_2_v12(mv, pos):
+def _tv_FetchResponse_PartitionData_2_v12(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_FetchResponse_SnapshotId_v12(mv, pos)
     return value, pos
 
-def _t_FetchResponse_PartitionData_v12(o, mv, pos):
+def _t_FetchResponse_PartitionData_v12(o: FetchResponse_PartitionData, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -2222,7 +2316,7 @@ def _t_FetchResponse_PartitionData_v12(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_FetchResponse_PartitionData_v12(mv, pos, n):
+def _da_FetchResponse_PartitionData_v12(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_PartitionData, n)))
     for o in result:
@@ -2270,7 +2364,7 @@ def _da_FetchResponse_PartitionData_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
+def _da_FetchResponse_FetchableTopicResponse_v12(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_FetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
     for o in result:
@@ -2293,7 +2387,7 @@ def _da_FetchResponse_FetchableTopicResponse_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchResponse_v12(mv, pos):
+def _d_FetchResponse_v12(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id, n = _u_ihiB(mv, pos)
@@ -2314,7 +2408,7 @@ def _d_FetchResponse_v12(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchResponse_AbortedTransaction_v12(o, out):
+def _e_FetchResponse_AbortedTransaction_v12(o: FetchResponse_AbortedTransaction, out: bytearray) -> None:
     out += _p_qq(o.producer_id, o.first_offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -2322,7 +2416,7 @@ def _e_FetchResponse_AbortedTransaction_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_EpochEndOffset_v12(o, out):
+def _e_FetchResponse_EpochEndOffset_v12(o: FetchResponse_EpochEndOffset, out: bytearray) -> None:
     out += _p_iq(o.epoch, o.end_offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -2330,7 +2424,7 @@ def _e_FetchResponse_EpochEndOffset_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_LeaderIdAndEpoch_v12(o, out):
+def _e_FetchResponse_LeaderIdAndEpoch_v12(o: FetchResponse_LeaderIdAndEpoch, out: bytearray) -> None:
     out += _p_ii(o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -2338,7 +2432,7 @@ def _e_FetchResponse_LeaderIdAndEpoch_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_SnapshotId_v12(o, out):
+def _e_FetchResponse_SnapshotId_v12(o: FetchResponse_SnapshotId, out: bytearray) -> None:
     out += _p_qi(o.end_offset, o.epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -2346,7 +2440,11 @@ def _e_FetchResponse_SnapshotId_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_PartitionData_v12(o, out):
+def _e_FetchResponse_PartitionData_v12(o: FetchResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     lst = o.aborted_transactions
     if lst is None:
@@ -2379,7 +2477,9 @@ def _e_FetchResponse_PartitionData_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_FetchableTopicResponse_v12(o, out):
+def _e_FetchResponse_FetchableTopicResponse_v12(o: FetchResponse_FetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -2394,7 +2494,9 @@ def _e_FetchResponse_FetchableTopicResponse_v12(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_v12(o, out):
+def _e_FetchResponse_v12(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.session_id)
     lst = o.responses
     if lst is None:
@@ -2411,7 +2513,7 @@ def _e_FetchResponse_v12(o, out):
     else:
         out.append(0)
 
-def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
+def _da_FetchResponse_FetchableTopicResponse_v13(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_FetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_FetchableTopicResponse, n)))
     for o in result:
@@ -2434,7 +2536,7 @@ def _da_FetchResponse_FetchableTopicResponse_v13(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchResponse_v13(mv, pos):
+def _d_FetchResponse_v13(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id, n = _u_ihiB(mv, pos)
@@ -2455,7 +2557,9 @@ def _d_FetchResponse_v13(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchResponse_FetchableTopicResponse_v13(o, out):
+def _e_FetchResponse_FetchableTopicResponse_v13(o: FetchResponse_FetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -2470,7 +2574,9 @@ def _e_FetchResponse_FetchableTopicResponse_v13(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_v13(o, out):
+def _e_FetchResponse_v13(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.session_id)
     lst = o.responses
     if lst is None:
@@ -2487,7 +2593,7 @@ def _e_FetchResponse_v13(o, out):
     else:
         out.append(0)
 
-def _da_FetchResponse_NodeEndpoint_v16(mv, pos, n):
+def _da_FetchResponse_NodeEndpoint_v16(mv: memoryview, pos: int, n: int) -> tuple[list[FetchResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchResponse_NodeEndpoint, n)))
     for o in result:
@@ -2503,7 +2609,8 @@ def _da_FetchResponse_NodeEndpoint_v16(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_FetchResponse_0_v16(mv, pos):
+def _tv_FetchResponse_0_v16(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -2521,7 +2628,8 @@ def _tv_FetchResponse_0_v16(mv, pos):
         value = []
     return value, pos
 
-def _t_FetchResponse_v16(o, mv, pos):
+def _t_FetchResponse_v16(o: FetchResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -2533,7 +2641,7 @@ def _t_FetchResponse_v16(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchResponse_v16(mv, pos):
+def _d_FetchResponse_v16(mv: memoryview, pos: int) -> tuple[FetchResponse, int]:
     limit = len(mv)
     o = _new(FetchResponse)
     o.throttle_time_ms, o.error_code, o.session_id, n = _u_ihiB(mv, pos)
@@ -2554,7 +2662,7 @@ def _d_FetchResponse_v16(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchResponse_NodeEndpoint_v16(o, out):
+def _e_FetchResponse_NodeEndpoint_v16(o: FetchResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -2565,7 +2673,11 @@ def _e_FetchResponse_NodeEndpoint_v16(o, out):
     else:
         out.append(0)
 
-def _e_FetchResponse_v16(o, out):
+def _e_FetchResponse_v16(o: FetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.session_id)
     lst = o.responses
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -353,7 +354,7 @@ class FetchSnapshotResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _d_FetchSnapshotRequest_SnapshotId_v0(mv, pos):
+def _d_FetchSnapshotRequest_SnapshotId_v0(mv: memoryview, pos: int) -> tuple[FetchSnapshotRequest_SnapshotId, int]:
     limit = len(mv)
     o = _new(FetchSnapshotRequest_SnapshotId)
     o.end_offset, o.epoch = _u_qi(mv, pos)
@@ -364,7 +365,7 @@ def _d_FetchSnapshotRequest_SnapshotId_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_FetchSnapshotRequest_PartitionSnapshot_v0(mv, pos, n):
+def _da_FetchSnapshotRequest_PartitionSnapshot_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotRequest_PartitionSnapshot], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotRequest_PartitionSnapshot, n)))
     for o in result:
@@ -379,7 +380,7 @@ def _da_FetchSnapshotRequest_PartitionSnapshot_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchSnapshotRequest_TopicSnapshot_v0(mv, pos, n):
+def _da_FetchSnapshotRequest_TopicSnapshot_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotRequest_TopicSnapshot], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotRequest_TopicSnapshot, n)))
     for o in result:
@@ -402,12 +403,14 @@ def _da_FetchSnapshotRequest_TopicSnapshot_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_FetchSnapshotRequest_0_v0(mv, pos):
+def _tv_FetchSnapshotRequest_0_v0(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _rcnstr(mv, pos)
     return value, pos
 
-def _t_FetchSnapshotRequest_v0(o, mv, pos):
+def _t_FetchSnapshotRequest_v0(o: FetchSnapshotRequest, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -419,7 +422,7 @@ def _t_FetchSnapshotRequest_v0(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchSnapshotRequest_v0(mv, pos):
+def _d_FetchSnapshotRequest_v0(mv: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     limit = len(mv)
     o = _new(FetchSnapshotRequest)
     o.replica_id, o.max_bytes, n = _u_iiB(mv, pos)
@@ -440,7 +443,7 @@ def _d_FetchSnapshotRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchSnapshotRequest_SnapshotId_v0(o, out):
+def _e_FetchSnapshotRequest_SnapshotId_v0(o: FetchSnapshotRequest_SnapshotId, out: bytearray) -> None:
     out += _p_qi(o.end_offset, o.epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -448,7 +451,7 @@ def _e_FetchSnapshotRequest_SnapshotId_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotRequest_PartitionSnapshot_v0(o, out):
+def _e_FetchSnapshotRequest_PartitionSnapshot_v0(o: FetchSnapshotRequest_PartitionSnapshot, out: bytearray) -> None:
     out += _p_ii(o.partition, o.current_leader_epoch)
     _e_FetchSnapshotRequest_SnapshotId_v0(o.snapshot_id, out)
     out += _p_q(o.position)
@@ -458,7 +461,9 @@ def _e_FetchSnapshotRequest_PartitionSnapshot_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotRequest_TopicSnapshot_v0(o, out):
+def _e_FetchSnapshotRequest_TopicSnapshot_v0(o: FetchSnapshotRequest_TopicSnapshot, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -473,7 +478,11 @@ def _e_FetchSnapshotRequest_TopicSnapshot_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotRequest_v0(o, out):
+def _e_FetchSnapshotRequest_v0(o: FetchSnapshotRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ii(o.replica_id, o.max_bytes)
     lst = o.topics
     if lst is None:
@@ -494,12 +503,14 @@ def _e_FetchSnapshotRequest_v0(o, out):
     else:
         out.append(0)
 
-def _tv_FetchSnapshotRequest_PartitionSnapshot_0_v1(mv, pos):
+def _tv_FetchSnapshotRequest_PartitionSnapshot_0_v1(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _ruuid(mv, pos)
     return value, pos
 
-def _t_FetchSnapshotRequest_PartitionSnapshot_v1(o, mv, pos):
+def _t_FetchSnapshotRequest_PartitionSnapshot_v1(o: FetchSnapshotRequest_PartitionSnapshot, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -511,7 +522,7 @@ def _t_FetchSnapshotRequest_PartitionSnapshot_v1(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_FetchSnapshotRequest_PartitionSnapshot_v1(mv, pos, n):
+def _da_FetchSnapshotRequest_PartitionSnapshot_v1(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotRequest_PartitionSnapshot], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotRequest_PartitionSnapshot, n)))
     for o in result:
@@ -526,7 +537,7 @@ def _da_FetchSnapshotRequest_PartitionSnapshot_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchSnapshotRequest_TopicSnapshot_v1(mv, pos, n):
+def _da_FetchSnapshotRequest_TopicSnapshot_v1(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotRequest_TopicSnapshot], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotRequest_TopicSnapshot, n)))
     for o in result:
@@ -549,7 +560,7 @@ def _da_FetchSnapshotRequest_TopicSnapshot_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchSnapshotRequest_v1(mv, pos):
+def _d_FetchSnapshotRequest_v1(mv: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     limit = len(mv)
     o = _new(FetchSnapshotRequest)
     o.replica_id, o.max_bytes, n = _u_iiB(mv, pos)
@@ -570,7 +581,9 @@ def _d_FetchSnapshotRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchSnapshotRequest_PartitionSnapshot_v1(o, out):
+def _e_FetchSnapshotRequest_PartitionSnapshot_v1(o: FetchSnapshotRequest_PartitionSnapshot, out: bytearray) -> None:
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ii(o.partition, o.current_leader_epoch)
     _e_FetchSnapshotRequest_SnapshotId_v0(o.snapshot_id, out)
     out += _p_q(o.position)
@@ -586,7 +599,9 @@ def _e_FetchSnapshotRequest_PartitionSnapshot_v1(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotRequest_TopicSnapshot_v1(o, out):
+def _e_FetchSnapshotRequest_TopicSnapshot_v1(o: FetchSnapshotRequest_TopicSnapshot, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -601,7 +616,11 @@ def _e_FetchSnapshotRequest_TopicSnapshot_v1(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotRequest_v1(o, out):
+def _e_FetchSnapshotRequest_v1(o: FetchSnapshotRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ii(o.replica_id, o.max_bytes)
     lst = o.topics
     if lst is None:
@@ -622,7 +641,7 @@ def _e_FetchSnapshotRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_FetchSnapshotResponse_SnapshotId_v0(mv, pos):
+def _d_FetchSnapshotResponse_SnapshotId_v0(mv: memoryview, pos: int) -> tuple[FetchSnapshotResponse_SnapshotId, int]:
     limit = len(mv)
     o = _new(FetchSnapshotResponse_SnapshotId)
     o.end_offset, o.epoch = _u_qi(mv, pos)
@@ -633,7 +652,7 @@ def _d_FetchSnapshotResponse_SnapshotId_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _d_FetchSnapshotResponse_LeaderIdAndEpoch_v0(mv, pos):
+def _d_FetchSnapshotResponse_LeaderIdAndEpoch_v0(mv: memoryview, pos: int) -> tuple[FetchSnapshotResponse_LeaderIdAndEpoch, int]:
     limit = len(mv)
     o = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
@@ -644,12 +663,14 @@ def _d_FetchSnapshotResponse_LeaderIdAndEpoch_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_FetchSnapshotResponse_PartitionSnapshot_0_v0(mv, pos):
+def _tv_FetchSnapshotResponse_PartitionSnapshot_0_v0(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_FetchSnapshotResponse_LeaderIdAndEpoch_v0(mv, pos)
     return value, pos
 
-def _t_FetchSnapshotResponse_PartitionSnapshot_v0(o, mv, pos):
+def _t_FetchSnapshotResponse_PartitionSnapshot_v0(o: FetchSnapshotResponse_PartitionSnapshot, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -661,7 +682,7 @@ def _t_FetchSnapshotResponse_PartitionSnapshot_v0(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_FetchSnapshotResponse_PartitionSnapshot_v0(mv, pos, n):
+def _da_FetchSnapshotResponse_PartitionSnapshot_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotResponse_PartitionSnapshot], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotResponse_PartitionSnapshot, n)))
     for o in result:
@@ -691,7 +712,7 @@ def _da_FetchSnapshotResponse_PartitionSnapshot_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_FetchSnapshotResponse_TopicSnapshot_v0(mv, pos, n):
+def _da_FetchSnapshotResponse_TopicSnapshot_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotResponse_TopicSnapshot], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotResponse_TopicSnapshot, n)))
     for o in result:
@@ -714,7 +735,7 @@ def _da_FetchSnapshotResponse_TopicSnapshot_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FetchSnapshotResponse_v0(mv, pos):
+def _d_FetchSnapshotResponse_v0(mv: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     limit = len(mv)
     o = _new(FetchSnapshotResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -735,7 +756,7 @@ def _d_FetchSnapshotResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchSnapshotResponse_SnapshotId_v0(o, out):
+def _e_FetchSnapshotResponse_SnapshotId_v0(o: FetchSnapshotResponse_SnapshotId, out: bytearray) -> None:
     out += _p_qi(o.end_offset, o.epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -743,7 +764,7 @@ def _e_FetchSnapshotResponse_SnapshotId_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotResponse_LeaderIdAndEpoch_v0(o, out):
+def _e_FetchSnapshotResponse_LeaderIdAndEpoch_v0(o: FetchSnapshotResponse_LeaderIdAndEpoch, out: bytearray) -> None:
     out += _p_ii(o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -751,7 +772,9 @@ def _e_FetchSnapshotResponse_LeaderIdAndEpoch_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotResponse_PartitionSnapshot_v0(o, out):
+def _e_FetchSnapshotResponse_PartitionSnapshot_v0(o: FetchSnapshotResponse_PartitionSnapshot, out: bytearray) -> None:
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ih(o.index, o.error_code)
     _e_FetchSnapshotResponse_SnapshotId_v0(o.snapshot_id, out)
     out += _p_qq(o.size, o.position)
@@ -768,7 +791,9 @@ def _e_FetchSnapshotResponse_PartitionSnapshot_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotResponse_TopicSnapshot_v0(o, out):
+def _e_FetchSnapshotResponse_TopicSnapshot_v0(o: FetchSnapshotResponse_TopicSnapshot, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -783,7 +808,9 @@ def _e_FetchSnapshotResponse_TopicSnapshot_v0(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotResponse_v0(o, out):
+def _e_FetchSnapshotResponse_v0(o: FetchSnapshotResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.topics
     if lst is None:
@@ -800,7 +827,7 @@ def _e_FetchSnapshotResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_FetchSnapshotResponse_NodeEndpoint_v1(mv, pos, n):
+def _da_FetchSnapshotResponse_NodeEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[FetchSnapshotResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FetchSnapshotResponse_NodeEndpoint, n)))
     for o in result:
@@ -815,7 +842,8 @@ def _da_FetchSnapshotResponse_NodeEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_FetchSnapshotResponse_0_v1(mv, pos):
+def _tv_FetchSnapshotResponse_0_v1(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -833,7 +861,8 @@ def _tv_FetchSnapshotResponse_0_v1(mv, pos):
         value = []
     return value, pos
 
-def _t_FetchSnapshotResponse_v1(o, mv, pos):
+def _t_FetchSnapshotResponse_v1(o: FetchSnapshotResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -845,7 +874,7 @@ def _t_FetchSnapshotResponse_v1(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_FetchSnapshotResponse_v1(mv, pos):
+def _d_FetchSnapshotResponse_v1(mv: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     limit = len(mv)
     o = _new(FetchSnapshotResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -866,7 +895,7 @@ def _d_FetchSnapshotResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FetchSnapshotResponse_NodeEndpoint_v1(o, out):
+def _e_FetchSnapshotResponse_NodeEndpoint_v1(o: FetchSnapshotResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -876,7 +905,11 @@ def _e_FetchSnapshotResponse_NodeEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_FetchSnapshotResponse_v1(o, out):
+def _e_FetchSnapshotResponse_v1(o: FetchSnapshotResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.topics
     if lst is None:

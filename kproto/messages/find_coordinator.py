@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -168,20 +169,20 @@ class FindCoordinatorResponse(ProtocolStruct):
             self.coordinators = coordinators
 
 
-def _d_FindCoordinatorRequest_v0(mv, pos):
+def _d_FindCoordinatorRequest_v0(mv: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key, pos = _rstr(mv, pos)
     return o, pos
 
-def _e_FindCoordinatorRequest_v0(o, out):
+def _e_FindCoordinatorRequest_v0(o: FindCoordinatorRequest, out: bytearray) -> None:
     _wstr(out, o.key)
     if o.key_type != 0:
         _unsupported(o, 'key_type', '1+')
     if o.coordinator_keys != []:
         _unsupported(o, 'coordinator_keys', '4+')
 
-def _d_FindCoordinatorRequest_v1(mv, pos):
+def _d_FindCoordinatorRequest_v1(mv: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key, pos = _rstr(mv, pos)
@@ -189,13 +190,13 @@ def _d_FindCoordinatorRequest_v1(mv, pos):
     pos += 1
     return o, pos
 
-def _e_FindCoordinatorRequest_v1(o, out):
+def _e_FindCoordinatorRequest_v1(o: FindCoordinatorRequest, out: bytearray) -> None:
     _wstr(out, o.key)
     out += _p_b(o.key_type)
     if o.coordinator_keys != []:
         _unsupported(o, 'coordinator_keys', '4+')
 
-def _d_FindCoordinatorRequest_v3(mv, pos):
+def _d_FindCoordinatorRequest_v3(mv: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key, pos = _rcstr(mv, pos)
@@ -207,7 +208,7 @@ def _d_FindCoordinatorRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FindCoordinatorRequest_v3(o, out):
+def _e_FindCoordinatorRequest_v3(o: FindCoordinatorRequest, out: bytearray) -> None:
     _wcstr(out, o.key)
     out += _p_b(o.key_type)
     if o.coordinator_keys != []:
@@ -218,7 +219,9 @@ def _e_FindCoordinatorRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_FindCoordinatorRequest_v4(mv, pos):
+def _d_FindCoordinatorRequest_v4(mv: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(FindCoordinatorRequest)
     o.key_type, n = _u_bB(mv, pos)
@@ -243,7 +246,9 @@ def _d_FindCoordinatorRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FindCoordinatorRequest_v4(o, out):
+def _e_FindCoordinatorRequest_v4(o: FindCoordinatorRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.key_type)
     lst = o.coordinator_keys
     if lst is None:
@@ -260,7 +265,7 @@ def _e_FindCoordinatorRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_FindCoordinatorResponse_v0(mv, pos):
+def _d_FindCoordinatorResponse_v0(mv: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.error_code, o.node_id = _u_hi(mv, pos)
@@ -270,14 +275,14 @@ def _d_FindCoordinatorResponse_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_FindCoordinatorResponse_v0(o, out):
+def _e_FindCoordinatorResponse_v0(o: FindCoordinatorResponse, out: bytearray) -> None:
     out += _p_hi(o.error_code, o.node_id)
     _wstr(out, o.host)
     out += _p_i(o.port)
     if o.coordinators != []:
         _unsupported(o, 'coordinators', '4+')
 
-def _d_FindCoordinatorResponse_v1(mv, pos):
+def _d_FindCoordinatorResponse_v1(mv: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -290,7 +295,7 @@ def _d_FindCoordinatorResponse_v1(mv, pos):
     pos += 4
     return o, pos
 
-def _e_FindCoordinatorResponse_v1(o, out):
+def _e_FindCoordinatorResponse_v1(o: FindCoordinatorResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wnstr(out, o.error_message)
     out += _p_i(o.node_id)
@@ -299,7 +304,7 @@ def _e_FindCoordinatorResponse_v1(o, out):
     if o.coordinators != []:
         _unsupported(o, 'coordinators', '4+')
 
-def _d_FindCoordinatorResponse_v3(mv, pos):
+def _d_FindCoordinatorResponse_v3(mv: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -316,7 +321,7 @@ def _d_FindCoordinatorResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FindCoordinatorResponse_v3(o, out):
+def _e_FindCoordinatorResponse_v3(o: FindCoordinatorResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_i(o.node_id)
@@ -330,7 +335,7 @@ def _e_FindCoordinatorResponse_v3(o, out):
     else:
         out.append(0)
 
-def _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n):
+def _da_FindCoordinatorResponse_Coordinator_v4(mv: memoryview, pos: int, n: int) -> tuple[list[FindCoordinatorResponse_Coordinator], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(FindCoordinatorResponse_Coordinator, n)))
     for o in result:
@@ -347,7 +352,7 @@ def _da_FindCoordinatorResponse_Coordinator_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_FindCoordinatorResponse_v4(mv, pos):
+def _d_FindCoordinatorResponse_v4(mv: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     limit = len(mv)
     o = _new(FindCoordinatorResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -368,7 +373,7 @@ def _d_FindCoordinatorResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_FindCoordinatorResponse_Coordinator_v4(o, out):
+def _e_FindCoordinatorResponse_Coordinator_v4(o: FindCoordinatorResponse_Coordinator, out: bytearray) -> None:
     _wcstr(out, o.key)
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
@@ -380,7 +385,9 @@ def _e_FindCoordinatorResponse_Coordinator_v4(o, out):
     else:
         out.append(0)
 
-def _e_FindCoordinatorResponse_v4(o, out):
+def _e_FindCoordinatorResponse_v4(o: FindCoordinatorResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.coordinators
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -134,7 +135,7 @@ class GetTelemetrySubscriptionsResponse(ProtocolStruct):
             self.requested_metrics = requested_metrics
 
 
-def _d_GetTelemetrySubscriptionsRequest_v0(mv, pos):
+def _d_GetTelemetrySubscriptionsRequest_v0(mv: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
     limit = len(mv)
     o = _new(GetTelemetrySubscriptionsRequest)
     o.client_instance_id, pos = _ruuid(mv, pos)
@@ -144,7 +145,7 @@ def _d_GetTelemetrySubscriptionsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_GetTelemetrySubscriptionsRequest_v0(o, out):
+def _e_GetTelemetrySubscriptionsRequest_v0(o: GetTelemetrySubscriptionsRequest, out: bytearray) -> None:
     out += o.client_instance_id.bytes
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -152,7 +153,9 @@ def _e_GetTelemetrySubscriptionsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_GetTelemetrySubscriptionsResponse_v0(mv, pos):
+def _d_GetTelemetrySubscriptionsResponse_v0(mv: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsResponse, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(GetTelemetrySubscriptionsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -201,7 +204,9 @@ def _d_GetTelemetrySubscriptionsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_GetTelemetrySubscriptionsResponse_v0(o, out):
+def _e_GetTelemetrySubscriptionsResponse_v0(o: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     out += o.client_instance_id.bytes
     out += _p_i(o.subscription_id)

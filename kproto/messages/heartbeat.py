@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -118,7 +119,7 @@ class HeartbeatResponse(ProtocolStruct):
         self.error_code = error_code
 
 
-def _d_HeartbeatRequest_v0(mv, pos):
+def _d_HeartbeatRequest_v0(mv: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     limit = len(mv)
     o = _new(HeartbeatRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -127,14 +128,14 @@ def _d_HeartbeatRequest_v0(mv, pos):
     o.member_id, pos = _rstr(mv, pos)
     return o, pos
 
-def _e_HeartbeatRequest_v0(o, out):
+def _e_HeartbeatRequest_v0(o: HeartbeatRequest, out: bytearray) -> None:
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wstr(out, o.member_id)
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '3+')
 
-def _d_HeartbeatRequest_v3(mv, pos):
+def _d_HeartbeatRequest_v3(mv: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     limit = len(mv)
     o = _new(HeartbeatRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -144,13 +145,13 @@ def _d_HeartbeatRequest_v3(mv, pos):
     o.group_instance_id, pos = _rnstr(mv, pos)
     return o, pos
 
-def _e_HeartbeatRequest_v3(o, out):
+def _e_HeartbeatRequest_v3(o: HeartbeatRequest, out: bytearray) -> None:
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wstr(out, o.member_id)
     _wnstr(out, o.group_instance_id)
 
-def _d_HeartbeatRequest_v4(mv, pos):
+def _d_HeartbeatRequest_v4(mv: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     limit = len(mv)
     o = _new(HeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -164,7 +165,7 @@ def _d_HeartbeatRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_HeartbeatRequest_v4(o, out):
+def _e_HeartbeatRequest_v4(o: HeartbeatRequest, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wcstr(out, o.member_id)
@@ -175,27 +176,27 @@ def _e_HeartbeatRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_HeartbeatResponse_v0(mv, pos):
+def _d_HeartbeatResponse_v0(mv: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     limit = len(mv)
     o = _new(HeartbeatResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
 
-def _e_HeartbeatResponse_v0(o, out):
+def _e_HeartbeatResponse_v0(o: HeartbeatResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
 
-def _d_HeartbeatResponse_v1(mv, pos):
+def _d_HeartbeatResponse_v1(mv: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     limit = len(mv)
     o = _new(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
     return o, pos
 
-def _e_HeartbeatResponse_v1(o, out):
+def _e_HeartbeatResponse_v1(o: HeartbeatResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
 
-def _d_HeartbeatResponse_v4(mv, pos):
+def _d_HeartbeatResponse_v4(mv: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     limit = len(mv)
     o = _new(HeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -206,7 +207,7 @@ def _d_HeartbeatResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_HeartbeatResponse_v4(o, out):
+def _e_HeartbeatResponse_v4(o: HeartbeatResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:

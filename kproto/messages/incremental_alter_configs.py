@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -200,7 +201,8 @@ class IncrementalAlterConfigsResponse(ProtocolStruct):
             self.responses = responses
 
 
-def _da_IncrementalAlterConfigsRequest_AlterableConfig_v0(mv, pos, n):
+def _da_IncrementalAlterConfigsRequest_AlterableConfig_v0(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsRequest_AlterableConfig], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(IncrementalAlterConfigsRequest_AlterableConfig, n)))
     for o in result:
@@ -210,7 +212,7 @@ def _da_IncrementalAlterConfigsRequest_AlterableConfig_v0(mv, pos, n):
         o.value, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(mv, pos, n):
+def _da_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsRequest_AlterConfigsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(IncrementalAlterConfigsRequest_AlterConfigsResource, n)))
     for o in result:
@@ -229,7 +231,7 @@ def _da_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_IncrementalAlterConfigsRequest_v0(mv, pos):
+def _d_IncrementalAlterConfigsRequest_v0(mv: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     limit = len(mv)
     o = _new(IncrementalAlterConfigsRequest)
     n, = _u_i(mv, pos)
@@ -246,12 +248,15 @@ def _d_IncrementalAlterConfigsRequest_v0(mv, pos):
     pos += 1
     return o, pos
 
-def _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(o, out):
+def _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(o: IncrementalAlterConfigsRequest_AlterableConfig, out: bytearray) -> None:
+    value: _Any
     _wstr(out, o.name)
     out += _p_b(o.config_operation)
     _wnstr(out, o.value)
 
-def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o, out):
+def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o: IncrementalAlterConfigsRequest_AlterConfigsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
     lst = o.configs
@@ -262,7 +267,9 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o, out):
         for item in lst:
             _e_IncrementalAlterConfigsRequest_AlterableConfig_v0(item, out)
 
-def _e_IncrementalAlterConfigsRequest_v0(o, out):
+def _e_IncrementalAlterConfigsRequest_v0(o: IncrementalAlterConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -272,7 +279,8 @@ def _e_IncrementalAlterConfigsRequest_v0(o, out):
             _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(item, out)
     out += _p_o(o.validate_only)
 
-def _da_IncrementalAlterConfigsRequest_AlterableConfig_v1(mv, pos, n):
+def _da_IncrementalAlterConfigsRequest_AlterableConfig_v1(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsRequest_AlterableConfig], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(IncrementalAlterConfigsRequest_AlterableConfig, n)))
     for o in result:
@@ -286,7 +294,7 @@ def _da_IncrementalAlterConfigsRequest_AlterableConfig_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(mv, pos, n):
+def _da_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsRequest_AlterConfigsResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(IncrementalAlterConfigsRequest_AlterConfigsResource, n)))
     for o in result:
@@ -311,7 +319,7 @@ def _da_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_IncrementalAlterConfigsRequest_v1(mv, pos):
+def _d_IncrementalAlterConfigsRequest_v1(mv: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     limit = len(mv)
     o = _new(IncrementalAlterConfigsRequest)
     n = mv[pos]
@@ -334,7 +342,8 @@ def _d_IncrementalAlterConfigsRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(o, out):
+def _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(o: IncrementalAlterConfigsRequest_AlterableConfig, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.name)
     out += _p_b(o.config_operation)
     _wcnstr(out, o.value)
@@ -344,7 +353,9 @@ def _e_IncrementalAlterConfigsRequest_AlterableConfig_v1(o, out):
     else:
         out.append(0)
 
-def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o, out):
+def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o: IncrementalAlterConfigsRequest_AlterConfigsResource, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_b(o.resource_type)
     _wcstr(out, o.resource_name)
     lst = o.configs
@@ -360,7 +371,9 @@ def _e_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o, out):
     else:
         out.append(0)
 
-def _e_IncrementalAlterConfigsRequest_v1(o, out):
+def _e_IncrementalAlterConfigsRequest_v1(o: IncrementalAlterConfigsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.resources
     if lst is None:
         raise ValueError('None in non-nullable array resources')
@@ -375,7 +388,7 @@ def _e_IncrementalAlterConfigsRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(mv, pos, n):
+def _da_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsResponse_AlterConfigsResourceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, n)))
     for o in result:
@@ -387,7 +400,7 @@ def _da_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(mv, pos,
         o.resource_name, pos = _rstr(mv, pos)
     return result, pos
 
-def _d_IncrementalAlterConfigsResponse_v0(mv, pos):
+def _d_IncrementalAlterConfigsResponse_v0(mv: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     limit = len(mv)
     o = _new(IncrementalAlterConfigsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -404,13 +417,15 @@ def _d_IncrementalAlterConfigsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(o, out):
+def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(o: IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     out += _p_b(o.resource_type)
     _wstr(out, o.resource_name)
 
-def _e_IncrementalAlterConfigsResponse_v0(o, out):
+def _e_IncrementalAlterConfigsResponse_v0(o: IncrementalAlterConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:
@@ -420,7 +435,7 @@ def _e_IncrementalAlterConfigsResponse_v0(o, out):
         for item in lst:
             _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(item, out)
 
-def _da_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(mv, pos, n):
+def _da_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsResponse_AlterConfigsResourceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, n)))
     for o in result:
@@ -436,7 +451,7 @@ def _da_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(mv, pos,
             pos += 1
     return result, pos
 
-def _d_IncrementalAlterConfigsResponse_v1(mv, pos):
+def _d_IncrementalAlterConfigsResponse_v1(mv: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     limit = len(mv)
     o = _new(IncrementalAlterConfigsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -457,7 +472,7 @@ def _d_IncrementalAlterConfigsResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o, out):
+def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o: IncrementalAlterConfigsResponse_AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_b(o.resource_type)
@@ -468,7 +483,9 @@ def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o, out):
     else:
         out.append(0)
 
-def _e_IncrementalAlterConfigsResponse_v1(o, out):
+def _e_IncrementalAlterConfigsResponse_v1(o: IncrementalAlterConfigsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.responses
     if lst is None:

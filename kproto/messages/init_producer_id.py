@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -136,7 +137,7 @@ class InitProducerIdResponse(ProtocolStruct):
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
 
 
-def _d_InitProducerIdRequest_v0(mv, pos):
+def _d_InitProducerIdRequest_v0(mv: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rnstr(mv, pos)
@@ -144,7 +145,7 @@ def _d_InitProducerIdRequest_v0(mv, pos):
     pos += 4
     return o, pos
 
-def _e_InitProducerIdRequest_v0(o, out):
+def _e_InitProducerIdRequest_v0(o: InitProducerIdRequest, out: bytearray) -> None:
     _wnstr(out, o.transactional_id)
     out += _p_i(o.transaction_timeout_ms)
     if o.producer_id != -1:
@@ -156,7 +157,7 @@ def _e_InitProducerIdRequest_v0(o, out):
     if o.keep_prepared_txn != False:
         _unsupported(o, 'keep_prepared_txn', '6+')
 
-def _d_InitProducerIdRequest_v2(mv, pos):
+def _d_InitProducerIdRequest_v2(mv: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
@@ -168,7 +169,7 @@ def _d_InitProducerIdRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitProducerIdRequest_v2(o, out):
+def _e_InitProducerIdRequest_v2(o: InitProducerIdRequest, out: bytearray) -> None:
     _wcnstr(out, o.transactional_id)
     out += _p_i(o.transaction_timeout_ms)
     if o.producer_id != -1:
@@ -185,7 +186,7 @@ def _e_InitProducerIdRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_InitProducerIdRequest_v3(mv, pos):
+def _d_InitProducerIdRequest_v3(mv: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
@@ -197,7 +198,7 @@ def _d_InitProducerIdRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitProducerIdRequest_v3(o, out):
+def _e_InitProducerIdRequest_v3(o: InitProducerIdRequest, out: bytearray) -> None:
     _wcnstr(out, o.transactional_id)
     out += _p_iqh(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     if o.enable2_pc != False:
@@ -210,7 +211,7 @@ def _e_InitProducerIdRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_InitProducerIdRequest_v6(mv, pos):
+def _d_InitProducerIdRequest_v6(mv: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     limit = len(mv)
     o = _new(InitProducerIdRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
@@ -222,7 +223,7 @@ def _d_InitProducerIdRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitProducerIdRequest_v6(o, out):
+def _e_InitProducerIdRequest_v6(o: InitProducerIdRequest, out: bytearray) -> None:
     _wcnstr(out, o.transactional_id)
     out += _p_iqhoo(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn)
     unknown = o._unknown_tagged_fields
@@ -231,21 +232,21 @@ def _e_InitProducerIdRequest_v6(o, out):
     else:
         out.append(0)
 
-def _d_InitProducerIdResponse_v0(mv, pos):
+def _d_InitProducerIdResponse_v0(mv: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     limit = len(mv)
     o = _new(InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _u_ihqh(mv, pos)
     pos += 16
     return o, pos
 
-def _e_InitProducerIdResponse_v0(o, out):
+def _e_InitProducerIdResponse_v0(o: InitProducerIdResponse, out: bytearray) -> None:
     out += _p_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o.ongoing_txn_producer_id != -1:
         _unsupported(o, 'ongoing_txn_producer_id', '6+')
     if o.ongoing_txn_producer_epoch != -1:
         _unsupported(o, 'ongoing_txn_producer_epoch', '6+')
 
-def _d_InitProducerIdResponse_v2(mv, pos):
+def _d_InitProducerIdResponse_v2(mv: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     limit = len(mv)
     o = _new(InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _u_ihqh(mv, pos)
@@ -256,7 +257,7 @@ def _d_InitProducerIdResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitProducerIdResponse_v2(o, out):
+def _e_InitProducerIdResponse_v2(o: InitProducerIdResponse, out: bytearray) -> None:
     out += _p_ihqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o.ongoing_txn_producer_id != -1:
         _unsupported(o, 'ongoing_txn_producer_id', '6+')
@@ -268,7 +269,7 @@ def _e_InitProducerIdResponse_v2(o, out):
     else:
         out.append(0)
 
-def _d_InitProducerIdResponse_v6(mv, pos):
+def _d_InitProducerIdResponse_v6(mv: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     limit = len(mv)
     o = _new(InitProducerIdResponse)
     o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch = _u_ihqhqh(mv, pos)
@@ -279,7 +280,7 @@ def _d_InitProducerIdResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitProducerIdResponse_v6(o, out):
+def _e_InitProducerIdResponse_v6(o: InitProducerIdResponse, out: bytearray) -> None:
     out += _p_ihqhqh(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -209,7 +210,7 @@ class InitializeShareGroupStateResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_InitializeShareGroupStateRequest_PartitionData_v0(mv, pos, n):
+def _da_InitializeShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[InitializeShareGroupStateRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(InitializeShareGroupStateRequest_PartitionData, n)))
     for o in result:
@@ -221,7 +222,7 @@ def _da_InitializeShareGroupStateRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_InitializeShareGroupStateRequest_InitializeStateData_v0(mv, pos, n):
+def _da_InitializeShareGroupStateRequest_InitializeStateData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[InitializeShareGroupStateRequest_InitializeStateData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(InitializeShareGroupStateRequest_InitializeStateData, n)))
     for o in result:
@@ -244,7 +245,7 @@ def _da_InitializeShareGroupStateRequest_InitializeStateData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_InitializeShareGroupStateRequest_v0(mv, pos):
+def _d_InitializeShareGroupStateRequest_v0(mv: memoryview, pos: int) -> tuple[InitializeShareGroupStateRequest, int]:
     limit = len(mv)
     o = _new(InitializeShareGroupStateRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -266,7 +267,7 @@ def _d_InitializeShareGroupStateRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitializeShareGroupStateRequest_PartitionData_v0(o, out):
+def _e_InitializeShareGroupStateRequest_PartitionData_v0(o: InitializeShareGroupStateRequest_PartitionData, out: bytearray) -> None:
     out += _p_iiq(o.partition, o.state_epoch, o.start_offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -274,7 +275,9 @@ def _e_InitializeShareGroupStateRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_InitializeShareGroupStateRequest_InitializeStateData_v0(o, out):
+def _e_InitializeShareGroupStateRequest_InitializeStateData_v0(o: InitializeShareGroupStateRequest_InitializeStateData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -289,7 +292,9 @@ def _e_InitializeShareGroupStateRequest_InitializeStateData_v0(o, out):
     else:
         out.append(0)
 
-def _e_InitializeShareGroupStateRequest_v0(o, out):
+def _e_InitializeShareGroupStateRequest_v0(o: InitializeShareGroupStateRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -304,7 +309,7 @@ def _e_InitializeShareGroupStateRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_InitializeShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
+def _da_InitializeShareGroupStateResponse_PartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[InitializeShareGroupStateResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(InitializeShareGroupStateResponse_PartitionResult, n)))
     for o in result:
@@ -317,7 +322,7 @@ def _da_InitializeShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_InitializeShareGroupStateResponse_InitializeStateResult_v0(mv, pos, n):
+def _da_InitializeShareGroupStateResponse_InitializeStateResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[InitializeShareGroupStateResponse_InitializeStateResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(InitializeShareGroupStateResponse_InitializeStateResult, n)))
     for o in result:
@@ -340,7 +345,7 @@ def _da_InitializeShareGroupStateResponse_InitializeStateResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_InitializeShareGroupStateResponse_v0(mv, pos):
+def _d_InitializeShareGroupStateResponse_v0(mv: memoryview, pos: int) -> tuple[InitializeShareGroupStateResponse, int]:
     limit = len(mv)
     o = _new(InitializeShareGroupStateResponse)
     n = mv[pos]
@@ -361,7 +366,7 @@ def _d_InitializeShareGroupStateResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_InitializeShareGroupStateResponse_PartitionResult_v0(o, out):
+def _e_InitializeShareGroupStateResponse_PartitionResult_v0(o: InitializeShareGroupStateResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -370,7 +375,9 @@ def _e_InitializeShareGroupStateResponse_PartitionResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_InitializeShareGroupStateResponse_InitializeStateResult_v0(o, out):
+def _e_InitializeShareGroupStateResponse_InitializeStateResult_v0(o: InitializeShareGroupStateResponse_InitializeStateResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -385,7 +392,9 @@ def _e_InitializeShareGroupStateResponse_InitializeStateResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_InitializeShareGroupStateResponse_v0(o, out):
+def _e_InitializeShareGroupStateResponse_v0(o: InitializeShareGroupStateResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.results
     if lst is None:
         raise ValueError('None in non-nullable array results')

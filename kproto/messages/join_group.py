@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -196,7 +197,7 @@ class JoinGroupResponse(ProtocolStruct):
             self.members = members
 
 
-def _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n):
+def _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv: memoryview, pos: int, n: int) -> tuple[list[JoinGroupRequest_JoinGroupRequestProtocol], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(JoinGroupRequest_JoinGroupRequestProtocol, n)))
     for o in result:
@@ -204,7 +205,7 @@ def _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv, pos, n):
         o.metadata, pos = _rbytes(mv, pos)
     return result, pos
 
-def _d_JoinGroupRequest_v0(mv, pos):
+def _d_JoinGroupRequest_v0(mv: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -224,11 +225,13 @@ def _d_JoinGroupRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(o, out):
+def _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(o: JoinGroupRequest_JoinGroupRequestProtocol, out: bytearray) -> None:
     _wstr(out, o.name)
     _wbytes(out, o.metadata)
 
-def _e_JoinGroupRequest_v0(o, out):
+def _e_JoinGroupRequest_v0(o: JoinGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.session_timeout_ms)
     _wstr(out, o.member_id)
@@ -243,7 +246,7 @@ def _e_JoinGroupRequest_v0(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '5+')
 
-def _d_JoinGroupRequest_v1(mv, pos):
+def _d_JoinGroupRequest_v1(mv: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -263,7 +266,9 @@ def _d_JoinGroupRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_JoinGroupRequest_v1(o, out):
+def _e_JoinGroupRequest_v1(o: JoinGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_ii(o.session_timeout_ms, o.rebalance_timeout_ms)
     _wstr(out, o.member_id)
@@ -278,7 +283,7 @@ def _e_JoinGroupRequest_v1(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '5+')
 
-def _d_JoinGroupRequest_v5(mv, pos):
+def _d_JoinGroupRequest_v5(mv: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -299,7 +304,9 @@ def _d_JoinGroupRequest_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_JoinGroupRequest_v5(o, out):
+def _e_JoinGroupRequest_v5(o: JoinGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_ii(o.session_timeout_ms, o.rebalance_timeout_ms)
     _wstr(out, o.member_id)
@@ -313,7 +320,7 @@ def _e_JoinGroupRequest_v5(o, out):
         for item in lst:
             _e_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
 
-def _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n):
+def _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv: memoryview, pos: int, n: int) -> tuple[list[JoinGroupRequest_JoinGroupRequestProtocol], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(JoinGroupRequest_JoinGroupRequestProtocol, n)))
     for o in result:
@@ -325,7 +332,7 @@ def _da_JoinGroupRequest_JoinGroupRequestProtocol_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_JoinGroupRequest_v6(mv, pos):
+def _d_JoinGroupRequest_v6(mv: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -352,7 +359,7 @@ def _d_JoinGroupRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(o, out):
+def _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(o: JoinGroupRequest_JoinGroupRequestProtocol, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcbytes(out, o.metadata)
     unknown = o._unknown_tagged_fields
@@ -361,7 +368,9 @@ def _e_JoinGroupRequest_JoinGroupRequestProtocol_v6(o, out):
     else:
         out.append(0)
 
-def _e_JoinGroupRequest_v6(o, out):
+def _e_JoinGroupRequest_v6(o: JoinGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     out += _p_ii(o.session_timeout_ms, o.rebalance_timeout_ms)
     _wcstr(out, o.member_id)
@@ -380,7 +389,7 @@ def _e_JoinGroupRequest_v6(o, out):
     else:
         out.append(0)
 
-def _d_JoinGroupRequest_v8(mv, pos):
+def _d_JoinGroupRequest_v8(mv: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     limit = len(mv)
     o = _new(JoinGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -408,7 +417,9 @@ def _d_JoinGroupRequest_v8(mv, pos):
         pos += 1
     return o, pos
 
-def _e_JoinGroupRequest_v8(o, out):
+def _e_JoinGroupRequest_v8(o: JoinGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     out += _p_ii(o.session_timeout_ms, o.rebalance_timeout_ms)
     _wcstr(out, o.member_id)
@@ -428,7 +439,7 @@ def _e_JoinGroupRequest_v8(o, out):
     else:
         out.append(0)
 
-def _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n):
+def _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv: memoryview, pos: int, n: int) -> tuple[list[JoinGroupResponse_JoinGroupResponseMember], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(JoinGroupResponse_JoinGroupResponseMember, n)))
     for o in result:
@@ -436,7 +447,7 @@ def _da_JoinGroupResponse_JoinGroupResponseMember_v0(mv, pos, n):
         o.metadata, pos = _rbytes(mv, pos)
     return result, pos
 
-def _d_JoinGroupResponse_v0(mv, pos):
+def _d_JoinGroupResponse_v0(mv: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     limit = len(mv)
     o = _new(JoinGroupResponse)
     o.error_code, o.generation_id = _u_hi(mv, pos)
@@ -456,11 +467,13 @@ def _d_JoinGroupResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_JoinGroupResponse_JoinGroupResponseMember_v0(o, out):
+def _e_JoinGroupResponse_JoinGroupResponseMember_v0(o: JoinGroupResponse_JoinGroupResponseMember, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wbytes(out, o.metadata)
 
-def _e_JoinGroupResponse_v0(o, out):
+def _e_JoinGroupResponse_v0(o: JoinGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_hi(o.error_code, o.generation_id)
     _wstr(out, o.protocol_name)
     _wstr(out, o.leader)
@@ -475,7 +488,7 @@ def _e_JoinGroupResponse_v0(o, out):
     if o.skip_assignment != False:
         _unsupported(o, 'skip_assignment', '9+')
 
-def _d_JoinGroupResponse_v2(mv, pos):
+def _d_JoinGroupResponse_v2(mv: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
@@ -495,7 +508,9 @@ def _d_JoinGroupResponse_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_JoinGroupResponse_v2(o, out):
+def _e_JoinGroupResponse_v2(o: JoinGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.generation_id)
     _wstr(out, o.protocol_name)
     _wstr(out, o.leader)
@@ -510,7 +525,7 @@ def _e_JoinGroupResponse_v2(o, out):
     if o.skip_assignment != False:
         _unsupported(o, 'skip_assignment', '9+')
 
-def _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos, n):
+def _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv: memoryview, pos: int, n: int) -> tuple[list[JoinGroupResponse_JoinGroupResponseMember], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(JoinGroupResponse_JoinGroupResponseMember, n)))
     for o in result:
@@ -519,7 +534,7 @@ def _da_JoinGroupResponse_JoinGroupResponseMember_v5(mv, pos, n):
         o.metadata, pos = _rbytes(mv, pos)
     return result, pos
 
-def _d_JoinGroupResponse_v5(mv, pos):
+def _d_JoinGroupResponse_v5(mv: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
@@ -539,12 +554,14 @@ def _d_JoinGroupResponse_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_JoinGroupResponse_JoinGroupResponseMember_v5(o, out):
+def _e_JoinGroupResponse_JoinGroupResponseMember_v5(o: JoinGroupResponse_JoinGroupResponseMember, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wnstr(out, o.group_instance_id)
     _wbytes(out, o.metadata)
 
-def _e_JoinGroupResponse_v5(o, out):
+def _e_JoinGroupResponse_v5(o: JoinGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.generation_id)
     _wstr(out, o.protocol_name)
     _wstr(out, o.leader)
@@ -559,7 +576,7 @@ def _e_JoinGroupResponse_v5(o, out):
     if o.skip_assignment != False:
         _unsupported(o, 'skip_assignment', '9+')
 
-def _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n):
+def _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv: memoryview, pos: int, n: int) -> tuple[list[JoinGroupResponse_JoinGroupResponseMember], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(JoinGroupResponse_JoinGroupResponseMember, n)))
     for o in result:
@@ -572,7 +589,7 @@ def _da_JoinGroupResponse_JoinGroupResponseMember_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_JoinGroupResponse_v6(mv, pos):
+def _d_JoinGroupResponse_v6(mv: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
@@ -598,7 +615,7 @@ def _d_JoinGroupResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_JoinGroupResponse_JoinGroupResponseMember_v6(o, out):
+def _e_JoinGroupResponse_JoinGroupResponseMember_v6(o: JoinGroupResponse_JoinGroupResponseMember, out: bytearray) -> None:
     _wcstr(out, o.member_id)
     _wcnstr(out, o.group_instance_id)
     _wcbytes(out, o.metadata)
@@ -608,7 +625,9 @@ def _e_JoinGroupResponse_JoinGroupResponseMember_v6(o, out):
     else:
         out.append(0)
 
-def _e_JoinGroupResponse_v6(o, out):
+def _e_JoinGroupResponse_v6(o: JoinGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.generation_id)
     _wcstr(out, o.protocol_name)
     _wcstr(out, o.leader)
@@ -628,7 +647,7 @@ def _e_JoinGroupResponse_v6(o, out):
     else:
         out.append(0)
 
-def _d_JoinGroupResponse_v7(mv, pos):
+def _d_JoinGroupResponse_v7(mv: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
@@ -655,7 +674,9 @@ def _d_JoinGroupResponse_v7(mv, pos):
         pos += 1
     return o, pos
 
-def _e_JoinGroupResponse_v7(o, out):
+def _e_JoinGroupResponse_v7(o: JoinGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.generation_id)
     _wcnstr(out, o.protocol_type)
     _wcnstr(out, o.protocol_name)
@@ -676,7 +697,7 @@ def _e_JoinGroupResponse_v7(o, out):
     else:
         out.append(0)
 
-def _d_JoinGroupResponse_v9(mv, pos):
+def _d_JoinGroupResponse_v9(mv: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     limit = len(mv)
     o = _new(JoinGroupResponse)
     o.throttle_time_ms, o.error_code, o.generation_id = _u_ihi(mv, pos)
@@ -705,7 +726,9 @@ def _d_JoinGroupResponse_v9(mv, pos):
         pos += 1
     return o, pos
 
-def _e_JoinGroupResponse_v9(o, out):
+def _e_JoinGroupResponse_v9(o: JoinGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihi(o.throttle_time_ms, o.error_code, o.generation_id)
     _wcnstr(out, o.protocol_type)
     _wcnstr(out, o.protocol_name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -80,7 +81,7 @@ class KRaftVersionRecord(ProtocolStruct):
         self.k_raft_version = k_raft_version
 
 
-def _d_KRaftVersionRecord_v0(mv, pos):
+def _d_KRaftVersionRecord_v0(mv: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:
     limit = len(mv)
     o = _new(KRaftVersionRecord)
     o.version, o.k_raft_version = _u_hh(mv, pos)
@@ -91,7 +92,7 @@ def _d_KRaftVersionRecord_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_KRaftVersionRecord_v0(o, out):
+def _e_KRaftVersionRecord_v0(o: KRaftVersionRecord, out: bytearray) -> None:
     out += _p_hh(o.version, o.k_raft_version)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -319,7 +320,7 @@ class LeaderAndIsrResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrPartitionState, n)))
     for o in result:
@@ -352,7 +353,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrLiveLeader], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrLiveLeader, n)))
     for o in result:
@@ -363,7 +364,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_LeaderAndIsrRequest_v0(mv, pos):
+def _d_LeaderAndIsrRequest_v0(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -390,7 +391,8 @@ def _d_LeaderAndIsrRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o: LeaderAndIsrRequest_LeaderAndIsrPartitionState, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic_name)
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
@@ -409,12 +411,14 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(o, out):
     if o.leader_recovery_state != 0:
         _unsupported(o, 'leader_recovery_state', '6+')
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(o: LeaderAndIsrRequest_LeaderAndIsrLiveLeader, out: bytearray) -> None:
     out += _p_i(o.broker_id)
     _wstr(out, o.host_name)
     out += _p_i(o.port)
 
-def _e_LeaderAndIsrRequest_v0(o, out):
+def _e_LeaderAndIsrRequest_v0(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -437,7 +441,7 @@ def _e_LeaderAndIsrRequest_v0(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '2+')
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrPartitionState, n)))
     for o in result:
@@ -472,7 +476,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(mv, pos, n):
         pos += 1
     return result, pos
 
-def _d_LeaderAndIsrRequest_v1(mv, pos):
+def _d_LeaderAndIsrRequest_v1(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -499,7 +503,8 @@ def _d_LeaderAndIsrRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o: LeaderAndIsrRequest_LeaderAndIsrPartitionState, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic_name)
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
@@ -519,7 +524,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(o, out):
     if o.leader_recovery_state != 0:
         _unsupported(o, 'leader_recovery_state', '6+')
 
-def _e_LeaderAndIsrRequest_v1(o, out):
+def _e_LeaderAndIsrRequest_v1(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -542,7 +549,7 @@ def _e_LeaderAndIsrRequest_v1(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '2+')
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrPartitionState, n)))
     for o in result:
@@ -576,7 +583,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(mv, pos, n):
         pos += 1
     return result, pos
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrTopicState, n)))
     for o in result:
@@ -593,7 +600,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_LeaderAndIsrRequest_v2(mv, pos):
+def _d_LeaderAndIsrRequest_v2(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _u_iiq(mv, pos)
@@ -620,7 +627,8 @@ def _d_LeaderAndIsrRequest_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o: LeaderAndIsrRequest_LeaderAndIsrPartitionState, out: bytearray) -> None:
+    lst: _Any
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -639,7 +647,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(o, out):
     if o.leader_recovery_state != 0:
         _unsupported(o, 'leader_recovery_state', '6+')
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o: LeaderAndIsrRequest_LeaderAndIsrTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partition_states
     if lst is None:
@@ -649,7 +659,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(o, out):
         for item in lst:
             _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(item, out)
 
-def _e_LeaderAndIsrRequest_v2(o, out):
+def _e_LeaderAndIsrRequest_v2(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -672,7 +684,7 @@ def _e_LeaderAndIsrRequest_v2(o, out):
     if o.ungrouped_partition_states != []:
         _unsupported(o, 'ungrouped_partition_states', '0-1')
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrPartitionState, n)))
     for o in result:
@@ -728,7 +740,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(mv, pos, n):
         pos += 1
     return result, pos
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrTopicState, n)))
     for o in result:
@@ -745,7 +757,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_LeaderAndIsrRequest_v3(mv, pos):
+def _d_LeaderAndIsrRequest_v3(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _u_iiq(mv, pos)
@@ -772,7 +784,8 @@ def _d_LeaderAndIsrRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o: LeaderAndIsrRequest_LeaderAndIsrPartitionState, out: bytearray) -> None:
+    lst: _Any
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -803,7 +816,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(o, out):
     if o.leader_recovery_state != 0:
         _unsupported(o, 'leader_recovery_state', '6+')
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o: LeaderAndIsrRequest_LeaderAndIsrTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partition_states
     if lst is None:
@@ -813,7 +828,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(o, out):
         for item in lst:
             _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(item, out)
 
-def _e_LeaderAndIsrRequest_v3(o, out):
+def _e_LeaderAndIsrRequest_v3(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -836,7 +853,7 @@ def _e_LeaderAndIsrRequest_v3(o, out):
     if o.ungrouped_partition_states != []:
         _unsupported(o, 'ungrouped_partition_states', '0-1')
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrPartitionState, n)))
     for o in result:
@@ -908,7 +925,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrTopicState, n)))
     for o in result:
@@ -931,7 +948,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrLiveLeader], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrLiveLeader, n)))
     for o in result:
@@ -946,7 +963,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderAndIsrRequest_v4(mv, pos):
+def _d_LeaderAndIsrRequest_v4(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, n = _u_iiqB(mv, pos)
@@ -979,7 +996,8 @@ def _d_LeaderAndIsrRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o: LeaderAndIsrRequest_LeaderAndIsrPartitionState, out: bytearray) -> None:
+    lst: _Any
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -1015,7 +1033,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o: LeaderAndIsrRequest_LeaderAndIsrTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partition_states
     if lst is None:
@@ -1030,7 +1050,7 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(o: LeaderAndIsrRequest_LeaderAndIsrLiveLeader, out: bytearray) -> None:
     out += _p_i(o.broker_id)
     _wcstr(out, o.host_name)
     out += _p_i(o.port)
@@ -1040,7 +1060,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrRequest_v4(o, out):
+def _e_LeaderAndIsrRequest_v4(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -1068,7 +1090,7 @@ def _e_LeaderAndIsrRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrTopicState, n)))
     for o in result:
@@ -1092,7 +1114,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderAndIsrRequest_v5(mv, pos):
+def _d_LeaderAndIsrRequest_v5(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.type, n = _u_iiqbB(mv, pos)
@@ -1125,7 +1147,9 @@ def _d_LeaderAndIsrRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o: LeaderAndIsrRequest_LeaderAndIsrTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     lst = o.partition_states
@@ -1141,7 +1165,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrRequest_v5(o, out):
+def _e_LeaderAndIsrRequest_v5(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiqb(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     lst = o.topic_states
     if lst is None:
@@ -1167,7 +1193,7 @@ def _e_LeaderAndIsrRequest_v5(o, out):
     else:
         out.append(0)
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrPartitionState, n)))
     for o in result:
@@ -1239,7 +1265,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(mv, pos, n):
+def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrRequest_LeaderAndIsrTopicState, n)))
     for o in result:
@@ -1263,7 +1289,7 @@ def _da_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderAndIsrRequest_v6(mv, pos):
+def _d_LeaderAndIsrRequest_v6(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.type, n = _u_iiqbB(mv, pos)
@@ -1296,7 +1322,8 @@ def _d_LeaderAndIsrRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o: LeaderAndIsrRequest_LeaderAndIsrPartitionState, out: bytearray) -> None:
+    lst: _Any
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -1330,7 +1357,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o, out):
+def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o: LeaderAndIsrRequest_LeaderAndIsrTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     lst = o.partition_states
@@ -1346,7 +1375,9 @@ def _e_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrRequest_v6(o, out):
+def _e_LeaderAndIsrRequest_v6(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiqb(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     lst = o.topic_states
     if lst is None:
@@ -1372,7 +1403,7 @@ def _e_LeaderAndIsrRequest_v6(o, out):
     else:
         out.append(0)
 
-def _d_LeaderAndIsrRequest_v7(mv, pos):
+def _d_LeaderAndIsrRequest_v7(mv: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrRequest)
     o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type, n = _u_ioiqbB(mv, pos)
@@ -1405,7 +1436,9 @@ def _d_LeaderAndIsrRequest_v7(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderAndIsrRequest_v7(o, out):
+def _e_LeaderAndIsrRequest_v7(o: LeaderAndIsrRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ioiqb(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type)
     lst = o.topic_states
     if lst is None:
@@ -1429,7 +1462,7 @@ def _e_LeaderAndIsrRequest_v7(o, out):
     else:
         out.append(0)
 
-def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(mv, pos, n):
+def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrResponse_LeaderAndIsrPartitionError], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrResponse_LeaderAndIsrPartitionError, n)))
     for o in result:
@@ -1438,7 +1471,7 @@ def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _d_LeaderAndIsrResponse_v0(mv, pos):
+def _d_LeaderAndIsrResponse_v0(mv: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrResponse)
     o.error_code, = _u_h(mv, pos)
@@ -1455,11 +1488,13 @@ def _d_LeaderAndIsrResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(o, out):
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(o: LeaderAndIsrResponse_LeaderAndIsrPartitionError, out: bytearray) -> None:
     _wstr(out, o.topic_name)
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_LeaderAndIsrResponse_v0(o, out):
+def _e_LeaderAndIsrResponse_v0(o: LeaderAndIsrResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.partition_errors
     if lst is None:
@@ -1471,7 +1506,7 @@ def _e_LeaderAndIsrResponse_v0(o, out):
     if o.topics != []:
         _unsupported(o, 'topics', '5+')
 
-def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(mv, pos, n):
+def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrResponse_LeaderAndIsrPartitionError], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrResponse_LeaderAndIsrPartitionError, n)))
     for o in result:
@@ -1484,7 +1519,7 @@ def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderAndIsrResponse_v4(mv, pos):
+def _d_LeaderAndIsrResponse_v4(mv: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -1505,7 +1540,7 @@ def _d_LeaderAndIsrResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o, out):
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o: LeaderAndIsrResponse_LeaderAndIsrPartitionError, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
@@ -1514,7 +1549,9 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrResponse_v4(o, out):
+def _e_LeaderAndIsrResponse_v4(o: LeaderAndIsrResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.partition_errors
     if lst is None:
@@ -1531,7 +1568,7 @@ def _e_LeaderAndIsrResponse_v4(o, out):
     else:
         out.append(0)
 
-def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(mv, pos, n):
+def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrResponse_LeaderAndIsrPartitionError], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrResponse_LeaderAndIsrPartitionError, n)))
     for o in result:
@@ -1543,7 +1580,7 @@ def _da_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(mv, pos, n):
+def _da_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrResponse_LeaderAndIsrTopicError], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderAndIsrResponse_LeaderAndIsrTopicError, n)))
     for o in result:
@@ -1566,7 +1603,7 @@ def _da_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderAndIsrResponse_v5(mv, pos):
+def _d_LeaderAndIsrResponse_v5(mv: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     limit = len(mv)
     o = _new(LeaderAndIsrResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -1587,7 +1624,7 @@ def _d_LeaderAndIsrResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(o, out):
+def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(o: LeaderAndIsrResponse_LeaderAndIsrPartitionError, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -1595,7 +1632,9 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o, out):
+def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o: LeaderAndIsrResponse_LeaderAndIsrTopicError, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partition_errors
     if lst is None:
@@ -1610,7 +1649,9 @@ def _e_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(o, out):
     else:
         out.append(0)
 
-def _e_LeaderAndIsrResponse_v5(o, out):
+def _e_LeaderAndIsrResponse_v5(o: LeaderAndIsrResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -115,7 +116,7 @@ class LeaderChangeMessage(ProtocolStruct):
             self.granting_voters = granting_voters
 
 
-def _da_LeaderChangeMessage_Voter_v0(mv, pos, n):
+def _da_LeaderChangeMessage_Voter_v0(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderChangeMessage_Voter], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderChangeMessage_Voter, n)))
     for o in result:
@@ -127,7 +128,7 @@ def _da_LeaderChangeMessage_Voter_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderChangeMessage_v0(mv, pos):
+def _d_LeaderChangeMessage_v0(mv: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     limit = len(mv)
     o = _new(LeaderChangeMessage)
     o.version, o.leader_id, n = _u_hiB(mv, pos)
@@ -160,7 +161,7 @@ def _d_LeaderChangeMessage_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderChangeMessage_Voter_v0(o, out):
+def _e_LeaderChangeMessage_Voter_v0(o: LeaderChangeMessage_Voter, out: bytearray) -> None:
     out += _p_i(o.voter_id)
     if o.voter_directory_id != _ZERO_UUID:
         _unsupported(o, 'voter_directory_id', '1+')
@@ -170,7 +171,9 @@ def _e_LeaderChangeMessage_Voter_v0(o, out):
     else:
         out.append(0)
 
-def _e_LeaderChangeMessage_v0(o, out):
+def _e_LeaderChangeMessage_v0(o: LeaderChangeMessage, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_hi(o.version, o.leader_id)
     lst = o.voters
     if lst is None:
@@ -192,7 +195,7 @@ def _e_LeaderChangeMessage_v0(o, out):
     else:
         out.append(0)
 
-def _da_LeaderChangeMessage_Voter_v1(mv, pos, n):
+def _da_LeaderChangeMessage_Voter_v1(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderChangeMessage_Voter], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaderChangeMessage_Voter, n)))
     for o in result:
@@ -205,7 +208,7 @@ def _da_LeaderChangeMessage_Voter_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaderChangeMessage_v1(mv, pos):
+def _d_LeaderChangeMessage_v1(mv: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     limit = len(mv)
     o = _new(LeaderChangeMessage)
     o.version, o.leader_id, n = _u_hiB(mv, pos)
@@ -238,7 +241,7 @@ def _d_LeaderChangeMessage_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaderChangeMessage_Voter_v1(o, out):
+def _e_LeaderChangeMessage_Voter_v1(o: LeaderChangeMessage_Voter, out: bytearray) -> None:
     out += _p_i(o.voter_id)
     out += o.voter_directory_id.bytes
     unknown = o._unknown_tagged_fields
@@ -247,7 +250,9 @@ def _e_LeaderChangeMessage_Voter_v1(o, out):
     else:
         out.append(0)
 
-def _e_LeaderChangeMessage_v1(o, out):
+def _e_LeaderChangeMessage_v1(o: LeaderChangeMessage, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_hi(o.version, o.leader_id)
     lst = o.voters
     if lst is None:

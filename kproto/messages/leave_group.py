@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -173,20 +174,20 @@ class LeaveGroupResponse(ProtocolStruct):
             self.members = members
 
 
-def _d_LeaveGroupRequest_v0(mv, pos):
+def _d_LeaveGroupRequest_v0(mv: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
     o.member_id, pos = _rstr(mv, pos)
     return o, pos
 
-def _e_LeaveGroupRequest_v0(o, out):
+def _e_LeaveGroupRequest_v0(o: LeaveGroupRequest, out: bytearray) -> None:
     _wstr(out, o.group_id)
     _wstr(out, o.member_id)
     if o.members != []:
         _unsupported(o, 'members', '3+')
 
-def _da_LeaveGroupRequest_MemberIdentity_v3(mv, pos, n):
+def _da_LeaveGroupRequest_MemberIdentity_v3(mv: memoryview, pos: int, n: int) -> tuple[list[LeaveGroupRequest_MemberIdentity], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaveGroupRequest_MemberIdentity, n)))
     for o in result:
@@ -194,7 +195,7 @@ def _da_LeaveGroupRequest_MemberIdentity_v3(mv, pos, n):
         o.group_instance_id, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_LeaveGroupRequest_v3(mv, pos):
+def _d_LeaveGroupRequest_v3(mv: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -210,11 +211,13 @@ def _d_LeaveGroupRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaveGroupRequest_MemberIdentity_v3(o, out):
+def _e_LeaveGroupRequest_MemberIdentity_v3(o: LeaveGroupRequest_MemberIdentity, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wnstr(out, o.group_instance_id)
 
-def _e_LeaveGroupRequest_v3(o, out):
+def _e_LeaveGroupRequest_v3(o: LeaveGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     lst = o.members
     if lst is None:
@@ -226,7 +229,7 @@ def _e_LeaveGroupRequest_v3(o, out):
     if o.member_id != '':
         _unsupported(o, 'member_id', '0-2')
 
-def _da_LeaveGroupRequest_MemberIdentity_v4(mv, pos, n):
+def _da_LeaveGroupRequest_MemberIdentity_v4(mv: memoryview, pos: int, n: int) -> tuple[list[LeaveGroupRequest_MemberIdentity], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaveGroupRequest_MemberIdentity, n)))
     for o in result:
@@ -238,7 +241,7 @@ def _da_LeaveGroupRequest_MemberIdentity_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaveGroupRequest_v4(mv, pos):
+def _d_LeaveGroupRequest_v4(mv: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -260,7 +263,7 @@ def _d_LeaveGroupRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaveGroupRequest_MemberIdentity_v4(o, out):
+def _e_LeaveGroupRequest_MemberIdentity_v4(o: LeaveGroupRequest_MemberIdentity, out: bytearray) -> None:
     _wcstr(out, o.member_id)
     _wcnstr(out, o.group_instance_id)
     unknown = o._unknown_tagged_fields
@@ -269,7 +272,9 @@ def _e_LeaveGroupRequest_MemberIdentity_v4(o, out):
     else:
         out.append(0)
 
-def _e_LeaveGroupRequest_v4(o, out):
+def _e_LeaveGroupRequest_v4(o: LeaveGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.members
     if lst is None:
@@ -286,7 +291,7 @@ def _e_LeaveGroupRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n):
+def _da_LeaveGroupRequest_MemberIdentity_v5(mv: memoryview, pos: int, n: int) -> tuple[list[LeaveGroupRequest_MemberIdentity], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaveGroupRequest_MemberIdentity, n)))
     for o in result:
@@ -299,7 +304,7 @@ def _da_LeaveGroupRequest_MemberIdentity_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaveGroupRequest_v5(mv, pos):
+def _d_LeaveGroupRequest_v5(mv: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     limit = len(mv)
     o = _new(LeaveGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -321,7 +326,7 @@ def _d_LeaveGroupRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaveGroupRequest_MemberIdentity_v5(o, out):
+def _e_LeaveGroupRequest_MemberIdentity_v5(o: LeaveGroupRequest_MemberIdentity, out: bytearray) -> None:
     _wcstr(out, o.member_id)
     _wcnstr(out, o.group_instance_id)
     _wcnstr(out, o.reason)
@@ -331,7 +336,9 @@ def _e_LeaveGroupRequest_MemberIdentity_v5(o, out):
     else:
         out.append(0)
 
-def _e_LeaveGroupRequest_v5(o, out):
+def _e_LeaveGroupRequest_v5(o: LeaveGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.members
     if lst is None:
@@ -348,31 +355,31 @@ def _e_LeaveGroupRequest_v5(o, out):
     else:
         out.append(0)
 
-def _d_LeaveGroupResponse_v0(mv, pos):
+def _d_LeaveGroupResponse_v0(mv: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
 
-def _e_LeaveGroupResponse_v0(o, out):
+def _e_LeaveGroupResponse_v0(o: LeaveGroupResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     if o.members != []:
         _unsupported(o, 'members', '3+')
 
-def _d_LeaveGroupResponse_v1(mv, pos):
+def _d_LeaveGroupResponse_v1(mv: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
     pos += 6
     return o, pos
 
-def _e_LeaveGroupResponse_v1(o, out):
+def _e_LeaveGroupResponse_v1(o: LeaveGroupResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     if o.members != []:
         _unsupported(o, 'members', '3+')
 
-def _da_LeaveGroupResponse_MemberResponse_v3(mv, pos, n):
+def _da_LeaveGroupResponse_MemberResponse_v3(mv: memoryview, pos: int, n: int) -> tuple[list[LeaveGroupResponse_MemberResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaveGroupResponse_MemberResponse, n)))
     for o in result:
@@ -382,7 +389,7 @@ def _da_LeaveGroupResponse_MemberResponse_v3(mv, pos, n):
         pos += 2
     return result, pos
 
-def _d_LeaveGroupResponse_v3(mv, pos):
+def _d_LeaveGroupResponse_v3(mv: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -399,12 +406,14 @@ def _d_LeaveGroupResponse_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_LeaveGroupResponse_MemberResponse_v3(o, out):
+def _e_LeaveGroupResponse_MemberResponse_v3(o: LeaveGroupResponse_MemberResponse, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wnstr(out, o.group_instance_id)
     out += _p_h(o.error_code)
 
-def _e_LeaveGroupResponse_v3(o, out):
+def _e_LeaveGroupResponse_v3(o: LeaveGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.members
     if lst is None:
@@ -414,7 +423,7 @@ def _e_LeaveGroupResponse_v3(o, out):
         for item in lst:
             _e_LeaveGroupResponse_MemberResponse_v3(item, out)
 
-def _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n):
+def _da_LeaveGroupResponse_MemberResponse_v4(mv: memoryview, pos: int, n: int) -> tuple[list[LeaveGroupResponse_MemberResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(LeaveGroupResponse_MemberResponse, n)))
     for o in result:
@@ -428,7 +437,7 @@ def _da_LeaveGroupResponse_MemberResponse_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_LeaveGroupResponse_v4(mv, pos):
+def _d_LeaveGroupResponse_v4(mv: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     limit = len(mv)
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -449,7 +458,7 @@ def _d_LeaveGroupResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_LeaveGroupResponse_MemberResponse_v4(o, out):
+def _e_LeaveGroupResponse_MemberResponse_v4(o: LeaveGroupResponse_MemberResponse, out: bytearray) -> None:
     _wcstr(out, o.member_id)
     _wcnstr(out, o.group_instance_id)
     out += _p_h(o.error_code)
@@ -459,7 +468,9 @@ def _e_LeaveGroupResponse_MemberResponse_v4(o, out):
     else:
         out.append(0)
 
-def _e_LeaveGroupResponse_v4(o, out):
+def _e_LeaveGroupResponse_v4(o: LeaveGroupResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.members
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -139,7 +140,7 @@ class ListConfigResourcesResponse(ProtocolStruct):
             self.config_resources = config_resources
 
 
-def _d_ListConfigResourcesRequest_v0(mv, pos):
+def _d_ListConfigResourcesRequest_v0(mv: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     limit = len(mv)
     o = _new(ListConfigResourcesRequest)
     if mv[pos]:
@@ -148,7 +149,7 @@ def _d_ListConfigResourcesRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListConfigResourcesRequest_v0(o, out):
+def _e_ListConfigResourcesRequest_v0(o: ListConfigResourcesRequest, out: bytearray) -> None:
     if o.resource_types != []:
         _unsupported(o, 'resource_types', '1+')
     unknown = o._unknown_tagged_fields
@@ -157,7 +158,7 @@ def _e_ListConfigResourcesRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_ListConfigResourcesRequest_v1(mv, pos):
+def _d_ListConfigResourcesRequest_v1(mv: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     limit = len(mv)
     o = _new(ListConfigResourcesRequest)
     n = mv[pos]
@@ -179,7 +180,8 @@ def _d_ListConfigResourcesRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListConfigResourcesRequest_v1(o, out):
+def _e_ListConfigResourcesRequest_v1(o: ListConfigResourcesRequest, out: bytearray) -> None:
+    lst: _Any
     lst = o.resource_types
     if lst is None:
         raise ValueError('None in non-nullable array resource_types')
@@ -192,7 +194,7 @@ def _e_ListConfigResourcesRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_ListConfigResourcesResponse_ConfigResource_v0(mv, pos, n):
+def _da_ListConfigResourcesResponse_ConfigResource_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListConfigResourcesResponse_ConfigResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListConfigResourcesResponse_ConfigResource, n)))
     for o in result:
@@ -203,7 +205,7 @@ def _da_ListConfigResourcesResponse_ConfigResource_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListConfigResourcesResponse_v0(mv, pos):
+def _d_ListConfigResourcesResponse_v0(mv: memoryview, pos: int) -> tuple[ListConfigResourcesResponse, int]:
     limit = len(mv)
     o = _new(ListConfigResourcesResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -224,7 +226,7 @@ def _d_ListConfigResourcesResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListConfigResourcesResponse_ConfigResource_v0(o, out):
+def _e_ListConfigResourcesResponse_ConfigResource_v0(o: ListConfigResourcesResponse_ConfigResource, out: bytearray) -> None:
     _wcstr(out, o.resource_name)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -232,7 +234,9 @@ def _e_ListConfigResourcesResponse_ConfigResource_v0(o, out):
     else:
         out.append(0)
 
-def _e_ListConfigResourcesResponse_v0(o, out):
+def _e_ListConfigResourcesResponse_v0(o: ListConfigResourcesResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.config_resources
     if lst is None:
@@ -247,7 +251,7 @@ def _e_ListConfigResourcesResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_ListConfigResourcesResponse_ConfigResource_v1(mv, pos, n):
+def _da_ListConfigResourcesResponse_ConfigResource_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ListConfigResourcesResponse_ConfigResource], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListConfigResourcesResponse_ConfigResource, n)))
     for o in result:
@@ -260,7 +264,7 @@ def _da_ListConfigResourcesResponse_ConfigResource_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListConfigResourcesResponse_v1(mv, pos):
+def _d_ListConfigResourcesResponse_v1(mv: memoryview, pos: int) -> tuple[ListConfigResourcesResponse, int]:
     limit = len(mv)
     o = _new(ListConfigResourcesResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -281,7 +285,7 @@ def _d_ListConfigResourcesResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListConfigResourcesResponse_ConfigResource_v1(o, out):
+def _e_ListConfigResourcesResponse_ConfigResource_v1(o: ListConfigResourcesResponse_ConfigResource, out: bytearray) -> None:
     _wcstr(out, o.resource_name)
     out += _p_b(o.resource_type)
     unknown = o._unknown_tagged_fields
@@ -290,7 +294,9 @@ def _e_ListConfigResourcesResponse_ConfigResource_v1(o, out):
     else:
         out.append(0)
 
-def _e_ListConfigResourcesResponse_v1(o, out):
+def _e_ListConfigResourcesResponse_v1(o: ListConfigResourcesResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.config_resources
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -149,18 +150,18 @@ class ListGroupsResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _d_ListGroupsRequest_v0(mv, pos):
+def _d_ListGroupsRequest_v0(mv: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     limit = len(mv)
     o = _new(ListGroupsRequest)
     return o, pos
 
-def _e_ListGroupsRequest_v0(o, out):
+def _e_ListGroupsRequest_v0(o: ListGroupsRequest, out: bytearray) -> None:
     if o.states_filter != []:
         _unsupported(o, 'states_filter', '4+')
     if o.types_filter != []:
         _unsupported(o, 'types_filter', '5+')
 
-def _d_ListGroupsRequest_v3(mv, pos):
+def _d_ListGroupsRequest_v3(mv: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     limit = len(mv)
     o = _new(ListGroupsRequest)
     if mv[pos]:
@@ -169,7 +170,7 @@ def _d_ListGroupsRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListGroupsRequest_v3(o, out):
+def _e_ListGroupsRequest_v3(o: ListGroupsRequest, out: bytearray) -> None:
     if o.states_filter != []:
         _unsupported(o, 'states_filter', '4+')
     if o.types_filter != []:
@@ -180,7 +181,9 @@ def _e_ListGroupsRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_ListGroupsRequest_v4(mv, pos):
+def _d_ListGroupsRequest_v4(mv: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ListGroupsRequest)
     n = mv[pos]
@@ -205,7 +208,9 @@ def _d_ListGroupsRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListGroupsRequest_v4(o, out):
+def _e_ListGroupsRequest_v4(o: ListGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.states_filter
     if lst is None:
         raise ValueError('None in non-nullable array states_filter')
@@ -221,7 +226,9 @@ def _e_ListGroupsRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_ListGroupsRequest_v5(mv, pos):
+def _d_ListGroupsRequest_v5(mv: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ListGroupsRequest)
     n = mv[pos]
@@ -262,7 +269,9 @@ def _d_ListGroupsRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListGroupsRequest_v5(o, out):
+def _e_ListGroupsRequest_v5(o: ListGroupsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.states_filter
     if lst is None:
         raise ValueError('None in non-nullable array states_filter')
@@ -283,7 +292,7 @@ def _e_ListGroupsRequest_v5(o, out):
     else:
         out.append(0)
 
-def _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n):
+def _da_ListGroupsResponse_ListedGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListGroupsResponse_ListedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
     for o in result:
@@ -291,7 +300,7 @@ def _da_ListGroupsResponse_ListedGroup_v0(mv, pos, n):
         o.protocol_type, pos = _rstr(mv, pos)
     return result, pos
 
-def _d_ListGroupsResponse_v0(mv, pos):
+def _d_ListGroupsResponse_v0(mv: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     limit = len(mv)
     o = _new(ListGroupsResponse)
     o.error_code, = _u_h(mv, pos)
@@ -308,11 +317,13 @@ def _d_ListGroupsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListGroupsResponse_ListedGroup_v0(o, out):
+def _e_ListGroupsResponse_ListedGroup_v0(o: ListGroupsResponse_ListedGroup, out: bytearray) -> None:
     _wstr(out, o.group_id)
     _wstr(out, o.protocol_type)
 
-def _e_ListGroupsResponse_v0(o, out):
+def _e_ListGroupsResponse_v0(o: ListGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.groups
     if lst is None:
@@ -322,7 +333,7 @@ def _e_ListGroupsResponse_v0(o, out):
         for item in lst:
             _e_ListGroupsResponse_ListedGroup_v0(item, out)
 
-def _d_ListGroupsResponse_v1(mv, pos):
+def _d_ListGroupsResponse_v1(mv: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -339,7 +350,9 @@ def _d_ListGroupsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListGroupsResponse_v1(o, out):
+def _e_ListGroupsResponse_v1(o: ListGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.groups
     if lst is None:
@@ -349,7 +362,7 @@ def _e_ListGroupsResponse_v1(o, out):
         for item in lst:
             _e_ListGroupsResponse_ListedGroup_v0(item, out)
 
-def _da_ListGroupsResponse_ListedGroup_v3(mv, pos, n):
+def _da_ListGroupsResponse_ListedGroup_v3(mv: memoryview, pos: int, n: int) -> tuple[list[ListGroupsResponse_ListedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
     for o in result:
@@ -361,7 +374,7 @@ def _da_ListGroupsResponse_ListedGroup_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListGroupsResponse_v3(mv, pos):
+def _d_ListGroupsResponse_v3(mv: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -382,7 +395,7 @@ def _d_ListGroupsResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListGroupsResponse_ListedGroup_v3(o, out):
+def _e_ListGroupsResponse_ListedGroup_v3(o: ListGroupsResponse_ListedGroup, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     _wcstr(out, o.protocol_type)
     unknown = o._unknown_tagged_fields
@@ -391,7 +404,9 @@ def _e_ListGroupsResponse_ListedGroup_v3(o, out):
     else:
         out.append(0)
 
-def _e_ListGroupsResponse_v3(o, out):
+def _e_ListGroupsResponse_v3(o: ListGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.groups
     if lst is None:
@@ -406,7 +421,7 @@ def _e_ListGroupsResponse_v3(o, out):
     else:
         out.append(0)
 
-def _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n):
+def _da_ListGroupsResponse_ListedGroup_v4(mv: memoryview, pos: int, n: int) -> tuple[list[ListGroupsResponse_ListedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
     for o in result:
@@ -419,7 +434,7 @@ def _da_ListGroupsResponse_ListedGroup_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListGroupsResponse_v4(mv, pos):
+def _d_ListGroupsResponse_v4(mv: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -440,7 +455,7 @@ def _d_ListGroupsResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListGroupsResponse_ListedGroup_v4(o, out):
+def _e_ListGroupsResponse_ListedGroup_v4(o: ListGroupsResponse_ListedGroup, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     _wcstr(out, o.protocol_type)
     _wcstr(out, o.group_state)
@@ -450,7 +465,9 @@ def _e_ListGroupsResponse_ListedGroup_v4(o, out):
     else:
         out.append(0)
 
-def _e_ListGroupsResponse_v4(o, out):
+def _e_ListGroupsResponse_v4(o: ListGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.groups
     if lst is None:
@@ -465,7 +482,7 @@ def _e_ListGroupsResponse_v4(o, out):
     else:
         out.append(0)
 
-def _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n):
+def _da_ListGroupsResponse_ListedGroup_v5(mv: memoryview, pos: int, n: int) -> tuple[list[ListGroupsResponse_ListedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListGroupsResponse_ListedGroup, n)))
     for o in result:
@@ -479,7 +496,7 @@ def _da_ListGroupsResponse_ListedGroup_v5(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListGroupsResponse_v5(mv, pos):
+def _d_ListGroupsResponse_v5(mv: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     limit = len(mv)
     o = _new(ListGroupsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -500,7 +517,7 @@ def _d_ListGroupsResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListGroupsResponse_ListedGroup_v5(o, out):
+def _e_ListGroupsResponse_ListedGroup_v5(o: ListGroupsResponse_ListedGroup, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     _wcstr(out, o.protocol_type)
     _wcstr(out, o.group_state)
@@ -511,7 +528,9 @@ def _e_ListGroupsResponse_ListedGroup_v5(o, out):
     else:
         out.append(0)
 
-def _e_ListGroupsResponse_v5(o, out):
+def _e_ListGroupsResponse_v5(o: ListGroupsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.groups
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -251,7 +252,7 @@ class ListOffsetsResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
     for o in result:
@@ -259,7 +260,7 @@ def _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv, pos, n):
         pos += 16
     return result, pos
 
-def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
     for o in result:
@@ -276,7 +277,7 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ListOffsetsRequest_v0(mv, pos):
+def _d_ListOffsetsRequest_v0(mv: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, = _u_i(mv, pos)
@@ -293,10 +294,12 @@ def _d_ListOffsetsRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o, out):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v0(o: ListOffsetsRequest_ListOffsetsPartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.timestamp, o.max_num_offsets)
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o, out):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o: ListOffsetsRequest_ListOffsetsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -306,7 +309,9 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v0(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsPartition_v0(item, out)
 
-def _e_ListOffsetsRequest_v0(o, out):
+def _e_ListOffsetsRequest_v0(o: ListOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.replica_id)
     lst = o.topics
     if lst is None:
@@ -318,7 +323,7 @@ def _e_ListOffsetsRequest_v0(o, out):
     if o.isolation_level != 0:
         _unsupported(o, 'isolation_level', '2+')
 
-def _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
     for o in result:
@@ -326,7 +331,7 @@ def _da_ListOffsetsRequest_ListOffsetsPartition_v1(mv, pos, n):
         pos += 12
     return result, pos
 
-def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
     for o in result:
@@ -343,7 +348,7 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ListOffsetsRequest_v1(mv, pos):
+def _d_ListOffsetsRequest_v1(mv: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, = _u_i(mv, pos)
@@ -360,12 +365,14 @@ def _d_ListOffsetsRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o, out):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v1(o: ListOffsetsRequest_ListOffsetsPartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.timestamp)
     if o.max_num_offsets != 1:
         _unsupported(o, 'max_num_offsets', '0')
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_v1(o, out):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v1(o: ListOffsetsRequest_ListOffsetsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -375,7 +382,9 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v1(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsPartition_v1(item, out)
 
-def _e_ListOffsetsRequest_v1(o, out):
+def _e_ListOffsetsRequest_v1(o: ListOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.replica_id)
     lst = o.topics
     if lst is None:
@@ -387,7 +396,7 @@ def _e_ListOffsetsRequest_v1(o, out):
     if o.isolation_level != 0:
         _unsupported(o, 'isolation_level', '2+')
 
-def _d_ListOffsetsRequest_v2(mv, pos):
+def _d_ListOffsetsRequest_v2(mv: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _u_ib(mv, pos)
@@ -404,7 +413,9 @@ def _d_ListOffsetsRequest_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsRequest_v2(o, out):
+def _e_ListOffsetsRequest_v2(o: ListOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ib(o.replica_id, o.isolation_level)
     lst = o.topics
     if lst is None:
@@ -414,7 +425,7 @@ def _e_ListOffsetsRequest_v2(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsTopic_v1(item, out)
 
-def _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
     for o in result:
@@ -422,7 +433,7 @@ def _da_ListOffsetsRequest_ListOffsetsPartition_v4(mv, pos, n):
         pos += 16
     return result, pos
 
-def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
     for o in result:
@@ -439,7 +450,7 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v4(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ListOffsetsRequest_v4(mv, pos):
+def _d_ListOffsetsRequest_v4(mv: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level = _u_ib(mv, pos)
@@ -456,12 +467,14 @@ def _d_ListOffsetsRequest_v4(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v4(o, out):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v4(o: ListOffsetsRequest_ListOffsetsPartition, out: bytearray) -> None:
     out += _p_iiq(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.max_num_offsets != 1:
         _unsupported(o, 'max_num_offsets', '0')
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_v4(o, out):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v4(o: ListOffsetsRequest_ListOffsetsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -471,7 +484,9 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v4(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsPartition_v4(item, out)
 
-def _e_ListOffsetsRequest_v4(o, out):
+def _e_ListOffsetsRequest_v4(o: ListOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ib(o.replica_id, o.isolation_level)
     lst = o.topics
     if lst is None:
@@ -481,7 +496,7 @@ def _e_ListOffsetsRequest_v4(o, out):
         for item in lst:
             _e_ListOffsetsRequest_ListOffsetsTopic_v4(item, out)
 
-def _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsPartition, n)))
     for o in result:
@@ -493,7 +508,7 @@ def _da_ListOffsetsRequest_ListOffsetsPartition_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
+def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsRequest_ListOffsetsTopic, n)))
     for o in result:
@@ -516,7 +531,7 @@ def _da_ListOffsetsRequest_ListOffsetsTopic_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListOffsetsRequest_v6(mv, pos):
+def _d_ListOffsetsRequest_v6(mv: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level, n = _u_ibB(mv, pos)
@@ -537,7 +552,7 @@ def _d_ListOffsetsRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListOffsetsRequest_ListOffsetsPartition_v6(o, out):
+def _e_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest_ListOffsetsPartition, out: bytearray) -> None:
     out += _p_iiq(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.max_num_offsets != 1:
         _unsupported(o, 'max_num_offsets', '0')
@@ -547,7 +562,9 @@ def _e_ListOffsetsRequest_ListOffsetsPartition_v6(o, out):
     else:
         out.append(0)
 
-def _e_ListOffsetsRequest_ListOffsetsTopic_v6(o, out):
+def _e_ListOffsetsRequest_ListOffsetsTopic_v6(o: ListOffsetsRequest_ListOffsetsTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -562,7 +579,9 @@ def _e_ListOffsetsRequest_ListOffsetsTopic_v6(o, out):
     else:
         out.append(0)
 
-def _e_ListOffsetsRequest_v6(o, out):
+def _e_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ib(o.replica_id, o.isolation_level)
     lst = o.topics
     if lst is None:
@@ -577,7 +596,7 @@ def _e_ListOffsetsRequest_v6(o, out):
     else:
         out.append(0)
 
-def _d_ListOffsetsRequest_v10(mv, pos):
+def _d_ListOffsetsRequest_v10(mv: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     limit = len(mv)
     o = _new(ListOffsetsRequest)
     o.replica_id, o.isolation_level, n, o.timeout_ms = _u_ibBi(mv, pos)
@@ -603,7 +622,9 @@ def _d_ListOffsetsRequest_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListOffsetsRequest_v10(o, out):
+def _e_ListOffsetsRequest_v10(o: ListOffsetsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ib(o.replica_id, o.isolation_level)
     lst = o.topics
     if lst is None:
@@ -619,7 +640,7 @@ def _e_ListOffsetsRequest_v10(o, out):
     else:
         out.append(0)
 
-def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsPartitionResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
     for o in result:
@@ -638,7 +659,7 @@ def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
     for o in result:
@@ -655,7 +676,7 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ListOffsetsResponse_v0(mv, pos):
+def _d_ListOffsetsResponse_v0(mv: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     limit = len(mv)
     o = _new(ListOffsetsResponse)
     n, = _u_i(mv, pos)
@@ -670,7 +691,8 @@ def _d_ListOffsetsResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o, out):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o: ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray) -> None:
+    lst: _Any
     out += _p_ih(o.partition_index, o.error_code)
     lst = o.old_style_offsets
     if lst is None:
@@ -685,7 +707,9 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(o, out):
     if o.leader_epoch != -1:
         _unsupported(o, 'leader_epoch', '4+')
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o, out):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o: ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -695,7 +719,9 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(item, out)
 
-def _e_ListOffsetsResponse_v0(o, out):
+def _e_ListOffsetsResponse_v0(o: ListOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -704,7 +730,7 @@ def _e_ListOffsetsResponse_v0(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v0(item, out)
 
-def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsPartitionResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
     for o in result:
@@ -712,7 +738,7 @@ def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(mv, pos, n):
         pos += 22
     return result, pos
 
-def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
     for o in result:
@@ -729,7 +755,7 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ListOffsetsResponse_v1(mv, pos):
+def _d_ListOffsetsResponse_v1(mv: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     limit = len(mv)
     o = _new(ListOffsetsResponse)
     n, = _u_i(mv, pos)
@@ -744,14 +770,16 @@ def _d_ListOffsetsResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o, out):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray) -> None:
     out += _p_ihqq(o.partition_index, o.error_code, o.timestamp, o.offset)
     if o.old_style_offsets != []:
         _unsupported(o, 'old_style_offsets', '0')
     if o.leader_epoch != -1:
         _unsupported(o, 'leader_epoch', '4+')
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o, out):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o: ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -761,7 +789,9 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(item, out)
 
-def _e_ListOffsetsResponse_v1(o, out):
+def _e_ListOffsetsResponse_v1(o: ListOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -770,7 +800,7 @@ def _e_ListOffsetsResponse_v1(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
 
-def _d_ListOffsetsResponse_v2(mv, pos):
+def _d_ListOffsetsResponse_v2(mv: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     limit = len(mv)
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -787,7 +817,9 @@ def _d_ListOffsetsResponse_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsResponse_v2(o, out):
+def _e_ListOffsetsResponse_v2(o: ListOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -797,7 +829,7 @@ def _e_ListOffsetsResponse_v2(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v1(item, out)
 
-def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsPartitionResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
     for o in result:
@@ -805,7 +837,7 @@ def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(mv, pos, n):
         pos += 26
     return result, pos
 
-def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
     for o in result:
@@ -822,7 +854,7 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v4(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ListOffsetsResponse_v4(mv, pos):
+def _d_ListOffsetsResponse_v4(mv: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     limit = len(mv)
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -839,12 +871,14 @@ def _d_ListOffsetsResponse_v4(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o, out):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray) -> None:
     out += _p_ihqqi(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     if o.old_style_offsets != []:
         _unsupported(o, 'old_style_offsets', '0')
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o, out):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o: ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -854,7 +888,9 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(item, out)
 
-def _e_ListOffsetsResponse_v4(o, out):
+def _e_ListOffsetsResponse_v4(o: ListOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -864,7 +900,7 @@ def _e_ListOffsetsResponse_v4(o, out):
         for item in lst:
             _e_ListOffsetsResponse_ListOffsetsTopicResponse_v4(item, out)
 
-def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsPartitionResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsPartitionResponse, n)))
     for o in result:
@@ -876,7 +912,7 @@ def _da_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
+def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsResponse_ListOffsetsTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListOffsetsResponse_ListOffsetsTopicResponse, n)))
     for o in result:
@@ -899,7 +935,7 @@ def _da_ListOffsetsResponse_ListOffsetsTopicResponse_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListOffsetsResponse_v6(mv, pos):
+def _d_ListOffsetsResponse_v6(mv: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     limit = len(mv)
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -920,7 +956,7 @@ def _d_ListOffsetsResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o, out):
+def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse_ListOffsetsPartitionResponse, out: bytearray) -> None:
     out += _p_ihqqi(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     if o.old_style_offsets != []:
         _unsupported(o, 'old_style_offsets', '0')
@@ -930,7 +966,9 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o, out):
     else:
         out.append(0)
 
-def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o, out):
+def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o: ListOffsetsResponse_ListOffsetsTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -945,7 +983,9 @@ def _e_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o, out):
     else:
         out.append(0)
 
-def _e_ListOffsetsResponse_v6(o, out):
+def _e_ListOffsetsResponse_v6(o: ListOffsetsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

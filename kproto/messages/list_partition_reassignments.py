@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -197,7 +198,7 @@ class ListPartitionReassignmentsResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(mv, pos, n):
+def _da_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, n)))
     for o in result:
@@ -221,7 +222,7 @@ def _da_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(mv
             pos += 1
     return result, pos
 
-def _d_ListPartitionReassignmentsRequest_v0(mv, pos):
+def _d_ListPartitionReassignmentsRequest_v0(mv: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
     limit = len(mv)
     o = _new(ListPartitionReassignmentsRequest)
     o.timeout_ms, n = _u_iB(mv, pos)
@@ -244,7 +245,8 @@ def _d_ListPartitionReassignmentsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o, out):
+def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o: ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -258,7 +260,9 @@ def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o, 
     else:
         out.append(0)
 
-def _e_ListPartitionReassignmentsRequest_v0(o, out):
+def _e_ListPartitionReassignmentsRequest_v0(o: ListPartitionReassignmentsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.timeout_ms)
     lst = o.topics
     if lst is None:
@@ -273,7 +277,7 @@ def _e_ListPartitionReassignmentsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(mv, pos, n):
+def _da_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListPartitionReassignmentsResponse_OngoingPartitionReassignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListPartitionReassignmentsResponse_OngoingPartitionReassignment, n)))
     for o in result:
@@ -322,7 +326,7 @@ def _da_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(mv, p
             pos += 1
     return result, pos
 
-def _da_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(mv, pos, n):
+def _da_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListPartitionReassignmentsResponse_OngoingTopicReassignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListPartitionReassignmentsResponse_OngoingTopicReassignment, n)))
     for o in result:
@@ -345,7 +349,7 @@ def _da_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(mv, pos, 
             pos += 1
     return result, pos
 
-def _d_ListPartitionReassignmentsResponse_v0(mv, pos):
+def _d_ListPartitionReassignmentsResponse_v0(mv: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
     limit = len(mv)
     o = _new(ListPartitionReassignmentsResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -369,7 +373,8 @@ def _d_ListPartitionReassignmentsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o, out):
+def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o: ListPartitionReassignmentsResponse_OngoingPartitionReassignment, out: bytearray) -> None:
+    lst: _Any
     out += _p_i(o.partition_index)
     lst = o.replicas
     if lst is None:
@@ -395,7 +400,9 @@ def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o, out
     else:
         out.append(0)
 
-def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(o, out):
+def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(o: ListPartitionReassignmentsResponse_OngoingTopicReassignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -410,7 +417,9 @@ def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(o, out):
     else:
         out.append(0)
 
-def _e_ListPartitionReassignmentsResponse_v0(o, out):
+def _e_ListPartitionReassignmentsResponse_v0(o: ListPartitionReassignmentsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.topics

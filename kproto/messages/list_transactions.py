@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -151,7 +152,9 @@ class ListTransactionsResponse(ProtocolStruct):
             self.transaction_states = transaction_states
 
 
-def _d_ListTransactionsRequest_v0(mv, pos):
+def _d_ListTransactionsRequest_v0(mv: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ListTransactionsRequest)
     n = mv[pos]
@@ -189,7 +192,9 @@ def _d_ListTransactionsRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListTransactionsRequest_v0(o, out):
+def _e_ListTransactionsRequest_v0(o: ListTransactionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.state_filters
     if lst is None:
         raise ValueError('None in non-nullable array state_filters')
@@ -213,7 +218,9 @@ def _e_ListTransactionsRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_ListTransactionsRequest_v1(mv, pos):
+def _d_ListTransactionsRequest_v1(mv: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ListTransactionsRequest)
     n = mv[pos]
@@ -253,7 +260,9 @@ def _d_ListTransactionsRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListTransactionsRequest_v1(o, out):
+def _e_ListTransactionsRequest_v1(o: ListTransactionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.state_filters
     if lst is None:
         raise ValueError('None in non-nullable array state_filters')
@@ -276,7 +285,9 @@ def _e_ListTransactionsRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_ListTransactionsRequest_v2(mv, pos):
+def _d_ListTransactionsRequest_v2(mv: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ListTransactionsRequest)
     n = mv[pos]
@@ -317,7 +328,9 @@ def _d_ListTransactionsRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListTransactionsRequest_v2(o, out):
+def _e_ListTransactionsRequest_v2(o: ListTransactionsRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.state_filters
     if lst is None:
         raise ValueError('None in non-nullable array state_filters')
@@ -339,7 +352,7 @@ def _e_ListTransactionsRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_ListTransactionsResponse_TransactionState_v0(mv, pos, n):
+def _da_ListTransactionsResponse_TransactionState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListTransactionsResponse_TransactionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ListTransactionsResponse_TransactionState, n)))
     for o in result:
@@ -353,7 +366,9 @@ def _da_ListTransactionsResponse_TransactionState_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ListTransactionsResponse_v0(mv, pos):
+def _d_ListTransactionsResponse_v0(mv: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ListTransactionsResponse)
     o.throttle_time_ms, o.error_code, n = _u_ihB(mv, pos)
@@ -390,7 +405,7 @@ def _d_ListTransactionsResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ListTransactionsResponse_TransactionState_v0(o, out):
+def _e_ListTransactionsResponse_TransactionState_v0(o: ListTransactionsResponse_TransactionState, out: bytearray) -> None:
     _wcstr(out, o.transactional_id)
     out += _p_q(o.producer_id)
     _wcstr(out, o.transaction_state)
@@ -400,7 +415,9 @@ def _e_ListTransactionsResponse_TransactionState_v0(o, out):
     else:
         out.append(0)
 
-def _e_ListTransactionsResponse_v0(o, out):
+def _e_ListTransactionsResponse_v0(o: ListTransactionsResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     lst = o.unknown_state_filters
     if lst is None:

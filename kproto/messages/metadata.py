@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -276,14 +277,14 @@ class MetadataResponse(ProtocolStruct):
         self.error_code = error_code
 
 
-def _da_MetadataRequest_MetadataRequestTopic_v0(mv, pos, n):
+def _da_MetadataRequest_MetadataRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataRequest_MetadataRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataRequest_MetadataRequestTopic, n)))
     for o in result:
         o.name, pos = _rstr(mv, pos)
     return result, pos
 
-def _d_MetadataRequest_v0(mv, pos):
+def _d_MetadataRequest_v0(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
@@ -298,10 +299,12 @@ def _d_MetadataRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataRequest_MetadataRequestTopic_v0(o, out):
+def _e_MetadataRequest_MetadataRequestTopic_v0(o: MetadataRequest_MetadataRequestTopic, out: bytearray) -> None:
     _wstr(out, o.name)
 
-def _e_MetadataRequest_v0(o, out):
+def _e_MetadataRequest_v0(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -316,7 +319,7 @@ def _e_MetadataRequest_v0(o, out):
     if o.include_topic_authorized_operations != False:
         _unsupported(o, 'include_topic_authorized_operations', '8+')
 
-def _d_MetadataRequest_v1(mv, pos):
+def _d_MetadataRequest_v1(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
@@ -331,7 +334,9 @@ def _d_MetadataRequest_v1(mv, pos):
         o.topics = None
     return o, pos
 
-def _e_MetadataRequest_v1(o, out):
+def _e_MetadataRequest_v1(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out += b'\xff\xff\xff\xff'
@@ -346,7 +351,7 @@ def _e_MetadataRequest_v1(o, out):
     if o.include_topic_authorized_operations != False:
         _unsupported(o, 'include_topic_authorized_operations', '8+')
 
-def _d_MetadataRequest_v4(mv, pos):
+def _d_MetadataRequest_v4(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
@@ -363,7 +368,9 @@ def _d_MetadataRequest_v4(mv, pos):
     pos += 1
     return o, pos
 
-def _e_MetadataRequest_v4(o, out):
+def _e_MetadataRequest_v4(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out += b'\xff\xff\xff\xff'
@@ -377,7 +384,7 @@ def _e_MetadataRequest_v4(o, out):
     if o.include_topic_authorized_operations != False:
         _unsupported(o, 'include_topic_authorized_operations', '8+')
 
-def _d_MetadataRequest_v8(mv, pos):
+def _d_MetadataRequest_v8(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n, = _u_i(mv, pos)
@@ -394,7 +401,9 @@ def _d_MetadataRequest_v8(mv, pos):
     pos += 3
     return o, pos
 
-def _e_MetadataRequest_v8(o, out):
+def _e_MetadataRequest_v8(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out += b'\xff\xff\xff\xff'
@@ -404,7 +413,7 @@ def _e_MetadataRequest_v8(o, out):
             _e_MetadataRequest_MetadataRequestTopic_v0(item, out)
     out += _p_ooo(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
-def _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n):
+def _da_MetadataRequest_MetadataRequestTopic_v9(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataRequest_MetadataRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataRequest_MetadataRequestTopic, n)))
     for o in result:
@@ -415,7 +424,7 @@ def _da_MetadataRequest_MetadataRequestTopic_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_MetadataRequest_v9(mv, pos):
+def _d_MetadataRequest_v9(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n = mv[pos]
@@ -438,7 +447,7 @@ def _d_MetadataRequest_v9(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataRequest_MetadataRequestTopic_v9(o, out):
+def _e_MetadataRequest_MetadataRequestTopic_v9(o: MetadataRequest_MetadataRequestTopic, out: bytearray) -> None:
     _wcstr(out, o.name)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -446,7 +455,9 @@ def _e_MetadataRequest_MetadataRequestTopic_v9(o, out):
     else:
         out.append(0)
 
-def _e_MetadataRequest_v9(o, out):
+def _e_MetadataRequest_v9(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out.append(0)
@@ -461,7 +472,7 @@ def _e_MetadataRequest_v9(o, out):
     else:
         out.append(0)
 
-def _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n):
+def _da_MetadataRequest_MetadataRequestTopic_v10(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataRequest_MetadataRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataRequest_MetadataRequestTopic, n)))
     for o in result:
@@ -473,7 +484,7 @@ def _da_MetadataRequest_MetadataRequestTopic_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_MetadataRequest_v10(mv, pos):
+def _d_MetadataRequest_v10(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n = mv[pos]
@@ -496,7 +507,7 @@ def _d_MetadataRequest_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataRequest_MetadataRequestTopic_v10(o, out):
+def _e_MetadataRequest_MetadataRequestTopic_v10(o: MetadataRequest_MetadataRequestTopic, out: bytearray) -> None:
     out += o.topic_id.bytes
     _wcnstr(out, o.name)
     unknown = o._unknown_tagged_fields
@@ -505,7 +516,9 @@ def _e_MetadataRequest_MetadataRequestTopic_v10(o, out):
     else:
         out.append(0)
 
-def _e_MetadataRequest_v10(o, out):
+def _e_MetadataRequest_v10(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out.append(0)
@@ -520,7 +533,7 @@ def _e_MetadataRequest_v10(o, out):
     else:
         out.append(0)
 
-def _d_MetadataRequest_v11(mv, pos):
+def _d_MetadataRequest_v11(mv: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     limit = len(mv)
     o = _new(MetadataRequest)
     n = mv[pos]
@@ -543,7 +556,9 @@ def _d_MetadataRequest_v11(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataRequest_v11(o, out):
+def _e_MetadataRequest_v11(o: MetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         out.append(0)
@@ -560,7 +575,7 @@ def _e_MetadataRequest_v11(o, out):
     else:
         out.append(0)
 
-def _da_MetadataResponse_MetadataResponseBroker_v0(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseBroker_v0(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseBroker, n)))
     for o in result:
@@ -571,7 +586,7 @@ def _da_MetadataResponse_MetadataResponseBroker_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n):
+def _da_MetadataResponse_MetadataResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
     for o in result:
@@ -601,7 +616,7 @@ def _da_MetadataResponse_MetadataResponsePartition_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -620,7 +635,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_MetadataResponse_v0(mv, pos):
+def _d_MetadataResponse_v0(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
@@ -645,12 +660,13 @@ def _d_MetadataResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataResponse_MetadataResponseBroker_v0(o, out):
+def _e_MetadataResponse_MetadataResponseBroker_v0(o: MetadataResponse_MetadataResponseBroker, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wstr(out, o.host)
     out += _p_i(o.port)
 
-def _e_MetadataResponse_MetadataResponsePartition_v0(o, out):
+def _e_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse_MetadataResponsePartition, out: bytearray) -> None:
+    lst: _Any
     out += _p_hii(o.error_code, o.partition_index, o.leader_id)
     lst = o.replica_nodes
     if lst is None:
@@ -665,7 +681,9 @@ def _e_MetadataResponse_MetadataResponsePartition_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_MetadataResponse_MetadataResponseTopic_v0(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v0(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.name)
     lst = o.partitions
@@ -678,7 +696,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v0(o, out):
     if o.topic_authorized_operations != -2147483648:
         _unsupported(o, 'topic_authorized_operations', '8+')
 
-def _e_MetadataResponse_v0(o, out):
+def _e_MetadataResponse_v0(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.brokers
     if lst is None:
         raise ValueError('None in non-nullable array brokers')
@@ -696,7 +716,7 @@ def _e_MetadataResponse_v0(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseBroker_v1(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseBroker, n)))
     for o in result:
@@ -708,7 +728,7 @@ def _da_MetadataResponse_MetadataResponseBroker_v1(mv, pos, n):
         o.rack, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -729,7 +749,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_MetadataResponse_v1(mv, pos):
+def _d_MetadataResponse_v1(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
@@ -756,13 +776,15 @@ def _d_MetadataResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataResponse_MetadataResponseBroker_v1(o, out):
+def _e_MetadataResponse_MetadataResponseBroker_v1(o: MetadataResponse_MetadataResponseBroker, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wstr(out, o.host)
     out += _p_i(o.port)
     _wnstr(out, o.rack)
 
-def _e_MetadataResponse_MetadataResponseTopic_v1(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v1(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.name)
     out += _p_o(o.is_internal)
@@ -776,7 +798,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v1(o, out):
     if o.topic_authorized_operations != -2147483648:
         _unsupported(o, 'topic_authorized_operations', '8+')
 
-def _e_MetadataResponse_v1(o, out):
+def _e_MetadataResponse_v1(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.brokers
     if lst is None:
         raise ValueError('None in non-nullable array brokers')
@@ -795,7 +819,7 @@ def _e_MetadataResponse_v1(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _d_MetadataResponse_v2(mv, pos):
+def _d_MetadataResponse_v2(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     n, = _u_i(mv, pos)
@@ -823,7 +847,9 @@ def _d_MetadataResponse_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataResponse_v2(o, out):
+def _e_MetadataResponse_v2(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.brokers
     if lst is None:
         raise ValueError('None in non-nullable array brokers')
@@ -843,7 +869,7 @@ def _e_MetadataResponse_v2(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _d_MetadataResponse_v3(mv, pos):
+def _d_MetadataResponse_v3(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -873,7 +899,9 @@ def _d_MetadataResponse_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataResponse_v3(o, out):
+def _e_MetadataResponse_v3(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -894,7 +922,7 @@ def _e_MetadataResponse_v3(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n):
+def _da_MetadataResponse_MetadataResponsePartition_v5(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
     for o in result:
@@ -935,7 +963,7 @@ def _da_MetadataResponse_MetadataResponsePartition_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v5(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -956,7 +984,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_MetadataResponse_v5(mv, pos):
+def _d_MetadataResponse_v5(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -986,7 +1014,8 @@ def _d_MetadataResponse_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataResponse_MetadataResponsePartition_v5(o, out):
+def _e_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse_MetadataResponsePartition, out: bytearray) -> None:
+    lst: _Any
     out += _p_hii(o.error_code, o.partition_index, o.leader_id)
     lst = o.replica_nodes
     if lst is None:
@@ -1007,7 +1036,9 @@ def _e_MetadataResponse_MetadataResponsePartition_v5(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_MetadataResponse_MetadataResponseTopic_v5(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v5(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.name)
     out += _p_o(o.is_internal)
@@ -1021,7 +1052,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v5(o, out):
     if o.topic_authorized_operations != -2147483648:
         _unsupported(o, 'topic_authorized_operations', '8+')
 
-def _e_MetadataResponse_v5(o, out):
+def _e_MetadataResponse_v5(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1042,7 +1075,7 @@ def _e_MetadataResponse_v5(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n):
+def _da_MetadataResponse_MetadataResponsePartition_v7(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
     for o in result:
@@ -1083,7 +1116,7 @@ def _da_MetadataResponse_MetadataResponsePartition_v7(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v7(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -1104,7 +1137,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v7(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_MetadataResponse_v7(mv, pos):
+def _d_MetadataResponse_v7(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -1134,7 +1167,8 @@ def _d_MetadataResponse_v7(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_MetadataResponse_MetadataResponsePartition_v7(o, out):
+def _e_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse_MetadataResponsePartition, out: bytearray) -> None:
+    lst: _Any
     out += _p_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     lst = o.replica_nodes
     if lst is None:
@@ -1155,7 +1189,9 @@ def _e_MetadataResponse_MetadataResponsePartition_v7(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_MetadataResponse_MetadataResponseTopic_v7(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v7(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.name)
     out += _p_o(o.is_internal)
@@ -1169,7 +1205,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v7(o, out):
     if o.topic_authorized_operations != -2147483648:
         _unsupported(o, 'topic_authorized_operations', '8+')
 
-def _e_MetadataResponse_v7(o, out):
+def _e_MetadataResponse_v7(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1190,7 +1228,7 @@ def _e_MetadataResponse_v7(o, out):
     if o.cluster_authorized_operations != -2147483648:
         _unsupported(o, 'cluster_authorized_operations', '8-10')
 
-def _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v8(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -1213,7 +1251,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v8(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_MetadataResponse_v8(mv, pos):
+def _d_MetadataResponse_v8(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -1245,7 +1283,9 @@ def _d_MetadataResponse_v8(mv, pos):
     pos += 4
     return o, pos
 
-def _e_MetadataResponse_MetadataResponseTopic_v8(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v8(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wstr(out, o.name)
     out += _p_o(o.is_internal)
@@ -1258,7 +1298,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v8(o, out):
             _e_MetadataResponse_MetadataResponsePartition_v7(item, out)
     out += _p_i(o.topic_authorized_operations)
 
-def _e_MetadataResponse_v8(o, out):
+def _e_MetadataResponse_v8(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1278,7 +1320,7 @@ def _e_MetadataResponse_v8(o, out):
             _e_MetadataResponse_MetadataResponseTopic_v8(item, out)
     out += _p_i(o.cluster_authorized_operations)
 
-def _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseBroker_v9(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseBroker, n)))
     for o in result:
@@ -1294,7 +1336,7 @@ def _da_MetadataResponse_MetadataResponseBroker_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
+def _da_MetadataResponse_MetadataResponsePartition_v9(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponsePartition, n)))
     for o in result:
@@ -1343,7 +1385,7 @@ def _da_MetadataResponse_MetadataResponsePartition_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v9(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -1373,7 +1415,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_MetadataResponse_v9(mv, pos):
+def _d_MetadataResponse_v9(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1412,7 +1454,7 @@ def _d_MetadataResponse_v9(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataResponse_MetadataResponseBroker_v9(o, out):
+def _e_MetadataResponse_MetadataResponseBroker_v9(o: MetadataResponse_MetadataResponseBroker, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -1423,7 +1465,8 @@ def _e_MetadataResponse_MetadataResponseBroker_v9(o, out):
     else:
         out.append(0)
 
-def _e_MetadataResponse_MetadataResponsePartition_v9(o, out):
+def _e_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse_MetadataResponsePartition, out: bytearray) -> None:
+    lst: _Any
     out += _p_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     lst = o.replica_nodes
     if lst is None:
@@ -1449,7 +1492,9 @@ def _e_MetadataResponse_MetadataResponsePartition_v9(o, out):
     else:
         out.append(0)
 
-def _e_MetadataResponse_MetadataResponseTopic_v9(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v9(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.name)
     out += _p_o(o.is_internal)
@@ -1467,7 +1512,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v9(o, out):
     else:
         out.append(0)
 
-def _e_MetadataResponse_v9(o, out):
+def _e_MetadataResponse_v9(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1492,7 +1539,7 @@ def _e_MetadataResponse_v9(o, out):
     else:
         out.append(0)
 
-def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v10(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -1523,7 +1570,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_MetadataResponse_v10(mv, pos):
+def _d_MetadataResponse_v10(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1562,7 +1609,9 @@ def _d_MetadataResponse_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataResponse_MetadataResponseTopic_v10(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcstr(out, o.name)
     out += o.topic_id.bytes
@@ -1581,7 +1630,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v10(o, out):
     else:
         out.append(0)
 
-def _e_MetadataResponse_v10(o, out):
+def _e_MetadataResponse_v10(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1606,7 +1657,7 @@ def _e_MetadataResponse_v10(o, out):
     else:
         out.append(0)
 
-def _d_MetadataResponse_v11(mv, pos):
+def _d_MetadataResponse_v11(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1640,7 +1691,9 @@ def _d_MetadataResponse_v11(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataResponse_v11(o, out):
+def _e_MetadataResponse_v11(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1666,7 +1719,7 @@ def _e_MetadataResponse_v11(o, out):
     else:
         out.append(0)
 
-def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
+def _da_MetadataResponse_MetadataResponseTopic_v12(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataResponse_MetadataResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(MetadataResponse_MetadataResponseTopic, n)))
     for o in result:
@@ -1697,7 +1750,7 @@ def _da_MetadataResponse_MetadataResponseTopic_v12(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_MetadataResponse_v12(mv, pos):
+def _d_MetadataResponse_v12(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1731,7 +1784,9 @@ def _d_MetadataResponse_v12(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataResponse_MetadataResponseTopic_v12(o, out):
+def _e_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse_MetadataResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.name)
     out += o.topic_id.bytes
@@ -1750,7 +1805,9 @@ def _e_MetadataResponse_MetadataResponseTopic_v12(o, out):
     else:
         out.append(0)
 
-def _e_MetadataResponse_v12(o, out):
+def _e_MetadataResponse_v12(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:
@@ -1776,7 +1833,7 @@ def _e_MetadataResponse_v12(o, out):
     else:
         out.append(0)
 
-def _d_MetadataResponse_v13(mv, pos):
+def _d_MetadataResponse_v13(mv: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     limit = len(mv)
     o = _new(MetadataResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1815,7 +1872,9 @@ def _d_MetadataResponse_v13(mv, pos):
         pos += 1
     return o, pos
 
-def _e_MetadataResponse_v13(o, out):
+def _e_MetadataResponse_v13(o: MetadataResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.brokers
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -240,7 +241,7 @@ class OffsetCommitResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
     for o in result:
@@ -249,7 +250,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv, pos, n):
         o.committed_metadata, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
     for o in result:
@@ -266,7 +267,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetCommitRequest_v0(mv, pos):
+def _d_OffsetCommitRequest_v0(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -282,13 +283,15 @@ def _d_OffsetCommitRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0(o: OffsetCommitRequest_OffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.committed_offset)
     _wnstr(out, o.committed_metadata)
     if o.commit_timestamp != -1:
         _unsupported(o, 'commit_timestamp', '1')
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o: OffsetCommitRequest_OffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -298,7 +301,9 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v0(o, out):
         for item in lst:
             _e_OffsetCommitRequest_OffsetCommitRequestPartition_v0(item, out)
 
-def _e_OffsetCommitRequest_v0(o, out):
+def _e_OffsetCommitRequest_v0(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -310,7 +315,7 @@ def _e_OffsetCommitRequest_v0(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
     for o in result:
@@ -319,7 +324,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v1(mv, pos, n):
         o.committed_metadata, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
     for o in result:
@@ -336,7 +341,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetCommitRequest_v1(mv, pos):
+def _d_OffsetCommitRequest_v1(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -355,11 +360,13 @@ def _d_OffsetCommitRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(o: OffsetCommitRequest_OffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iqq(o.partition_index, o.committed_offset, o.commit_timestamp)
     _wnstr(out, o.committed_metadata)
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o: OffsetCommitRequest_OffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -369,7 +376,9 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v1(o, out):
         for item in lst:
             _e_OffsetCommitRequest_OffsetCommitRequestPartition_v1(item, out)
 
-def _e_OffsetCommitRequest_v1(o, out):
+def _e_OffsetCommitRequest_v1(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wstr(out, o.member_id)
@@ -383,7 +392,7 @@ def _e_OffsetCommitRequest_v1(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _d_OffsetCommitRequest_v2(mv, pos):
+def _d_OffsetCommitRequest_v2(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -404,7 +413,9 @@ def _d_OffsetCommitRequest_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitRequest_v2(o, out):
+def _e_OffsetCommitRequest_v2(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wstr(out, o.member_id)
@@ -419,7 +430,7 @@ def _e_OffsetCommitRequest_v2(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _d_OffsetCommitRequest_v5(mv, pos):
+def _d_OffsetCommitRequest_v5(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -438,7 +449,9 @@ def _d_OffsetCommitRequest_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitRequest_v5(o, out):
+def _e_OffsetCommitRequest_v5(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wstr(out, o.member_id)
@@ -452,7 +465,7 @@ def _e_OffsetCommitRequest_v5(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
     for o in result:
@@ -461,7 +474,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v6(mv, pos, n):
         o.committed_metadata, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
     for o in result:
@@ -478,7 +491,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v6(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetCommitRequest_v6(mv, pos):
+def _d_OffsetCommitRequest_v6(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -497,13 +510,15 @@ def _d_OffsetCommitRequest_v6(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(o: OffsetCommitRequest_OffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wnstr(out, o.committed_metadata)
     if o.commit_timestamp != -1:
         _unsupported(o, 'commit_timestamp', '1')
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o: OffsetCommitRequest_OffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -513,7 +528,9 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(o, out):
         for item in lst:
             _e_OffsetCommitRequest_OffsetCommitRequestPartition_v6(item, out)
 
-def _e_OffsetCommitRequest_v6(o, out):
+def _e_OffsetCommitRequest_v6(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wstr(out, o.member_id)
@@ -527,7 +544,7 @@ def _e_OffsetCommitRequest_v6(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '7+')
 
-def _d_OffsetCommitRequest_v7(mv, pos):
+def _d_OffsetCommitRequest_v7(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -547,7 +564,9 @@ def _d_OffsetCommitRequest_v7(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitRequest_v7(o, out):
+def _e_OffsetCommitRequest_v7(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wstr(out, o.member_id)
@@ -560,7 +579,7 @@ def _e_OffsetCommitRequest_v7(o, out):
         for item in lst:
             _e_OffsetCommitRequest_OffsetCommitRequestTopic_v6(item, out)
 
-def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestPartition, n)))
     for o in result:
@@ -573,7 +592,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
     for o in result:
@@ -596,7 +615,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetCommitRequest_v8(mv, pos):
+def _d_OffsetCommitRequest_v8(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -622,7 +641,7 @@ def _d_OffsetCommitRequest_v8(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(o: OffsetCommitRequest_OffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcnstr(out, o.committed_metadata)
     if o.commit_timestamp != -1:
@@ -633,7 +652,9 @@ def _e_OffsetCommitRequest_OffsetCommitRequestPartition_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o: OffsetCommitRequest_OffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -648,7 +669,9 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetCommitRequest_v8(o, out):
+def _e_OffsetCommitRequest_v8(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wcstr(out, o.member_id)
@@ -666,7 +689,7 @@ def _e_OffsetCommitRequest_v8(o, out):
     else:
         out.append(0)
 
-def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v10(mv, pos, n):
+def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v10(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitRequest_OffsetCommitRequestTopic, n)))
     for o in result:
@@ -689,7 +712,7 @@ def _da_OffsetCommitRequest_OffsetCommitRequestTopic_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetCommitRequest_v10(mv, pos):
+def _d_OffsetCommitRequest_v10(mv: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(OffsetCommitRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -715,7 +738,9 @@ def _d_OffsetCommitRequest_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o, out):
+def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o: OffsetCommitRequest_OffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -730,7 +755,9 @@ def _e_OffsetCommitRequest_OffsetCommitRequestTopic_v10(o, out):
     else:
         out.append(0)
 
-def _e_OffsetCommitRequest_v10(o, out):
+def _e_OffsetCommitRequest_v10(o: OffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     out += _p_i(o.generation_id_or_member_epoch)
     _wcstr(out, o.member_id)
@@ -748,7 +775,7 @@ def _e_OffsetCommitRequest_v10(o, out):
     else:
         out.append(0)
 
-def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos, n):
+def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitResponse_OffsetCommitResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponsePartition, n)))
     for o in result:
@@ -756,7 +783,7 @@ def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n):
+def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitResponse_OffsetCommitResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponseTopic, n)))
     for o in result:
@@ -773,7 +800,7 @@ def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetCommitResponse_v0(mv, pos):
+def _d_OffsetCommitResponse_v0(mv: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(OffsetCommitResponse)
     n, = _u_i(mv, pos)
@@ -788,10 +815,12 @@ def _d_OffsetCommitResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0(o, out):
+def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0(o: OffsetCommitResponse_OffsetCommitResponsePartition, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o, out):
+def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o: OffsetCommitResponse_OffsetCommitResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -801,7 +830,9 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(o, out):
         for item in lst:
             _e_OffsetCommitResponse_OffsetCommitResponsePartition_v0(item, out)
 
-def _e_OffsetCommitResponse_v0(o, out):
+def _e_OffsetCommitResponse_v0(o: OffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -810,7 +841,7 @@ def _e_OffsetCommitResponse_v0(o, out):
         for item in lst:
             _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
 
-def _d_OffsetCommitResponse_v3(mv, pos):
+def _d_OffsetCommitResponse_v3(mv: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -827,7 +858,9 @@ def _d_OffsetCommitResponse_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetCommitResponse_v3(o, out):
+def _e_OffsetCommitResponse_v3(o: OffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -837,7 +870,7 @@ def _e_OffsetCommitResponse_v3(o, out):
         for item in lst:
             _e_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
 
-def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos, n):
+def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitResponse_OffsetCommitResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponsePartition, n)))
     for o in result:
@@ -849,7 +882,7 @@ def _da_OffsetCommitResponse_OffsetCommitResponsePartition_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n):
+def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitResponse_OffsetCommitResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponseTopic, n)))
     for o in result:
@@ -872,7 +905,7 @@ def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetCommitResponse_v8(mv, pos):
+def _d_OffsetCommitResponse_v8(mv: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -893,7 +926,7 @@ def _d_OffsetCommitResponse_v8(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(o, out):
+def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(o: OffsetCommitResponse_OffsetCommitResponsePartition, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -901,7 +934,9 @@ def _e_OffsetCommitResponse_OffsetCommitResponsePartition_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o, out):
+def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o: OffsetCommitResponse_OffsetCommitResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -916,7 +951,9 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetCommitResponse_v8(o, out):
+def _e_OffsetCommitResponse_v8(o: OffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -931,7 +968,7 @@ def _e_OffsetCommitResponse_v8(o, out):
     else:
         out.append(0)
 
-def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v10(mv, pos, n):
+def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v10(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitResponse_OffsetCommitResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetCommitResponse_OffsetCommitResponseTopic, n)))
     for o in result:
@@ -954,7 +991,7 @@ def _da_OffsetCommitResponse_OffsetCommitResponseTopic_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetCommitResponse_v10(mv, pos):
+def _d_OffsetCommitResponse_v10(mv: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(OffsetCommitResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -975,7 +1012,9 @@ def _d_OffsetCommitResponse_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(o, out):
+def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(o: OffsetCommitResponse_OffsetCommitResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -990,7 +1029,9 @@ def _e_OffsetCommitResponse_OffsetCommitResponseTopic_v10(o, out):
     else:
         out.append(0)
 
-def _e_OffsetCommitResponse_v10(o, out):
+def _e_OffsetCommitResponse_v10(o: OffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -210,7 +211,7 @@ class OffsetDeleteResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(mv, pos, n):
+def _da_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetDeleteRequest_OffsetDeleteRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetDeleteRequest_OffsetDeleteRequestPartition, n)))
     for o in result:
@@ -218,7 +219,7 @@ def _da_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _da_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(mv, pos, n):
+def _da_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetDeleteRequest_OffsetDeleteRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetDeleteRequest_OffsetDeleteRequestTopic, n)))
     for o in result:
@@ -235,7 +236,7 @@ def _da_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetDeleteRequest_v0(mv, pos):
+def _d_OffsetDeleteRequest_v0(mv: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     limit = len(mv)
     o = _new(OffsetDeleteRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -251,10 +252,12 @@ def _d_OffsetDeleteRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(o, out):
+def _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(o: OffsetDeleteRequest_OffsetDeleteRequestPartition, out: bytearray) -> None:
     out += _p_i(o.partition_index)
 
-def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(o, out):
+def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(o: OffsetDeleteRequest_OffsetDeleteRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -264,7 +267,9 @@ def _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(o, out):
         for item in lst:
             _e_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(item, out)
 
-def _e_OffsetDeleteRequest_v0(o, out):
+def _e_OffsetDeleteRequest_v0(o: OffsetDeleteRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -274,7 +279,7 @@ def _e_OffsetDeleteRequest_v0(o, out):
         for item in lst:
             _e_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(item, out)
 
-def _da_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(mv, pos, n):
+def _da_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetDeleteResponse_OffsetDeleteResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetDeleteResponse_OffsetDeleteResponsePartition, n)))
     for o in result:
@@ -282,7 +287,7 @@ def _da_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _da_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(mv, pos, n):
+def _da_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetDeleteResponse_OffsetDeleteResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetDeleteResponse_OffsetDeleteResponseTopic, n)))
     for o in result:
@@ -299,7 +304,7 @@ def _da_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetDeleteResponse_v0(mv, pos):
+def _d_OffsetDeleteResponse_v0(mv: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
     limit = len(mv)
     o = _new(OffsetDeleteResponse)
     o.error_code, o.throttle_time_ms = _u_hi(mv, pos)
@@ -316,10 +321,12 @@ def _d_OffsetDeleteResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(o, out):
+def _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(o: OffsetDeleteResponse_OffsetDeleteResponsePartition, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(o, out):
+def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(o: OffsetDeleteResponse_OffsetDeleteResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -329,7 +336,9 @@ def _e_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(o, out):
         for item in lst:
             _e_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(item, out)
 
-def _e_OffsetDeleteResponse_v0(o, out):
+def _e_OffsetDeleteResponse_v0(o: OffsetDeleteResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_hi(o.error_code, o.throttle_time_ms)
     lst = o.topics
     if lst is None:

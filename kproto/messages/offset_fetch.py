@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -350,7 +351,7 @@ class OffsetFetchResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopic, n)))
     for o in result:
@@ -368,7 +369,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetFetchRequest_v0(mv, pos):
+def _d_OffsetFetchRequest_v0(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -384,7 +385,8 @@ def _d_OffsetFetchRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o: OffsetFetchRequest_OffsetFetchRequestTopic, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -393,7 +395,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_OffsetFetchRequest_v0(o, out):
+def _e_OffsetFetchRequest_v0(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -407,7 +411,7 @@ def _e_OffsetFetchRequest_v0(o, out):
     if o.require_stable != False:
         _unsupported(o, 'require_stable', '7+')
 
-def _d_OffsetFetchRequest_v2(mv, pos):
+def _d_OffsetFetchRequest_v2(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -423,7 +427,9 @@ def _d_OffsetFetchRequest_v2(mv, pos):
         o.topics = None
     return o, pos
 
-def _e_OffsetFetchRequest_v2(o, out):
+def _e_OffsetFetchRequest_v2(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -437,7 +443,7 @@ def _e_OffsetFetchRequest_v2(o, out):
     if o.require_stable != False:
         _unsupported(o, 'require_stable', '7+')
 
-def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopic, n)))
     for o in result:
@@ -461,7 +467,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchRequest_v6(mv, pos):
+def _d_OffsetFetchRequest_v6(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -483,7 +489,8 @@ def _d_OffsetFetchRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o: OffsetFetchRequest_OffsetFetchRequestTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -497,7 +504,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchRequest_v6(o, out):
+def _e_OffsetFetchRequest_v6(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -516,7 +525,7 @@ def _e_OffsetFetchRequest_v6(o, out):
     else:
         out.append(0)
 
-def _d_OffsetFetchRequest_v7(mv, pos):
+def _d_OffsetFetchRequest_v7(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -540,7 +549,9 @@ def _d_OffsetFetchRequest_v7(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchRequest_v7(o, out):
+def _e_OffsetFetchRequest_v7(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -558,7 +569,7 @@ def _e_OffsetFetchRequest_v7(o, out):
     else:
         out.append(0)
 
-def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestTopics], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopics, n)))
     for o in result:
@@ -582,7 +593,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestGroup, n)))
     for o in result:
@@ -605,7 +616,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchRequest_v8(mv, pos):
+def _d_OffsetFetchRequest_v8(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     n = mv[pos]
@@ -628,7 +639,8 @@ def _d_OffsetFetchRequest_v8(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest_OffsetFetchRequestTopics, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -642,7 +654,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o: OffsetFetchRequest_OffsetFetchRequestGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -657,7 +671,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchRequest_v8(o, out):
+def _e_OffsetFetchRequest_v8(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -676,7 +692,7 @@ def _e_OffsetFetchRequest_v8(o, out):
     else:
         out.append(0)
 
-def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestGroup, n)))
     for o in result:
@@ -700,7 +716,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchRequest_v9(mv, pos):
+def _d_OffsetFetchRequest_v9(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     n = mv[pos]
@@ -723,7 +739,9 @@ def _d_OffsetFetchRequest_v9(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o: OffsetFetchRequest_OffsetFetchRequestGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     _wcnstr(out, o.member_id)
     out += _p_i(o.member_epoch)
@@ -740,7 +758,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v9(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchRequest_v9(o, out):
+def _e_OffsetFetchRequest_v9(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -759,7 +779,7 @@ def _e_OffsetFetchRequest_v9(o, out):
     else:
         out.append(0)
 
-def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v10(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v10(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestTopics], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestTopics, n)))
     for o in result:
@@ -783,7 +803,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestTopics_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v10(mv, pos, n):
+def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v10(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchRequest_OffsetFetchRequestGroup, n)))
     for o in result:
@@ -807,7 +827,7 @@ def _da_OffsetFetchRequest_OffsetFetchRequestGroup_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchRequest_v10(mv, pos):
+def _d_OffsetFetchRequest_v10(mv: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     limit = len(mv)
     o = _new(OffsetFetchRequest)
     n = mv[pos]
@@ -830,7 +850,8 @@ def _d_OffsetFetchRequest_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(o: OffsetFetchRequest_OffsetFetchRequestTopics, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     lst = o.partition_indexes
     if lst is None:
@@ -844,7 +865,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopics_v10(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o, out):
+def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o: OffsetFetchRequest_OffsetFetchRequestGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     _wcnstr(out, o.member_id)
     out += _p_i(o.member_epoch)
@@ -861,7 +884,9 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_v10(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchRequest_v10(o, out):
+def _e_OffsetFetchRequest_v10(o: OffsetFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.groups
     if lst is None:
         raise ValueError('None in non-nullable array groups')
@@ -880,7 +905,7 @@ def _e_OffsetFetchRequest_v10(o, out):
     else:
         out.append(0)
 
-def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartition, n)))
     for o in result:
@@ -891,7 +916,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v0(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopic, n)))
     for o in result:
@@ -908,7 +933,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetFetchResponse_v0(mv, pos):
+def _d_OffsetFetchResponse_v0(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     n, = _u_i(mv, pos)
@@ -923,12 +948,14 @@ def _d_OffsetFetchResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(o: OffsetFetchResponse_OffsetFetchResponsePartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.committed_offset)
     _wnstr(out, o.metadata)
     out += _p_h(o.error_code)
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(o: OffsetFetchResponse_OffsetFetchResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -938,7 +965,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v0(o, out):
         for item in lst:
             _e_OffsetFetchResponse_OffsetFetchResponsePartition_v0(item, out)
 
-def _e_OffsetFetchResponse_v0(o, out):
+def _e_OffsetFetchResponse_v0(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -949,7 +978,7 @@ def _e_OffsetFetchResponse_v0(o, out):
     if o.groups != []:
         _unsupported(o, 'groups', '8+')
 
-def _d_OffsetFetchResponse_v2(mv, pos):
+def _d_OffsetFetchResponse_v2(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     n, = _u_i(mv, pos)
@@ -966,7 +995,9 @@ def _d_OffsetFetchResponse_v2(mv, pos):
     pos += 2
     return o, pos
 
-def _e_OffsetFetchResponse_v2(o, out):
+def _e_OffsetFetchResponse_v2(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -978,7 +1009,7 @@ def _e_OffsetFetchResponse_v2(o, out):
     if o.groups != []:
         _unsupported(o, 'groups', '8+')
 
-def _d_OffsetFetchResponse_v3(mv, pos):
+def _d_OffsetFetchResponse_v3(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -997,7 +1028,9 @@ def _d_OffsetFetchResponse_v3(mv, pos):
     pos += 2
     return o, pos
 
-def _e_OffsetFetchResponse_v3(o, out):
+def _e_OffsetFetchResponse_v3(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -1010,7 +1043,7 @@ def _e_OffsetFetchResponse_v3(o, out):
     if o.groups != []:
         _unsupported(o, 'groups', '8+')
 
-def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartition, n)))
     for o in result:
@@ -1021,7 +1054,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v5(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopic, n)))
     for o in result:
@@ -1038,7 +1071,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetFetchResponse_v5(mv, pos):
+def _d_OffsetFetchResponse_v5(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -1057,12 +1090,14 @@ def _d_OffsetFetchResponse_v5(mv, pos):
     pos += 2
     return o, pos
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(o: OffsetFetchResponse_OffsetFetchResponsePartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wnstr(out, o.metadata)
     out += _p_h(o.error_code)
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o: OffsetFetchResponse_OffsetFetchResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -1072,7 +1107,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v5(o, out):
         for item in lst:
             _e_OffsetFetchResponse_OffsetFetchResponsePartition_v5(item, out)
 
-def _e_OffsetFetchResponse_v5(o, out):
+def _e_OffsetFetchResponse_v5(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -1085,7 +1122,7 @@ def _e_OffsetFetchResponse_v5(o, out):
     if o.groups != []:
         _unsupported(o, 'groups', '8+')
 
-def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartition, n)))
     for o in result:
@@ -1100,7 +1137,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponsePartition_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopic, n)))
     for o in result:
@@ -1123,7 +1160,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopic_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchResponse_v6(mv, pos):
+def _d_OffsetFetchResponse_v6(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, n, o.error_code = _u_iBh(mv, pos)
@@ -1149,7 +1186,7 @@ def _d_OffsetFetchResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(o: OffsetFetchResponse_OffsetFetchResponsePartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcnstr(out, o.metadata)
     out += _p_h(o.error_code)
@@ -1159,7 +1196,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartition_v6(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(o: OffsetFetchResponse_OffsetFetchResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -1174,7 +1213,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_v6(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_v6(o, out):
+def _e_OffsetFetchResponse_v6(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -1192,7 +1233,7 @@ def _e_OffsetFetchResponse_v6(o, out):
     else:
         out.append(0)
 
-def _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponsePartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponsePartitions, n)))
     for o in result:
@@ -1207,7 +1248,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseTopics], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopics, n)))
     for o in result:
@@ -1230,7 +1271,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseGroup, n)))
     for o in result:
@@ -1255,7 +1296,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v8(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchResponse_v8(mv, pos):
+def _d_OffsetFetchResponse_v8(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1276,7 +1317,7 @@ def _d_OffsetFetchResponse_v8(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o: OffsetFetchResponse_OffsetFetchResponsePartitions, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcnstr(out, o.metadata)
     out += _p_h(o.error_code)
@@ -1286,7 +1327,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o: OffsetFetchResponse_OffsetFetchResponseTopics, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -1301,7 +1344,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o: OffsetFetchResponse_OffsetFetchResponseGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -1317,7 +1362,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_v8(o, out):
+def _e_OffsetFetchResponse_v8(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -1334,7 +1381,7 @@ def _e_OffsetFetchResponse_v8(o, out):
     else:
         out.append(0)
 
-def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v10(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v10(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseTopics], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseTopics, n)))
     for o in result:
@@ -1357,7 +1404,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseTopics_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v10(mv, pos, n):
+def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v10(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchResponse_OffsetFetchResponseGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetFetchResponse_OffsetFetchResponseGroup, n)))
     for o in result:
@@ -1382,7 +1429,7 @@ def _da_OffsetFetchResponse_OffsetFetchResponseGroup_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetFetchResponse_v10(mv, pos):
+def _d_OffsetFetchResponse_v10(mv: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     limit = len(mv)
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1403,7 +1450,9 @@ def _d_OffsetFetchResponse_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(o: OffsetFetchResponse_OffsetFetchResponseTopics, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -1418,7 +1467,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopics_v10(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(o, out):
+def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(o: OffsetFetchResponse_OffsetFetchResponseGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -1434,7 +1485,9 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_v10(o, out):
     else:
         out.append(0)
 
-def _e_OffsetFetchResponse_v10(o, out):
+def _e_OffsetFetchResponse_v10(o: OffsetFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:

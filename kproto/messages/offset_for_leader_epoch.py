@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -225,7 +226,7 @@ class OffsetForLeaderEpochResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos, n):
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderPartition, n)))
     for o in result:
@@ -233,7 +234,7 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv, pos, n):
         pos += 8
     return result, pos
 
-def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n):
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderTopic, n)))
     for o in result:
@@ -250,7 +251,7 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetForLeaderEpochRequest_v0(mv, pos):
+def _d_OffsetForLeaderEpochRequest_v0(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     n, = _u_i(mv, pos)
@@ -265,10 +266,12 @@ def _d_OffsetForLeaderEpochRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(o, out):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(o: OffsetForLeaderEpochRequest_OffsetForLeaderPartition, out: bytearray) -> None:
     out += _p_ii(o.partition, o.leader_epoch)
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(o, out):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(o: OffsetForLeaderEpochRequest_OffsetForLeaderTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -278,7 +281,9 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(item, out)
 
-def _e_OffsetForLeaderEpochRequest_v0(o, out):
+def _e_OffsetForLeaderEpochRequest_v0(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -287,7 +292,7 @@ def _e_OffsetForLeaderEpochRequest_v0(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(item, out)
 
-def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos, n):
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderPartition, n)))
     for o in result:
@@ -295,7 +300,7 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(mv, pos, n):
         pos += 12
     return result, pos
 
-def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n):
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderTopic, n)))
     for o in result:
@@ -312,7 +317,7 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetForLeaderEpochRequest_v2(mv, pos):
+def _d_OffsetForLeaderEpochRequest_v2(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     n, = _u_i(mv, pos)
@@ -327,10 +332,12 @@ def _d_OffsetForLeaderEpochRequest_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(o, out):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(o: OffsetForLeaderEpochRequest_OffsetForLeaderPartition, out: bytearray) -> None:
     out += _p_iii(o.partition, o.current_leader_epoch, o.leader_epoch)
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(o, out):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(o: OffsetForLeaderEpochRequest_OffsetForLeaderTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -340,7 +347,9 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(item, out)
 
-def _e_OffsetForLeaderEpochRequest_v2(o, out):
+def _e_OffsetForLeaderEpochRequest_v2(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -349,7 +358,7 @@ def _e_OffsetForLeaderEpochRequest_v2(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(item, out)
 
-def _d_OffsetForLeaderEpochRequest_v3(mv, pos):
+def _d_OffsetForLeaderEpochRequest_v3(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id, = _u_i(mv, pos)
@@ -366,7 +375,9 @@ def _d_OffsetForLeaderEpochRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetForLeaderEpochRequest_v3(o, out):
+def _e_OffsetForLeaderEpochRequest_v3(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.replica_id)
     lst = o.topics
     if lst is None:
@@ -376,7 +387,7 @@ def _e_OffsetForLeaderEpochRequest_v3(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(item, out)
 
-def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos, n):
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderPartition, n)))
     for o in result:
@@ -388,7 +399,7 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
+def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochRequest_OffsetForLeaderTopic, n)))
     for o in result:
@@ -411,7 +422,7 @@ def _da_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
+def _d_OffsetForLeaderEpochRequest_v4(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id, n = _u_iB(mv, pos)
@@ -432,7 +443,7 @@ def _d_OffsetForLeaderEpochRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(o, out):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(o: OffsetForLeaderEpochRequest_OffsetForLeaderPartition, out: bytearray) -> None:
     out += _p_iii(o.partition, o.current_leader_epoch, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -440,7 +451,9 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(o, out):
     else:
         out.append(0)
 
-def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o, out):
+def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o: OffsetForLeaderEpochRequest_OffsetForLeaderTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -455,7 +468,9 @@ def _e_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(o, out):
     else:
         out.append(0)
 
-def _e_OffsetForLeaderEpochRequest_v4(o, out):
+def _e_OffsetForLeaderEpochRequest_v4(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.replica_id)
     lst = o.topics
     if lst is None:
@@ -470,7 +485,7 @@ def _e_OffsetForLeaderEpochRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos, n):
+def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochResponse_EpochEndOffset], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_EpochEndOffset, n)))
     for o in result:
@@ -478,7 +493,7 @@ def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v0(mv, pos, n):
         pos += 14
     return result, pos
 
-def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n):
+def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, n)))
     for o in result:
@@ -495,7 +510,7 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetForLeaderEpochResponse_v0(mv, pos):
+def _d_OffsetForLeaderEpochResponse_v0(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     n, = _u_i(mv, pos)
@@ -510,10 +525,12 @@ def _d_OffsetForLeaderEpochResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o, out):
+def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(o: OffsetForLeaderEpochResponse_EpochEndOffset, out: bytearray) -> None:
     out += _p_hiq(o.error_code, o.partition, o.end_offset)
 
-def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o, out):
+def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o: OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -523,7 +540,9 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_EpochEndOffset_v0(item, out)
 
-def _e_OffsetForLeaderEpochResponse_v0(o, out):
+def _e_OffsetForLeaderEpochResponse_v0(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -532,7 +551,7 @@ def _e_OffsetForLeaderEpochResponse_v0(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(item, out)
 
-def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos, n):
+def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochResponse_EpochEndOffset], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_EpochEndOffset, n)))
     for o in result:
@@ -540,7 +559,7 @@ def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v1(mv, pos, n):
         pos += 18
     return result, pos
 
-def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n):
+def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, n)))
     for o in result:
@@ -557,7 +576,7 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_OffsetForLeaderEpochResponse_v1(mv, pos):
+def _d_OffsetForLeaderEpochResponse_v1(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     n, = _u_i(mv, pos)
@@ -572,10 +591,12 @@ def _d_OffsetForLeaderEpochResponse_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(o, out):
+def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(o: OffsetForLeaderEpochResponse_EpochEndOffset, out: bytearray) -> None:
     out += _p_hiiq(o.error_code, o.partition, o.leader_epoch, o.end_offset)
 
-def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(o, out):
+def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(o: OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -585,7 +606,9 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_EpochEndOffset_v1(item, out)
 
-def _e_OffsetForLeaderEpochResponse_v1(o, out):
+def _e_OffsetForLeaderEpochResponse_v1(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topics
     if lst is None:
         raise ValueError('None in non-nullable array topics')
@@ -594,7 +617,7 @@ def _e_OffsetForLeaderEpochResponse_v1(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(item, out)
 
-def _d_OffsetForLeaderEpochResponse_v2(mv, pos):
+def _d_OffsetForLeaderEpochResponse_v2(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -611,7 +634,9 @@ def _d_OffsetForLeaderEpochResponse_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_OffsetForLeaderEpochResponse_v2(o, out):
+def _e_OffsetForLeaderEpochResponse_v2(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -621,7 +646,7 @@ def _e_OffsetForLeaderEpochResponse_v2(o, out):
         for item in lst:
             _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(item, out)
 
-def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos, n):
+def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochResponse_EpochEndOffset], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_EpochEndOffset, n)))
     for o in result:
@@ -633,7 +658,7 @@ def _da_OffsetForLeaderEpochResponse_EpochEndOffset_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
+def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, n)))
     for o in result:
@@ -656,7 +681,7 @@ def _da_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_OffsetForLeaderEpochResponse_v4(mv, pos):
+def _d_OffsetForLeaderEpochResponse_v4(mv: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     limit = len(mv)
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -677,7 +702,7 @@ def _d_OffsetForLeaderEpochResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(o, out):
+def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(o: OffsetForLeaderEpochResponse_EpochEndOffset, out: bytearray) -> None:
     out += _p_hiiq(o.error_code, o.partition, o.leader_epoch, o.end_offset)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -685,7 +710,9 @@ def _e_OffsetForLeaderEpochResponse_EpochEndOffset_v4(o, out):
     else:
         out.append(0)
 
-def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o, out):
+def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o: OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -700,7 +727,9 @@ def _e_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(o, out):
     else:
         out.append(0)
 
-def _e_OffsetForLeaderEpochResponse_v4(o, out):
+def _e_OffsetForLeaderEpochResponse_v4(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

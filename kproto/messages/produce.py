@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -326,7 +327,7 @@ class ProduceResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n):
+def _da_ProduceRequest_PartitionProduceData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceRequest_PartitionProduceData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceRequest_PartitionProduceData, n)))
     for o in result:
@@ -346,7 +347,7 @@ def _da_ProduceRequest_PartitionProduceData_v0(mv, pos, n):
             pos = end
     return result, pos
 
-def _da_ProduceRequest_TopicProduceData_v0(mv, pos, n):
+def _da_ProduceRequest_TopicProduceData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceRequest_TopicProduceData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceRequest_TopicProduceData, n)))
     for o in result:
@@ -363,7 +364,7 @@ def _da_ProduceRequest_TopicProduceData_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ProduceRequest_v0(mv, pos):
+def _d_ProduceRequest_v0(mv: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     limit = len(mv)
     o = _new(ProduceRequest)
     o.acks, o.timeout_ms = _u_hi(mv, pos)
@@ -380,11 +381,13 @@ def _d_ProduceRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ProduceRequest_PartitionProduceData_v0(o, out):
+def _e_ProduceRequest_PartitionProduceData_v0(o: ProduceRequest_PartitionProduceData, out: bytearray) -> None:
     out += _p_i(o.index)
     _wnbytes(out, o.records)
 
-def _e_ProduceRequest_TopicProduceData_v0(o, out):
+def _e_ProduceRequest_TopicProduceData_v0(o: ProduceRequest_TopicProduceData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partition_data
     if lst is None:
@@ -394,7 +397,9 @@ def _e_ProduceRequest_TopicProduceData_v0(o, out):
         for item in lst:
             _e_ProduceRequest_PartitionProduceData_v0(item, out)
 
-def _e_ProduceRequest_v0(o, out):
+def _e_ProduceRequest_v0(o: ProduceRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_hi(o.acks, o.timeout_ms)
     lst = o.topic_data
     if lst is None:
@@ -406,7 +411,7 @@ def _e_ProduceRequest_v0(o, out):
     if o.transactional_id is not None:
         _unsupported(o, 'transactional_id', '3+')
 
-def _d_ProduceRequest_v3(mv, pos):
+def _d_ProduceRequest_v3(mv: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     limit = len(mv)
     o = _new(ProduceRequest)
     o.transactional_id, pos = _rnstr(mv, pos)
@@ -424,7 +429,9 @@ def _d_ProduceRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ProduceRequest_v3(o, out):
+def _e_ProduceRequest_v3(o: ProduceRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wnstr(out, o.transactional_id)
     out += _p_hi(o.acks, o.timeout_ms)
     lst = o.topic_data
@@ -435,7 +442,7 @@ def _e_ProduceRequest_v3(o, out):
         for item in lst:
             _e_ProduceRequest_TopicProduceData_v0(item, out)
 
-def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
+def _da_ProduceRequest_PartitionProduceData_v9(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceRequest_PartitionProduceData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceRequest_PartitionProduceData, n)))
     for o in result:
@@ -462,7 +469,7 @@ def _da_ProduceRequest_PartitionProduceData_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ProduceRequest_TopicProduceData_v9(mv, pos, n):
+def _da_ProduceRequest_TopicProduceData_v9(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceRequest_TopicProduceData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceRequest_TopicProduceData, n)))
     for o in result:
@@ -485,7 +492,7 @@ def _da_ProduceRequest_TopicProduceData_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ProduceRequest_v9(mv, pos):
+def _d_ProduceRequest_v9(mv: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     limit = len(mv)
     o = _new(ProduceRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
@@ -507,7 +514,7 @@ def _d_ProduceRequest_v9(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ProduceRequest_PartitionProduceData_v9(o, out):
+def _e_ProduceRequest_PartitionProduceData_v9(o: ProduceRequest_PartitionProduceData, out: bytearray) -> None:
     out += _p_i(o.index)
     _wcnbytes(out, o.records)
     unknown = o._unknown_tagged_fields
@@ -516,7 +523,9 @@ def _e_ProduceRequest_PartitionProduceData_v9(o, out):
     else:
         out.append(0)
 
-def _e_ProduceRequest_TopicProduceData_v9(o, out):
+def _e_ProduceRequest_TopicProduceData_v9(o: ProduceRequest_TopicProduceData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partition_data
     if lst is None:
@@ -531,7 +540,9 @@ def _e_ProduceRequest_TopicProduceData_v9(o, out):
     else:
         out.append(0)
 
-def _e_ProduceRequest_v9(o, out):
+def _e_ProduceRequest_v9(o: ProduceRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.transactional_id)
     out += _p_hi(o.acks, o.timeout_ms)
     lst = o.topic_data
@@ -547,7 +558,7 @@ def _e_ProduceRequest_v9(o, out):
     else:
         out.append(0)
 
-def _da_ProduceRequest_TopicProduceData_v13(mv, pos, n):
+def _da_ProduceRequest_TopicProduceData_v13(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceRequest_TopicProduceData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceRequest_TopicProduceData, n)))
     for o in result:
@@ -570,7 +581,7 @@ def _da_ProduceRequest_TopicProduceData_v13(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ProduceRequest_v13(mv, pos):
+def _d_ProduceRequest_v13(mv: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     limit = len(mv)
     o = _new(ProduceRequest)
     o.transactional_id, pos = _rcnstr(mv, pos)
@@ -592,7 +603,9 @@ def _d_ProduceRequest_v13(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ProduceRequest_TopicProduceData_v13(o, out):
+def _e_ProduceRequest_TopicProduceData_v13(o: ProduceRequest_TopicProduceData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partition_data
     if lst is None:
@@ -607,7 +620,9 @@ def _e_ProduceRequest_TopicProduceData_v13(o, out):
     else:
         out.append(0)
 
-def _e_ProduceRequest_v13(o, out):
+def _e_ProduceRequest_v13(o: ProduceRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.transactional_id)
     out += _p_hi(o.acks, o.timeout_ms)
     lst = o.topic_data
@@ -623,7 +638,7 @@ def _e_ProduceRequest_v13(o, out):
     else:
         out.append(0)
 
-def _da_ProduceResponse_PartitionProduceResponse_v0(mv, pos, n):
+def _da_ProduceResponse_PartitionProduceResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_PartitionProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
     for o in result:
@@ -631,7 +646,7 @@ def _da_ProduceResponse_PartitionProduceResponse_v0(mv, pos, n):
         pos += 14
     return result, pos
 
-def _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -648,7 +663,7 @@ def _da_ProduceResponse_TopicProduceResponse_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ProduceResponse_v0(mv, pos):
+def _d_ProduceResponse_v0(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
@@ -663,12 +678,14 @@ def _d_ProduceResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_ProduceResponse_PartitionProduceResponse_v0(o, out):
+def _e_ProduceResponse_PartitionProduceResponse_v0(o: ProduceResponse_PartitionProduceResponse, out: bytearray) -> None:
     out += _p_ihq(o.index, o.error_code, o.base_offset)
     if o.current_leader != ProduceResponse_LeaderIdAndEpoch():
         _unsupported(o, 'current_leader', '10+')
 
-def _e_ProduceResponse_TopicProduceResponse_v0(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v0(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partition_responses
     if lst is None:
@@ -678,7 +695,9 @@ def _e_ProduceResponse_TopicProduceResponse_v0(o, out):
         for item in lst:
             _e_ProduceResponse_PartitionProduceResponse_v0(item, out)
 
-def _e_ProduceResponse_v0(o, out):
+def _e_ProduceResponse_v0(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -689,7 +708,7 @@ def _e_ProduceResponse_v0(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _d_ProduceResponse_v1(mv, pos):
+def _d_ProduceResponse_v1(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
@@ -706,7 +725,9 @@ def _d_ProduceResponse_v1(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ProduceResponse_v1(o, out):
+def _e_ProduceResponse_v1(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -718,7 +739,7 @@ def _e_ProduceResponse_v1(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _da_ProduceResponse_PartitionProduceResponse_v2(mv, pos, n):
+def _da_ProduceResponse_PartitionProduceResponse_v2(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_PartitionProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
     for o in result:
@@ -726,7 +747,7 @@ def _da_ProduceResponse_PartitionProduceResponse_v2(mv, pos, n):
         pos += 22
     return result, pos
 
-def _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v2(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -743,7 +764,7 @@ def _da_ProduceResponse_TopicProduceResponse_v2(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ProduceResponse_v2(mv, pos):
+def _d_ProduceResponse_v2(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
@@ -760,12 +781,14 @@ def _d_ProduceResponse_v2(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ProduceResponse_PartitionProduceResponse_v2(o, out):
+def _e_ProduceResponse_PartitionProduceResponse_v2(o: ProduceResponse_PartitionProduceResponse, out: bytearray) -> None:
     out += _p_ihqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
     if o.current_leader != ProduceResponse_LeaderIdAndEpoch():
         _unsupported(o, 'current_leader', '10+')
 
-def _e_ProduceResponse_TopicProduceResponse_v2(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v2(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partition_responses
     if lst is None:
@@ -775,7 +798,9 @@ def _e_ProduceResponse_TopicProduceResponse_v2(o, out):
         for item in lst:
             _e_ProduceResponse_PartitionProduceResponse_v2(item, out)
 
-def _e_ProduceResponse_v2(o, out):
+def _e_ProduceResponse_v2(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -787,7 +812,7 @@ def _e_ProduceResponse_v2(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _da_ProduceResponse_PartitionProduceResponse_v5(mv, pos, n):
+def _da_ProduceResponse_PartitionProduceResponse_v5(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_PartitionProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
     for o in result:
@@ -795,7 +820,7 @@ def _da_ProduceResponse_PartitionProduceResponse_v5(mv, pos, n):
         pos += 30
     return result, pos
 
-def _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v5(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -812,7 +837,7 @@ def _da_ProduceResponse_TopicProduceResponse_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ProduceResponse_v5(mv, pos):
+def _d_ProduceResponse_v5(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
@@ -829,12 +854,14 @@ def _d_ProduceResponse_v5(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ProduceResponse_PartitionProduceResponse_v5(o, out):
+def _e_ProduceResponse_PartitionProduceResponse_v5(o: ProduceResponse_PartitionProduceResponse, out: bytearray) -> None:
     out += _p_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     if o.current_leader != ProduceResponse_LeaderIdAndEpoch():
         _unsupported(o, 'current_leader', '10+')
 
-def _e_ProduceResponse_TopicProduceResponse_v5(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v5(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partition_responses
     if lst is None:
@@ -844,7 +871,9 @@ def _e_ProduceResponse_TopicProduceResponse_v5(o, out):
         for item in lst:
             _e_ProduceResponse_PartitionProduceResponse_v5(item, out)
 
-def _e_ProduceResponse_v5(o, out):
+def _e_ProduceResponse_v5(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -856,7 +885,7 @@ def _e_ProduceResponse_v5(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos, n):
+def _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_BatchIndexAndErrorMessage], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_BatchIndexAndErrorMessage, n)))
     for o in result:
@@ -865,7 +894,7 @@ def _da_ProduceResponse_BatchIndexAndErrorMessage_v8(mv, pos, n):
         o.batch_index_error_message, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n):
+def _da_ProduceResponse_PartitionProduceResponse_v8(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_PartitionProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
     for o in result:
@@ -884,7 +913,7 @@ def _da_ProduceResponse_PartitionProduceResponse_v8(mv, pos, n):
         o.error_message, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v8(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -901,7 +930,7 @@ def _da_ProduceResponse_TopicProduceResponse_v8(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_ProduceResponse_v8(mv, pos):
+def _d_ProduceResponse_v8(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n, = _u_i(mv, pos)
@@ -918,11 +947,13 @@ def _d_ProduceResponse_v8(mv, pos):
     pos += 4
     return o, pos
 
-def _e_ProduceResponse_BatchIndexAndErrorMessage_v8(o, out):
+def _e_ProduceResponse_BatchIndexAndErrorMessage_v8(o: ProduceResponse_BatchIndexAndErrorMessage, out: bytearray) -> None:
     out += _p_i(o.batch_index)
     _wnstr(out, o.batch_index_error_message)
 
-def _e_ProduceResponse_PartitionProduceResponse_v8(o, out):
+def _e_ProduceResponse_PartitionProduceResponse_v8(o: ProduceResponse_PartitionProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     lst = o.record_errors
     if lst is None:
@@ -935,7 +966,9 @@ def _e_ProduceResponse_PartitionProduceResponse_v8(o, out):
     if o.current_leader != ProduceResponse_LeaderIdAndEpoch():
         _unsupported(o, 'current_leader', '10+')
 
-def _e_ProduceResponse_TopicProduceResponse_v8(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v8(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partition_responses
     if lst is None:
@@ -945,7 +978,9 @@ def _e_ProduceResponse_TopicProduceResponse_v8(o, out):
         for item in lst:
             _e_ProduceResponse_PartitionProduceResponse_v8(item, out)
 
-def _e_ProduceResponse_v8(o, out):
+def _e_ProduceResponse_v8(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -957,7 +992,7 @@ def _e_ProduceResponse_v8(o, out):
     if o.node_endpoints != []:
         _unsupported(o, 'node_endpoints', '10+')
 
-def _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n):
+def _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_BatchIndexAndErrorMessage], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_BatchIndexAndErrorMessage, n)))
     for o in result:
@@ -970,7 +1005,7 @@ def _da_ProduceResponse_BatchIndexAndErrorMessage_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
+def _da_ProduceResponse_PartitionProduceResponse_v9(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_PartitionProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
     for o in result:
@@ -993,7 +1028,7 @@ def _da_ProduceResponse_PartitionProduceResponse_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v9(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -1016,7 +1051,7 @@ def _da_ProduceResponse_TopicProduceResponse_v9(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ProduceResponse_v9(mv, pos):
+def _d_ProduceResponse_v9(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n = mv[pos]
@@ -1039,7 +1074,7 @@ def _d_ProduceResponse_v9(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ProduceResponse_BatchIndexAndErrorMessage_v9(o, out):
+def _e_ProduceResponse_BatchIndexAndErrorMessage_v9(o: ProduceResponse_BatchIndexAndErrorMessage, out: bytearray) -> None:
     out += _p_i(o.batch_index)
     _wcnstr(out, o.batch_index_error_message)
     unknown = o._unknown_tagged_fields
@@ -1048,7 +1083,9 @@ def _e_ProduceResponse_BatchIndexAndErrorMessage_v9(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_PartitionProduceResponse_v9(o, out):
+def _e_ProduceResponse_PartitionProduceResponse_v9(o: ProduceResponse_PartitionProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     lst = o.record_errors
     if lst is None:
@@ -1066,7 +1103,9 @@ def _e_ProduceResponse_PartitionProduceResponse_v9(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_TopicProduceResponse_v9(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v9(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partition_responses
     if lst is None:
@@ -1081,7 +1120,9 @@ def _e_ProduceResponse_TopicProduceResponse_v9(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_v9(o, out):
+def _e_ProduceResponse_v9(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -1098,7 +1139,7 @@ def _e_ProduceResponse_v9(o, out):
     else:
         out.append(0)
 
-def _d_ProduceResponse_LeaderIdAndEpoch_v10(mv, pos):
+def _d_ProduceResponse_LeaderIdAndEpoch_v10(mv: memoryview, pos: int) -> tuple[ProduceResponse_LeaderIdAndEpoch, int]:
     limit = len(mv)
     o = _new(ProduceResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
@@ -1109,12 +1150,14 @@ def _d_ProduceResponse_LeaderIdAndEpoch_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_ProduceResponse_PartitionProduceResponse_0_v10(mv, pos):
+def _tv_ProduceResponse_PartitionProduceResponse_0_v10(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_ProduceResponse_LeaderIdAndEpoch_v10(mv, pos)
     return value, pos
 
-def _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos):
+def _t_ProduceResponse_PartitionProduceResponse_v10(o: ProduceResponse_PartitionProduceResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -1126,7 +1169,7 @@ def _t_ProduceResponse_PartitionProduceResponse_v10(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
+def _da_ProduceResponse_PartitionProduceResponse_v10(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_PartitionProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_PartitionProduceResponse, n)))
     for o in result:
@@ -1149,7 +1192,7 @@ def _da_ProduceResponse_PartitionProduceResponse_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v10(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -1172,7 +1215,7 @@ def _da_ProduceResponse_TopicProduceResponse_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n):
+def _da_ProduceResponse_NodeEndpoint_v10(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_NodeEndpoint, n)))
     for o in result:
@@ -1188,7 +1231,8 @@ def _da_ProduceResponse_NodeEndpoint_v10(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_ProduceResponse_0_v10(mv, pos):
+def _tv_ProduceResponse_0_v10(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -1206,7 +1250,8 @@ def _tv_ProduceResponse_0_v10(mv, pos):
         value = []
     return value, pos
 
-def _t_ProduceResponse_v10(o, mv, pos):
+def _t_ProduceResponse_v10(o: ProduceResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -1218,7 +1263,7 @@ def _t_ProduceResponse_v10(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_ProduceResponse_v10(mv, pos):
+def _d_ProduceResponse_v10(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n = mv[pos]
@@ -1241,7 +1286,7 @@ def _d_ProduceResponse_v10(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ProduceResponse_LeaderIdAndEpoch_v10(o, out):
+def _e_ProduceResponse_LeaderIdAndEpoch_v10(o: ProduceResponse_LeaderIdAndEpoch, out: bytearray) -> None:
     out += _p_ii(o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -1249,7 +1294,11 @@ def _e_ProduceResponse_LeaderIdAndEpoch_v10(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_PartitionProduceResponse_v10(o, out):
+def _e_ProduceResponse_PartitionProduceResponse_v10(o: ProduceResponse_PartitionProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     lst = o.record_errors
     if lst is None:
@@ -1271,7 +1320,9 @@ def _e_ProduceResponse_PartitionProduceResponse_v10(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_TopicProduceResponse_v10(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v10(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partition_responses
     if lst is None:
@@ -1286,7 +1337,7 @@ def _e_ProduceResponse_TopicProduceResponse_v10(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_NodeEndpoint_v10(o, out):
+def _e_ProduceResponse_NodeEndpoint_v10(o: ProduceResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -1297,7 +1348,11 @@ def _e_ProduceResponse_NodeEndpoint_v10(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_v10(o, out):
+def _e_ProduceResponse_v10(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')
@@ -1324,7 +1379,7 @@ def _e_ProduceResponse_v10(o, out):
     else:
         out.append(0)
 
-def _da_ProduceResponse_TopicProduceResponse_v13(mv, pos, n):
+def _da_ProduceResponse_TopicProduceResponse_v13(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceResponse_TopicProduceResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ProduceResponse_TopicProduceResponse, n)))
     for o in result:
@@ -1347,7 +1402,7 @@ def _da_ProduceResponse_TopicProduceResponse_v13(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ProduceResponse_v13(mv, pos):
+def _d_ProduceResponse_v13(mv: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     limit = len(mv)
     o = _new(ProduceResponse)
     n = mv[pos]
@@ -1370,7 +1425,9 @@ def _d_ProduceResponse_v13(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ProduceResponse_TopicProduceResponse_v13(o, out):
+def _e_ProduceResponse_TopicProduceResponse_v13(o: ProduceResponse_TopicProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partition_responses
     if lst is None:
@@ -1385,7 +1442,11 @@ def _e_ProduceResponse_TopicProduceResponse_v13(o, out):
     else:
         out.append(0)
 
-def _e_ProduceResponse_v13(o, out):
+def _e_ProduceResponse_v13(o: ProduceResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     lst = o.responses
     if lst is None:
         raise ValueError('None in non-nullable array responses')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -117,7 +118,7 @@ class PushTelemetryResponse(ProtocolStruct):
         self.error_code = error_code
 
 
-def _d_PushTelemetryRequest_v0(mv, pos):
+def _d_PushTelemetryRequest_v0(mv: memoryview, pos: int) -> tuple[PushTelemetryRequest, int]:
     limit = len(mv)
     o = _new(PushTelemetryRequest)
     o.client_instance_id, pos = _ruuid(mv, pos)
@@ -130,7 +131,7 @@ def _d_PushTelemetryRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_PushTelemetryRequest_v0(o, out):
+def _e_PushTelemetryRequest_v0(o: PushTelemetryRequest, out: bytearray) -> None:
     out += o.client_instance_id.bytes
     out += _p_iob(o.subscription_id, o.terminating, o.compression_type)
     _wcbytes(out, o.metrics)
@@ -140,7 +141,7 @@ def _e_PushTelemetryRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_PushTelemetryResponse_v0(mv, pos):
+def _d_PushTelemetryResponse_v0(mv: memoryview, pos: int) -> tuple[PushTelemetryResponse, int]:
     limit = len(mv)
     o = _new(PushTelemetryResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -151,7 +152,7 @@ def _d_PushTelemetryResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_PushTelemetryResponse_v0(o, out):
+def _e_PushTelemetryResponse_v0(o: PushTelemetryResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -250,7 +251,7 @@ class ReadShareGroupStateResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_ReadShareGroupStateRequest_PartitionData_v0(mv, pos, n):
+def _da_ReadShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateRequest_PartitionData, n)))
     for o in result:
@@ -262,7 +263,7 @@ def _da_ReadShareGroupStateRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ReadShareGroupStateRequest_ReadStateData_v0(mv, pos, n):
+def _da_ReadShareGroupStateRequest_ReadStateData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateRequest_ReadStateData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateRequest_ReadStateData, n)))
     for o in result:
@@ -285,7 +286,7 @@ def _da_ReadShareGroupStateRequest_ReadStateData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ReadShareGroupStateRequest_v0(mv, pos):
+def _d_ReadShareGroupStateRequest_v0(mv: memoryview, pos: int) -> tuple[ReadShareGroupStateRequest, int]:
     limit = len(mv)
     o = _new(ReadShareGroupStateRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -307,7 +308,7 @@ def _d_ReadShareGroupStateRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ReadShareGroupStateRequest_PartitionData_v0(o, out):
+def _e_ReadShareGroupStateRequest_PartitionData_v0(o: ReadShareGroupStateRequest_PartitionData, out: bytearray) -> None:
     out += _p_ii(o.partition, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -315,7 +316,9 @@ def _e_ReadShareGroupStateRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateRequest_ReadStateData_v0(o, out):
+def _e_ReadShareGroupStateRequest_ReadStateData_v0(o: ReadShareGroupStateRequest_ReadStateData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -330,7 +333,9 @@ def _e_ReadShareGroupStateRequest_ReadStateData_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateRequest_v0(o, out):
+def _e_ReadShareGroupStateRequest_v0(o: ReadShareGroupStateRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -345,7 +350,7 @@ def _e_ReadShareGroupStateRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_ReadShareGroupStateResponse_StateBatch_v0(mv, pos, n):
+def _da_ReadShareGroupStateResponse_StateBatch_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateResponse_StateBatch], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateResponse_StateBatch, n)))
     for o in result:
@@ -357,7 +362,7 @@ def _da_ReadShareGroupStateResponse_StateBatch_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ReadShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
+def _da_ReadShareGroupStateResponse_PartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateResponse_PartitionResult, n)))
     for o in result:
@@ -382,7 +387,7 @@ def _da_ReadShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ReadShareGroupStateResponse_ReadStateResult_v0(mv, pos, n):
+def _da_ReadShareGroupStateResponse_ReadStateResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateResponse_ReadStateResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateResponse_ReadStateResult, n)))
     for o in result:
@@ -405,7 +410,7 @@ def _da_ReadShareGroupStateResponse_ReadStateResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ReadShareGroupStateResponse_v0(mv, pos):
+def _d_ReadShareGroupStateResponse_v0(mv: memoryview, pos: int) -> tuple[ReadShareGroupStateResponse, int]:
     limit = len(mv)
     o = _new(ReadShareGroupStateResponse)
     n = mv[pos]
@@ -426,7 +431,7 @@ def _d_ReadShareGroupStateResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ReadShareGroupStateResponse_StateBatch_v0(o, out):
+def _e_ReadShareGroupStateResponse_StateBatch_v0(o: ReadShareGroupStateResponse_StateBatch, out: bytearray) -> None:
     out += _p_qqbh(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -434,7 +439,9 @@ def _e_ReadShareGroupStateResponse_StateBatch_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateResponse_PartitionResult_v0(o, out):
+def _e_ReadShareGroupStateResponse_PartitionResult_v0(o: ReadShareGroupStateResponse_PartitionResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.partition, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_iq(o.state_epoch, o.start_offset)
@@ -451,7 +458,9 @@ def _e_ReadShareGroupStateResponse_PartitionResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateResponse_ReadStateResult_v0(o, out):
+def _e_ReadShareGroupStateResponse_ReadStateResult_v0(o: ReadShareGroupStateResponse_ReadStateResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -466,7 +475,9 @@ def _e_ReadShareGroupStateResponse_ReadStateResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateResponse_v0(o, out):
+def _e_ReadShareGroupStateResponse_v0(o: ReadShareGroupStateResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.results
     if lst is None:
         raise ValueError('None in non-nullable array results')

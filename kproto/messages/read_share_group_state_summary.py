@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -221,7 +222,7 @@ class ReadShareGroupStateSummaryResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_ReadShareGroupStateSummaryRequest_PartitionData_v0(mv, pos, n):
+def _da_ReadShareGroupStateSummaryRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateSummaryRequest_PartitionData, n)))
     for o in result:
@@ -233,7 +234,7 @@ def _da_ReadShareGroupStateSummaryRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(mv, pos, n):
+def _da_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryRequest_ReadStateSummaryData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateSummaryRequest_ReadStateSummaryData, n)))
     for o in result:
@@ -256,7 +257,7 @@ def _da_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ReadShareGroupStateSummaryRequest_v0(mv, pos):
+def _d_ReadShareGroupStateSummaryRequest_v0(mv: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequest, int]:
     limit = len(mv)
     o = _new(ReadShareGroupStateSummaryRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -278,7 +279,7 @@ def _d_ReadShareGroupStateSummaryRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ReadShareGroupStateSummaryRequest_PartitionData_v0(o, out):
+def _e_ReadShareGroupStateSummaryRequest_PartitionData_v0(o: ReadShareGroupStateSummaryRequest_PartitionData, out: bytearray) -> None:
     out += _p_ii(o.partition, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -286,7 +287,9 @@ def _e_ReadShareGroupStateSummaryRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(o, out):
+def _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(o: ReadShareGroupStateSummaryRequest_ReadStateSummaryData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -301,7 +304,9 @@ def _e_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateSummaryRequest_v0(o, out):
+def _e_ReadShareGroupStateSummaryRequest_v0(o: ReadShareGroupStateSummaryRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -316,7 +321,7 @@ def _e_ReadShareGroupStateSummaryRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_ReadShareGroupStateSummaryResponse_PartitionResult_v0(mv, pos, n):
+def _da_ReadShareGroupStateSummaryResponse_PartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateSummaryResponse_PartitionResult, n)))
     for o in result:
@@ -331,7 +336,7 @@ def _da_ReadShareGroupStateSummaryResponse_PartitionResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(mv, pos, n):
+def _da_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryResponse_ReadStateSummaryResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, n)))
     for o in result:
@@ -354,7 +359,7 @@ def _da_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(mv, pos, n)
             pos += 1
     return result, pos
 
-def _d_ReadShareGroupStateSummaryResponse_v0(mv, pos):
+def _d_ReadShareGroupStateSummaryResponse_v0(mv: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
     limit = len(mv)
     o = _new(ReadShareGroupStateSummaryResponse)
     n = mv[pos]
@@ -375,7 +380,7 @@ def _d_ReadShareGroupStateSummaryResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0(o, out):
+def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0(o: ReadShareGroupStateSummaryResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_iiq(o.state_epoch, o.leader_epoch, o.start_offset)
@@ -385,7 +390,9 @@ def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(o, out):
+def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(o: ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -400,7 +407,9 @@ def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateSummaryResponse_v0(o, out):
+def _e_ReadShareGroupStateSummaryResponse_v0(o: ReadShareGroupStateSummaryResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.results
     if lst is None:
         raise ValueError('None in non-nullable array results')
@@ -414,7 +423,7 @@ def _e_ReadShareGroupStateSummaryResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_ReadShareGroupStateSummaryResponse_PartitionResult_v1(mv, pos, n):
+def _da_ReadShareGroupStateSummaryResponse_PartitionResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateSummaryResponse_PartitionResult, n)))
     for o in result:
@@ -429,7 +438,7 @@ def _da_ReadShareGroupStateSummaryResponse_PartitionResult_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(mv, pos, n):
+def _da_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryResponse_ReadStateSummaryResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, n)))
     for o in result:
@@ -452,7 +461,7 @@ def _da_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(mv, pos, n)
             pos += 1
     return result, pos
 
-def _d_ReadShareGroupStateSummaryResponse_v1(mv, pos):
+def _d_ReadShareGroupStateSummaryResponse_v1(mv: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
     limit = len(mv)
     o = _new(ReadShareGroupStateSummaryResponse)
     n = mv[pos]
@@ -473,7 +482,7 @@ def _d_ReadShareGroupStateSummaryResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v1(o, out):
+def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v1(o: ReadShareGroupStateSummaryResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_iiqi(o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
@@ -483,7 +492,9 @@ def _e_ReadShareGroupStateSummaryResponse_PartitionResult_v1(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(o, out):
+def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(o: ReadShareGroupStateSummaryResponse_ReadStateSummaryResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -498,7 +509,9 @@ def _e_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(o, out):
     else:
         out.append(0)
 
-def _e_ReadShareGroupStateSummaryResponse_v1(o, out):
+def _e_ReadShareGroupStateSummaryResponse_v1(o: ReadShareGroupStateSummaryResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.results
     if lst is None:
         raise ValueError('None in non-nullable array results')

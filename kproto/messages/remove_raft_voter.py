@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -115,7 +116,7 @@ class RemoveRaftVoterResponse(ProtocolStruct):
         self.error_message = error_message
 
 
-def _d_RemoveRaftVoterRequest_v0(mv, pos):
+def _d_RemoveRaftVoterRequest_v0(mv: memoryview, pos: int) -> tuple[RemoveRaftVoterRequest, int]:
     limit = len(mv)
     o = _new(RemoveRaftVoterRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -128,7 +129,7 @@ def _d_RemoveRaftVoterRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_RemoveRaftVoterRequest_v0(o, out):
+def _e_RemoveRaftVoterRequest_v0(o: RemoveRaftVoterRequest, out: bytearray) -> None:
     _wcnstr(out, o.cluster_id)
     out += _p_i(o.voter_id)
     out += o.voter_directory_id.bytes
@@ -138,7 +139,7 @@ def _e_RemoveRaftVoterRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_RemoveRaftVoterResponse_v0(mv, pos):
+def _d_RemoveRaftVoterResponse_v0(mv: memoryview, pos: int) -> tuple[RemoveRaftVoterResponse, int]:
     limit = len(mv)
     o = _new(RemoveRaftVoterResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -150,7 +151,7 @@ def _d_RemoveRaftVoterResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_RemoveRaftVoterResponse_v0(o, out):
+def _e_RemoveRaftVoterResponse_v0(o: RemoveRaftVoterResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -113,7 +114,7 @@ class RenewDelegationTokenResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
 
 
-def _d_RenewDelegationTokenRequest_v0(mv, pos):
+def _d_RenewDelegationTokenRequest_v0(mv: memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(RenewDelegationTokenRequest)
     o.hmac, pos = _rbytes(mv, pos)
@@ -121,11 +122,11 @@ def _d_RenewDelegationTokenRequest_v0(mv, pos):
     pos += 8
     return o, pos
 
-def _e_RenewDelegationTokenRequest_v0(o, out):
+def _e_RenewDelegationTokenRequest_v0(o: RenewDelegationTokenRequest, out: bytearray) -> None:
     _wbytes(out, o.hmac)
     out += _p_q(o.renew_period_ms)
 
-def _d_RenewDelegationTokenRequest_v2(mv, pos):
+def _d_RenewDelegationTokenRequest_v2(mv: memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:
     limit = len(mv)
     o = _new(RenewDelegationTokenRequest)
     o.hmac, pos = _rcbytes(mv, pos)
@@ -137,7 +138,7 @@ def _d_RenewDelegationTokenRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_RenewDelegationTokenRequest_v2(o, out):
+def _e_RenewDelegationTokenRequest_v2(o: RenewDelegationTokenRequest, out: bytearray) -> None:
     _wcbytes(out, o.hmac)
     out += _p_q(o.renew_period_ms)
     unknown = o._unknown_tagged_fields
@@ -146,17 +147,17 @@ def _e_RenewDelegationTokenRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_RenewDelegationTokenResponse_v0(mv, pos):
+def _d_RenewDelegationTokenResponse_v0(mv: memoryview, pos: int) -> tuple[RenewDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(RenewDelegationTokenResponse)
     o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms = _u_hqi(mv, pos)
     pos += 14
     return o, pos
 
-def _e_RenewDelegationTokenResponse_v0(o, out):
+def _e_RenewDelegationTokenResponse_v0(o: RenewDelegationTokenResponse, out: bytearray) -> None:
     out += _p_hqi(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
 
-def _d_RenewDelegationTokenResponse_v2(mv, pos):
+def _d_RenewDelegationTokenResponse_v2(mv: memoryview, pos: int) -> tuple[RenewDelegationTokenResponse, int]:
     limit = len(mv)
     o = _new(RenewDelegationTokenResponse)
     o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms = _u_hqi(mv, pos)
@@ -167,7 +168,7 @@ def _d_RenewDelegationTokenResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_RenewDelegationTokenResponse_v2(o, out):
+def _e_RenewDelegationTokenResponse_v2(o: RenewDelegationTokenResponse, out: bytearray) -> None:
     out += _p_hqi(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
     unknown = o._unknown_tagged_fields
     if unknown:

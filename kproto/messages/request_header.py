@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -84,17 +85,17 @@ class RequestHeader(ProtocolStruct):
         self.client_id = client_id
 
 
-def _d_RequestHeader_v0(mv, pos):
+def _d_RequestHeader_v0(mv: memoryview, pos: int) -> tuple[RequestHeader, int]:
     limit = len(mv)
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _u_hhi(mv, pos)
     pos += 8
     return o, pos
 
-def _e_RequestHeader_v0(o, out):
+def _e_RequestHeader_v0(o: RequestHeader, out: bytearray) -> None:
     out += _p_hhi(o.request_api_key, o.request_api_version, o.correlation_id)
 
-def _d_RequestHeader_v1(mv, pos):
+def _d_RequestHeader_v1(mv: memoryview, pos: int) -> tuple[RequestHeader, int]:
     limit = len(mv)
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _u_hhi(mv, pos)
@@ -102,11 +103,11 @@ def _d_RequestHeader_v1(mv, pos):
     o.client_id, pos = _rnstr(mv, pos)
     return o, pos
 
-def _e_RequestHeader_v1(o, out):
+def _e_RequestHeader_v1(o: RequestHeader, out: bytearray) -> None:
     out += _p_hhi(o.request_api_key, o.request_api_version, o.correlation_id)
     _wnstr(out, o.client_id)
 
-def _d_RequestHeader_v2(mv, pos):
+def _d_RequestHeader_v2(mv: memoryview, pos: int) -> tuple[RequestHeader, int]:
     limit = len(mv)
     o = _new(RequestHeader)
     o.request_api_key, o.request_api_version, o.correlation_id = _u_hhi(mv, pos)
@@ -118,7 +119,7 @@ def _d_RequestHeader_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_RequestHeader_v2(o, out):
+def _e_RequestHeader_v2(o: RequestHeader, out: bytearray) -> None:
     out += _p_hhi(o.request_api_key, o.request_api_version, o.correlation_id)
     _wnstr(out, o.client_id)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -78,17 +79,17 @@ class ResponseHeader(ProtocolStruct):
         self.correlation_id = correlation_id
 
 
-def _d_ResponseHeader_v0(mv, pos):
+def _d_ResponseHeader_v0(mv: memoryview, pos: int) -> tuple[ResponseHeader, int]:
     limit = len(mv)
     o = _new(ResponseHeader)
     o.correlation_id, = _u_i(mv, pos)
     pos += 4
     return o, pos
 
-def _e_ResponseHeader_v0(o, out):
+def _e_ResponseHeader_v0(o: ResponseHeader, out: bytearray) -> None:
     out += _p_i(o.correlation_id)
 
-def _d_ResponseHeader_v1(mv, pos):
+def _d_ResponseHeader_v1(mv: memoryview, pos: int) -> tuple[ResponseHeader, int]:
     limit = len(mv)
     o = _new(ResponseHeader)
     o.correlation_id, = _u_i(mv, pos)
@@ -99,7 +100,7 @@ def _d_ResponseHeader_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ResponseHeader_v1(o, out):
+def _e_ResponseHeader_v1(o: ResponseHeader, out: bytearray) -> None:
     out += _p_i(o.correlation_id)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -113,16 +114,16 @@ class SaslAuthenticateResponse(ProtocolStruct):
         self.session_lifetime_ms = session_lifetime_ms
 
 
-def _d_SaslAuthenticateRequest_v0(mv, pos):
+def _d_SaslAuthenticateRequest_v0(mv: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     limit = len(mv)
     o = _new(SaslAuthenticateRequest)
     o.auth_bytes, pos = _rbytes(mv, pos)
     return o, pos
 
-def _e_SaslAuthenticateRequest_v0(o, out):
+def _e_SaslAuthenticateRequest_v0(o: SaslAuthenticateRequest, out: bytearray) -> None:
     _wbytes(out, o.auth_bytes)
 
-def _d_SaslAuthenticateRequest_v2(mv, pos):
+def _d_SaslAuthenticateRequest_v2(mv: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     limit = len(mv)
     o = _new(SaslAuthenticateRequest)
     o.auth_bytes, pos = _rcbytes(mv, pos)
@@ -132,7 +133,7 @@ def _d_SaslAuthenticateRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SaslAuthenticateRequest_v2(o, out):
+def _e_SaslAuthenticateRequest_v2(o: SaslAuthenticateRequest, out: bytearray) -> None:
     _wcbytes(out, o.auth_bytes)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -140,7 +141,7 @@ def _e_SaslAuthenticateRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_SaslAuthenticateResponse_v0(mv, pos):
+def _d_SaslAuthenticateResponse_v0(mv: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     limit = len(mv)
     o = _new(SaslAuthenticateResponse)
     o.error_code, = _u_h(mv, pos)
@@ -149,12 +150,12 @@ def _d_SaslAuthenticateResponse_v0(mv, pos):
     o.auth_bytes, pos = _rbytes(mv, pos)
     return o, pos
 
-def _e_SaslAuthenticateResponse_v0(o, out):
+def _e_SaslAuthenticateResponse_v0(o: SaslAuthenticateResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     _wbytes(out, o.auth_bytes)
 
-def _d_SaslAuthenticateResponse_v1(mv, pos):
+def _d_SaslAuthenticateResponse_v1(mv: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     limit = len(mv)
     o = _new(SaslAuthenticateResponse)
     o.error_code, = _u_h(mv, pos)
@@ -165,13 +166,13 @@ def _d_SaslAuthenticateResponse_v1(mv, pos):
     pos += 8
     return o, pos
 
-def _e_SaslAuthenticateResponse_v1(o, out):
+def _e_SaslAuthenticateResponse_v1(o: SaslAuthenticateResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wnstr(out, o.error_message)
     _wbytes(out, o.auth_bytes)
     out += _p_q(o.session_lifetime_ms)
 
-def _d_SaslAuthenticateResponse_v2(mv, pos):
+def _d_SaslAuthenticateResponse_v2(mv: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     limit = len(mv)
     o = _new(SaslAuthenticateResponse)
     o.error_code, = _u_h(mv, pos)
@@ -186,7 +187,7 @@ def _d_SaslAuthenticateResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SaslAuthenticateResponse_v2(o, out):
+def _e_SaslAuthenticateResponse_v2(o: SaslAuthenticateResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcbytes(out, o.auth_bytes)

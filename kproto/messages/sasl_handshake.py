@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -110,16 +111,18 @@ class SaslHandshakeResponse(ProtocolStruct):
             self.mechanisms = mechanisms
 
 
-def _d_SaslHandshakeRequest_v0(mv, pos):
+def _d_SaslHandshakeRequest_v0(mv: memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:
     limit = len(mv)
     o = _new(SaslHandshakeRequest)
     o.mechanism, pos = _rstr(mv, pos)
     return o, pos
 
-def _e_SaslHandshakeRequest_v0(o, out):
+def _e_SaslHandshakeRequest_v0(o: SaslHandshakeRequest, out: bytearray) -> None:
     _wstr(out, o.mechanism)
 
-def _d_SaslHandshakeResponse_v0(mv, pos):
+def _d_SaslHandshakeResponse_v0(mv: memoryview, pos: int) -> tuple[SaslHandshakeResponse, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(SaslHandshakeResponse)
     o.error_code, = _u_h(mv, pos)
@@ -140,7 +143,9 @@ def _d_SaslHandshakeResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_SaslHandshakeResponse_v0(o, out):
+def _e_SaslHandshakeResponse_v0(o: SaslHandshakeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.mechanisms
     if lst is None:

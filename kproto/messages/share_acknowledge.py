@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -322,7 +323,7 @@ class ShareAcknowledgeResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_ShareAcknowledgeRequest_AcknowledgementBatch_v1(mv, pos, n):
+def _da_ShareAcknowledgeRequest_AcknowledgementBatch_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeRequest_AcknowledgementBatch], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareAcknowledgeRequest_AcknowledgementBatch, n)))
     for o in result:
@@ -345,7 +346,7 @@ def _da_ShareAcknowledgeRequest_AcknowledgementBatch_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareAcknowledgeRequest_AcknowledgePartition_v1(mv, pos, n):
+def _da_ShareAcknowledgeRequest_AcknowledgePartition_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeRequest_AcknowledgePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareAcknowledgeRequest_AcknowledgePartition, n)))
     for o in result:
@@ -367,7 +368,7 @@ def _da_ShareAcknowledgeRequest_AcknowledgePartition_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareAcknowledgeRequest_AcknowledgeTopic_v1(mv, pos, n):
+def _da_ShareAcknowledgeRequest_AcknowledgeTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeRequest_AcknowledgeTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareAcknowledgeRequest_AcknowledgeTopic, n)))
     for o in result:
@@ -390,7 +391,7 @@ def _da_ShareAcknowledgeRequest_AcknowledgeTopic_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareAcknowledgeRequest_v1(mv, pos):
+def _d_ShareAcknowledgeRequest_v1(mv: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
     limit = len(mv)
     o = _new(ShareAcknowledgeRequest)
     o.group_id, pos = _rcnstr(mv, pos)
@@ -413,7 +414,8 @@ def _d_ShareAcknowledgeRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o, out):
+def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o: ShareAcknowledgeRequest_AcknowledgementBatch, out: bytearray) -> None:
+    lst: _Any
     out += _p_qq(o.first_offset, o.last_offset)
     lst = o.acknowledge_types
     if lst is None:
@@ -427,7 +429,9 @@ def _e_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeRequest_AcknowledgePartition_v1(o, out):
+def _e_ShareAcknowledgeRequest_AcknowledgePartition_v1(o: ShareAcknowledgeRequest_AcknowledgePartition, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.partition_index)
     lst = o.acknowledgement_batches
     if lst is None:
@@ -442,7 +446,9 @@ def _e_ShareAcknowledgeRequest_AcknowledgePartition_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1(o, out):
+def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1(o: ShareAcknowledgeRequest_AcknowledgeTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -457,7 +463,9 @@ def _e_ShareAcknowledgeRequest_AcknowledgeTopic_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeRequest_v1(o, out):
+def _e_ShareAcknowledgeRequest_v1(o: ShareAcknowledgeRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.group_id)
     _wcnstr(out, o.member_id)
     out += _p_i(o.share_session_epoch)
@@ -476,7 +484,7 @@ def _e_ShareAcknowledgeRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_ShareAcknowledgeRequest_v2(mv, pos):
+def _d_ShareAcknowledgeRequest_v2(mv: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
     limit = len(mv)
     o = _new(ShareAcknowledgeRequest)
     o.group_id, pos = _rcnstr(mv, pos)
@@ -499,7 +507,9 @@ def _d_ShareAcknowledgeRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareAcknowledgeRequest_v2(o, out):
+def _e_ShareAcknowledgeRequest_v2(o: ShareAcknowledgeRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.group_id)
     _wcnstr(out, o.member_id)
     out += _p_io(o.share_session_epoch, o.is_renew_ack)
@@ -516,7 +526,7 @@ def _e_ShareAcknowledgeRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(mv, pos):
+def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(mv: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse_LeaderIdAndEpoch, int]:
     limit = len(mv)
     o = _new(ShareAcknowledgeResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
@@ -527,7 +537,7 @@ def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _da_ShareAcknowledgeResponse_PartitionData_v1(mv, pos, n):
+def _da_ShareAcknowledgeResponse_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareAcknowledgeResponse_PartitionData, n)))
     for o in result:
@@ -541,7 +551,7 @@ def _da_ShareAcknowledgeResponse_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(mv, pos, n):
+def _da_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, n)))
     for o in result:
@@ -564,7 +574,7 @@ def _da_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareAcknowledgeResponse_NodeEndpoint_v1(mv, pos, n):
+def _da_ShareAcknowledgeResponse_NodeEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareAcknowledgeResponse_NodeEndpoint, n)))
     for o in result:
@@ -580,7 +590,7 @@ def _da_ShareAcknowledgeResponse_NodeEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareAcknowledgeResponse_v1(mv, pos):
+def _d_ShareAcknowledgeResponse_v1(mv: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
     limit = len(mv)
     o = _new(ShareAcknowledgeResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -616,7 +626,7 @@ def _d_ShareAcknowledgeResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o, out):
+def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o: ShareAcknowledgeResponse_LeaderIdAndEpoch, out: bytearray) -> None:
     out += _p_ii(o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -624,7 +634,7 @@ def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeResponse_PartitionData_v1(o, out):
+def _e_ShareAcknowledgeResponse_PartitionData_v1(o: ShareAcknowledgeResponse_PartitionData, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     _wcnstr(out, o.error_message)
     _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o.current_leader, out)
@@ -634,7 +644,9 @@ def _e_ShareAcknowledgeResponse_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(o, out):
+def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(o: ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -649,7 +661,7 @@ def _e_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeResponse_NodeEndpoint_v1(o, out):
+def _e_ShareAcknowledgeResponse_NodeEndpoint_v1(o: ShareAcknowledgeResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -660,7 +672,9 @@ def _e_ShareAcknowledgeResponse_NodeEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareAcknowledgeResponse_v1(o, out):
+def _e_ShareAcknowledgeResponse_v1(o: ShareAcknowledgeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.responses
@@ -683,7 +697,7 @@ def _e_ShareAcknowledgeResponse_v1(o, out):
     else:
         out.append(0)
 
-def _d_ShareAcknowledgeResponse_v2(mv, pos):
+def _d_ShareAcknowledgeResponse_v2(mv: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
     limit = len(mv)
     o = _new(ShareAcknowledgeResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -719,7 +733,9 @@ def _d_ShareAcknowledgeResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareAcknowledgeResponse_v2(o, out):
+def _e_ShareAcknowledgeResponse_v2(o: ShareAcknowledgeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_i(o.acquisition_lock_timeout_ms)

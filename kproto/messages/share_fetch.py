@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -409,7 +410,7 @@ class ShareFetchResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_ShareFetchRequest_AcknowledgementBatch_v1(mv, pos, n):
+def _da_ShareFetchRequest_AcknowledgementBatch_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchRequest_AcknowledgementBatch], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchRequest_AcknowledgementBatch, n)))
     for o in result:
@@ -432,7 +433,7 @@ def _da_ShareFetchRequest_AcknowledgementBatch_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareFetchRequest_FetchPartition_v1(mv, pos, n):
+def _da_ShareFetchRequest_FetchPartition_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchRequest_FetchPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchRequest_FetchPartition, n)))
     for o in result:
@@ -454,7 +455,7 @@ def _da_ShareFetchRequest_FetchPartition_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareFetchRequest_FetchTopic_v1(mv, pos, n):
+def _da_ShareFetchRequest_FetchTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchRequest_FetchTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchRequest_FetchTopic, n)))
     for o in result:
@@ -477,7 +478,7 @@ def _da_ShareFetchRequest_FetchTopic_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareFetchRequest_ForgottenTopic_v1(mv, pos, n):
+def _da_ShareFetchRequest_ForgottenTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchRequest_ForgottenTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchRequest_ForgottenTopic, n)))
     for o in result:
@@ -501,7 +502,7 @@ def _da_ShareFetchRequest_ForgottenTopic_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareFetchRequest_v1(mv, pos):
+def _d_ShareFetchRequest_v1(mv: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
     limit = len(mv)
     o = _new(ShareFetchRequest)
     o.group_id, pos = _rcnstr(mv, pos)
@@ -536,7 +537,8 @@ def _d_ShareFetchRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareFetchRequest_AcknowledgementBatch_v1(o, out):
+def _e_ShareFetchRequest_AcknowledgementBatch_v1(o: ShareFetchRequest_AcknowledgementBatch, out: bytearray) -> None:
+    lst: _Any
     out += _p_qq(o.first_offset, o.last_offset)
     lst = o.acknowledge_types
     if lst is None:
@@ -550,7 +552,9 @@ def _e_ShareFetchRequest_AcknowledgementBatch_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchRequest_FetchPartition_v1(o, out):
+def _e_ShareFetchRequest_FetchPartition_v1(o: ShareFetchRequest_FetchPartition, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.partition_index)
     lst = o.acknowledgement_batches
     if lst is None:
@@ -567,7 +571,9 @@ def _e_ShareFetchRequest_FetchPartition_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchRequest_FetchTopic_v1(o, out):
+def _e_ShareFetchRequest_FetchTopic_v1(o: ShareFetchRequest_FetchTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -582,7 +588,8 @@ def _e_ShareFetchRequest_FetchTopic_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchRequest_ForgottenTopic_v1(o, out):
+def _e_ShareFetchRequest_ForgottenTopic_v1(o: ShareFetchRequest_ForgottenTopic, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -596,7 +603,9 @@ def _e_ShareFetchRequest_ForgottenTopic_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchRequest_v1(o, out):
+def _e_ShareFetchRequest_v1(o: ShareFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.group_id)
     _wcnstr(out, o.member_id)
     out += _p_iiiiii(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
@@ -622,7 +631,7 @@ def _e_ShareFetchRequest_v1(o, out):
     else:
         out.append(0)
 
-def _d_ShareFetchRequest_v2(mv, pos):
+def _d_ShareFetchRequest_v2(mv: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
     limit = len(mv)
     o = _new(ShareFetchRequest)
     o.group_id, pos = _rcnstr(mv, pos)
@@ -657,7 +666,9 @@ def _d_ShareFetchRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareFetchRequest_v2(o, out):
+def _e_ShareFetchRequest_v2(o: ShareFetchRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.group_id)
     _wcnstr(out, o.member_id)
     out += _p_iiiiiibo(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
@@ -681,7 +692,7 @@ def _e_ShareFetchRequest_v2(o, out):
     else:
         out.append(0)
 
-def _d_ShareFetchResponse_LeaderIdAndEpoch_v1(mv, pos):
+def _d_ShareFetchResponse_LeaderIdAndEpoch_v1(mv: memoryview, pos: int) -> tuple[ShareFetchResponse_LeaderIdAndEpoch, int]:
     limit = len(mv)
     o = _new(ShareFetchResponse_LeaderIdAndEpoch)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
@@ -692,7 +703,7 @@ def _d_ShareFetchResponse_LeaderIdAndEpoch_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _da_ShareFetchResponse_AcquiredRecords_v1(mv, pos, n):
+def _da_ShareFetchResponse_AcquiredRecords_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchResponse_AcquiredRecords], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchResponse_AcquiredRecords, n)))
     for o in result:
@@ -704,7 +715,7 @@ def _da_ShareFetchResponse_AcquiredRecords_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareFetchResponse_PartitionData_v1(mv, pos, n):
+def _da_ShareFetchResponse_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchResponse_PartitionData, n)))
     for o in result:
@@ -750,7 +761,7 @@ def _da_ShareFetchResponse_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareFetchResponse_ShareFetchableTopicResponse_v1(mv, pos, n):
+def _da_ShareFetchResponse_ShareFetchableTopicResponse_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchResponse_ShareFetchableTopicResponse], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchResponse_ShareFetchableTopicResponse, n)))
     for o in result:
@@ -773,7 +784,7 @@ def _da_ShareFetchResponse_ShareFetchableTopicResponse_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareFetchResponse_NodeEndpoint_v1(mv, pos, n):
+def _da_ShareFetchResponse_NodeEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareFetchResponse_NodeEndpoint, n)))
     for o in result:
@@ -789,7 +800,7 @@ def _da_ShareFetchResponse_NodeEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareFetchResponse_v1(mv, pos):
+def _d_ShareFetchResponse_v1(mv: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
     limit = len(mv)
     o = _new(ShareFetchResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -825,7 +836,7 @@ def _d_ShareFetchResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareFetchResponse_LeaderIdAndEpoch_v1(o, out):
+def _e_ShareFetchResponse_LeaderIdAndEpoch_v1(o: ShareFetchResponse_LeaderIdAndEpoch, out: bytearray) -> None:
     out += _p_ii(o.leader_id, o.leader_epoch)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -833,7 +844,7 @@ def _e_ShareFetchResponse_LeaderIdAndEpoch_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchResponse_AcquiredRecords_v1(o, out):
+def _e_ShareFetchResponse_AcquiredRecords_v1(o: ShareFetchResponse_AcquiredRecords, out: bytearray) -> None:
     out += _p_qqh(o.first_offset, o.last_offset, o.delivery_count)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -841,7 +852,9 @@ def _e_ShareFetchResponse_AcquiredRecords_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchResponse_PartitionData_v1(o, out):
+def _e_ShareFetchResponse_PartitionData_v1(o: ShareFetchResponse_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.partition_index, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_h(o.acknowledge_error_code)
@@ -861,7 +874,9 @@ def _e_ShareFetchResponse_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchResponse_ShareFetchableTopicResponse_v1(o, out):
+def _e_ShareFetchResponse_ShareFetchableTopicResponse_v1(o: ShareFetchResponse_ShareFetchableTopicResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -876,7 +891,7 @@ def _e_ShareFetchResponse_ShareFetchableTopicResponse_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchResponse_NodeEndpoint_v1(o, out):
+def _e_ShareFetchResponse_NodeEndpoint_v1(o: ShareFetchResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -887,7 +902,9 @@ def _e_ShareFetchResponse_NodeEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareFetchResponse_v1(o, out):
+def _e_ShareFetchResponse_v1(o: ShareFetchResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     out += _p_i(o.acquisition_lock_timeout_ms)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -243,7 +244,9 @@ class ShareGroupDescribeResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _d_ShareGroupDescribeRequest_v1(mv, pos):
+def _d_ShareGroupDescribeRequest_v1(mv: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ShareGroupDescribeRequest)
     n = mv[pos]
@@ -270,7 +273,9 @@ def _d_ShareGroupDescribeRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareGroupDescribeRequest_v1(o, out):
+def _e_ShareGroupDescribeRequest_v1(o: ShareGroupDescribeRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.group_ids
     if lst is None:
         raise ValueError('None in non-nullable array group_ids')
@@ -285,7 +290,7 @@ def _e_ShareGroupDescribeRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_ShareGroupDescribeResponse_TopicPartitions_v1(mv, pos, n):
+def _da_ShareGroupDescribeResponse_TopicPartitions_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareGroupDescribeResponse_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareGroupDescribeResponse_TopicPartitions, n)))
     for o in result:
@@ -310,7 +315,7 @@ def _da_ShareGroupDescribeResponse_TopicPartitions_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareGroupDescribeResponse_Assignment_v1(mv, pos):
+def _d_ShareGroupDescribeResponse_Assignment_v1(mv: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse_Assignment, int]:
     limit = len(mv)
     o = _new(ShareGroupDescribeResponse_Assignment)
     n = mv[pos]
@@ -331,7 +336,9 @@ def _d_ShareGroupDescribeResponse_Assignment_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _da_ShareGroupDescribeResponse_Member_v1(mv, pos, n):
+def _da_ShareGroupDescribeResponse_Member_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareGroupDescribeResponse_Member], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(ShareGroupDescribeResponse_Member, n)))
     for o in result:
@@ -364,7 +371,7 @@ def _da_ShareGroupDescribeResponse_Member_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_ShareGroupDescribeResponse_DescribedGroup_v1(mv, pos, n):
+def _da_ShareGroupDescribeResponse_DescribedGroup_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareGroupDescribeResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareGroupDescribeResponse_DescribedGroup, n)))
     for o in result:
@@ -396,7 +403,7 @@ def _da_ShareGroupDescribeResponse_DescribedGroup_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareGroupDescribeResponse_v1(mv, pos):
+def _d_ShareGroupDescribeResponse_v1(mv: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
     limit = len(mv)
     o = _new(ShareGroupDescribeResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -417,7 +424,8 @@ def _d_ShareGroupDescribeResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareGroupDescribeResponse_TopicPartitions_v1(o, out):
+def _e_ShareGroupDescribeResponse_TopicPartitions_v1(o: ShareGroupDescribeResponse_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     _wcstr(out, o.topic_name)
     lst = o.partitions
@@ -432,7 +440,9 @@ def _e_ShareGroupDescribeResponse_TopicPartitions_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareGroupDescribeResponse_Assignment_v1(o, out):
+def _e_ShareGroupDescribeResponse_Assignment_v1(o: ShareGroupDescribeResponse_Assignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_partitions
     if lst is None:
         raise ValueError('None in non-nullable array topic_partitions')
@@ -446,7 +456,9 @@ def _e_ShareGroupDescribeResponse_Assignment_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareGroupDescribeResponse_Member_v1(o, out):
+def _e_ShareGroupDescribeResponse_Member_v1(o: ShareGroupDescribeResponse_Member, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.member_id)
     _wcnstr(out, o.rack_id)
     out += _p_i(o.member_epoch)
@@ -466,7 +478,9 @@ def _e_ShareGroupDescribeResponse_Member_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareGroupDescribeResponse_DescribedGroup_v1(o, out):
+def _e_ShareGroupDescribeResponse_DescribedGroup_v1(o: ShareGroupDescribeResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.group_id)
@@ -487,7 +501,9 @@ def _e_ShareGroupDescribeResponse_DescribedGroup_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareGroupDescribeResponse_v1(o, out):
+def _e_ShareGroupDescribeResponse_v1(o: ShareGroupDescribeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -179,7 +180,9 @@ class ShareGroupHeartbeatResponse(ProtocolStruct):
         self.assignment = assignment
 
 
-def _d_ShareGroupHeartbeatRequest_v1(mv, pos):
+def _d_ShareGroupHeartbeatRequest_v1(mv: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(ShareGroupHeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -211,7 +214,9 @@ def _d_ShareGroupHeartbeatRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareGroupHeartbeatRequest_v1(o, out):
+def _e_ShareGroupHeartbeatRequest_v1(o: ShareGroupHeartbeatRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     _wcstr(out, o.member_id)
     out += _p_i(o.member_epoch)
@@ -229,7 +234,7 @@ def _e_ShareGroupHeartbeatRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_ShareGroupHeartbeatResponse_TopicPartitions_v1(mv, pos, n):
+def _da_ShareGroupHeartbeatResponse_TopicPartitions_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareGroupHeartbeatResponse_TopicPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(ShareGroupHeartbeatResponse_TopicPartitions, n)))
     for o in result:
@@ -253,7 +258,7 @@ def _da_ShareGroupHeartbeatResponse_TopicPartitions_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_ShareGroupHeartbeatResponse_Assignment_v1(mv, pos):
+def _d_ShareGroupHeartbeatResponse_Assignment_v1(mv: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse_Assignment, int]:
     limit = len(mv)
     o = _new(ShareGroupHeartbeatResponse_Assignment)
     n = mv[pos]
@@ -274,7 +279,7 @@ def _d_ShareGroupHeartbeatResponse_Assignment_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _d_ShareGroupHeartbeatResponse_v1(mv, pos):
+def _d_ShareGroupHeartbeatResponse_v1(mv: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
     limit = len(mv)
     o = _new(ShareGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -295,7 +300,8 @@ def _d_ShareGroupHeartbeatResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_ShareGroupHeartbeatResponse_TopicPartitions_v1(o, out):
+def _e_ShareGroupHeartbeatResponse_TopicPartitions_v1(o: ShareGroupHeartbeatResponse_TopicPartitions, out: bytearray) -> None:
+    lst: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -309,7 +315,9 @@ def _e_ShareGroupHeartbeatResponse_TopicPartitions_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareGroupHeartbeatResponse_Assignment_v1(o, out):
+def _e_ShareGroupHeartbeatResponse_Assignment_v1(o: ShareGroupHeartbeatResponse_Assignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.topic_partitions
     if lst is None:
         raise ValueError('None in non-nullable array topic_partitions')
@@ -323,7 +331,7 @@ def _e_ShareGroupHeartbeatResponse_Assignment_v1(o, out):
     else:
         out.append(0)
 
-def _e_ShareGroupHeartbeatResponse_v1(o, out):
+def _e_ShareGroupHeartbeatResponse_v1(o: ShareGroupHeartbeatResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     _wcnstr(out, o.member_id)

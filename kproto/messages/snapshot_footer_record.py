@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -78,7 +79,7 @@ class SnapshotFooterRecord(ProtocolStruct):
         self.version = version
 
 
-def _d_SnapshotFooterRecord_v0(mv, pos):
+def _d_SnapshotFooterRecord_v0(mv: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:
     limit = len(mv)
     o = _new(SnapshotFooterRecord)
     o.version, = _u_h(mv, pos)
@@ -89,7 +90,7 @@ def _d_SnapshotFooterRecord_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SnapshotFooterRecord_v0(o, out):
+def _e_SnapshotFooterRecord_v0(o: SnapshotFooterRecord, out: bytearray) -> None:
     out += _p_h(o.version)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -80,7 +81,7 @@ class SnapshotHeaderRecord(ProtocolStruct):
         self.last_contained_log_timestamp = last_contained_log_timestamp
 
 
-def _d_SnapshotHeaderRecord_v0(mv, pos):
+def _d_SnapshotHeaderRecord_v0(mv: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:
     limit = len(mv)
     o = _new(SnapshotHeaderRecord)
     o.version, o.last_contained_log_timestamp = _u_hq(mv, pos)
@@ -91,7 +92,7 @@ def _d_SnapshotHeaderRecord_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SnapshotHeaderRecord_v0(o, out):
+def _e_SnapshotHeaderRecord_v0(o: SnapshotHeaderRecord, out: bytearray) -> None:
     out += _p_hq(o.version, o.last_contained_log_timestamp)
     unknown = o._unknown_tagged_fields
     if unknown:

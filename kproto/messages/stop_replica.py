@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -275,7 +276,7 @@ class StopReplicaResponse(ProtocolStruct):
             self.partition_errors = partition_errors
 
 
-def _da_StopReplicaRequest_StopReplicaPartitionV0_v0(mv, pos, n):
+def _da_StopReplicaRequest_StopReplicaPartitionV0_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaRequest_StopReplicaPartitionV0], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaRequest_StopReplicaPartitionV0, n)))
     for o in result:
@@ -284,7 +285,7 @@ def _da_StopReplicaRequest_StopReplicaPartitionV0_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_StopReplicaRequest_v0(mv, pos):
+def _d_StopReplicaRequest_v0(mv: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     limit = len(mv)
     o = _new(StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.delete_partitions = _u_iio(mv, pos)
@@ -301,11 +302,13 @@ def _d_StopReplicaRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_StopReplicaRequest_StopReplicaPartitionV0_v0(o, out):
+def _e_StopReplicaRequest_StopReplicaPartitionV0_v0(o: StopReplicaRequest_StopReplicaPartitionV0, out: bytearray) -> None:
     _wstr(out, o.topic_name)
     out += _p_i(o.partition_index)
 
-def _e_StopReplicaRequest_v0(o, out):
+def _e_StopReplicaRequest_v0(o: StopReplicaRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iio(o.controller_id, o.controller_epoch, o.delete_partitions)
     lst = o.ungrouped_partitions
     if lst is None:
@@ -321,7 +324,7 @@ def _e_StopReplicaRequest_v0(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '3+')
 
-def _da_StopReplicaRequest_StopReplicaTopicV1_v1(mv, pos, n):
+def _da_StopReplicaRequest_StopReplicaTopicV1_v1(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaRequest_StopReplicaTopicV1], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaRequest_StopReplicaTopicV1, n)))
     for o in result:
@@ -339,7 +342,7 @@ def _da_StopReplicaRequest_StopReplicaTopicV1_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_StopReplicaRequest_v1(mv, pos):
+def _d_StopReplicaRequest_v1(mv: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     limit = len(mv)
     o = _new(StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions = _u_iiqo(mv, pos)
@@ -356,7 +359,8 @@ def _d_StopReplicaRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o, out):
+def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o: StopReplicaRequest_StopReplicaTopicV1, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -365,7 +369,9 @@ def _e_StopReplicaRequest_StopReplicaTopicV1_v1(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_StopReplicaRequest_v1(o, out):
+def _e_StopReplicaRequest_v1(o: StopReplicaRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiqo(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     lst = o.topics
     if lst is None:
@@ -381,7 +387,7 @@ def _e_StopReplicaRequest_v1(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '3+')
 
-def _da_StopReplicaRequest_StopReplicaTopicV1_v2(mv, pos, n):
+def _da_StopReplicaRequest_StopReplicaTopicV1_v2(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaRequest_StopReplicaTopicV1], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaRequest_StopReplicaTopicV1, n)))
     for o in result:
@@ -405,7 +411,7 @@ def _da_StopReplicaRequest_StopReplicaTopicV1_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StopReplicaRequest_v2(mv, pos):
+def _d_StopReplicaRequest_v2(mv: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     limit = len(mv)
     o = _new(StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions, n = _u_iiqoB(mv, pos)
@@ -426,7 +432,8 @@ def _d_StopReplicaRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o, out):
+def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o: StopReplicaRequest_StopReplicaTopicV1, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -440,7 +447,9 @@ def _e_StopReplicaRequest_StopReplicaTopicV1_v2(o, out):
     else:
         out.append(0)
 
-def _e_StopReplicaRequest_v2(o, out):
+def _e_StopReplicaRequest_v2(o: StopReplicaRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiqo(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     lst = o.topics
     if lst is None:
@@ -461,7 +470,7 @@ def _e_StopReplicaRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_StopReplicaRequest_StopReplicaPartitionState_v3(mv, pos, n):
+def _da_StopReplicaRequest_StopReplicaPartitionState_v3(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaRequest_StopReplicaPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaRequest_StopReplicaPartitionState, n)))
     for o in result:
@@ -473,7 +482,7 @@ def _da_StopReplicaRequest_StopReplicaPartitionState_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StopReplicaRequest_StopReplicaTopicState_v3(mv, pos, n):
+def _da_StopReplicaRequest_StopReplicaTopicState_v3(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaRequest_StopReplicaTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaRequest_StopReplicaTopicState, n)))
     for o in result:
@@ -496,7 +505,7 @@ def _da_StopReplicaRequest_StopReplicaTopicState_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StopReplicaRequest_v3(mv, pos):
+def _d_StopReplicaRequest_v3(mv: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     limit = len(mv)
     o = _new(StopReplicaRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, n = _u_iiqB(mv, pos)
@@ -517,7 +526,7 @@ def _d_StopReplicaRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StopReplicaRequest_StopReplicaPartitionState_v3(o, out):
+def _e_StopReplicaRequest_StopReplicaPartitionState_v3(o: StopReplicaRequest_StopReplicaPartitionState, out: bytearray) -> None:
     out += _p_iio(o.partition_index, o.leader_epoch, o.delete_partition)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -525,7 +534,9 @@ def _e_StopReplicaRequest_StopReplicaPartitionState_v3(o, out):
     else:
         out.append(0)
 
-def _e_StopReplicaRequest_StopReplicaTopicState_v3(o, out):
+def _e_StopReplicaRequest_StopReplicaTopicState_v3(o: StopReplicaRequest_StopReplicaTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partition_states
     if lst is None:
@@ -540,7 +551,9 @@ def _e_StopReplicaRequest_StopReplicaTopicState_v3(o, out):
     else:
         out.append(0)
 
-def _e_StopReplicaRequest_v3(o, out):
+def _e_StopReplicaRequest_v3(o: StopReplicaRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -563,7 +576,7 @@ def _e_StopReplicaRequest_v3(o, out):
     else:
         out.append(0)
 
-def _d_StopReplicaRequest_v4(mv, pos):
+def _d_StopReplicaRequest_v4(mv: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     limit = len(mv)
     o = _new(StopReplicaRequest)
     o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, n = _u_ioiqB(mv, pos)
@@ -584,7 +597,9 @@ def _d_StopReplicaRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StopReplicaRequest_v4(o, out):
+def _e_StopReplicaRequest_v4(o: StopReplicaRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ioiq(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -605,7 +620,7 @@ def _e_StopReplicaRequest_v4(o, out):
     else:
         out.append(0)
 
-def _da_StopReplicaResponse_StopReplicaPartitionError_v0(mv, pos, n):
+def _da_StopReplicaResponse_StopReplicaPartitionError_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaResponse_StopReplicaPartitionError], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaResponse_StopReplicaPartitionError, n)))
     for o in result:
@@ -614,7 +629,7 @@ def _da_StopReplicaResponse_StopReplicaPartitionError_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _d_StopReplicaResponse_v0(mv, pos):
+def _d_StopReplicaResponse_v0(mv: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
     limit = len(mv)
     o = _new(StopReplicaResponse)
     o.error_code, = _u_h(mv, pos)
@@ -631,11 +646,13 @@ def _d_StopReplicaResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_StopReplicaResponse_StopReplicaPartitionError_v0(o, out):
+def _e_StopReplicaResponse_StopReplicaPartitionError_v0(o: StopReplicaResponse_StopReplicaPartitionError, out: bytearray) -> None:
     _wstr(out, o.topic_name)
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_StopReplicaResponse_v0(o, out):
+def _e_StopReplicaResponse_v0(o: StopReplicaResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.partition_errors
     if lst is None:
@@ -645,7 +662,7 @@ def _e_StopReplicaResponse_v0(o, out):
         for item in lst:
             _e_StopReplicaResponse_StopReplicaPartitionError_v0(item, out)
 
-def _da_StopReplicaResponse_StopReplicaPartitionError_v2(mv, pos, n):
+def _da_StopReplicaResponse_StopReplicaPartitionError_v2(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaResponse_StopReplicaPartitionError], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StopReplicaResponse_StopReplicaPartitionError, n)))
     for o in result:
@@ -658,7 +675,7 @@ def _da_StopReplicaResponse_StopReplicaPartitionError_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StopReplicaResponse_v2(mv, pos):
+def _d_StopReplicaResponse_v2(mv: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
     limit = len(mv)
     o = _new(StopReplicaResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -679,7 +696,7 @@ def _d_StopReplicaResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StopReplicaResponse_StopReplicaPartitionError_v2(o, out):
+def _e_StopReplicaResponse_StopReplicaPartitionError_v2(o: StopReplicaResponse_StopReplicaPartitionError, out: bytearray) -> None:
     _wcstr(out, o.topic_name)
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
@@ -688,7 +705,9 @@ def _e_StopReplicaResponse_StopReplicaPartitionError_v2(o, out):
     else:
         out.append(0)
 
-def _e_StopReplicaResponse_v2(o, out):
+def _e_StopReplicaResponse_v2(o: StopReplicaResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.partition_errors
     if lst is None:

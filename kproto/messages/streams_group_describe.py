@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -558,7 +559,9 @@ class StreamsGroupDescribeResponse(ProtocolStruct):
             self.groups = groups
 
 
-def _d_StreamsGroupDescribeRequest_v0(mv, pos):
+def _d_StreamsGroupDescribeRequest_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(StreamsGroupDescribeRequest)
     n = mv[pos]
@@ -585,7 +588,9 @@ def _d_StreamsGroupDescribeRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupDescribeRequest_v0(o, out):
+def _e_StreamsGroupDescribeRequest_v0(o: StreamsGroupDescribeRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.group_ids
     if lst is None:
         raise ValueError('None in non-nullable array group_ids')
@@ -602,7 +607,9 @@ def _e_StreamsGroupDescribeRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_StreamsGroupDescribeRequest_v1(mv, pos):
+def _d_StreamsGroupDescribeRequest_v1(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeRequest, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(StreamsGroupDescribeRequest)
     n = mv[pos]
@@ -629,7 +636,9 @@ def _d_StreamsGroupDescribeRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupDescribeRequest_v1(o, out):
+def _e_StreamsGroupDescribeRequest_v1(o: StreamsGroupDescribeRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.group_ids
     if lst is None:
         raise ValueError('None in non-nullable array group_ids')
@@ -644,7 +653,8 @@ def _e_StreamsGroupDescribeRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_StreamsGroupDescribeResponse_KeyValue_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_KeyValue_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_KeyValue], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_KeyValue, n)))
     for o in result:
@@ -656,7 +666,7 @@ def _da_StreamsGroupDescribeResponse_KeyValue_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupDescribeResponse_TopicInfo_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_TopicInfo_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_TopicInfo], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_TopicInfo, n)))
     for o in result:
@@ -679,7 +689,9 @@ def _da_StreamsGroupDescribeResponse_TopicInfo_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupDescribeResponse_Subtopology_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_Subtopology_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_Subtopology], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_Subtopology, n)))
     for o in result:
@@ -746,7 +758,7 @@ def _da_StreamsGroupDescribeResponse_Subtopology_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupDescribeResponse_Topology_v0(mv, pos):
+def _d_StreamsGroupDescribeResponse_Topology_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse_Topology, int]:
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse_Topology)
     o.epoch, n = _u_iB(mv, pos)
@@ -769,7 +781,7 @@ def _d_StreamsGroupDescribeResponse_Topology_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _d_StreamsGroupDescribeResponse_Endpoint_v0(mv, pos):
+def _d_StreamsGroupDescribeResponse_Endpoint_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse_Endpoint, int]:
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse_Endpoint)
     o.host, pos = _rcstr(mv, pos)
@@ -781,7 +793,7 @@ def _d_StreamsGroupDescribeResponse_Endpoint_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupDescribeResponse_TaskOffset_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_TaskOffset_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_TaskOffset], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_TaskOffset, n)))
     for o in result:
@@ -794,7 +806,7 @@ def _da_StreamsGroupDescribeResponse_TaskOffset_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupDescribeResponse_TaskIds_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_TaskIds_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_TaskIds], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_TaskIds, n)))
     for o in result:
@@ -818,7 +830,7 @@ def _da_StreamsGroupDescribeResponse_TaskIds_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupDescribeResponse_Assignment_v0(mv, pos):
+def _d_StreamsGroupDescribeResponse_Assignment_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse_Assignment, int]:
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse_Assignment)
     n = mv[pos]
@@ -863,7 +875,7 @@ def _d_StreamsGroupDescribeResponse_Assignment_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupDescribeResponse_Member_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_Member_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_Member], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_Member, n)))
     for o in result:
@@ -929,7 +941,7 @@ def _da_StreamsGroupDescribeResponse_Member_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_DescribedGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_DescribedGroup, n)))
     for o in result:
@@ -966,7 +978,7 @@ def _da_StreamsGroupDescribeResponse_DescribedGroup_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupDescribeResponse_v0(mv, pos):
+def _d_StreamsGroupDescribeResponse_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse, int]:
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -987,7 +999,8 @@ def _d_StreamsGroupDescribeResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupDescribeResponse_KeyValue_v0(o, out):
+def _e_StreamsGroupDescribeResponse_KeyValue_v0(o: StreamsGroupDescribeResponse_KeyValue, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.key)
     _wcstr(out, o.value)
     unknown = o._unknown_tagged_fields
@@ -996,7 +1009,9 @@ def _e_StreamsGroupDescribeResponse_KeyValue_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_TopicInfo_v0(o, out):
+def _e_StreamsGroupDescribeResponse_TopicInfo_v0(o: StreamsGroupDescribeResponse_TopicInfo, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     out += _p_ih(o.partitions, o.replication_factor)
     lst = o.topic_configs
@@ -1012,7 +1027,9 @@ def _e_StreamsGroupDescribeResponse_TopicInfo_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_Subtopology_v0(o, out):
+def _e_StreamsGroupDescribeResponse_Subtopology_v0(o: StreamsGroupDescribeResponse_Subtopology, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.source_topics
     if lst is None:
@@ -1048,7 +1065,9 @@ def _e_StreamsGroupDescribeResponse_Subtopology_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_Topology_v0(o, out):
+def _e_StreamsGroupDescribeResponse_Topology_v0(o: StreamsGroupDescribeResponse_Topology, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.epoch)
     lst = o.subtopologies
     if lst is None:
@@ -1063,7 +1082,7 @@ def _e_StreamsGroupDescribeResponse_Topology_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_Endpoint_v0(o, out):
+def _e_StreamsGroupDescribeResponse_Endpoint_v0(o: StreamsGroupDescribeResponse_Endpoint, out: bytearray) -> None:
     _wcstr(out, o.host)
     out += _p_H(o.port)
     unknown = o._unknown_tagged_fields
@@ -1072,7 +1091,7 @@ def _e_StreamsGroupDescribeResponse_Endpoint_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_TaskOffset_v0(o, out):
+def _e_StreamsGroupDescribeResponse_TaskOffset_v0(o: StreamsGroupDescribeResponse_TaskOffset, out: bytearray) -> None:
     _wcstr(out, o.subtopology_id)
     out += _p_iq(o.partition, o.offset)
     unknown = o._unknown_tagged_fields
@@ -1081,7 +1100,8 @@ def _e_StreamsGroupDescribeResponse_TaskOffset_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_TaskIds_v0(o, out):
+def _e_StreamsGroupDescribeResponse_TaskIds_v0(o: StreamsGroupDescribeResponse_TaskIds, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.partitions
     if lst is None:
@@ -1095,7 +1115,9 @@ def _e_StreamsGroupDescribeResponse_TaskIds_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_Assignment_v0(o, out):
+def _e_StreamsGroupDescribeResponse_Assignment_v0(o: StreamsGroupDescribeResponse_Assignment, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.active_tasks
     if lst is None:
         raise ValueError('None in non-nullable array active_tasks')
@@ -1123,7 +1145,9 @@ def _e_StreamsGroupDescribeResponse_Assignment_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_Member_v0(o, out):
+def _e_StreamsGroupDescribeResponse_Member_v0(o: StreamsGroupDescribeResponse_Member, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.member_id)
     out += _p_i(o.member_epoch)
     _wcnstr(out, o.instance_id)
@@ -1167,7 +1191,9 @@ def _e_StreamsGroupDescribeResponse_Member_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_DescribedGroup_v0(o, out):
+def _e_StreamsGroupDescribeResponse_DescribedGroup_v0(o: StreamsGroupDescribeResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.group_id)
@@ -1196,7 +1222,9 @@ def _e_StreamsGroupDescribeResponse_DescribedGroup_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_v0(o, out):
+def _e_StreamsGroupDescribeResponse_v0(o: StreamsGroupDescribeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:
@@ -1211,7 +1239,9 @@ def _e_StreamsGroupDescribeResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_TopologyDescriptionNode], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_TopologyDescriptionNode, n)))
     for o in result:
@@ -1271,7 +1301,7 @@ def _da_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology_v1(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology_v1(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_TopologyDescriptionSubtopology], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_TopologyDescriptionSubtopology, n)))
     for o in result:
@@ -1294,7 +1324,9 @@ def _da_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology_v1(mv, pos, 
             pos += 1
     return result, pos
 
-def _d_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(mv, pos):
+def _d_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse_TopologyDescriptionNode, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse_TopologyDescriptionNode)
     o.name, pos = _rcstr(mv, pos)
@@ -1353,7 +1385,7 @@ def _d_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore_v1(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore_v1(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore, n)))
     for o in result:
@@ -1365,7 +1397,7 @@ def _da_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore_v1(mv, pos, 
             pos += 1
     return result, pos
 
-def _d_StreamsGroupDescribeResponse_TopologyDescription_v1(mv, pos):
+def _d_StreamsGroupDescribeResponse_TopologyDescription_v1(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse_TopologyDescription, int]:
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse_TopologyDescription)
     n = mv[pos]
@@ -1398,7 +1430,7 @@ def _d_StreamsGroupDescribeResponse_TopologyDescription_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupDescribeResponse_DescribedGroup_v1(mv, pos, n):
+def _da_StreamsGroupDescribeResponse_DescribedGroup_v1(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupDescribeResponse_DescribedGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupDescribeResponse_DescribedGroup, n)))
     for o in result:
@@ -1444,7 +1476,7 @@ def _da_StreamsGroupDescribeResponse_DescribedGroup_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupDescribeResponse_v1(mv, pos):
+def _d_StreamsGroupDescribeResponse_v1(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeResponse, int]:
     limit = len(mv)
     o = _new(StreamsGroupDescribeResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -1465,7 +1497,9 @@ def _d_StreamsGroupDescribeResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(o, out):
+def _e_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(o: StreamsGroupDescribeResponse_TopologyDescriptionNode, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     out += _p_b(o.node_type)
     lst = o.source_topics
@@ -1496,7 +1530,9 @@ def _e_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology_v1(o, out):
+def _e_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology_v1(o: StreamsGroupDescribeResponse_TopologyDescriptionSubtopology, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.nodes
     if lst is None:
@@ -1511,7 +1547,7 @@ def _e_StreamsGroupDescribeResponse_TopologyDescriptionSubtopology_v1(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore_v1(o, out):
+def _e_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore_v1(o: StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore, out: bytearray) -> None:
     _e_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(o.source, out)
     _e_StreamsGroupDescribeResponse_TopologyDescriptionNode_v1(o.processor, out)
     unknown = o._unknown_tagged_fields
@@ -1520,7 +1556,9 @@ def _e_StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore_v1(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_TopologyDescription_v1(o, out):
+def _e_StreamsGroupDescribeResponse_TopologyDescription_v1(o: StreamsGroupDescribeResponse_TopologyDescription, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.subtopologies
     if lst is None:
         raise ValueError('None in non-nullable array subtopologies')
@@ -1541,7 +1579,9 @@ def _e_StreamsGroupDescribeResponse_TopologyDescription_v1(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_DescribedGroup_v1(o, out):
+def _e_StreamsGroupDescribeResponse_DescribedGroup_v1(o: StreamsGroupDescribeResponse_DescribedGroup, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.group_id)
@@ -1573,7 +1613,9 @@ def _e_StreamsGroupDescribeResponse_DescribedGroup_v1(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupDescribeResponse_v1(o, out):
+def _e_StreamsGroupDescribeResponse_v1(o: StreamsGroupDescribeResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.groups
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -545,7 +546,8 @@ class StreamsGroupHeartbeatResponse(ProtocolStruct):
         self.partitions_by_user_endpoint = partitions_by_user_endpoint
 
 
-def _da_StreamsGroupHeartbeatRequest_KeyValue_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatRequest_KeyValue_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_KeyValue], int]:
+    value: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatRequest_KeyValue, n)))
     for o in result:
@@ -557,7 +559,7 @@ def _da_StreamsGroupHeartbeatRequest_KeyValue_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupHeartbeatRequest_TopicInfo_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatRequest_TopicInfo_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_TopicInfo], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatRequest_TopicInfo, n)))
     for o in result:
@@ -580,7 +582,7 @@ def _da_StreamsGroupHeartbeatRequest_TopicInfo_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_CopartitionGroup], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatRequest_CopartitionGroup, n)))
     for o in result:
@@ -629,7 +631,9 @@ def _da_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupHeartbeatRequest_Subtopology_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatRequest_Subtopology_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_Subtopology], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatRequest_Subtopology, n)))
     for o in result:
@@ -724,7 +728,7 @@ def _da_StreamsGroupHeartbeatRequest_Subtopology_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupHeartbeatRequest_Topology_v0(mv, pos):
+def _d_StreamsGroupHeartbeatRequest_Topology_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatRequest_Topology, int]:
     limit = len(mv)
     o = _new(StreamsGroupHeartbeatRequest_Topology)
     o.epoch, n = _u_iB(mv, pos)
@@ -745,7 +749,7 @@ def _d_StreamsGroupHeartbeatRequest_Topology_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupHeartbeatRequest_TaskIds_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatRequest_TaskIds_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_TaskIds], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatRequest_TaskIds, n)))
     for o in result:
@@ -769,7 +773,7 @@ def _da_StreamsGroupHeartbeatRequest_TaskIds_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupHeartbeatRequest_Endpoint_v0(mv, pos):
+def _d_StreamsGroupHeartbeatRequest_Endpoint_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatRequest_Endpoint, int]:
     limit = len(mv)
     o = _new(StreamsGroupHeartbeatRequest_Endpoint)
     o.host, pos = _rcstr(mv, pos)
@@ -781,7 +785,7 @@ def _d_StreamsGroupHeartbeatRequest_Endpoint_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupHeartbeatRequest_TaskOffset_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatRequest_TaskOffset_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_TaskOffset], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatRequest_TaskOffset, n)))
     for o in result:
@@ -794,7 +798,7 @@ def _da_StreamsGroupHeartbeatRequest_TaskOffset_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupHeartbeatRequest_v0(mv, pos):
+def _d_StreamsGroupHeartbeatRequest_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatRequest, int]:
     limit = len(mv)
     o = _new(StreamsGroupHeartbeatRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -910,7 +914,8 @@ def _d_StreamsGroupHeartbeatRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupHeartbeatRequest_KeyValue_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_KeyValue_v0(o: StreamsGroupHeartbeatRequest_KeyValue, out: bytearray) -> None:
+    value: _Any
     _wcstr(out, o.key)
     _wcstr(out, o.value)
     unknown = o._unknown_tagged_fields
@@ -919,7 +924,9 @@ def _e_StreamsGroupHeartbeatRequest_KeyValue_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_TopicInfo_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_TopicInfo_v0(o: StreamsGroupHeartbeatRequest_TopicInfo, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     out += _p_ih(o.partitions, o.replication_factor)
     lst = o.topic_configs
@@ -935,7 +942,8 @@ def _e_StreamsGroupHeartbeatRequest_TopicInfo_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(o: StreamsGroupHeartbeatRequest_CopartitionGroup, out: bytearray) -> None:
+    lst: _Any
     lst = o.source_topics
     if lst is None:
         raise ValueError('None in non-nullable array source_topics')
@@ -960,7 +968,9 @@ def _e_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_Subtopology_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_Subtopology_v0(o: StreamsGroupHeartbeatRequest_Subtopology, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.source_topics
     if lst is None:
@@ -1010,7 +1020,9 @@ def _e_StreamsGroupHeartbeatRequest_Subtopology_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_Topology_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_Topology_v0(o: StreamsGroupHeartbeatRequest_Topology, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.epoch)
     lst = o.subtopologies
     if lst is None:
@@ -1025,7 +1037,8 @@ def _e_StreamsGroupHeartbeatRequest_Topology_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_TaskIds_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_TaskIds_v0(o: StreamsGroupHeartbeatRequest_TaskIds, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.partitions
     if lst is None:
@@ -1039,7 +1052,7 @@ def _e_StreamsGroupHeartbeatRequest_TaskIds_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_Endpoint_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_Endpoint_v0(o: StreamsGroupHeartbeatRequest_Endpoint, out: bytearray) -> None:
     _wcstr(out, o.host)
     out += _p_H(o.port)
     unknown = o._unknown_tagged_fields
@@ -1048,7 +1061,7 @@ def _e_StreamsGroupHeartbeatRequest_Endpoint_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_TaskOffset_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_TaskOffset_v0(o: StreamsGroupHeartbeatRequest_TaskOffset, out: bytearray) -> None:
     _wcstr(out, o.subtopology_id)
     out += _p_iq(o.partition, o.offset)
     unknown = o._unknown_tagged_fields
@@ -1057,7 +1070,9 @@ def _e_StreamsGroupHeartbeatRequest_TaskOffset_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatRequest_v0(o, out):
+def _e_StreamsGroupHeartbeatRequest_v0(o: StreamsGroupHeartbeatRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     _wcstr(out, o.member_id)
     out += _p_ii(o.member_epoch, o.endpoint_information_epoch)
@@ -1124,7 +1139,7 @@ def _e_StreamsGroupHeartbeatRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_StreamsGroupHeartbeatResponse_Status_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatResponse_Status_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatResponse_Status], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatResponse_Status, n)))
     for o in result:
@@ -1137,7 +1152,7 @@ def _da_StreamsGroupHeartbeatResponse_Status_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupHeartbeatResponse_TaskIds_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatResponse_TaskIds_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatResponse_TaskIds], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatResponse_TaskIds, n)))
     for o in result:
@@ -1161,7 +1176,7 @@ def _da_StreamsGroupHeartbeatResponse_TaskIds_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupHeartbeatResponse_Endpoint_v0(mv, pos):
+def _d_StreamsGroupHeartbeatResponse_Endpoint_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatResponse_Endpoint, int]:
     limit = len(mv)
     o = _new(StreamsGroupHeartbeatResponse_Endpoint)
     o.host, pos = _rcstr(mv, pos)
@@ -1173,7 +1188,7 @@ def _d_StreamsGroupHeartbeatResponse_Endpoint_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_StreamsGroupHeartbeatResponse_TopicPartition_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatResponse_TopicPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatResponse_TopicPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatResponse_TopicPartition, n)))
     for o in result:
@@ -1197,7 +1212,7 @@ def _da_StreamsGroupHeartbeatResponse_TopicPartition_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(mv, pos, n):
+def _da_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatResponse_EndpointToPartitions], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupHeartbeatResponse_EndpointToPartitions, n)))
     for o in result:
@@ -1232,7 +1247,7 @@ def _da_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_StreamsGroupHeartbeatResponse_v0(mv, pos):
+def _d_StreamsGroupHeartbeatResponse_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatResponse, int]:
     limit = len(mv)
     o = _new(StreamsGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -1313,7 +1328,7 @@ def _d_StreamsGroupHeartbeatResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupHeartbeatResponse_Status_v0(o, out):
+def _e_StreamsGroupHeartbeatResponse_Status_v0(o: StreamsGroupHeartbeatResponse_Status, out: bytearray) -> None:
     out += _p_b(o.status_code)
     _wcstr(out, o.status_detail)
     unknown = o._unknown_tagged_fields
@@ -1322,7 +1337,8 @@ def _e_StreamsGroupHeartbeatResponse_Status_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatResponse_TaskIds_v0(o, out):
+def _e_StreamsGroupHeartbeatResponse_TaskIds_v0(o: StreamsGroupHeartbeatResponse_TaskIds, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.partitions
     if lst is None:
@@ -1336,7 +1352,7 @@ def _e_StreamsGroupHeartbeatResponse_TaskIds_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatResponse_Endpoint_v0(o, out):
+def _e_StreamsGroupHeartbeatResponse_Endpoint_v0(o: StreamsGroupHeartbeatResponse_Endpoint, out: bytearray) -> None:
     _wcstr(out, o.host)
     out += _p_H(o.port)
     unknown = o._unknown_tagged_fields
@@ -1345,7 +1361,8 @@ def _e_StreamsGroupHeartbeatResponse_Endpoint_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatResponse_TopicPartition_v0(o, out):
+def _e_StreamsGroupHeartbeatResponse_TopicPartition_v0(o: StreamsGroupHeartbeatResponse_TopicPartition, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.topic)
     lst = o.partitions
     if lst is None:
@@ -1359,7 +1376,9 @@ def _e_StreamsGroupHeartbeatResponse_TopicPartition_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(o, out):
+def _e_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(o: StreamsGroupHeartbeatResponse_EndpointToPartitions, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _e_StreamsGroupHeartbeatResponse_Endpoint_v0(o.user_endpoint, out)
     lst = o.active_partitions
     if lst is None:
@@ -1381,7 +1400,9 @@ def _e_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(o, out):
     else:
         out.append(0)
 
-def _e_StreamsGroupHeartbeatResponse_v0(o, out):
+def _e_StreamsGroupHeartbeatResponse_v0(o: StreamsGroupHeartbeatResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.member_id)
@@ -1430,7 +1451,7 @@ def _e_StreamsGroupHeartbeatResponse_v0(o, out):
     else:
         out.append(0)
 
-def _d_StreamsGroupHeartbeatResponse_v1(mv, pos):
+def _d_StreamsGroupHeartbeatResponse_v1(mv: memoryview, pos: int) -> tuple[StreamsGroupHeartbeatResponse, int]:
     limit = len(mv)
     o = _new(StreamsGroupHeartbeatResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -1511,7 +1532,9 @@ def _d_StreamsGroupHeartbeatResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupHeartbeatResponse_v1(o, out):
+def _e_StreamsGroupHeartbeatResponse_v1(o: StreamsGroupHeartbeatResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     _wcstr(out, o.member_id)

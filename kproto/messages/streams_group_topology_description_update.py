@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -232,7 +233,9 @@ class StreamsGroupTopologyDescriptionUpdateResponse(ProtocolStruct):
         self.error_message = error_message
 
 
-def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(mv, pos, n):
+def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode], int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode, n)))
     for o in result:
@@ -292,7 +295,7 @@ def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(
             pos += 1
     return result, pos
 
-def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology_v0(mv, pos, n):
+def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology, n)))
     for o in result:
@@ -315,7 +318,9 @@ def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopol
             pos += 1
     return result, pos
 
-def _d_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(mv, pos):
+def _d_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode, int]:
+    lst: _Any
+    item: _Any
     limit = len(mv)
     o = _new(StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode)
     o.name, pos = _rcstr(mv, pos)
@@ -374,7 +379,7 @@ def _d_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(m
         pos += 1
     return o, pos
 
-def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore_v0(mv, pos, n):
+def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore, n)))
     for o in result:
@@ -386,7 +391,7 @@ def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalSt
             pos += 1
     return result, pos
 
-def _d_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription_v0(mv, pos):
+def _d_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription, int]:
     limit = len(mv)
     o = _new(StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription)
     n = mv[pos]
@@ -419,7 +424,7 @@ def _d_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription_v0(mv, p
         pos += 1
     return o, pos
 
-def _d_StreamsGroupTopologyDescriptionUpdateRequest_v0(mv, pos):
+def _d_StreamsGroupTopologyDescriptionUpdateRequest_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupTopologyDescriptionUpdateRequest, int]:
     limit = len(mv)
     o = _new(StreamsGroupTopologyDescriptionUpdateRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -433,7 +438,9 @@ def _d_StreamsGroupTopologyDescriptionUpdateRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(o, out):
+def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(o: StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     out += _p_b(o.node_type)
     lst = o.source_topics
@@ -464,7 +471,9 @@ def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(o
     else:
         out.append(0)
 
-def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology_v0(o, out):
+def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology_v0(o: StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.subtopology_id)
     lst = o.nodes
     if lst is None:
@@ -479,7 +488,7 @@ def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopolo
     else:
         out.append(0)
 
-def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore_v0(o, out):
+def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore_v0(o: StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore, out: bytearray) -> None:
     _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(o.source, out)
     _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(o.processor, out)
     unknown = o._unknown_tagged_fields
@@ -488,7 +497,9 @@ def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalSto
     else:
         out.append(0)
 
-def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription_v0(o, out):
+def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription_v0(o: StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.subtopologies
     if lst is None:
         raise ValueError('None in non-nullable array subtopologies')
@@ -509,7 +520,7 @@ def _e_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription_v0(o, ou
     else:
         out.append(0)
 
-def _e_StreamsGroupTopologyDescriptionUpdateRequest_v0(o, out):
+def _e_StreamsGroupTopologyDescriptionUpdateRequest_v0(o: StreamsGroupTopologyDescriptionUpdateRequest, out: bytearray) -> None:
     _wcstr(out, o.group_id)
     _wcstr(out, o.member_id)
     out += _p_i(o.topology_epoch)
@@ -520,7 +531,7 @@ def _e_StreamsGroupTopologyDescriptionUpdateRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_StreamsGroupTopologyDescriptionUpdateResponse_v0(mv, pos):
+def _d_StreamsGroupTopologyDescriptionUpdateResponse_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupTopologyDescriptionUpdateResponse, int]:
     limit = len(mv)
     o = _new(StreamsGroupTopologyDescriptionUpdateResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -532,7 +543,7 @@ def _d_StreamsGroupTopologyDescriptionUpdateResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_StreamsGroupTopologyDescriptionUpdateResponse_v0(o, out):
+def _e_StreamsGroupTopologyDescriptionUpdateResponse_v0(o: StreamsGroupTopologyDescriptionUpdateResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -154,7 +155,7 @@ class SyncGroupResponse(ProtocolStruct):
         self.assignment = assignment
 
 
-def _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n):
+def _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[SyncGroupRequest_SyncGroupRequestAssignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(SyncGroupRequest_SyncGroupRequestAssignment, n)))
     for o in result:
@@ -162,7 +163,7 @@ def _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv, pos, n):
         o.assignment, pos = _rbytes(mv, pos)
     return result, pos
 
-def _d_SyncGroupRequest_v0(mv, pos):
+def _d_SyncGroupRequest_v0(mv: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -181,11 +182,13 @@ def _d_SyncGroupRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(o, out):
+def _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(o: SyncGroupRequest_SyncGroupRequestAssignment, out: bytearray) -> None:
     _wstr(out, o.member_id)
     _wbytes(out, o.assignment)
 
-def _e_SyncGroupRequest_v0(o, out):
+def _e_SyncGroupRequest_v0(o: SyncGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wstr(out, o.member_id)
@@ -199,7 +202,7 @@ def _e_SyncGroupRequest_v0(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '3+')
 
-def _d_SyncGroupRequest_v3(mv, pos):
+def _d_SyncGroupRequest_v3(mv: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rstr(mv, pos)
@@ -219,7 +222,9 @@ def _d_SyncGroupRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_SyncGroupRequest_v3(o, out):
+def _e_SyncGroupRequest_v3(o: SyncGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wstr(out, o.member_id)
@@ -232,7 +237,7 @@ def _e_SyncGroupRequest_v3(o, out):
         for item in lst:
             _e_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
 
-def _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n):
+def _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv: memoryview, pos: int, n: int) -> tuple[list[SyncGroupRequest_SyncGroupRequestAssignment], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(SyncGroupRequest_SyncGroupRequestAssignment, n)))
     for o in result:
@@ -244,7 +249,7 @@ def _da_SyncGroupRequest_SyncGroupRequestAssignment_v4(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_SyncGroupRequest_v4(mv, pos):
+def _d_SyncGroupRequest_v4(mv: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -270,7 +275,7 @@ def _d_SyncGroupRequest_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(o, out):
+def _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(o: SyncGroupRequest_SyncGroupRequestAssignment, out: bytearray) -> None:
     _wcstr(out, o.member_id)
     _wcbytes(out, o.assignment)
     unknown = o._unknown_tagged_fields
@@ -279,7 +284,9 @@ def _e_SyncGroupRequest_SyncGroupRequestAssignment_v4(o, out):
     else:
         out.append(0)
 
-def _e_SyncGroupRequest_v4(o, out):
+def _e_SyncGroupRequest_v4(o: SyncGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wcstr(out, o.member_id)
@@ -297,7 +304,7 @@ def _e_SyncGroupRequest_v4(o, out):
     else:
         out.append(0)
 
-def _d_SyncGroupRequest_v5(mv, pos):
+def _d_SyncGroupRequest_v5(mv: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     limit = len(mv)
     o = _new(SyncGroupRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -325,7 +332,9 @@ def _d_SyncGroupRequest_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SyncGroupRequest_v5(o, out):
+def _e_SyncGroupRequest_v5(o: SyncGroupRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     out += _p_i(o.generation_id)
     _wcstr(out, o.member_id)
@@ -345,7 +354,7 @@ def _e_SyncGroupRequest_v5(o, out):
     else:
         out.append(0)
 
-def _d_SyncGroupResponse_v0(mv, pos):
+def _d_SyncGroupResponse_v0(mv: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     limit = len(mv)
     o = _new(SyncGroupResponse)
     o.error_code, = _u_h(mv, pos)
@@ -353,11 +362,11 @@ def _d_SyncGroupResponse_v0(mv, pos):
     o.assignment, pos = _rbytes(mv, pos)
     return o, pos
 
-def _e_SyncGroupResponse_v0(o, out):
+def _e_SyncGroupResponse_v0(o: SyncGroupResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     _wbytes(out, o.assignment)
 
-def _d_SyncGroupResponse_v1(mv, pos):
+def _d_SyncGroupResponse_v1(mv: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     limit = len(mv)
     o = _new(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -365,11 +374,11 @@ def _d_SyncGroupResponse_v1(mv, pos):
     o.assignment, pos = _rbytes(mv, pos)
     return o, pos
 
-def _e_SyncGroupResponse_v1(o, out):
+def _e_SyncGroupResponse_v1(o: SyncGroupResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wbytes(out, o.assignment)
 
-def _d_SyncGroupResponse_v4(mv, pos):
+def _d_SyncGroupResponse_v4(mv: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     limit = len(mv)
     o = _new(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -381,7 +390,7 @@ def _d_SyncGroupResponse_v4(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SyncGroupResponse_v4(o, out):
+def _e_SyncGroupResponse_v4(o: SyncGroupResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcbytes(out, o.assignment)
     unknown = o._unknown_tagged_fields
@@ -390,7 +399,7 @@ def _e_SyncGroupResponse_v4(o, out):
     else:
         out.append(0)
 
-def _d_SyncGroupResponse_v5(mv, pos):
+def _d_SyncGroupResponse_v5(mv: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     limit = len(mv)
     o = _new(SyncGroupResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -404,7 +413,7 @@ def _d_SyncGroupResponse_v5(mv, pos):
         pos += 1
     return o, pos
 
-def _e_SyncGroupResponse_v5(o, out):
+def _e_SyncGroupResponse_v5(o: SyncGroupResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.protocol_type)
     _wcnstr(out, o.protocol_name)

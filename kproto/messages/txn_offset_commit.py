@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -242,7 +243,7 @@ class TxnOffsetCommitResponse(ProtocolStruct):
             self.topics = topics
 
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, n)))
     for o in result:
@@ -251,7 +252,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(mv, pos, n):
         o.committed_metadata, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, n)))
     for o in result:
@@ -268,7 +269,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_TxnOffsetCommitRequest_v0(mv, pos):
+def _d_TxnOffsetCommitRequest_v0(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitRequest)
     o.transactional_id, pos = _rstr(mv, pos)
@@ -287,11 +288,13 @@ def _d_TxnOffsetCommitRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iq(o.partition_index, o.committed_offset)
     _wnstr(out, o.committed_metadata)
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -301,7 +304,9 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(o, out):
         for item in lst:
             _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(item, out)
 
-def _e_TxnOffsetCommitRequest_v0(o, out):
+def _e_TxnOffsetCommitRequest_v0(o: TxnOffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.transactional_id)
     _wstr(out, o.group_id)
     out += _p_qh(o.producer_id, o.producer_epoch)
@@ -319,7 +324,7 @@ def _e_TxnOffsetCommitRequest_v0(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '3+')
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, n)))
     for o in result:
@@ -328,7 +333,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(mv, pos, n):
         o.committed_metadata, pos = _rnstr(mv, pos)
     return result, pos
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, n)))
     for o in result:
@@ -345,7 +350,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_TxnOffsetCommitRequest_v2(mv, pos):
+def _d_TxnOffsetCommitRequest_v2(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitRequest)
     o.transactional_id, pos = _rstr(mv, pos)
@@ -364,11 +369,13 @@ def _d_TxnOffsetCommitRequest_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wnstr(out, o.committed_metadata)
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -378,7 +385,9 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(o, out):
         for item in lst:
             _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(item, out)
 
-def _e_TxnOffsetCommitRequest_v2(o, out):
+def _e_TxnOffsetCommitRequest_v2(o: TxnOffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.transactional_id)
     _wstr(out, o.group_id)
     out += _p_qh(o.producer_id, o.producer_epoch)
@@ -396,7 +405,7 @@ def _e_TxnOffsetCommitRequest_v2(o, out):
     if o.group_instance_id is not None:
         _unsupported(o, 'group_instance_id', '3+')
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, n)))
     for o in result:
@@ -409,7 +418,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, n)))
     for o in result:
@@ -432,7 +441,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_TxnOffsetCommitRequest_v3(mv, pos):
+def _d_TxnOffsetCommitRequest_v3(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitRequest)
     o.transactional_id, pos = _rcstr(mv, pos)
@@ -459,7 +468,7 @@ def _d_TxnOffsetCommitRequest_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition, out: bytearray) -> None:
     out += _p_iqi(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcnstr(out, o.committed_metadata)
     unknown = o._unknown_tagged_fields
@@ -468,7 +477,9 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(o, out):
     else:
         out.append(0)
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -483,7 +494,9 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(o, out):
     else:
         out.append(0)
 
-def _e_TxnOffsetCommitRequest_v3(o, out):
+def _e_TxnOffsetCommitRequest_v3(o: TxnOffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.transactional_id)
     _wcstr(out, o.group_id)
     out += _p_qhi(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
@@ -502,7 +515,7 @@ def _e_TxnOffsetCommitRequest_v3(o, out):
     else:
         out.append(0)
 
-def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(mv, pos, n):
+def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, n)))
     for o in result:
@@ -525,7 +538,7 @@ def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_TxnOffsetCommitRequest_v6(mv, pos):
+def _d_TxnOffsetCommitRequest_v6(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitRequest)
     o.transactional_id, pos = _rcstr(mv, pos)
@@ -552,7 +565,9 @@ def _d_TxnOffsetCommitRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(o, out):
+def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(o: TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -567,7 +582,9 @@ def _e_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v6(o, out):
     else:
         out.append(0)
 
-def _e_TxnOffsetCommitRequest_v6(o, out):
+def _e_TxnOffsetCommitRequest_v6(o: TxnOffsetCommitRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.transactional_id)
     _wcstr(out, o.group_id)
     out += _p_qhi(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
@@ -586,7 +603,7 @@ def _e_TxnOffsetCommitRequest_v6(o, out):
     else:
         out.append(0)
 
-def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(mv, pos, n):
+def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, n)))
     for o in result:
@@ -594,7 +611,7 @@ def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(mv, pos, n):
+def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, n)))
     for o in result:
@@ -611,7 +628,7 @@ def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_TxnOffsetCommitResponse_v0(mv, pos):
+def _d_TxnOffsetCommitResponse_v0(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitResponse)
     o.throttle_time_ms, = _u_i(mv, pos)
@@ -628,10 +645,12 @@ def _d_TxnOffsetCommitResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(o, out):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(o: TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(o, out):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(o: TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -641,7 +660,9 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(o, out):
         for item in lst:
             _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(item, out)
 
-def _e_TxnOffsetCommitResponse_v0(o, out):
+def _e_TxnOffsetCommitResponse_v0(o: TxnOffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -651,7 +672,7 @@ def _e_TxnOffsetCommitResponse_v0(o, out):
         for item in lst:
             _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(item, out)
 
-def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(mv, pos, n):
+def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, n)))
     for o in result:
@@ -663,7 +684,7 @@ def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(mv, pos, n):
+def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, n)))
     for o in result:
@@ -686,7 +707,7 @@ def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_TxnOffsetCommitResponse_v3(mv, pos):
+def _d_TxnOffsetCommitResponse_v3(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -707,7 +728,7 @@ def _d_TxnOffsetCommitResponse_v3(mv, pos):
         pos += 1
     return o, pos
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(o, out):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(o: TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -715,7 +736,9 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(o, out):
     else:
         out.append(0)
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(o, out):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(o: TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -730,7 +753,9 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(o, out):
     else:
         out.append(0)
 
-def _e_TxnOffsetCommitResponse_v3(o, out):
+def _e_TxnOffsetCommitResponse_v3(o: TxnOffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:
@@ -745,7 +770,7 @@ def _e_TxnOffsetCommitResponse_v3(o, out):
     else:
         out.append(0)
 
-def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(mv, pos, n):
+def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, n)))
     for o in result:
@@ -768,7 +793,7 @@ def _da_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_TxnOffsetCommitResponse_v6(mv, pos):
+def _d_TxnOffsetCommitResponse_v6(mv: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     limit = len(mv)
     o = _new(TxnOffsetCommitResponse)
     o.throttle_time_ms, n = _u_iB(mv, pos)
@@ -789,7 +814,9 @@ def _d_TxnOffsetCommitResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(o, out):
+def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(o: TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -804,7 +831,9 @@ def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v6(o, out):
     else:
         out.append(0)
 
-def _e_TxnOffsetCommitResponse_v6(o, out):
+def _e_TxnOffsetCommitResponse_v6(o: TxnOffsetCommitResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.throttle_time_ms)
     lst = o.topics
     if lst is None:

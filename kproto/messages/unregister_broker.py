@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -111,7 +112,7 @@ class UnregisterBrokerResponse(ProtocolStruct):
         self.error_message = error_message
 
 
-def _d_UnregisterBrokerRequest_v0(mv, pos):
+def _d_UnregisterBrokerRequest_v0(mv: memoryview, pos: int) -> tuple[UnregisterBrokerRequest, int]:
     limit = len(mv)
     o = _new(UnregisterBrokerRequest)
     o.broker_id, = _u_i(mv, pos)
@@ -122,7 +123,7 @@ def _d_UnregisterBrokerRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UnregisterBrokerRequest_v0(o, out):
+def _e_UnregisterBrokerRequest_v0(o: UnregisterBrokerRequest, out: bytearray) -> None:
     out += _p_i(o.broker_id)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -130,7 +131,7 @@ def _e_UnregisterBrokerRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_UnregisterBrokerResponse_v0(mv, pos):
+def _d_UnregisterBrokerResponse_v0(mv: memoryview, pos: int) -> tuple[UnregisterBrokerResponse, int]:
     limit = len(mv)
     o = _new(UnregisterBrokerResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -142,7 +143,7 @@ def _d_UnregisterBrokerResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UnregisterBrokerResponse_v0(o, out):
+def _e_UnregisterBrokerResponse_v0(o: UnregisterBrokerResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -189,7 +190,7 @@ class UpdateFeaturesResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_UpdateFeaturesRequest_FeatureUpdateKey_v0(mv, pos, n):
+def _da_UpdateFeaturesRequest_FeatureUpdateKey_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateFeaturesRequest_FeatureUpdateKey], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateFeaturesRequest_FeatureUpdateKey, n)))
     for o in result:
@@ -202,7 +203,7 @@ def _da_UpdateFeaturesRequest_FeatureUpdateKey_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_UpdateFeaturesRequest_v0(mv, pos):
+def _d_UpdateFeaturesRequest_v0(mv: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     limit = len(mv)
     o = _new(UpdateFeaturesRequest)
     o.timeout_ms, n = _u_iB(mv, pos)
@@ -223,7 +224,7 @@ def _d_UpdateFeaturesRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(o, out):
+def _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(o: UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray) -> None:
     _wcstr(out, o.feature)
     out += _p_ho(o.max_version_level, o.allow_downgrade)
     if o.upgrade_type != 1:
@@ -234,7 +235,9 @@ def _e_UpdateFeaturesRequest_FeatureUpdateKey_v0(o, out):
     else:
         out.append(0)
 
-def _e_UpdateFeaturesRequest_v0(o, out):
+def _e_UpdateFeaturesRequest_v0(o: UpdateFeaturesRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.timeout_ms)
     lst = o.feature_updates
     if lst is None:
@@ -251,7 +254,7 @@ def _e_UpdateFeaturesRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_UpdateFeaturesRequest_FeatureUpdateKey_v1(mv, pos, n):
+def _da_UpdateFeaturesRequest_FeatureUpdateKey_v1(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateFeaturesRequest_FeatureUpdateKey], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateFeaturesRequest_FeatureUpdateKey, n)))
     for o in result:
@@ -264,7 +267,7 @@ def _da_UpdateFeaturesRequest_FeatureUpdateKey_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_UpdateFeaturesRequest_v1(mv, pos):
+def _d_UpdateFeaturesRequest_v1(mv: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     limit = len(mv)
     o = _new(UpdateFeaturesRequest)
     o.timeout_ms, n, o.validate_only = _u_iBo(mv, pos)
@@ -290,7 +293,7 @@ def _d_UpdateFeaturesRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(o, out):
+def _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(o: UpdateFeaturesRequest_FeatureUpdateKey, out: bytearray) -> None:
     _wcstr(out, o.feature)
     out += _p_hb(o.max_version_level, o.upgrade_type)
     if o.allow_downgrade != False:
@@ -301,7 +304,9 @@ def _e_UpdateFeaturesRequest_FeatureUpdateKey_v1(o, out):
     else:
         out.append(0)
 
-def _e_UpdateFeaturesRequest_v1(o, out):
+def _e_UpdateFeaturesRequest_v1(o: UpdateFeaturesRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.timeout_ms)
     lst = o.feature_updates
     if lst is None:
@@ -317,7 +322,7 @@ def _e_UpdateFeaturesRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_UpdateFeaturesResponse_UpdatableFeatureResult_v0(mv, pos, n):
+def _da_UpdateFeaturesResponse_UpdatableFeatureResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateFeaturesResponse_UpdatableFeatureResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateFeaturesResponse_UpdatableFeatureResult, n)))
     for o in result:
@@ -331,7 +336,7 @@ def _da_UpdateFeaturesResponse_UpdatableFeatureResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_UpdateFeaturesResponse_v0(mv, pos):
+def _d_UpdateFeaturesResponse_v0(mv: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     limit = len(mv)
     o = _new(UpdateFeaturesResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -355,7 +360,7 @@ def _d_UpdateFeaturesResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(o, out):
+def _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(o: UpdateFeaturesResponse_UpdatableFeatureResult, out: bytearray) -> None:
     _wcstr(out, o.feature)
     out += _p_h(o.error_code)
     _wcnstr(out, o.error_message)
@@ -365,7 +370,9 @@ def _e_UpdateFeaturesResponse_UpdatableFeatureResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_UpdateFeaturesResponse_v0(o, out):
+def _e_UpdateFeaturesResponse_v0(o: UpdateFeaturesResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     lst = o.results
@@ -381,7 +388,7 @@ def _e_UpdateFeaturesResponse_v0(o, out):
     else:
         out.append(0)
 
-def _d_UpdateFeaturesResponse_v2(mv, pos):
+def _d_UpdateFeaturesResponse_v2(mv: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     limit = len(mv)
     o = _new(UpdateFeaturesResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -393,7 +400,7 @@ def _d_UpdateFeaturesResponse_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateFeaturesResponse_v2(o, out):
+def _e_UpdateFeaturesResponse_v2(o: UpdateFeaturesResponse, out: bytearray) -> None:
     out += _p_ih(o.throttle_time_ms, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -277,7 +278,7 @@ class UpdateMetadataResponse(ProtocolStruct):
         self.error_code = error_code
 
 
-def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataPartitionState, n)))
     for o in result:
@@ -310,7 +311,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataBroker_v0(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataBroker_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataBroker, n)))
     for o in result:
@@ -321,7 +322,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataBroker_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_UpdateMetadataRequest_v0(mv, pos):
+def _d_UpdateMetadataRequest_v0(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -348,7 +349,8 @@ def _d_UpdateMetadataRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(o: UpdateMetadataRequest_UpdateMetadataPartitionState, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic_name)
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
@@ -365,12 +367,14 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v0(o: UpdateMetadataRequest_UpdateMetadataBroker, out: bytearray) -> None:
     out += _p_i(o.id)
     _wstr(out, o.v0_host)
     out += _p_i(o.v0_port)
 
-def _e_UpdateMetadataRequest_v0(o, out):
+def _e_UpdateMetadataRequest_v0(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -393,7 +397,7 @@ def _e_UpdateMetadataRequest_v0(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '5+')
 
-def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataEndpoint, n)))
     for o in result:
@@ -404,7 +408,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataBroker_v1(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataBroker_v1(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataBroker, n)))
     for o in result:
@@ -422,7 +426,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataBroker_v1(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_UpdateMetadataRequest_v1(mv, pos):
+def _d_UpdateMetadataRequest_v1(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -449,12 +453,14 @@ def _d_UpdateMetadataRequest_v1(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(o: UpdateMetadataRequest_UpdateMetadataEndpoint, out: bytearray) -> None:
     out += _p_i(o.port)
     _wstr(out, o.host)
     out += _p_h(o.security_protocol)
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o: UpdateMetadataRequest_UpdateMetadataBroker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.id)
     lst = o.endpoints
     if lst is None:
@@ -464,7 +470,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v1(o, out):
         for item in lst:
             _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(item, out)
 
-def _e_UpdateMetadataRequest_v1(o, out):
+def _e_UpdateMetadataRequest_v1(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -487,7 +495,7 @@ def _e_UpdateMetadataRequest_v1(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '5+')
 
-def _da_UpdateMetadataRequest_UpdateMetadataBroker_v2(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataBroker_v2(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataBroker, n)))
     for o in result:
@@ -506,7 +514,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataBroker_v2(mv, pos, n):
         o.rack, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_UpdateMetadataRequest_v2(mv, pos):
+def _d_UpdateMetadataRequest_v2(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -533,7 +541,9 @@ def _d_UpdateMetadataRequest_v2(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o: UpdateMetadataRequest_UpdateMetadataBroker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.id)
     lst = o.endpoints
     if lst is None:
@@ -544,7 +554,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v2(o, out):
             _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(item, out)
     _wnstr(out, o.rack)
 
-def _e_UpdateMetadataRequest_v2(o, out):
+def _e_UpdateMetadataRequest_v2(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -567,7 +579,7 @@ def _e_UpdateMetadataRequest_v2(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '5+')
 
-def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataEndpoint, n)))
     for o in result:
@@ -579,7 +591,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(mv, pos, n):
         pos += 2
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataBroker_v3(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataBroker_v3(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataBroker, n)))
     for o in result:
@@ -598,7 +610,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataBroker_v3(mv, pos, n):
         o.rack, pos = _rnstr(mv, pos)
     return result, pos
 
-def _d_UpdateMetadataRequest_v3(mv, pos):
+def _d_UpdateMetadataRequest_v3(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -625,13 +637,15 @@ def _d_UpdateMetadataRequest_v3(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(o: UpdateMetadataRequest_UpdateMetadataEndpoint, out: bytearray) -> None:
     out += _p_i(o.port)
     _wstr(out, o.host)
     _wstr(out, o.listener)
     out += _p_h(o.security_protocol)
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o: UpdateMetadataRequest_UpdateMetadataBroker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.id)
     lst = o.endpoints
     if lst is None:
@@ -642,7 +656,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v3(o, out):
             _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(item, out)
     _wnstr(out, o.rack)
 
-def _e_UpdateMetadataRequest_v3(o, out):
+def _e_UpdateMetadataRequest_v3(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -665,7 +681,7 @@ def _e_UpdateMetadataRequest_v3(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '5+')
 
-def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataPartitionState, n)))
     for o in result:
@@ -709,7 +725,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_UpdateMetadataRequest_v4(mv, pos):
+def _d_UpdateMetadataRequest_v4(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch = _u_ii(mv, pos)
@@ -736,7 +752,8 @@ def _d_UpdateMetadataRequest_v4(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o: UpdateMetadataRequest_UpdateMetadataPartitionState, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.topic_name)
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
@@ -759,7 +776,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_UpdateMetadataRequest_v4(o, out):
+def _e_UpdateMetadataRequest_v4(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_ii(o.controller_id, o.controller_epoch)
     lst = o.ungrouped_partition_states
     if lst is None:
@@ -782,7 +801,7 @@ def _e_UpdateMetadataRequest_v4(o, out):
     if o.topic_states != []:
         _unsupported(o, 'topic_states', '5+')
 
-def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataPartitionState, n)))
     for o in result:
@@ -825,7 +844,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v5(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v5(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataTopicState, n)))
     for o in result:
@@ -842,7 +861,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v5(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_UpdateMetadataRequest_v5(mv, pos):
+def _d_UpdateMetadataRequest_v5(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch = _u_iiq(mv, pos)
@@ -869,7 +888,8 @@ def _d_UpdateMetadataRequest_v5(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o: UpdateMetadataRequest_UpdateMetadataPartitionState, out: bytearray) -> None:
+    lst: _Any
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -891,7 +911,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o: UpdateMetadataRequest_UpdateMetadataTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.topic_name)
     lst = o.partition_states
     if lst is None:
@@ -901,7 +923,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v5(o, out):
         for item in lst:
             _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(item, out)
 
-def _e_UpdateMetadataRequest_v5(o, out):
+def _e_UpdateMetadataRequest_v5(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -924,7 +948,7 @@ def _e_UpdateMetadataRequest_v5(o, out):
     if o.ungrouped_partition_states != []:
         _unsupported(o, 'ungrouped_partition_states', '0-4')
 
-def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataPartitionState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataPartitionState, n)))
     for o in result:
@@ -981,7 +1005,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v6(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v6(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataTopicState, n)))
     for o in result:
@@ -1004,7 +1028,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataEndpoint, n)))
     for o in result:
@@ -1020,7 +1044,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_UpdateMetadataRequest_UpdateMetadataBroker_v6(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataBroker_v6(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataBroker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataBroker, n)))
     for o in result:
@@ -1043,7 +1067,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataBroker_v6(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_UpdateMetadataRequest_v6(mv, pos):
+def _d_UpdateMetadataRequest_v6(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, n = _u_iiqB(mv, pos)
@@ -1076,7 +1100,8 @@ def _d_UpdateMetadataRequest_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o: UpdateMetadataRequest_UpdateMetadataPartitionState, out: bytearray) -> None:
+    lst: _Any
     out += _p_iiii(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     lst = o.isr
     if lst is None:
@@ -1103,7 +1128,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(o, out):
     else:
         out.append(0)
 
-def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o: UpdateMetadataRequest_UpdateMetadataTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partition_states
     if lst is None:
@@ -1118,7 +1145,7 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v6(o, out):
     else:
         out.append(0)
 
-def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(o: UpdateMetadataRequest_UpdateMetadataEndpoint, out: bytearray) -> None:
     out += _p_i(o.port)
     _wcstr(out, o.host)
     _wcstr(out, o.listener)
@@ -1129,7 +1156,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(o, out):
     else:
         out.append(0)
 
-def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o: UpdateMetadataRequest_UpdateMetadataBroker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.id)
     lst = o.endpoints
     if lst is None:
@@ -1145,7 +1174,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataBroker_v6(o, out):
     else:
         out.append(0)
 
-def _e_UpdateMetadataRequest_v6(o, out):
+def _e_UpdateMetadataRequest_v6(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -1173,7 +1204,7 @@ def _e_UpdateMetadataRequest_v6(o, out):
     else:
         out.append(0)
 
-def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v7(mv, pos, n):
+def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v7(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataTopicState], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateMetadataRequest_UpdateMetadataTopicState, n)))
     for o in result:
@@ -1197,7 +1228,7 @@ def _da_UpdateMetadataRequest_UpdateMetadataTopicState_v7(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_UpdateMetadataRequest_v7(mv, pos):
+def _d_UpdateMetadataRequest_v7(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.controller_epoch, o.broker_epoch, n = _u_iiqB(mv, pos)
@@ -1230,7 +1261,9 @@ def _d_UpdateMetadataRequest_v7(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o, out):
+def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o: UpdateMetadataRequest_UpdateMetadataTopicState, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     out += o.topic_id.bytes
     lst = o.partition_states
@@ -1246,7 +1279,9 @@ def _e_UpdateMetadataRequest_UpdateMetadataTopicState_v7(o, out):
     else:
         out.append(0)
 
-def _e_UpdateMetadataRequest_v7(o, out):
+def _e_UpdateMetadataRequest_v7(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiq(o.controller_id, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -1274,13 +1309,15 @@ def _e_UpdateMetadataRequest_v7(o, out):
     else:
         out.append(0)
 
-def _tv_UpdateMetadataRequest_0_v8(mv, pos):
+def _tv_UpdateMetadataRequest_0_v8(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, = _u_b(mv, pos)
     pos += 1
     return value, pos
 
-def _t_UpdateMetadataRequest_v8(o, mv, pos):
+def _t_UpdateMetadataRequest_v8(o: UpdateMetadataRequest, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -1292,7 +1329,7 @@ def _t_UpdateMetadataRequest_v8(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_UpdateMetadataRequest_v8(mv, pos):
+def _d_UpdateMetadataRequest_v8(mv: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     limit = len(mv)
     o = _new(UpdateMetadataRequest)
     o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, n = _u_ioiqB(mv, pos)
@@ -1325,7 +1362,11 @@ def _d_UpdateMetadataRequest_v8(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateMetadataRequest_v8(o, out):
+def _e_UpdateMetadataRequest_v8(o: UpdateMetadataRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ioiq(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     lst = o.topic_states
     if lst is None:
@@ -1355,17 +1396,17 @@ def _e_UpdateMetadataRequest_v8(o, out):
     else:
         out.append(0)
 
-def _d_UpdateMetadataResponse_v0(mv, pos):
+def _d_UpdateMetadataResponse_v0(mv: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
     limit = len(mv)
     o = _new(UpdateMetadataResponse)
     o.error_code, = _u_h(mv, pos)
     pos += 2
     return o, pos
 
-def _e_UpdateMetadataResponse_v0(o, out):
+def _e_UpdateMetadataResponse_v0(o: UpdateMetadataResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
 
-def _d_UpdateMetadataResponse_v6(mv, pos):
+def _d_UpdateMetadataResponse_v6(mv: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
     limit = len(mv)
     o = _new(UpdateMetadataResponse)
     o.error_code, = _u_h(mv, pos)
@@ -1376,7 +1417,7 @@ def _d_UpdateMetadataResponse_v6(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateMetadataResponse_v6(o, out):
+def _e_UpdateMetadataResponse_v6(o: UpdateMetadataResponse, out: bytearray) -> None:
     out += _p_h(o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -208,7 +209,7 @@ class UpdateRaftVoterResponse(ProtocolStruct):
             self.current_leader = current_leader
 
 
-def _da_UpdateRaftVoterRequest_Listener_v0(mv, pos, n):
+def _da_UpdateRaftVoterRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateRaftVoterRequest_Listener], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(UpdateRaftVoterRequest_Listener, n)))
     for o in result:
@@ -222,7 +223,7 @@ def _da_UpdateRaftVoterRequest_Listener_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_UpdateRaftVoterRequest_KRaftVersionFeature_v0(mv, pos):
+def _d_UpdateRaftVoterRequest_KRaftVersionFeature_v0(mv: memoryview, pos: int) -> tuple[UpdateRaftVoterRequest_KRaftVersionFeature, int]:
     limit = len(mv)
     o = _new(UpdateRaftVoterRequest_KRaftVersionFeature)
     o.min_supported_version, o.max_supported_version = _u_hh(mv, pos)
@@ -233,7 +234,7 @@ def _d_UpdateRaftVoterRequest_KRaftVersionFeature_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _d_UpdateRaftVoterRequest_v0(mv, pos):
+def _d_UpdateRaftVoterRequest_v0(mv: memoryview, pos: int) -> tuple[UpdateRaftVoterRequest, int]:
     limit = len(mv)
     o = _new(UpdateRaftVoterRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -259,7 +260,7 @@ def _d_UpdateRaftVoterRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateRaftVoterRequest_Listener_v0(o, out):
+def _e_UpdateRaftVoterRequest_Listener_v0(o: UpdateRaftVoterRequest_Listener, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -269,7 +270,7 @@ def _e_UpdateRaftVoterRequest_Listener_v0(o, out):
     else:
         out.append(0)
 
-def _e_UpdateRaftVoterRequest_KRaftVersionFeature_v0(o, out):
+def _e_UpdateRaftVoterRequest_KRaftVersionFeature_v0(o: UpdateRaftVoterRequest_KRaftVersionFeature, out: bytearray) -> None:
     out += _p_hh(o.min_supported_version, o.max_supported_version)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -277,7 +278,9 @@ def _e_UpdateRaftVoterRequest_KRaftVersionFeature_v0(o, out):
     else:
         out.append(0)
 
-def _e_UpdateRaftVoterRequest_v0(o, out):
+def _e_UpdateRaftVoterRequest_v0(o: UpdateRaftVoterRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     out += _p_ii(o.current_leader_epoch, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -295,7 +298,7 @@ def _e_UpdateRaftVoterRequest_v0(o, out):
     else:
         out.append(0)
 
-def _d_UpdateRaftVoterResponse_CurrentLeader_v0(mv, pos):
+def _d_UpdateRaftVoterResponse_CurrentLeader_v0(mv: memoryview, pos: int) -> tuple[UpdateRaftVoterResponse_CurrentLeader, int]:
     limit = len(mv)
     o = _new(UpdateRaftVoterResponse_CurrentLeader)
     o.leader_id, o.leader_epoch = _u_ii(mv, pos)
@@ -309,12 +312,14 @@ def _d_UpdateRaftVoterResponse_CurrentLeader_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _tv_UpdateRaftVoterResponse_0_v0(mv, pos):
+def _tv_UpdateRaftVoterResponse_0_v0(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     value, pos = _d_UpdateRaftVoterResponse_CurrentLeader_v0(mv, pos)
     return value, pos
 
-def _t_UpdateRaftVoterResponse_v0(o, mv, pos):
+def _t_UpdateRaftVoterResponse_v0(o: UpdateRaftVoterResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -326,7 +331,7 @@ def _t_UpdateRaftVoterResponse_v0(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_UpdateRaftVoterResponse_v0(mv, pos):
+def _d_UpdateRaftVoterResponse_v0(mv: memoryview, pos: int) -> tuple[UpdateRaftVoterResponse, int]:
     limit = len(mv)
     o = _new(UpdateRaftVoterResponse)
     o.throttle_time_ms, o.error_code = _u_ih(mv, pos)
@@ -337,7 +342,7 @@ def _d_UpdateRaftVoterResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_UpdateRaftVoterResponse_CurrentLeader_v0(o, out):
+def _e_UpdateRaftVoterResponse_CurrentLeader_v0(o: UpdateRaftVoterResponse_CurrentLeader, out: bytearray) -> None:
     out += _p_ii(o.leader_id, o.leader_epoch)
     _wcstr(out, o.host)
     out += _p_i(o.port)
@@ -347,7 +352,9 @@ def _e_UpdateRaftVoterResponse_CurrentLeader_v0(o, out):
     else:
         out.append(0)
 
-def _e_UpdateRaftVoterResponse_v0(o, out):
+def _e_UpdateRaftVoterResponse_v0(o: UpdateRaftVoterResponse, out: bytearray) -> None:
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_ih(o.throttle_time_ms, o.error_code)
     unknown = o._unknown_tagged_fields
     tags = list(unknown) if unknown else []

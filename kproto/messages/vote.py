@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -279,7 +280,7 @@ class VoteResponse(ProtocolStruct):
             self.node_endpoints = node_endpoints
 
 
-def _da_VoteRequest_PartitionData_v0(mv, pos, n):
+def _da_VoteRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteRequest_PartitionData, n)))
     for o in result:
@@ -291,7 +292,7 @@ def _da_VoteRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_VoteRequest_TopicData_v0(mv, pos, n):
+def _da_VoteRequest_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteRequest_TopicData, n)))
     for o in result:
@@ -314,7 +315,7 @@ def _da_VoteRequest_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_VoteRequest_v0(mv, pos):
+def _d_VoteRequest_v0(mv: memoryview, pos: int) -> tuple[VoteRequest, int]:
     limit = len(mv)
     o = _new(VoteRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -336,7 +337,7 @@ def _d_VoteRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_VoteRequest_PartitionData_v0(o, out):
+def _e_VoteRequest_PartitionData_v0(o: VoteRequest_PartitionData, out: bytearray) -> None:
     out += _p_iiiiq(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset)
     if o.pre_vote != False:
         _unsupported(o, 'pre_vote', '2+')
@@ -346,7 +347,9 @@ def _e_VoteRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_VoteRequest_TopicData_v0(o, out):
+def _e_VoteRequest_TopicData_v0(o: VoteRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -361,7 +364,9 @@ def _e_VoteRequest_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_VoteRequest_v0(o, out):
+def _e_VoteRequest_v0(o: VoteRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     lst = o.topics
     if lst is None:
@@ -376,7 +381,7 @@ def _e_VoteRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_VoteRequest_PartitionData_v1(mv, pos, n):
+def _da_VoteRequest_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteRequest_PartitionData, n)))
     for o in result:
@@ -392,7 +397,7 @@ def _da_VoteRequest_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_VoteRequest_TopicData_v1(mv, pos, n):
+def _da_VoteRequest_TopicData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteRequest_TopicData, n)))
     for o in result:
@@ -415,7 +420,7 @@ def _da_VoteRequest_TopicData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_VoteRequest_v1(mv, pos):
+def _d_VoteRequest_v1(mv: memoryview, pos: int) -> tuple[VoteRequest, int]:
     limit = len(mv)
     o = _new(VoteRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -437,7 +442,7 @@ def _d_VoteRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_VoteRequest_PartitionData_v1(o, out):
+def _e_VoteRequest_PartitionData_v1(o: VoteRequest_PartitionData, out: bytearray) -> None:
     out += _p_iii(o.partition_index, o.replica_epoch, o.replica_id)
     out += o.replica_directory_id.bytes
     out += o.voter_directory_id.bytes
@@ -450,7 +455,9 @@ def _e_VoteRequest_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_VoteRequest_TopicData_v1(o, out):
+def _e_VoteRequest_TopicData_v1(o: VoteRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -465,7 +472,9 @@ def _e_VoteRequest_TopicData_v1(o, out):
     else:
         out.append(0)
 
-def _e_VoteRequest_v1(o, out):
+def _e_VoteRequest_v1(o: VoteRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     out += _p_i(o.voter_id)
     lst = o.topics
@@ -481,7 +490,7 @@ def _e_VoteRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_VoteRequest_PartitionData_v2(mv, pos, n):
+def _da_VoteRequest_PartitionData_v2(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteRequest_PartitionData, n)))
     for o in result:
@@ -497,7 +506,7 @@ def _da_VoteRequest_PartitionData_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_VoteRequest_TopicData_v2(mv, pos, n):
+def _da_VoteRequest_TopicData_v2(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteRequest_TopicData, n)))
     for o in result:
@@ -520,7 +529,7 @@ def _da_VoteRequest_TopicData_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_VoteRequest_v2(mv, pos):
+def _d_VoteRequest_v2(mv: memoryview, pos: int) -> tuple[VoteRequest, int]:
     limit = len(mv)
     o = _new(VoteRequest)
     o.cluster_id, pos = _rcnstr(mv, pos)
@@ -542,7 +551,7 @@ def _d_VoteRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_VoteRequest_PartitionData_v2(o, out):
+def _e_VoteRequest_PartitionData_v2(o: VoteRequest_PartitionData, out: bytearray) -> None:
     out += _p_iii(o.partition_index, o.replica_epoch, o.replica_id)
     out += o.replica_directory_id.bytes
     out += o.voter_directory_id.bytes
@@ -553,7 +562,9 @@ def _e_VoteRequest_PartitionData_v2(o, out):
     else:
         out.append(0)
 
-def _e_VoteRequest_TopicData_v2(o, out):
+def _e_VoteRequest_TopicData_v2(o: VoteRequest_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -568,7 +579,9 @@ def _e_VoteRequest_TopicData_v2(o, out):
     else:
         out.append(0)
 
-def _e_VoteRequest_v2(o, out):
+def _e_VoteRequest_v2(o: VoteRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcnstr(out, o.cluster_id)
     out += _p_i(o.voter_id)
     lst = o.topics
@@ -584,7 +597,7 @@ def _e_VoteRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_VoteResponse_PartitionData_v0(mv, pos, n):
+def _da_VoteResponse_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VoteResponse_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteResponse_PartitionData, n)))
     for o in result:
@@ -596,7 +609,7 @@ def _da_VoteResponse_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_VoteResponse_TopicData_v0(mv, pos, n):
+def _da_VoteResponse_TopicData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VoteResponse_TopicData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteResponse_TopicData, n)))
     for o in result:
@@ -619,7 +632,7 @@ def _da_VoteResponse_TopicData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_VoteResponse_v0(mv, pos):
+def _d_VoteResponse_v0(mv: memoryview, pos: int) -> tuple[VoteResponse, int]:
     limit = len(mv)
     o = _new(VoteResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -640,7 +653,7 @@ def _d_VoteResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_VoteResponse_PartitionData_v0(o, out):
+def _e_VoteResponse_PartitionData_v0(o: VoteResponse_PartitionData, out: bytearray) -> None:
     out += _p_ihiio(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -648,7 +661,9 @@ def _e_VoteResponse_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_VoteResponse_TopicData_v0(o, out):
+def _e_VoteResponse_TopicData_v0(o: VoteResponse_TopicData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.topic_name)
     lst = o.partitions
     if lst is None:
@@ -663,7 +678,9 @@ def _e_VoteResponse_TopicData_v0(o, out):
     else:
         out.append(0)
 
-def _e_VoteResponse_v0(o, out):
+def _e_VoteResponse_v0(o: VoteResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:
@@ -680,7 +697,7 @@ def _e_VoteResponse_v0(o, out):
     else:
         out.append(0)
 
-def _da_VoteResponse_NodeEndpoint_v1(mv, pos, n):
+def _da_VoteResponse_NodeEndpoint_v1(mv: memoryview, pos: int, n: int) -> tuple[list[VoteResponse_NodeEndpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VoteResponse_NodeEndpoint, n)))
     for o in result:
@@ -695,7 +712,8 @@ def _da_VoteResponse_NodeEndpoint_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _tv_VoteResponse_0_v1(mv, pos):
+def _tv_VoteResponse_0_v1(mv: memoryview, pos: int) -> tuple[_Any, int]:
+    value: _Any
     limit = len(mv)
     n = mv[pos]
     if n < 128:
@@ -713,7 +731,8 @@ def _tv_VoteResponse_0_v1(mv, pos):
         value = []
     return value, pos
 
-def _t_VoteResponse_v1(o, mv, pos):
+def _t_VoteResponse_v1(o: VoteResponse, mv: memoryview, pos: int) -> int:
+    value: _Any
     fields, pos = _rtags(mv, pos)
     for tag, start, end in fields:
         if tag == 0:
@@ -725,7 +744,7 @@ def _t_VoteResponse_v1(o, mv, pos):
             _add_unknown(o, tag, bytes(mv[start:end]))
     return pos
 
-def _d_VoteResponse_v1(mv, pos):
+def _d_VoteResponse_v1(mv: memoryview, pos: int) -> tuple[VoteResponse, int]:
     limit = len(mv)
     o = _new(VoteResponse)
     o.error_code, n = _u_hB(mv, pos)
@@ -746,7 +765,7 @@ def _d_VoteResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_VoteResponse_NodeEndpoint_v1(o, out):
+def _e_VoteResponse_NodeEndpoint_v1(o: VoteResponse_NodeEndpoint, out: bytearray) -> None:
     out += _p_i(o.node_id)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -756,7 +775,11 @@ def _e_VoteResponse_NodeEndpoint_v1(o, out):
     else:
         out.append(0)
 
-def _e_VoteResponse_v1(o, out):
+def _e_VoteResponse_v1(o: VoteResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
+    value: _Any
+    tags: list[tuple[int, bytes | bytearray]]
     out += _p_h(o.error_code)
     lst = o.topics
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -170,7 +171,7 @@ class VotersRecord(ProtocolStruct):
             self.voters = voters
 
 
-def _da_VotersRecord_Endpoint_v0(mv, pos, n):
+def _da_VotersRecord_Endpoint_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VotersRecord_Endpoint], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VotersRecord_Endpoint, n)))
     for o in result:
@@ -184,7 +185,7 @@ def _da_VotersRecord_Endpoint_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_VotersRecord_KRaftVersionFeature_v0(mv, pos):
+def _d_VotersRecord_KRaftVersionFeature_v0(mv: memoryview, pos: int) -> tuple[VotersRecord_KRaftVersionFeature, int]:
     limit = len(mv)
     o = _new(VotersRecord_KRaftVersionFeature)
     o.min_supported_version, o.max_supported_version = _u_hh(mv, pos)
@@ -195,7 +196,7 @@ def _d_VotersRecord_KRaftVersionFeature_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _da_VotersRecord_Voter_v0(mv, pos, n):
+def _da_VotersRecord_Voter_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VotersRecord_Voter], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(VotersRecord_Voter, n)))
     for o in result:
@@ -221,7 +222,7 @@ def _da_VotersRecord_Voter_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_VotersRecord_v0(mv, pos):
+def _d_VotersRecord_v0(mv: memoryview, pos: int) -> tuple[VotersRecord, int]:
     limit = len(mv)
     o = _new(VotersRecord)
     o.version, n = _u_hB(mv, pos)
@@ -242,7 +243,7 @@ def _d_VotersRecord_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_VotersRecord_Endpoint_v0(o, out):
+def _e_VotersRecord_Endpoint_v0(o: VotersRecord_Endpoint, out: bytearray) -> None:
     _wcstr(out, o.name)
     _wcstr(out, o.host)
     out += _p_H(o.port)
@@ -252,7 +253,7 @@ def _e_VotersRecord_Endpoint_v0(o, out):
     else:
         out.append(0)
 
-def _e_VotersRecord_KRaftVersionFeature_v0(o, out):
+def _e_VotersRecord_KRaftVersionFeature_v0(o: VotersRecord_KRaftVersionFeature, out: bytearray) -> None:
     out += _p_hh(o.min_supported_version, o.max_supported_version)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -260,7 +261,9 @@ def _e_VotersRecord_KRaftVersionFeature_v0(o, out):
     else:
         out.append(0)
 
-def _e_VotersRecord_Voter_v0(o, out):
+def _e_VotersRecord_Voter_v0(o: VotersRecord_Voter, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_i(o.voter_id)
     out += o.voter_directory_id.bytes
     lst = o.endpoints
@@ -277,7 +280,9 @@ def _e_VotersRecord_Voter_v0(o, out):
     else:
         out.append(0)
 
-def _e_VotersRecord_v0(o, out):
+def _e_VotersRecord_v0(o: VotersRecord, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_h(o.version)
     lst = o.voters
     if lst is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -255,7 +256,7 @@ class WriteShareGroupStateResponse(ProtocolStruct):
             self.results = results
 
 
-def _da_WriteShareGroupStateRequest_StateBatch_v0(mv, pos, n):
+def _da_WriteShareGroupStateRequest_StateBatch_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateRequest_StateBatch], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateRequest_StateBatch, n)))
     for o in result:
@@ -267,7 +268,7 @@ def _da_WriteShareGroupStateRequest_StateBatch_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteShareGroupStateRequest_PartitionData_v0(mv, pos, n):
+def _da_WriteShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateRequest_PartitionData, n)))
     for o in result:
@@ -289,7 +290,7 @@ def _da_WriteShareGroupStateRequest_PartitionData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteShareGroupStateRequest_WriteStateData_v0(mv, pos, n):
+def _da_WriteShareGroupStateRequest_WriteStateData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateRequest_WriteStateData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateRequest_WriteStateData, n)))
     for o in result:
@@ -312,7 +313,7 @@ def _da_WriteShareGroupStateRequest_WriteStateData_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_WriteShareGroupStateRequest_v0(mv, pos):
+def _d_WriteShareGroupStateRequest_v0(mv: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
     limit = len(mv)
     o = _new(WriteShareGroupStateRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -334,7 +335,7 @@ def _d_WriteShareGroupStateRequest_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_WriteShareGroupStateRequest_StateBatch_v0(o, out):
+def _e_WriteShareGroupStateRequest_StateBatch_v0(o: WriteShareGroupStateRequest_StateBatch, out: bytearray) -> None:
     out += _p_qqbh(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -342,7 +343,9 @@ def _e_WriteShareGroupStateRequest_StateBatch_v0(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateRequest_PartitionData_v0(o, out):
+def _e_WriteShareGroupStateRequest_PartitionData_v0(o: WriteShareGroupStateRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiq(o.partition, o.state_epoch, o.leader_epoch, o.start_offset)
     lst = o.state_batches
     if lst is None:
@@ -357,7 +360,9 @@ def _e_WriteShareGroupStateRequest_PartitionData_v0(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateRequest_WriteStateData_v0(o, out):
+def _e_WriteShareGroupStateRequest_WriteStateData_v0(o: WriteShareGroupStateRequest_WriteStateData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -372,7 +377,9 @@ def _e_WriteShareGroupStateRequest_WriteStateData_v0(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateRequest_v0(o, out):
+def _e_WriteShareGroupStateRequest_v0(o: WriteShareGroupStateRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -387,7 +394,7 @@ def _e_WriteShareGroupStateRequest_v0(o, out):
     else:
         out.append(0)
 
-def _da_WriteShareGroupStateRequest_PartitionData_v1(mv, pos, n):
+def _da_WriteShareGroupStateRequest_PartitionData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateRequest_PartitionData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateRequest_PartitionData, n)))
     for o in result:
@@ -409,7 +416,7 @@ def _da_WriteShareGroupStateRequest_PartitionData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteShareGroupStateRequest_WriteStateData_v1(mv, pos, n):
+def _da_WriteShareGroupStateRequest_WriteStateData_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateRequest_WriteStateData], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateRequest_WriteStateData, n)))
     for o in result:
@@ -432,7 +439,7 @@ def _da_WriteShareGroupStateRequest_WriteStateData_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_WriteShareGroupStateRequest_v1(mv, pos):
+def _d_WriteShareGroupStateRequest_v1(mv: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
     limit = len(mv)
     o = _new(WriteShareGroupStateRequest)
     o.group_id, pos = _rcstr(mv, pos)
@@ -454,7 +461,9 @@ def _d_WriteShareGroupStateRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_WriteShareGroupStateRequest_PartitionData_v1(o, out):
+def _e_WriteShareGroupStateRequest_PartitionData_v1(o: WriteShareGroupStateRequest_PartitionData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_iiiqi(o.partition, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
     lst = o.state_batches
     if lst is None:
@@ -469,7 +478,9 @@ def _e_WriteShareGroupStateRequest_PartitionData_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateRequest_WriteStateData_v1(o, out):
+def _e_WriteShareGroupStateRequest_WriteStateData_v1(o: WriteShareGroupStateRequest_WriteStateData, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -484,7 +495,9 @@ def _e_WriteShareGroupStateRequest_WriteStateData_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateRequest_v1(o, out):
+def _e_WriteShareGroupStateRequest_v1(o: WriteShareGroupStateRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.group_id)
     lst = o.topics
     if lst is None:
@@ -499,7 +512,7 @@ def _e_WriteShareGroupStateRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_WriteShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
+def _da_WriteShareGroupStateResponse_PartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateResponse_PartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateResponse_PartitionResult, n)))
     for o in result:
@@ -512,7 +525,7 @@ def _da_WriteShareGroupStateResponse_PartitionResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteShareGroupStateResponse_WriteStateResult_v0(mv, pos, n):
+def _da_WriteShareGroupStateResponse_WriteStateResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateResponse_WriteStateResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteShareGroupStateResponse_WriteStateResult, n)))
     for o in result:
@@ -535,7 +548,7 @@ def _da_WriteShareGroupStateResponse_WriteStateResult_v0(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_WriteShareGroupStateResponse_v0(mv, pos):
+def _d_WriteShareGroupStateResponse_v0(mv: memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
     limit = len(mv)
     o = _new(WriteShareGroupStateResponse)
     n = mv[pos]
@@ -556,7 +569,7 @@ def _d_WriteShareGroupStateResponse_v0(mv, pos):
         pos += 1
     return o, pos
 
-def _e_WriteShareGroupStateResponse_PartitionResult_v0(o, out):
+def _e_WriteShareGroupStateResponse_PartitionResult_v0(o: WriteShareGroupStateResponse_PartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition, o.error_code)
     _wcnstr(out, o.error_message)
     unknown = o._unknown_tagged_fields
@@ -565,7 +578,9 @@ def _e_WriteShareGroupStateResponse_PartitionResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateResponse_WriteStateResult_v0(o, out):
+def _e_WriteShareGroupStateResponse_WriteStateResult_v0(o: WriteShareGroupStateResponse_WriteStateResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += o.topic_id.bytes
     lst = o.partitions
     if lst is None:
@@ -580,7 +595,9 @@ def _e_WriteShareGroupStateResponse_WriteStateResult_v0(o, out):
     else:
         out.append(0)
 
-def _e_WriteShareGroupStateResponse_v0(o, out):
+def _e_WriteShareGroupStateResponse_v0(o: WriteShareGroupStateResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.results
     if lst is None:
         raise ValueError('None in non-nullable array results')

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct as _struct
 from itertools import repeat as _repeat
+from typing import Any as _Any
 from uuid import UUID
 
 from kproto.protocol.base import NOTSET, ProtocolStruct
@@ -254,7 +255,7 @@ class WriteTxnMarkersResponse(ProtocolStruct):
             self.markers = markers
 
 
-def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(mv, pos, n):
+def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersRequest_WritableTxnMarkerTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersRequest_WritableTxnMarkerTopic, n)))
     for o in result:
@@ -272,7 +273,7 @@ def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_WriteTxnMarkersRequest_WritableTxnMarker_v0(mv, pos, n):
+def _da_WriteTxnMarkersRequest_WritableTxnMarker_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersRequest_WritableTxnMarker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersRequest_WritableTxnMarker, n)))
     for o in result:
@@ -292,7 +293,7 @@ def _da_WriteTxnMarkersRequest_WritableTxnMarker_v0(mv, pos, n):
         pos += 4
     return result, pos
 
-def _d_WriteTxnMarkersRequest_v0(mv, pos):
+def _d_WriteTxnMarkersRequest_v0(mv: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     limit = len(mv)
     o = _new(WriteTxnMarkersRequest)
     n, = _u_i(mv, pos)
@@ -307,7 +308,8 @@ def _d_WriteTxnMarkersRequest_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(o, out):
+def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(o: WriteTxnMarkersRequest_WritableTxnMarkerTopic, out: bytearray) -> None:
+    lst: _Any
     _wstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -316,7 +318,9 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(o, out):
         out += _p_i(len(lst))
         out += _pack('>%di' % len(lst), *lst)
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o, out):
+def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o: WriteTxnMarkersRequest_WritableTxnMarker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_qho(o.producer_id, o.producer_epoch, o.transaction_result)
     lst = o.topics
     if lst is None:
@@ -327,7 +331,9 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(o, out):
             _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(item, out)
     out += _p_i(o.coordinator_epoch)
 
-def _e_WriteTxnMarkersRequest_v0(o, out):
+def _e_WriteTxnMarkersRequest_v0(o: WriteTxnMarkersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.markers
     if lst is None:
         raise ValueError('None in non-nullable array markers')
@@ -336,7 +342,7 @@ def _e_WriteTxnMarkersRequest_v0(o, out):
         for item in lst:
             _e_WriteTxnMarkersRequest_WritableTxnMarker_v0(item, out)
 
-def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(mv, pos, n):
+def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersRequest_WritableTxnMarkerTopic], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersRequest_WritableTxnMarkerTopic, n)))
     for o in result:
@@ -360,7 +366,7 @@ def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteTxnMarkersRequest_WritableTxnMarker_v1(mv, pos, n):
+def _da_WriteTxnMarkersRequest_WritableTxnMarker_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersRequest_WritableTxnMarker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersRequest_WritableTxnMarker, n)))
     for o in result:
@@ -387,7 +393,7 @@ def _da_WriteTxnMarkersRequest_WritableTxnMarker_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_WriteTxnMarkersRequest_v1(mv, pos):
+def _d_WriteTxnMarkersRequest_v1(mv: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     limit = len(mv)
     o = _new(WriteTxnMarkersRequest)
     n = mv[pos]
@@ -408,7 +414,8 @@ def _d_WriteTxnMarkersRequest_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o, out):
+def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o: WriteTxnMarkersRequest_WritableTxnMarkerTopic, out: bytearray) -> None:
+    lst: _Any
     _wcstr(out, o.name)
     lst = o.partition_indexes
     if lst is None:
@@ -422,7 +429,9 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o, out):
+def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o: WriteTxnMarkersRequest_WritableTxnMarker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_qho(o.producer_id, o.producer_epoch, o.transaction_result)
     lst = o.topics
     if lst is None:
@@ -438,7 +447,9 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteTxnMarkersRequest_v1(o, out):
+def _e_WriteTxnMarkersRequest_v1(o: WriteTxnMarkersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.markers
     if lst is None:
         raise ValueError('None in non-nullable array markers')
@@ -452,7 +463,7 @@ def _e_WriteTxnMarkersRequest_v1(o, out):
     else:
         out.append(0)
 
-def _da_WriteTxnMarkersRequest_WritableTxnMarker_v2(mv, pos, n):
+def _da_WriteTxnMarkersRequest_WritableTxnMarker_v2(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersRequest_WritableTxnMarker], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersRequest_WritableTxnMarker, n)))
     for o in result:
@@ -479,7 +490,7 @@ def _da_WriteTxnMarkersRequest_WritableTxnMarker_v2(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_WriteTxnMarkersRequest_v2(mv, pos):
+def _d_WriteTxnMarkersRequest_v2(mv: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     limit = len(mv)
     o = _new(WriteTxnMarkersRequest)
     n = mv[pos]
@@ -500,7 +511,9 @@ def _d_WriteTxnMarkersRequest_v2(mv, pos):
         pos += 1
     return o, pos
 
-def _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(o, out):
+def _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(o: WriteTxnMarkersRequest_WritableTxnMarker, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_qho(o.producer_id, o.producer_epoch, o.transaction_result)
     lst = o.topics
     if lst is None:
@@ -516,7 +529,9 @@ def _e_WriteTxnMarkersRequest_WritableTxnMarker_v2(o, out):
     else:
         out.append(0)
 
-def _e_WriteTxnMarkersRequest_v2(o, out):
+def _e_WriteTxnMarkersRequest_v2(o: WriteTxnMarkersRequest, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.markers
     if lst is None:
         raise ValueError('None in non-nullable array markers')
@@ -530,7 +545,7 @@ def _e_WriteTxnMarkersRequest_v2(o, out):
     else:
         out.append(0)
 
-def _da_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(mv, pos, n):
+def _da_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, n)))
     for o in result:
@@ -538,7 +553,7 @@ def _da_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(mv, pos, n):
         pos += 6
     return result, pos
 
-def _da_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(mv, pos, n):
+def _da_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersResponse_WritableTxnMarkerTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, n)))
     for o in result:
@@ -555,7 +570,7 @@ def _da_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _da_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(mv, pos, n):
+def _da_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersResponse_WritableTxnMarkerResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersResponse_WritableTxnMarkerResult, n)))
     for o in result:
@@ -573,7 +588,7 @@ def _da_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(mv, pos, n):
             raise _DecodeFailure('null in a non-nullable array', pos)
     return result, pos
 
-def _d_WriteTxnMarkersResponse_v0(mv, pos):
+def _d_WriteTxnMarkersResponse_v0(mv: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     limit = len(mv)
     o = _new(WriteTxnMarkersResponse)
     n, = _u_i(mv, pos)
@@ -588,10 +603,12 @@ def _d_WriteTxnMarkersResponse_v0(mv, pos):
         raise _DecodeFailure('null in a non-nullable array', pos)
     return o, pos
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(o, out):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(o: WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o, out):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o: WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -601,7 +618,9 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(o, out):
         for item in lst:
             _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(item, out)
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o, out):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o: WriteTxnMarkersResponse_WritableTxnMarkerResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_q(o.producer_id)
     lst = o.topics
     if lst is None:
@@ -611,7 +630,9 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(o, out):
         for item in lst:
             _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(item, out)
 
-def _e_WriteTxnMarkersResponse_v0(o, out):
+def _e_WriteTxnMarkersResponse_v0(o: WriteTxnMarkersResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.markers
     if lst is None:
         raise ValueError('None in non-nullable array markers')
@@ -620,7 +641,7 @@ def _e_WriteTxnMarkersResponse_v0(o, out):
         for item in lst:
             _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(item, out)
 
-def _da_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(mv, pos, n):
+def _da_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, n)))
     for o in result:
@@ -632,7 +653,7 @@ def _da_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(mv, pos, n):
+def _da_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersResponse_WritableTxnMarkerTopicResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, n)))
     for o in result:
@@ -655,7 +676,7 @@ def _da_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _da_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(mv, pos, n):
+def _da_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersResponse_WritableTxnMarkerResult], int]:
     limit = len(mv)
     result = list(map(_new, _repeat(WriteTxnMarkersResponse_WritableTxnMarkerResult, n)))
     for o in result:
@@ -677,7 +698,7 @@ def _da_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(mv, pos, n):
             pos += 1
     return result, pos
 
-def _d_WriteTxnMarkersResponse_v1(mv, pos):
+def _d_WriteTxnMarkersResponse_v1(mv: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     limit = len(mv)
     o = _new(WriteTxnMarkersResponse)
     n = mv[pos]
@@ -698,7 +719,7 @@ def _d_WriteTxnMarkersResponse_v1(mv, pos):
         pos += 1
     return o, pos
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o, out):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o: WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult, out: bytearray) -> None:
     out += _p_ih(o.partition_index, o.error_code)
     unknown = o._unknown_tagged_fields
     if unknown:
@@ -706,7 +727,9 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o, out):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o: WriteTxnMarkersResponse_WritableTxnMarkerTopicResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     _wcstr(out, o.name)
     lst = o.partitions
     if lst is None:
@@ -721,7 +744,9 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o, out):
+def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o: WriteTxnMarkersResponse_WritableTxnMarkerResult, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     out += _p_q(o.producer_id)
     lst = o.topics
     if lst is None:
@@ -736,7 +761,9 @@ def _e_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(o, out):
     else:
         out.append(0)
 
-def _e_WriteTxnMarkersResponse_v1(o, out):
+def _e_WriteTxnMarkersResponse_v1(o: WriteTxnMarkersResponse, out: bytearray) -> None:
+    lst: _Any
+    item: _Any
     lst = o.markers
     if lst is None:
         raise ValueError('None in non-nullable array markers')

@@ -20,7 +20,7 @@ against ("seconds ago") use the registry's clock. The prefix is kafka-python's
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from kproto.metrics.metric_name import MetricConfig
 from kproto.metrics.metrics import Metrics, by_group, wall_clock_ms
@@ -83,6 +83,21 @@ class KafkaConsumerMetrics:
 
     def record_committed(self, ns: int) -> None:
         self.committed.record(ns)
+
+
+T = TypeVar("T")
+
+
+def timed_poll(metrics: Optional[KafkaConsumerMetrics], poll: Callable[..., T], *args: Any) -> T:
+    """``poll(*args)`` between ``record_poll_start`` and ``record_poll_end`` (every engine's
+    ``poll``, as Java's consumers do; just the call when metrics are off)."""
+    if metrics is None:
+        return poll(*args)
+    metrics.record_poll_start()
+    try:
+        return poll(*args)
+    finally:
+        metrics.record_poll_end()
 
 
 class CoordinatorMetrics:
@@ -214,7 +229,7 @@ def build_metrics(config: Mapping[str, Any], time_ms: Callable[[], int] = wall_c
     return Metrics(metric_config, reporters, time_ms)
 
 
-def metrics_view(metrics: Optional[Metrics], raw: bool) -> Optional[dict]:
+def metrics_view(metrics: Optional[Metrics], raw: bool) -> Optional[dict[Any, Any]]:
     """kafka-python's ``KafkaConsumer.metrics(raw)``: None without metrics, the registry's
     ``{MetricName: KafkaMetric}`` when raw, else ``{group: {name: value}}``."""
     if metrics is None:

@@ -75,8 +75,8 @@ class _NodeSensors:
         self.latency.add(name("request-latency-max", group, "The maximum request latency in ms", tags), Max())
 
 
-def _meter(metrics: Metrics, sensor_name: str, group: str, base: str, what: str, tags: Optional[dict],
-           stat: Any, parents: tuple = ()) -> Sensor:
+def _meter(metrics: Metrics, sensor_name: str, group: str, base: str, what: str, tags: Optional[dict[Any, Any]],
+           stat: Any, parents: tuple[Any, ...] = ()) -> Sensor:
     """A sensor with Java's ``<base>-rate`` / ``<base>-total`` meter (``createMeter``)."""
     sensor = metrics.sensor(sensor_name, parents=parents)
     name = metrics.metric_name

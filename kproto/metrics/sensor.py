@@ -60,7 +60,7 @@ class Sensor:
         self._registry = registry
         self._time_ms = time_ms
         self._stats: list[Any] = []
-        self._recorders: tuple = ()  # (stat.record, config) pairs: bound once, not per record
+        self._recorders: tuple[Any, ...] = ()  # (stat.record, config) pairs: bound once, not per record
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self.lock = threading.Lock()
         for parent in parents:

@@ -130,6 +130,16 @@ class SampledStat(Stat):
 class Avg(SampledStat):
     """Mean of the values in the live windows (NaN without events)."""
 
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        # SampledStat.record with update() inlined: per-partition lag and lead record here
+        # for every partition of every poll.
+        samples = self._samples
+        sample = samples[self._current] if samples else self._current_sample(now_ms)
+        if now_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
+            sample = self._advance(config, now_ms)
+        sample.value += value
+        sample.event_count += 1
+
     def update(self, sample: _Sample, value: float) -> None:
         sample.value += value
 
@@ -147,6 +157,15 @@ class Max(SampledStat):
 
     initial_value = -math.inf
 
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        samples = self._samples  # SampledStat.record with update() inlined, as Avg's
+        sample = samples[self._current] if samples else self._current_sample(now_ms)
+        if now_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
+            sample = self._advance(config, now_ms)
+        if value > sample.value:
+            sample.value = value
+        sample.event_count += 1
+
     def update(self, sample: _Sample, value: float) -> None:
         if value > sample.value:
             sample.value = value
@@ -160,6 +179,15 @@ class Min(SampledStat):
     """Smallest value in the live windows (NaN without events)."""
 
     initial_value = math.inf
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        samples = self._samples  # SampledStat.record with update() inlined, as Avg's
+        sample = samples[self._current] if samples else self._current_sample(now_ms)
+        if now_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
+            sample = self._advance(config, now_ms)
+        if value < sample.value:
+            sample.value = value
+        sample.event_count += 1
 
     def update(self, sample: _Sample, value: float) -> None:
         if value < sample.value:

@@ -72,7 +72,7 @@ class BrokerConnection:
         # When a SASL session with a lifetime (KIP-368) should be replaced: the client
         # closes the idle connection then and a new one authenticates afresh.
         self.reauthenticate_at_ms = float("inf")
-        self._addresses: list[tuple] = []
+        self._addresses: list[tuple[Any, ...]] = []
         self._address_index = 0
         self._tls_wants = selectors.EVENT_WRITE
         # TLS is up but no byte has come back yet (see finish_connect).
@@ -270,11 +270,11 @@ class BrokerConnection:
             if written and listener is not None:
                 listener.bytes_sent(self.node_id, written)
 
-    def read(self, now_ms: float) -> tuple[list, errors.KafkaError | None]:
+    def read(self, now_ms: float) -> tuple[list[Any], errors.KafkaError | None]:
         """Read what is available: the completed (InFlightRequest, response) pairs, and
         the error that ended the connection if one did (pairs completed before it kept)."""
         assert self.sock is not None and self.proto is not None
-        done: list = []
+        done: list[Any] = []
         error: errors.KafkaError | None = None
         nbytes = 0
         try:
@@ -307,7 +307,7 @@ class BrokerConnection:
             self._report_read(nbytes, done, now_ms)
         return done, error
 
-    def _report_read(self, nbytes: int, done: list, now_ms: float) -> None:
+    def _report_read(self, nbytes: int, done: list[Any], now_ms: float) -> None:
         listener, node_id = self.listener, self.node_id
         if nbytes:
             listener.bytes_received(node_id, nbytes)
@@ -331,7 +331,7 @@ class BrokerConnection:
 
     # --- closing ----------------------------------------------------------------------
 
-    def close(self, now_ms: float, *, failed: bool) -> list:
+    def close(self, now_ms: float, *, failed: bool) -> list[Any]:
         """Close the socket; return the requests that were in flight. ``failed`` backs off."""
         if self.sock is not None:
             try:

@@ -50,7 +50,7 @@ class ChannelAuthenticator:
         error, self.fatal_error = self.fatal_error, None
         return error
 
-    def start(self, node: BrokerConnection, api_versions: dict, now: float) -> bool:
+    def start(self, node: BrokerConnection, api_versions: dict[Any, Any], now: float) -> bool:
         """ApiVersions done: begin authenticating (True), or nothing to do (False)."""
         if not self.enabled:
             return False

@@ -143,7 +143,7 @@ class NetworkClient:
             self.wakeup()
         return future
 
-    def poll(self, timeout_ms: float | None = None, future: Future | None = None) -> list:
+    def poll(self, timeout_ms: float | None = None, future: Future | None = None) -> list[Any]:
         """Do network I/O; return the responses completed by this call.
 
         Blocks up to ``timeout_ms`` (default ``request_timeout_ms``); with ``future``,
@@ -152,7 +152,7 @@ class NetworkClient:
         if timeout_ms is None:
             timeout_ms = self.config["request_timeout_ms"]
         deadline = monotonic_ms() + timeout_ms
-        responses: list = []
+        responses: list[Any] = []
         while True:
             remaining = max(deadline - monotonic_ms(), 0.0)
             if future is not None and future.is_done:
@@ -328,7 +328,7 @@ class NetworkClient:
 
     # --- the poll loop ----------------------------------------------------------------
 
-    def _poll_once(self, timeout_ms: float) -> list:
+    def _poll_once(self, timeout_ms: float) -> list[Any]:
         if not self._io_lock.acquire(blocking=False):
             # Another thread is in select: wake it and wait for our turn.
             self.wakeup()
@@ -373,7 +373,7 @@ class NetworkClient:
         for nid in pending:
             self._state.close_by_client(nid, now)
 
-    def _complete_futures(self) -> list:
+    def _complete_futures(self) -> list[Any]:
         with self._lock:
             done, self._state.completed = self._state.completed, []
             settled, self._settled = self._settled, []

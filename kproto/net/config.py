@@ -6,7 +6,7 @@ client, so the consumer can hand over its whole configuration.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Optional, Any, Iterable
 
 from kproto import __version__, errors
 from kproto.net.connection import DEFAULT_RECEIVE_MESSAGE_MAX_BYTES
@@ -53,25 +53,44 @@ DEFAULT_CONFIG: dict[str, Any] = {
 }
 
 
+def parse_address(text: str, *, default_host: Optional[str] = None,
+                  default_port: Optional[int] = None) -> tuple[str, int]:
+    """``host:port`` or ``[ipv6]:port`` -> (host, port); the one address parser (the
+    consumer's bootstrap servers, the tools' --bootstrap-server, --upstream, --listen).
+
+    With ``default_port`` a host alone is enough (an unbracketed IPv6 literal is a host);
+    with ``default_host`` a port alone (``9092`` or ``:9092``). Anything else raises
+    ``KafkaConfigurationError`` naming the text.
+    """
+    item = text.strip()
+    if item.startswith("["):  # [ipv6]:port
+        host, _, rest = item[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else rest
+    elif item.count(":") == 1:
+        host, port = item.split(":")
+    elif item.count(":") > 1 or not item.isdigit():
+        host, port = item, ""
+    else:
+        host, port = "", item
+    host = host or default_host or ""
+    if not port and default_port is not None:
+        port = str(default_port)
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: a port the OS picks (--listen)
+        raise errors.KafkaConfigurationError("not a HOST:PORT address: {!r}".format(text))
+    return host, int(port)
+
+
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     """``"a:9092,b"`` or ``["a:9092", "[::1]:9093"]`` -> [(host, port), ...] (default 9092)."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out = []
     for item in items:
-        item = item.strip()
-        if not item:
+        if not item.strip():
             continue
-        if item.startswith("["):  # [ipv6]:port
-            host, _, rest = item[1:].partition("]")
-            port = rest.lstrip(":") or "9092"
-        elif item.count(":") == 1:
-            host, port = item.split(":")
-        else:
-            host, port = item, "9092"
         try:
-            out.append((host, int(port)))
-        except ValueError:
-            raise errors.KafkaConfigurationError("bad bootstrap server {!r}".format(item)) from None
+            out.append(parse_address(item, default_port=9092))
+        except errors.KafkaConfigurationError:
+            raise errors.KafkaConfigurationError("bad bootstrap server {!r}".format(item.strip())) from None
     if not out:
         raise errors.KafkaConfigurationError("bootstrap_servers is empty")
     return out

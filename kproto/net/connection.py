@@ -223,7 +223,7 @@ class Connection:
             raise
         return done
 
-    def _receive(self, view: memoryview, done: list) -> None:
+    def _receive(self, view: memoryview, done: list[Any]) -> None:
         pos, end = 0, len(view)
         while pos < end:
             if self._frame is None:

@@ -104,7 +104,7 @@ class Future:
         return "<Future {}>".format(state)
 
 
-def _partial(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[Any], Any]:
+def _partial(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[Any, Any]) -> Callable[[Any], Any]:
     return lambda result: fn(*args, result, **kwargs)
 
 

@@ -49,8 +49,8 @@ class ProtocolStruct:
     _defaults: ClassVar[dict[str, Any]] = {}
     _factories: ClassVar[dict[str, Callable[[], Any]]] = {}
     _first_version: ClassVar[int] = 0
-    _encoders: ClassVar[tuple | None] = None
-    _decoders: ClassVar[tuple | None] = None
+    _encoders: ClassVar[tuple[Any, ...] | None] = None
+    _decoders: ClassVar[tuple[Any, ...] | None] = None
     # Declared for the type checker only: a message class's API key (not a ClassVar:
     # ApiVersions' nested struct has an ``api_key`` field), and the request/response pair
     # the generated modules link once both classes exist. Nested structs have none.
@@ -152,7 +152,7 @@ class ProtocolStruct:
         return obj
 
 
-def _lookup(cls: type[ProtocolStruct], table: tuple | None, version: int) -> Callable:
+def _lookup(cls: type[ProtocolStruct], table: tuple[Any, ...] | None, version: int) -> Callable[..., Any]:
     if table is None:
         raise IllegalArgumentError("{} is a nested struct; encode/decode its message".format(
             cls._name))

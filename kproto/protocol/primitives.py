@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 __all__ = [
     "DecodeFailure", "INT8", "INT16", "INT32", "INT64", "UINT16", "UINT32", "FLOAT64", "BOOL",
@@ -78,10 +78,10 @@ def check_count(mv: memoryview, pos: int, count: int, min_size: int) -> None:
 
 # --- fixed width -----------------------------------------------------------------------
 
-def _fixed_reader(s: struct.Struct) -> Callable[[memoryview, int], tuple]:
+def _fixed_reader(s: struct.Struct) -> Callable[[memoryview, int], tuple[Any, ...]]:
     unpack, size = s.unpack_from, s.size
 
-    def read(mv: memoryview, pos: int) -> tuple:
+    def read(mv: memoryview, pos: int) -> tuple[Any, ...]:
         if size > len(mv) - pos:
             raise DecodeFailure("truncated: {} bytes needed".format(size), pos)
         return unpack(mv, pos)[0], pos + size
@@ -233,7 +233,7 @@ def _text(mv: memoryview, pos: int, n: int) -> str:
         raise DecodeFailure("invalid UTF-8 in string", pos + exc.start) from None
 
 
-def _classic_length(mv: memoryview, pos: int, unpack: Callable, width: int,
+def _classic_length(mv: memoryview, pos: int, unpack: Callable[..., Any], width: int,
                     what: str) -> tuple[int, int]:
     """An int16/int32 length (-1 for null), checked against the bytes that follow it."""
     if pos + width > len(mv):
@@ -255,10 +255,10 @@ def _compact_length(mv: memoryview, pos: int, what: str) -> tuple[int, int]:
     return n, pos
 
 
-def _required(reader: Callable[[memoryview, int], tuple], what: str
-              ) -> Callable[[memoryview, int], tuple]:
+def _required(reader: Callable[[memoryview, int], tuple[Any, ...]], what: str
+              ) -> Callable[[memoryview, int], tuple[Any, ...]]:
     """The non-nullable form of a nullable reader: null on the wire is corrupt."""
-    def read(mv: memoryview, pos: int) -> tuple:
+    def read(mv: memoryview, pos: int) -> tuple[Any, ...]:
         value, new_pos = reader(mv, pos)
         if value is None:
             raise DecodeFailure("null in non-nullable " + what, pos)
@@ -318,7 +318,8 @@ def write_nullable_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def write_string(out: bytearray, value: str) -> None:
+def write_string(out: bytearray, value: str | None) -> None:
+    # None is typed in (a field nullable only in later versions) and rejected here.
     if value is None:
         raise ValueError("None in a non-nullable string")
     write_nullable_string(out, value)
@@ -333,7 +334,7 @@ def write_compact_nullable_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def write_compact_string(out: bytearray, value: str) -> None:
+def write_compact_string(out: bytearray, value: str | None) -> None:
     if value is None:
         raise ValueError("None in a non-nullable string")
     write_compact_nullable_string(out, value)
@@ -347,7 +348,7 @@ def write_nullable_bytes(out: bytearray, value: bytes | bytearray | memoryview |
     out += value
 
 
-def write_bytes(out: bytearray, value: bytes | bytearray | memoryview) -> None:
+def write_bytes(out: bytearray, value: bytes | bytearray | memoryview | None) -> None:
     if value is None:
         raise ValueError("None in non-nullable bytes")
     write_nullable_bytes(out, value)
@@ -362,7 +363,7 @@ def write_compact_nullable_bytes(out: bytearray,
     out += value
 
 
-def write_compact_bytes(out: bytearray, value: bytes | bytearray | memoryview) -> None:
+def write_compact_bytes(out: bytearray, value: bytes | bytearray | memoryview | None) -> None:
     if value is None:
         raise ValueError("None in non-nullable bytes")
     write_compact_nullable_bytes(out, value)
@@ -390,7 +391,7 @@ def read_compact_array_length(mv: memoryview, pos: int, min_size: int = 1) -> tu
 
 
 def _read_items(mv: memoryview, n: int, pos: int,
-                read_item: Callable[[memoryview, int], tuple]) -> tuple[list | None, int]:
+                read_item: Callable[[memoryview, int], tuple[Any, ...]]) -> tuple[list[Any] | None, int]:
     if n < 0:
         return None, pos
     items = []
@@ -400,21 +401,21 @@ def _read_items(mv: memoryview, n: int, pos: int,
     return items, pos
 
 
-def read_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple],
-               min_size: int = 1) -> tuple[list | None, int]:
+def read_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple[Any, ...]],
+               min_size: int = 1) -> tuple[list[Any] | None, int]:
     """A classic array (None when null) of items read by ``read_item``."""
     n, pos = read_array_length(mv, pos, min_size)
     return _read_items(mv, n, pos, read_item)
 
 
-def read_compact_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple],
-                       min_size: int = 1) -> tuple[list | None, int]:
+def read_compact_array(mv: memoryview, pos: int, read_item: Callable[[memoryview, int], tuple[Any, ...]],
+                       min_size: int = 1) -> tuple[list[Any] | None, int]:
     """A compact array (None when null) of items read by ``read_item``."""
     n, pos = read_compact_array_length(mv, pos, min_size)
     return _read_items(mv, n, pos, read_item)
 
 
-def write_array(out: bytearray, items: list | None,
+def write_array(out: bytearray, items: list[Any] | None,
                 write_item: Callable[[bytearray, object], None]) -> None:
     if items is None:
         out += b"\xff\xff\xff\xff"
@@ -424,7 +425,7 @@ def write_array(out: bytearray, items: list | None,
         write_item(out, item)
 
 
-def write_compact_array(out: bytearray, items: list | None,
+def write_compact_array(out: bytearray, items: list[Any] | None,
                         write_item: Callable[[bytearray, object], None]) -> None:
     if items is None:
         out.append(0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from kproto import codecs
 from kproto.errors import IllegalArgumentError
@@ -149,7 +149,7 @@ class RecordBatchBuilder:
         return head + after_crc
 
 
-def build_batch(records: Iterable[tuple], **kwargs) -> bytes:
+def build_batch(records: Iterable[tuple[Any, ...]], **kwargs) -> bytes:
     """A v2 batch of ``(key, value)`` or ``(key, value, headers)`` or
     ``(key, value, headers, timestamp)`` tuples; kwargs go to RecordBatchBuilder."""
     builder = RecordBatchBuilder(**kwargs)
@@ -228,7 +228,7 @@ class LegacyMessageSetBuilder:
         return self._message(last, self.compression_type | ts_attr, wrapper_ts, None, payload)
 
 
-def build_message_set(records: Iterable[tuple], *, magic: int, **kwargs) -> bytes:
+def build_message_set(records: Iterable[tuple[Any, ...]], *, magic: int, **kwargs) -> bytes:
     """A v0/v1 message set of ``(key, value)`` or ``(key, value, timestamp)`` tuples."""
     builder = LegacyMessageSetBuilder(magic=magic, **kwargs)
     for rec in records:

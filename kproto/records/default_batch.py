@@ -34,7 +34,7 @@ a ``CorruptRecordError`` naming the bad record's offset.
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from typing import Any, Iterator, Optional
 
 from kproto import codecs
 from kproto.errors import CorruptMessageError, CorruptRecordError
@@ -99,7 +99,7 @@ def _zigzag_slow(buf: bytes, pos: int) -> tuple[int, int]:
 def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int,
                     last_offset: int, base_timestamp: int, timestamp_type: int,
                     log_append_time: int | None, record_class: type,
-                    prefix: tuple) -> tuple[list, int, str | None]:
+                    prefix: tuple[Any, ...]) -> tuple[list[Any], int, str | None]:
     """Up to ``limit`` records from ``pos`` in one call: ``(records, new pos, None)``, or
     ``(the records before the first malformed one, pos, what is wrong with it)``.
 
@@ -109,11 +109,19 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
     than a generator resumed per record. ``last_offset`` is the offset of the record
     before ``pos`` (base offset - 1 at the start): offsets must grow across calls too.
     """
-    out: list = []
+    out: list[Any] = []
     append = out.append
     new = _new_tuple
     zz = _ZZ
     slow = _zigzag_slow
+    # The consumer's prefix (topic, partition, leader epoch) unpacked once, so each record
+    # is one tuple literal copied into its class: ``prefix + (...)`` built two tuples more.
+    if len(prefix) == 3:
+        topic, partition, epoch = prefix
+        shape = 3
+    else:
+        topic = partition = epoch = None
+        shape = 0 if not prefix else -1
     try:
         # A range iterator bounds the chunk: cheaper per record than counting by hand.
         for _ in range(limit):
@@ -220,11 +228,12 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
                 value = None
             else:
                 raise _Malformed("negative value length")
-            # headers: almost always none
+            # headers: almost always none (the shared empty tuple, which keeps the record
+            # untracked by the garbage collector)
             v = buf[pos]
             pos += 1
             if v == 0:
-                headers: list = []
+                headers: tuple[tuple[str, Optional[bytes]], ...] = ()
                 hsize = -1
             else:
                 if v >= 0x80:
@@ -238,14 +247,21 @@ def _decode_records(buf: bytes, pos: int, end: int, limit: int, base_offset: int
                 headers, hsize, pos = _read_headers(buf, pos, hcount)
             if pos != rec_end:
                 raise _Malformed("record fields do not match the record length")
-            append(new(record_class, prefix + (offset, timestamp, timestamp_type, key, value,
-                                               headers, None, ksize, vsize, hsize)))
+            if shape == 3:
+                append(new(record_class, (topic, partition, epoch, offset, timestamp, timestamp_type, key, value,
+                                          headers, None, ksize, vsize, hsize)))
+            elif shape == 0:
+                append(new(record_class, (offset, timestamp, timestamp_type, key, value,
+                                          headers, None, ksize, vsize, hsize)))
+            else:
+                append(new(record_class, prefix + (offset, timestamp, timestamp_type, key, value,
+                                                   headers, None, ksize, vsize, hsize)))
     except (IndexError, _Malformed, UnicodeDecodeError) as exc:
         return out, pos, "malformed record: {}".format(exc)
     return out, pos, None
 
 
-def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
+def _read_headers(buf: bytes, pos: int, count: int) -> tuple[tuple[tuple[str, Optional[bytes]], ...], int, int]:
     headers = []
     size = 0
     for _ in range(count):
@@ -267,7 +283,7 @@ def _read_headers(buf: bytes, pos: int, count: int) -> tuple[list, int, int]:
         else:
             raise _Malformed("negative header value length")
         headers.append((key, value))
-    return headers, size, pos
+    return tuple(headers), size, pos
 
 
 class _Cursor:
@@ -379,8 +395,8 @@ class RecordBatch:
             offset=offset)
 
     # --- records ---------------------------------------------------------------------
-    def decode_records(self, record_class: type = Record, prefix: tuple = (),
-                       limit: int | None = None) -> tuple[list, CorruptRecordError | None]:
+    def decode_records(self, record_class: type = Record, prefix: tuple[Any, ...] = (),
+                       limit: int | None = None) -> tuple[list[Any], CorruptRecordError | None]:
         """Decode the batch's next records: all that are left, or at most ``limit``.
 
         The batch keeps where decoding stopped (its cursor), so successive calls hand out
@@ -427,8 +443,8 @@ class RecordBatch:
             end = len(buf)
         return _Cursor(buf, start, end, self.base_offset - 1)
 
-    def _decode_next(self, cursor: _Cursor, record_class: type, prefix: tuple,
-                     limit: int | None) -> tuple[list, CorruptRecordError | None]:
+    def _decode_next(self, cursor: _Cursor, record_class: type, prefix: tuple[Any, ...],
+                     limit: int | None) -> tuple[list[Any], CorruptRecordError | None]:
         if cursor.done:
             return [], cursor.error
         attributes = self.attributes

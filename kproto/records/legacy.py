@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterator
+from typing import Any, Iterator
 
 from kproto import codecs
 from kproto.errors import CorruptMessageError, CorruptRecordError
@@ -43,7 +43,7 @@ class _Malformed(Exception):
     """Internal: a message's fields do not fit its declared size."""
 
 
-def _parse_message(buf: bytes, pos: int, end: int) -> tuple:
+def _parse_message(buf: bytes, pos: int, end: int) -> tuple[Any, ...]:
     """The fields of the log entry at ``pos`` (which must end at or before ``end``).
 
     Returns (offset, crc, magic, attributes, timestamp, key, value, entry_end, crc_start).
@@ -109,9 +109,9 @@ class LegacyBatch:
         self._data = data
         self._start = start
         self._end = end
-        self._inner: list | None = None
+        self._inner: list[Any] | None = None
         # decode_records' state: [records, index of the next one, error after them]
-        self._cursor: list | None = None
+        self._cursor: list[Any] | None = None
         self.size_in_bytes = end - start
         try:
             (self.offset, self.crc, self.magic, self.attributes, self.timestamp, self._key,
@@ -179,7 +179,7 @@ class LegacyBatch:
             partition=self.partition, offset=offset)
 
     # --- records ---------------------------------------------------------------------
-    def _inner_messages(self) -> list:
+    def _inner_messages(self) -> list[Any]:
         """Parsed inner messages of a compressed wrapper (decompressed once, cached)."""
         if self._inner is not None:
             return self._inner
@@ -211,7 +211,7 @@ class LegacyBatch:
         self._inner = inner
         return inner
 
-    def _absolute_offsets(self, inner: list) -> list[int]:
+    def _absolute_offsets(self, inner: list[Any]) -> list[int]:
         if self.magic == 0:
             return [msg[0] for msg, _ in inner]
         # v1: relative inner offsets; the wrapper holds the last inner message's offset.
@@ -233,8 +233,8 @@ class LegacyBatch:
     def __iter__(self) -> Iterator[Record]:
         return self._iter_records()
 
-    def decode_records(self, record_class: type = Record, prefix: tuple = (),
-                       limit: int | None = None) -> tuple[list, CorruptRecordError | None]:
+    def decode_records(self, record_class: type = Record, prefix: tuple[Any, ...] = (),
+                       limit: int | None = None) -> tuple[list[Any], CorruptRecordError | None]:
         """The next records (all that are left, or at most ``limit``), as
         ``RecordBatch.decode_records``: ``(records, None)`` or ``(the records before the
         failure, its CorruptRecordError)``; successive calls continue where the last
@@ -243,7 +243,7 @@ class LegacyBatch:
         ``record_class`` tuples are built per call."""
         cursor = self._cursor
         if cursor is None:
-            records: list = []
+            records: list[Any] = []
             error: CorruptRecordError | None = None
             last = -1 << 63
             try:
@@ -258,7 +258,7 @@ class LegacyBatch:
         records, index, error = cursor
         stop = len(records) if limit is None else min(len(records), index + limit)
         cursor[1] = stop
-        out: list = [_new_tuple(record_class, prefix + record) for record in records[index:stop]]
+        out: list[Any] = [_new_tuple(record_class, prefix + record) for record in records[index:stop]]
         return out, error if stop == len(records) else None
 
     @property
@@ -287,7 +287,7 @@ class LegacyBatch:
     @staticmethod
     def _record(offset: int, timestamp: int, ts_type: int, key: bytes | None,
                 value: bytes | None, crc: int) -> Record:
-        return _new_tuple(Record, (offset, timestamp, ts_type, key, value, [], crc,
+        return _new_tuple(Record, (offset, timestamp, ts_type, key, value, (), crc,
                                    -1 if key is None else len(key),
                                    -1 if value is None else len(value), -1))
 

@@ -17,7 +17,7 @@ The end of the data (Java's ByteBufferLogInputStream and the consumer's Complete
 from __future__ import annotations
 
 import struct
-from typing import Iterator, Union
+from typing import Any, Iterator, Union
 
 from kproto import codecs
 from kproto.errors import CorruptRecordError, RecordTooLargeError
@@ -118,7 +118,7 @@ class BatchReader:
         exc.partition = self.partition  # type: ignore[attr-defined]
         raise exc
 
-    def records(self) -> Iterator:
+    def records(self) -> Iterator[Any]:
         """Every record of every batch, in order (control batches included as records)."""
         for batch in self:
             yield from batch.records

@@ -29,7 +29,7 @@ LATEST = -1
 
 # A starting/ending offset spec: "earliest", "latest", {TopicPartition: offset or sentinel},
 # or ("timestamp", {TopicPartition: ms}) / ("timestamp", ms) for the *ByTimestamp options.
-OffsetSpec = Union[str, dict, tuple]
+OffsetSpec = Union[str, dict[Any, Any], tuple[Any, ...]]
 
 # Spark's Kafka source options this source implements (lower-cased).
 _SOURCE_OPTIONS = frozenset(o.lower() for o in (
@@ -92,10 +92,10 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default (spark.network.timeout)
 class SourceOptions:
     """The checked options of one ``spark.read``/``spark.readStream`` of format ``kproto``."""
 
-    client_config: dict  # KafkaConsumer kwargs
-    subscribe: Optional[tuple] = None
+    client_config: dict[Any, Any]  # KafkaConsumer kwargs
+    subscribe: Optional[tuple[Any, ...]] = None
     subscribe_pattern: Optional[str] = None
-    assign: Optional[tuple] = None  # TopicPartitions
+    assign: Optional[tuple[Any, ...]] = None  # TopicPartitions
     starting: OffsetSpec = "earliest"
     ending: OffsetSpec = "latest"
     starting_by_timestamp_strategy: str = "error"
@@ -108,7 +108,7 @@ class SourceOptions:
     max_records_per_partition: Optional[int] = None
     include_headers: bool = False
     streaming: bool = False
-    raw: dict = field(default_factory=dict, compare=False)
+    raw: dict[Any, Any] = field(default_factory=dict, compare=False)
 
     @property
     def isolation_level(self) -> IsolationLevel:
@@ -156,7 +156,7 @@ def _partition_number(name: str, topic: str, key: Any) -> int:
     return number
 
 
-def parse_assign(value: str) -> tuple:
+def parse_assign(value: str) -> tuple[Any, ...]:
     """``{"topicA":[0,1],"topicB":[2,4]}`` -> sorted TopicPartitions."""
     data = _parse_json("assign", value)
     if not isinstance(data, dict) or not data:
@@ -173,7 +173,7 @@ def parse_assign(value: str) -> tuple:
     return tuple(sorted(tps))
 
 
-def parse_partition_map(name: str, value: str, *, allow: tuple = ()) -> dict:
+def parse_partition_map(name: str, value: str, *, allow: tuple[Any, ...] = ()) -> dict[Any, Any]:
     """``{"t":{"0":23,"1":-2}}`` -> {TopicPartition: int}; values >= 0 or in ``allow``."""
     data = _parse_json(name, value)
     if not isinstance(data, dict) or not data:
@@ -205,14 +205,14 @@ def _parse_offsets(name: str, value: str, *, streaming: bool, ending: bool) -> O
     if not text.startswith("{"):
         raise _fail("option '{}' must be 'earliest', 'latest' or a JSON object like "
                     "{{\"topic\":{{\"0\":23,\"1\":-2}}}} (-2 earliest, -1 latest), got {!r}".format(name, value))
-    allowed: tuple = (EARLIEST, LATEST)
+    allowed: tuple[Any, ...] = (EARLIEST, LATEST)
     if not streaming:
         allowed = (LATEST,) if ending else (EARLIEST,)
     parsed = parse_partition_map(name, text, allow=allowed)
     return parsed
 
 
-def _jaas_credentials(key: str, value: str) -> dict:
+def _jaas_credentials(key: str, value: str) -> dict[Any, Any]:
     """``sasl.jaas.config`` of the PLAIN or SCRAM login module as kproto's username and
     password (``...LoginModule required username="u" password="p";``). Other modules
     (OAUTHBEARER's callback handlers, Kerberos) name JVM classes kproto cannot run."""
@@ -229,9 +229,9 @@ def _jaas_credentials(key: str, value: str) -> dict:
     return {"sasl_plain_username": unescape(pairs["username"]), "sasl_plain_password": unescape(pairs["password"])}
 
 
-def client_settings(options: Mapping[str, str]) -> dict:
+def client_settings(options: Mapping[str, str]) -> dict[Any, Any]:
     """The ``kafka.*`` options as KafkaConsumer kwargs (Java names -> kproto names, typed)."""
-    config: dict = {}
+    config: dict[Any, Any] = {}
     for key, value in options.items():
         if not key.startswith("kafka."):
             continue
@@ -335,7 +335,7 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     return SourceOptions(client_config=config, streaming=bool(streaming), raw=dict(opts), **kwargs)
 
 
-def _by_timestamp(opts: dict, single: str, per_partition: str) -> Optional[tuple]:
+def _by_timestamp(opts: dict[Any, Any], single: str, per_partition: str) -> Optional[tuple[Any, ...]]:
     if single in opts:
         return ("timestamp", _parse_int(single, opts[single], lo=0))
     if per_partition in opts:
@@ -343,7 +343,7 @@ def _by_timestamp(opts: dict, single: str, per_partition: str) -> Optional[tuple
     return None
 
 
-def _starting(opts: dict, streaming: bool) -> OffsetSpec:
+def _starting(opts: dict[Any, Any], streaming: bool) -> OffsetSpec:
     # Spark's precedence: startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets.
     spec = _by_timestamp(opts, "startingtimestamp", "startingoffsetsbytimestamp")
     if spec is not None:
@@ -353,7 +353,7 @@ def _starting(opts: dict, streaming: bool) -> OffsetSpec:
     return "latest" if streaming else "earliest"
 
 
-def _ending(opts: dict) -> OffsetSpec:
+def _ending(opts: dict[Any, Any]) -> OffsetSpec:
     spec = _by_timestamp(opts, "endingtimestamp", "endingoffsetsbytimestamp")
     if spec is not None:
         return spec

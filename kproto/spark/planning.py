@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from kproto.errors import IllegalArgumentError
 from kproto.structs import TopicPartition
@@ -80,16 +80,16 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
 # -- streaming offsets JSON -------------------------------------------------------------
 
 
-def to_offset_json(offsets: Mapping[TopicPartition, int]) -> dict:
+def to_offset_json(offsets: Mapping[TopicPartition, int]) -> dict[Any, Any]:
     """{TopicPartition: offset} -> ``{"topic": {"0": offset}}`` (string partition keys, as
     JSON object keys are; sorted, so equal offsets give equal JSON)."""
-    result: dict = {}
+    result: dict[Any, Any] = {}
     for tp in sorted(offsets):
         result.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
     return result
 
 
-def from_offset_json(data: Mapping) -> dict[TopicPartition, int]:
+def from_offset_json(data: Mapping[Any, Any]) -> dict[TopicPartition, int]:
     """The inverse of :func:`to_offset_json`; anything else is an IllegalArgumentError
     (a checkpoint written by another source, or edited by hand)."""
     if not isinstance(data, Mapping):

@@ -97,7 +97,7 @@ def _headers_column(records: Sequence[ConsumerRecord]) -> Any:
                                     type=pa.list_(pa.field("element", _header_type())), mask=mask)
 
 
-def task_consumer_config(options: SourceOptions) -> dict:
+def task_consumer_config(options: SourceOptions) -> dict[Any, Any]:
     """KafkaConsumer kwargs of a task: the user's ``kafka.*`` settings, never a reset."""
     config = dict(options.client_config)
     config["auto_offset_reset"] = "none"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.consumer.reachability import await_reachable
@@ -58,7 +58,7 @@ def data_loss(options: SourceOptions, message: str) -> None:
     log.warning("%s; continuing (failOnDataLoss=false)", message)
 
 
-def probe_config(options: SourceOptions) -> dict:
+def probe_config(options: SourceOptions) -> dict[Any, Any]:
     """The resolver's consumer settings: the query's client settings, a short Fetch wait,
     and never an incremental fetch session (see the module docstring), whatever
     ``kafka.enable.incremental.fetch.sessions`` says (the executors' readers keep it)."""
@@ -151,7 +151,7 @@ class OffsetResolver:
         await_reachable(self._consumer, self.options.client_config["bootstrap_servers"], "kproto Spark source")
         self._reached = True
 
-    def _partitions_of(self, topic: str) -> Optional[set]:
+    def _partitions_of(self, topic: str) -> Optional[set[Any]]:
         return self._retrying("partitions of " + topic, lambda: self._consumer.partitions_for_topic(topic))
 
     # -- offsets --------------------------------------------------------------------------
@@ -258,7 +258,7 @@ class OffsetResolver:
             ranges.append(OffsetRange(tp.topic, tp.partition, begin, end))
         return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
 
-    def _check_named(self, name: str, given: dict, tps: list[TopicPartition]) -> None:
+    def _check_named(self, name: str, given: dict[Any, Any], tps: list[TopicPartition]) -> None:
         # As Spark: per-partition offsets must name exactly the partitions being read.
         if set(given) != set(tps):
             raise KafkaConfigurationError(

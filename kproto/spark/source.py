@@ -40,9 +40,9 @@ from kproto.structs import TopicPartition
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                                   SupportsTriggerAvailableNow)
-    _STREAM_BASES: tuple = (DataSourceStreamReader, SupportsTriggerAvailableNow)
+    _STREAM_BASES: tuple[Any, ...] = (DataSourceStreamReader, SupportsTriggerAvailableNow)
 except ImportError:  # PySpark 4.0/4.1
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc,unused-ignore]
     _STREAM_BASES = (DataSourceStreamReader,)
 
 log = logging.getLogger("kproto.spark")
@@ -94,7 +94,7 @@ def _check_schema(schema: StructType, options: SourceOptions) -> None:
 class KafkaDataSource(DataSource):
     """``spark.read.format("kproto")`` / ``spark.readStream.format("kproto")``."""
 
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: dict[Any, Any]) -> None:
         super().__init__(options)
         # Checked here, on the driver, so a bad option fails the query before it plans.
         self._common = parse_options(options, streaming=None)
@@ -157,7 +157,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         self._planned_end: Optional[dict[TopicPartition, int]] = None  # for PySpark < 4.2
         self._latest_seen: Optional[dict[TopicPartition, int]] = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[Any, Any]:
         # Executors get a pickled copy for read(); the driver's consumer stays behind.
         state = dict(self.__dict__)
         state["_resolver"] = None
@@ -169,7 +169,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
             self._resolver = OffsetResolver(self.options)
         return self._resolver
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[Any, Any]:
         tps = self.resolver.topic_partitions()
         starts = self.resolver.resolve(self.options.starting, tps, starting=True)
         return to_offset_json(starts)
@@ -183,7 +183,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         tps = self.resolver.topic_partitions()
         self._target = self.resolver.latest(tps)
 
-    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: Optional[dict[Any, Any]] = None, limit: Any = None) -> dict[Any, Any]:
         if start is not None:
             begin = from_offset_json(start)
             max_rows = getattr(limit, "max_rows", None)  # ReadAllAvailable has none
@@ -211,11 +211,11 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         self._latest_seen = latest
         return to_offset_json(ends)
 
-    def reportLatestOffset(self) -> Optional[dict]:
+    def reportLatestOffset(self) -> Optional[dict[Any, Any]]:
         # Shown as the source's latestOffset in query progress (how far behind the query is).
         return None if self._latest_seen is None else to_offset_json(self._latest_seen)
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> list[InputPartition]:
         self._planned_end = from_offset_json(end)
         ranges = self.resolver.plan(from_offset_json(start), self._planned_end)
         return [KafkaInputPartition(r) for r in ranges]
@@ -223,7 +223,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[Any, Any]) -> None:
         # Offsets live in Spark's checkpoint; nothing is committed to Kafka.
         pass
 

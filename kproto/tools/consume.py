@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from typing import Any, Optional, Sequence
+from kproto.errors import ToolError
 
 SAMPLE_TOPIC = "kproto-sample"
 JOIN_WAIT_S = 60.0
@@ -89,7 +90,7 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     if args.share_group:
         return consume_share(args, out)
     if args.release or args.reject:
-        raise CliError("--release and --reject need --share-group")
+        raise ToolError("--release and --reject need --share-group")
     processed = _Processed()
     try:
         return _consume(args, out, processed)
@@ -121,7 +122,7 @@ def _consume(args: argparse.Namespace, out: Any, processed: _Processed) -> int:
             if max_messages is None:
                 max_messages = expected
         if topic is None:
-            raise CliError("--topic is required when --bootstrap-server is given")
+            raise ToolError("--topic is required when --bootstrap-server is given")
         configs = dict(bootstrap_servers=bootstrap, client_id="kproto-console-consumer",
                        auto_offset_reset="earliest" if from_beginning else "latest",
                        group_protocol=args.group_protocol, enable_auto_commit=args.group is not None)
@@ -138,7 +139,7 @@ def _consume(args: argparse.Namespace, out: Any, processed: _Processed) -> int:
             else:
                 partitions = consumer.partitions_for_topic(topic)
                 if not partitions:
-                    raise CliError("topic {!r} not found on {}".format(topic, bootstrap))
+                    raise ToolError("topic {!r} not found on {}".format(topic, bootstrap))
                 consumer.assign([TopicPartition(topic, p) for p in sorted(partitions)])
             processed.started = True
             _print_records(consumer, out, args, max_messages, processed)
@@ -147,7 +148,7 @@ def _consume(args: argparse.Namespace, out: Any, processed: _Processed) -> int:
             broker.stop()
     printed = processed.count
     if expected is not None and printed < expected:
-        raise CliError("consumed {} of the {} seeded records".format(printed, expected))
+        raise ToolError("consumed {} of the {} seeded records".format(printed, expected))
     return printed
 
 
@@ -158,9 +159,9 @@ def consume_share(args: argparse.Namespace, out: Any = sys.stdout) -> int:
     from kproto import AcknowledgeType, KafkaShareConsumer
 
     if args.bootstrap_server is None or args.topic is None:
-        raise CliError("--share-group needs --bootstrap-server and --topic (the embedded broker has no share groups)")
+        raise ToolError("--share-group needs --bootstrap-server and --topic (the embedded broker has no share groups)")
     if args.release and args.reject:
-        raise CliError("choose one of --release and --reject")
+        raise ToolError("choose one of --release and --reject")
     kind = AcknowledgeType.RELEASE if args.release else AcknowledgeType.REJECT if args.reject \
         else AcknowledgeType.ACCEPT
     configs = dict(bootstrap_servers=args.bootstrap_server, client_id="kproto-console-share-consumer",
@@ -233,10 +234,6 @@ def _print_records(consumer: Any, out: Any, args: argparse.Namespace, max_messag
     out.flush()
 
 
-class CliError(Exception):
-    """A usage or run-time problem reported as one line on stderr (exit status 1)."""
-
-
 def parse_consumer_properties(items: Sequence[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs into KafkaConsumer kwargs.
 
@@ -249,7 +246,7 @@ def parse_consumer_properties(items: Sequence[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         key = key.strip().replace(".", "_").replace("-", "_")
         if not sep or not key:
-            raise CliError("--consumer-property wants KEY=VALUE, not {!r}".format(item))
+            raise ToolError("--consumer-property wants KEY=VALUE, not {!r}".format(item))
         value: Any = raw
         if raw.lower() in ("true", "false"):
             value = raw.lower() == "true"
@@ -319,7 +316,7 @@ def main(argv: Sequence[str]) -> int:
         signal.signal(signal.SIGTERM, _interrupted)  # `kill` ends a run as Ctrl-C does
     try:
         consume(args)
-    except (CliError, KafkaError) as exc:
+    except (ToolError, KafkaError) as exc:
         print("kproto: error: {}".format(exc), file=sys.stderr)
         return 1
     except KeyboardInterrupt:

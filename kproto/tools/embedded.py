@@ -36,9 +36,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from kproto.errors import KafkaError
+from kproto.errors import EmbeddedBrokerError, KafkaError
 
 log = logging.getLogger("kproto.tools.embedded")
 
@@ -47,10 +47,6 @@ _PR_SET_PDEATHSIG = 1
 # what the command line says.
 _TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
               "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
-
-
-class EmbeddedBrokerError(KafkaError):
-    """The embedded broker could not be found, started or seeded."""
 
 
 def free_port() -> int:
@@ -123,7 +119,7 @@ class TansuBroker:
         self.startup_timeout_s = startup_timeout_s
         self.attempts = 1 if port else max(1, attempts)
         self.log_level = log_level
-        self.process: Optional[subprocess.Popen] = None
+        self.process: Optional[subprocess.Popen[bytes]] = None
         self._log: Any = None
 
     @property
@@ -215,14 +211,17 @@ class TansuBroker:
 
 
 def create_topic(bootstrap_servers: str, topic: str, partitions: int = 1, replication: int = 1,
-                 timeout_s: float = 15.0, exist_ok: bool = False) -> None:
-    """Create ``topic`` with confluent-kafka's admin client (CreateTopics)."""
+                 timeout_s: float = 15.0, exist_ok: bool = False,
+                 configs: Optional[Mapping[str, str]] = None) -> None:
+    """Create ``topic`` with confluent-kafka's admin client (CreateTopics); ``configs`` are
+    topic configs (``segment.ms``, ...) set at creation."""
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise EmbeddedBrokerError("creating topics needs confluent-kafka: pip install 'kproto[embedded]'") from exc
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "broker.address.family": "v4"})
-    futures = admin.create_topics([NewTopic(topic, partitions, replication)], operation_timeout=timeout_s)
+    futures = admin.create_topics([NewTopic(topic, partitions, replication, config=dict(configs or {}))],
+                                  operation_timeout=timeout_s)
     for future in futures.values():
         try:
             future.result(timeout_s)
@@ -246,7 +245,7 @@ def seed_topic(bootstrap_servers: str, topic: str, count: int, partitions: int =
             "seeding the embedded broker needs confluent-kafka: pip install 'kproto[embedded]'") from exc
     create_topic(bootstrap_servers, topic, partitions, exist_ok=True, timeout_s=timeout_s)
     acked = 0
-    failures: list = []
+    failures: list[Any] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
         nonlocal acked

@@ -344,11 +344,12 @@ class MavenKafka(_Kafka):
 
     ``node`` is the :class:`~tests.brokers.maven.KafkaNode` (its ``log_path`` is the
     broker's own log: print ``node.log_tail()`` when a test fails); ``extra_settings``
-    adds to or overrides the server properties.
+    adds to or overrides the server properties; ``extra_jvm`` adds JVM options (the
+    fuzzer's tests start JaCoCo's agent so).
     """
 
     def __init__(self, extra_settings: dict[str, str] | None = None,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, extra_jvm: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.port, cport = free_ports(2)
         self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
@@ -360,7 +361,7 @@ class MavenKafka(_Kafka):
         self.node = maven.KafkaNode(self._dir, settings, maven.random_cluster_id(),
                                     format_args=("--standalone", *self._format_args()))
         try:
-            self.node.start()
+            self.node.start(extra_jvm=extra_jvm)
             _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
             self._read_capabilities()
         except BaseException:

@@ -53,7 +53,8 @@ import time
 import uuid
 from typing import Any, Callable, NamedTuple, Optional
 
-from kproto.tools.embedded import EmbeddedBrokerError, create_topic
+from kproto.errors import EmbeddedBrokerError
+from kproto.tools.embedded import create_topic
 from kproto.tools.embedded import TansuBroker as TansuProcess
 from kproto.messages import FetchRequest, FetchResponse, MetadataResponse, ProduceRequest
 from kproto.protocol import headers

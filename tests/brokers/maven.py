@@ -146,12 +146,25 @@ def _artifact(jar_name: str) -> str:
     return stem
 
 
+def jacoco_agent() -> str:
+    """The JaCoCo runtime agent jar the test ground resolved (for ``-javaagent``)."""
+    for jar in classpath().split(os.pathsep):
+        if "org.jacoco.agent" in os.path.basename(jar) and jar.endswith("-runtime.jar"):
+            return jar
+    raise MavenUnavailable("no JaCoCo agent in the test ground's classpath")
+
+
 def random_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (what
-    ``StorageTool random-uuid`` prints), made here to save a JVM start."""
+    ``StorageTool random-uuid`` prints), made here to save a JVM start. Never one that
+    starts with "-", as Kafka's ``Uuid.randomUuid``: StorageTool's argument parser takes
+    ``-t -abc...`` for an option (1 start in 64 failed so)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 _LOG4J2 = """\

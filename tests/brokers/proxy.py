@@ -79,7 +79,11 @@ class BrokerProxy:
                 self.handshake_errors.append(exc)
                 raw.close()
                 return
-        up = socket.create_connection(self.upstream)
+        try:
+            up = socket.create_connection(self.upstream)
+        except OSError:  # the broker is down: the client sees its connection closed
+            client.close()
+            return
         self._sockets += [client, up]
         pump = threading.Thread(target=self._pump, args=(up, client, False), daemon=True)
         self._threads.append(pump)

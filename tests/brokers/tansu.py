@@ -14,7 +14,8 @@ import contextlib
 import logging
 from typing import Any, Iterator
 
-from kproto.tools.embedded import EmbeddedBrokerError, create_topic
+from kproto.errors import EmbeddedBrokerError
+from kproto.tools.embedded import create_topic
 from kproto.tools.embedded import TansuBroker as TansuProcess
 from tests.brokers.base import BROKER_CAPABILITIES, Broker
 

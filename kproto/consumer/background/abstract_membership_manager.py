@@ -16,7 +16,7 @@ Everything here runs on the background thread. The heartbeat request manager dri
 ``maybe_reconcile(can_commit=True)`` and ``on_consumer_poll``; the network loop calls
 ``poll`` which retries a reconciliation waiting for metadata.
 
-Reconciliation order (the seed's ``maybeReconcile`` / ``revokeAndAssign``):
+Reconciliation order (Java's ``AbstractMembershipManager.maybeReconcile`` / ``revokeAndAssign``):
 
 1. diff the resolvable part of the target assignment against the owned partitions (topic
    ids resolved through metadata; unknown ids trigger a metadata update and wait);
@@ -36,7 +36,7 @@ import uuid
 from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from kproto import events
+from kproto import transition_log
 from kproto.consumer.background.local_assignment import (
     LocalAssignment,
     by_topic_id,
@@ -110,7 +110,7 @@ class AbstractMembershipManager:
         previous, self._state = self._state, next_state
         log.info("Member %s with epoch %s transitioned from %s to %s.", self.member_id,
                  self.member_epoch, previous.name, next_state.name)
-        events.emit("member_state", source=self._event_source(), group=self.group_id,
+        transition_log.emit("member_state", source=self._event_source(), group=self.group_id,
                     member_id=self.member_id, epoch=self.member_epoch, previous=previous.name,
                     state=next_state.name)
         for listener in self._transition_listeners:
@@ -159,7 +159,7 @@ class AbstractMembershipManager:
         changed = epoch != self.member_epoch
         self.member_epoch = epoch
         if changed:
-            events.emit("member_epoch", source=self._event_source(), group=self.group_id,
+            transition_log.emit("member_epoch", source=self._event_source(), group=self.group_id,
                         member_id=self.member_id, epoch=epoch)
             for listener in self._state_listeners:
                 listener.on_member_epoch_updated(epoch if epoch > 0 else None, self.member_id)
@@ -481,8 +481,8 @@ class AbstractMembershipManager:
         self._rejoined_while_reconciliation_in_progress = False
         log.info("Reconciling: assigned %s, added %s, revoked %s", sorted(assigned), sorted(added),
                  sorted(revoked))
-        if events.enabled():
-            events.emit("reconcile", step="start", source=self._event_source(),
+        if transition_log.enabled():
+            transition_log.emit("reconcile", step="start", source=self._event_source(),
                         group=self.group_id, member_id=self.member_id, epoch=self.member_epoch,
                         assigned=_names(assigned), added=_names(added), revoked=_names(revoked))
         # Stop fetching (and drop in-flight fetch data for) partitions about to be given up.
@@ -502,7 +502,7 @@ class AbstractMembershipManager:
                            revoked: set[TopicPartition], added: set[TopicPartition]) -> None:
         if revoked:
             log.info("Revoking previously assigned partitions %s", sorted(revoked))
-            events.emit("reconcile", step="revoke", source=self._event_source(),
+            transition_log.emit("reconcile", step="revoke", source=self._event_source(),
                         group=self.group_id, member_id=self.member_id, epoch=self.member_epoch,
                         revoked=_names(revoked))
             still_owned = revoked & set(self.subscriptions.assigned_partitions())
@@ -532,8 +532,8 @@ class AbstractMembershipManager:
                 self._reconciliation_in_progress = False
                 if not self._maybe_abort_reconciliation():
                     self.current_assignment = resolved
-                    if events.enabled():
-                        events.emit("reconcile", step="done", source=self._event_source(),
+                    if transition_log.enabled():
+                        transition_log.emit("reconcile", step="done", source=self._event_source(),
                                     group=self.group_id, member_id=self.member_id, epoch=self.member_epoch,
                                     owned=_names(self.subscriptions.assigned_partitions()))
                     self.transition_to(MemberState.ACKNOWLEDGING)

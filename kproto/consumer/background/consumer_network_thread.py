@@ -4,8 +4,9 @@ Owns the loop that drives everything behind the application's back. Each ``run_o
 
 1. drains the application-event queue and processes each event (completable events are
    handed to the reaper so they fail at their deadline);
-2. polls every request manager, in the seed's order (coordinator, commit, heartbeat,
-   membership, offsets, topic metadata, fetch), and stages their requests;
+2. polls every request manager, in the order of Java's ``RequestManagers.entries()``
+   (coordinator, commit, heartbeat, membership, offsets, topic metadata, fetch), and
+   stages their requests;
 3. does one network step, blocking at most until the earliest manager deadline;
 4. surfaces errors of the network step (a metadata update naming unauthorized or
    invalid topics becomes an ErrorEvent, raised by the application's next call);
@@ -25,12 +26,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from kproto.consumer.background.events import CompletableApplicationEvent, CompletableEventReaper, drain
 from kproto.consumer.background.request_manager import MAX_WAIT_MS
 from kproto.clock import monotonic_ms
 from kproto.errors import KafkaError
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.kip848")
 
@@ -44,8 +48,8 @@ class Resources:
     """What ``initialize`` builds inside the thread."""
 
     def __init__(self, network_client_delegate: Any, request_managers: Sequence[Any],
-                 application_event_processor: Any, close_requests: Callable[[], list] = lambda: [],
-                 client: Any = None, membership_manager: Any = None,
+                 application_event_processor: Any, *, client: NetworkClient,
+                 close_requests: Callable[[], list[Any]] = lambda: [], membership_manager: Any = None,
                  surface_errors: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.membership_manager = membership_manager
@@ -58,7 +62,7 @@ class Resources:
 
 
 class ConsumerNetworkThread(threading.Thread):
-    def __init__(self, application_event_queue: "queue.Queue", initialize: Callable[[], Resources],
+    def __init__(self, application_event_queue: "queue.Queue[Any]", initialize: Callable[[], Resources],
                  time_ms: Callable[[], int] = monotonic_ms) -> None:
         super().__init__(name=BACKGROUND_THREAD_NAME, daemon=True)
         self.application_event_queue = application_event_queue

@@ -55,7 +55,7 @@ class CompletableApplicationEvent(ApplicationEvent):
     def __init__(self, deadline_ms: int) -> None:
         super().__init__()
         self.deadline_ms = deadline_ms
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
 
 
 # --- background events (background thread -> application thread) -----------------------
@@ -77,7 +77,7 @@ class CompletableBackgroundEvent(BackgroundEvent):
     def __init__(self, deadline_ms: Optional[int] = None) -> None:
         super().__init__()
         self.deadline_ms = deadline_ms
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
 
 
 class ErrorEvent(BackgroundEvent):
@@ -91,7 +91,7 @@ class ErrorEvent(BackgroundEvent):
 # --- handlers and the reaper -------------------------------------------------------------
 
 
-def drain(q: "queue.Queue[Any]") -> list:
+def drain(q: "queue.Queue[Any]") -> list[Any]:
     """Everything currently in ``q``, without blocking (Java's ``drainTo``)."""
     items = []
     while True:
@@ -110,7 +110,7 @@ class CompletableEventReaper:
     """
 
     def __init__(self) -> None:
-        self._tracked: list = []
+        self._tracked: list[Any] = []
 
     def add(self, event: Any) -> None:
         self._tracked.append(event)
@@ -149,7 +149,7 @@ class CompletableEventReaper:
         return any(e is event for e in self._tracked)
 
 
-def _fail(future: Future, error: BaseException) -> None:
+def _fail(future: Future[Any], error: BaseException) -> None:
     try:
         future.set_exception(error)
     except concurrent.futures.InvalidStateError:
@@ -183,7 +183,7 @@ class ApplicationEventHandler:
         return wait_for(event.future, event.deadline_ms, self._time_ms)
 
 
-def wait_for(future: Future, deadline_ms: int, time_ms: Callable[[], int] = monotonic_ms) -> Any:
+def wait_for(future: Future[Any], deadline_ms: int, time_ms: Callable[[], int] = monotonic_ms) -> Any:
     """``future.result()`` bounded by ``deadline_ms``; a timeout is KafkaTimeoutError.
 
     The reaper normally fails the future at its deadline; the bound here keeps the caller

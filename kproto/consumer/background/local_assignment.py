@@ -21,18 +21,18 @@ def generate_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
 
 
-def completed_future(result: Any = None) -> Future:
-    future: Future = Future()
+def completed_future(result: Any = None) -> Future[Any]:
+    future: Future[Any] = Future()
     future.set_result(result)
     return future
 
 
-def when_complete(future: Future, callback: Callable[[Optional[BaseException]], None]) -> None:
+def when_complete(future: Future[Any], callback: Callable[[Optional[BaseException]], None]) -> None:
     """Run ``callback(error_or_None)`` when ``future`` completes (at once if it has)."""
     future.add_done_callback(lambda f: callback(f.exception()))
 
 
-def chain(source: Future, target: Future, transform: Callable[[Any], Any] = lambda value: value) -> None:
+def chain(source: Future[Any], target: Future[Any], transform: Callable[[Any], Any] = lambda value: value) -> None:
     """Complete ``target`` with ``source``'s outcome (unless the reaper got there first): an
     event's future from the manager future that does its work."""
 

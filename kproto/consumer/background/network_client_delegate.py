@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from kproto.consumer.background.events import ErrorEvent
 from kproto.consumer.background.request_manager import PollResult, RequestBuilder, UnsentRequest
@@ -23,6 +23,9 @@ from kproto.consumer.background.timer import Timer
 from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.errors import AuthenticationError, KafkaTimeoutError, UnsupportedVersionError
 
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
+
 log = logging.getLogger("kproto.kip848")
 
 # While requests wait for a connection, look again at least this often.
@@ -30,7 +33,7 @@ UNSENT_RECHECK_MS = 50
 
 
 class NetworkClientDelegate:
-    def __init__(self, client: Any, request_timeout_ms: int = 30000,
+    def __init__(self, client: NetworkClient, request_timeout_ms: int = 30000,
                  time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.client = client
         self.request_timeout_ms = request_timeout_ms

@@ -66,7 +66,7 @@ class UnsentRequest:
         self.request = request
         self.node_id = node_id
         self.version = version
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
         self.completion_time_ms: Optional[int] = None
         # Set by the network thread when it stages the request (request.timeout.ms).
         self.timer: Optional[Timer] = None
@@ -74,7 +74,7 @@ class UnsentRequest:
     def when_complete(self, callback: Callable[[Any, Optional[BaseException]], None]) -> "UnsentRequest":
         """Chain ``callback(response, error)``; exactly one of the two is not None."""
 
-        def _done(future: Future) -> None:
+        def _done(future: Future[Any]) -> None:
             error = future.exception()
             callback(None if error is not None else future.result(), error)
 

@@ -41,7 +41,7 @@ _DISABLED = _Marker("DisabledWakeups")
 class WakeupTrigger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: Union[None, _Marker, Future] = None
+        self._pending: Union[None, _Marker, Future[Any]] = None
 
     def wakeup(self) -> None:
         """From any thread: interrupt the blocked call, or the next one."""
@@ -57,7 +57,7 @@ class WakeupTrigger:
                     # It completed meanwhile: the wakeup is for the next call.
                     self._pending = _WAKEUP
 
-    def set_active_task(self, future: Future) -> Future:
+    def set_active_task(self, future: Future[Any]) -> Future[Any]:
         """``future`` is what the calling thread blocks on until ``clear_task()``.
 
         A pending wakeup is raised here, before the caller waits (Java completes the future
@@ -96,13 +96,13 @@ class WakeupTrigger:
         with self._lock:
             self._pending = _DISABLED
 
-    def active_task(self) -> Optional[Future]:
+    def active_task(self) -> Optional[Future[Any]]:
         """The future a call is blocked on, if any (tests use it to wake a blocked call)."""
         task = self._pending
         return task if isinstance(task, Future) else None
 
     @contextmanager
-    def blocking_on(self, future: Future) -> Iterator[Any]:
+    def blocking_on(self, future: Future[Any]) -> Iterator[Any]:
         """``set_active_task(future)`` for the body of the ``with``, then ``clear_task()``."""
         self.set_active_task(future)
         try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
@@ -43,8 +43,11 @@ from .group_requests import (
     build_sync_group,
     choose_version,
 )
-from .group_state import Generation, GroupMembership, MemberState, Verdict
+from .group_membership import Generation, GroupMembership, MemberState, Verdict
 from .heartbeat import Heartbeat
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -65,7 +68,7 @@ class _JoinRoundFailed(Exception):
 class AbstractCoordinator:
     """Membership of one classic group; see the module docstring."""
 
-    def __init__(self, client: Any, group_id: str, *, group_instance_id: Optional[str] = None,
+    def __init__(self, client: NetworkClient, group_id: str, *, group_instance_id: Optional[str] = None,
                  session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
                  heartbeat_interval_ms: int = 3000, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, request_timeout_ms: int = 30000,
@@ -114,7 +117,7 @@ class AbstractCoordinator:
         if self.sensors is not None:
             getattr(self.sensors, method)(*args)
 
-    def _latency(self, kind: str, ok: bool) -> tuple:
+    def _latency(self, kind: str, ok: bool) -> tuple[Any, ...]:
         """``(ms since the request of this kind left,)`` for an ok answer, else ()."""
         now = self._clock()
         return (now - self._sent_ms.get(kind, now),) if ok else ()

@@ -5,7 +5,7 @@ Owns the ``NetworkClient``, the ``SubscriptionState``, the ``Fetcher``, the
 (``self.coordinator``; None without a group). Every call runs on the caller's thread;
 only the coordinator's heartbeat thread (its business) runs elsewhere.
 
-``poll()`` is the seed's loop:
+``poll()`` is the loop of Java's ``ClassicKafkaConsumer.poll``:
 
 1. ``maybe_trigger_wakeup`` - a ``wakeup()`` from another thread raises ``WakeupException``;
    ``maybe_throw_metadata_error`` - unauthorized/invalid topics named by the latest
@@ -39,10 +39,13 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
-from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
+                                            timed_poll)
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
+from kproto.net.future import Future
+from kproto.net.metadata import ClusterMetadata
 from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.consumer.classic")
@@ -112,12 +115,28 @@ class _WakeupAwareClient:
         self._consumer = consumer
         self._client = consumer.client
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+    @property
+    def cluster(self) -> ClusterMetadata:
+        return self._client.cluster
 
-    def poll(self, timeout_ms: Optional[float] = None, future: Any = None) -> None:
+    def ready(self, node_id: int) -> bool:
+        return self._client.ready(node_id)
+
+    def send(self, node_id: int, request: Any, *, version: Optional[int] = None) -> Future:
+        return self._client.send(node_id, request, version=version)
+
+    def poll(self, timeout_ms: Optional[float] = None, future: Optional[Future] = None) -> None:
         self._consumer._client_poll(self._client.config["request_timeout_ms"] if timeout_ms is None else timeout_ms,
                                     future)
+
+    def connection_delay(self, node_id: int) -> float:
+        return self._client.connection_delay(node_id)
+
+    def broker_api_versions(self, node_id: int) -> dict[int, tuple[int, int]]:
+        return self._client.broker_api_versions(node_id)
+
+    def request_metadata_update(self, reset_equivalent: bool = True) -> Future:
+        return self._client.request_metadata_update(reset_equivalent)
 
 
 class ClassicKafkaConsumer:
@@ -261,7 +280,7 @@ class ClassicKafkaConsumer:
         self.metadata.need_all_topic_metadata(False)
         self._update_metadata_topics()
 
-    def subscription(self) -> Optional[set]:
+    def subscription(self) -> Optional[set[str]]:
         topics = self.subscriptions.subscription()
         return set(topics) if topics else None
 
@@ -281,22 +300,16 @@ class ClassicKafkaConsumer:
         if self.subscriptions.assign_from_user(partitions):
             self._update_metadata_topics()
 
-    def assignment(self) -> set:
+    def assignment(self) -> set[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
-             update_offsets: bool = True) -> dict[TopicPartition, list]:
-        if self.consumer_metrics is None:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        self.consumer_metrics.record_poll_start()
-        try:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        finally:
-            self.consumer_metrics.record_poll_end()
+             update_offsets: bool = True) -> dict[TopicPartition, list[Any]]:
+        return timed_poll(self.consumer_metrics, self._poll, timeout_ms, max_records, update_offsets)
 
-    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list]:
+    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list[Any]]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise errors.IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         deadline = self._deadline(timeout_ms)
@@ -353,13 +366,13 @@ class ClassicKafkaConsumer:
         log.debug("Seeking to offset %d for partition %s", offset, partition)
         self.subscriptions.seek(partition, offset)
 
-    def seek_to_beginning(self, partitions: tuple) -> None:
+    def seek_to_beginning(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._request_reset(partitions, AutoOffsetResetStrategy.of("earliest"))
 
-    def seek_to_end(self, partitions: tuple) -> None:
+    def seek_to_end(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._request_reset(partitions, AutoOffsetResetStrategy.of("latest"))
 
-    def _request_reset(self, partitions: tuple, strategy: AutoOffsetResetStrategy) -> None:
+    def _request_reset(self, partitions: tuple[TopicPartition, ...], strategy: AutoOffsetResetStrategy) -> None:
         for tp in partitions:
             check_partition(tp)
             if not self.subscriptions.is_assigned(tp):
@@ -370,6 +383,10 @@ class ClassicKafkaConsumer:
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
         """The next offset to fetch; blocks until it is known, None after ``timeout_ms``."""
         check_partition(partition)
+        # The common case first, with one lock: a valid position needs no deadline.
+        position = self.subscriptions.valid_position_or_none(partition)
+        if position is not None and timeout_ms is None:
+            return position.offset
         if not self.subscriptions.is_assigned(partition):
             raise errors.IllegalStateError("You can only check the position for partitions assigned to this "
                                            "consumer.")
@@ -397,17 +414,17 @@ class ClassicKafkaConsumer:
         check_partition(partition)
         return self.subscriptions.partition_lag(partition, self.isolation_level)
 
-    def pause(self, partitions: tuple) -> None:
+    def pause(self, partitions: tuple[TopicPartition, ...]) -> None:
         for tp in partitions:
             check_partition(tp)
             self.subscriptions.pause(tp)
 
-    def resume(self, partitions: tuple) -> None:
+    def resume(self, partitions: tuple[TopicPartition, ...]) -> None:
         for tp in partitions:
             check_partition(tp)
             self.subscriptions.resume(tp)
 
-    def paused(self) -> set:
+    def paused(self) -> set[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits -------------------------------------------------------------------------------
@@ -442,7 +459,7 @@ class ClassicKafkaConsumer:
                 self.consumer_metrics.record_commit_sync(time.monotonic_ns() - started)
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
-                     callback: Optional[Callable] = None) -> Any:
+                     callback: Optional[Callable[..., Any]] = None) -> Any:
         coordinator = self._require_group()
         offsets = self.subscriptions.all_consumed() if offsets is None else self._check_offsets(offsets)
         return coordinator.commit_offsets_async(offsets, callback)
@@ -465,17 +482,17 @@ class ClassicKafkaConsumer:
     def _lookup_timeout(self, timeout_ms: Optional[int]) -> float:
         return self._remaining(self._deadline(timeout_ms))
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self.offset_fetcher.beginning_offsets(partitions, self._lookup_timeout(timeout_ms))
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self.offset_fetcher.end_offsets(partitions, self._lookup_timeout(timeout_ms))
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
                           timeout_ms: Optional[int]) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
         return self.offset_fetcher.offsets_for_times(timestamps, self._lookup_timeout(timeout_ms))
 
-    def partitions_for_topic(self, topic: str) -> Optional[set]:
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
         """The topic's partition ids; fetches its metadata (up to default_api_timeout_ms) if unknown."""
         if not isinstance(topic, str) or not topic:
             raise errors.IllegalArgumentError("topic must be a non-empty string, not {!r}".format(topic))
@@ -489,7 +506,7 @@ class ClassicKafkaConsumer:
         partitions = self.metadata.partitions_for_topic(topic)
         return set(partitions) if partitions is not None else None
 
-    def topics(self) -> set:
+    def topics(self) -> set[str]:
         """Every topic of the cluster (one all-topics Metadata request)."""
         deadline = self._deadline(None)
         pattern = self.subscriptions.has_pattern_subscription()
@@ -516,7 +533,7 @@ class ClassicKafkaConsumer:
             return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
         return self.coordinator.group_metadata()
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         if self.fetch_metrics is not None:
             self.fetch_metrics.maybe_update_assignment()  # unassigned partitions' metrics go first
         return metrics_view(self._metrics, raw)

@@ -21,15 +21,15 @@ The interface ``ClassicKafkaConsumer`` calls (its ``ClassicCoordinator`` protoco
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from kproto import errors
 from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.classic.metadata_wait import await_metadata_update
-from kproto.consumer.config import parse_isolation_level
+from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
-from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
+from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
 from .assignors.abstract import GroupMember, RebalanceProtocol
@@ -42,7 +42,11 @@ from .consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from .group_state import Generation, MemberState
+from .group_membership import Generation, MemberState
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -71,15 +75,16 @@ class _CommitIdentity:
 class ConsumerCoordinator(AbstractCoordinator):
     """See the module docstring. Built as ``ConsumerCoordinator(client, subscriptions, config)``."""
 
-    def __init__(self, client: Any, subscriptions: Any, config: Mapping[str, Any], *,
+    def __init__(self, client: NetworkClient, subscriptions: SubscriptionState, config: Mapping[str, Any], *,
                  clock: Optional[Callable[[], float]] = None) -> None:
-        super().__init__(client, config["group_id"], group_instance_id=config.get("group_instance_id"),
-                         session_timeout_ms=config["session_timeout_ms"],
-                         rebalance_timeout_ms=config["max_poll_interval_ms"],
-                         heartbeat_interval_ms=config["heartbeat_interval_ms"],
-                         retry_backoff_ms=config["retry_backoff_ms"],
-                         retry_backoff_max_ms=config["retry_backoff_max_ms"],
-                         request_timeout_ms=config["request_timeout_ms"], clock=clock)
+        group = GroupRebalanceConfig.from_config(config)
+        super().__init__(client, group.group_id or "", group_instance_id=group.group_instance_id,
+                         session_timeout_ms=group.session_timeout_ms,
+                         rebalance_timeout_ms=group.rebalance_timeout_ms,
+                         heartbeat_interval_ms=group.heartbeat_interval_ms,
+                         retry_backoff_ms=group.retry_backoff_ms,
+                         retry_backoff_max_ms=group.retry_backoff_max_ms,
+                         request_timeout_ms=group.request_timeout_ms, clock=clock)
         self.membership.event_source = config.get("client_id")
         self._subscriptions = subscriptions
         self._listener_invoker = ConsumerRebalanceListenerInvoker(
@@ -87,15 +92,15 @@ class ConsumerCoordinator(AbstractCoordinator):
         self._cluster = client.cluster
         self._assignors = resolve_assignors(config["partition_assignment_strategy"])
         self.rebalance_protocol = select_rebalance_protocol(self._assignors)
-        self._rack_id = config.get("client_rack") or None
+        self._rack_id = group.rack_id
         self._exclude_internal_topics = config.get("exclude_internal_topics", True)
-        self._require_stable = parse_isolation_level(config["isolation_level"]) == IsolationLevel.READ_COMMITTED
+        self._require_stable = group.require_stable
         self._default_commit_callback = config.get("default_offset_commit_callback")
         self._auto_commit: Optional[AutoCommitState] = None
-        if config.get("enable_auto_commit"):
-            self._auto_commit = AutoCommitState(config["auto_commit_interval_ms"], int(self._clock()),
-                                                config["retry_backoff_ms"])
-        self._offsets = GroupOffsets(client, self.group_id, self, retry_backoff_ms=config["retry_backoff_ms"],
+        if group.enable_auto_commit:
+            self._auto_commit = AutoCommitState(group.auto_commit_interval_ms, int(self._clock()),
+                                                group.retry_backoff_ms)
+        self._offsets = GroupOffsets(client, self.group_id, self, retry_backoff_ms=group.retry_backoff_ms,
                                      clock=self._clock)
         self._identity = _CommitIdentity(self)
         self._joined_subscription: Optional[frozenset[str]] = None

@@ -102,7 +102,7 @@ class Assignment:
 
 def group_partitions_by_topic(partitions: Iterable[TopicPartition]) -> List[Tuple[str, List[int]]]:
     """``[(topic, [partition, ...]), ...]`` in first-appearance order of the topics."""
-    by_topic: dict = {}
+    by_topic: dict[Any, Any] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     return list(by_topic.items())

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto import errors
 from kproto.messages import FindCoordinatorRequest
 from kproto.consumer.find_coordinator import build_find_coordinator_request, group_coordinator
 from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
 from kproto.net.metadata import coordinator_broker_id
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
 
 
 # The classic engine's one logger (the coordinator's messages read as one stream).
@@ -34,7 +37,7 @@ log = logging.getLogger("kproto.consumer.classic")
 class CoordinatorDiscovery:
     """The group's coordinator as far as this member knows it; see the module docstring."""
 
-    def __init__(self, client: Any, group_id: str, *, lock: threading.RLock, clock: Callable[[], float],
+    def __init__(self, client: NetworkClient, group_id: str, *, lock: threading.RLock, clock: Callable[[], float],
                  retry_backoff_ms: int, retry_backoff_max_ms: int, on_discovered: Callable[[], None],
                  on_fatal_error: Callable[[BaseException], None]) -> None:
         self._client = client

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kproto.consumer.fetch.abstract_fetch import FETCH_API_KEY, AbstractFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
@@ -27,14 +27,18 @@ from kproto.messages.fetch import FetchResponse
 from kproto.clock import monotonic_ms
 from kproto.structs import TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
+    from kproto.net.metadata import ClusterMetadata
+
 log = logging.getLogger("kproto.consumer.fetch")
 
 
 class Fetcher(AbstractFetch):
     """Sends fetches through ``client`` (a ``kproto.net.NetworkClient``) and collects records."""
 
-    def __init__(self, client: Any, subscriptions: SubscriptionState, config: FetchConfig,
-                 fetch_buffer: Optional[FetchBuffer] = None, metadata: Any = None,
+    def __init__(self, client: NetworkClient, subscriptions: SubscriptionState, config: FetchConfig,
+                 fetch_buffer: Optional[FetchBuffer] = None, metadata: Optional[ClusterMetadata] = None,
                  time_ms: Callable[[], float] = monotonic_ms, metrics_manager: Any = None) -> None:
         super().__init__(config, subscriptions, metadata if metadata is not None else client.cluster,
                          fetch_buffer if fetch_buffer is not None else FetchBuffer(), time_ms, metrics_manager)
@@ -69,6 +73,7 @@ class Fetcher(AbstractFetch):
         requests = self.prepare_fetch_requests()
         for node_id, data in requests.items():
             max_version = self.client.api_version(FETCH_API_KEY, node_id)
+            assert max_version is not None  # is_unavailable() left out nodes without one
             version = self.request_version(data, max_version)
             request = self.create_fetch_request(data, version)
             self.mark_pending(node_id)

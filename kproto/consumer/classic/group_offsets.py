@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from kproto import errors
 from kproto.consumer.offsets import commit as commit_mod
@@ -22,6 +22,9 @@ from kproto.consumer.offsets.offset_fetcher_utils import choose_version
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kproto.messages.offset_commit import OffsetCommitResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.net.client import NetworkClient
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -53,8 +56,9 @@ class Membership(Protocol):
 class GroupOffsets:
     """Committed offsets of one group over a NetworkClient, from the thread that polls it."""
 
-    def __init__(self, client: Any, group_id: str, coordinator: Coordinator, *, group_protocol: str = "classic",
-                 retry_backoff_ms: int = 100, clock: Optional[Callable[[], float]] = None) -> None:
+    def __init__(self, client: NetworkClient, group_id: str, coordinator: Coordinator, *,
+                 group_protocol: str = "classic", retry_backoff_ms: int = 100,
+                 clock: Optional[Callable[[], float]] = None) -> None:
         self._client = client
         self.group_id = group_id
         self._coordinator = coordinator
@@ -206,7 +210,7 @@ class GroupOffsets:
             self._client.poll(timeout_ms=deadline - self._clock(), future=future)
         if not future.is_done:
             return None, None
-        if future.failed():
+        if future.exception is not None:  # failed
             if not future.retriable():
                 raise future.exception
             # A lost connection to the coordinator: look it up again, as Java does.

@@ -147,7 +147,7 @@ class LenientJoinGroupResponse(JoinGroupResponse):
                                      protocol_name=strings[0], leader=strings[1], member_id=strings[2])
 
 
-def _read_error_answer(body: bytes, throttled: bool, layout: str) -> Optional[tuple]:
+def _read_error_answer(body: bytes, throttled: bool, layout: str) -> Optional[tuple[Any, ...]]:
     """(error code, the next field, throttle) of an error answer, or None if it is not one."""
     head = 4 if throttled else 0
     if len(body) < head + struct.calcsize(layout):

@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from kproto import events
+from kproto import transition_log
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -47,9 +47,9 @@ class HeartbeatThread(threading.Thread):
         self._event("stopped")
 
     def _event(self, action: str, **fields: Any) -> None:
-        if events.enabled():
+        if transition_log.enabled():
             membership = getattr(self._coordinator, "membership", None)
-            events.emit("heartbeat_thread", source=getattr(membership, "event_source", None),
+            transition_log.emit("heartbeat_thread", source=getattr(membership, "event_source", None),
                         group=self._coordinator.group_id, action=action, **fields)
 
     def close(self, timeout_s: float = 5.0) -> None:

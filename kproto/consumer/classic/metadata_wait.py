@@ -11,12 +11,15 @@ is retried after ``retry_backoff_ms`` until the deadline; so does this.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    from kproto.consumer.classic.offset_fetcher import BlockingClient
 
 log = logging.getLogger("kproto.consumer.offsets")
 
 
-def await_metadata_update(client: Any, deadline: float, clock: Callable[[], float], retry_backoff_ms: float,
+def await_metadata_update(client: BlockingClient, deadline: float, clock: Callable[[], float], retry_backoff_ms: float,
                           poll: Optional[Callable[..., None]] = None) -> bool:
     """Request a metadata refresh and wait until one succeeds or ``deadline`` (clock ms).
 
@@ -35,7 +38,7 @@ def await_metadata_update(client: Any, deadline: float, clock: Callable[[], floa
             step(timeout_ms=left, future=future)
         if future.succeeded():
             return True
-        if not future.retriable():
+        if future.exception is not None and not future.retriable():
             raise future.exception
         log.debug("Metadata refresh failed (%s); asking again in %s ms", future.exception, retry_backoff_ms)
         until = min(deadline, clock() + retry_backoff_ms)

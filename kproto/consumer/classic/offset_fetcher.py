@@ -20,7 +20,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol
 
 from kproto import errors
 from kproto.consumer.classic.metadata_wait import await_metadata_update
@@ -31,6 +31,26 @@ from kproto.consumer.subscription_state import FetchPosition
 from kproto.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.future import Future
+    from kproto.net.metadata import ClusterMetadata
+
+
+class BlockingClient(Protocol):
+    """What the OffsetFetcher uses of a ``NetworkClient`` (the classic engine hands it a view
+    whose blocking waits raise ``WakeupException`` after ``wakeup()``)."""
+
+    @property
+    def cluster(self) -> ClusterMetadata: ...
+    def ready(self, node_id: int) -> bool: ...
+    def send(self, node_id: int, request: Any, *, version: Optional[int] = None) -> Future: ...
+    def poll(self, timeout_ms: Optional[float] = None, future: Optional[Future] = None) -> object: ...
+    def connection_delay(self, node_id: int) -> float: ...
+    def broker_api_versions(self, node_id: int) -> dict[int, tuple[int, int]]: ...
+    def request_metadata_update(self, reset_equivalent: bool = True) -> Future: ...
+
 
 def _synchronized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``method`` under the fetcher's lock (Java's ``synchronized``)."""
@@ -47,12 +67,12 @@ log = logging.getLogger("kproto.consumer.offsets")
 class OffsetFetcher:
     """ListOffsets and OffsetForLeaderEpoch for one consumer, driven from its polling thread.
 
-    ``client`` is a NetworkClient (``ready``, ``send`` -> Future, ``poll``,
-    ``broker_api_versions``, ``request_metadata_update``), ``metadata`` its ClusterMetadata,
+    ``client`` is a NetworkClient or a view of one (``BlockingClient``), ``metadata`` its ClusterMetadata,
     ``subscriptions`` the SubscriptionState. ``clock`` returns monotonic milliseconds.
     """
 
-    def __init__(self, client: Any, subscriptions: Any, metadata: Any = None, *,
+    def __init__(self, client: BlockingClient, subscriptions: SubscriptionState,
+                 metadata: Optional[ClusterMetadata] = None, *,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, clock: Optional[Callable[[], float]] = None) -> None:
         self._client = client

@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch, check_crcs_together
@@ -51,6 +51,9 @@ from kproto.errors import ErrorCode
 from kproto.messages.fetch import (FetchRequest, FetchRequest_FetchTopic, FetchRequest_ForgottenTopic, FetchResponse,
                                    FetchResponse_NodeEndpoint, FetchResponse_PartitionData)
 from kproto.structs import BrokerMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.consumer.fetch")
 
@@ -77,7 +80,7 @@ class AbstractFetch:
     on the answer, so no waiter is left behind until it comes).
     """
 
-    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: Any,
+    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: ClusterMetadata,
                  fetch_buffer: FetchBuffer, time_ms: Callable[[], float], metrics_manager: Any = None) -> None:
         self.fetch_config = config
         self.subscriptions = subscriptions
@@ -171,22 +174,20 @@ class AbstractFetch:
             if open_nodes <= buffered_nodes:
                 return {}
             buffered = {cf.partition for cf in buffered_fetches}
-            unbuffered = self.subscriptions.fetchable_partitions(lambda tp: tp not in buffered)
+            # One lock for every partition's fetchability, position and read replica.
+            unbuffered = self.subscriptions.fetchable_positions(buffered)
             if not unbuffered:
                 return {}
             builders: dict[int, FetchSessionHandler.Builder] = {}
             unavailable: dict[int, bool] = {}  # asked once per node, not per partition
             need_metadata = False
-            for tp in unbuffered:
-                position = self.subscriptions.position_or_none(tp)
-                if position is None:
-                    continue  # unassigned or reset by another thread since fetchable_partitions()
+            for tp, position, replica in unbuffered:
                 leader = self._leader(tp, position.current_leader.leader)
                 if leader is None:
                     log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
                     need_metadata = True
                     continue
-                node = self.select_read_replica(tp, leader, now_ms)
+                node = leader if replica is None else self.select_read_replica(tp, leader, now_ms)
                 down = unavailable.get(node)
                 if down is None:
                     down = unavailable[node] = self.is_unavailable(node)

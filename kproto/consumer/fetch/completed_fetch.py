@@ -51,7 +51,7 @@ _KEY = ConsumerRecord._fields.index("key")  # value follows key
 MIN_DECODE_CHUNK = 64
 
 
-Deserialize = Callable[[str, list, Optional[bytes]], Any]
+Deserialize = Callable[[str, tuple[tuple[str, Optional[bytes]], ...], Optional[bytes]], Any]
 
 
 def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
@@ -93,6 +93,10 @@ def check_crcs_together(completed: list["CompletedFetch"]) -> None:
     if check.batches > 1 and check.ok():
         for cf, starts in found:
             cf.crc_verified = starts
+
+
+_NO_PRODUCERS: frozenset[int] = frozenset()
+_NO_TRANSACTIONS: tuple[tuple[int, int], ...] = ()
 
 
 class CompletedFetch:
@@ -142,16 +146,19 @@ class CompletedFetch:
         # one, and the error of a malformed record that ended the batch (raised once the
         # records before it are taken).
         self._decoding: Any = None
-        self._prefix: tuple = ()
+        self._prefix: tuple[Any, ...] = ()
         self._batch_records: Optional[list[ConsumerRecord]] = None
         self._index = 0
         self._batch_error: Optional[KafkaError] = None
         self._corrupt_error: Optional[KafkaError] = None
-        self._aborted_producer_ids: set[int] = set()
-        self._aborted_transactions: list[tuple[int, int]] = []
+        # Only read_committed reads (and changes) these: other fetches share the immutable
+        # empties, two allocations fewer per partition of every response.
+        self._aborted_producer_ids: set[int] = _NO_PRODUCERS  # type: ignore[assignment]
+        self._aborted_transactions: list[tuple[int, int]] = _NO_TRANSACTIONS  # type: ignore[assignment]
         if self._read_committed:
-            for txn in partition_data.aborted_transactions or ():
-                self._aborted_transactions.append((txn.first_offset, txn.producer_id))
+            self._aborted_producer_ids = set()
+            self._aborted_transactions = [(txn.first_offset, txn.producer_id)
+                                          for txn in partition_data.aborted_transactions or ()]
             heapq.heapify(self._aborted_transactions)
 
     @property
@@ -199,6 +206,10 @@ class CompletedFetch:
             raise self._fetch_error(self._corrupt_error)
         out: list[ConsumerRecord] = []
         if self.is_consumed or max_records <= 0:
+            return out
+        if not self.records:
+            # No data (most partitions of a Fetch across many partitions): nothing to read.
+            self.drain()
             return out
         plain = self._key_deserializer is None and self._value_deserializer is None
         self._collecting = True

@@ -71,7 +71,7 @@ class FetchCollector:
     """Collects records from a FetchBuffer under SubscriptionState's positions."""
 
     def __init__(self, subscriptions: SubscriptionState, fetch_config: FetchConfig,
-                 request_metadata_update: Optional[Callable[[], None]] = None,
+                 request_metadata_update: Optional[Callable[[], object]] = None,
                  time_ms: Optional[Callable[[], float]] = None, metrics_manager: Any = None) -> None:
         self._subscriptions = subscriptions
         self._max_poll_records = fetch_config.max_poll_records
@@ -81,6 +81,7 @@ class FetchCollector:
         self._time_ms = time_ms or (lambda: 0)
         #: A FetchMetricsManager (None: metrics disabled): lag and lead per collected batch.
         self.metrics_manager = metrics_manager
+        self._collected: list[TopicPartition] = []
 
     def collect_fetch(self, fetch_buffer: FetchBuffer, max_records: Optional[int] = None,
                       update_positions: bool = True) -> Fetch:
@@ -89,6 +90,8 @@ class FetchCollector:
         fetch = Fetch()
         paused: list[CompletedFetch] = []
         remaining = self._max_poll_records if max_records is None else max_records
+        # The partitions whose lag and lead to record, once, when the collection ends.
+        self._collected = []
         try:
             while remaining > 0:
                 next_in_line = fetch_buffer.next_in_line_fetch
@@ -124,6 +127,8 @@ class FetchCollector:
                 raise
         finally:
             fetch_buffer.add_all(paused, notify=False)
+            if self._collected and self.metrics_manager is not None:
+                self.metrics_manager.record_partitions_lag_and_lead(self._collected)
         return fetch
 
     def _fetch_records(self, completed: CompletedFetch, max_records: int, fetch: Fetch,
@@ -131,7 +136,7 @@ class FetchCollector:
         tp = completed.partition
         subs = self._subscriptions
         # Read once: the KIP-848 background thread may change the assignment meanwhile.
-        position = subs.position_or_none(tp) if subs.is_fetchable(tp) else None
+        position = subs.fetchable_position(tp)
         if position is None:
             log.debug("not returning fetched records for %s: no longer assigned or fetchable", tp)
         else:
@@ -144,8 +149,7 @@ class FetchCollector:
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
                 fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
-                if self.metrics_manager is not None:
-                    self.metrics_manager.record_partition_lag_and_lead(tp)
+                self._collected.append(tp)
                 if records and update_positions:
                     # Round-robin: the next fetch puts other partitions first.
                     subs.move_partition_to_end(tp)
@@ -164,14 +168,15 @@ class FetchCollector:
         """
         tp = completed.partition
         try:
-            if not self._subscriptions.has_valid_position(tp):
+            position = self._subscriptions.valid_position_or_none(tp)
+            if position is None:
                 # As Java: unassigned, reset or awaiting validation since the fetch was
                 # sent, so neither its data nor its error applies any more.
                 log.debug("ignoring fetched data for %s: it no longer has a valid position", tp)
                 completed.drain()
                 return None
             if completed.error_code == ErrorCode.NONE:
-                return self._initialize_success(completed)
+                return self._initialize_success(completed, position)
             self._handle_error(completed)
             return None
         finally:
@@ -181,12 +186,11 @@ class FetchCollector:
                 # partitions of one topic tend to stay together in the next request.
                 self._subscriptions.move_partition_to_end(tp)
 
-    def _initialize_success(self, completed: CompletedFetch) -> Optional[CompletedFetch]:
+    def _initialize_success(self, completed: CompletedFetch, position: FetchPosition) -> Optional[CompletedFetch]:
         tp = completed.partition
         subs = self._subscriptions
         fetch_offset = completed.next_fetch_offset
-        position = subs.position_or_none(tp)
-        if position is None or position.offset != fetch_offset:
+        if position.offset != fetch_offset:
             log.debug("discarding stale fetch response for %s at offset %d (position %s)", tp, fetch_offset, position)
             completed.drain()
             return None
@@ -204,12 +208,8 @@ class FetchCollector:
                 raise errors.KafkaError("Failed to make progress reading messages at {}-{}={}. Received a non-empty "
                                         "fetch response from the server, but no complete records were found."
                                         .format(tp.topic, tp.partition, fetch_offset))
-        if completed.high_watermark >= 0:
-            subs.update_high_watermark(tp, completed.high_watermark)
-        if completed.log_start_offset >= 0:
-            subs.update_log_start_offset(tp, completed.log_start_offset)
-        if completed.last_stable_offset >= 0:
-            subs.update_last_stable_offset(tp, completed.last_stable_offset)
+        subs.update_fetched_offsets(tp, completed.high_watermark, completed.log_start_offset,
+                                    completed.last_stable_offset)
         if completed.preferred_read_replica >= 0:
             expiry = self._time_ms() + self._metadata_max_age_ms
             subs.update_preferred_read_replica(tp, completed.preferred_read_replica, expiry)

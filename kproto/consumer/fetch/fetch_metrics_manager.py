@@ -17,9 +17,10 @@ Who records what (one home for both engines, the shared fetch pipeline):
   ``records-consumed-rate/total`` and the same per topic (tag ``topic``). So the counts
   are per response, not per record, and appear once the response's data was consumed.
 * ``FetchCollector`` after each batch of records it takes for a partition (application
-  thread): ``records-lag``/``-avg``/``-max`` and ``records-lead``/``-avg``/``-min`` per
-  partition (tags ``topic``, ``partition``) and the client-wide ``records-lag-max`` and
-  ``records-lead-min``. Lag is the high watermark (last stable offset under
+  thread; recorded at the end of the collection, one time stamp for all): ``records-lag``/
+  ``-avg``/``-max`` and ``records-lead``/``-avg``/``-min`` per partition (tags ``topic``,
+  ``partition``) and the client-wide ``records-lag-max`` and ``records-lead-min`` (the
+  collection's extremes). Lag is the high watermark (last stable offset under
   read_committed) minus the position, lead the position minus the log start offset.
 * ``maybe_update_assignment`` (from ``prepare_fetch_requests`` and before metrics are
   read): per-partition sensors and the ``preferred-read-replica`` gauge of partitions no
@@ -32,17 +33,19 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from kproto import errors
 from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
 
 
 class FetchMetricsManager:
     """The fetch metrics of one consumer; see the module docstring."""
 
-    def __init__(self, metrics: Metrics, subscriptions: Any, prefix: str = "consumer",
+    def __init__(self, metrics: Metrics, subscriptions: SubscriptionState, prefix: str = "consumer",
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> None:
         self.metrics = metrics
         self.subscriptions = subscriptions
@@ -149,21 +152,40 @@ class FetchMetricsManager:
 
     def record_partition_lag_and_lead(self, tp: TopicPartition) -> None:
         """After records of ``tp`` were taken: its lag and lead at the new position."""
+        self.record_partitions_lag_and_lead((tp,))
+
+    def record_partitions_lag_and_lead(self, partitions: Iterable[TopicPartition]) -> None:
+        """``record_partition_lag_and_lead`` for each of ``partitions`` (one collection's,
+        in order), at one time stamp. Each partition's sensors get every value (their
+        latest, average and extreme); the client-wide ``records-lag-max`` and
+        ``records-lead-min``, a Max and a Min and nothing else, get the collection's
+        extremes, once: the same values as recording each (the windows close on time,
+        not on a count of events), for a fraction of the work with 1,000 partitions."""
+        lag_and_lead = self.subscriptions.lag_and_lead
+        isolation = self.isolation_level
+        sensors = self._partition_sensors
         now = self.metrics.time_ms()
-        subs = self.subscriptions
-        try:
-            lag = subs.partition_lag(tp, self.isolation_level)
-            position = subs.position_or_none(tp)
-            log_start = subs.log_start_offset(tp)
-        except errors.IllegalStateError:
-            return  # unassigned meanwhile (the KIP-848 background thread reconciles)
-        if lag is not None:
-            self.records_lag.record(lag, now)
-            self._partition_sensor(tp, "records-lag", Max).record(lag, now)
-        if position is not None and log_start is not None:
-            lead = position.offset - log_start
-            self.records_lead.record(lead, now)
-            self._partition_sensor(tp, "records-lead", Min).record(lead, now)
+        max_lag: Optional[int] = None
+        min_lead: Optional[int] = None
+        for tp in partitions:
+            found = lag_and_lead(tp, isolation)
+            if found is None:
+                continue  # unassigned meanwhile (the KIP-848 background thread reconciles)
+            lag, lead = found
+            if lag is not None:
+                if max_lag is None or lag > max_lag:
+                    max_lag = lag
+                sensor = sensors.get((tp, "records-lag")) or self._partition_sensor(tp, "records-lag", Max)
+                sensor.record(lag, now)
+            if lead is not None:
+                if min_lead is None or lead < min_lead:
+                    min_lead = lead
+                sensor = sensors.get((tp, "records-lead")) or self._partition_sensor(tp, "records-lead", Min)
+                sensor.record(lead, now)
+        if max_lag is not None:
+            self.records_lag.record(max_lag, now)
+        if min_lead is not None:
+            self.records_lead.record(min_lead, now)
 
     def maybe_update_assignment(self) -> None:
         """Drop the per-partition metrics of unassigned partitions, add the new ones' gauges."""

@@ -3,17 +3,18 @@ Java's ``ApplicationEventProcessor``).
 
 Owns the handlers, registered by event type in the shell's table
 (``kproto.consumer.background.application_event_processor``), and the AsyncPollEvent's
-stages in the seed's order: (1) reconciliation check with commits allowed, (2) auto-commit
-timer, membership poll hook and the poll timer reset, (3) update fetch positions, then
-(4) fetch requests, each stage marked on the event so the application thread knows when it
-may read the fetch buffer. A completable event's future is completed here (or failed with
-the exception that stopped it); the reaper fails it at its deadline otherwise.
+stages in the order of Java's ``ApplicationEventProcessor.process(AsyncPollEvent)``:
+(1) reconciliation check with commits allowed, (2) auto-commit timer, membership poll hook
+and the poll timer reset, (3) update fetch positions, then (4) fetch requests, each stage
+marked on the event so the application thread knows when it may read the fetch buffer. A
+completable event's future is completed here (or failed with the exception that stopped
+it); the reaper fails it at its deadline otherwise.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.local_assignment import chain, when_complete
@@ -21,13 +22,17 @@ from kproto.consumer.kip848 import events as ev
 from kproto.consumer.subscription_state import SubscriptionType
 from kproto.errors import IllegalStateError
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
+
 log = logging.getLogger("kproto.kip848")
 
 
 class ConsumerApplicationEventProcessor(ApplicationEventProcessor):
     """The KIP-848 consumer's handler table; managers that the consumer does not have are None."""
 
-    def __init__(self, subscriptions: Any, metadata: Any, *, fetch_request_manager: Any,
+    def __init__(self, subscriptions: SubscriptionState, metadata: ClusterMetadata, *, fetch_request_manager: Any,
                  offsets_request_manager: Any, coordinator_request_manager: Any = None,
                  commit_request_manager: Any = None, heartbeat_request_manager: Any = None,
                  membership_manager: Any = None) -> None:
@@ -158,7 +163,7 @@ class ConsumerApplicationEventProcessor(ApplicationEventProcessor):
             raise IllegalStateError("committing offsets needs a group_id")
         return self.commit
 
-    def _commit_offsets(self, event: ev.CommitEvent) -> dict:
+    def _commit_offsets(self, event: ev.CommitEvent) -> dict[Any, Any]:
         offsets = event.offsets if event.offsets is not None else self.subscriptions.all_consumed()
         if not event.offsets_ready.done():
             event.offsets_ready.set_result(offsets)
@@ -249,7 +254,7 @@ class ConsumerApplicationEventProcessor(ApplicationEventProcessor):
         self.metadata.request_update().add_both(lambda _result: membership.on_subscription_updated())
         event.future.set_result(None)
 
-    def _update_pattern_subscription(self, metadata: Any) -> None:
+    def _update_pattern_subscription(self, metadata: ClusterMetadata) -> None:
         if self.subscriptions.subscription_type is not SubscriptionType.AUTO_PATTERN:
             return
         matched = {t for t in metadata.topics() if self.subscriptions.matches_subscribed_pattern(t)}

@@ -2,7 +2,8 @@
 
 Owns everything the application thread does for ``group_protocol="consumer"``: it never
 touches the network. Calls become application events (blocking ones wait on the event's
-future until their timeout); ``poll()`` follows the seed's AsyncPollEvent rules:
+future until their timeout); ``poll()`` follows the AsyncPollEvent rules of Java's
+``AsyncKafkaConsumer.poll``:
 
 - one AsyncPollEvent in flight; on the first pass of a poll a completed one is cleared
   (its error raised), except that one whose buffered records are still being returned is
@@ -29,11 +30,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
-from kproto.consumer.background.events import (ApplicationEventHandler, BackgroundEventHandler,
-                                               CompletableApplicationEvent, ErrorEvent, drain)
 from kproto.clock import monotonic_ms
-from kproto.consumer.background.wakeup_trigger import WakeupTrigger
+from kproto.consumer.background.background_engine import BackgroundEngine
+from kproto.consumer.background.consumer_network_thread import Resources
+from kproto.consumer.background.events import BackgroundEventHandler, CompletableApplicationEvent, ErrorEvent, drain
 from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
@@ -44,9 +44,10 @@ from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import (AuthenticationError, IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, MetadataTimeoutError,
-                           WakeupException)
-from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.errors import (IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
+                           MetadataTimeoutError, WakeupException)
+from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
+                                            timed_poll)
 from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
@@ -67,8 +68,10 @@ def invoke_rebalance_callbacks(invoker: ConsumerRebalanceListenerInvoker,
     return ev.ConsumerRebalanceListenerCallbackCompletedEvent(event.method_name, event.future, error)
 
 
-class AsyncKafkaConsumer:
+class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
     """The ``ConsumerDelegate`` of the KIP-848 engine; see the module docstring."""
+
+    _log = log
 
     def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.config = config
@@ -93,42 +96,19 @@ class AsyncKafkaConsumer:
             if self.group_id:
                 self.coordinator_metrics = CoordinatorMetrics(
                     self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
-        self.application_event_queue: "queue.Queue" = queue.Queue()
-        self.background_event_queue: "queue.Queue" = queue.Queue()
-        self.network_thread = ConsumerNetworkThread(self.application_event_queue, self._initialize_resources,
-                                                    time_ms)
-        self.application_event_handler = ApplicationEventHandler(
-            self.application_event_queue, self.network_thread.wakeup, time_ms)
-        self._commit_callbacks: "queue.Queue" = queue.Queue()
+        self._commit_callbacks: "queue.Queue[Any]" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
-        self._wakeup_trigger = WakeupTrigger()
-        self._closed = False
-        self.network_thread.start()
-        try:
-            self.network_thread.wait_for_initialization()
-        except BaseException:
-            self._closed = True
-            raise
-        resources = self.network_thread.resources
-        assert resources is not None  # wait_for_initialization() returned
-        self.client = resources.client
-        self.membership = resources.membership_manager
+        self.membership = self._start_network_thread(self._initialize_resources).membership_manager
         self.fetch_collector = FetchCollector(
             self.subscriptions, self.fetch_config,
             functools.partial(self.client.request_metadata_update, reset_equivalent=False), time_ms, self.fetch_metrics)
 
-    def _initialize_resources(self) -> Any:
+    def _initialize_resources(self) -> Resources:
         background_handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
         return build_resources(self.config, self.subscriptions, self.fetch_buffer, self.fetch_config,
                                background_handler, self._time_ms, self.fetch_metrics, self.coordinator_metrics)
 
     # --- plumbing ---------------------------------------------------------------------------
-
-    def _deadline(self, timeout_ms: Optional[int]) -> int:
-        timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
-        if timeout < 0:
-            raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
-        return self._time_ms() + timeout
 
     def _add_and_get(self, event: CompletableApplicationEvent) -> Any:
         """Wait for ``event``; a ``wakeup()`` from another thread fails the wait (Java's
@@ -197,7 +177,7 @@ class AsyncKafkaConsumer:
                 continue
         event.future.result()
 
-    def subscription(self) -> Optional[set]:
+    def subscription(self) -> Optional[set[str]]:
         topics = self.subscriptions.subscription()
         return set(topics) if topics else None
 
@@ -209,22 +189,16 @@ class AsyncKafkaConsumer:
         self.fetch_buffer.retain_all(set(partitions))
         self._add_and_get(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set:
+    def assignment(self) -> set[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -----------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int, max_records: Optional[int] = None,
-             update_offsets: bool = True) -> dict[TopicPartition, list]:
-        if self.consumer_metrics is None:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        self.consumer_metrics.record_poll_start()
-        try:
-            return self._poll(timeout_ms, max_records, update_offsets)
-        finally:
-            self.consumer_metrics.record_poll_end()
+             update_offsets: bool = True) -> dict[TopicPartition, list[Any]]:
+        return timed_poll(self.consumer_metrics, self._poll, timeout_ms, max_records, update_offsets)
 
-    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list]:
+    def _poll(self, timeout_ms: int, max_records: Optional[int], update_offsets: bool) -> dict[TopicPartition, list[Any]]:
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         deadline = self._deadline(timeout_ms)
@@ -289,13 +263,13 @@ class AsyncKafkaConsumer:
         self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - {partition})
         self._add_and_get(ev.SeekUnvalidatedEvent(partition, offset, None, self._deadline(None)))
 
-    def seek_to_beginning(self, partitions: tuple) -> None:
+    def seek_to_beginning(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._reset(partitions, "earliest")
 
-    def seek_to_end(self, partitions: tuple) -> None:
+    def seek_to_end(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._reset(partitions, "latest")
 
-    def _reset(self, partitions: tuple, strategy: str) -> None:
+    def _reset(self, partitions: tuple[TopicPartition, ...], strategy: str) -> None:
         to_reset = set(partitions) or self.subscriptions.assigned_partitions()
         self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions() - to_reset)
         self._add_and_get(ev.ResetOffsetEvent(to_reset, strategy, self._deadline(None)))
@@ -321,13 +295,13 @@ class AsyncKafkaConsumer:
         check_partition(partition)
         return self.subscriptions.partition_lag(partition, self.fetch_config.isolation_level)
 
-    def pause(self, partitions: tuple) -> None:
+    def pause(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._add_and_get(ev.PausePartitionsEvent(partitions, self._deadline(None)))
 
-    def resume(self, partitions: tuple) -> None:
+    def resume(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._add_and_get(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set:
+    def paused(self) -> set[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------
@@ -357,11 +331,11 @@ class AsyncKafkaConsumer:
             self._execute_commit_callbacks()
 
     def commit_async(self, offsets: Optional[Mapping[TopicPartition, OffsetAndMetadata]] = None,
-                     callback: Optional[Callable] = None) -> Future:
+                     callback: Optional[Callable[..., Any]] = None) -> Future[Any]:
         self._require_group()
         event = ev.AsyncCommitEvent(self._deadline(None), offsets)
         if callback is not None:
-            def _queue_callback(future: Future) -> None:
+            def _queue_callback(future: Future[Any]) -> None:
                 error = future.exception()
                 done = None if error is not None else future.result()
                 self._commit_callbacks.put((callback, done if done is not None else offsets, error))
@@ -372,10 +346,10 @@ class AsyncKafkaConsumer:
     # --- lookups ----------------------------------------------------------------------------
 
     def _list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamps: bool,
-                      timeout_ms: Optional[int]) -> dict:
+                      timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self._add_and_get(ev.ListOffsetsEvent(timestamps, self._deadline(timeout_ms), require_timestamps))
 
-    def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: Optional[int]) -> dict:
+    def _offsets_at(self, partitions: Iterable[TopicPartition], timestamp: int, timeout_ms: Optional[int]) -> dict[Any, Any]:
         wanted = list(partitions)
         for tp in wanted:
             if not isinstance(tp, TopicPartition):
@@ -383,24 +357,24 @@ class AsyncKafkaConsumer:
         fetched = self._list_offsets({tp: timestamp for tp in wanted}, False, timeout_ms)
         return offset_utils.to_offsets(wanted, fetched)
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self._offsets_at(partitions, offset_utils.EARLIEST_TIMESTAMP, timeout_ms)
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: Optional[int]) -> dict[Any, Any]:
         return self._offsets_at(partitions, offset_utils.LATEST_TIMESTAMP, timeout_ms)
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int]) -> dict:
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: Optional[int]) -> dict[Any, Any]:
         offset_utils.validate_timestamps(timestamps)
         fetched = self._list_offsets(timestamps, True, timeout_ms)
         return offset_utils.to_offsets_for_times(timestamps, fetched)
 
-    def partitions_for_topic(self, topic: str) -> Optional[set]:
+    def partitions_for_topic(self, topic: str) -> Optional[set[int]]:
         known = self.client.cluster.partitions_for_topic(topic)
         if known is not None:
             return known
         return self._add_and_get(ev.TopicMetadataEvent(topic, self._deadline(None)))
 
-    def topics(self) -> set:
+    def topics(self) -> set[str]:
         return self._add_and_get(ev.ListTopicsEvent(bool(self.config["exclude_internal_topics"]),
                                                     self._deadline(None)))
 
@@ -431,7 +405,7 @@ class AsyncKafkaConsumer:
         return {"group_id": self.group_id, "generation_id": self.membership.member_epoch,
                 "member_id": self.membership.member_id, "group_instance_id": self.membership.group_instance_id}
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         if self.fetch_metrics is not None:
             self.fetch_metrics.maybe_update_assignment()  # unassigned partitions' metrics go first
         return metrics_view(self._metrics, raw)
@@ -450,7 +424,7 @@ class AsyncKafkaConsumer:
         # Closing has its own timeout: a wakeup (pending or to come) must not cut the final
         # commit or the leave short (Java's disableWakeups).
         self._wakeup_trigger.disable_wakeups()
-        deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
+        deadline = self._close_deadline(timeout_ms)
         try:
             if self.group_id and autocommit and self.config["enable_auto_commit"] \
                     and self.subscriptions.assigned_partitions():
@@ -471,18 +445,4 @@ class AsyncKafkaConsumer:
             self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
             self._execute_commit_callbacks()
         finally:
-            self.network_thread.close(max(0, deadline - self._time_ms()))
-            self.fetch_buffer.close()
-            self.client.close()
-            if self._metrics is not None:
-                self._metrics.close()
-
-    def _run_callbacks_quietly(self) -> None:
-        try:
-            self._process_background_events()
-        except Exception as exc:  # close() still completes; the error is logged
-            # An authentication failure is reported by several managers and raised by any
-            # call that needs a broker, so the application has most likely seen it already
-            # (the CLI printed it as its one line): no warning for a leftover copy.
-            log.log(logging.INFO if isinstance(exc, AuthenticationError) else logging.WARNING,
-                    "Error while closing: %s", exc)
+            self._release(deadline)

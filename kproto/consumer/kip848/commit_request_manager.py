@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.local_assignment import completed_future
@@ -45,6 +45,9 @@ from kproto.errors import KafkaTimeoutError
 from kproto.messages import OffsetCommitRequest, OffsetFetchRequest
 from kproto.structs import OffsetAndMetadata, TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+
 log = logging.getLogger("kproto.kip848")
 
 
@@ -60,14 +63,15 @@ class _PendingRequest:
         self.before_revocation = before_revocation
         self.retry_once = retry_once
         self.state = RequestState("Offset" + kind.capitalize(), retry_backoff_ms, retry_backoff_max_ms, jitter)
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
         self.version: Optional[int] = None
         self.topic_ids: Optional[dict[str, uuid.UUID]] = None  # the ids the last request used (v10)
 
 
 class CommitRequestManager:
-    def __init__(self, group_id: str, subscriptions: Any, coordinator_request_manager: CoordinatorRequestManager,
-                 *, auto_commit_enabled: bool, auto_commit_interval_ms: int = 5000,
+    def __init__(self, group_id: str, subscriptions: SubscriptionState,
+                 coordinator_request_manager: CoordinatorRequestManager, *, auto_commit_enabled: bool,
+                 auto_commit_interval_ms: int = 5000,
                  group_instance_id: Optional[str] = None, retry_backoff_ms: int = 100,
                  retry_backoff_max_ms: int = 1000, jitter: float = RequestState.RETRY_BACKOFF_JITTER,
                  require_stable: bool = False,
@@ -144,15 +148,15 @@ class CommitRequestManager:
 
     # --- API used by the application event processor ------------------------------------
 
-    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Future:
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Future[Any]:
         """Commit once (retried only after coordinator rediscovery), no deadline."""
         return self._add("commit", dict(offsets), None, retry_once=True)
 
-    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline_ms: int) -> Future:
+    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], deadline_ms: int) -> Future[Any]:
         """Commit, retrying retriable errors until ``deadline_ms``."""
         return self._add("commit", dict(offsets), deadline_ms)
 
-    def fetch_offsets(self, partitions: set[TopicPartition], deadline_ms: int) -> Future:
+    def fetch_offsets(self, partitions: set[TopicPartition], deadline_ms: int) -> Future[Any]:
         """Committed offsets ``{tp: OffsetAndMetadata or None}``, retried until the deadline."""
         return self._add("fetch", frozenset(partitions), deadline_ms)
 
@@ -170,7 +174,7 @@ class CommitRequestManager:
         self.commit_async(offsets).add_done_callback(
             lambda f: state.on_completed(self._now(now_ms), f.exception()))
 
-    def maybe_auto_commit_sync_before_rebalance(self, deadline_ms: int) -> Future:
+    def maybe_auto_commit_sync_before_rebalance(self, deadline_ms: int) -> Future[Any]:
         """Before partitions are revoked: commit what was consumed (auto-commit only)."""
         if self.auto_commit_state is None:
             return completed_future()
@@ -184,7 +188,7 @@ class CommitRequestManager:
     def _now(self, fallback: int) -> int:
         return self._time_ms() if self._time_ms is not None else fallback
 
-    def _add(self, kind: str, payload: Any, deadline_ms: Optional[int], **flags: bool) -> Future:
+    def _add(self, kind: str, payload: Any, deadline_ms: Optional[int], **flags: bool) -> Future[Any]:
         if not payload:
             return completed_future({} if kind == "fetch" else None)
         pending = _PendingRequest(kind, payload, deadline_ms, self.retry_backoff_ms, self.retry_backoff_max_ms,

@@ -34,9 +34,9 @@ class AsyncPollEvent(ApplicationEvent):
         super().__init__()
         self.deadline_ms = deadline_ms
         self.poll_time_ms = poll_time_ms
-        self._reconciliation_check: Future = Future()
+        self._reconciliation_check: Future[Any] = Future()
         self._validate_positions_complete = threading.Event()
-        self._result: Future = Future()
+        self._result: Future[Any] = Future()
 
     def mark_reconciliation_check_complete(self) -> None:
         if not self._reconciliation_check.done():
@@ -87,7 +87,7 @@ class CommitEvent(CompletableApplicationEvent):
         self.offsets = None if offsets is None else dict(offsets)
         # Completed with the offsets actually being committed, before the request is sent,
         # so a commit_sync() without offsets is not perturbed by fetches that begin later.
-        self.offsets_ready: Future = Future()
+        self.offsets_ready: Future[Any] = Future()
 
 
 class AsyncCommitEvent(CommitEvent):
@@ -213,7 +213,7 @@ class ResumePartitionsEvent(PausePartitionsEvent):
 class TopicMetadataEvent(CompletableApplicationEvent):
     """``partitions_for_topic(topic)`` for a topic not in the metadata yet."""
 
-    def __init__(self, topic: Optional[str], deadline_ms: int) -> None:
+    def __init__(self, topic: str, deadline_ms: int) -> None:
         super().__init__(deadline_ms)
         self.topic = topic
 
@@ -249,7 +249,7 @@ class ConsumerRebalanceListenerCallbackCompletedEvent(ApplicationEvent):
     which resumes the reconciliation that was waiting for it.
     """
 
-    def __init__(self, method_name: ConsumerRebalanceListenerMethodName, future: Future,
+    def __init__(self, method_name: ConsumerRebalanceListenerMethodName, future: Future[Any],
                  error: Optional[BaseException] = None) -> None:
         super().__init__()
         self.method_name = method_name
@@ -277,7 +277,7 @@ class ConsumerRebalanceListenerCallbackNeededEvent(CompletableBackgroundEvent):
 
 def request_listener_callback(handler: "BackgroundEventHandler", has_listener: bool,
                               method: ConsumerRebalanceListenerMethodName, partitions: Iterable[Any],
-                              always: bool = False) -> Future:
+                              always: bool = False) -> Future[Any]:
     """Enqueue a listener callback for the application thread; its future completes on return.
 
     Revoked and lost run only for a non-empty set; assigned always runs (as the classic

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
 from kproto.clock import monotonic_ms
@@ -23,21 +23,26 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import FetchRequestData
 from kproto.messages.fetch import FetchRequest, FetchResponse
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
+
 log = logging.getLogger("kproto.kip848")
 
 
 class FetchRequestManager(AbstractFetch):
-    def __init__(self, config: FetchConfig, subscriptions: Any, metadata: Any, fetch_buffer: FetchBuffer,
+    def __init__(self, config: FetchConfig, subscriptions: SubscriptionState, metadata: ClusterMetadata,
+                 fetch_buffer: FetchBuffer,
                  node_unavailable: Callable[[int], bool] = lambda node_id: False,
                  time_ms: Callable[[], int] = monotonic_ms, metrics_manager: Any = None) -> None:
         super().__init__(config, subscriptions, metadata, fetch_buffer, time_ms, metrics_manager)
         self._node_unavailable = node_unavailable
-        self._pending_fetch_request_future: Optional[Future] = None
+        self._pending_fetch_request_future: Optional[Future[Any]] = None
 
     def is_unavailable(self, node_id: int) -> bool:
         return self._node_unavailable(node_id)
 
-    def create_fetch_requests(self) -> Future:
+    def create_fetch_requests(self) -> Future[Any]:
         """Ask for fetches on the next poll; the future completes once they are staged."""
         if self._pending_fetch_request_future is None:
             self._pending_fetch_request_future = Future()

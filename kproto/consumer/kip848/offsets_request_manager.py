@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
@@ -41,6 +41,10 @@ from kproto.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kproto.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kproto.structs import IsolationLevel, TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
+
 log = logging.getLogger("kproto.kip848")
 
 
@@ -49,25 +53,26 @@ class _PendingFetchCommitted(NamedTuple):
     (Java's PendingFetchCommittedRequest)."""
 
     partitions: frozenset[TopicPartition]
-    future: Future
+    future: Future[Any]
 
 
 class _Lookup:
     """One application lookup: what is left to ask, what is answered, and its future."""
 
-    def __init__(self, remaining: dict, require_timestamp: bool, deadline_ms: int, timeout_ms: int) -> None:
+    def __init__(self, remaining: dict[Any, Any], require_timestamp: bool, deadline_ms: int, timeout_ms: int) -> None:
         self.remaining = remaining
         self.require_timestamp = require_timestamp
         self.deadline_ms = deadline_ms
         self.timeout_ms = timeout_ms
-        self.fetched: dict = {}
+        self.fetched: dict[Any, Any] = {}
         self.in_flight = 0
         self.next_send_ms = 0
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
 
 
 class OffsetsRequestManager:
-    def __init__(self, subscriptions: Any, metadata: Any, commit_request_manager: Any = None, *, default_api_timeout_ms: int = 60000,
+    def __init__(self, subscriptions: SubscriptionState, metadata: ClusterMetadata, commit_request_manager: Any = None,
+                 *, default_api_timeout_ms: int = 60000,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms
@@ -104,7 +109,7 @@ class OffsetsRequestManager:
     # --- ListOffsets lookups for the application -------------------------------------------
 
     def fetch_offsets_by_times(self, timestamps: Mapping[TopicPartition, int], require_timestamp: bool,
-                               deadline_ms: int) -> Future:
+                               deadline_ms: int) -> Future[Any]:
         """``{tp: ListOffsetData}`` for every partition with an offset (others are left out)."""
         now = self._time_ms()
         lookup = _Lookup(dict(timestamps), require_timestamp, deadline_ms, max(0, deadline_ms - now))
@@ -136,8 +141,8 @@ class OffsetsRequestManager:
             lookup.in_flight += 1
         return requests
 
-    def _list_offsets_request(self, node_id: int, partitions: dict, require_timestamp: bool,
-                              on_done: Callable[[list, Any, Optional[BaseException]], None]) -> UnsentRequest:
+    def _list_offsets_request(self, node_id: int, partitions: dict[Any, Any], require_timestamp: bool,
+                              on_done: Callable[[list[Any], Any, Optional[BaseException]], None]) -> UnsentRequest:
         """A ListOffsets to ``node_id`` built for the node's version; ``on_done(versions,
         response, error)`` gets the version it was sent with as ``versions[-1]``."""
         min_version = utils.list_offsets_min_version(self._isolation_level, require_timestamp)
@@ -155,7 +160,7 @@ class OffsetsRequestManager:
         unsent.when_complete(lambda response, error: on_done(versions, response, error))
         return unsent
 
-    def _on_lookup_response(self, lookup: "_Lookup", requested: set, versions: list,
+    def _on_lookup_response(self, lookup: "_Lookup", requested: set[Any], versions: list[Any],
                             response: ListOffsetsResponse,
                             error: Optional[BaseException]) -> None:
         lookup.in_flight -= 1
@@ -192,9 +197,9 @@ class OffsetsRequestManager:
     def maximum_time_to_wait(self, now_ms: int) -> int:
         return MAX_WAIT_MS
 
-    def update_fetch_positions(self, deadline_ms: int) -> Future:
+    def update_fetch_positions(self, deadline_ms: int) -> Future[Any]:
         """Complete with True when every assigned partition has a position."""
-        result: Future = Future()
+        result: Future[Any] = Future()
         try:
             self._validate_positions_if_needed()
             if self.subscriptions.has_all_fetch_positions():
@@ -228,7 +233,7 @@ class OffsetsRequestManager:
         when_complete(committed, _after_committed)
         return result
 
-    def _fetch_committed(self, partitions: frozenset, deadline_ms: int) -> Future:
+    def _fetch_committed(self, partitions: frozenset[Any], deadline_ms: int) -> Future[Any]:
         if self.commit_request_manager is None or not partitions:
             return completed_future({})
         pending = self._pending_committed
@@ -267,7 +272,7 @@ class OffsetsRequestManager:
                 node_id, partitions, False,
                 functools.partial(self._on_reset_response, requested)))
 
-    def _on_reset_response(self, requested: dict, versions: list, response: ListOffsetsResponse,
+    def _on_reset_response(self, requested: dict[Any, Any], versions: list[Any], response: ListOffsetsResponse,
                            error: Optional[BaseException]) -> None:
         try:
             if error is not None:
@@ -309,7 +314,7 @@ class OffsetsRequestManager:
             unsent.when_complete(functools.partial(self._on_validation_response, node_positions))
             self._position_requests.append(unsent)
 
-    def _on_validation_response(self, requested: dict, response: OffsetForLeaderEpochResponse,
+    def _on_validation_response(self, requested: dict[Any, Any], response: OffsetForLeaderEpochResponse,
                                 error: Optional[BaseException]) -> None:
         subs = self.subscriptions
         if isinstance(error, UnsupportedVersionError):

@@ -12,14 +12,14 @@ separate topic-metadata manager.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
-from kproto.consumer.config import parse_isolation_level
+from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.kip848.application_event_processor import ConsumerApplicationEventProcessor
@@ -30,7 +30,10 @@ from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
-from kproto.structs import IsolationLevel
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+
 
 def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
     """Member state transitions as rebalance metrics (Java's ConsumerRebalanceMetricsManager):
@@ -48,7 +51,7 @@ def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberSta
     return on_transition
 
 
-def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer: FetchBuffer,
+def build_resources(config: Mapping[str, Any], subscriptions: SubscriptionState, fetch_buffer: FetchBuffer,
                     fetch_config: FetchConfig, background_event_handler: BackgroundEventHandler,
                     time_ms: Callable[[], int], fetch_metrics: Any = None,
                     coordinator_metrics: Any = None) -> Resources:
@@ -60,29 +63,29 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
         getattr(fetch_metrics, "throttle_time", None)), **dict(config))
     metadata = client.cluster
     now = time_ms()
-    retry_backoff_ms = config["retry_backoff_ms"]
-    retry_backoff_max_ms = config["retry_backoff_max_ms"]
-    delegate = NetworkClientDelegate(client, config["request_timeout_ms"], time_ms)
+    group = GroupRebalanceConfig.from_config(config)
+    retry_backoff_ms = group.retry_backoff_ms
+    retry_backoff_max_ms = group.retry_backoff_max_ms
+    delegate = NetworkClientDelegate(client, group.request_timeout_ms, time_ms)
 
     coordinator = commit = heartbeat = membership = None
-    group_id = config["group_id"]
+    group_id = group.group_id
     if group_id:
         coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, retry_backoff_max_ms,
                                                 add_coordinator=metadata.add_coordinator)
-        auto_commit = bool(config["enable_auto_commit"])
+        auto_commit = group.enable_auto_commit
         commit = CommitRequestManager(
             group_id, subscriptions, coordinator, auto_commit_enabled=auto_commit,
-            auto_commit_interval_ms=config["auto_commit_interval_ms"],
-            group_instance_id=config["group_instance_id"], retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=retry_backoff_max_ms,
-            require_stable=parse_isolation_level(config["isolation_level"]) == IsolationLevel.READ_COMMITTED, now_ms=now, time_ms=time_ms,
-            topic_ids=metadata.topic_ids, request_metadata_update=client.request_metadata_update)
+            auto_commit_interval_ms=group.auto_commit_interval_ms,
+            group_instance_id=group.group_instance_id, retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms, require_stable=group.require_stable, now_ms=now,
+            time_ms=time_ms, topic_ids=metadata.topic_ids, request_metadata_update=client.request_metadata_update)
         membership = ConsumerMembershipManager(
             group_id, subscriptions, background_event_handler,
             topic_name_for_id=metadata.topic_name, request_metadata_update=client.request_metadata_update,
-            group_instance_id=config["group_instance_id"], rack_id=config["client_rack"] or None,
-            server_assignor=config["group_remote_assignor"],
-            rebalance_timeout_ms=config["max_poll_interval_ms"],
+            group_instance_id=group.group_instance_id, rack_id=group.rack_id,
+            server_assignor=group.group_remote_assignor,
+            rebalance_timeout_ms=group.rebalance_timeout_ms,
             auto_commit_before_rebalance=commit.maybe_auto_commit_sync_before_rebalance if auto_commit else None,
             time_ms=time_ms)
         membership.register_state_listener(commit)
@@ -91,14 +94,14 @@ def build_resources(config: Mapping[str, Any], subscriptions: Any, fetch_buffer:
             membership.register_transition_listener(rebalance_metrics_listener(coordinator_metrics))
         heartbeat = ConsumerHeartbeatRequestManager(
             now, coordinator, membership, subscriptions, background_event_handler,
-            max_poll_interval_ms=config["max_poll_interval_ms"], retry_backoff_ms=retry_backoff_ms,
+            max_poll_interval_ms=group.rebalance_timeout_ms, retry_backoff_ms=retry_backoff_ms,
             retry_backoff_max_ms=retry_backoff_max_ms)
         heartbeat.sensors = coordinator_metrics
 
     offsets = OffsetsRequestManager(subscriptions, metadata, commit,
                                     default_api_timeout_ms=config["default_api_timeout_ms"],
-                                    isolation_level=parse_isolation_level(config["isolation_level"]),
-                                    request_timeout_ms=config["request_timeout_ms"],
+                                    isolation_level=fetch_config.isolation_level,
+                                    request_timeout_ms=group.request_timeout_ms,
                                     retry_backoff_ms=retry_backoff_ms, time_ms=time_ms)
 
     def node_unavailable(node_id: int) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Union
 
 from kproto import errors
 from kproto.consumer.subscription_state import FetchPosition
@@ -25,6 +25,10 @@ from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .commit import FIRST_VERSION_WITH_TOPIC_IDS, topic_ids_or_none, topic_name_of
 from .offset_fetcher_utils import current_leader, format_partitions, topic_authorization_error
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -188,7 +192,7 @@ def _group_error(code: int, group_id: str) -> OffsetFetchResult:
     return OffsetFetchResult(error=exc)
 
 
-def refresh_committed_offsets(subscriptions: Any, metadata: Any,
+def refresh_committed_offsets(subscriptions: SubscriptionState, metadata: ClusterMetadata,
                               offsets: Mapping[TopicPartition, Optional[OffsetAndMetadata]]) -> set[TopicPartition]:
     """Seed positions from committed offsets; returns the partitions that were seeked.
 

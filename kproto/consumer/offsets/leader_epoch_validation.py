@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
@@ -25,6 +25,9 @@ from kproto.structs import OffsetAndMetadata, TopicPartition
 
 from .offset_fetcher_utils import (PARTITION_RETRIABLE, answered_partitions, current_leader, format_partitions,
                                    topic_authorization_error)
+
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -51,7 +54,7 @@ class OffsetForEpochResult:
     partitions_to_retry: set[TopicPartition] = field(default_factory=set)
 
 
-def positions_to_validate(subscriptions: SubscriptionState, metadata: Any,
+def positions_to_validate(subscriptions: SubscriptionState, metadata: ClusterMetadata,
                           now_ms: int) -> dict[TopicPartition, FetchPosition]:
     """Note every assigned partition's current leader (a change moves it to
     AWAIT_VALIDATION), then the positions awaiting validation whose retry time has come."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
@@ -21,6 +21,10 @@ from kproto.messages.list_offsets import (ListOffsetsRequest, ListOffsetsRequest
                                           ListOffsetsResponse_ListOffsetsPartitionResponse)
 from kproto.net.client_versions import client_max_version
 from kproto.structs import IsolationLevel, OffsetAndTimestamp, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+    from kproto.net.metadata import ClusterMetadata
 
 log = logging.getLogger("kproto.consumer.offsets")
 
@@ -134,7 +138,7 @@ def choose_version(request_cls: Any, broker_versions: Any, min_version: int = 0)
     return version
 
 
-def current_leader(metadata: Any, tp: TopicPartition) -> LeaderAndEpoch:
+def current_leader(metadata: ClusterMetadata, tp: TopicPartition) -> LeaderAndEpoch:
     """The partition's leader node and epoch from ClusterMetadata (None when unknown)."""
     leader = metadata.leader_for_partition(tp)
     if leader is None or leader < 0:
@@ -144,7 +148,7 @@ def current_leader(metadata: Any, tp: TopicPartition) -> LeaderAndEpoch:
 
 
 def group_list_offsets_requests(
-    timestamps: Mapping[TopicPartition, int], metadata: Any,
+    timestamps: Mapping[TopicPartition, int], metadata: ClusterMetadata,
 ) -> tuple[dict[int, dict[TopicPartition, tuple[int, int]]], set[TopicPartition]]:
     """Split ``{tp: timestamp}`` by leader node (Java's groupListOffsetRequests).
 
@@ -293,7 +297,7 @@ def validate_timestamps(timestamps: Mapping[TopicPartition, int]) -> None:
 # --- position resets (applied to the SubscriptionState) ----------------------------------
 
 
-def partitions_to_reset(subscriptions: Any, now_ms: int) -> dict[TopicPartition, int]:
+def partitions_to_reset(subscriptions: SubscriptionState, now_ms: int) -> dict[TopicPartition, int]:
     """``{tp: timestamp}`` for the partitions awaiting a reset whose retry time has come.
 
     (Partitions still INITIALIZING reach AWAIT_RESET, or ``NoOffsetForPartitionError``
@@ -307,8 +311,9 @@ def partitions_to_reset(subscriptions: Any, now_ms: int) -> dict[TopicPartition,
     return out
 
 
-def apply_reset_result(subscriptions: Any, metadata: Any, requested: Mapping[TopicPartition, int],
-                       result: ListOffsetResult, now_ms: int, retry_backoff_ms: int) -> None:
+def apply_reset_result(subscriptions: SubscriptionState, metadata: ClusterMetadata,
+                       requested: Mapping[TopicPartition, int], result: ListOffsetResult,
+                       now_ms: int, retry_backoff_ms: int) -> None:
     """Seek each answered partition; back off the ones that must be asked again.
 
     A partition whose strategy changed (or that was unassigned) while the request was in
@@ -327,7 +332,7 @@ def apply_reset_result(subscriptions: Any, metadata: Any, requested: Mapping[Top
         subscriptions.request_failed(retry, now_ms + retry_backoff_ms)
 
 
-def position_request_failed(subscriptions: Any, requested: Iterable[TopicPartition], exc: BaseException,
+def position_request_failed(subscriptions: SubscriptionState, requested: Iterable[TopicPartition], exc: BaseException,
                             retry_at_ms: int, request_metadata_update: Any,
                             pending_error: Optional[BaseException]) -> Optional[BaseException]:
     """The failure path of a reset (ListOffsets) or validation (OffsetForLeaderEpoch), in

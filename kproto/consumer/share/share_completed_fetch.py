@@ -138,7 +138,7 @@ class ShareCompletedFetch:
                 self._index = 0
                 return True
 
-    def _acquired_of(self, records: list) -> list[ShareConsumerRecord]:
+    def _acquired_of(self, records: list[Any]) -> list[ShareConsumerRecord]:
         """The records (ascending) at or after the next offset that lie in an acquired
         range, as ShareConsumerRecords with that range's delivery count."""
         if not records:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent
 from kproto.consumer.background.request_manager import (MAX_WAIT_MS, PollResult, RequestBuilder, RequestState,
@@ -42,15 +42,21 @@ from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_membership_manager import ShareMembershipManager
 from kproto.consumer.share.share_session_handler import ShareFetchParams, ShareSessionHandler
-from kproto.errors import KafkaError, ShareSessionNotFoundError, UnsupportedVersionError, error_for, for_code
+from kproto.errors import (ErrorCode, KafkaError, ShareSessionNotFoundError, UnsupportedVersionError, error_for,
+                           exception_for, for_code)
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kproto.structs import TopicIdPartition, TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
+
 log = logging.getLogger("kproto.share")
 
-_SESSION_ERRORS = ("SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH", "SHARE_SESSION_LIMIT_REACHED")
-_METADATA_ERRORS = ("NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID", "FENCED_LEADER_EPOCH",
-                    "LEADER_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR", "REPLICA_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION")
+_SESSION_ERRORS = frozenset((ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                             ErrorCode.SHARE_SESSION_LIMIT_REACHED))
+_METADATA_ERRORS = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.LEADER_NOT_AVAILABLE,
+                              ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE))
 
 
 class _CommitWaiter:
@@ -58,7 +64,7 @@ class _CommitWaiter:
 
     __slots__ = ("entries", "future")
 
-    def __init__(self, entries: list[AckEntry], future: Future) -> None:
+    def __init__(self, entries: list[AckEntry], future: Future[Any]) -> None:
         self.entries = entries
         self.future = future
 
@@ -75,7 +81,7 @@ class _CommitWaiter:
 
 
 class ShareConsumeRequestManager:
-    def __init__(self, group_id: str, membership: ShareMembershipManager, metadata: Any,
+    def __init__(self, group_id: str, membership: ShareMembershipManager, metadata: ClusterMetadata,
                  fetch_buffer: ShareFetchBuffer, background_event_handler: BackgroundEventHandler,
                  params: ShareFetchParams, *, check_crcs: bool = True, key_deserializer: Any = None,
                  value_deserializer: Any = None, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
@@ -100,7 +106,7 @@ class ShareConsumeRequestManager:
         self._waiters: list[_CommitWaiter] = []
         self._fetch_requested = False
         self._closing = False
-        self._close_future: Optional[Future] = None
+        self._close_future: Optional[Future[Any]] = None
         self._closed_nodes: set[int] = set()
 
     # --- from the application event processor ---------------------------------------------------
@@ -115,11 +121,11 @@ class ShareConsumeRequestManager:
     def request_fetch(self) -> None:
         self._fetch_requested = True
 
-    def add_acknowledgements(self, entries: Iterable[AckEntry], commit: bool = False) -> Future:
+    def add_acknowledgements(self, entries: Iterable[AckEntry], commit: bool = False) -> Future[Any]:
         """Queue ``entries``; the future completes with ``{partition: error or None}`` once
         every one was answered. ``commit``: send them now in ShareAcknowledge."""
         entries = [e for e in entries if e.acks]
-        future: Future = Future()
+        future: Future[Any] = Future()
         for entry in entries:
             self.pending.setdefault(entry.node_id, []).append(entry)
             if commit:
@@ -131,7 +137,7 @@ class ShareConsumeRequestManager:
             self._waiters.append(waiter)
         return future
 
-    def acknowledge_on_close(self, entries: Iterable[AckEntry]) -> Future:
+    def acknowledge_on_close(self, entries: Iterable[AckEntry]) -> Future[Any]:
         """Send the last acknowledgements and close every share session (final epoch)."""
         self.add_acknowledgements(entries)
         self._closing = True
@@ -324,14 +330,12 @@ class ShareConsumeRequestManager:
 
     def _top_level_error(self, node_id: int, entries: list[AckEntry], response: Any, now_ms: int) -> bool:
         code = response.error_code
-        if code == 0:
+        if code == ErrorCode.NONE:
             return False
-        error = error_for(code, response.error_message)
-        assert error is not None  # code != 0
+        error = exception_for(code, response.error_message)
         self._state(node_id).on_failed_attempt(now_ms)
         self._fail_entries(entries, error)
-        name = for_code(code).message
-        if name in _SESSION_ERRORS:
+        if code in _SESSION_ERRORS:
             log.info("Share session on node %d ended: %s", node_id, error)
             self._end_session(node_id)
         elif not getattr(error, "retriable", False):
@@ -391,9 +395,8 @@ class ShareConsumeRequestManager:
         self._complete_entries(entries, ack_errors)
 
     def _on_partition_error(self, api: str, tip: TopicIdPartition, code: int, message: Optional[str]) -> None:
-        name = for_code(code).message
-        if name in _METADATA_ERRORS:
-            log.debug("%s for %s: %s; refreshing metadata", api, tip, name)
+        if code in _METADATA_ERRORS:
+            log.debug("%s for %s: %s; refreshing metadata", api, tip, for_code(code).message)
             self._request_metadata_update()
         else:
             log.warning("%s for %s failed: %s", api, tip, error_for(code, message))

@@ -33,33 +33,34 @@ background thread before the application takes from it.
 from __future__ import annotations
 
 import logging
-import queue
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, Callable, Mapping, Optional
 
-from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
-from kproto.consumer.background.events import ApplicationEventHandler, BackgroundEventHandler, ErrorEvent, drain
 from kproto.clock import monotonic_ms
-from kproto.consumer.background.wakeup_trigger import WakeupTrigger
+from kproto.consumer.background.background_engine import BackgroundEngine
+from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread, Resources
+from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType, acknowledge_type
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
 from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
-from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view, timed_poll
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
 log = logging.getLogger("kproto.share")
 
-AckKey = tuple  # (node_id, generation, TopicIdPartition)
+AckKey = tuple[int, int, TopicIdPartition]  # (node_id, generation, TopicIdPartition)
 # How long one wait for data may block before poll() asks for a fetch again (a ShareFetch
 # that came back empty wakes the wait; this bounds a lost wakeup).
 MAX_WAIT_STEP_MS = 1000
 
 
-class ShareConsumerImpl:
+class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
+    _log = log
+
     def __init__(self, config: Mapping[str, Any], share_config: Mapping[str, Any],
                  time_ms: Callable[[], int] = monotonic_ms,
                  network_thread_class: type[ConsumerNetworkThread] = ConsumerNetworkThread) -> None:
@@ -79,13 +80,8 @@ class ShareConsumerImpl:
             self.fetch_metrics = ShareFetchMetricsManager(self._metrics, prefix)
             # Java's KafkaShareConsumerMetrics: the poll timing under consumer-share-metrics.
             self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix + "-share")
-        self.application_event_queue: "queue.Queue" = queue.Queue()
-        self.background_event_queue: "queue.Queue" = queue.Queue()
         self._share_config = share_config
-        self.network_thread = network_thread_class(self.application_event_queue, self._initialize_resources,
-                                                   time_ms)
-        self.application_event_handler = ApplicationEventHandler(
-            self.application_event_queue, self.network_thread.wakeup, time_ms)
+        self._network_thread_class = network_thread_class
         # (topic, partition, offset) -> (ack key, delivery_count) of records handed out and
         # not yet acknowledged.
         self._delivered: dict[tuple[str, int, int], tuple[AckKey, int]] = {}
@@ -96,24 +92,14 @@ class ShareConsumerImpl:
         # with RENEW and not sent yet, and those sent (each lot with the future of its answer,
         # {TopicIdPartition: error or None}); the next poll hands the renewed ones out again.
         self._renewing: dict[tuple[str, int, int], ShareConsumerRecord] = {}
-        self._renewals: list[tuple[Future, dict[tuple[str, int, int], ShareConsumerRecord]]] = []
+        self._renewals: list[tuple[Future[Any], dict[tuple[str, int, int], ShareConsumerRecord]]] = []
         self._acquisition_lock_timeout_ms: Optional[int] = None  # of the records the last poll returned
         self._subscription: Optional[set[str]] = None
-        self.acknowledgement_commit_callback: Optional[Callable[[dict, Optional[BaseException]], Any]] = None
-        self._wakeup_trigger = WakeupTrigger()
-        self._closed = False
-        self.network_thread.start()
-        try:
-            self.network_thread.wait_for_initialization()
-        except BaseException:
-            self._closed = True
-            raise
-        resources = self.network_thread.resources
-        assert resources is not None  # initialized, or wait_for_initialization raised
-        self.client = resources.client
-        self.membership = resources.membership_manager
+        self.acknowledgement_commit_callback: Optional[Callable[[dict[Any, Any], Optional[BaseException]], Any]] = None
+        self.membership = self._start_network_thread(self._initialize_resources,
+                                                     self._network_thread_class).membership_manager
 
-    def _initialize_resources(self) -> Any:
+    def _initialize_resources(self) -> Resources:
         handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
         return build_share_resources(self.config, self._share_config, self.fetch_buffer, handler, self._time_ms,
                                      self._metrics, fetch_metrics=self.fetch_metrics)
@@ -124,13 +110,7 @@ class ShareConsumerImpl:
         if self._closed:
             raise IllegalStateError("This consumer has already been closed.")
 
-    def _deadline(self, timeout_ms: Optional[int]) -> int:
-        timeout = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
-        if timeout < 0:
-            raise KafkaError("timeout_ms must be >= 0, not {}".format(timeout))
-        return self._time_ms() + timeout
-
-    def _wait(self, future: Future, deadline_ms: int, what: str) -> Any:
+    def _wait(self, future: Future[Any], deadline_ms: int, what: str) -> Any:
         """Wait for ``future`` until ``deadline_ms``; ``wakeup()`` fails the wait."""
         with self._wakeup_trigger.blocking_on(future):
             while True:
@@ -152,7 +132,7 @@ class ShareConsumerImpl:
         if first_error is not None:
             raise first_error
 
-    def _invoke_callback(self, entries: list) -> Optional[BaseException]:
+    def _invoke_callback(self, entries: list[Any]) -> Optional[BaseException]:
         callback = self.acknowledgement_commit_callback
         if callback is None:
             return None
@@ -187,7 +167,7 @@ class ShareConsumerImpl:
         renewed = {k for _, lot in self._renewals for k in lot}
         return sum(1 for k in self._delivered if k not in self._renewing and k not in renewed)
 
-    def _send_acks(self, entries: list[ev.AckEntry], *, wait_deadline: Optional[int] = None) -> Optional[Future]:
+    def _send_acks(self, entries: list[ev.AckEntry], *, wait_deadline: Optional[int] = None) -> Optional[Future[Any]]:
         """Send ``entries`` in ShareAcknowledge; with RENEWs among them (or ``wait_deadline``)
         as a sync event whose future gives ``{TopicIdPartition: error or None}``."""
         if not entries:
@@ -262,13 +242,7 @@ class ShareConsumerImpl:
     # --- poll -----------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
-        if self.consumer_metrics is None:
-            return self._poll(timeout_ms)
-        self.consumer_metrics.record_poll_start()
-        try:
-            return self._poll(timeout_ms)
-        finally:
-            self.consumer_metrics.record_poll_end()
+        return timed_poll(self.consumer_metrics, self._poll, timeout_ms)
 
     def _poll(self, timeout_ms: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         self._check_open()
@@ -427,7 +401,7 @@ class ShareConsumerImpl:
         self._check_open()
         return self._acquisition_lock_timeout_ms
 
-    def metrics(self, raw: bool = False) -> Optional[dict]:
+    def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         return metrics_view(self._metrics, raw)
 
     def wakeup(self) -> None:
@@ -438,7 +412,7 @@ class ShareConsumerImpl:
         if self._closed:
             return
         self._closed = True
-        deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
+        deadline = self._close_deadline(timeout_ms)
         try:
             self._wakeup_trigger.disable_wakeups()
             if self._subscription is not None:
@@ -447,14 +421,4 @@ class ShareConsumerImpl:
                 self._run_callbacks_quietly()
             self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
         finally:
-            self.network_thread.close(max(0, deadline - self._time_ms()))
-            self.fetch_buffer.close()
-            self.client.close()
-            if self._metrics is not None:
-                self._metrics.close()
-
-    def _run_callbacks_quietly(self) -> None:
-        try:
-            self._process_background_events()
-        except Exception as exc:  # close() still completes; the error is logged
-            log.warning("Error while closing: %s", exc)
+            self._release(deadline)

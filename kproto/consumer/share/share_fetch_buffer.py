@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 
@@ -74,7 +74,7 @@ class ShareFetchBuffer:
             self._fetches = collections.deque(f for f in self._fetches if f.node_id != node_id)
             return dropped
 
-    def retain_partitions(self, partitions: set) -> None:
+    def retain_partitions(self, partitions: set[Any]) -> None:
         """Drop fetches of partitions no longer assigned (Java's ``retainAll``): the next
         ShareFetch forgets those partitions and the broker releases their records, which
         must then not be handed out here (another member gets them)."""

@@ -11,7 +11,7 @@ reaper fails it at its deadline otherwise.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
@@ -19,7 +19,8 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.local_assignment import chain
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
-from kproto.consumer.fetch.completed_fetch import make_deserialize
+from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
@@ -30,6 +31,9 @@ from kproto.consumer.share.share_session_handler import ShareFetchParams
 from kproto.metrics.consumer_metrics import CoordinatorMetrics
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
+
+if TYPE_CHECKING:
+    from kproto.net.metadata import ClusterMetadata
 
 
 class _RetainAssigned:
@@ -43,13 +47,14 @@ class _RetainAssigned:
     def on_member_epoch_updated(self, member_epoch: Optional[int], member_id: str) -> None:
         pass
 
-    def on_group_assignment_updated(self, partitions: set) -> None:
+    def on_group_assignment_updated(self, partitions: set[Any]) -> None:
         self._fetch_buffer.retain_partitions(set(self._membership.assigned_partitions()))
 
 
 class ShareApplicationEventProcessor(ApplicationEventProcessor):
-    def __init__(self, metadata: Any, coordinator: CoordinatorRequestManager, membership: ShareMembershipManager,
-                 consume: ShareConsumeRequestManager, heartbeat: ShareHeartbeatRequestManager,
+    def __init__(self, metadata: ClusterMetadata, coordinator: CoordinatorRequestManager,
+                 membership: ShareMembershipManager, consume: ShareConsumeRequestManager,
+                 heartbeat: ShareHeartbeatRequestManager,
                  time_ms: Callable[[], int]) -> None:
         self.metadata = metadata
         self.heartbeat = heartbeat
@@ -109,10 +114,12 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     ShareFetchMetricsManager (both None when metrics are off)."""
     client = NetworkClient(network_listener=selector_metrics(metrics, config["metric_group_prefix"]), **dict(config))
     metadata = client.cluster
-    retry_backoff_ms = config["retry_backoff_ms"]
-    retry_backoff_max_ms = config["retry_backoff_max_ms"]
-    delegate = NetworkClientDelegate(client, config["request_timeout_ms"], time_ms)
-    group_id = config["group_id"]
+    group = GroupRebalanceConfig.from_config(config)
+    retry_backoff_ms = group.retry_backoff_ms
+    retry_backoff_max_ms = group.retry_backoff_max_ms
+    delegate = NetworkClientDelegate(client, group.request_timeout_ms, time_ms)
+    group_id = group.group_id
+    assert group_id, "share_consumer_config requires a group_id"
     coordinator = CoordinatorRequestManager(group_id, retry_backoff_ms, retry_backoff_max_ms,
                                             add_coordinator=metadata.add_coordinator)
 
@@ -121,17 +128,18 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
 
     membership = ShareMembershipManager(group_id, SubscriptionState(), topic_name_for_id=metadata.topic_name,
                                         request_metadata_update=request_metadata_update,
-                                        rack_id=config["client_rack"] or None, member_id=member_id, time_ms=time_ms)
+                                        rack_id=group.rack_id, member_id=member_id, time_ms=time_ms)
     membership.register_state_listener(_RetainAssigned(fetch_buffer, membership))
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
-                                             max_poll_interval_ms=config["max_poll_interval_ms"],
+                                             max_poll_interval_ms=group.rebalance_timeout_ms,
                                              retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)
-    params = ShareFetchParams(config["fetch_max_wait_ms"], config["fetch_min_bytes"], config["fetch_max_bytes"],
-                              config["max_poll_records"], share_acquire_mode=share_config["share_acquire_mode"])
+    fetch = FetchConfig.from_config(config)
+    params = ShareFetchParams(fetch.max_wait_ms, fetch.min_bytes, fetch.max_bytes, fetch.max_poll_records,
+                              share_acquire_mode=share_config["share_acquire_mode"])
     consume = ShareConsumeRequestManager(
         group_id, membership, metadata, fetch_buffer, background_event_handler, params,
-        check_crcs=config["check_crcs"], key_deserializer=make_deserialize(config["key_deserializer"]),
-        value_deserializer=make_deserialize(config["value_deserializer"]), retry_backoff_ms=retry_backoff_ms,
+        check_crcs=fetch.check_crcs, key_deserializer=fetch.key_deserializer,
+        value_deserializer=fetch.value_deserializer, retry_backoff_ms=retry_backoff_ms,
         retry_backoff_max_ms=retry_backoff_max_ms, request_metadata_update=request_metadata_update,
         metrics_manager=fetch_metrics)
     if metrics is not None:

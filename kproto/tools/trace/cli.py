@@ -18,13 +18,10 @@ import sys
 import threading
 from typing import Any, Optional, Sequence
 
-from kproto.errors import KafkaError
+from kproto.net import config
+from kproto.errors import KafkaConfigurationError, KafkaError, ToolUsageError
 
 __all__ = ["main", "parse_address"]
-
-
-class _Usage(Exception):
-    pass
 
 
 class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
@@ -36,14 +33,9 @@ class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action) or ""
 
 
-def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = default_host, text
-    try:
-        return (host.strip("[]") or default_host), int(port)
-    except ValueError:
-        raise _Usage("not a HOST:PORT: {!r}".format(text)) from None
+def parse_address(text: str) -> tuple[str, int]:
+    """HOST:PORT, or a port alone on 127.0.0.1 (kproto.net.config's one parser)."""
+    return config.parse_address(text, default_host="127.0.0.1")
 
 
 def _proxy_parser() -> argparse.ArgumentParser:
@@ -236,7 +228,7 @@ def main(argv: Sequence[str], out: Any = None) -> int:
         if argv[:1] == ["read"]:
             return _read(_read_parser().parse_args(argv[1:]), out)
         return _run_proxy(_proxy_parser().parse_args(argv), out)
-    except _Usage as exc:
+    except (ToolUsageError, KafkaConfigurationError) as exc:  # bad options
         print("kproto trace: error: {}".format(exc), file=sys.stderr)
         return 2
     except (OSError, KafkaError) as exc:

@@ -3,7 +3,7 @@
 Owns :func:`format_line` (the default one-line view of an event), :class:`Stats` (the
 summary on exit: requests, bytes and errors per API), :class:`JsonlWriter` and
 :func:`read_events` (JSON lines, several files merged in time order: the proxy's trace and
-the ``kproto.events`` a consumer wrote, see :mod:`kproto.events`).
+the ``kproto.events`` a consumer wrote, see :mod:`kproto.transition_log`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition as TP
 from kproto.errors import ConsumerStoppedError, IllegalOperation, IllegalStateError
-from tests.integration.aio.harness import drain, run
+from tests.support.aio_harness import drain, run
 
 pytestmark = [pytest.mark.broker]
 

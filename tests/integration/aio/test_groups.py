@@ -9,7 +9,7 @@ import pytest
 
 from kproto.errors import CommitFailedError, StaleMemberEpochError
 from kproto.aio import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from tests.integration.aio.harness import DEADLINE_S, run
+from tests.support.aio_harness import DEADLINE_S, run
 
 pytestmark = [pytest.mark.broker, pytest.mark.needs("kip848")]
 

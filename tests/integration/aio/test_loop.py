@@ -9,7 +9,7 @@ import pytest
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition as TP
 from kproto.consumer.background.member_state import MemberState
-from tests.integration.aio.harness import DEADLINE_S, drain, run
+from tests.support.aio_harness import DEADLINE_S, drain, run
 
 pytestmark = [pytest.mark.broker]
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from kproto.aio import AIOKafkaConsumer
-from tests.integration.aio.harness import run
+from tests.support.aio_harness import run
 
 pytestmark = [pytest.mark.broker_kinds("apache_kafka"), pytest.mark.needs("kip848")]
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 from kproto.aio import AcknowledgeType, AIOKafkaShareConsumer
 from kproto.errors import IllegalStateError
-from tests.integration.aio.harness import DEADLINE_S, run
+from tests.support.aio_harness import DEADLINE_S, run
 
 
 def _group() -> str:

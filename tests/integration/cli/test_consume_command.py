@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from kproto.tools.consume import _text
+from tests.support.signals import interruptible
 from tests.threads import TestThread
 
 
@@ -180,7 +181,8 @@ def test_without_limits_it_reads_until_interrupted_and_reports_the_count(mock_cl
     written = mock_cluster.produce(topic, 7)
     proc = subprocess.Popen([sys.executable, "-m", "kproto", "consume", "--bootstrap-server",
                              mock_cluster.bootstrap_servers, "--topic", topic, "--from-beginning"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     lines: queue.Queue = queue.Queue()
     reader = TestThread(target=lambda: [lines.put(line) for line in proc.stdout])
     reader.start()

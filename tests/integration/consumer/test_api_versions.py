@@ -28,16 +28,11 @@ from tests.brokers import seeding
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.raw import roundtrip
 from tests.brokers.tansu import tansu_behind
+from tests.support.versions import kproto_max
 
 FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 1, 2, 3, 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, API_VERSIONS, CONSUMER_GROUP_HEARTBEAT = 11, 12, 13, 14, 18, 68
 RECORDS = 12
-
-
-def kproto_max(api_key: int) -> int:
-    """The newest version kproto's consumer sends of an API (classic group caps included)."""
-    cap = client_max_version(API_KEYS[api_key][0])
-    return min(cap, group_requests.MAX_VERSIONS.get(api_key, cap))
 
 
 def consume_commit_and_close(consumer: KafkaConsumer, expected: int, timeout_s: float = 30.0,

@@ -14,7 +14,7 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition, errors
 from tests.brokers.seeding import CODECS
 from tests.threads import TestThread
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 

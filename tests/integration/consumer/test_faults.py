@@ -11,7 +11,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 
 NOT_LEADER_OR_FOLLOWER = 6
 FETCH_API_KEY = 1

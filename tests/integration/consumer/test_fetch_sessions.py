@@ -15,31 +15,10 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume, read_while_one_partition_idles
 
 pytestmark = pytest.mark.needs("fetch_sessions")
 ENGINES = pytest.mark.parametrize("group_protocol", ["classic", "consumer"])  # assign() works on both
-
-
-def read_while_one_partition_idles(broker, consumer: KafkaConsumer, topic: str, rounds: int = 3,
-                                   between=None) -> None:
-    """Read a 3-partition topic; then partitions 0 and 1 get ``rounds`` more batches of
-    records while 2 stays idle (``between(round)`` runs before each); every record must
-    come exactly once, and the positions end at the log ends."""
-    written = broker.produce(topic, 30)
-    tps = [TopicPartition(topic, p) for p in range(3)]
-    consumer.assign(tps)
-    got = consume(consumer, len(written))
-    for n in range(rounds):
-        if between is not None:
-            between(n)
-        more = broker.produce(topic, 8, partitions=[0, 1], start_index=1000 + 100 * n)
-        written = sorted(written + more, key=lambda w: (w.partition, w.offset))
-        got += consume(consumer, len(more))
-    assert_same(got, written)
-    assert consumer.poll(timeout_ms=300) == {}
-    for tp in tps:
-        assert consumer.position(tp) == max(w.offset for w in written if w.partition == tp.partition) + 1
 
 
 def topic_events(broker, topic: str) -> list:

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, OffsetAndMetadata, TopicPartition
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 

@@ -21,7 +21,7 @@ from kproto.messages import FetchResponse, MetadataResponse
 from kproto.protocol.headers import decode_request_header, request_header_version, response_header_version
 from kproto.records import read_batches
 from tests.brokers._net import recv_exact
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 
 FETCH, METADATA = 1, 3
 

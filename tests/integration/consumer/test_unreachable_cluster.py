@@ -40,9 +40,9 @@ def _counting(client: NetworkClient) -> list[int]:
     calls = [0]
     original = client.request_metadata_update
 
-    def counted():
+    def counted(*args, **kwargs):
         calls[0] += 1
-        return original()
+        return original(*args, **kwargs)
     client.request_metadata_update = counted
     return calls
 

@@ -49,7 +49,7 @@ def test_records_in_order_with_fields():
     data = build_batch([(b"key", b"value", [("h", b"1")], 1234)], base_offset=7, partition_leader_epoch=3)
     cf = completed(data, fetch_offset=7)
     (rec,) = cf.fetch_records(10)
-    assert rec == ConsumerRecord("t", 0, 3, 7, 1234, 0, b"key", b"value", [("h", b"1")], None, 3, 5, 2)
+    assert rec == ConsumerRecord("t", 0, 3, 7, 1234, 0, b"key", b"value", (("h", b"1"),), None, 3, 5, 2)
     assert cf.next_fetch_offset == 8 and cf.last_epoch == 3 and cf.is_consumed
 
 
@@ -118,7 +118,7 @@ def test_deserializers_all_forms():
     (rec,) = cf.fetch_records(1)
     assert rec.key == ("old", "t", b"1") and rec.value == {"a": 1} and rec.serialized_value_size == 8
     (rec,) = completed(data, key_deserializer=make_deserialize(New())).fetch_records(1)
-    assert rec.key == ("new", [("h", b"x")], b"1")
+    assert rec.key == ("new", (("h", b"x"),), b"1")
     assert make_deserialize(None) is None
 
 

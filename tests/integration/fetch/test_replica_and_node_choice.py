@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.reading import consume
+from tests.support.reading import consume
 
 FETCH_API_KEY = 1
 TOPIC_AUTHORIZATION_FAILED = 29

@@ -1,1 +1,1 @@
-"""kproto.fuzz against real brokers: runs, replay, minimisation."""
+"""kproto.tools.fuzz against real brokers: runs, replay, minimisation."""

@@ -5,10 +5,10 @@ finding shrunk against Tansu, then sent once more) with Tansu's OffsetFetch answ
 ``topics=null``: a 2-byte body kproto's strict decoder refuses.
 """
 
-from kproto.fuzz import oracles, schema
-from kproto.fuzz.minimise import _ddmin, minimise
-from kproto.fuzz.mutators import make_case
-from kproto.fuzz.target import Target
+from kproto.tools.fuzz import oracles, schema
+from kproto.tools.fuzz.minimise import _ddmin, minimise
+from kproto.tools.fuzz.mutators import make_case
+from kproto.tools.fuzz.target import Target
 from kproto.messages import OffsetFetchRequest
 
 

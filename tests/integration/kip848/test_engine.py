@@ -21,7 +21,7 @@ from kproto.consumer.kip848.consumer_heartbeat_request_manager import (
 )
 from kproto.errors import UnsupportedVersionError
 from kproto.structs import TopicPartition as TP
-from tests.integration.metadata.topic_errors import consume_after_error
+from tests.support.topic_errors import consume_after_error
 from tests.integration.kip848.harness import DEADLINE_S, drive, make_consumer, membership
 
 pytestmark = [pytest.mark.broker]

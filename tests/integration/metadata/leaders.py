@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.reading import consume
+from tests.support.reading import consume
 
 
 @contextlib.contextmanager

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from kproto.messages import MetadataRequest
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 from tests.integration.metadata.leaders import reading_from_broker_1
-from tests.integration.net.polling import clients, poll_until, wait  # noqa: F401 (clients: the fixture)
+from tests.support.polling import clients, poll_until, wait  # noqa: F401 (clients: the fixture)
 
 FETCH_API_KEY, METADATA_API_KEY = 1, 3
 REQUEST_TIMED_OUT = 7

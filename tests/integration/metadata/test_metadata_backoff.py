@@ -16,7 +16,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.consumer.reading import assert_same, consume
+from tests.support.reading import assert_same, consume
 from tests.integration.metadata.leaders import reading_from_broker_1
 
 pytestmark = [pytest.mark.needs("fault_injection"), pytest.mark.parametrize("group_protocol", ["classic", "consumer"])]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.metadata.topic_errors import consume_after_error
+from tests.support.topic_errors import consume_after_error
 
 
 @pytest.mark.needs("fault_injection")

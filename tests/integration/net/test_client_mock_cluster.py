@@ -14,7 +14,7 @@ from kproto.net.broker import ConnectionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
 from tests.threads import TestThread
-from tests.integration.net.polling import clients, poll_until, wait
+from tests.support.polling import clients, poll_until, wait
 
 METADATA, FETCH, HEARTBEAT, API_VERSIONS = 3, 1, 12, 18
 

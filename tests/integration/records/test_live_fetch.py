@@ -28,7 +28,7 @@ def test_fresh_batches_from_broker(broker, codec):
     assert multi and {codecs.CODEC_NAMES[b.compression_type] for b in multi} == {codec}
     got = [r for b in batches for r in b.records]
     assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == [
-        (w.offset, w.key, w.value, list(w.headers), w.timestamp) for w in written]
+        (w.offset, w.key, w.value, tuple(w.headers), w.timestamp) for w in written]
 
 
 @pytest.mark.broker
@@ -61,6 +61,6 @@ def test_legacy_messages_from_the_broker(mock_cluster, magic):
             assert batch.compression_type == seeding.CODEC_IDS[codec]
             got.extend(batch.records)
     assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in got] == \
-        [(w.offset, w.key, w.value, w.timestamp, []) for w in written]
+        [(w.offset, w.key, w.value, w.timestamp, ()) for w in written]
     assert {r.timestamp_type for r in got} == ({-1} if magic == 0 else {0})
     assert all(r.checksum is not None for r in got)

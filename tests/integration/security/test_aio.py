@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition
-from tests.integration.aio.harness import drain, run
+from tests.support.aio_harness import drain, run
 from tests.integration.security.sasl_checks import kproto_login
 
 

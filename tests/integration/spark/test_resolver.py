@@ -29,7 +29,7 @@ from kproto.messages import FetchRequest
 from kproto.spark.options import parse_options
 from kproto.spark.resolver import OffsetResolver, probe_config
 from kproto.structs import TopicPartition
-from tests.unit.fetch.abstract_fetch_fixtures import LEADERS, T, cluster, response_for
+from tests.support.fetch_fixtures import LEADERS, T, cluster, response_for
 
 WAIT_S = 60  # upper bound for a topic to be recreated; never a performance threshold
 

@@ -22,6 +22,7 @@ import pytest
 from kproto.errors import InvalidCaptureError
 from kproto.tools.trace.capture import CaptureStats, read_capture
 from kproto.tools.trace.report import format_line, time_key
+from tests.support.signals import interruptible
 
 
 def read(path: str, ports: Optional[set[int]] = None) -> tuple[list[dict], CaptureStats]:
@@ -49,7 +50,7 @@ def tcpdump(path: str, ports: list[int], interface: str = "lo",
     if linktype:
         command += ["-y", linktype]
     proc = subprocess.Popen(command + [expression], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     stopped = False
 
     def stop() -> str:

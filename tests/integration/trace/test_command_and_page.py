@@ -23,9 +23,10 @@ import zlib
 import pytest
 
 from kproto import KafkaConsumer
-from kproto.events import JsonlEventHandler
+from kproto.transition_log import JsonlEventHandler
 from kproto.tools.trace.report import read_events, time_key
 from kproto.tools.trace.timeline import build_timeline
+from tests.support.signals import interruptible
 from tests.integration.trace.browser import _chromium, label_boxes
 
 RECORDS = 30
@@ -41,7 +42,7 @@ def traced(mock_cluster, tmp_path_factory):
     proc = subprocess.Popen([sys.executable, "-m", "kproto", "trace", "--upstream",
                              "{}:{}".format(*mock_cluster.addresses[0]), "--jsonl", jsonl,
                              "--html", html], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=interruptible)
     try:
         first = proc.stdout.readline()
         match = re.search(r"listening on (\S+) for", first)
@@ -88,7 +89,8 @@ def test_the_cli_prints_one_line_per_exchange_and_a_summary(traced):
 def test_the_cli_filters_by_api(mock_cluster):
     proc = subprocess.Popen([sys.executable, "-m", "kproto", "trace", "--upstream",
                              "{}:{}".format(*mock_cluster.addresses[0]), "--api", "Metadata"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     try:
         address = re.search(r"listening on (\S+) for", proc.stdout.readline()).group(1)
         with KafkaConsumer(bootstrap_servers=address, client_id="trace-filter") as consumer:

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from kproto.events import JsonlEventHandler
+from kproto.transition_log import JsonlEventHandler
 from kproto.tools.trace.proxy import TraceProxy
 from kproto.tools.trace.report import read_events
 from kproto.tools.trace.timeline import build_timeline

@@ -17,7 +17,8 @@ from kproto.errors import ErrorCode, GroupAuthorizationFailedError
 from kproto.messages import FindCoordinatorResponse
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.kip848.harness import TOPIC_IDS, FakeClock, heartbeat_response
+from tests.support.clock import FakeClock
+from tests.support.heartbeats import TOPIC_IDS, heartbeat_response
 
 
 class ShapedHeartbeat(AbstractHeartbeatRequestManager):

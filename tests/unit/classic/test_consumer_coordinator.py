@@ -19,10 +19,10 @@ from kproto.consumer.classic.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kproto.consumer.classic.group_state import NO_GENERATION, Generation, MemberState
+from kproto.consumer.classic.group_membership import NO_GENERATION, Generation, MemberState
 from kproto.messages import JoinGroupResponse
 from kproto.structs import OffsetAndMetadata, TopicPartition
-from tests.unit.classic.coordinator_fixture import make, metadata
+from tests.support.coordinator_fixture import make, metadata
 
 
 def tp(topic, p):

@@ -29,9 +29,9 @@ def test_regeneration_is_a_no_op(tmp_path):
 
 
 def test_error_codes_regeneration_is_a_no_op(tmp_path):
-    out = tmp_path / "_error_codes.py"
+    out = tmp_path / "codes.py"
     generate_errors.main(["--out", str(out)])
-    assert out.read_text() == (ROOT / "kproto" / "_error_codes.py").read_text()
+    assert out.read_text() == (ROOT / "kproto" / "errors" / "codes.py").read_text()
     assert out.read_text().startswith(generate_errors.HEADER + "\n")
 
 

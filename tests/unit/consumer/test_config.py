@@ -173,3 +173,15 @@ def test_isolation_level_reads_as_kafka_pythons_string_and_parses_to_the_enum():
     assert config["isolation_level"] == "read_committed"
     assert parse_isolation_level(config["isolation_level"]) is IsolationLevel.READ_COMMITTED
     assert ConsumerConfig(isolation_level=IsolationLevel.READ_COMMITTED)["isolation_level"] == "read_committed"
+
+
+def test_group_rebalance_config_reads_the_group_settings_once():
+    from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
+
+    group = GroupRebalanceConfig.from_config(ConsumerConfig(dict(
+        group_id="g", max_poll_interval_ms=12345, isolation_level="read_committed", enable_auto_commit=False)))
+    assert (group.group_id, group.rebalance_timeout_ms, group.require_stable) == ("g", 12345, True)
+    assert group.rack_id is None  # client_rack "" means no rack
+    assert group.enable_auto_commit is False
+    defaults = GroupRebalanceConfig.from_config(ConsumerConfig({}))
+    assert (defaults.group_id, defaults.require_stable, defaults.session_timeout_ms) == (None, False, 45000)

@@ -10,7 +10,7 @@ import pytest
 
 from kproto import errors
 from kproto.consumer.classic.consumer_protocol import Assignment, encode_assignment
-from kproto.consumer.classic.group_state import Generation
+from kproto.consumer.classic.group_membership import Generation
 from kproto.consumer.kip848.async_kafka_consumer import invoke_rebalance_callbacks
 from kproto.consumer.kip848.events import (ConsumerRebalanceListenerCallbackNeededEvent,
                                            ConsumerRebalanceListenerMethodName)
@@ -18,7 +18,7 @@ from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListener
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.classic.coordinator_fixture import make  # noqa: F401 - the ConsumerCoordinator fixture
+from tests.support.coordinator_fixture import make  # noqa: F401 - the ConsumerCoordinator fixture
 
 
 class Listener:

@@ -334,3 +334,77 @@ def test_concurrent_updates_are_consistent():
     for thread in threads:
         thread.join()
     assert {om.offset for om in subs.all_consumed().values()} == {299}
+
+
+def test_combined_reads_agree_with_the_single_ones():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0, TP1, OTHER])
+    assert subs.fetchable_position(TP0) is None and subs.valid_position_or_none(TP0) is None
+    for tp in (TP0, TP1, OTHER):
+        subs.seek(tp, 7)
+    subs.pause(TP1)
+    subs.update_preferred_read_replica(OTHER, 4, expiration_ms=1000)
+    assert subs.fetchable_position(TP0) == FetchPosition(7)
+    assert subs.fetchable_position(TP1) is None  # paused
+    assert subs.valid_position_or_none(TP1) == FetchPosition(7)  # paused, still a valid position
+    assert subs.fetchable_position(TopicPartition("t", 9)) is None
+    assert subs.fetchable_positions() == [(TP0, FetchPosition(7), None), (OTHER, FetchPosition(7), 4)]
+    assert subs.fetchable_positions({TP0}) == [(OTHER, FetchPosition(7), 4)]
+    subs.request_offset_reset(TP0)
+    assert subs.valid_position_or_none(TP0) is None and subs.fetchable_position(TP0) is None
+
+    assert subs.lag_and_lead(TP1, IsolationLevel.READ_UNCOMMITTED) == (None, None)
+    subs.update_fetched_offsets(TP1, 20, 2, 15)
+    subs.update_fetched_offsets(TP1, -1, -1, -1)  # unknown: kept
+    assert (subs.high_watermark(TP1), subs.log_start_offset(TP1), subs.last_stable_offset(TP1)) == (20, 2, 15)
+    assert subs.lag_and_lead(TP1, IsolationLevel.READ_UNCOMMITTED) == (13, 5)
+    assert subs.lag_and_lead(TP1, IsolationLevel.READ_COMMITTED) == (8, 5)
+    assert subs.partition_lag(TP1, IsolationLevel.READ_UNCOMMITTED) == 13
+    assert subs.lag_and_lead(TopicPartition("t", 9), IsolationLevel.READ_UNCOMMITTED) is None
+    subs.update_fetched_offsets(TopicPartition("t", 9), 1, 1, 1)  # unassigned: ignored
+
+
+def test_paused_partitions_follow_pause_resume_and_assignment():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0, TP1])
+    subs.pause(TP0)
+    subs.pause(TP1)
+    subs.resume(TP1)
+    assert subs.paused_partitions() == {TP0}
+    with pytest.raises(IllegalStateError):
+        subs.pause(OTHER)
+    subs.assign_from_user([TP0, OTHER])  # TP0 keeps its state, paused
+    assert subs.paused_partitions() == {TP0} and subs.is_paused(TP0)
+    subs.assign_from_user([OTHER])
+    assert subs.paused_partitions() == set()
+    subs.pause(OTHER)
+    subs.unsubscribe()
+    assert subs.paused_partitions() == set()
+
+
+def test_lock_free_reads_never_miss_a_partition_while_the_fetch_order_moves():
+    # The collector moves partitions to the end of the fetch order (pop and re-insert):
+    # the lock-free reads must never see a partition missing meanwhile.
+    subs = SubscriptionState()
+    partitions = [TopicPartition("t", p) for p in range(50)]
+    subs.assign_from_user(partitions)
+    for tp in partitions:
+        subs.seek(tp, 3)
+    done = []
+
+    def move():
+        for _ in range(200):
+            for tp in partitions:
+                subs.move_partition_to_end(tp)
+        done.append(True)
+
+    mover = TestThread(target=move)
+    mover.start()
+    misses = 0
+    while not done:
+        for tp in partitions:
+            if not subs.is_assigned(tp) or subs.position(tp) != FetchPosition(3) or not subs.has_valid_position(tp):
+                misses += 1
+        assert len(subs.assigned_partitions()) == 50
+    mover.join()
+    assert misses == 0

@@ -17,7 +17,7 @@ from kproto.errors import KafkaConnectionError
 from kproto.messages import FetchRequest
 from kproto.records import build_batch
 from kproto.structs import TopicPartition
-from tests.unit.fetch.abstract_fetch_fixtures import T, TOPIC_ID, make, response_for
+from tests.support.fetch_fixtures import T, TOPIC_ID, make, response_for
 
 
 def test_one_request_per_leader_node():

@@ -17,7 +17,7 @@ from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.subscription_state import FetchPosition, FetchState, LeaderAndEpoch, SubscriptionState
 from kproto.messages import FetchResponse
 from kproto.records import build_batch
-from tests.unit.fetch.replica_fixtures import T0, T1, cluster, fetch_for
+from tests.support.replica_fixtures import T0, T1, cluster, fetch_for
 
 OFFSET_OUT_OF_RANGE = 1
 TOPIC_AUTHORIZATION_FAILED = 29

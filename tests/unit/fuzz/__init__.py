@@ -1,1 +1,1 @@
-"""kproto.fuzz without a broker: request generator, mutators, safety rules."""
+"""kproto.tools.fuzz without a broker: request generator, mutators, safety rules."""

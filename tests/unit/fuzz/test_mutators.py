@@ -7,8 +7,8 @@ import struct
 import pytest
 
 from kproto.errors import CorruptMessageError
-from kproto.fuzz import layout, mutators, schema
-from kproto.fuzz.values import ValueGenerator, every_version
+from kproto.tools.fuzz import layout, mutators, schema
+from kproto.tools.fuzz.values import ValueGenerator, every_version
 from kproto.protocol.headers import decode_request_header
 from kproto.protocol.primitives import read_tagged_fields, read_uvarint
 

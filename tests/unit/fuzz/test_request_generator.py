@@ -1,4 +1,4 @@
-"""kproto.fuzz's generator and layout walker against kproto's own codecs, every API/version.
+"""kproto.tools.fuzz's generator and layout walker against kproto's own codecs, every API/version.
 
 A generated request must be valid: it encodes, and kproto's strict decoder gives back an
 equal object. The layout walker must account for every byte of the body.
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from kproto.fuzz import layout, schema
-from kproto.fuzz.values import Knowledge, TopicInfo, ValueGenerator, every_version
+from kproto.tools.fuzz import layout, schema
+from kproto.tools.fuzz.values import Knowledge, TopicInfo, ValueGenerator, every_version
 
 PAIRS = [(spec.api_name, v) for _, spec in sorted(schema.apis().items())
          for v in every_version(spec)]

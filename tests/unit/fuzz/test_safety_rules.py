@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 
-from kproto.fuzz import schema
-from kproto.fuzz.plan import (CLUSTER_APIS, PREFIXED_APIS, FuzzUsageError, enforce_prefix,
-                              resolve_plan)
-from kproto.fuzz.values import Knowledge, TopicInfo, ValueGenerator, every_version
+from kproto.errors import ToolUsageError
+from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.plan import CLUSTER_APIS, PREFIXED_APIS, enforce_prefix, resolve_plan
+from kproto.tools.fuzz.values import Knowledge, TopicInfo, ValueGenerator, every_version
 
 OWN = TopicInfo("kproto-fuzz-seed", uuid.uuid4(), [0, 1, 2])
 OTHER = TopicInfo("payments", uuid.uuid4(), [0])
@@ -63,11 +63,11 @@ def test_the_plan_follows_the_options():
     assert [(s.api_name, v) for s, v in plan] == [("Fetch", [12, 13, 14, 15, 16])]
     assert resolve_plan({1: (0, 16), 3: (0, 12)}, skip_apis=["Fetch"])[0][0].api_name == \
         "Metadata"
-    with pytest.raises(FuzzUsageError, match="unknown API 'Nope'"):
+    with pytest.raises(ToolUsageError, match="unknown API 'Nope'"):
         resolve_plan({1: (0, 16)}, apis=["Nope"])
-    with pytest.raises(FuzzUsageError, match="does not advertise Metadata"):
+    with pytest.raises(ToolUsageError, match="does not advertise Metadata"):
         resolve_plan({1: (0, 16)}, apis=["Metadata"])
-    with pytest.raises(FuzzUsageError, match="empty version range"):
+    with pytest.raises(ToolUsageError, match="empty version range"):
         resolve_plan({1: (0, 16)}, versions=(5, 4))
-    with pytest.raises(FuzzUsageError, match="no API version to fuzz"):
+    with pytest.raises(ToolUsageError, match="no API version to fuzz"):
         resolve_plan({1: (0, 16)}, versions=(100, 200))

@@ -1,5 +1,6 @@
-"""Shared pieces of the KIP-848 sans-IO tests: a fake clock, a recording rebalance listener,
-the application thread's side of the callback events, and heartbeat responses."""
+"""Shared pieces of the KIP-848 sans-IO tests: a recording rebalance listener and the
+application thread's side of the callback events (the clock and heartbeat responses are in
+tests/support)."""
 
 from __future__ import annotations
 
@@ -15,22 +16,8 @@ from kproto.consumer.kip848.events import ConsumerRebalanceListenerCallbackNeede
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker
 from kproto.consumer.subscription_state import SubscriptionState
 
-from kproto.messages import ConsumerGroupHeartbeatResponse
-
-TOPIC_IDS = {name: uuid.uuid5(uuid.NAMESPACE_DNS, name) for name in ("alpha", "beta", "gamma")}
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now = now_ms
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
-
+from tests.support.clock import FakeClock
+from tests.support.heartbeats import TOPIC_IDS, heartbeat_response
 
 class RecordingListener:
     """Records every callback, in order, into a shared log (with optional failures)."""
@@ -123,18 +110,3 @@ class Harness:
             pass
         self.manager.on_heartbeat_request_generated()
         assert self.manager.state is MemberState.STABLE
-
-
-def heartbeat_response(member_id: Optional[str] = None, epoch: int = 1, interval_ms: int = 3000,
-                       assignment: Optional[dict] = None, error_code: int = 0,
-                       error_message: Optional[str] = None) -> Any:
-    """A ConsumerGroupHeartbeatResponse; ``assignment`` maps topic names to partitions."""
-    if assignment is None:
-        assigned = None
-    else:
-        assigned = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=[
-            ConsumerGroupHeartbeatResponse.TopicPartitions(topic_id=TOPIC_IDS[name], partitions=list(parts))
-            for name, parts in assignment.items()])
-    return ConsumerGroupHeartbeatResponse(
-        error_code=error_code, error_message=error_message, member_id=member_id, member_epoch=epoch,
-        heartbeat_interval_ms=interval_ms, assignment=assigned)

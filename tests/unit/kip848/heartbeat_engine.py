@@ -9,7 +9,8 @@ from kproto.consumer.background.member_state import MemberState as S
 from kproto.consumer.background.request_manager import RequestBuilder
 from kproto.consumer.kip848.consumer_heartbeat_request_manager import ConsumerHeartbeatRequestManager
 from kproto.messages import ConsumerGroupHeartbeatRequest, FindCoordinatorResponse
-from tests.unit.kip848.harness import Harness, heartbeat_response
+from tests.support.heartbeats import heartbeat_response
+from tests.unit.kip848.harness import Harness
 
 
 MAX_POLL_INTERVAL_MS = 60_000

@@ -16,7 +16,7 @@ from kproto.messages import OffsetCommitRequest, OffsetCommitResponse, OffsetFet
 from kproto.structs import OffsetAndMetadata as OAM
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.kip848.harness import FakeClock
+from tests.support.clock import FakeClock
 
 BACKOFF_MS = 100
 STALE_MEMBER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, NOT_COORDINATOR, UNKNOWN_MEMBER_ID = 113, 3, 16, 25

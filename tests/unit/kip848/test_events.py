@@ -23,7 +23,7 @@ from kproto.consumer.kip848.events import AsyncPollEvent, FetchCommittedOffsetsE
 from kproto.errors import CommitFailedError, IllegalStateError, KafkaError, KafkaTimeoutError
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.kip848.harness import FakeClock
+from tests.support.clock import FakeClock
 from tests.threads import TestThread
 
 

@@ -18,7 +18,7 @@ from kproto.consumer.background.member_state import MemberState as S
 from kproto.errors import ErrorCode
 
 from tests.unit.kip848.heartbeat_engine import BACKOFF_MS, Engine
-from tests.unit.kip848.harness import heartbeat_response
+from tests.support.heartbeats import heartbeat_response
 
 INTERVAL_MS = 3000
 DURATION_MS = 10_000

@@ -26,7 +26,7 @@ from kproto.errors import (
 from kproto.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.kip848.harness import TOPIC_IDS
+from tests.support.heartbeats import TOPIC_IDS
 from tests.unit.kip848.heartbeat_engine import BACKOFF_MS, Engine, MAX_POLL_INTERVAL_MS
 
 

@@ -20,7 +20,8 @@ from kproto.consumer.background.member_state import MemberState
 from kproto.errors import IllegalStateError
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.kip848.harness import TOPIC_IDS, Harness, heartbeat_response
+from tests.support.heartbeats import TOPIC_IDS, heartbeat_response
+from tests.unit.kip848.harness import Harness
 
 S = MemberState
 # The legal transitions, written out independently of the implementation's table.

@@ -12,7 +12,8 @@ from kproto.consumer.background.abstract_membership_manager import LEAVE_GROUP_M
 from kproto.consumer.background.member_state import MemberState as S
 from kproto.structs import TopicPartition as TP
 
-from tests.unit.kip848.harness import Harness, heartbeat_response
+from tests.support.heartbeats import heartbeat_response
+from tests.unit.kip848.harness import Harness
 
 
 class _Commits:

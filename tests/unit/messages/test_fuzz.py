@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kproto.errors import CorruptMessageError
 from kproto.messages import (ApiVersionsResponse, FetchResponse, MetadataRequest,
                              MetadataResponse)
-from tests.unit.messages.schema_strategies import BY_NAME, all_pairs, message_class, message_strategy
+from tests.support.schema_strategies import BY_NAME, all_pairs, message_class, message_strategy
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

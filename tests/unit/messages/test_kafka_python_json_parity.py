@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codegen.import_spec import DEFAULT_OLD_SOURCE, DEFAULT_SOURCE, OLD_SOURCE_LABEL
-from tests.unit.messages.schema_strategies import BY_NAME, SPEC_DIR, message_class, message_strategy
+from tests.support.schema_strategies import BY_NAME, SPEC_DIR, message_class, message_strategy
 
 kp_protocol = pytest.importorskip("kafka.protocol")
 from kafka.protocol.api_data import ApiData  # noqa: E402

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.messages.kafka_python_bridge import KP, to_kafka_python
-from tests.unit.messages.schema_strategies import BY_NAME, message_class, message_strategy, unstable_latest
+from tests.support.schema_strategies import BY_NAME, message_class, message_strategy, unstable_latest
 
 
 def _pairs() -> list[tuple[str, int]]:

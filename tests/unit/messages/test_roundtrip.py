@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.messages.schema_strategies import BY_NAME, all_pairs, message_class, message_strategy
+from tests.support.schema_strategies import BY_NAME, all_pairs, message_class, message_strategy
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

@@ -15,13 +15,7 @@ from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, Max, Meter, Met
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import TopicPartition
 
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 CONFIG = MetricConfig(samples=2, time_window_ms=1000)
@@ -91,7 +85,7 @@ def test_cumulative_and_value_stats():
 
 
 def test_meter_gives_rate_and_total():
-    clock = Clock(0)
+    clock = FakeClock(0)
     metrics = Metrics(CONFIG, time_ms=clock)
     sensor = metrics.sensor("bytes")
     sensor.add(Meter(metrics.metric_name("b-rate", "g"), metrics.metric_name("b-total", "g")))
@@ -106,7 +100,7 @@ def test_meter_gives_rate_and_total():
 
 
 def test_sensor_records_into_parents_and_reads_at_the_clock():
-    clock = Clock(0)
+    clock = FakeClock(0)
     metrics = Metrics(CONFIG, time_ms=clock)
     parent = metrics.sensor("all")
     parent.add(metrics.metric_name("all-max", "g"), Max())
@@ -143,7 +137,7 @@ class Reporter:
 
 
 def test_registry_names_removal_and_reporters():
-    metrics = Metrics(MetricConfig(tags={"client-id": "c1"}), time_ms=Clock())
+    metrics = Metrics(MetricConfig(tags={"client-id": "c1"}), time_ms=FakeClock())
     name = metrics.metric_name("x", "g", "described", {"topic": "t"})
     assert name.tags == {"client-id": "c1", "topic": "t"}
     assert name == MetricName("x", "g", "other description", {"topic": "t", "client-id": "c1"})
@@ -163,7 +157,7 @@ def test_registry_names_removal_and_reporters():
 
 
 def test_by_group_prefers_the_client_wide_metric_on_a_name_clash():
-    metrics = Metrics(CONFIG, time_ms=Clock())
+    metrics = Metrics(CONFIG, time_ms=FakeClock())
     for tags, value in (({"topic": "a"}, 1), ({}, 2), ({"topic": "b"}, 3)):
         sensor = metrics.sensor("s{}".format(value))
         sensor.add(metrics.metric_name("bytes-consumed-total", "grp", tags=tags), CumulativeSum())
@@ -210,7 +204,7 @@ def _tagged(metrics, name):
 
 
 def test_partition_lag_and_lead_and_their_removal_on_unassignment():
-    metrics = Metrics(CONFIG, time_ms=Clock())
+    metrics = Metrics(CONFIG, time_ms=FakeClock())
     subs = _subscriptions(TP0, TP1)
     manager = FetchMetricsManager(metrics, subs)
     manager.maybe_update_assignment()
@@ -230,7 +224,7 @@ def test_partition_lag_and_lead_and_their_removal_on_unassignment():
 
 
 def test_response_totals_are_recorded_once_every_partition_reported():
-    metrics = Metrics(CONFIG, time_ms=Clock())
+    metrics = Metrics(CONFIG, time_ms=FakeClock())
     manager = FetchMetricsManager(metrics, _subscriptions(TP0, TP1))
     aggregator = manager.new_aggregator([TP0, TP1])
     aggregator.record(TP0, 100, 4)
@@ -247,7 +241,7 @@ def test_response_totals_are_recorded_once_every_partition_reported():
 
 
 def test_poll_timing_on_a_fake_clock():
-    clock = Clock(10_000)
+    clock = FakeClock(10_000)
     metrics = Metrics(CONFIG, time_ms=clock)
     poll = KafkaConsumerMetrics(metrics)
     group = "consumer-metrics"
@@ -268,7 +262,7 @@ def test_poll_timing_on_a_fake_clock():
 
 
 def test_coordinator_metrics_rebalance_and_listener_timings():
-    clock = Clock(0)
+    clock = FakeClock(0)
     metrics = Metrics(CONFIG, time_ms=clock)
     sensors = CoordinatorMetrics(metrics, lambda: 3, classic=False)
     group = "consumer-coordinator-metrics"

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kproto import errors
 from kproto.net.metadata import ClusterMetadata, build_metadata_request
 from kproto.structs import BrokerMetadata, TopicPartition
-from tests.unit.messages.schema_strategies import BY_NAME, message_strategy, versions_of
+from tests.support.schema_strategies import BY_NAME, message_strategy, versions_of
 from tests.unit.net.metadata_responses import Partition, TID, Topic, fresh, response
 
 

@@ -17,7 +17,7 @@ from kproto.messages import FetchResponse
 from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
 from kproto.structs import BrokerMetadata, TopicPartition
-from tests.unit.fetch.replica_fixtures import cluster, fetch_for
+from tests.support.replica_fixtures import cluster, fetch_for
 from tests.unit.net.metadata_responses import fresh, response
 
 TP = T0 = TopicPartition("t", 0)

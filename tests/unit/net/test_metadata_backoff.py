@@ -20,10 +20,10 @@ from kproto.errors import KafkaConfigurationError
 from kproto.net.client import NetworkClient
 from kproto.net.metadata import ClusterMetadata
 from kproto.structs import TopicPartition
-from tests.unit.fetch.abstract_fetch_fixtures import LEADERS as FETCH_LEADERS
-from tests.unit.fetch.abstract_fetch_fixtures import TOPIC_ID as FETCH_TOPIC_ID
-from tests.unit.fetch.abstract_fetch_fixtures import make as make_fetch
-from tests.unit.fetch.abstract_fetch_fixtures import response_for
+from tests.support.fetch_fixtures import LEADERS as FETCH_LEADERS
+from tests.support.fetch_fixtures import TOPIC_ID as FETCH_TOPIC_ID
+from tests.support.fetch_fixtures import make as make_fetch
+from tests.support.fetch_fixtures import response_for
 from tests.unit.net.metadata_responses import TID, response
 
 BACKOFF, MAX_BACKOFF = 100, 1000

@@ -19,6 +19,8 @@ from kproto.net.config import DEFAULT_CONFIG
 from kproto.net.connection import Connection
 from kproto.net.network_listener import NetworkListener
 
+from tests.support.clock import FakeClock
+
 METADATA_V = 3  # not flexible: response header v0 (just the correlation id)
 FETCH_V = 4
 
@@ -154,17 +156,9 @@ def test_bytes_read_before_a_broken_frame_are_counted(wired):
 
 # --- SelectorMetrics on a fake clock ------------------------------------------------------
 
-class Clock:
-    def __init__(self):
-        self.now = 1_000_000
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture
 def recorder():
-    clock = Clock()
+    clock = FakeClock()
     metrics = Metrics(MetricConfig(samples=2, time_window_ms=1000, tags={"client-id": "c"}), time_ms=clock)
     throttle = metrics.sensor("fetch-throttle-time")
     throttle.add(metrics.metric_name("fetch-throttle-time-avg", "consumer-fetch-manager-metrics"), Avg())

@@ -18,20 +18,18 @@ ALLOWED: list[tuple[str, set[str]]] = [
     # The tools tier: programs on top of the library (a tool may import any layer and other
     # tools; nothing below imports a tool: see test_nothing_below_imports_a_tool).
     ("kproto.tools", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                      "metrics", "consumer", "events", "fuzz", "tools"}),
+                      "metrics", "consumer", "transition_log", "fuzz", "tools"}),
     ("kproto.consumer.classic", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                                 "metrics", "consumer", "events"}),
+                                 "metrics", "consumer", "transition_log"}),
     ("kproto.consumer.kip848", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                                "metrics", "consumer", "events"}),
+                                "metrics", "consumer", "transition_log"}),
     ("kproto.consumer.share", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                               "metrics", "consumer", "events"}),
+                               "metrics", "consumer", "transition_log"}),
     ("kproto.consumer", {"clock", "errors", "structs", "protocol", "messages", "codecs", "records", "net", "metrics",
-                         "consumer", "events"}),
+                         "consumer", "transition_log"}),
     ("kproto.spark", {"errors", "structs", "consumer", "spark"}),
     # The event-loop shell: the consumer core and the KIP-848 engine's managers, on a loop.
     ("kproto.aio", {"clock", "errors", "structs", "net", "metrics", "consumer", "aio"}),
-    ("kproto.fuzz", {"errors", "structs", "protocol", "messages", "codecs", "records", "net",
-                     "fuzz"}),
     ("kproto.net", {"clock", "errors", "structs", "protocol", "messages", "net"}),
     ("kproto.records", {"errors", "structs", "codecs", "records"}),
     ("kproto.codecs", {"errors", "codecs"}),
@@ -40,11 +38,10 @@ ALLOWED: list[tuple[str, set[str]]] = [
     ("kproto.protocol", {"errors", "protocol"}),
     ("kproto.structs", set()),
     ("kproto.clock", set()),  # the client's one clock (monotonic ms)
-    ("kproto.events", set()),  # the consumer's structured state-transition events
-    # kproto._error_codes is the generated half of kproto.errors (the per-code classes): the
-    # two import each other and nothing else.
-    ("kproto.errors", {"_error_codes"}),
-    ("kproto._error_codes", {"errors"}),
+    ("kproto.transition_log", set()),  # the consumer's structured state transitions (kproto.events logger)
+    # kproto.errors: the hand-written base imports nothing, the generated per-code classes only
+    # the base, the package's face both (checked below).
+    ("kproto.errors", {"errors"}),
 ]
 
 
@@ -94,7 +91,7 @@ PUBLIC = _public_names()
 # kproto/__init__.py and __main__.py sit above every layer (the public names and the
 # command line's dispatch), so only the layered packages (the tools among them) are checked.
 MODULES = sorted(p for p in ROOT.rglob("*.py")
-                 if p.parent != ROOT or p.stem in ("errors", "_error_codes", "structs", "events", "clock"))
+                 if p.parent != ROOT or p.stem in ("structs", "transition_log", "clock"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
@@ -152,8 +149,9 @@ def test_the_shell_and_the_core_never_import_an_engine():
 # Blocking network I/O is a network client's poll (the step that reads sockets and runs
 # callbacks); the core builds requests and judges responses, and an engine drives the I/O
 # (classic: its own loops; background engines: the network thread). kproto.net modules the
-# core may use are the pure ones.
-CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff", "kproto.net.client_versions"}
+# core may use are the pure ones (ClusterMetadata is state the network thread updates; the
+# core reads it and asks for updates, and names it in its signatures).
+CORE_NET_MODULES = {"kproto.net.config", "kproto.net.backoff", "kproto.net.client_versions", "kproto.net.metadata"}
 
 
 def _client_polls(path: pathlib.Path) -> list[str]:
@@ -191,6 +189,18 @@ def test_the_checker_resolves_relative_imports(tmp_path):
     assert _kproto_imports(src, "kproto.net.x") == {"kproto.consumer", "kproto.records"}
 
 
+def test_the_errors_package_has_no_import_loop():
+    # The generated per-code classes import only the hand-written base; the base imports nothing.
+    def imports(name: str) -> set[str]:
+        path = ROOT / "errors" / (name + ".py")
+        return _kproto_imports(path, _module_name(path))
+
+    assert imports("base") == set()
+    assert imports("codes") == {"kproto.errors.base"}
+    assert imports("__init__") == {"kproto.errors.base", "kproto.errors.codes"}
+    assert sorted(p.stem for p in (ROOT / "errors").glob("*.py")) == ["__init__", "base", "codes"]
+
+
 def test_nothing_below_imports_a_tool():
     # The tools (kproto.tools) sit on top of everything: only the CLI dispatch reaches them.
     users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
@@ -204,8 +214,7 @@ def test_nothing_below_imports_a_tool():
 def test_the_command_line_only_dispatches_to_the_tools():
     main = ROOT / "__main__.py"
     imported = _kproto_imports(main, "kproto.__main__")
-    assert imported and all(t.startswith("kproto.tools.") or t.startswith("kproto.fuzz.")
-                            for t in imported), imported
+    assert imported and all(t.startswith("kproto.tools.") for t in imported), imported
 
 
 # kproto.net's helpers (api_versions, timeouts, metadata_updater, channel_authenticator)
@@ -245,3 +254,16 @@ def test_the_net_helper_checker_finds_what_it_forbids(tmp_path):
     assert "kproto.net.client" in _kproto_imports(src, "kproto.net.x")
     assert [b.split(": ")[1] for b in _foreign_private_attributes(ast.parse(src.read_text()))] == [
         "self._client._nodes", "client._close_node"]
+
+
+def test_the_tools_raise_only_kproto_errors():
+    # Every exception a tool raises is a kproto.errors class (a type checker sees one family;
+    # a CLI catches KafkaError): no module of kproto.tools defines an exception of its own.
+    own = []
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(base, "id", getattr(base, "attr", "")).endswith(("Error", "Exception"))
+                    for base in node.bases):
+                own.append("{}:{}".format(path.relative_to(ROOT.parent), node.name))
+    assert own == []

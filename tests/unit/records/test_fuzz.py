@@ -71,7 +71,7 @@ def test_record_fields_are_consumer_record_tail():
     (rec,) = list(batch.records)
     cr = ConsumerRecord("topic", 0, batch.partition_leader_epoch, *rec)
     assert (cr.offset, cr.timestamp, cr.key, cr.value, cr.headers) == (9, 123, b"k", b"v",
-                                                                      [("h", b"1")])
+                                                                      (("h", b"1"),))
     assert (cr.serialized_key_size, cr.serialized_value_size, cr.serialized_header_size) == (
         1, 1, 2)
     assert ConsumerRecord._fields[3:] == type(rec)._fields

@@ -53,7 +53,7 @@ def test_golden_records(name):
     assert len(reader_records) == len(expected)
     for rec, exp in zip(reader_records, expected):
         key, value = _unhex(exp["key"]), _unhex(exp["value"])
-        headers = [(k, _unhex(v)) for k, v in exp["headers"]]
+        headers = tuple((k, _unhex(v)) for k, v in exp["headers"])
         assert (rec.offset, rec.key, rec.value, rec.headers, rec.timestamp) == (
             exp["offset"], key, value, headers, exp["timestamp"])
         assert rec.timestamp_type == CREATE_TIME
@@ -88,7 +88,7 @@ def test_golden_agrees_with_kafka_python(name):
     data, _ = _load(name)
     theirs = []
     for batch in MemoryRecords(data):
-        theirs.extend((r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch)
+        theirs.extend((r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in batch)
     ours = [(r.offset, r.timestamp, r.key, r.value, r.headers)
             for r in read_batches(data, check_crcs=False).records()]
     assert ours == theirs

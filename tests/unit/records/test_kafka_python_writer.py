@@ -48,7 +48,7 @@ def test_decodes_kafka_python_v2_batches(codec):
     got = list(batch.records)
     assert [r.offset for r in got] == [1000, 1001, 1002, 1003]
     for rec, (k, v, h, ts) in zip(got, RECORDS):
-        assert (rec.key, rec.value, rec.headers, rec.timestamp) == (k, v, h, ts)
+        assert (rec.key, rec.value, rec.headers, rec.timestamp) == (k, v, tuple(h), ts)
         assert rec.timestamp_type == CREATE_TIME
         assert rec.serialized_key_size == (-1 if k is None else len(k))
         assert rec.serialized_value_size == (-1 if v is None else len(v))
@@ -91,7 +91,7 @@ def test_decodes_kafka_python_legacy_message_sets(magic, codec):
         assert {r.timestamp_type for r in got} == {CREATE_TIME}
     else:
         assert {(r.timestamp, r.timestamp_type) for r in got} == {(-1, NO_TIMESTAMP_TYPE)}
-    assert all(r.headers == [] and r.checksum is not None for r in got)
+    assert all(r.headers == () and r.checksum is not None for r in got)
 
 
 def _kafka_python_v1_wrapper(codec):

@@ -30,7 +30,7 @@ def test_v2_round_trip(records, codec, base_offset):
     assert batch.max_timestamp == max(r[3] for r in records)
     got = list(batch.records)
     assert [(r.key, r.value, r.headers, r.timestamp) for r in got] == [
-        (k, v, list(h), ts) for k, v, h, ts in records]
+        (k, v, tuple(h), ts) for k, v, h, ts in records]
     assert [r.offset for r in got] == list(range(base_offset, base_offset + len(records)))
 
 
@@ -173,7 +173,7 @@ def test_every_varint_width_in_every_field(codec):
         ts = ts0 + (_WIDTHS[i] if i % 2 else -_WIDTHS[i])
         hdrs = [("h" * (i % 3), b"x" * _WIDTHS[i % 5])] if i % 2 else []
         b.append(key, value, timestamp=ts, headers=hdrs, offset=offset)
-        expected.append((offset, ts, key, value, hdrs))
+        expected.append((offset, ts, key, value, tuple(hdrs)))
         offset += 1 + _WIDTHS[i]
     (batch,) = list(read_batches(b.build()))
     got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records]

@@ -10,7 +10,7 @@ partition count stay co-partitioned (partition p of each goes to the same member
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from kproto.consumer.classic.assignors._java import java_str_key
 from kproto.consumer.classic.assignors.abstract import (
@@ -120,7 +120,7 @@ class RangePartitionAssignor(JavaStyleAssignor):
                                    assignment: Dict[str, List[TopicPartition]]) -> None:
         # Group topics by identical (ordered) subscribers, then by partition count; each
         # group touches only its own topics, so the order groups are visited in is moot.
-        groups: Dict[tuple, Dict[int, List[_TopicState]]] = {}
+        groups: Dict[tuple[Any, ...], Dict[int, List[_TopicState]]] = {}
         for s in states:
             key = tuple(s.consumers.items())
             groups.setdefault(key, {}).setdefault(len(s.partition_racks), []).append(s)

@@ -1,0 +1,103 @@
+"""Sending a saved finding again: does it still fire?
+
+Owns :func:`replay`: the run's set-up again (its seed topic, the coordinators), then the
+finding's bytes (a sequence is run again from its own seed; for a crash the request alone
+does not cause, the requests before it in order), judged by the same oracles and probes as
+in the run.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from kproto.errors import FuzzTargetError, KafkaError
+from kproto.tools.fuzz import oracles, schema, sequences
+from kproto.tools.fuzz.corpus import Finding
+from kproto.tools.fuzz.oracles import Verdict
+from kproto.tools.fuzz.plan import learn, seed_topic, warm_coordinators
+from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.tools.fuzz.target import Target
+from kproto.tools.fuzz.values import Knowledge
+from kproto.protocol.headers import decode_request_header
+
+
+def replay(finding: Finding, target: Target, *, setup: bool = True,
+           prefix: str = "kproto-fuzz-", broker_log: Optional[Path] = None
+           ) -> tuple[bool, list[Verdict]]:
+    """Send a saved finding again (after the run's set-up, unless ``setup`` is False);
+    whether its (oracle, signature) fires, and every verdict (with the broker's log
+    followed when ``broker_log`` names it)."""
+    fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port),
+                               broker_log=broker_log), target)
+    target.fetch_api_versions()
+    if setup:  # the state the run had: its seed topic, the coordinators loaded
+        try:
+            know = learn(target, prefix)
+            seed_topic(target, know)
+            warm_coordinators(target, know)
+        except (OSError, FuzzTargetError):
+            pass
+    if finding.level == "sequence" and finding.strategy in sequences.SEQUENCES:
+        know = learn(target, prefix)
+        own = Knowledge(prefix=know.prefix, groups=know.groups, node_ids=know.node_ids,
+                        topics=[t for t in know.topics if t.name.startswith(know.prefix)])
+        if fuzzer.broker_log is not None:
+            fuzzer.broker_log.poll()  # the set-up's lines
+        found, exchanges = sequences.run_sequence(finding.strategy, target,
+                                                  random.Random(finding.sequence_seed),
+                                                  own if own.topics else know)
+        verdicts = [v for v, _ in found]
+        if fuzzer.broker_log is not None and exchanges:
+            verdicts += oracles.with_broker_log(exchanges[-1], [],
+                                                fuzzer.broker_log.poll(0.3))
+    else:
+        if fuzzer.broker_log is not None:
+            fuzzer.broker_log.poll()  # the set-up's lines
+        ex = target.exchange(finding.wire, valid=finding.valid, own_connection=True,
+                             request=_request_from(finding))
+        if finding.oracle == "dead":
+            alive = _still_alive(target)
+            if alive and len(finding.steps) > 1:
+                # not this request alone: the requests sent before it, in order
+                for wire in finding.steps:
+                    target.exchange(wire, valid=False, own_connection=True, timeout=1.0)
+                alive = _still_alive(target)
+            verdicts = [] if alive else [oracles.dead("replay")]
+        else:
+            verdicts = fuzzer.verdicts(ex, settle=0.3)
+    fires = any(v.oracle == finding.oracle and v.signature == finding.signature
+                for v in verdicts)
+    if finding.oracle == "broker_log" and not fires:
+        # the same log entry taken into another verdict (an UNKNOWN_SERVER_ERROR answer
+        # the line came with in time here, and just after in the run)
+        fires = any(" | " + finding.signature in v.signature for v in verdicts)
+    return fires, verdicts
+
+
+def _still_alive(target: Target) -> bool:
+    """The run's rule: dead only when two probes a second apart both fail."""
+    if target.alive()[0]:
+        return True
+    time.sleep(1.0)
+    return target.alive()[0]
+
+
+def _request_from(finding: Finding) -> Any:
+    """The request object of a valid finding, decoded from its own bytes (content probes
+    need it); None when the bytes are not a valid request."""
+    if not finding.valid:
+        return None
+    spec = schema.api(finding.api_key)
+    try:
+        pos = decode_request_header(finding.wire[4:], spec.request_header_version(
+            finding.version))[-1]
+        return schema.class_of(spec.module, spec.root).decode(finding.wire[4 + pos:],
+                                                               finding.version)
+    except KafkaError:
+        return None
+
+
+__all__ = ["replay"]

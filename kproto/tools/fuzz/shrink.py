@@ -1,0 +1,145 @@
+"""Shrinking a finding against the broker: candidates sent, judged, kept when they fire.
+
+Owns the sending side of shrinking for a run (:mod:`kproto.tools.fuzz.minimise` owns the
+search): a request finding by its bytes and request tree (:func:`minimise_request`, each
+candidate on a connection of its own and judged by every oracle, the broker's log
+included), a sequence finding by its steps (:func:`shrink_sequence`, the frames re-sent
+in order, the last one's verdict or semantic check again), and a crash by the requests
+before it once ``--restart-cmd`` brought the broker back (:func:`shrink_crash`: each try
+that crashes it again costs a restart, so a few tries only). All within the run's time
+bound.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from kproto.errors import FuzzTargetError
+from kproto.tools.fuzz import corpus, oracles
+from kproto.tools.fuzz.corpus import Finding
+from kproto.tools.fuzz.minimise import minimise, shrink_steps
+from kproto.tools.fuzz.mutators import Case
+from kproto.tools.fuzz.oracles import ANSWER, CLOSED, Exchange, Verdict
+from kproto.tools.fuzz.target import Target
+
+if TYPE_CHECKING:
+    from kproto.tools.fuzz.runner import Fuzzer
+
+BYTE_LEVEL = ("decode", "header", "unknown_server_error", "broker_log")
+CRASH_SHRINK_CALLS = 6
+HANG_CALLS = 4  # each try that still hangs costs the timeout
+LOG_WAIT = 0.15  # seconds a try waits for the broker's log line
+
+
+def budget(fuzzer: "Fuzzer", most: float = 15.0) -> float:
+    """Seconds shrinking may take: ``most``, within the run's time bound."""
+    if fuzzer.config.seconds is None:
+        return most
+    return max(0.0, min(most, fuzzer.stats.started + fuzzer.config.seconds - time.monotonic()))
+
+
+def send_steps(target: Target, steps: list[bytes], timeout: Optional[float] = None
+               ) -> tuple[str, Optional[bytes]]:
+    """The frames in order on a connection of their own; the last one's outcome."""
+    s = target.connect()
+    outcome: str = CLOSED
+    answer: Optional[bytes] = None
+    try:
+        for wire in steps:
+            s.sendall(wire)
+            outcome, answer = target.read_frame(s, timeout or target.timeout)
+            if outcome != ANSWER:
+                break
+    except OSError:
+        outcome, answer = CLOSED, None
+    finally:
+        target.release(s)
+    return outcome, answer
+
+
+def minimise_request(fuzzer: "Fuzzer", finding: Finding, case: Case, ex: Exchange) -> None:
+    request = case.request if finding.valid else None
+    # the broker's log line may come just after its answer
+    settle = LOG_WAIT if fuzzer.broker_log is not None and "broker_log" in finding.extra \
+        else 0.0
+
+    def fires(wire: bytes, req: Any) -> bool:
+        try:
+            cand = fuzzer.target.exchange(wire, valid=finding.valid and req is not None,
+                                          own_connection=True, request=req,
+                                          strategy=finding.strategy)
+        except (OSError, FuzzTargetError):
+            return False
+        return any(v.oracle == finding.oracle and v.signature == finding.signature
+                   for v in fuzzer.verdicts(cand, settle))
+
+    shrunk = minimise(ex.wire, request, case.version, len(case.header), fires,
+                      byte_level=finding.oracle in BYTE_LEVEL, max_seconds=budget(fuzzer),
+                      max_calls=HANG_CALLS if finding.oracle == "hang" else 60)
+    if shrunk.after < shrunk.before:
+        finding.wire = shrunk.wire
+        finding.request = corpus.request_tree(shrunk.request) if shrunk.request else None
+        finding.valid = finding.valid and shrunk.request is not None
+    finding.minimised = {"before": shrunk.before, "after": shrunk.after,
+                         "calls": shrunk.calls}
+
+
+def shrink_sequence(fuzzer: "Fuzzer", finding: Finding, verdict: Verdict, ex: Exchange) -> None:
+    """Fewer steps of a sequence finding while its last step still fires (a semantic
+    check, "... accepted", by the answer saying yes everywhere)."""
+    semantic = verdict.oracle == "content" and verdict.signature.endswith(" accepted")
+
+    def fires(steps: list[bytes]) -> bool:
+        try:
+            outcome, answer = send_steps(fuzzer.target, steps)
+        except (OSError, FuzzTargetError):
+            return False
+        last = Exchange(steps[-1], True, outcome, answer, ex.request, ex.strategy)
+        decoded, verdicts = oracles.evaluate(last)
+        if semantic:
+            return oracles.accepted(decoded)
+        return any(v.oracle == verdict.oracle and v.signature == verdict.signature
+                   for v in verdicts)
+
+    before = len(finding.steps)
+    steps, calls = shrink_steps(finding.steps, fires, max_seconds=budget(fuzzer))
+    finding.steps = steps
+    finding.minimised = {"steps_before": before, "steps_after": len(steps), "calls": calls}
+
+
+def shrink_crash(fuzzer: "Fuzzer", finding: Finding) -> None:
+    """Fewer of the requests before a crash, each candidate tried on the restarted broker;
+    the reproducer is saved again."""
+    target = fuzzer.target
+
+    def fires(steps: list[bytes]) -> bool:
+        for wire in steps:
+            try:
+                send_steps(target, [wire], timeout=1.0)
+            except (OSError, FuzzTargetError):
+                break
+        if target.alive()[0]:
+            return False
+        time.sleep(1.0)
+        if target.alive()[0]:
+            return False
+        fuzzer.deaths.append({"after_s": round(time.monotonic() - fuzzer.stats.started, 3),
+                              "api_key": finding.api_key, "api_version": finding.version,
+                              "strategy": "shrinking " + finding.strategy,
+                              "detail": "reproduced"})
+        return fuzzer.restart()
+
+    before = len(finding.steps)
+    steps, calls = shrink_steps(finding.steps, fires, max_calls=CRASH_SHRINK_CALLS,
+                                max_seconds=budget(fuzzer, CRASH_SHRINK_CALLS *
+                                                   fuzzer.config.restart_timeout))
+    finding.steps = steps
+    finding.wire = steps[-1]
+    finding.minimised = {"steps_before": before, "steps_after": len(steps), "calls": calls}
+    if fuzzer.config.out_dir is not None:
+        corpus.save(finding, fuzzer.config.out_dir)
+
+
+__all__ = ["minimise_request", "shrink_sequence", "shrink_crash", "send_steps", "budget",
+           "BYTE_LEVEL", "CRASH_SHRINK_CALLS"]

@@ -1,0 +1,12 @@
+"""Test support used across areas: one home for fixtures more than one test package needs.
+
+- ``clock``: the one fake clock (integer milliseconds, moved by hand);
+- ``fetch_fixtures``: an AbstractFetch over a real SubscriptionState and ClusterMetadata,
+  and Fetch responses for it (sans-IO);
+- ``heartbeats``: ConsumerGroupHeartbeat responses and the topic ids they name;
+- ``reading``: consuming a seeded topic to the end and comparing with what was produced;
+- ``polling``: NetworkClients on the mock cluster, driven until a condition holds;
+- ``topic_errors``: reading through a topic's authorization error.
+
+A helper used by one area stays in that area's package.
+"""
