@@ -313,7 +313,7 @@ __all__ = [
     "IllegalArgumentError", "KafkaConfigurationError", "CorruptMessageError", "CorruptRecordError",
     "InvalidCaptureError", "ConsumerStoppedError", "IllegalOperation", "ToolError", "ToolUsageError",
     "FuzzTargetError", "EmbeddedBrokerError", "CoverageError",
-    "UnsupportedCodecError", "KafkaTimeoutError", "RequestTimeoutError", "NoBrokersAvailable",
+    "UnsupportedCodecError", "KafkaTimeoutError", "MetadataTimeoutError", "describe_connection_failures", "RequestTimeoutError", "NoBrokersAvailable",
     "KafkaConnectionError", "NodeNotReadyError", "TooManyInFlightRequests", "StaleMetadata",
     "UnknownBrokerIdError", "Cancelled", "ProtocolError", "CorrelationIdError",
     "InvalidReceiveError", "UnrecognizedBrokerVersion", "KafkaProtocolError",
