@@ -11,6 +11,7 @@ directory: a worker launches its executors from its ``jars/``.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -117,6 +118,7 @@ class StandaloneCluster:
                     process.wait(30)
         for log in self._logs:
             log.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _await_port(port: int, process: subprocess.Popen, timeout_s: float, tail) -> None:
