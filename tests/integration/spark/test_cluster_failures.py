@@ -27,7 +27,9 @@ from tests.integration.spark.session import spark_session  # noqa: E402
 from tests.integration.spark.test_cluster import CLUSTER_CONFIG, WAIT_S, executors  # noqa: E402
 from tests.threads import TestThread  # noqa: E402
 
-pytestmark = pytest.mark.broker
+# About ten minutes (a cluster of three Kafka nodes, a Spark cluster, three failures):
+# run with -m heavy, outside the suite's budget.
+pytestmark = [pytest.mark.broker, pytest.mark.heavy]
 
 CHUNK = 2000
 
