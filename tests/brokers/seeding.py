@@ -120,9 +120,15 @@ def _send(producer, topic: str, partitions: Sequence[int], n: int, start_index: 
     for i in range(start_index, start_index + n):
         key, value, headers = record_for(i, tag=tag)
         partition = partitions[(i - start_index) % len(partitions)]
-        producer.produce(topic, value=value, key=key, partition=partition,
-                         headers=list(headers), timestamp=timestamp_base + i,
-                         on_delivery=lambda err, msg, i=i: on_delivery(err, msg, i))
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition,
+                                 headers=list(headers), timestamp=timestamp_base + i,
+                                 on_delivery=lambda err, msg, i=i: on_delivery(err, msg, i))
+                break
+            except BufferError:
+                # librdkafka's queue is full (100k records by default): wait for deliveries.
+                producer.poll(0.1)
         producer.poll(0)
 
 
