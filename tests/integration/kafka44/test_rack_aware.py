@@ -1,0 +1,93 @@
+"""Rack-aware fetching (KIP-392) on the three-node Kafka 4.4 cluster, read from kproto's wire trace.
+
+The session cluster puts node ``i`` in rack ``RACKS[i - 1]`` with Kafka's
+``RackAwareReplicaSelector``. A consumer whose ``client_rack`` is a follower's rack sends
+its first Fetch to the partition's leader, which answers with no records and names the
+follower as ``preferred_read_replica`` (Java's ``ReplicaManager.findPreferredReadReplica``);
+from then on it fetches from that follower (Java's ``AbstractFetch.selectReadReplica``) and
+reads every record exactly once. Without ``client_rack`` it reads from the leader only.
+Both engines (``group_protocol``), in assign mode and as a group member.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kproto import KafkaConsumer, TopicPartition
+from tests.brokers import raw
+from tests.integration.kafka44.test_broker_kill import node_of
+from tests.support.reading import assert_same, consume
+from tests.wire_log import WireLog
+
+RECORDS = 30
+
+
+FINAL_EPOCH = -1  # Java's FetchMetadata.FINAL_EPOCH
+SENT = -2  # in place of preferred_read_replica: the entry is a request
+
+
+def _fetches(wire: WireLog) -> list[tuple[int, int, int]]:
+    """The one consumer's Fetches in trace order: (index in the trace, node, SENT) for a
+    request, (index, node, preferred_read_replica) for each partition of an answer."""
+    out = []
+    for i, e in enumerate(wire.entries()):
+        if e.api_name != "Fetch":
+            continue
+        if e.direction == ">>":
+            if e.tree["session_epoch"] == FINAL_EPOCH:
+                continue  # closing a fetch session: sent to every node with one on close
+            out.append((i, int(e.node), SENT))
+        else:
+            out.extend((i, int(e.node), p["preferred_read_replica"])
+                       for t in e.tree["responses"] for p in t["partitions"])
+    return out
+
+
+def _read(cluster, topic: str, mode: str, **configs) -> WireLog:
+    """Seed ``RECORDS`` records, read them all (each exactly once); the wire trace."""
+    written = cluster.produce(topic, RECORDS)
+    with WireLog() as wire:
+        if mode == "group":
+            consumer = KafkaConsumer(topic, group_id="g-" + uuid.uuid4().hex, **configs)
+        else:
+            consumer = KafkaConsumer(**configs)
+            consumer.assign([TopicPartition(topic, 0)])
+        with consumer:
+            records = consume(consumer, RECORDS, timeout_s=60)
+            assert consumer.poll(timeout_ms=300) == {}
+    assert_same(records, written)
+    return wire
+
+
+@pytest.mark.parametrize("mode", ["assign", "group"])
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_consumer_fetches_from_the_follower_in_its_rack(apache_kafka_cluster, group_protocol, mode):
+    cluster = apache_kafka_cluster
+    topic = cluster.new_topic(partitions=1)
+    leader = node_of(cluster, raw.partition_leader(cluster.bootstrap_servers, topic, 0))
+    follower = leader % len(cluster.nodes) + 1
+    wire = _read(cluster, topic, mode, bootstrap_servers=cluster.bootstrap_servers,
+                 group_protocol=group_protocol, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                 client_rack=cluster.RACKS[follower - 1])
+    fetches = _fetches(wire)
+    redirects = [i for i, node, replica in fetches if node == leader and replica == follower]
+    assert redirects, fetches  # the leader named the follower in the consumer's rack
+    first = redirects[0]
+    assert {node for i, node, _ in fetches if i < first} == {leader}
+    after = [(node, replica) for i, node, replica in fetches if i > first]
+    # Every Fetch after the redirect went to the follower, which names no other replica.
+    assert after and {node for node, _ in after} == {follower}, fetches
+    assert {replica for _, replica in after} <= {-1, SENT}
+
+
+def test_consumer_without_a_rack_reads_from_the_leader(apache_kafka_cluster):
+    cluster = apache_kafka_cluster
+    topic = cluster.new_topic(partitions=1)
+    leader = node_of(cluster, raw.partition_leader(cluster.bootstrap_servers, topic, 0))
+    wire = _read(cluster, topic, "assign", bootstrap_servers=cluster.bootstrap_servers,
+                 auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    fetches = _fetches(wire)
+    assert fetches and {node for _, node, _ in fetches} == {leader}
+    assert {replica for _, _, replica in fetches} == {-1, SENT}
