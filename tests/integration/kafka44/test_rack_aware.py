@@ -45,9 +45,16 @@ def _fetches(wire: WireLog) -> list[tuple[int, int, int]]:
     return out
 
 
-def _read(cluster, topic: str, mode: str, **configs) -> WireLog:
-    """Seed ``RECORDS`` records, read them all (each exactly once); the wire trace."""
+def _seed(cluster) -> tuple[str, list, int]:
+    """A new one-partition topic (three replicas) with ``RECORDS`` records: the topic, the
+    records written, and the partition's leader (asked once the producer saw it lead)."""
+    topic = cluster.new_topic(partitions=1)
     written = cluster.produce(topic, RECORDS)
+    return topic, written, node_of(cluster, raw.partition_leader(cluster.bootstrap_servers, topic, 0))
+
+
+def _read(topic: str, written: list, mode: str, **configs) -> WireLog:
+    """Read every record of ``written`` (each exactly once); the wire trace."""
     with WireLog() as wire:
         if mode == "group":
             consumer = KafkaConsumer(topic, group_id="g-" + uuid.uuid4().hex, **configs)
@@ -65,10 +72,9 @@ def _read(cluster, topic: str, mode: str, **configs) -> WireLog:
 @pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
 def test_consumer_fetches_from_the_follower_in_its_rack(apache_kafka_cluster, group_protocol, mode):
     cluster = apache_kafka_cluster
-    topic = cluster.new_topic(partitions=1)
-    leader = node_of(cluster, raw.partition_leader(cluster.bootstrap_servers, topic, 0))
+    topic, written, leader = _seed(cluster)
     follower = leader % len(cluster.nodes) + 1
-    wire = _read(cluster, topic, mode, bootstrap_servers=cluster.bootstrap_servers,
+    wire = _read(topic, written, mode, bootstrap_servers=cluster.bootstrap_servers,
                  group_protocol=group_protocol, auto_offset_reset="earliest", fetch_max_wait_ms=100,
                  client_rack=cluster.RACKS[follower - 1])
     fetches = _fetches(wire)
@@ -84,9 +90,8 @@ def test_consumer_fetches_from_the_follower_in_its_rack(apache_kafka_cluster, gr
 
 def test_consumer_without_a_rack_reads_from_the_leader(apache_kafka_cluster):
     cluster = apache_kafka_cluster
-    topic = cluster.new_topic(partitions=1)
-    leader = node_of(cluster, raw.partition_leader(cluster.bootstrap_servers, topic, 0))
-    wire = _read(cluster, topic, "assign", bootstrap_servers=cluster.bootstrap_servers,
+    topic, written, leader = _seed(cluster)
+    wire = _read(topic, written, "assign", bootstrap_servers=cluster.bootstrap_servers,
                  auto_offset_reset="earliest", fetch_max_wait_ms=100)
     fetches = _fetches(wire)
     assert fetches and {node for _, node, _ in fetches} == {leader}
