@@ -5,12 +5,14 @@ The session cluster puts node ``i`` in rack ``RACKS[i - 1]`` with Kafka's
 its first Fetch to the partition's leader, which answers with no records and names the
 follower as ``preferred_read_replica`` (Java's ``ReplicaManager.findPreferredReadReplica``);
 from then on it fetches from that follower (Java's ``AbstractFetch.selectReadReplica``) and
-reads every record exactly once. Without ``client_rack`` it reads from the leader only.
-Both engines (``group_protocol``), in assign mode and as a group member.
+reads every record exactly once, until the follower's lease (``metadata_max_age_ms``)
+runs out and it asks the leader again. Without ``client_rack`` it reads from the leader
+only. Both engines (``group_protocol``), in assign mode and as a group member.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -96,3 +98,35 @@ def test_consumer_without_a_rack_reads_from_the_leader(apache_kafka_cluster):
     fetches = _fetches(wire)
     assert fetches and {node for _, node, _ in fetches} == {leader}
     assert {replica for _, _, replica in fetches} == {-1, SENT}
+
+
+def test_preferred_read_replica_expires_after_the_metadata_max_age(apache_kafka_cluster):
+    """The follower is a lease of ``metadata_max_age_ms`` (Java's ``FetchCollector``): once it
+    ran out the consumer asks the leader again, which names the follower again."""
+    cluster = apache_kafka_cluster
+    topic, written, leader = _seed(cluster)
+    follower = leader % len(cluster.nodes) + 1
+
+    def redirects(wire: WireLog) -> list[int]:
+        return [i for i, node, replica in _fetches(wire) if node == leader and replica == follower]
+
+    with WireLog() as wire:
+        with KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                           fetch_max_wait_ms=100, metadata_max_age_ms=2000,
+                           client_rack=cluster.RACKS[follower - 1]) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            records = consume(consumer, RECORDS, timeout_s=60)
+            deadline = time.monotonic() + 60
+            while len(redirects(wire)) < 2:
+                assert time.monotonic() < deadline, _fetches(wire)
+                assert consumer.poll(timeout_ms=200) == {}
+            written += cluster.produce(topic, RECORDS, start_index=100)
+            records += consume(consumer, RECORDS, timeout_s=60)
+            assert consumer.poll(timeout_ms=300) == {}
+    assert_same(records, written)
+    fetches = _fetches(wire)
+    first, second = redirects(wire)[:2]
+    between = [node for i, node, replica in fetches if first < i < second and replica == SENT]
+    # The follower until the lease ran out, then the leader once.
+    assert between[-1] == leader and follower in between and set(between) == {leader, follower}
+    assert {node for i, node, replica in fetches if i > second and replica == SENT} == {follower}
