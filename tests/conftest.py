@@ -43,6 +43,18 @@ def pytest_configure(config: pytest.Config) -> None:
         "(one of: {}); others skip with the reason".format(", ".join(sorted(CAPABILITIES))))
     config.addinivalue_line(
         "markers", "broker_kinds(*kinds): restrict the `broker` fixture to these kinds")
+    config.addinivalue_line(
+        "markers", "heavy: minutes of data (millions of records); run only when asked for "
+                   "with -m heavy, never in the suite or CI")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "heavy" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="heavy: run with -m heavy")
+    for item in items:
+        if item.get_closest_marker("heavy") is not None:
+            item.add_marker(skip)
 
 
 def _needs(node) -> frozenset[str]:

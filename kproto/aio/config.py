@@ -2,12 +2,14 @@
 
 Owns the translation: aiokafka and kafka-python share most names, so most arguments pass
 through; the ones only aiokafka's own engine uses are dropped (``loop``,
-``consumer_timeout_ms``, ``api_version="auto"``, ``max_poll_records=None``), and, since
-``kproto.aio`` runs consumer groups on the KIP-848 protocol, the classic group's settings
-(``partition_assignment_strategy``, ``session_timeout_ms``, ``heartbeat_interval_ms``,
-``rebalance_timeout_ms``) are dropped when the group protocol is ``"consumer"`` (the
-broker's group configuration owns them there). Everything else is validated by
-``ConsumerConfig``: an unknown or bad setting raises ``KafkaConfigurationError``.
+``consumer_timeout_ms``, ``api_version="auto"``, ``max_poll_records=None``). A consumer
+with a ``group_id`` joins a classic group (the default, as in aiokafka and Java) unless
+``group_protocol="consumer"``; there the classic group's settings (``partition_assignment_strategy``,
+``session_timeout_ms``, ``heartbeat_interval_ms``) are dropped (the broker's group
+configuration owns them). aiokafka's ``rebalance_timeout_ms`` has no kproto setting: the
+classic JoinGroup carries ``max_poll_interval_ms``, as Java's does. Everything else is
+validated by ``ConsumerConfig``: an unknown or bad setting raises
+``KafkaConfigurationError``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ log = logging.getLogger("kproto.aio")
 # aiokafka's engine settings with no meaning here.
 _DROPPED = ("loop", "consumer_timeout_ms")
 # The classic group's settings, which a KIP-848 member does not send.
-_CLASSIC_GROUP_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms",
-                       "rebalance_timeout_ms")
+_CLASSIC_GROUP_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
 
 
 def aio_consumer_config(configs: dict[str, Any]) -> ConsumerConfig:
@@ -36,16 +37,11 @@ def aio_consumer_config(configs: dict[str, Any]) -> ConsumerConfig:
         configs.pop("api_version")
     if "max_poll_records" in configs and configs["max_poll_records"] is None:
         configs.pop("max_poll_records")
-    if configs.get("group_id"):
-        protocol = configs.setdefault("group_protocol", "consumer")
-        if protocol == "classic":
-            raise KafkaConfigurationError(
-                "group_protocol='classic' is not available in kproto.aio yet: consumer groups run on "
-                "group_protocol='consumer' (KIP-848); use kproto.KafkaConsumer for classic groups")
+    if configs.pop("rebalance_timeout_ms", None) is not None:
+        log.debug("rebalance_timeout_ms ignored: the classic JoinGroup carries max_poll_interval_ms")
+    if configs.get("group_id") and str(configs.get("group_protocol", "classic")).lower() == "consumer":
         for key in _CLASSIC_GROUP_ONLY:
             if key in configs:
                 log.debug("%s ignored: the KIP-848 group's broker-side settings apply", key)
                 configs.pop(key)
-    else:
-        configs.pop("rebalance_timeout_ms", None)
     return ConsumerConfig(configs)

@@ -4,8 +4,10 @@ Owns the application side of the asyncio consumer: the calls of aiokafka's API t
 into the KIP-848 engine's application events, records collected from the shared fetch
 buffer, rebalance callbacks run as coroutines, and start/stop. The network side is the
 KIP-848 engine's request managers and ``NetworkClient`` (``request_managers.build_resources``,
-the same objects the background thread runs), iterated on the loop by
-:class:`~kproto.aio.loop_driver.LoopDriver`; no thread or executor is started.
+the same objects the background thread runs; for a classic group
+:class:`~kproto.aio.classic_group.ClassicGroupManager` replaces the KIP-848 member),
+iterated on the loop by :class:`~kproto.aio.loop_driver.LoopDriver`; no thread or executor
+is started.
 
 Since the engine's loop and the application share one thread, events that need no
 network (assign, subscribe, seek, pause, resume) are processed at once, so those calls
@@ -25,6 +27,7 @@ import re
 import time
 from typing import Any, Iterable, Mapping, Optional, Union
 
+from kproto.aio.classic_group import install_classic_group
 from kproto.aio.config import aio_consumer_config
 from kproto.aio.futures import await_event
 from kproto.aio.loop_driver import LoopDriver
@@ -59,6 +62,7 @@ class AIOKafkaConsumer:
         self.config = aio_consumer_config(configs)
         self._initial_topics = list(topics)
         self._group_id: Optional[str] = self.config["group_id"]
+        self._classic_group = bool(self._group_id) and self.config["group_protocol"] == "classic"
         self._closed = False
         self._started = False
         self._driver: Optional[LoopDriver] = None
@@ -98,6 +102,9 @@ class AIOKafkaConsumer:
         resources = build_resources(config, self.subscriptions, self.fetch_buffer, self.fetch_config,
                                     BackgroundEventHandler(self.background_event_queue),
                                     self._time_ms, self.fetch_metrics, self.coordinator_metrics)
+        if self._classic_group:
+            install_classic_group(resources, config, self.subscriptions,
+                                  BackgroundEventHandler(self.background_event_queue), self._time_ms)
         # The engine's loop object, never started as a thread: the driver runs its iterations.
         network_thread = ConsumerNetworkThread(application_event_queue, lambda: resources, self._time_ms)
         self._network_thread = network_thread

@@ -114,6 +114,30 @@ class KafkaTimeoutError(RetriableError):
     """An operation did not complete within its timeout."""
 
 
+class MetadataTimeoutError(KafkaTimeoutError):
+    """No cluster metadata arrived within the timeout (the ``TimeoutException`` of Java's
+    metadata waits). ``failures`` names the brokers that were tried and why each failed,
+    as ``(host:port, consecutive failures, last error)``; the message says the same, so a
+    wait that ran out is never just "no metadata"."""
+
+    def __init__(self, message: str, failures: "list[tuple[str, int, BaseException]] | None" = None) -> None:
+        self.failures = list(failures or ())
+        if self.failures:
+            message = "{}; {}".format(message, describe_connection_failures(self.failures))
+        elif failures is not None:
+            message += "; no connection failed: the brokers were reached but did not answer in time"
+        super().__init__(message)
+
+
+def describe_connection_failures(failures: "list[tuple[str, int, BaseException]]") -> str:
+    """``tried host:port (n times): reason; ...`` for :meth:`NetworkClient.connection_failures`."""
+    parts = []
+    for address, count, error in failures:
+        reason = error.args[0] if isinstance(error, KafkaError) and error.args else str(error)
+        parts.append("{} ({} {}): {}".format(address, count, "try" if count == 1 else "tries", reason))
+    return "tried " + "; ".join(parts)
+
+
 class RequestTimeoutError(KafkaTimeoutError):
     """A request got no response within its request timeout; its connection is closed."""
 
@@ -289,7 +313,7 @@ __all__ = [
     "IllegalArgumentError", "KafkaConfigurationError", "CorruptMessageError", "CorruptRecordError",
     "InvalidCaptureError", "ConsumerStoppedError", "IllegalOperation", "ToolError", "ToolUsageError",
     "FuzzTargetError", "EmbeddedBrokerError", "CoverageError",
-    "UnsupportedCodecError", "KafkaTimeoutError", "RequestTimeoutError", "NoBrokersAvailable",
+    "UnsupportedCodecError", "KafkaTimeoutError", "MetadataTimeoutError", "describe_connection_failures", "RequestTimeoutError", "NoBrokersAvailable",
     "KafkaConnectionError", "NodeNotReadyError", "TooManyInFlightRequests", "StaleMetadata",
     "UnknownBrokerIdError", "Cancelled", "ProtocolError", "CorrelationIdError",
     "InvalidReceiveError", "UnrecognizedBrokerVersion", "KafkaProtocolError",

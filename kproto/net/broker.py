@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import errno
 import logging
+import os
 import random
 import re
 import selectors
@@ -150,8 +151,8 @@ class BrokerConnection:
         rc = sock.connect_ex(sockaddr)
         if rc not in (0, *_IN_PROGRESS):
             sock.close()
-            raise errors.KafkaConnectionError("connect to {} failed: {}".format(
-                sockaddr, errno.errorcode.get(rc, rc)))
+            raise errors.KafkaConnectionError("connect to {}:{} failed: {}".format(
+                self.host, self.port, _errno_text(rc)))
         self.sock = sock
         self.state = ConnectionState.CONNECTING
         self.connect_deadline_ms = now_ms + self.config["socket_connection_setup_timeout_ms"]
@@ -168,7 +169,7 @@ class BrokerConnection:
             err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
                 raise errors.KafkaConnectionError("connect to {}:{} failed: {}".format(
-                    self.host, self.port, errno.errorcode.get(err, err)))
+                    self.host, self.port, _errno_text(err)))
             if self.ssl_context is None:
                 return True
             self.sock = self.ssl_context.wrap_socket(
@@ -357,6 +358,11 @@ class BrokerConnection:
         else:
             self.backoff_until_ms = now_ms + self.config["reconnect_backoff_ms"]
         return pending
+
+
+def _errno_text(code: int) -> str:
+    """``connection refused (ECONNREFUSED)``: what a person reads, then the name to search."""
+    return "{} ({})".format(os.strerror(code).lower(), errno.errorcode.get(code, code))
 
 
 def is_tls_failure(exc: OSError) -> TypeGuard[ssl.SSLError]:

@@ -55,7 +55,7 @@ class ChannelAuthenticator:
         if not self.enabled:
             return False
         authenticator = SaslClientAuthenticator(create_mechanism(self._state.config), api_versions,
-                                                node.node_id)
+                                                node.node_id, "{}:{}".format(node.host, node.port))
         node.authenticating(api_versions, authenticator)
         log.debug("node %s: API versions known; authenticating with %s", node.node_id,
                   authenticator.mechanism.name)

@@ -225,6 +225,17 @@ class NetworkClient:
                 return None
             return node.last_error
 
+    def connection_failures(self) -> list[tuple[str, int, BaseException]]:
+        """Why the brokers this client tried are unreachable: ``("host:port", consecutive
+        failures, last error)`` for each node that is disconnected after a failed
+        connection (refused, name not resolved, TLS or SASL refused, closed mid-handshake),
+        in node order. Empty while no connection has failed. Timeout errors quote it, so a
+        wait that ran out says what was tried and why it failed."""
+        with self._lock:
+            return [("{}:{}".format(node.host, node.port), node.failures, node.last_error)
+                    for node in self._nodes.values()
+                    if node.state is ConnectionState.DISCONNECTED and node.last_error is not None]
+
     def connection_delay(self, node_id: Any) -> float:
         """Ms before a connection attempt to the node is allowed (inf: connecting/connected)."""
         with self._lock:

@@ -312,9 +312,10 @@ class SaslClientAuthenticator:
     """
 
     def __init__(self, mechanism: SaslMechanism, api_versions: Mapping[int, tuple[int, int]],
-                 node_id: Any = None) -> None:
+                 node_id: Any = None, address: str = "") -> None:
         self.mechanism = mechanism
         self.node_id = node_id
+        self.address = address  # host:port, for the one line a refused login is reported in
         self.state = SaslState.SEND_HANDSHAKE_REQUEST
         self.session_lifetime_ms = 0
         self.error: Optional[errors.KafkaError] = None
@@ -385,8 +386,10 @@ class SaslClientAuthenticator:
 
     def _on_authenticate(self, response: Any) -> Optional[tuple[Any, int]]:
         if response.error_code:
-            detail = response.error_message or "node {}".format(self.node_id)
-            raise errors.exception_for(response.error_code, "{} ({})".format(detail, self.mechanism.name))
+            where = "node {} ({})".format(self.node_id, self.address) if self.address else "node {}".format(self.node_id)
+            detail = response.error_message or "refused"
+            raise errors.exception_for(response.error_code, "{} refused the {} login: {}".format(
+                where, self.mechanism.name, detail))
         self.session_lifetime_ms = max(int(response.session_lifetime_ms or 0), 0)
         reply = self.mechanism.evaluate_challenge(bytes(response.auth_bytes or b""))
         if reply is not None:

@@ -8,6 +8,8 @@ the same) and the ``maxOffsetsPerTrigger`` rate limit.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
@@ -113,10 +115,12 @@ def from_offset_json(data: Mapping[Any, Any]) -> dict[TopicPartition, int]:
 def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
                limit: Optional[int]) -> dict[TopicPartition, int]:
     """The end offsets of the next micro-batch: ``latest``, or when more than ``limit``
-    offsets are waiting, ``limit`` offsets shared among the partitions in proportion to
-    their backlogs (largest remainders first, ties by partition), so the batch holds
-    exactly ``limit`` offsets. Partitions missing from ``start`` count from 0 here; the
-    caller puts new partitions into ``start`` first."""
+    offsets are waiting, each partition's share of ``limit`` in proportion to its backlog,
+    rounded down, and at least one offset for a partition whose share is below one: Spark's
+    ``KafkaMicroBatchStream.rateLimit``, so both sources cut the same micro-batches (a batch
+    may so hold a few offsets less than ``limit``, or more when many small backlogs each get
+    their one). Partitions missing from ``start`` count from 0 here; the caller puts new
+    partitions into ``start`` first."""
     ends = dict(latest)
     if limit is None:
         return ends
@@ -124,9 +128,9 @@ def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartiti
     total = sum(backlog.values())
     if total <= limit:
         return ends
-    shares = {tp: backlog[tp] * limit // total for tp in backlog}
-    left = limit - sum(shares.values())
-    by_remainder = sorted(backlog, key=lambda tp: (-(backlog[tp] * limit % total), tp))
-    for tp in by_remainder[:left]:
-        shares[tp] += 1
-    return {tp: start.get(tp, 0) + shares[tp] if backlog[tp] else latest[tp] for tp in latest}
+    for tp, size in backlog.items():
+        if size:
+            # Spark's double arithmetic, as it rounds: limit * (size / total).
+            share = limit * (size / total)
+            ends[tp] = min(latest[tp], start.get(tp, 0) + int(math.ceil(share) if share < 1 else math.floor(share)))
+    return ends

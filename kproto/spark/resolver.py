@@ -30,6 +30,7 @@ import time
 from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from kproto.consumer.kafka_consumer import KafkaConsumer
+from kproto.consumer.reachability import await_reachable
 from kproto.errors import KafkaConfigurationError, KafkaError
 from kproto.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from kproto.spark.planning import OffsetRange, split_ranges
@@ -74,6 +75,7 @@ class OffsetResolver:
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._consumer = KafkaConsumer(**probe_config(options))
+        self._reached = False  # whether a metadata answer ever came (see _first_metadata)
 
     def close(self) -> None:
         self._consumer.close()
@@ -103,7 +105,9 @@ class OffsetResolver:
     def topic_partitions(self) -> list[TopicPartition]:
         """The partitions the options name, as the cluster has them now (sorted)."""
         opts = self.options
-        if opts.subscribe_pattern is None:
+        if not self._reached:
+            self._first_metadata()
+        elif opts.subscribe_pattern is None:
             # Named topics: ask the cluster now rather than trust the cached metadata (the
             # pattern's all-topics lookup below is a fresh request by itself). The first time,
             # before the consumer knows the topics, this asks for brokers only and
@@ -116,9 +120,13 @@ class OffsetResolver:
                 if known is None or tp.partition not in known:
                     missing.append(tp)
             if missing:
-                raise KafkaConfigurationError("kproto Spark source: option 'assign' names partitions the "
-                                              "cluster does not have: {}".format(
-                                                  ", ".join("{}-{}".format(*tp) for tp in missing)))
+                raise KafkaConfigurationError(
+                    "kproto Spark source: option 'assign' names partitions the cluster at "
+                    "kafka.bootstrap.servers={} does not have: {}".format(
+                        ",".join(opts.client_config["bootstrap_servers"]),
+                        ", ".join("{}-{} ({})".format(tp.topic, tp.partition, "no such topic"
+                                                      if self._partitions_of(tp.topic) is None
+                                                      else "no such partition") for tp in missing)))
             return sorted(opts.assign)
         if opts.subscribe is not None:
             topics: Iterable[str] = opts.subscribe
@@ -135,6 +143,13 @@ class OffsetResolver:
                 continue
             result.extend(TopicPartition(topic, p) for p in partitions)
         return sorted(result)
+
+    def _first_metadata(self) -> None:
+        # Fail in seconds, with the cause, when no bootstrap server can be talked to (see
+        # kproto.consumer.reachability): the query stops before any task.
+        # Not retried by fetchOffset.numRetries: that would multiply the wait, not the chance.
+        await_reachable(self._consumer, self.options.client_config["bootstrap_servers"], "kproto Spark source")
+        self._reached = True
 
     def _partitions_of(self, topic: str) -> Optional[set[Any]]:
         return self._retrying("partitions of " + topic, lambda: self._consumer.partitions_for_topic(topic))

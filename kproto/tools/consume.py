@@ -100,6 +100,7 @@ def consume(args: argparse.Namespace, out: Any = sys.stdout) -> int:
 
 def _consume(args: argparse.Namespace, out: Any, processed: _Processed) -> int:
     from kproto import KafkaConsumer, TopicPartition
+    from kproto.consumer.reachability import await_reachable
 
     broker = None
     bootstrap = args.bootstrap_server
@@ -129,6 +130,10 @@ def _consume(args: argparse.Namespace, out: Any, processed: _Processed) -> int:
             configs["group_id"] = args.group
         configs.update(parse_consumer_properties(args.consumer_property))
         with KafkaConsumer(**configs) as consumer:
+            # A wrong address, port or security protocol is an error line in seconds, with
+            # the cause, before any subscription (a group member would otherwise wait for
+            # an assignment that never comes).
+            await_reachable(consumer, bootstrap, "kproto consume")
             if args.group:
                 consumer.subscribe([topic])
             else:

@@ -29,8 +29,6 @@ log = logging.getLogger("kproto.tests.brokers")
 GROUND = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ground")
 POM = os.path.join(GROUND, "pom.xml")
 TARGET = os.path.join(GROUND, "target")
-_CLASSPATH_FILE = os.path.join(TARGET, "classpath.txt")
-_STAMP_FILE = os.path.join(TARGET, "classpath.sha256")
 _lock = threading.Lock()
 
 #: JVM options of every node: a small heap (a 2-core, shared machine runs up to four), and a
@@ -76,24 +74,37 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _pom_hash() -> str:
-    with open(POM, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+#: Spark's own Kafka source, for the differential tests (its version: the PySpark one).
+SPARK_POM = os.path.join(GROUND, "spark", "pom.xml")
 
 
-def classpath(timeout_s: float = 900.0) -> str:
-    """The test ground's classpath (Kafka 4.4 broker and client, Log4j 2 binding).
+def _stamp(pom: str, properties: dict[str, str]) -> str:
+    with open(pom, "rb") as f:
+        digest = hashlib.sha256(f.read())
+    for key, value in sorted(properties.items()):
+        digest.update("\0{}={}".format(key, value).encode())
+    return digest.hexdigest()
+
+
+def classpath(timeout_s: float = 900.0, pom: str = POM, properties: dict[str, str] | None = None) -> str:
+    """The jars of ``pom`` (by default the test ground's: Kafka 4.4 broker and client, Log4j 2
+    binding), ``properties`` set as ``-Dname=value``.
 
     The first call on a machine resolves the jars with Maven (a minute or two with a cold
-    local repository); later calls read the kept file while the pom is unchanged.
+    local repository); later calls read the kept file while the pom and properties are
+    unchanged. Each pom keeps its own file under ``tests/ground/target/``.
     """
+    properties = dict(properties or {})
+    name = "classpath" if pom == POM else "classpath-" + os.path.basename(os.path.dirname(pom))
+    classpath_file = os.path.join(TARGET, name + ".txt")
+    stamp_file = os.path.join(TARGET, name + ".sha256")
     with _lock:
-        digest = _pom_hash()
+        digest = _stamp(pom, properties)
         try:
-            with open(_STAMP_FILE) as f:
+            with open(stamp_file) as f:
                 fresh = f.read().strip() == digest
             if fresh:
-                with open(_CLASSPATH_FILE) as f:
+                with open(classpath_file) as f:
                     return f.read().strip()
         except OSError:
             pass
@@ -102,16 +113,37 @@ def classpath(timeout_s: float = 900.0) -> str:
             raise MavenUnavailable(reason)
         os.makedirs(TARGET, exist_ok=True)
         done = subprocess.run(
-            ["mvn", "-q", "-B", "-f", POM, "dependency:build-classpath",
-             "-Dmdep.outputFile=" + _CLASSPATH_FILE],
+            ["mvn", "-q", "-B", "-f", pom, "dependency:build-classpath",
+             "-Dmdep.outputFile=" + classpath_file,
+             *("-D{}={}".format(k, v) for k, v in sorted(properties.items()))],
             capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
         if done.returncode:
-            raise MavenUnavailable("mvn could not resolve {} (exit {}):\n{}{}".format(
-                POM, done.returncode, done.stdout[-3000:], done.stderr[-3000:]))
-        with open(_STAMP_FILE, "w") as f:
+            raise MavenUnavailable("mvn could not resolve {} {}(exit {}):\n{}{}".format(
+                pom, properties or "", done.returncode, done.stdout[-3000:], done.stderr[-3000:]))
+        with open(stamp_file, "w") as f:
             f.write(digest)
-        with open(_CLASSPATH_FILE) as f:
+        with open(classpath_file) as f:
             return f.read().strip()
+
+
+def spark_kafka_jars(spark_version: str, spark_jars_dir: str) -> list[str]:
+    """The jars Spark's own Kafka source (``format("kafka")``) adds to a PySpark install:
+    ``spark-sql-kafka-0-10`` of ``spark_version`` and what it needs that
+    ``spark_jars_dir`` (PySpark's ``jars/``) lacks, by artifact name (Spark, Scala and
+    Hadoop come from the install, in its versions). Local paths, for ``spark.jars``."""
+    shipped = {_artifact(name) for name in os.listdir(spark_jars_dir)}
+    jars = classpath(pom=SPARK_POM, properties={"spark.version": spark_version}).split(os.pathsep)
+    return [jar for jar in jars if _artifact(os.path.basename(jar)) not in shipped]
+
+
+def _artifact(jar_name: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients`` (the name before the version)."""
+    stem = jar_name[:-4] if jar_name.endswith(".jar") else jar_name
+    parts = stem.split("-")
+    for i, part in enumerate(parts):
+        if i and part[:1].isdigit():
+            return "-".join(parts[:i])
+    return stem
 
 
 def jacoco_agent() -> str:

@@ -6,7 +6,10 @@
 - ``heartbeats``: ConsumerGroupHeartbeat responses and the topic ids they name;
 - ``reading``: consuming a seeded topic to the end and comparing with what was produced;
 - ``polling``: NetworkClients on the mock cluster, driven until a condition holds;
-- ``topic_errors``: reading through a topic's authorization error.
+- ``topic_errors``: reading through a topic's authorization error;
+- ``members``: kproto group members in threads, ``wait_for`` and the group assertions;
+- ``confluent_member``: a librdkafka (confluent-kafka) group member in its own thread;
+- ``certs``: self-signed certificates for the TLS tests (openssl).
 
 A helper used by one area stays in that area's package.
 """

@@ -89,8 +89,8 @@ class AbstractMembershipManager:
         # Whether the current join's first heartbeat went out (should_heartbeat_now).
         self._join_heartbeat_sent = False
         self.is_poll_timer_expired = False
-        self._leave_group_in_progress: Optional[Future] = None
-        self._stale_member_assignment_release: Optional[Future] = None
+        self._leave_group_in_progress: Optional[Future[Any]] = None
+        self._stale_member_assignment_release: Optional[Future[Any]] = None
         self._state_listeners: list[MemberStateListener] = []
         self._transition_listeners: list[Callable[[MemberState, MemberState], None]] = []
 
@@ -259,7 +259,7 @@ class AbstractMembershipManager:
 
     # --- leaving ------------------------------------------------------------------------
 
-    def leave_group(self) -> Future:
+    def leave_group(self) -> Future[Any]:
         """unsubscribe()/close(): revoke via the listener, then send the leave heartbeat.
 
         The future completes once the leave heartbeat has been generated (the broker's
@@ -275,7 +275,7 @@ class AbstractMembershipManager:
         if self.is_leaving_group() and self._leave_group_in_progress is not None:
             return self._leave_group_in_progress
         self.transition_to(MemberState.PREPARE_LEAVING)
-        leave_result: Future = Future()
+        leave_result: Future[Any] = Future()
         self._leave_group_in_progress = leave_result
 
         def _after_release(error: Optional[BaseException]) -> None:
@@ -290,7 +290,7 @@ class AbstractMembershipManager:
         when_complete(self._release_assignment_to_leave(), _after_release)
         return leave_result
 
-    def _release_assignment_to_leave(self) -> Future:
+    def _release_assignment_to_leave(self) -> Future[Any]:
         dropped = self.subscriptions.assigned_partitions()
         if not dropped:
             return completed_future()
@@ -361,7 +361,7 @@ class AbstractMembershipManager:
     def transition_to_stale(self) -> None:
         """The leave for an expired poll timer went out: lose the partitions, wait for poll."""
         self.transition_to(MemberState.STALE)
-        release: Future = Future()
+        release: Future[Any] = Future()
         self._stale_member_assignment_release = release
 
         def _after_lost(error: Optional[BaseException]) -> None:
@@ -543,7 +543,7 @@ class AbstractMembershipManager:
         when_complete(revocation, _after_revocation)
 
     def _assign_partitions(self, assigned_by_id: set[tuple[uuid.UUID, TopicPartition]],
-                           added: set[TopicPartition]) -> Future:
+                           added: set[TopicPartition]) -> Future[Any]:
         assigned = {tp for _, tp in assigned_by_id}
         # Added partitions stay unfetchable (no positions either) until the callback ran.
         self.subscriptions.assign_from_subscribed_awaiting_callback(sorted(assigned), sorted(added))
@@ -616,21 +616,21 @@ class AbstractMembershipManager:
         """Whether reconciling commits first, so it waits for the application's poll()."""
         return False
 
-    def signal_reconciliation_started(self) -> Future:
+    def signal_reconciliation_started(self) -> Future[Any]:
         """Before anything is given up (the consumer's auto-commit); completes when done."""
         return completed_future()
 
-    def signal_partitions_being_revoked(self, partitions: set[TopicPartition]) -> Future:
+    def signal_partitions_being_revoked(self, partitions: set[TopicPartition]) -> Future[Any]:
         """Partitions about to be revoked; the reconciliation goes on when this completes
         (failed: the reconciliation fails and is retried)."""
         return completed_future()
 
-    def signal_partitions_assigned(self, partitions: set[TopicPartition]) -> Future:
+    def signal_partitions_assigned(self, partitions: set[TopicPartition]) -> Future[Any]:
         """Partitions newly assigned (called even for none); they become fetchable once this
         completes without error."""
         return completed_future()
 
-    def signal_partitions_lost(self, partitions: Iterable[TopicPartition]) -> Future:
+    def signal_partitions_lost(self, partitions: Iterable[TopicPartition]) -> Future[Any]:
         """Partitions lost without a chance to commit (fenced, fatal, stale)."""
         return completed_future()
 

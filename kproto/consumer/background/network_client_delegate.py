@@ -137,7 +137,7 @@ class NetworkClientDelegate:
             except Exception as exc:  # e.g. the node's versions cannot carry it
                 unsent.complete_exceptionally(exc, now_ms)
                 return True
-        future = self.client.send(node_id, request, version=version)
+        future = self.client.send(node_id, request, version=version, timeout_ms=unsent.timeout_ms)
         future.add_callback(lambda response: unsent.complete(response, self._time_ms()))
         future.add_errback(lambda error: unsent.complete_exceptionally(error, self._time_ms()))
         return True

@@ -60,7 +60,7 @@ class UnsentRequest:
     completed it, which managers use for their backoff bookkeeping.
     """
 
-    __slots__ = ("request", "node_id", "version", "future", "completion_time_ms", "timer")
+    __slots__ = ("request", "node_id", "version", "future", "completion_time_ms", "timer", "timeout_ms")
 
     def __init__(self, request: Any, node_id: Optional[int], version: Optional[int] = None) -> None:
         self.request = request
@@ -70,6 +70,9 @@ class UnsentRequest:
         self.completion_time_ms: Optional[int] = None
         # Set by the network thread when it stages the request (request.timeout.ms).
         self.timer: Optional[Timer] = None
+        # The answer's timeout once sent, if not the client's request timeout (a JoinGroup
+        # waits for the whole group).
+        self.timeout_ms: Optional[int] = None
 
     def when_complete(self, callback: Callable[[Any, Optional[BaseException]], None]) -> "UnsentRequest":
         """Chain ``callback(response, error)``; exactly one of the two is not None."""

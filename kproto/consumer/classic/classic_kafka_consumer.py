@@ -521,8 +521,9 @@ class ClassicKafkaConsumer:
     def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
         if refresh or self.metadata.update_count == 0:
             if not self._await_metadata(self._deadline(timeout_ms)):
-                raise errors.KafkaTimeoutError("no cluster metadata within {} ms".format(
-                    self.default_api_timeout_ms if timeout_ms is None else timeout_ms))
+                raise errors.MetadataTimeoutError("no cluster metadata within {} ms".format(
+                    self.default_api_timeout_ms if timeout_ms is None else timeout_ms),
+                    self.client.connection_failures())
 
     def bootstrap_connected(self) -> bool:
         return self.client.bootstrap_connected()

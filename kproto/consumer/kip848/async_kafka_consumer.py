@@ -44,7 +44,8 @@ from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.errors import IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError, WakeupException
+from kproto.errors import (IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
+                           MetadataTimeoutError, WakeupException)
 from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
                                             timed_poll)
 from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
@@ -389,8 +390,9 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
                 left = deadline - self._time_ms()
                 if not exc.retriable or left <= 0:
                     if exc.retriable or isinstance(exc, KafkaTimeoutError):
-                        raise KafkaTimeoutError("no cluster metadata within {} ms".format(
-                            self.default_api_timeout_ms if timeout_ms is None else timeout_ms)) from exc
+                        raise MetadataTimeoutError("no cluster metadata within {} ms".format(
+                            self.default_api_timeout_ms if timeout_ms is None else timeout_ms),
+                            self.client.connection_failures()) from exc
                     raise
                 time.sleep(min(left, self.retry_backoff_ms) / 1000.0)
 

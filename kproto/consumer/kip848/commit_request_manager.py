@@ -97,6 +97,9 @@ class CommitRequestManager:
         self._closing = False
         #: CoordinatorMetrics (None: metrics off): commit-latency-*, commit-rate/total.
         self.sensors: Any = None
+        #: How commit answers are judged: "classic" when the epoch is a classic generation id
+        #: (``kproto.aio``'s classic group drives this manager).
+        self.group_protocol = "consumer"
 
     # --- member state listener ---------------------------------------------------------
 
@@ -240,7 +243,7 @@ class CommitRequestManager:
             elif pending.kind == "commit":
                 if self.sensors is not None:
                     self.sensors.record_commit(done_ms - now_ms)
-                result = handle_offset_commit_response(response, self.group_id, group_protocol="consumer",
+                result = handle_offset_commit_response(response, self.group_id, group_protocol=self.group_protocol,
                                                        before_revocation=pending.before_revocation,
                                                        topic_ids=pending.topic_ids)
                 if result.error is None:

@@ -45,7 +45,7 @@ class ConsumerMembershipManager(AbstractMembershipManager):
                  request_metadata_update: Callable[[], object] = lambda: None,
                  group_instance_id: Optional[str] = None, rack_id: Optional[str] = None,
                  server_assignor: Optional[str] = None, rebalance_timeout_ms: int = 300000,
-                 auto_commit_before_rebalance: Optional[Callable[[int], Future]] = None,
+                 auto_commit_before_rebalance: Optional[Callable[[int], Future[Any]]] = None,
                  member_id: Optional[str] = None, time_ms: Callable[[], int] = monotonic_ms) -> None:
         super().__init__(group_id, subscriptions, topic_name_for_id=topic_name_for_id,
                          request_metadata_update=request_metadata_update, member_id=member_id, time_ms=time_ms)
@@ -64,7 +64,7 @@ class ConsumerMembershipManager(AbstractMembershipManager):
     def auto_commit_enabled(self) -> bool:
         return self._auto_commit_before_rebalance is not None
 
-    def signal_reconciliation_started(self) -> Future:
+    def signal_reconciliation_started(self) -> Future[Any]:
         # The broker gives a member the rebalance timeout to reconcile: the commit's deadline.
         if self._auto_commit_before_rebalance is None:
             return completed_future()
@@ -72,17 +72,17 @@ class ConsumerMembershipManager(AbstractMembershipManager):
 
     # --- rebalance listener callbacks --------------------------------------------------------
 
-    def signal_partitions_being_revoked(self, partitions: set[TopicPartition]) -> Future:
+    def signal_partitions_being_revoked(self, partitions: set[TopicPartition]) -> Future[Any]:
         return self._invoke_listener(Method.ON_PARTITIONS_REVOKED, partitions)
 
-    def signal_partitions_assigned(self, partitions: set[TopicPartition]) -> Future:
+    def signal_partitions_assigned(self, partitions: set[TopicPartition]) -> Future[Any]:
         return self._invoke_listener(Method.ON_PARTITIONS_ASSIGNED, partitions, always=True)
 
-    def signal_partitions_lost(self, partitions: Iterable[TopicPartition]) -> Future:
+    def signal_partitions_lost(self, partitions: Iterable[TopicPartition]) -> Future[Any]:
         return self._invoke_listener(Method.ON_PARTITIONS_LOST, partitions)
 
     def _invoke_listener(self, method: ConsumerRebalanceListenerMethodName,
-                         partitions: Iterable[TopicPartition], always: bool = False) -> Future:
+                         partitions: Iterable[TopicPartition], always: bool = False) -> Future[Any]:
         return request_listener_callback(self.background_event_handler,
                                          self.subscriptions.rebalance_listener is not None,
                                          method, partitions, always)

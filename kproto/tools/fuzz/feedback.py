@@ -35,7 +35,7 @@ class Feedback:
         self.timeline: list[tuple[float, int, int]] = []  # (s, covered, request handling)
         self.errors = 0
         self.seeds: list[Seed] = []
-        self.seed_sequences: Counter = Counter()
+        self.seed_sequences: Counter[str] = Counter()
         self._batch: list[Any] = []
         self._last_read = 0.0
         self.started = time.monotonic()

@@ -30,7 +30,8 @@ class Shrunk:
     after: int
 
 
-def _paths(obj: Any, prefix: tuple = ()) -> Iterator[tuple]:
+def _paths(obj: Any, prefix: tuple[tuple[str, Optional[int]], ...] = ()
+           ) -> Iterator[tuple[tuple[str, Optional[int]], ...]]:
     """Every (container path, field) of the tree, deepest first."""
     for name in getattr(obj, "_fields", ()):
         value = getattr(obj, name)
@@ -43,7 +44,7 @@ def _paths(obj: Any, prefix: tuple = ()) -> Iterator[tuple]:
         yield prefix + ((name, None),)
 
 
-def _get(obj: Any, path: tuple) -> Any:
+def _get(obj: Any, path: tuple[tuple[str, Optional[int]], ...]) -> Any:
     for name, index in path:
         obj = getattr(obj, name)
         if index is not None:

@@ -135,7 +135,7 @@ def _error_paths(obj: Any, path: str = "") -> list[str]:
 
 # api key -> (request list, request topic attrs, request partitions, request partition attr,
 #             response list, response topic attrs, response partitions, response partition)
-CONTENT: dict[int, tuple] = {
+CONTENT: dict[int, tuple[str, tuple[str, ...], str, Optional[str], str, tuple[str, ...], str, str]] = {
     0: ("topic_data", ("name", "topic_id"), "partition_data", "index",
         "responses", ("name", "topic_id"), "partition_responses", "index"),
     1: ("topics", ("topic", "topic_id"), "partitions", "partition",
@@ -151,8 +151,8 @@ CONTENT: dict[int, tuple] = {
 }
 
 
-def _pairs(obj: Any, lst: str, tattrs: tuple, parts: str, pattr: Optional[str]
-           ) -> Optional[list[tuple]]:
+def _pairs(obj: Any, lst: str, tattrs: tuple[str, ...], parts: str, pattr: Optional[str]
+           ) -> Optional[list[tuple[tuple[str, ...], Any]]]:
     topics = getattr(obj, lst, None)
     if topics is None:
         return None
@@ -202,7 +202,7 @@ def content(ex: Exchange, answer: Any) -> list[Verdict]:
     return _compare(asked, answered, "partitions")
 
 
-def _compare(want: list, got: list, what: str) -> list[Verdict]:
+def _compare(want: list[Any], got: list[Any], what: str) -> list[Verdict]:
     """Answers naming what the request never named, and names asked for that no answer
     names. A name asked for twice may be answered once (Kafka folds a Produce's duplicate
     partitions into one) or twice: neither is a finding."""
@@ -217,7 +217,7 @@ def _compare(want: list, got: list, what: str) -> list[Verdict]:
     return out
 
 
-def pair(asked: list, answered: list) -> list[tuple[int, int]]:
+def pair(asked: list[Any], answered: list[Any]) -> list[tuple[int, int]]:
     """(request index, answer index) of the answers that belong to each entry of a request.
 
     The schemas are positional: the n-th time a request names a key (a topic partition) is

@@ -20,7 +20,7 @@ def field_coverage(fuzzer: Any) -> dict[str, Any]:
     """Fields given a non-default value at least once, per API, out of the fields of the
     versions fuzzed."""
     touched: dict[str, set[str]] = defaultdict(set)
-    kinds: Counter = Counter()
+    kinds: Counter[str] = Counter()
     for (api, path, kind), n in fuzzer.gen.coverage.items():
         if kind != "tag_absent":
             touched[api].add(path)
@@ -53,7 +53,7 @@ def build(fuzzer: Any) -> dict[str, Any]:
     # the rate of the fuzzing loop: set-up (seed topic, coordinators) is not fuzzing
     loop = max(stats.ended - (stats.loop_started or stats.started), 1e-9)
     findings = sorted(fuzzer.findings.values(), key=lambda f: (f.api, f.oracle, f.signature))
-    by_api_oracle: dict[str, Counter] = defaultdict(Counter)
+    by_api_oracle: dict[str, Counter[str]] = defaultdict(Counter)
     for f in findings:
         by_api_oracle[f.api][f.oracle] += 1
     sent = sum(stats.requests.values())

@@ -79,9 +79,9 @@ class FuzzConfig:
 
 @dataclass
 class RunStats:
-    requests: Counter = field(default_factory=Counter)     # (api, version) -> sent
-    strategies: Counter = field(default_factory=Counter)   # strategy -> sent
-    outcomes: Counter = field(default_factory=Counter)
+    requests: Counter[tuple[str, Optional[int]]] = field(default_factory=Counter)  # (api, version) -> sent
+    strategies: Counter[str] = field(default_factory=Counter)  # strategy -> sent
+    outcomes: Counter[str] = field(default_factory=Counter)
     started: float = 0.0
     loop_started: float = 0.0
     ended: float = 0.0
@@ -107,7 +107,7 @@ class Fuzzer:
                                        max_connections=config.max_connections,
                                        broker_pid=config.broker_pid)
         self.stats = RunStats()
-        self.findings: dict[tuple, Finding] = {}
+        self.findings: dict[tuple[str, str, str], Finding] = {}
         self.knowledge = Knowledge(prefix=config.prefix)
         self.own = self.knowledge  # the prefixed part of what was learned (prepare() sets it)
         self.plan: list[tuple[schema.ApiSpec, list[int]]] = []
@@ -122,7 +122,7 @@ class Fuzzer:
         self.sequence_time = 0.0  # api key -> moving mean answer time (s)
         self.restarts = 0
         self.deaths: list[dict[str, Any]] = []  # each death: when, after what, restart time
-        self._restart_procs: list[subprocess.Popen] = []
+        self._restart_procs: list[subprocess.Popen[bytes]] = []
         self._last_probe = 0.0
         self._last_crash: Optional[Finding] = None  # to shrink once the broker is back
         self.broker_log = BrokerLog(config.broker_log) if config.broker_log else None

@@ -45,7 +45,7 @@ from kproto.tools.trace.tcp_reassembly import Connection, ConnectionTable, Strea
 
 __all__ = ["CaptureDecoder", "read_capture", "CaptureStats"]
 
-Sink = Callable[[dict], None]
+Sink = Callable[[dict[str, Any]], None]
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _PRODUCE, _METADATA = 0, 3
@@ -146,7 +146,7 @@ class CaptureDecoder:
         self._convs: dict[int, _Conv] = {}
         self._numbers = 0
         # Exchanges before the Metadata answer that named their broker's node id.
-        self._nodeless: list[dict] = []
+        self._nodeless: list[dict[str, Any]] = []
 
     # --- stream events -------------------------------------------------------------------
 

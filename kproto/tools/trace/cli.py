@@ -98,7 +98,7 @@ def _read(args: argparse.Namespace, out: Any) -> int:
     from kproto.tools.trace.capture import read_capture
     from kproto.tools.trace.report import JsonlWriter, Stats, time_key
 
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     with open(args.file, "rb") as f:
         capture = read_capture(f, events.append, set(args.port) or None,
                                keep_trees=args.verbose or bool(args.jsonl) or bool(args.html))
@@ -136,7 +136,7 @@ class _Printer:
         self.apis = {a.strip().lower() for item in args.api for a in item.split(",") if a.strip()}
         self.lock = threading.Lock()
 
-    def __call__(self, event: dict) -> None:
+    def __call__(self, event: dict[str, Any]) -> None:
         from kproto.tools.trace.report import format_line, format_tree
 
         if self.quiet or (self.apis and event.get("kind") == "exchange"
@@ -177,9 +177,9 @@ def _run_proxy(args: argparse.Namespace, out: Any) -> int:
     keep = args.verbose or bool(args.jsonl) or bool(args.html)
     jsonl_file = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None
     writer = JsonlWriter(jsonl_file) if jsonl_file else None
-    recorded: list[dict] = []
+    recorded: list[dict[str, Any]] = []
 
-    def sink(event: dict) -> None:
+    def sink(event: dict[str, Any]) -> None:
         stats.add(event)
         if writer is not None:
             writer.write(event)

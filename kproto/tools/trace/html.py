@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Iterable
+from typing import Any, Iterable
 
 from kproto.tools.trace.timeline import build_timeline
 
@@ -199,7 +199,7 @@ _SCRIPT = r"""
 _LANE_HEIGHT = 30
 
 
-def render_page(events: Iterable[dict], title: str = "kproto trace") -> str:
+def render_page(events: Iterable[dict[str, Any]], title: str = "kproto trace") -> str:
     """The HTML text of the timeline of ``events``."""
     model = build_timeline(list(events))
     # "</" inside the JSON would end the script element early.
@@ -233,6 +233,6 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
-def write_page(events: Iterable[dict], path: str, title: str = "kproto trace") -> None:
+def write_page(events: Iterable[dict[str, Any]], path: str, title: str = "kproto trace") -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(render_page(events, title))

@@ -35,7 +35,7 @@ from kproto.tools.trace.summaries import TopicNames
 
 __all__ = ["TraceProxy", "Sink", "DEFAULT_BUFFER_LIMIT"]
 
-Sink = Callable[[dict], None]
+Sink = Callable[[dict[str, Any]], None]
 DEFAULT_BUFFER_LIMIT = 4 * 1024 * 1024
 _RECV_BYTES = 256 * 1024
 _SIZE = struct.Struct(">i")
@@ -123,7 +123,7 @@ class TraceProxy:
         self.failure: Optional[BaseException] = None
         # Events raised while an answer is handled, emitted after its exchange so that the
         # lines stay in time order (the exchange is stamped when the answer came).
-        self._held: Optional[list[dict]] = None
+        self._held: Optional[list[dict[str, Any]]] = None
         self._bootstrap_port = self._listen_for(upstream, listen[1])
 
     # --- public ---------------------------------------------------------------------
@@ -398,14 +398,14 @@ class TraceProxy:
             return
         t, req, req_size = entry
         resp = decode_response(frame, req.api_key, req.api_version)
-        rewritten: list = []
+        rewritten: list[tuple[str, str]] = []
         problem = None
         if resp.message is not None and req.api_key == _METADATA:
             # Before rewriting: the brokers' own addresses name the lanes.
             self.topic_names.learn(resp.message)
             for b in resp.message.brokers:
                 self.nodes[_addr(b.host, b.port)] = b.node_id
-        held: list[dict] = []
+        held: list[dict[str, Any]] = []
         if resp.message is not None and req.api_key in ENDPOINT_FIELDS:
             start = 4 + resp.body_offset
             self._held = held
@@ -449,5 +449,5 @@ class TraceProxy:
                     "client": link.client_addr, "broker": link.broker, "bytes": len(frame),
                     "head": bytes(frame[:32]).hex(), "reason": reason})
 
-    def _emit(self, event: dict) -> None:
+    def _emit(self, event: dict[str, Any]) -> None:
         self.sink(event)

@@ -31,7 +31,7 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-def time_key(event: dict) -> float:
+def time_key(event: dict[str, Any]) -> float:
     """When an event's line is stamped: an exchange when its answer came (or the request
     left, for one that has none), anything else when it happened. The proxy prints lines
     as answers arrive, so ordering by this key is the order lines are in time order."""
@@ -40,7 +40,7 @@ def time_key(event: dict) -> float:
     return event.get("t", 0.0)
 
 
-def format_line(event: dict) -> Optional[str]:
+def format_line(event: dict[str, Any]) -> Optional[str]:
     """The one-line view (None for events the default view does not show). An exchange's
     line is stamped with the time its answer came (:func:`time_key`): its latency says when
     the request left."""
@@ -86,7 +86,7 @@ def format_line(event: dict) -> Optional[str]:
     return None
 
 
-def format_tree(event: dict) -> str:
+def format_tree(event: dict[str, Any]) -> str:
     """The decoded trees of an exchange, indented (``-v``)."""
     out = []
     for side in ("request", "response"):
@@ -110,7 +110,7 @@ class Stats:
         self.connections = 0
         self.tls = 0
 
-    def add(self, event: dict) -> None:
+    def add(self, event: dict[str, Any]) -> None:
         with self._lock:
             kind = event.get("kind")
             if kind == "exchange":
@@ -157,16 +157,16 @@ class JsonlWriter:
         self._out = out
         self._lock = threading.Lock()
 
-    def write(self, event: dict) -> None:
+    def write(self, event: dict[str, Any]) -> None:
         line = json.dumps(event, default=str)
         with self._lock:
             self._out.write(line + "\n")
             self._out.flush()
 
 
-def read_events(paths: Iterable[str]) -> list[dict]:
+def read_events(paths: Iterable[str]) -> list[dict[str, Any]]:
     """Every event of the JSON-lines files, merged by time (bad lines are skipped)."""
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for line in f:

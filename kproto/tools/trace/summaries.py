@@ -57,7 +57,7 @@ EXPECTED_STEPS: dict[tuple[str, str], str] = {
 }
 
 
-def expected_step(event: dict) -> Optional[str]:
+def expected_step(event: dict[str, Any]) -> Optional[str]:
     """What an exchange's errors mean when every one is a normal step (None otherwise)."""
     errors = event.get("errors") or []
     if not errors or event.get("request_error") or event.get("response_error"):
@@ -192,7 +192,7 @@ def _brief(item: Any, names: TopicNames) -> str:
                     if not isinstance(getattr(item, f), list) and not _is_struct(getattr(item, f)))
 
 
-def _generic(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _generic(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     """Any API without a summary of its own: its plain top-level fields, and each list of
     structs item by item (a topic's partitions as ``topic-p``), errors left to ERRORS."""
     for message, suffix in ((req, ""), (resp, "_out")):
@@ -216,7 +216,7 @@ def _generic(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
                 out[key] = _scalar(value)
 
 
-def _offset_for_leader_epoch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _offset_for_leader_epoch(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["epochs"] = _tps(req.topics, names, lambda p: " epoch={}{}".format(
             p.leader_epoch, " (current {})".format(p.current_leader_epoch)
@@ -226,7 +226,7 @@ def _offset_for_leader_epoch(req: Any, resp: Any, names: TopicNames, out: dict) 
             p.leader_epoch, p.end_offset))
 
 
-def _fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _fetch(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["session"] = "{}/{}".format(req.session_id, req.session_epoch)
         out["fetch"] = _tps(req.topics, names, lambda p: "@{}".format(p.fetch_offset))
@@ -240,7 +240,7 @@ def _fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
             part_attr="partition_index")
 
 
-def _produce(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _produce(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["acks"] = req.acks
         out["produce"] = _tps(req.topic_data, names, lambda p: " {}B".format(
@@ -252,7 +252,7 @@ def _produce(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
                                    parts_attr="partition_responses")
 
 
-def _list_offsets(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _list_offsets(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["query"] = _tps(req.topics, names, lambda p: " ts={}".format(p.timestamp),
                             topic_attr="name", part_attr="partition_index")
@@ -261,7 +261,7 @@ def _list_offsets(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
                               topic_attr="name", part_attr="partition_index")
 
 
-def _metadata(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _metadata(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["topics"] = None if req.topics is None else [t.name or str(t.topic_id)[:8] for t in req.topics]
     if resp is not None:
@@ -270,7 +270,7 @@ def _metadata(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
                               topic_attr="name", part_attr="partition_index")
 
 
-def _commit(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _commit(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["generation"] = req.generation_id_or_member_epoch
@@ -279,7 +279,7 @@ def _commit(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
                               topic_attr="name", part_attr="partition_index")
 
 
-def _offset_fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _offset_fetch(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if resp is not None:
         committed = _tps(resp.topics, names, lambda p: "={}".format(p.committed_offset),
                          topic_attr="name", part_attr="partition_index")
@@ -289,7 +289,7 @@ def _offset_fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
         out["committed"] = committed
 
 
-def _find_coordinator(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _find_coordinator(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["keys"] = list(req.coordinator_keys) or [req.key]
     if resp is not None:
@@ -298,7 +298,7 @@ def _find_coordinator(req: Any, resp: Any, names: TopicNames, out: dict) -> None
         out["coordinator"] = ["{}@{}:{}".format(*n) for n in nodes]
 
 
-def _join_group(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _join_group(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["member"] = req.member_id
@@ -312,20 +312,20 @@ def _join_group(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
         out["members"] = [m.member_id for m in resp.members]
 
 
-def _heartbeat(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _heartbeat(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["generation"] = req.generation_id
         out["member"] = req.member_id
 
 
-def _leave_group(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _leave_group(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["members"] = [m.member_id for m in req.members] or [req.member_id]
 
 
-def _sync_group(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _sync_group(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["generation"] = req.generation_id
@@ -337,7 +337,7 @@ def _sync_group(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
         out["assignment"] = decode_assignment(resp.assignment)
 
 
-def _group_heartbeat(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _group_heartbeat(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["member"] = req.member_id
@@ -354,7 +354,7 @@ def _group_heartbeat(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
             out["assignment"] = sorted(_tps(resp.assignment.topic_partitions, names))
 
 
-def _share_fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _share_fetch(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         out["group"] = req.group_id
         out["member"] = req.member_id
@@ -365,7 +365,7 @@ def _share_fetch(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
             for a in p.acquired_records), part_attr="partition_index")
 
 
-def _api_versions(req: Any, resp: Any, names: TopicNames, out: dict) -> None:
+def _api_versions(req: Any, resp: Any, names: TopicNames, out: dict[str, Any]) -> None:
     if req is not None:
         if req.client_software_name:
             out["client"] = "{} {}".format(req.client_software_name, req.client_software_version)

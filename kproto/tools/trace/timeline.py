@@ -45,28 +45,28 @@ def _number(text: str) -> int:
 
 class _Builder:
     def __init__(self) -> None:
-        self.lanes: list[dict] = []
-        self.lane_ids: dict[tuple, int] = {}
-        self.arrows: list[dict] = []
-        self.markers: list[dict] = []
-        self.segments: list[dict] = []
-        self.details: list[dict] = []
+        self.lanes: list[dict[str, Any]] = []
+        self.lane_ids: dict[tuple[str, ...], int] = {}
+        self.arrows: list[dict[str, Any]] = []
+        self.markers: list[dict[str, Any]] = []
+        self.segments: list[dict[str, Any]] = []
+        self.details: list[dict[str, Any]] = []
         self.conn_client: dict[str, str] = {}  # conn -> client_id
         self.member_client: dict[str, str] = {}  # member id -> client_id
         self.owned: dict[int, tuple[float, list[str], str]] = {}  # member lane -> open segment
         self.sessions: dict[str, tuple[int, set[str]]] = {}  # conn -> (session id, partitions)
         self.generation: dict[int, Any] = {}  # member lane -> last generation/epoch marked
         # (group, member) -> step markers and arrows waiting for the member to join again.
-        self.awaiting_rejoin: dict[tuple[str, str], list[tuple[dict, Optional[dict]]]] = {}
+        self.awaiting_rejoin: dict[tuple[str, str], list[tuple[dict[str, Any], Optional[dict[str, Any]]]]] = {}
 
-    def lane(self, key: tuple, label: str, kind: str) -> int:
+    def lane(self, key: tuple[str, ...], label: str, kind: str) -> int:
         index = self.lane_ids.get(key)
         if index is None:
             index = self.lane_ids[key] = len(self.lanes)
             self.lanes.append({"label": label, "kind": kind})
         return index
 
-    def broker_lane(self, event: dict) -> int:
+    def broker_lane(self, event: dict[str, Any]) -> int:
         node = event.get("node")
         label = ("broker {} ({})".format(node, event["broker"]) if node is not None
                  else "broker {}".format(event["broker"]))
@@ -75,7 +75,7 @@ class _Builder:
             self.lanes[index]["label"] = label  # learnt later than the first connection
         return index
 
-    def conn_lane(self, event: dict) -> int:
+    def conn_lane(self, event: dict[str, Any]) -> int:
         conn = event["conn"]
         client_id = event.get("client_id") or self.conn_client.get(conn)
         if client_id:
@@ -129,7 +129,7 @@ class _Builder:
                                   "partitions": partitions, "open": True})
 
 
-def build_timeline(events: list[dict]) -> dict:
+def build_timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
     """The page's model of ``events`` (any order: they are sorted by time here)."""
     b = _Builder()
     t_last = 0.0
@@ -169,7 +169,7 @@ def build_timeline(events: list[dict]) -> dict:
             "t0": min(times) if times else 0.0, "t1": t_last}
 
 
-def _exchange(b: _Builder, e: dict) -> None:
+def _exchange(b: _Builder, e: dict[str, Any]) -> None:
     client, broker = b.conn_lane(e), b.broker_lane(e)
     detail = len(b.details)
     b.details.append(e)
@@ -247,7 +247,7 @@ def _exchange(b: _Builder, e: dict) -> None:
                  "share", detail)
 
 
-def _fetch_session(b: _Builder, e: dict, lane: int, detail: int) -> None:
+def _fetch_session(b: _Builder, e: dict[str, Any], lane: int, detail: int) -> None:
     s = e.get("summary") or {}
     if "session" not in s:
         return
@@ -272,7 +272,7 @@ def _fetch_session(b: _Builder, e: dict, lane: int, detail: int) -> None:
     b.sessions[e["conn"]] = (new_id, partitions)
 
 
-def _kproto(b: _Builder, e: dict) -> None:
+def _kproto(b: _Builder, e: dict[str, Any]) -> None:
     member = e.get("member_id")
     source = e.get("source") or (b.member_client.get(member) if member else None) or member \
         or e.get("thread") or "kproto"

@@ -40,7 +40,8 @@ def test_heartbeats_go_on_while_the_application_awaits(broker) -> None:
     async def main() -> None:
         log = Log()
         async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
-                                    auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    group_protocol="consumer") as consumer:
             consumer.subscribe([topic], listener=log)
             await drain(consumer, len(written))
             membership = consumer._membership
@@ -58,15 +59,14 @@ def test_heartbeats_go_on_while_the_application_awaits(broker) -> None:
     run(main)
 
 
-@pytest.mark.needs("kip848")
-def test_cancelled_commits_lose_nothing_and_the_last_one_stands(broker) -> None:
+def test_cancelled_commits_lose_nothing_and_the_last_one_stands(broker, proto) -> None:
     topic = broker.new_topic(partitions=1, prefix="aio")
     broker.produce(topic, 30)
     tp = TP(topic, 0)
 
     async def main() -> None:
         async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
-                                    auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+                                    auto_offset_reset="earliest", enable_auto_commit=False, **proto) as consumer:
             consumer.assign([tp])
             await drain(consumer, 30)
             loop = asyncio.get_running_loop()
@@ -121,8 +121,7 @@ async def _batch(consumer):
             yield r
 
 
-@pytest.mark.needs("kip848")
-def test_stop_mid_rebalance_with_a_stuck_listener_returns_within_the_close_timeout(broker) -> None:
+def test_stop_mid_rebalance_with_a_stuck_listener_returns_within_the_close_timeout(broker, proto) -> None:
     """Member a's revocation callback never returns; its getmany() is cancelled, then
     stop(timeout_ms=2000) returns within the close timeout plus 1 s, and member b ends up
     with every partition."""
@@ -145,7 +144,7 @@ def test_stop_mid_rebalance_with_a_stuck_listener_returns_within_the_close_timeo
     async def main() -> None:
         loop = asyncio.get_running_loop()
         config = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
-                      enable_auto_commit=False)
+                      enable_auto_commit=False, **proto)
         a = AIOKafkaConsumer(**config)
         b = AIOKafkaConsumer(**config)
         await a.start()

@@ -26,7 +26,7 @@ def test_kip848_group_of_an_aio_and_a_java_member(broker, java_peer) -> None:
     async def main() -> set:
         ours: set = set()
         async with AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                    group_remote_assignor="uniform", auto_offset_reset="earliest",
+                                    group_protocol="consumer", group_remote_assignor="uniform", auto_offset_reset="earliest",
                                     enable_auto_commit=False) as consumer:
             loop = asyncio.get_running_loop()
 

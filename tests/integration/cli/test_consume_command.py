@@ -211,3 +211,21 @@ def test_help_shows_every_default():
         if option != "-h,":
             assert "(default: " in text, text
     assert "(default: -1)" in helps["--timeout-ms"]  # wait until interrupted
+
+
+@pytest.mark.parametrize("address,reason", [("127.0.0.1:{port}", "connection refused"),
+                                            ("kproto-no-such-host.invalid:9092", "cannot resolve")],
+                         ids=["refused", "unresolvable"])
+@pytest.mark.parametrize("group", [None, "classic"])
+def test_an_unreachable_bootstrap_server_is_one_error_line_with_the_cause(address, reason, group):
+    # Before: 60 s, then "topic not found"; with --group, exit 0 and no error at all.
+    from tests.brokers._net import free_ports
+
+    address = address.format(port=free_ports(1)[0])  # free a moment ago: nobody listens there
+    extra = ["--group", "kproto-cli-unreachable", "--group-protocol", group] if group else []
+    result = run_cli("--bootstrap-server", address, "--topic", "t", *extra)
+    assert result.returncode == 1, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kproto: error: NoBrokersAvailable"), result.stderr
+    assert "tried {} (".format(address) in lines[0] and reason in lines[0], lines[0]
+    assert result.stdout == ""

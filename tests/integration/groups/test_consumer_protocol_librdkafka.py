@@ -28,7 +28,7 @@ from kproto.consumer.classic.consumer_protocol import (
 from kproto.messages import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 from kproto.structs import TopicPartition
 from tests.brokers import raw
-from tests.integration.groups.members import wait_for
+from tests.support.members import wait_for
 from tests.threads import TestThread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

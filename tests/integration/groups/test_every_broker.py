@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.groups.members import GROUP_CONFIG, Member, processed_union, wait_for
+from tests.support.members import GROUP_CONFIG, Member, processed_union, wait_for
 
 
 def ends_of(written):

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from tests.integration.groups.members import GROUP_CONFIG, Member, wait_for
+from tests.support.members import GROUP_CONFIG, Member, wait_for
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP = 11, 12, 13, 8, 14
 NOT_COORDINATOR, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID = 16, 27, 15, 82

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import pytest
 
 from kproto import KafkaShareConsumer
-from tests.integration.groups.members import Member, assert_never_owned_twice, processed_union, wait_for
+from tests.support.members import Member, assert_never_owned_twice, processed_union, wait_for
 from tests.threads import TestThread
 
 pytestmark = pytest.mark.broker_kinds("apache_kafka")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.groups.members import Member, wait_for
-from tests.integration.groups.confluent_member import ConfluentMember
+from tests.support.members import Member, wait_for
+from tests.support.confluent_member import ConfluentMember
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.groups.members import (LingerInFirstEmptyAssignment, Member, UnhurriedCooperativeSticky,
+from tests.support.members import (LingerInFirstEmptyAssignment, Member, UnhurriedCooperativeSticky,
                                       assert_disjoint_per_generation, assert_no_committed_work_redone,
                                       processed_after_revocation, processed_union, wait_for)
 

@@ -5,7 +5,7 @@ commit inside the revoke callback, then a static member's restart without a reba
 from __future__ import annotations
 
 from kproto import KafkaConsumer, TopicPartition
-from tests.integration.groups.members import Member, wait_for
+from tests.support.members import Member, wait_for
 
 STATIC = dict(session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=60000)
 

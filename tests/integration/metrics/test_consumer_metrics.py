@@ -15,7 +15,7 @@ import pytest
 
 from kproto import KafkaConsumer, TopicPartition
 from kproto.errors import KafkaError
-from tests.integration.groups.members import wait_for
+from tests.support.members import wait_for
 from tests.threads import TestThread
 
 pytestmark = [pytest.mark.broker]

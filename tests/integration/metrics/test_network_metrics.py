@@ -18,7 +18,7 @@ from kproto.net.client import NetworkClient
 from kproto.messages import MetadataRequest
 from kproto.metrics import MetricConfig, Metrics
 from kproto.metrics.selector_metrics import SelectorMetrics
-from tests.integration.groups.members import wait_for
+from tests.support.members import wait_for
 
 pytestmark = [pytest.mark.broker]
 

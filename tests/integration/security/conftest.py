@@ -12,7 +12,7 @@ import pytest
 
 from tests.brokers.seeding import WrittenRecord, produce_records
 from tests.brokers.secure_kafka import MECHANISMS, SASL_LISTENERS
-from tests.integration.security.certs import make_cert
+from tests.support.certs import make_cert
 from tests.integration.security.sasl_checks import PLAIN_USERS, SCRAM_USERS, librdkafka_login
 
 

@@ -21,7 +21,7 @@ from kproto.tools.embedded import TansuBroker
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.seeding import produce_records
 from tests.sasl_gateway import SaslGateway
-from tests.integration.security.certs import make_cert
+from tests.support.certs import make_cert
 from tests.integration.security.sasl_checks import assert_first_poll_raises, consume_all
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import shutil
-import sys
+import re
 import time
 
 import pytest
@@ -22,7 +20,9 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0: pip install 'kproto[spark]'")
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
+from tests.brokers._net import free_ports  # noqa: E402
 from tests.brokers.seeding import CODECS  # noqa: E402
+from tests.integration.spark.session import spark_session  # noqa: E402
 from tests.integration.spark.topics import retained_topic  # noqa: E402,F401  (fixture)
 from tests.threads import TestThread  # noqa: E402
 
@@ -32,88 +32,10 @@ _ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.datasource"
 WAIT_S = 180  # upper bound for waits on Spark; never a performance threshold
 
 
-def _stop_spark(session) -> None:
-    """Stop the SparkContext, then the JVM PySpark launched (by its pid) and forget it."""
-    from pyspark import SparkContext
-
-    session.stop()
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    proc = getattr(gateway, "proc", None)
-    try:
-        gateway.shutdown()
-    finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except Exception:
-                proc.kill()
-                proc.wait(timeout=30)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-
-
-def _snapshot_kproto(directory) -> str:
-    """Copy the kproto package (its source as it is now) into ``directory``; returns the
-    directory, for the Python workers' PYTHONPATH."""
-    import kproto
-
-    shutil.copytree(os.path.dirname(kproto.__file__), os.path.join(str(directory), "kproto"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return str(directory)
-
-
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
-    saved = {k: os.environ.get(k)
-             for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP", "PYTHONPATH")}
-    # Workers must run this interpreter, or they miss the venv's packages (kproto, pyarrow).
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # Spark binds nothing but loopback
-    # Spark's Python workers (planning and tasks) are new processes that import kproto from
-    # disk whenever one starts, long after this session imported it: a source file changed
-    # meanwhile (an edit in a shared working tree) would run in the workers only, mixed
-    # with older modules, and fail reads mid-module. They import a copy taken once, here
-    # (PYTHONPATH comes before the venv's editable install); in an unchanged tree, as in
-    # CI, the copy is the same code.
-    snapshot = _snapshot_kproto(tmp_path_factory.mktemp("kproto-workers"))
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (snapshot, saved["PYTHONPATH"]) if p)
-    from pyspark.sql import SparkSession
-
-    import kproto.spark
-
-    # The JVM, and so every worker it starts, runs in the snapshot's directory: a worker's
-    # sys.path starts with its working directory, which would otherwise be this tree.
-    cwd = os.getcwd()
-    os.chdir(snapshot)
-    try:
-        session = (SparkSession.builder.master("local[2]").appName("kproto-spark-tests")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.sql.shuffle.partitions", "2")
-                   .config("spark.driver.memory", "1g")
-                   .getOrCreate())
-    finally:
-        os.chdir(cwd)
-    try:
-        session.sparkContext.setLogLevel("ERROR")
-        # Ready before the first test: this starts Spark's Python daemon and a worker (a
-        # cold start on a busy machine is paid here, not inside a test), and checks that
-        # the workers import the snapshot.
-        where = session.sparkContext.parallelize([0], 1).map(lambda _: __import__("kproto").__file__).collect()
-        assert where == [os.path.join(snapshot, "kproto", "__init__.py")], where
-        kproto.spark.register(session)
+    with spark_session(tmp_path_factory) as session:
         yield session
-    finally:
-        _stop_spark(session)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def read(spark, broker, **options):
@@ -209,7 +131,17 @@ def test_bad_options_fail_before_any_task_runs(spark, broker):
     _bad(spark, broker, "'failOnDataLoss' must be 'true' or 'false'", subscribe=topic, failOnDataLoss="maybe")
     _bad(spark, broker, "set the source option 'startingOffsets'", subscribe=topic,
          **{"kafka.auto.offset.reset": "earliest"})
-    _bad(spark, broker, r"does not have: .*-3", assign=json.dumps({topic: [0, 3]}))
+    _bad(spark, broker, r"does not have: .*-3 \(no such partition\)", assign=json.dumps({topic: [0, 3]}))
+    _bad(spark, broker, r"kafka.bootstrap.servers={} does not have: {}x-0 \(no such topic\)".format(
+        re.escape(broker.bootstrap_servers), topic), assign=json.dumps({topic + "x": [0]}))
+    # Nobody listens there, or the name resolves nowhere: the planner stops after a few
+    # seconds of refused connections instead of default.api.timeout.ms (60 s), with why.
+    closed = "127.0.0.1:{}".format(free_ports(1)[0])
+    _bad(spark, broker, r"no broker of bootstrap servers {0} could be reached within \d+ ms; tried {0} "
+         r"\(\d+ tries\): connect to {0} failed: connection refused".format(re.escape(closed)),
+         subscribe=topic, **{"kafka.bootstrap.servers": closed})
+    _bad(spark, broker, r"tried kproto-no-such-host.invalid:9092 \(\d+ tries\): cannot resolve",
+         subscribe=topic, **{"kafka.bootstrap.servers": "kproto-no-such-host.invalid:9092"})
     _bad(spark, broker, "must give every partition being read", subscribe=topic,
          endingOffsets=json.dumps({topic + "x": {"0": 1}}))
     _bad(spark, broker, "beyond the end of", subscribe=topic, endingOffsets=json.dumps({topic: {"0": 99}}))

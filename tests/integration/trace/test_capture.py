@@ -28,7 +28,7 @@ from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
 from kproto.tools.trace.report import format_line, time_key
 from tests.brokers.proxy import BrokerProxy
-from tests.integration.security.certs import make_cert
+from tests.support.certs import make_cert
 from tests.integration.trace.capturing import all_closed, opened_in_capture, read, tcpdump
 from tests.threads import TestThread
 

@@ -23,7 +23,7 @@ from kproto.transition_log import JsonlEventHandler
 from kproto.tools.trace.proxy import TraceProxy
 from kproto.tools.trace.report import read_events
 from kproto.tools.trace.timeline import build_timeline
-from tests.integration.groups.members import wait_for
+from tests.support.members import wait_for
 from tests.integration.trace.browser import rendered_dom
 
 CLIENTS = ("kproto", "confluent", "kafka-python")
@@ -251,7 +251,7 @@ def test_a_kip848_group_of_two_kproto_members_on_the_timeline(mock_cluster_facto
 
 
 def test_a_classic_group_with_a_librdkafka_member_on_the_timeline(mock_cluster_factory, tmp_path):
-    from tests.integration.groups.confluent_member import ConfluentMember
+    from tests.support.confluent_member import ConfluentMember
 
     cluster = mock_cluster_factory(3)
     cluster.group_initial_rebalance_delay(50)

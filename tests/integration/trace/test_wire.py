@@ -33,7 +33,7 @@ from kproto.tools.trace.rewrite import ENDPOINT_FIELDS, NOT_CLIENT_ENDPOINTS, re
 from tests.brokers._net import recv_exact
 from tests.brokers.proxy import BrokerProxy
 from tests.brokers.raw import encode_frame, roundtrip
-from tests.integration.security.certs import make_cert
+from tests.support.certs import make_cert
 
 SPEC = pathlib.Path(__file__).resolve().parents[3] / "spec"
 

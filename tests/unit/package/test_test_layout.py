@@ -9,15 +9,6 @@ import pathlib
 
 TESTS = pathlib.Path(__file__).resolve().parents[2]
 
-# Borrowed helpers still to move to tests/support: the trace tests use the groups' and the
-# security tests' members and certificates (kept while the trace tools are being reworked).
-STILL_BORROWED = {
-    ("integration.trace", "tests.integration.groups.confluent_member"),
-    ("integration.trace", "tests.integration.groups.members"),
-    ("integration.trace", "tests.integration.security.certs"),
-    ("integration.metrics", "tests.integration.groups.members"),
-}
-
 
 def _area(path: pathlib.Path) -> str:
     rel = path.relative_to(TESTS).parts
@@ -31,8 +22,7 @@ def _borrowed(source: str, area: str) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             target = node.module
             if (target.startswith(("tests.unit.", "tests.integration."))
-                    and not target.startswith("tests." + area + ".") and target != "tests." + area
-                    and (area, target) not in STILL_BORROWED):
+                    and not target.startswith("tests." + area + ".") and target != "tests." + area):
                 found.add(target)
     return found
 

@@ -74,25 +74,37 @@ def test_bad_offset_json_is_refused(bad):
         from_offset_json(bad)
 
 
-def test_rate_limit_shares_the_limit_by_backlog():
+def test_rate_limit_shares_the_limit_by_backlog_as_spark_does():
     start = {TP0: 0, TP1: 100, TP2: 50}
     latest = {TP0: 300, TP1: 200, TP2: 50}
     assert rate_limit(start, latest, None) == latest
     assert rate_limit(start, latest, 1000) == latest
     ends = rate_limit(start, latest, 40)
     assert ends == {TP0: 30, TP1: 110, TP2: 50}
-    # Remainders: 10 offsets over backlogs 1:1:1 -> 4, 3, 3 (ties by partition).
+    # Spark's KafkaMicroBatchStream.rateLimit rounds each share down: 10 offsets over
+    # backlogs 1:1:1 -> 3, 3, 3 (the batch holds 9) ...
     ends = rate_limit({TP0: 0, TP1: 0, TP2: 0}, {TP0: 9, TP1: 9, TP2: 9}, 10)
-    assert ends == {TP0: 4, TP1: 3, TP2: 3}
+    assert ends == {TP0: 3, TP1: 3, TP2: 3}
+    # ... and gives a share below one offset one offset (no partition starves).
+    ends = rate_limit({TP0: 0, TP1: 0, TP2: 0}, {TP0: 1000, TP1: 1, TP2: 1}, 10)
+    assert ends == {TP0: 9, TP1: 1, TP2: 1}
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 10_000)), min_size=1, max_size=5),
        st.integers(1, 20_000))
-def test_rate_limit_never_exceeds_the_limit_or_the_latest(spans, limit):
+def test_rate_limit_takes_each_partitions_rounded_share(spans, limit):
     start = {TopicPartition("t", p): a for p, (a, _) in enumerate(spans)}
     latest = {TopicPartition("t", p): a + n for p, (a, n) in enumerate(spans)}
     ends = rate_limit(start, latest, limit)
-    taken = sum(ends[tp] - start[tp] for tp in latest)
+    total = sum(n for _, n in spans)
     assert all(start[tp] <= ends[tp] <= latest[tp] for tp in latest)
-    assert taken == min(limit, sum(latest[tp] - start[tp] for tp in latest))
+    for tp in latest:
+        backlog = latest[tp] - start[tp]
+        share = limit * (backlog / total) if total else 0.0  # Spark's arithmetic
+        if total <= limit or not backlog:
+            assert ends[tp] == latest[tp]
+        else:  # floor of the share, at least one offset, never past latest
+            assert ends[tp] - start[tp] == min(backlog, max(1, int(share)))
+    if total > limit:
+        assert sum(ends[tp] - start[tp] for tp in latest) <= limit + len(latest)

@@ -1,4 +1,4 @@
-"""Helpers of the classic group integration tests (no tests here).
+"""Classic group members for the integration tests (groups, trace, metrics; no tests here).
 
 ``Member``: one kproto consumer in its own thread that subscribes, polls, "processes"
 records (keeps them), commits after processing, and records what it owned in which
