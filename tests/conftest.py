@@ -155,14 +155,16 @@ def apache_kafka():
 def apache_kafka_cluster():
     """Three Kafka 4.4 nodes from the test ground (:class:`tests.brokers.apache.MavenKafkaCluster`:
     a controller quorum of three combined nodes, replicated internal topics; ``kill(id)`` /
-    ``restart(id)``), shared by the session; skips (with the reason) without mvn and java."""
+    ``restart(id)``), shared by the session; skips (with the reason) without mvn and java.
+    Node ``i`` is in rack ``RACKS[i - 1]`` with Kafka's rack-aware replica selector
+    (KIP-392): a consumer without ``client_rack`` still reads from the leaders."""
     from tests.brokers import maven
     from tests.brokers.apache import MavenKafkaCluster
 
     reason = maven.unavailable_reason()
     if reason is not None:
         pytest.skip("apache_kafka_cluster: {}".format(reason))
-    cluster = MavenKafkaCluster()
+    cluster = MavenKafkaCluster(racks=MavenKafkaCluster.RACKS)
     yield cluster
     cluster.close()
 

@@ -397,11 +397,13 @@ class MavenKafkaCluster(_Kafka):
 
     ``nodes[i]`` is node id ``i + 1`` (:class:`~tests.brokers.maven.KafkaNode`):
     ``kill(node_id)`` stops one with SIGKILL (a crash), ``restart(node_id)`` brings it back
-    on the same ports and data and waits until it answers. ``rack_of`` gives each broker a
+    on the same ports and data and waits until it answers. ``racks`` gives each broker a
     ``broker.rack`` (rack-aware fetching, KIP-392) when set.
     """
 
     name = "apache_kafka_cluster"
+    # One rack per node, as the session fixture starts it (node id i in RACKS[i - 1]).
+    RACKS = ("rack-a", "rack-b", "rack-c")
 
     def __init__(self, size: int = 3, racks: tuple[str, ...] | None = None,
                  startup_timeout: float = 180.0) -> None:
