@@ -122,7 +122,7 @@ def test_share_apis_go_out_at_the_newest_versions_kafka_serves(kafka):
             ShareAcknowledgeRequest.max_version) == (1, 2, 2)
     for w in written:
         r = got[(w.partition, w.offset)]
-        assert (r.key, r.value, r.headers, r.delivery_count) == (w.key, w.value, list(w.headers), 1)
+        assert (r.key, r.value, r.headers, r.delivery_count) == (w.key, w.value, tuple(w.headers), 1)
     assert results and all(e is None for e in results.values())
     assert partition_errors(wire) == []
     # Every record acquired once (delivery_count 1) and accepted once.
