@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 from kproto.tools.embedded import create_topic
 from tests.brokers import maven
@@ -337,6 +338,31 @@ def _wait_ready(bootstrap: str, nodes: "list[maven.KafkaNode]", timeout: float) 
                            .format(bootstrap, timeout, tails))
 
 
+def _warm_group_coordinator(bootstrap: str, timeout: float) -> None:
+    """Have a fresh broker create __consumer_offsets and load its coordinator, as a broker
+    in use has: until then it answers a first group's commits NOT_COORDINATOR, which every
+    test on a fresh broker would otherwise have to outwait. An independent client commits
+    one offset of a topic of its own until the commit is taken."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition as CTopicPartition
+
+    topic = "kproto-warm-up"
+    create_topic(bootstrap, topic, 1, 1, timeout_s=60)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kproto-warm-up",
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                consumer.commit(offsets=[CTopicPartition(topic, 0, 0)], asynchronous=False)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
 class MavenKafka(_Kafka):
     """Kafka 4.4 from the test ground (:mod:`tests.brokers.maven`): one KRaft combined
     broker/controller formatted ``--standalone`` (a dynamic quorum of one), loopback
@@ -364,6 +390,7 @@ class MavenKafka(_Kafka):
             self.node.start(extra_jvm=extra_jvm)
             _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
             self._read_capabilities()
+            _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
         except BaseException:
             self.close()
             raise

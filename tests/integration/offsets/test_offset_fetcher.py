@@ -8,6 +8,7 @@ never from kproto itself. Fault injection and leader moves use the librdkafka mo
 from __future__ import annotations
 
 import collections
+import time
 
 import pytest
 
@@ -243,19 +244,44 @@ def test_broker_without_offset_for_leader_epoch_skips_validation(broker, client)
 
 
 def find_coordinator(client, group):
-    node = client.least_loaded_node()
-    while not client.ready(node):
-        client.poll(timeout_ms=50)
-    version = client.api_version(FindCoordinatorRequest.api_key, node)
-    req = (FindCoordinatorRequest(key=group, key_type=0) if version < 4
-           else FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
-    future = client.send(node, req, version=version)
-    client.poll(timeout_ms=TIMEOUT_MS, future=future)
-    resp = future.value
-    node_id = resp.node_id if version < 4 else resp.coordinators[0].node_id
-    while not client.ready(node_id):
-        client.poll(timeout_ms=50)
-    return node_id
+    """The group's coordinator, ready: FindCoordinator asked again after a short backoff
+    while the cluster has none yet (Kafka answers COORDINATOR_NOT_AVAILABLE while it creates
+    __consumer_offsets), everything within TIMEOUT_MS."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+
+    def wait_ready(node_id):
+        while not client.ready(node_id):
+            assert time.monotonic() < deadline, "node {} not ready in time".format(node_id)
+            client.poll(timeout_ms=50)
+
+    while True:
+        node = client.least_loaded_node()
+        wait_ready(node)
+        version = client.api_version(FindCoordinatorRequest.api_key, node)
+        req = (FindCoordinatorRequest(key=group, key_type=0) if version < 4
+               else FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))
+        future = client.send(node, req, version=version)
+        client.poll(timeout_ms=TIMEOUT_MS, future=future)
+        resp = future.value
+        answer = resp if version < 4 else resp.coordinators[0]
+        if answer.error_code == 0:
+            wait_ready(answer.node_id)
+            return answer.node_id
+        assert time.monotonic() < deadline, "no coordinator for {}: error {}".format(group, answer.error_code)
+        time.sleep(0.2)
+
+
+def known_topic_ids(client, topic):
+    """The cluster's topic ids once the metadata knows ``topic`` (a broker learns of a new
+    topic a moment after CreateTopics answers), within TIMEOUT_MS."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
+        ids = client.cluster.topic_ids()
+        if topic in ids:
+            return ids
+        assert time.monotonic() < deadline, "no topic id for {}".format(topic)
+        time.sleep(0.2)
 
 
 def roundtrip(client, node, request, version):
@@ -276,10 +302,9 @@ def test_commit_then_fetch_committed_at_every_supported_version(broker, client):
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     # Tansu stores the offset only (no metadata string, no leader epoch): compare what it keeps.
     keeps_metadata = broker.name != "tansu"
-    client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
+    topic_ids = known_topic_ids(client, topic)  # v10 names topics by id
     leader_epoch = client.cluster.leader_epoch_for_partition(tps[0])
     assert leader_epoch >= 0
-    topic_ids = client.cluster.topic_ids()  # v10 names topics by id
     for version in range(max(2, commit_range[0]), min(commit_range[1], client_max_version(OffsetCommitRequest)) + 1):
         # The leader epoch of the consumed record (the broker may check it against its own).
         epoch = leader_epoch if version >= 6 else -1
@@ -310,8 +335,7 @@ def test_nothing_committed_reads_as_none(broker, client):
     coordinator = find_coordinator(client, group)
     version = client.api_version(OffsetFetchRequest.api_key, coordinator)
     tp = TopicPartition(topic, 0)
-    client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
-    topic_ids = client.cluster.topic_ids()  # v10 names topics by id
+    topic_ids = known_topic_ids(client, topic)  # v10 names topics by id
     request = co.build_offset_fetch_request(group, [tp], version, topic_ids=topic_ids)
     resp = roundtrip(client, coordinator, request, version)
     result = co.handle_offset_fetch_response(resp, version, group, [tp], topic_ids)
@@ -349,8 +373,7 @@ def test_positions_come_from_committed_offsets_then_the_reset_policy(broker, cli
     coordinator = find_coordinator(client, group)
     t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     version = client.api_version(OffsetCommitRequest.api_key, coordinator)
-    client.poll(timeout_ms=TIMEOUT_MS, future=client.cluster.set_topics([topic]))
-    topic_ids = client.cluster.topic_ids()  # v10 names topics by id
+    topic_ids = known_topic_ids(client, topic)  # v10 names topics by id
     request = commit_mod.build_offset_commit_request(group, {t0: OffsetAndMetadata(4)}, version,
                                                      topic_ids=topic_ids)
     assert commit_mod.handle_offset_commit_response(
