@@ -119,7 +119,10 @@ def test_a_session_kafka_no_longer_has_is_started_again(broker, group_protocol):
     assert new_session not in (0, closed[0])
     after = [(req, resp) for req, resp in exchanged[i + 2:] if req["session_epoch"] != -1]
     assert after and all(req["session_id"] == new_session for req, _ in after)
-    assert any(answered(resp) and 2 not in answered(resp) for _, resp in after)
+    # The new session is incremental: later requests name only the partitions whose fetch
+    # positions moved, never the idle one (which answers Kafka leaves it out of depends on
+    # when records arrive: a loaded CI run saw none of them omit it).
+    assert any(partitions_named(req) and 2 not in partitions_named(req) for req, _ in after)
 
 
 @pytest.fixture(scope="module")
