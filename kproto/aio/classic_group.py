@@ -32,6 +32,7 @@ from kproto.consumer.classic.assignors.abstract import GroupMember, RebalancePro
 from kproto.consumer.classic.assignors.resolve import resolve_assignors, select_rebalance_protocol
 from kproto.consumer.classic.consumer_protocol import (coerce_assignment, coerce_subscription, decode_assignment,
                                                        decode_subscription, encode_assignment, encode_subscription)
+from kproto.consumer.classic.consumer_coordinator import metadata_snapshot
 from kproto.consumer.classic.group_membership import Generation, GroupMembership, MemberState, Verdict
 from kproto.consumer.classic.heartbeat import Heartbeat
 from kproto.consumer.kip848.events import (ConsumerRebalanceListenerCallbackCompletedEvent,
@@ -225,12 +226,7 @@ class ClassicGroupManager:
         return False
 
     def _metadata_snapshot(self) -> dict[str, int]:
-        snapshot = {}
-        for topic in self.subscriptions.metadata_topics():
-            partitions = self._cluster.partitions_for_topic(topic)
-            if partitions:
-                snapshot[topic] = len(partitions)
-        return snapshot
+        return metadata_snapshot(self.subscriptions, self._cluster)
 
     def _subscription_metadata_ready(self, now_ms: int) -> bool:
         """Before joining, wait (up to a request timeout) for the subscribed topics' metadata,

@@ -53,6 +53,17 @@ log = logging.getLogger("kproto.consumer.classic")
 PROTOCOL_TYPE = "consumer"
 
 
+
+def metadata_snapshot(subscriptions: Any, cluster: Any) -> dict[str, int]:
+    """Topic -> partition count of the subscribed topics the cluster metadata knows (Java's
+    ConsumerCoordinator.MetadataSnapshot): a change of it after a join means rejoin."""
+    snapshot = {}
+    for topic in subscriptions.metadata_topics():
+        partitions = cluster.partitions_for_topic(topic)
+        if partitions:
+            snapshot[topic] = len(partitions)
+    return snapshot
+
 class _CommitIdentity:
     """What a commit carries, read afresh for every attempt (GroupOffsets' ``Membership``)."""
 
@@ -155,12 +166,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             log.info("Group %s: pattern subscription now matches %s", self.group_id, sorted(matched))
 
     def _metadata_snapshot(self) -> dict[str, int]:
-        snapshot = {}
-        for topic in self._subscriptions.metadata_topics():
-            partitions = self._cluster.partitions_for_topic(topic)
-            if partitions:
-                snapshot[topic] = len(partitions)
-        return snapshot
+        return metadata_snapshot(self._subscriptions, self._cluster)
 
     def _await_subscription_metadata(self, deadline: float) -> None:
         """Before joining, wait (until ``deadline``) for metadata of every subscribed topic."""
