@@ -19,8 +19,10 @@ on loopback, tests/integration/spark/standalone.py), best of ``--repeat`` runs:
 - stream: ``readStream.format(F)`` over the small topic with ``maxOffsetsPerTrigger``,
   ``foreachBatch`` counting; records/s over the batches after the first (the steady state)
   for ``--stream-seconds``.
-``--profile`` runs kproto's batch read of the small topic once more with cProfile in the
-Python workers (``spark.python.profile``) and prints where the time goes.
+``--profile`` measures nothing: it fills the small topic only, reads it once through
+``format("kproto")`` on ``local[2]`` with cProfile in the Python workers (PySpark's data
+source profiler, ``spark.sql.pyspark.dataSource.profiler=perf``: the time spent producing
+each Arrow batch, summed over the tasks) and prints the hottest functions.
 
 The goals: kproto >= 0.5x Spark's source at 100 B values and >= 0.8x at 10 KB. Publish
 figures only from an otherwise idle machine: the load average is printed with them.
@@ -67,14 +69,15 @@ def session(master: str, jars: list[str], workdir: str):
     import kproto.spark
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spark = (SparkSession.builder.master(master).appName("kproto-bench-spark")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.jars", ",".join(jars)).config("spark.executorEnv.PYTHONPATH", root)
-             .config("spark.executor.memory", "1g").config("spark.executor.cores", "1")
-             .config("spark.cores.max", "2").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.python.profile", "true" if "--profile" in sys.argv else "false")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("kproto-bench-spark")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.jars", ",".join(jars)).config("spark.executorEnv.PYTHONPATH", root)
+               .config("spark.executor.memory", "1g").config("spark.executor.cores", "1")
+               .config("spark.cores.max", "2").config("spark.sql.shuffle.partitions", "2"))
+    if "--profile" in sys.argv:
+        builder = builder.config("spark.sql.pyspark.dataSource.profiler", "perf")
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kproto.spark.register(spark)
     return spark
@@ -133,6 +136,25 @@ def stream(spark, fmt: str, bootstrap: str, topic: str, seconds: float, per_batc
     return sum(n for _, n in steady[1:]) / (steady[-1][0] - steady[0][0])
 
 
+def profile(spark, bootstrap: str, topic: str, top: int = 30) -> None:
+    """One profiled kproto batch read of ``topic``: the hottest functions of the Python
+    workers by own time and by cumulative time, with the load average."""
+    import pstats
+
+    try:
+        n, seconds = batch(spark, "kproto", bootstrap, topic, 1)
+        print("profiled read: {} rows in {:.1f} s (under cProfile), load average {:.1f}".format(
+            n, seconds, os.getloadavg()[0]), flush=True)
+        out = tempfile.mkdtemp(prefix="kproto-bench-profile-")
+        spark.profile.dump(out, type="perf")
+        for name in sorted(os.listdir(out)):
+            stats = pstats.Stats(os.path.join(out, name))
+            stats.sort_stats("tottime").print_stats(top)
+            stats.sort_stats("cumulative").print_stats(top)
+    finally:
+        stop(spark)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=2_000_000, help="records of 100 B values")
@@ -158,12 +180,16 @@ def main() -> None:
     results = []
     try:
         small = kafka.new_topic(partitions=args.partitions, prefix="bench-100b")
-        large = kafka.new_topic(partitions=args.partitions, prefix="bench-10kb")
         t0 = time.perf_counter()
         fill(kafka.bootstrap_servers, small, args.small, 100, args.partitions)
+        if args.profile:
+            print("filled {} x 100 B in {:.0f} s".format(args.small, time.perf_counter() - t0), flush=True)
+            profile(session("local[2]", jars, tempfile.gettempdir()), kafka.bootstrap_servers, small)
+            return
+        large = kafka.new_topic(partitions=args.partitions, prefix="bench-10kb")
         fill(kafka.bootstrap_servers, large, args.large, 10_000, args.partitions)
-        print("filled {} x 100 B and {} x 10 KB in {:.0f} s".format(args.small, args.large, time.perf_counter() - t0),
-              flush=True)
+        print("filled {} x 100 B and {} x 10 KB in {:.0f} s; load average {:.1f}".format(
+            args.small, args.large, time.perf_counter() - t0, os.getloadavg()[0]), flush=True)
         masters = ["local[2]", "cluster"] if args.master == "both" else [args.master]
         for master in masters:
             url = master
@@ -186,9 +212,6 @@ def main() -> None:
                         rate = float("nan")
                     results.append((master, "stream 100 B", fmt, rate))
                     print(results[-1], flush=True)
-                if args.profile:
-                    batch(spark, "kproto", kafka.bootstrap_servers, small, 1)
-                    spark.sparkContext.show_profiles()
             finally:
                 stop(spark)
                 if cluster is not None:
