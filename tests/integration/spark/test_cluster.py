@@ -17,6 +17,7 @@ pytest.importorskip("pyspark", reason="the Spark data source needs pyspark: pip 
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
 from tests.brokers._net import wait_until  # noqa: E402
+from tests.brokers.seeding import now_ms  # noqa: E402
 from tests.integration.spark.session import spark_session  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.broker_kinds("apache_kafka")]
@@ -65,8 +66,12 @@ def test_a_batch_read_on_two_workers_returns_every_record(spark, broker):
 @pytest.mark.heavy
 def test_five_million_records_on_two_workers(spark, broker):
     topic = broker.new_topic(partitions=12)
+    # Record i is stamped base + i ms: from now, the last would be 83 minutes ahead, and
+    # Kafka refuses timestamps more than an hour ahead (log.message.timestamp.after.max.ms):
+    # the stamps end now instead.
+    base = now_ms() - 5_000_000
     for chunk in range(10):
-        broker.produce(topic, 500_000, start_index=chunk * 500_000, timeout=900)
+        broker.produce(topic, 500_000, start_index=chunk * 500_000, timestamp_base=base, timeout=900)
     read_on_the_cluster(spark, broker, topic, 5_000_000, min_partitions=24)
 
 
