@@ -44,11 +44,15 @@ def test_a_stream_survives_a_broker_a_worker_and_the_driver_dying(apache_kafka_c
 
     def keep_producing() -> None:
         # Records keep arriving through every failure (the producer rides out the broker's
-        # death itself); the chunks are numbered so every value is unique.
+        # death itself); the chunks are numbered so every value is unique. Idempotent: a
+        # batch the dying broker wrote but never acknowledged is retried, and without
+        # idempotence lands in the log twice (a run found 25 records, one batch, at two
+        # offsets each: in the log, so rightly read twice, but not what was written).
         chunk = 0
         while not stop.is_set() or chunk < 4:
             written.extend(produce_records(kafka.bootstrap_servers, topic, CHUNK, partitions=range(4),
-                                           start_index=chunk * CHUNK, tag="c%d" % chunk, timeout=120))
+                                           start_index=chunk * CHUNK, tag="c%d" % chunk, timeout=120,
+                                           producer_config={"enable.idempotence": True}))
             chunk += 1
             time.sleep(0.5)
 
