@@ -75,14 +75,16 @@ def test_five_million_records_on_two_workers(spark, broker):
     read_on_the_cluster(spark, broker, topic, 5_000_000, min_partitions=24)
 
 
-@pytest.mark.heavy
-def test_a_stream_over_twelve_partitions_writes_every_record_once(spark, broker, tmp_path):
+def stream_on_the_cluster(spark, broker, tmp_path, records: int, per_trigger: int) -> None:
+    """A stream over a 12-partition topic into Parquet (Trigger.AvailableNow, several
+    micro-batches): every record once, tasks on both workers."""
     topic = broker.new_topic(partitions=12)
-    written = broker.produce(topic, 300_000, timeout=600)
+    written = broker.produce(topic, records, timeout=600)
+    before = executors(spark)
     out = str(tmp_path / "out")
     query = (spark.readStream.format("kproto").option("kafka.bootstrap.servers", broker.bootstrap_servers)
              .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("maxOffsetsPerTrigger", "50000").load().select("partition", "offset")
+             .option("maxOffsetsPerTrigger", str(per_trigger)).load().select("partition", "offset")
              .writeStream.format("parquet").option("path", out)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
     try:
@@ -90,5 +92,13 @@ def test_a_stream_over_twelve_partitions_writes_every_record_once(spark, broker,
         assert query.exception() is None, query.exception()
     finally:
         query.stop()
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) >= records // per_trigger
+    ran = {executor: tasks - before.get(executor, 0) for executor, tasks in executors(spark).items()}
+    assert len([tasks for tasks in ran.values() if tasks > 0]) == 2, ran  # both workers took tasks
     rows = spark.read.parquet(out).collect()
     assert sorted((r.partition, r.offset) for r in rows) == [(w.partition, w.offset) for w in written]
+
+
+@pytest.mark.heavy
+def test_a_stream_over_twelve_partitions_writes_every_record_once(spark, broker, tmp_path):
+    stream_on_the_cluster(spark, broker, tmp_path, 300_000, per_trigger=50_000)
