@@ -148,27 +148,69 @@ def available(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
 Progress = Callable[[int, int], None]  # (records so far, value bytes so far), once per poll
 
 
+class Reader:
+    """The verified read loop's state, one home for every client's read: :meth:`take` counts
+    and checksums one ``{partition: [records]}`` batch (kafka-python's ``poll()`` and
+    aiokafka's ``getmany()`` shape); :meth:`wants_more` until ``n`` records, or until
+    ``IDLE_S`` pass without any."""
+
+    __slots__ = ("n", "count", "size", "total", "idle")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.count = self.size = self.total = 0
+        self.idle = time.monotonic() + IDLE_S
+
+    def wants_more(self) -> bool:
+        return self.count < self.n and time.monotonic() < self.idle
+
+    def take(self, batch: dict) -> None:
+        if not batch:
+            return
+        self.idle = time.monotonic() + IDLE_S
+        crc32 = zlib.crc32
+        size = total = count = 0
+        for records in batch.values():
+            for r in records:
+                value = r.value
+                total += crc32(value, crc32(r.key, (r.offset * 1031 + r.partition) & _MASK32))
+                size += len(value)
+            count += len(records)
+        self.count += count
+        self.size += size
+        self.total += total
+
+    def tally(self) -> Tally:
+        return Tally(self.count, self.size, self.total)
+
+
 def _drain(consumer, n: int, progress: Optional[Progress]) -> Tally:
     """Poll a kafka-python-style consumer until ``n`` records (or IDLE_S without any)."""
-    crc32 = zlib.crc32
-    count = size = total = 0
-    idle = time.monotonic() + IDLE_S
+    reader = Reader(n)
     try:
-        while count < n and time.monotonic() < idle:
-            batch = consumer.poll(timeout_ms=500)
-            if batch:
-                idle = time.monotonic() + IDLE_S
-            for records in batch.values():
-                for r in records:
-                    value = r.value
-                    total += crc32(value, crc32(r.key, (r.offset * 1031 + r.partition) & _MASK32))
-                    size += len(value)
-                count += len(records)
+        while reader.wants_more():
+            reader.take(consumer.poll(timeout_ms=500))
             if progress is not None:
-                progress(count, size)
+                progress(reader.count, reader.size)
     finally:
         consumer.close()
-    return Tally(count, size, total)
+    return reader.tally()
+
+
+async def read_asyncio(consumer, tps: list, n: int, progress: Optional[Progress] = None) -> Tally:
+    """An aiokafka-style consumer's read: ``start()``, ``assign(tps)``, ``getmany()`` until
+    ``n`` records (or IDLE_S without any), ``stop()``."""
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        reader = Reader(n)
+        while reader.wants_more():
+            reader.take(await consumer.getmany(timeout_ms=500))
+            if progress is not None:
+                progress(reader.count, reader.size)
+        return reader.tally()
+    finally:
+        await consumer.stop()
 
 
 def read_kproto(bootstrap: str, topic: str, partitions: int, n: int, check_crcs: bool = True,
@@ -240,31 +282,10 @@ def read_aiokafka(bootstrap: str, topic: str, partitions: int, n: int,
 
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    crc32 = zlib.crc32
-
     async def read() -> Tally:
-        count = size = total = 0
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                     enable_auto_commit=False, check_crcs=True)
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-            idle = time.monotonic() + IDLE_S
-            while count < n and time.monotonic() < idle:
-                batch = await consumer.getmany(timeout_ms=500)
-                if batch:
-                    idle = time.monotonic() + IDLE_S
-                for records in batch.values():
-                    for r in records:
-                        value = r.value
-                        total += crc32(value, crc32(r.key, (r.offset * 1031 + r.partition) & _MASK32))
-                        size += len(value)
-                    count += len(records)
-                if progress is not None:
-                    progress(count, size)
-        finally:
-            await consumer.stop()
-        return Tally(count, size, total)
+        return await read_asyncio(consumer, [TopicPartition(topic, p) for p in range(partitions)], n, progress)
 
     return asyncio.run(read())
 
