@@ -224,6 +224,22 @@ def read_kproto(bootstrap: str, topic: str, partitions: int, n: int, check_crcs:
     return _drain(consumer, n, progress)
 
 
+def read_kproto_aio(bootstrap: str, topic: str, partitions: int, n: int, check_crcs: bool = True,
+                    progress: Optional[Progress] = None) -> Tally:
+    """``kproto.aio.AIOKafkaConsumer``: ``start()`` reads the cluster's metadata, so the
+    topic is known before ``assign()``."""
+    import asyncio
+
+    from kproto.aio import AIOKafkaConsumer, TopicPartition
+
+    async def read() -> Tally:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, check_crcs=check_crcs)
+        return await read_asyncio(consumer, [TopicPartition(topic, p) for p in range(partitions)], n, progress)
+
+    return asyncio.run(read())
+
+
 def read_kafka_python(bootstrap: str, topic: str, partitions: int, n: int,
                       progress: Optional[Progress] = None) -> Tally:
     from kafka import KafkaConsumer, TopicPartition
@@ -391,6 +407,7 @@ def preload(packages: set[str]) -> None:
         import aiokafka  # noqa: F401
         import aiokafka.consumer  # noqa: F401
     if "kproto" in packages:
+        import kproto.aio  # noqa: F401
         import kproto.consumer.classic.classic_kafka_consumer  # noqa: F401
         from kproto.consumer.config import ConsumerConfig
 

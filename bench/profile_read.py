@@ -3,11 +3,13 @@
     .venv/bin/python bench/profile_read.py --broker mock --partitions 1000 --records 100000
     .venv/bin/python bench/profile_read.py --partitions 4 --records 200000 --roots .,/other/checkout
     .venv/bin/python bench/profile_read.py --accessors     # position()/assignment()/... per call
+    .venv/bin/python bench/profile_read.py --broker tansu --partitions 4 --clients kproto,kproto.aio
 
 Seeds one topic (``--records`` x ``--value`` bytes, record ``i`` to partition ``i % P``)
 once, then reads it from the beginning with ``assign()`` in a child process per kproto
-checkout (``--roots``, default this one; so two versions compare on the same data) and per
-mode: ``cpu`` (no profiler: ``time.process_time`` of the child's read, which leaves out the
+checkout (``--roots``, default this one; so two versions compare on the same data), per
+client (``--clients``: the blocking ``KafkaConsumer``, default, and/or ``kproto.aio``'s
+``AIOKafkaConsumer``) and per mode: ``cpu`` (no profiler: ``time.process_time`` of the child's read, which leaves out the
 broker — the mock runs in the parent, Tansu in a process of its own — and is steadier than
 wall time on a loaded machine, as it counts only this process's own CPU) and ``profile``
 (under cProfile: the hottest functions with their call counts, which do not depend on load
@@ -34,7 +36,7 @@ import timeit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ROOT, preload, read_kproto, seed, start_broker  # noqa: E402
+from _common import ROOT, preload, read_kproto, read_kproto_aio, seed, start_broker  # noqa: E402
 
 
 def child(spec: dict) -> None:
@@ -57,8 +59,9 @@ def child(spec: dict) -> None:
     cpu0 = time.process_time()
     if profiler is not None:
         profiler.enable()
-    tally = read_kproto(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"],
-                        check_crcs=spec.get("check_crcs", True))
+    read = read_kproto_aio if spec.get("client") == "kproto.aio" else read_kproto
+    tally = read(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"],
+                 check_crcs=spec.get("check_crcs", True))
     if profiler is not None:
         profiler.disable()
     cpu = time.process_time() - cpu0
@@ -125,6 +128,7 @@ def main() -> None:
     parser.add_argument("--value", type=int, default=100)
     parser.add_argument("--roots", default=".", help="kproto checkouts to compare (comma-separated)")
     parser.add_argument("--modes", default="cpu,profile")
+    parser.add_argument("--clients", default="kproto", help="kproto and/or kproto.aio (comma-separated)")
     parser.add_argument("--repeat", type=int, default=1, help="cpu reads per root (minimum kept)")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-crc", action="store_true")
@@ -157,20 +161,22 @@ def main() -> None:
         best: dict[str, float] = {}
         for mode in args.modes.split(","):
             for _ in range(args.repeat if mode == "cpu" else 1):
-                for root in roots:  # interleaved, so load drifts touch every root alike
-                    out = run(root, dict(spec, mode=mode, root=root))
+                # interleaved, so load drifts touch every root and client alike
+                for root, client in [(r, c) for r in roots for c in args.clients.split(",")]:
+                    out = run(root, dict(spec, mode=mode, root=root, client=client))
                     ok = (out["count"], out["checksum"]) == (written.count, written.checksum)
-                    print("{} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs ({:.0%} of the CPU){}{}".format(
-                        mode, root, out["kproto"], out["cpu_s"], out["cpu_s"] / max(out["count"], 1) * 1e6, out["gc_runs"],
-                        out["gc_s"] / max(out["cpu_s"], 1e-9),
+                    print("{} {} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs ({:.0%} of the CPU){}{}".format(
+                        mode, client, root, out["kproto"], out["cpu_s"], out["cpu_s"] / max(out["count"], 1) * 1e6,
+                        out["gc_runs"], out["gc_s"] / max(out["cpu_s"], 1e-9),
                         ", {:,} calls".format(out["calls"]) if "calls" in out else "",
                         "" if ok else "  NOT VERIFIED"), flush=True)
                     if "profile" in out:
                         print(out["profile"])
                     elif ok:
-                        best[root] = min(best.get(root, math.inf), out["cpu_s"] / out["count"] * 1e6)
-        for root, us in best.items():
-            print("best of {}: {:.2f} µs CPU per record, {}".format(args.repeat, us, root))
+                        key = "{} {}".format(client, root)
+                        best[key] = min(best.get(key, math.inf), out["cpu_s"] / out["count"] * 1e6)
+        for key, us in best.items():
+            print("best of {}: {:.2f} µs CPU per record, {}".format(args.repeat, us, key))
 
 
 if __name__ == "__main__":
