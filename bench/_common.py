@@ -197,18 +197,23 @@ def _drain(consumer, n: int, progress: Optional[Progress]) -> Tally:
     return reader.tally()
 
 
+async def drain_asyncio(consumer, n: int, progress: Optional[Progress] = None) -> Tally:
+    """``getmany()`` an aiokafka-style consumer until ``n`` records (or IDLE_S without any)."""
+    reader = Reader(n)
+    while reader.wants_more():
+        reader.take(await consumer.getmany(timeout_ms=500))
+        if progress is not None:
+            progress(reader.count, reader.size)
+    return reader.tally()
+
+
 async def read_asyncio(consumer, tps: list, n: int, progress: Optional[Progress] = None) -> Tally:
-    """An aiokafka-style consumer's read: ``start()``, ``assign(tps)``, ``getmany()`` until
-    ``n`` records (or IDLE_S without any), ``stop()``."""
+    """An aiokafka-style consumer's read: ``start()``, ``assign(tps)``, :func:`drain_asyncio`,
+    ``stop()``."""
     await consumer.start()
     try:
         consumer.assign(tps)
-        reader = Reader(n)
-        while reader.wants_more():
-            reader.take(await consumer.getmany(timeout_ms=500))
-            if progress is not None:
-                progress(reader.count, reader.size)
-        return reader.tally()
+        return await drain_asyncio(consumer, n, progress)
     finally:
         await consumer.stop()
 

@@ -13,14 +13,16 @@ import). Every client reads with its defaults: 1 MiB per partition per fetch
 ``max_poll_records``; aiokafka has no bound).
 
 The loop's responsiveness, for the asyncio clients: in the timed read a ticker task sleeping
-1 ms measures the longest gap between its wake-ups ("max stall"); with ``--loop-debug`` each
-asyncio client reads once more, untimed, under asyncio's debug mode with
-``slow_callback_duration`` at 1 ms, and the longest callback it reports ("longest
-callback") is printed with what ran in it. Both are bounded by the longest step a consumer
-runs on the loop: for kproto.aio one network step (reading the sockets and parsing
-the responses, which leaves each partition's records as bytes) or one ``getmany()``
-collection (decoding at most ``max_poll_records`` records, after checking the CRC of the
-batches they are in).
+1 ms measures the longest gap between its wake-ups from ``assign()`` to the last record ("max
+stall"). With ``--loop-debug`` each asyncio client reads once more, untimed, under asyncio's
+debug mode with ``slow_callback_duration`` at 1 ms: the longest callback asyncio reports
+(wall time, which a loaded machine stretches) and the callback that took the most CPU time
+of the loop's thread (what the step itself costs; with where its task resumed and
+suspended) are printed. Both are bounded by the longest step a consumer runs on the loop:
+for kproto.aio one network step (reading the sockets and parsing the responses, which leaves
+each partition's records as bytes) or one ``getmany()`` collection (decoding at most
+``max_poll_records`` records, after checking the CRC of the batches they are in), plus
+what the application does with the records in the same step.
 Figures are only meaningful on an idle machine (check ``uptime``).
 """
 
@@ -28,18 +30,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import sys
 import time
-from typing import NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import Tally, read_asyncio, read_kproto, seed, start_broker  # noqa: E402
+from _common import Tally, drain_asyncio, read_kproto, seed, start_broker  # noqa: E402
 
 PARTITIONS = 4
 #: asyncio's debug mode reports the callbacks that ran at least this long (seconds).
@@ -48,27 +51,79 @@ SLOW_CALLBACK_S = 0.001
 
 class Loop(NamedTuple):
     """What a read saw of its event loop: the ticker's longest gap (seconds), and under
-    ``--loop-debug`` the longest callback asyncio reported (seconds, what ran)."""
+    ``--loop-debug`` the longest callback asyncio reported and the callback that took the
+    most CPU time (seconds, what ran)."""
 
     stall: float
     slowest: Optional[tuple[float, str]] = None
+    costliest: Optional[tuple[float, str]] = None
+
+
+def _suspended_at(handle: asyncio.Handle) -> str:
+    """Where the task a handle steps is suspended (its innermost coroutine frame), or what
+    the handle calls."""
+    callback = getattr(handle, "_callback", None)
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        coro: Any = task.get_coro()
+        where = "?"
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is not None:
+                where = "{}:{} {}".format(os.path.basename(frame.f_code.co_filename), frame.f_lineno,
+                                          frame.f_code.co_name)
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        return where
+    return getattr(callback, "__qualname__", repr(callback))
 
 
 class _SlowCallbacks(logging.Handler):
-    """Keeps the longest of asyncio's "Executing <handle> took N seconds" reports."""
+    """The loop's longest callbacks while ``armed`` (the read, not the consumer's start and
+    stop): ``slowest``, the longest of asyncio's "Executing <handle> took N seconds" reports
+    (wall time: a loaded machine lengthens it), and ``costliest``, the callback that took
+    the most CPU time of this thread (what the consumer's own step costs, load or not)
+    with where its task resumed and where it suspended again (:meth:`instrument`)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
+        self.armed = False
         self.slowest: Optional[tuple[float, str]] = None
+        self.costliest: Optional[tuple[float, str]] = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg.startswith("Executing") and isinstance(record.args, tuple) and len(record.args) == 2:
-            handle, seconds = record.args
-            if self.slowest is None or seconds > self.slowest[0]:
-                self.slowest = (float(seconds), str(handle)[:300])
+        if not self.armed or not record.msg.startswith("Executing") or not isinstance(record.args, tuple):
+            return
+        handle, seconds = record.args
+        if self.slowest is None or seconds > self.slowest[0]:
+            self.slowest = (float(seconds), str(handle)[:300])
+
+    @contextlib.contextmanager
+    def instrument(self) -> Iterator[None]:
+        """Time every callback's CPU (``Handle._run``) while inside."""
+        run = asyncio.Handle._run
+        cpu = time.thread_time
+
+        def timed_run(handle: asyncio.Handle) -> None:
+            if not self.armed:
+                run(handle)
+                return
+            resumed = _suspended_at(handle)
+            start = cpu()
+            run(handle)
+            spent = cpu() - start
+            if self.costliest is None or spent > self.costliest[0]:
+                self.costliest = (spent, "{} -> {}".format(resumed, _suspended_at(handle)))
+
+        asyncio.Handle._run = timed_run  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            asyncio.Handle._run = run  # type: ignore[method-assign]
 
 
-async def _read_watched(consumer, tps, n: int) -> tuple[Tally, float]:
+async def _read_watched(consumer, tps, n: int, slow: _SlowCallbacks) -> tuple[Tally, float]:
+    """The read, with the loop watched from ``assign()`` to the last record: a ticker
+    task's longest gap, and ``slow`` armed."""
     stall = 0.0
     stop = False
 
@@ -82,12 +137,19 @@ async def _read_watched(consumer, tps, n: int) -> tuple[Tally, float]:
             stall = max(stall, now - last)
             last = now
 
-    tick = asyncio.get_running_loop().create_task(ticker())
+    await consumer.start()
     try:
-        tally = await read_asyncio(consumer, tps, n)
+        consumer.assign(tps)
+        tick = asyncio.get_running_loop().create_task(ticker())
+        slow.armed = True
+        try:
+            tally = await drain_asyncio(consumer, n)
+        finally:
+            slow.armed = False
+            stop = True
+            await tick
     finally:
-        stop = True
-        await tick
+        await consumer.stop()
     return tally, stall
 
 
@@ -97,22 +159,26 @@ def read_aio(client: str, bootstrap: str, topic: str, n: int, debug: bool = Fals
     else:
         from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[no-redef]
 
+    slow = _SlowCallbacks()
+
     async def main() -> tuple[Tally, float]:
         if debug:
             asyncio.get_running_loop().slow_callback_duration = SLOW_CALLBACK_S
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                     enable_auto_commit=False)
-        return await _read_watched(consumer, [TopicPartition(topic, p) for p in range(PARTITIONS)], n)
+        return await _read_watched(consumer, [TopicPartition(topic, p) for p in range(PARTITIONS)], n, slow)
 
-    slow = _SlowCallbacks()
     asyncio_log = logging.getLogger("asyncio")
-    if debug:
-        asyncio_log.addHandler(slow)
+    if not debug:
+        tally, stall = asyncio.run(main())
+        return tally, Loop(stall)
+    asyncio_log.addHandler(slow)
     try:
-        tally, stall = asyncio.run(main(), debug=debug)
+        with slow.instrument():
+            tally, stall = asyncio.run(main(), debug=True)
     finally:
         asyncio_log.removeHandler(slow)
-    return tally, Loop(stall, slow.slowest if debug else None)
+    return tally, Loop(stall, slow.slowest, slow.costliest)
 
 
 def timed(client: str, bootstrap: str, topic: str, n: int, debug: bool = False
@@ -122,8 +188,9 @@ def timed(client: str, bootstrap: str, topic: str, n: int, debug: bool = False
         argv = [sys.executable, __file__, "--child", bootstrap, topic, str(n)] + (["--loop-debug"] if debug else [])
         out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
         got = json.loads(out.strip().splitlines()[-1])
-        slowest = got["slowest"]
-        return Tally(*got["tally"]), got["seconds"], Loop(got["stall"], tuple(slowest) if slowest else None)
+        slowest, costliest = got["slowest"], got["costliest"]
+        return Tally(*got["tally"]), got["seconds"], Loop(got["stall"], tuple(slowest) if slowest else None,
+                                                           tuple(costliest) if costliest else None)
     start = time.perf_counter()
     if client == "kproto":
         return read_kproto(bootstrap, topic, PARTITIONS, n), time.perf_counter() - start, None
@@ -135,7 +202,7 @@ def child(bootstrap: str, topic: str, n: int, debug: bool) -> None:
     start = time.perf_counter()
     tally, loop = read_aio("aiokafka", bootstrap, topic, n, debug)
     print(json.dumps({"tally": list(tally), "seconds": time.perf_counter() - start, "stall": loop.stall,
-                      "slowest": loop.slowest}))
+                      "slowest": loop.slowest, "costliest": loop.costliest}))
 
 
 def _ms(seconds: Optional[float]) -> str:
@@ -176,18 +243,22 @@ def main() -> None:
                     "" if _verified(tally, args.records, written) else "  (NOT VERIFIED)"))
             if not args.loop_debug:
                 continue
-            print("\nunder asyncio's debug mode (slow_callback_duration {:.0f} ms; untimed):".format(
-                SLOW_CALLBACK_S * 1000))
+            print("\nunder asyncio's debug mode (slow_callback_duration {:.0f} ms; untimed): the longest "
+                  "callback (wall), the costliest (CPU of the loop's thread)".format(SLOW_CALLBACK_S * 1000))
             for client in clients:
                 if client == "kproto":
                     continue
                 tally, _seconds, loop = timed(client, bootstrap, topic, args.records, debug=True)
                 assert loop is not None
-                slowest = loop.slowest
-                print("{:<16} longest callback {:>9}{}{}".format(
+                slowest, costliest = loop.slowest, loop.costliest
+                print("{:<16} longest {:>9}, costliest {:>9}{}".format(
                     client, _ms(slowest[0]) if slowest else "< {:.0f} ms".format(SLOW_CALLBACK_S * 1000),
-                    "" if _verified(tally, args.records, written) else "  (NOT VERIFIED)",
-                    "\n{:<16}   in {}".format("", slowest[1]) if slowest else ""))
+                    _ms(costliest[0] if costliest else None),
+                    "" if _verified(tally, args.records, written) else "  (NOT VERIFIED)"))
+                if slowest:
+                    print("{:<16}   longest:   {}".format("", slowest[1]))
+                if costliest:
+                    print("{:<16}   costliest: {}".format("", costliest[1]))
 
 
 def _verified(tally: Tally, n: int, written: Tally) -> bool:

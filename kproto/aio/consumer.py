@@ -15,6 +15,11 @@ are synchronous as in aiokafka; the others are submitted and awaited. Positions 
 in ``getmany()``'s collection step, which has no ``await`` between taking records from
 the buffer and returning them: cancelling a task inside ``getmany()`` or ``commit()``
 loses and duplicates nothing (a cancelled commit still completes in the background).
+A ``getmany()`` with records buffered does not suspend; so that an application looping over
+it does not hold the loop until the buffer is empty, ``getmany()`` gives the loop a turn
+(before taking anything) once ``max_poll_records`` records were handed out without one: each
+loop step is then at most one collection (or one network step: reading the sockets and
+parsing the responses, records left as bytes).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class AIOKafkaConsumer:
         self._callback_tail: Optional["asyncio.Task[Any]"] = None
         self._callback_tasks: set["asyncio.Task[Any]"] = set()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
+        # Records handed out since getmany() last gave the loop a turn (see _getmany).
+        self._handed_since_yield = 0
 
     # --- start and stop -------------------------------------------------------------------
 
@@ -323,6 +330,15 @@ class AIOKafkaConsumer:
         driver = self._driver
         assert driver is not None
         deadline = self._deadline(timeout_ms)
+        if self._handed_since_yield >= self.fetch_config.max_poll_records:
+            # A getmany() that has records buffered returns without suspending: an
+            # application looping over it would hold the loop until the buffer is empty
+            # (a fetch response: up to fetch_max_bytes of records). A turn of the loop per
+            # max_poll_records handed out bounds each step by one collection (and what the
+            # application does with it), and lets the driver send the next fetches now.
+            # Nothing is taken yet: a cancellation here loses nothing.
+            self._handed_since_yield = 0
+            await asyncio.sleep(0)
         first_pass = True
         while True:
             self._check_running()
@@ -340,6 +356,7 @@ class AIOKafkaConsumer:
             # No await from here to the return: the records taken are the records returned.
             fetch = self._collect(partitions, max_records)
             if not fetch.is_empty():
+                self._handed_since_yield += fetch.num_records
                 self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
                 now = int(time.time() * 1000)
                 for tp in fetch.records:
@@ -352,6 +369,7 @@ class AIOKafkaConsumer:
             if not inflight.is_complete() or not self.subscriptions.has_all_fetch_positions():
                 wait = min(wait, self.config["retry_backoff_ms"])
             await driver.wait_for_step(wait / 1000.0)
+            self._handed_since_yield = 0
 
     def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> ev.AsyncPollEvent:
         inflight = self._inflight_poll
