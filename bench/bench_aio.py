@@ -5,7 +5,8 @@
 
 Seeds one topic (4 partitions, ``--records`` values of ``--value-size`` bytes) with
 confluent-kafka's producer, then each client reads it from the beginning with assign() (no
-group) through ``_common``'s verified read (count and checksum). Clients: kproto's blocking
+group) through ``_common``'s verified read (count and checksum), timed from the consumer's
+construction to its last record, its close reported apart (``close s``; as ``bench_matrix``). Clients: kproto's blocking
 ``KafkaConsumer``, ``kproto.aio.AIOKafkaConsumer``, aiokafka with its C extension and aiokafka
 without it (``AIOKAFKA_NO_EXTENSIONS=1``, in a child process since the switch is read at
 import). Every client reads with its defaults: 1 MiB per partition per fetch
@@ -37,12 +38,12 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import Tally, drain_asyncio, read_kproto, seed, start_broker  # noqa: E402
+from _common import Progress, Tally, drain_asyncio, read_kproto, seed, start_broker  # noqa: E402
 
 PARTITIONS = 4
 #: asyncio's debug mode reports the callbacks that ran at least this long (seconds).
@@ -121,7 +122,8 @@ class _SlowCallbacks(logging.Handler):
             asyncio.Handle._run = run  # type: ignore[method-assign]
 
 
-async def _read_watched(consumer, tps, n: int, slow: _SlowCallbacks) -> tuple[Tally, float]:
+async def _read_watched(consumer, tps, n: int, slow: _SlowCallbacks, progress: Optional[Progress]
+                        ) -> tuple[Tally, float]:
     """The read, with the loop watched from ``assign()`` to the last record: a ticker
     task's longest gap, and ``slow`` armed."""
     stall = 0.0
@@ -143,7 +145,7 @@ async def _read_watched(consumer, tps, n: int, slow: _SlowCallbacks) -> tuple[Ta
         tick = asyncio.get_running_loop().create_task(ticker())
         slow.armed = True
         try:
-            tally = await drain_asyncio(consumer, n)
+            tally = await drain_asyncio(consumer, n, progress)
         finally:
             slow.armed = False
             stop = True
@@ -153,7 +155,8 @@ async def _read_watched(consumer, tps, n: int, slow: _SlowCallbacks) -> tuple[Ta
     return tally, stall
 
 
-def read_aio(client: str, bootstrap: str, topic: str, n: int, debug: bool = False) -> tuple[Tally, Loop]:
+def read_aio(client: str, bootstrap: str, topic: str, n: int, debug: bool = False,
+             progress: Optional[Progress] = None) -> tuple[Tally, Loop]:
     if client == "kproto.aio":
         from kproto.aio import AIOKafkaConsumer, TopicPartition
     else:
@@ -166,7 +169,8 @@ def read_aio(client: str, bootstrap: str, topic: str, n: int, debug: bool = Fals
             asyncio.get_running_loop().slow_callback_duration = SLOW_CALLBACK_S
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                     enable_auto_commit=False)
-        return await _read_watched(consumer, [TopicPartition(topic, p) for p in range(PARTITIONS)], n, slow)
+        return await _read_watched(consumer, [TopicPartition(topic, p) for p in range(PARTITIONS)], n, slow,
+                                   progress)
 
     asyncio_log = logging.getLogger("asyncio")
     if not debug:
@@ -181,27 +185,51 @@ def read_aio(client: str, bootstrap: str, topic: str, n: int, debug: bool = Fals
     return tally, Loop(stall, slow.slowest, slow.costliest)
 
 
+class Timing(NamedTuple):
+    """A read's wall time from the consumer's construction to its last record, and its
+    close after that, apart (a consumer with fetch sessions closes them, which may wait
+    for a long-polling fetch: up to ``fetch_max_wait_ms``; ``bench_matrix`` does the same)."""
+
+    seconds: float
+    close_s: float
+
+
+def _timer(n: int) -> tuple[Progress, Callable[[], Timing]]:
+    start = time.perf_counter()
+    last = [0.0]
+
+    def progress(count: int, size: int) -> None:
+        if count >= n and not last[0]:
+            last[0] = time.perf_counter() - start
+
+    def timing() -> Timing:
+        total = time.perf_counter() - start
+        return Timing(last[0], total - last[0]) if last[0] else Timing(total, 0.0)
+
+    return progress, timing
+
+
 def timed(client: str, bootstrap: str, topic: str, n: int, debug: bool = False
-          ) -> tuple[Tally, float, Optional[Loop]]:
+          ) -> tuple[Tally, Timing, Optional[Loop]]:
     if client == "aiokafka-noext":
         env = dict(os.environ, AIOKAFKA_NO_EXTENSIONS="1")
         argv = [sys.executable, __file__, "--child", bootstrap, topic, str(n)] + (["--loop-debug"] if debug else [])
         out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
         got = json.loads(out.strip().splitlines()[-1])
         slowest, costliest = got["slowest"], got["costliest"]
-        return Tally(*got["tally"]), got["seconds"], Loop(got["stall"], tuple(slowest) if slowest else None,
-                                                           tuple(costliest) if costliest else None)
-    start = time.perf_counter()
+        return Tally(*got["tally"]), Timing(*got["timing"]), Loop(got["stall"], tuple(slowest) if slowest else None,
+                                                                   tuple(costliest) if costliest else None)
+    progress, timing = _timer(n)
     if client == "kproto":
-        return read_kproto(bootstrap, topic, PARTITIONS, n), time.perf_counter() - start, None
-    tally, loop = read_aio(client, bootstrap, topic, n, debug)
-    return tally, time.perf_counter() - start, loop
+        return read_kproto(bootstrap, topic, PARTITIONS, n, progress=progress), timing(), None
+    tally, loop = read_aio(client, bootstrap, topic, n, debug, progress)
+    return tally, timing(), loop
 
 
 def child(bootstrap: str, topic: str, n: int, debug: bool) -> None:
-    start = time.perf_counter()
-    tally, loop = read_aio("aiokafka", bootstrap, topic, n, debug)
-    print(json.dumps({"tally": list(tally), "seconds": time.perf_counter() - start, "stall": loop.stall,
+    progress, timing = _timer(n)
+    tally, loop = read_aio("aiokafka", bootstrap, topic, n, debug, progress)
+    print(json.dumps({"tally": list(tally), "timing": list(timing()), "stall": loop.stall,
                       "slowest": loop.slowest, "costliest": loop.costliest}))
 
 
@@ -231,16 +259,16 @@ def main() -> None:
             written = seed(bootstrap, topic, args.records, PARTITIONS, args.value_size)
             print("\n## {}: {} records of {} bytes, {} partitions".format(
                 kind, args.records, args.value_size, PARTITIONS))
-            print("{:<16} {:>8} {:>8} {:>11} {:>9} {:>10}".format(
-                "client", "records", "seconds", "records/s", "vs kproto", "max stall"))
+            print("{:<16} {:>8} {:>8} {:>11} {:>9} {:>10} {:>8}".format(
+                "client", "records", "seconds", "records/s", "vs kproto", "max stall", "close s"))
             base = None
             for client in clients:
-                tally, seconds, loop = timed(client, bootstrap, topic, args.records)
-                rate = tally.count / seconds
+                tally, timing, loop = timed(client, bootstrap, topic, args.records)
+                rate = tally.count / timing.seconds
                 base = base or rate
-                print("{:<16} {:>8} {:>8.2f} {:>11,.0f} {:>8.2f}x {:>10}{}".format(
-                    client, tally.count, seconds, rate, rate / base, _ms(loop.stall if loop else None),
-                    "" if _verified(tally, args.records, written) else "  (NOT VERIFIED)"))
+                print("{:<16} {:>8} {:>8.2f} {:>11,.0f} {:>8.2f}x {:>10} {:>8.2f}{}".format(
+                    client, tally.count, timing.seconds, rate, rate / base, _ms(loop.stall if loop else None),
+                    timing.close_s, "" if _verified(tally, args.records, written) else "  (NOT VERIFIED)"))
             if not args.loop_debug:
                 continue
             print("\nunder asyncio's debug mode (slow_callback_duration {:.0f} ms; untimed): the longest "
@@ -248,7 +276,7 @@ def main() -> None:
             for client in clients:
                 if client == "kproto":
                     continue
-                tally, _seconds, loop = timed(client, bootstrap, topic, args.records, debug=True)
+                tally, _timing, loop = timed(client, bootstrap, topic, args.records, debug=True)
                 assert loop is not None
                 slowest, costliest = loop.slowest, loop.costliest
                 print("{:<16} longest {:>9}, costliest {:>9}{}".format(
