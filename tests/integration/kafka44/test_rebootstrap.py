@@ -107,3 +107,20 @@ def test_consumer_follows_the_bootstrap_address_when_the_cluster_moves(apache_ka
         consumer.close()
         bootstrap.close()
         cluster.bring_back(EXTERNAL)
+
+
+def test_kafka_refuses_to_change_advertised_listeners_at_runtime(apache_kafka_cluster):
+    # Why the test moves its client between two listeners: a running node's advertised
+    # addresses stay (a cluster moves only by restarts). Asked with the current value, so
+    # the session cluster would not change even if Kafka took it.
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+
+    cluster = apache_kafka_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    entry = ConfigEntry("advertised.listeners", cluster.node(1).settings["advertised.listeners"],
+                        incremental_operation=AlterConfigOpType.SET)
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])]).values()
+    with pytest.raises(Exception, match="Cannot update these configs dynamically"):
+        future.result(timeout=30)
