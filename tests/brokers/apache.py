@@ -498,6 +498,7 @@ class MavenKafkaCluster(_Kafka):
                 node.start()
             _wait_ready(self.bootstrap_servers.split(",")[0], self.nodes, startup_timeout)
             wait_until(lambda: self._broker_count() >= size, startup_timeout, interval=0.5)
+            _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
             self._read_capabilities()
             self.capabilities = self.capabilities | {"multi_broker"}
         except BaseException:
