@@ -315,10 +315,11 @@ class AIOKafkaConsumer:
         self._check_running()
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
-        assigned = self.subscriptions.assigned_partitions()
-        for tp in partitions:
-            if tp not in assigned:
-                raise IllegalStateError("No current assignment for partition {}".format(tp))
+        if partitions:
+            assigned = self.subscriptions.assigned_partitions()
+            for tp in partitions:
+                if tp not in assigned:
+                    raise IllegalStateError("No current assignment for partition {}".format(tp))
         if self.consumer_metrics is not None:
             self.consumer_metrics.record_poll_start()
         try:
