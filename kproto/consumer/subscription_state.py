@@ -97,6 +97,16 @@ class SubscriptionType(enum.Enum):
     USER_ASSIGNED = "USER_ASSIGNED"
 
 
+# Read per partition of every fetch: a module global (an enum member read through its
+# class costs several times more).
+_FETCHING = FetchState.FETCHING
+# Asked on every poll: a set of the members, read once (an enum member read through its
+# class costs more than the test itself).
+_AUTO_ASSIGNED = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN,
+                            SubscriptionType.AUTO_PATTERN_RE2J})
+_PATTERNS = frozenset({SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J})
+
+
 @_synchronize_public_methods
 class SubscriptionState:
     """Subscription, assignment and per-partition fetch state; see the module docstring."""
@@ -195,11 +205,10 @@ class SubscriptionState:
         return self._subscribed_pattern is not None and self._subscribed_pattern.fullmatch(topic) is not None
 
     def has_pattern_subscription(self) -> bool:
-        return self._subscription_type in (SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J)
+        return self._subscription_type in _PATTERNS
 
     def has_auto_assigned_partitions(self) -> bool:
-        return self._subscription_type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN,
-                                           SubscriptionType.AUTO_PATTERN_RE2J)
+        return self._subscription_type in _AUTO_ASSIGNED
 
     def has_no_subscription_or_user_assignment(self) -> bool:
         return self._subscription_type is SubscriptionType.NONE
@@ -438,7 +447,7 @@ class SubscriptionState:
         ``move_to_end``, ``move_partition_to_end`` too, under the same lock."""
         with self._lock:
             state = self._state(tp)
-            if not state.fetch_state.has_valid_position:
+            if state.fetch_state is not _FETCHING:
                 raise IllegalStateError("Cannot set a new position without a valid current position")
             if state.position is None or position.current_leader != state.position.current_leader:
                 self._leaders_checked = None  # a leader to check again
@@ -450,14 +459,14 @@ class SubscriptionState:
     @_lock_free
     def has_valid_position(self, tp: TopicPartition) -> bool:
         state = self._states.get(tp)
-        return state is not None and state.fetch_state is FetchState.FETCHING
+        return state is not None and state.fetch_state is _FETCHING
 
     @_locks_inside
     def valid_position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
         """The position if ``tp`` is assigned with a valid one (FETCHING), else None."""
         with self._lock:
             state = self._states.get(tp)
-            return state.position if state is not None and state.fetch_state is FetchState.FETCHING else None
+            return state.position if state is not None and state.fetch_state is _FETCHING else None
 
     def has_all_fetch_positions(self) -> bool:
         # Every poll asks; the answer can only change with the assignment or a transition.
