@@ -35,7 +35,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
+from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
 if TYPE_CHECKING:
@@ -143,12 +143,14 @@ class FetchMetricsManager:
             tags = {"topic": tp.topic, "partition": str(tp.partition)}
             name = self.metrics.metric_name
             what = "latest lag" if kind == "records-lag" else "latest lead"
-            sensor.add(name(kind, self.group, "The {} of the partition".format(what), tags), Value())
-            sensor.add(name(kind + ("-max" if extreme is Max else "-min"), self.group,
-                            "The {} {} of the partition".format("max" if extreme is Max else "min", kind[8:]), tags),
-                       extreme())
-            sensor.add(name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
-                       Avg())
+            maximum = extreme is Max
+            # Java's Value, Max (Min) and Avg as one stat: the same metrics, one call per value.
+            sensor.add(LatestExtremeAvg(
+                name(kind, self.group, "The {} of the partition".format(what), tags),
+                name(kind + ("-max" if maximum else "-min"), self.group,
+                     "The {} {} of the partition".format("max" if maximum else "min", kind[8:]), tags),
+                name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
+                maximum=maximum))
             sensors[tp] = sensor
         return sensor
 
