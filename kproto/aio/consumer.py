@@ -294,8 +294,8 @@ class AIOKafkaConsumer:
         self.fetch_buffer.retain_all(set(partitions))
         self._process_now(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set[TopicPartition]:
-        return self.subscriptions.assigned_partitions() if self._started else set()
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self.subscriptions.assigned_partitions() if self._started else frozenset()
 
     # --- records ----------------------------------------------------------------------------
 
@@ -474,7 +474,7 @@ class AIOKafkaConsumer:
     def resume(self, *partitions: TopicPartition) -> None:
         self._process_now(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set[TopicPartition]:
+    def paused(self) -> frozenset[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------

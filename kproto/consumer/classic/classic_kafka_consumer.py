@@ -300,7 +300,7 @@ class ClassicKafkaConsumer:
         if self.subscriptions.assign_from_user(partitions):
             self._update_metadata_topics()
 
-    def assignment(self) -> set[TopicPartition]:
+    def assignment(self) -> frozenset[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -------------------------------------------------------------------------------
@@ -424,7 +424,7 @@ class ClassicKafkaConsumer:
             check_partition(tp)
             self.subscriptions.resume(tp)
 
-    def paused(self) -> set[TopicPartition]:
+    def paused(self) -> frozenset[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits -------------------------------------------------------------------------------

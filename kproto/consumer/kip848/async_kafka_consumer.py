@@ -189,7 +189,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         self.fetch_buffer.retain_all(set(partitions))
         self._add_and_get(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set[TopicPartition]:
+    def assignment(self) -> frozenset[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -----------------------------------------------------------------------------
@@ -275,6 +275,10 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         self._add_and_get(ev.ResetOffsetEvent(to_reset, strategy, self._deadline(None)))
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
+        # The common case first, with one lock: a valid position needs no deadline.
+        position = self.subscriptions.valid_position_or_none(partition)
+        if position is not None and timeout_ms is None:
+            return position.offset
         if not self.subscriptions.is_assigned(partition):
             raise IllegalStateError("You can only check the position for partitions assigned to this consumer.")
         deadline = self._deadline(timeout_ms)
@@ -301,7 +305,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
     def resume(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._add_and_get(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set[TopicPartition]:
+    def paused(self) -> frozenset[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------
