@@ -81,7 +81,7 @@ class AIOKafkaConsumer:
             raise ConsumerStoppedError("the consumer was stopped")
         loop = asyncio.get_running_loop()
         self._time_ms = monotonic_ms
-        setup = build_engine_setup(self.config, self.settings)
+        setup = build_engine_setup(self.settings)
         settings = setup.settings
         self.subscriptions = setup.subscriptions
         self.fetch_buffer = FetchBuffer()

@@ -39,6 +39,11 @@ class EngineConfig:
     isolation_level: IsolationLevel
     max_poll_records: int
     metric_group_prefix: str
+    # The metrics registry's settings (kproto.metrics.consumer_metrics.build_metrics).
+    metrics_enabled: bool
+    metrics_num_samples: int
+    metrics_sample_window_ms: int
+    metric_reporters: Sequence[Any]
     bootstrap_servers: Union[str, Sequence[str]]
     # kafka-python's iterator timeout (float("inf"): none).
     consumer_timeout_ms: float
@@ -67,6 +72,10 @@ class EngineConfig:
             isolation_level=fetch.isolation_level,
             max_poll_records=config["max_poll_records"],
             metric_group_prefix=config["metric_group_prefix"],
+            metrics_enabled=bool(config["metrics_enabled"]),
+            metrics_num_samples=config["metrics_num_samples"],
+            metrics_sample_window_ms=config["metrics_sample_window_ms"],
+            metric_reporters=tuple(config["metric_reporters"]),
             bootstrap_servers=config["bootstrap_servers"],
             consumer_timeout_ms=config["consumer_timeout_ms"],
             partition_assignment_strategy=config["partition_assignment_strategy"],

@@ -1,20 +1,20 @@
-"""What a consumer engine builds first from its configuration: one builder for every shell.
+"""What a consumer engine builds first from its settings: one builder for every shell.
 
 Owns the application-side set-up the caller's-thread engine (``ClassicKafkaConsumer``),
 the background-thread engine (``AsyncKafkaConsumer``) and the event-loop shell
 (``kproto.aio``'s ``AIOKafkaConsumer``) share, as Java's consumers each do in their
-constructors: the typed settings (:class:`~kproto.consumer.engine_config.EngineConfig`),
+constructors, from the typed settings (:class:`~kproto.consumer.engine_config.EngineConfig`):
 the ``SubscriptionState`` stamped with the client id, and the metrics (the registry, the
 fetch and consumer metrics, and for a KIP-848 group member its coordinator metrics; all
-None when ``metrics_enabled`` is off). Built before any thread starts: the managers record
-into the metrics (see DESIGN.md "Metrics").
+None when ``metrics_enabled`` is off; ``engine_metrics``, the registry alone, serves the
+share engine too). Built before any thread starts: the managers record into the metrics
+(see DESIGN.md "Metrics").
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Optional
 
 from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
@@ -35,15 +35,18 @@ class EngineSetup:
     coordinator_metrics: Optional[CoordinatorMetrics]
 
 
-def build_engine_setup(config: Mapping[str, Any], settings: Optional[EngineConfig] = None, *,
-                       kip848_coordinator_metrics: bool = True) -> EngineSetup:
-    """The settings, subscriptions and metrics of an engine built on ``config`` (a
-    validated ConsumerConfig); ``settings``: its EngineConfig, if the caller built it."""
-    if settings is None:
-        settings = EngineConfig.from_config(config)
+def engine_metrics(settings: EngineConfig) -> Optional[Metrics]:
+    """The engine's metrics registry (None when ``metrics_enabled`` is off)."""
+    return build_metrics(enabled=settings.metrics_enabled, num_samples=settings.metrics_num_samples,
+                         sample_window_ms=settings.metrics_sample_window_ms, client_id=settings.client_id,
+                         reporters=settings.metric_reporters)
+
+
+def build_engine_setup(settings: EngineConfig, *, kip848_coordinator_metrics: bool = True) -> EngineSetup:
+    """The subscriptions and metrics of an engine with ``settings``."""
     subscriptions = SubscriptionState(settings.auto_offset_reset)
     subscriptions.event_source = settings.client_id
-    metrics = build_metrics(config)
+    metrics = engine_metrics(settings)
     fetch_metrics = consumer_metrics = coordinator_metrics = None
     if metrics is not None:
         prefix = settings.metric_group_prefix

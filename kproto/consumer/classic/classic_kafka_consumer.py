@@ -144,7 +144,7 @@ class ClassicKafkaConsumer:
                  settings: Optional[EngineConfig] = None) -> None:
         """``settings``: the EngineConfig of ``config``, if the caller built it."""
         # The coordinator metrics are built once the coordinator exists (classic=True).
-        setup = build_engine_setup(config, settings, kip848_coordinator_metrics=False)
+        setup = build_engine_setup(settings or EngineConfig.from_config(config), kip848_coordinator_metrics=False)
         self.settings = settings = setup.settings
         self._time_ms = time_ms
         self.group_id: Optional[str] = settings.group_id

@@ -73,7 +73,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
     def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], int] = monotonic_ms, *,
                  settings: Optional[EngineConfig] = None) -> None:
         """``settings``: the EngineConfig of ``config``, if the caller built it."""
-        setup = build_engine_setup(config, settings)
+        setup = build_engine_setup(settings or EngineConfig.from_config(config))
         self._setup = setup
         self.settings = settings = setup.settings
         self._time_ms = time_ms

@@ -42,6 +42,7 @@ from kproto.consumer.background.background_engine import BackgroundEngine
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread, Resources
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
 from kproto.consumer.engine_config import EngineConfig
+from kproto.consumer.engine_setup import engine_metrics
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType, acknowledge_type
 from kproto.consumer.share.share_consumer_config import ShareConsumerConfig
@@ -49,7 +50,7 @@ from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
 from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
-from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view, timed_poll
+from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, metrics_view, timed_poll
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
 log = logging.getLogger("kproto.share")
@@ -76,7 +77,7 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         self.max_poll_records: int = settings.max_poll_records
         self.default_api_timeout_ms: int = settings.default_api_timeout_ms
         self.fetch_buffer = ShareFetchBuffer()
-        self._metrics = build_metrics(config)
+        self._metrics = engine_metrics(settings)
         self.fetch_metrics = self.consumer_metrics = None
         if self._metrics is not None:
             prefix = settings.metric_group_prefix
