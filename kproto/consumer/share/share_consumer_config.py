@@ -21,6 +21,7 @@ from kproto.consumer.config import ConsumerConfig
 from kproto.consumer.share.share_session_handler import SHARE_ACQUIRE_MODES
 from kproto.errors import KafkaConfigurationError
 
+
 @dataclasses.dataclass(frozen=True)
 class ShareConsumerConfig:
     """The share settings (lower-cased, checked), typed for the share engine."""
@@ -29,10 +30,7 @@ class ShareConsumerConfig:
     share_acquire_mode: str = "batch_optimized"
 
 
-SHARE_DEFAULTS: dict[str, Any] = {
-    "share_acknowledgement_mode": "implicit",
-    "share_acquire_mode": "batch_optimized",
-}
+SHARE_DEFAULTS: dict[str, Any] = dataclasses.asdict(ShareConsumerConfig())
 ACKNOWLEDGEMENT_MODES = ("implicit", "explicit")
 # Java's ShareConsumerConfig rejects these consumer-group settings.
 UNSUPPORTED = ("auto_offset_reset", "enable_auto_commit", "auto_commit_interval_ms", "group_instance_id",
