@@ -304,7 +304,7 @@ def read_java(bootstrap: str, topic: str, partitions: int, n: int,
     JAVA_TIMES.clear()
     JAVA_TIMES.update(seconds=(done["setup_ms"] + done["read_ms"]) / 1000.0,
                       first_s=(done["setup_ms"] + max(done["first_record_ms"], 0)) / 1000.0,
-                      jvm_s=started.get("jvm_ms", 0) / 1000.0)
+                      jvm_s=started.get("jvm_ms", 0) / 1000.0, close_s=done.get("close_ms", 0) / 1000.0)
     count = int(done["records"])
     return Tally(count, int(done["bytes"]) - 10 * count, int(done["checksum"]))
 
