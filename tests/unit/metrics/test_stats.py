@@ -198,9 +198,8 @@ def test_build_metrics_honours_kafka_python_settings():
             super().__init__()
             made.append(self)
 
-    assert build_metrics({"metrics_enabled": False}) is None
-    metrics = build_metrics({"metrics_num_samples": 3, "metrics_sample_window_ms": 500, "client_id": "me",
-                             "metric_reporters": [MyReporter]})
+    assert build_metrics(enabled=False) is None
+    metrics = build_metrics(num_samples=3, sample_window_ms=500, client_id="me", reporters=[MyReporter])
     assert (metrics.config.samples, metrics.config.time_window_ms) == (3, 500)
     assert metrics.metric_name("n", "g").tags == {"client-id": "me"}
     assert [r.events for r in made] == [[("init", [])]]
