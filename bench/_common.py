@@ -296,9 +296,9 @@ def read_java(bootstrap: str, topic: str, partitions: int, n: int,
     program = java_peer.JavaPeerProgram()
     try:
         # The peer's own defaults suit tests (50 records a poll, 100 ms fetch waits); the
-    # benchmark gives Java's defaults, as every other client runs with its own.
-    peer = program.start("assign", bootstrap, topics=[topic], partitions=[(topic, p) for p in range(partitions)],
-                         max_records=500, fetch_max_wait_ms=500)
+        # benchmark gives Java's defaults, as every other client runs with its own.
+        peer = program.start("assign", bootstrap, topics=[topic], partitions=[(topic, p) for p in range(partitions)],
+                             max_records=500, fetch_max_wait_ms=500)
         started = peer.wait_started(limit_s=300)
         done = peer.wait_done(limit_s=1800)
     finally:
