@@ -9,7 +9,8 @@
   answers the consumer's next incremental Fetch ``FETCH_SESSION_ID_NOT_FOUND``, and the
   consumer, as Java's ``FetchSessionHandler``, starts a new session with a full request
   (session 0, epoch 0), and reads on exactly.
-- close() right after the last record (Java's ``AbstractFetch`` and ``FetchCollector``):
+- close() right after the last record, both engines and kproto.aio (Java's ``AbstractFetch``
+  and ``FetchCollector``):
   a poll that takes exactly ``max_poll_records`` and stops on the last fetched record
   leaves that fetch unconsumed, so no Fetch follows it and close() sends only the one
   closing the session (epoch -1); a poll that drains the fetch sends the next Fetch before
@@ -163,6 +164,44 @@ def test_close_right_after_the_last_record(broker, group_protocol, max_poll_reco
     close_request, close_answer = exchanged[-1]
     assert close_request["session_id"] == session
     assert (close_answer["error_code"], close_answer["session_id"]) == (0, 0)
+    assert all(resp["error_code"] == 0 for _, resp in exchanged)
+
+
+@pytest.mark.broker_kinds("apache_kafka")
+@pytest.mark.parametrize("max_records", [10, 11])
+def test_close_right_after_the_last_record_aio(broker, max_records):
+    """kproto.aio, whose loop fetches on its own time as the KIP-848 engine does."""
+    from kproto.aio import AIOKafkaConsumer
+    from tests.support.aio_harness import run
+
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce_batch(topic, 10)
+
+    async def read() -> list:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                                    fetch_max_wait_ms=100)
+        await consumer.start()
+        records: list = []
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            while len(records) < 10:
+                for batch in (await consumer.getmany(timeout_ms=200, max_records=max_records)).values():
+                    records.extend(batch)
+        finally:
+            await consumer.stop()
+        return records
+
+    with WireLog() as wire:
+        records = run(read)
+    assert_same(records, written)
+    exchanged = fetches(wire)
+    epochs = [req["session_epoch"] for req, _ in exchanged]
+    if max_records == 10:
+        assert epochs == [0, -1]
+    else:
+        assert epochs[0] == 0 and epochs[-1] == -1 and set(epochs[1:-1]) <= {1}
+    assert exchanged[-1][0]["session_id"] == exchanged[0][1]["session_id"] != 0
+    assert (exchanged[-1][1]["error_code"], exchanged[-1][1]["session_id"]) == (0, 0)
     assert all(resp["error_code"] == 0 for _, resp in exchanged)
 
 
