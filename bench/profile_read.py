@@ -14,7 +14,8 @@ wall time on a loaded machine, as it counts only this process's own CPU) and ``p
 at all). Every read is verified by count and checksum against the seeding's.
 
 ``--accessors`` instead times the cheap consumer accessors (``position``, ``assignment``,
-``paused``, ``highwater``, ...) on an assigned, positioned consumer with ``timeit``.
+``paused``, ``highwater``, ``current_lag``, ...) on an assigned, positioned consumer with
+``timeit``, at 4 and 1,000 partitions (``--accessor-partitions``).
 """
 
 from __future__ import annotations
@@ -87,34 +88,40 @@ def run(root: str, spec: dict) -> dict:
     raise SystemExit("child failed ({}): {}".format(proc.returncode, proc.stderr[-2000:]))
 
 
-def accessors(n: int, root: str) -> None:
-    """Per-call cost of the cheap accessors on a 1,000-partition assignment (mock): the best
-    of 5 timeit runs and the Python function calls per call (cProfile: load-independent)."""
+def accessors(n: int, root: str, partition_counts: list[int]) -> None:
+    """Per-call cost of the cheap accessors on an assigned, positioned consumer (mock) with
+    each of ``partition_counts`` partitions: the best of 5 timeit runs and the Python
+    function calls per call (cProfile: load-independent). ``highwater`` and the lag are
+    read once a fetch answered for the partition (the topic is empty: the watermark is 0)."""
     sys.path[:] = [root] + [p for p in sys.path if os.path.abspath(p or ".") != ROOT]
     from kproto import KafkaConsumer, TopicPartition
 
     with start_broker("mock") as broker:
-        topic = broker.new_topic(partitions=1000, prefix="bench-acc")
-        tps = [TopicPartition(topic, p) for p in range(1000)]
-        with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest") as c:
-            c.assign(tps)
-            c.poll(timeout_ms=200)
-            for tp in tps:
-                c.position(tp)
-            tp = tps[7]
-            cases = {"position(tp)": lambda: c.position(tp), "assignment()": c.assignment,
-                     "paused()": c.paused, "highwater(tp)": lambda: c.highwater(tp),
-                     "current_lag(tp)": lambda: c.current_lag(tp), "subscription()": c.subscription}
-            for name, fn in cases.items():
-                best = min(timeit.repeat(fn, number=n, repeat=5)) / n
-                profiler = cProfile.Profile()
-                profiler.enable()
-                for _ in range(100):
-                    fn()
-                profiler.disable()
-                calls = sum(v[1] for v in pstats.Stats(profiler).stats.values()) / 100  # type: ignore[attr-defined]
-                print("{:<18} {:8.2f} µs per call, {:5.1f} function calls per call ({})".format(
-                    name, best * 1e6, calls, root))
+        for count in partition_counts:
+            topic = broker.new_topic(partitions=count, prefix="bench-acc")
+            tps = [TopicPartition(topic, p) for p in range(count)]
+            with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest") as c:
+                c.assign(tps)
+                tp = tps[min(7, count - 1)]
+                for tpx in tps:
+                    c.position(tpx)
+                deadline = time.monotonic() + 30
+                while c.highwater(tp) is None and time.monotonic() < deadline:
+                    c.poll(timeout_ms=100)
+                c.pause(tps[0])
+                cases = {"position(tp)": lambda: c.position(tp), "assignment()": c.assignment,
+                         "paused()": c.paused, "highwater(tp)": lambda: c.highwater(tp),
+                         "current_lag(tp)": lambda: c.current_lag(tp), "subscription()": c.subscription}
+                for name, fn in cases.items():
+                    best = min(timeit.repeat(fn, number=n, repeat=5)) / n
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                    for _ in range(100):
+                        fn()
+                    profiler.disable()
+                    calls = sum(v[1] for v in pstats.Stats(profiler).stats.values()) / 100  # type: ignore[attr-defined]
+                    print("{:>5} partitions  {:<18} {:8.2f} µs per call, {:5.1f} function calls per call ({})".format(
+                        count, name, best * 1e6, calls, root), flush=True)
 
 
 def main() -> None:
@@ -129,6 +136,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-crc", action="store_true")
     parser.add_argument("--accessors", action="store_true")
+    parser.add_argument("--accessor-partitions", default="4,1000", help="partition counts for --accessors")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--accessors-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -141,10 +149,11 @@ def main() -> None:
                 env = dict(os.environ)
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--accessors-child",
-                                os.path.abspath(root)], env=env, cwd=ROOT, timeout=600)
+                                os.path.abspath(root), "--accessor-partitions", args.accessor_partitions],
+                               env=env, cwd=ROOT, timeout=600)
         return
     if args.accessors_child:
-        accessors(2000, args.accessors_child)
+        accessors(2000, args.accessors_child, [int(p) for p in args.accessor_partitions.split(",")])
         return
     roots = [os.path.abspath(r) for r in args.roots.split(",")]
     with start_broker(args.broker) as broker:

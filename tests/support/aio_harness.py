@@ -1,5 +1,6 @@
 """What the kproto.aio tests share: running a coroutine under asyncio's debug mode with
-no thread started and no "Task was destroyed" / "Unclosed" report, and draining records."""
+no thread started and no "Task was destroyed" / "Unclosed" report, draining records, and a
+rebalance listener that records what it was told."""
 
 from __future__ import annotations
 
@@ -75,3 +76,19 @@ async def drain(consumer: Any, n: int, timeout_s: float = DEADLINE_S) -> dict:
             for r in records:
                 seen[(tp.partition, r.offset)] = r
     return seen
+
+
+class ListenerLog:
+    """An aiokafka rebalance listener (coroutine callbacks) recording ``(kind, sorted partitions)``."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.events.append(("revoked", sorted(revoked)))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.events.append(("assigned", sorted(assigned)))
+
+    async def on_partitions_lost(self, lost: Any) -> None:
+        self.events.append(("lost", sorted(lost)))
