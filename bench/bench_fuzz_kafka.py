@@ -116,7 +116,7 @@ def start_cluster(directory: str, coverage_port: int | None):
 
     cluster = MavenKafkaCluster(3)
     node = cluster.node(1)
-    port = int(node.settings["advertised.listeners"].rpartition(":")[2])
+    port = cluster.ports[0]
     node.stop()
     jvm = _jvm(directory, coverage_port)
     node.start(extra_jvm=jvm)
