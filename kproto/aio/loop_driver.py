@@ -26,7 +26,6 @@ from typing import Any, Optional
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread, Resources
 from kproto.consumer.background.events import drain
 from kproto.consumer.background.network_client_delegate import UNSENT_RECHECK_MS
-from kproto.consumer.fetch.abstract_fetch import FETCH_API_KEY
 
 log = logging.getLogger("kproto.aio")
 
@@ -152,14 +151,13 @@ class LoopDriver:
 
     async def close(self, timeout_ms: int) -> None:
         """Stage the managers' last requests (the leave heartbeat, closing fetch sessions)
-        and do network steps until they are written and every answer but a fetch's came,
-        or ``timeout_ms`` passes (at least one step, as the thread's close); then
-        unregister everything.
+        and do network steps until they are written and answered, or ``timeout_ms`` passes
+        (at least one step, as the thread's close); then unregister everything.
 
-        Unlike the thread's close, answers to fetches are not waited for: a long-polling
-        fetch holds its connection for up to ``fetch_max_wait_ms``, and the request closing
-        the fetch session behind it needs no answer (kproto's classic engine does not wait
-        for it either)."""
+        As Java's consumer (``AbstractFetcher.maybeCloseFetchSessions``), the answer to a
+        request closing a fetch session is waited for: Kafka answers a connection's requests
+        in order, so behind a long-polling fetch that is up to ``fetch_max_wait_ms``; without
+        it the session would stay in the broker's cache until evicted."""
         delegate = self._resources.network_client_delegate
         deadline = self._loop.time() + timeout_ms / 1000.0
         try:
@@ -175,7 +173,7 @@ class LoopDriver:
     def _close_pending(self, delegate: Any) -> bool:
         client = self._client
         return (bool(delegate.unsent_requests) or client.pending_request_count() > 0 or client.has_pending_output()
-                or any(api_key != FETCH_API_KEY for api_key in client.in_flight_api_keys()))
+                or client.in_flight_request_count() > 0)
 
     def stop(self) -> None:
         """Stop iterating and take every socket off the loop (idempotent)."""

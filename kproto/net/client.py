@@ -251,11 +251,6 @@ class NetworkClient:
             nodes = [self._nodes.get(node_id)] if node_id is not None else list(self._nodes.values())
             return sum(n.proto.in_flight_count for n in nodes if n is not None and n.proto)
 
-    def in_flight_api_keys(self) -> list[int]:
-        """The API key of every request in flight on every connection."""
-        with self._lock:
-            return [ifr.api_key for n in self._nodes.values() if n.proto for ifr in n.proto.in_flight()]
-
     def has_pending_output(self) -> bool:
         """Whether a connection still holds request bytes not written to its socket."""
         with self._lock:
