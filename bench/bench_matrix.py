@@ -31,9 +31,12 @@ Every client starts the same way: construct, ask for the topic's metadata, ``ass
 reads, one untimed read (tuned confluent-kafka) warms the broker: the first read of a fresh
 topic took ~0.8 s longer on Kafka 4.4 (1.17 s to kproto's first record when it read first,
 0.34 s when it read again), a cost that fell on whichever client came first;
-``--no-warmup`` skips it. Each repeat round starts with the next client. Measured in the child, from the consumer's construction to its close after the
-last record: wall time (records/s, MB/s of values; the time to the first record, which
-weighs on cells of few records, is shown too), CPU seconds user + sys of the whole
+``--no-warmup`` skips it. Each repeat round starts with the next client. Measured in the child, from the consumer's construction to its last record: wall time
+(records/s, MB/s of values; the time to the first record, which weighs on cells of few
+records, is shown too; the close after the last record is timed apart and left out, as a
+consumer that owns fetch sessions closes them: Java's and kproto's close waits for the
+answers, which queue behind a long-poll Fetch still in flight, up to ``fetch_max_wait_ms``,
+a cost the clients without sessions never pay), CPU seconds user + sys of the whole
 process (librdkafka's threads included; the mock runs in the parent and Tansu in its own
 process, so the broker is never counted) per million records, and peak RSS (the child's
 ``VmHWM``, interpreter and client imports included), and the share of the CPU time spent in
@@ -94,6 +97,7 @@ METRICS = (("records_s", "records/s", "{:,.0f}"), ("mb_s", "MB/s (values)", "{:.
            ("cpu_per_m", "CPU s (user+sys) per million records", "{:.2f}"),
            ("peak_rss_mib", "peak RSS MiB", "{:.0f}"),
            ("first_s", "seconds to the first record (inside the timed read)", "{:.2f}"),
+           ("close_s", "seconds to close the consumer after the last record (left out of records/s)", "{:.2f}"),
            ("gc_share", "share of the CPU time in Python's cyclic garbage collector", "{:.0%}"),
            ("steady_records_s", "records/s from the first record on (start-up left out)", "{:,.0f}"))
 #: (column, reference variant) for the ratios of each kproto variant's records/s.
@@ -126,10 +130,13 @@ def child_main(spec: dict) -> None:
     step = spec.get("sample_every") or 0
     mark = [step]
     first = [0.0]
+    last = [0.0]  # the time of the last record (the read's end; the close after it apart)
 
     def progress(count: int, size: int) -> None:  # once per poll
         if count and not first[0]:
             first[0] = time.perf_counter() - start
+        if count >= spec["n"] and not last[0]:
+            last[0] = time.perf_counter() - start
         if step and size >= mark[0]:
             samples.append((size, rss_bytes()))
             mark[0] = (size // step + 1) * step
@@ -150,7 +157,8 @@ def child_main(spec: dict) -> None:
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # javac, if it compiled the peer
     start = time.perf_counter()
     tally = variant.run(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"], progress)
-    seconds = time.perf_counter() - start
+    total = time.perf_counter() - start
+    seconds, close_s = (last[0], total - last[0]) if last[0] else (total, 0.0)
     after = resource.getrusage(resource.RUSAGE_SELF)
     gc.callbacks.remove(on_gc)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -163,13 +171,13 @@ def child_main(spec: dict) -> None:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (children.ru_utime - children_before.ru_utime) + (children.ru_stime - children_before.ru_stime)
         extra = dict(_common.JAVA_TIMES, peak_rss=children.ru_maxrss * 1024)
-        seconds, first[0] = extra.pop("seconds"), extra.pop("first_s")
+        seconds, first[0], close_s = extra.pop("seconds"), extra.pop("first_s"), extra.pop("close_s")
     if variant.package == "aiokafka" and aiokafka_compiled() != (spec["variant"] == "aiokafka"):
         raise SystemExit("{}: aiokafka's compiled extension is {}in use".format(
             spec["variant"], "" if aiokafka_compiled() else "not "))
     print("RESULT " + json.dumps({
         "count": tally.count, "value_bytes": tally.value_bytes, "checksum": tally.checksum,
-        "seconds": seconds, "first_s": first[0], "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
+        "seconds": seconds, "first_s": first[0], "close_s": close_s, "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
         "rss_before": rss_before, "samples": samples, **extra}), flush=True)
 
 
@@ -215,7 +223,7 @@ def records_for(value_size: int, partitions: int, mb: float) -> int:
 def metrics_of(run: dict) -> dict:
     return {"records_s": run["count"] / run["seconds"], "mb_s": run["value_bytes"] / run["seconds"] / 1e6,
             "cpu_per_m": run["cpu_s"] / max(run["count"], 1) * 1e6,
-            "peak_rss_mib": run["peak_rss"] / 2**20, "first_s": run["first_s"],
+            "peak_rss_mib": run["peak_rss"] / 2**20, "first_s": run["first_s"], "close_s": run.get("close_s", 0.0),
             "gc_share": run.get("gc_s", 0.0) / run["cpu_s"] if run["cpu_s"] else 0.0,
             "steady_records_s": run["count"] / max(run["seconds"] - run["first_s"], 1e-9)}
 

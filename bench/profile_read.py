@@ -3,18 +3,21 @@
     .venv/bin/python bench/profile_read.py --broker mock --partitions 1000 --records 100000
     .venv/bin/python bench/profile_read.py --partitions 4 --records 200000 --roots .,/other/checkout
     .venv/bin/python bench/profile_read.py --accessors     # position()/assignment()/... per call
+    .venv/bin/python bench/profile_read.py --broker tansu --partitions 4 --clients kproto,kproto.aio
 
 Seeds one topic (``--records`` x ``--value`` bytes, record ``i`` to partition ``i % P``)
 once, then reads it from the beginning with ``assign()`` in a child process per kproto
-checkout (``--roots``, default this one; so two versions compare on the same data) and per
-mode: ``cpu`` (no profiler: ``time.process_time`` of the child's read, which leaves out the
+checkout (``--roots``, default this one; so two versions compare on the same data), per
+client (``--clients``: the blocking ``KafkaConsumer``, default, and/or ``kproto.aio``'s
+``AIOKafkaConsumer``) and per mode: ``cpu`` (no profiler: ``time.process_time`` of the child's read, which leaves out the
 broker — the mock runs in the parent, Tansu in a process of its own — and is steadier than
 wall time on a loaded machine, as it counts only this process's own CPU) and ``profile``
 (under cProfile: the hottest functions with their call counts, which do not depend on load
 at all). Every read is verified by count and checksum against the seeding's.
 
 ``--accessors`` instead times the cheap consumer accessors (``position``, ``assignment``,
-``paused``, ``highwater``, ...) on an assigned, positioned consumer with ``timeit``.
+``paused``, ``highwater``, ``current_lag``, ...) on an assigned, positioned consumer with
+``timeit``, at 4 and 1,000 partitions (``--accessor-partitions``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import timeit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ROOT, preload, read_kproto, seed, start_broker  # noqa: E402
+from _common import ROOT, preload, read_kproto, read_kproto_aio, seed, start_broker  # noqa: E402
 
 
 def child(spec: dict) -> None:
@@ -57,8 +60,9 @@ def child(spec: dict) -> None:
     cpu0 = time.process_time()
     if profiler is not None:
         profiler.enable()
-    tally = read_kproto(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"],
-                        check_crcs=spec.get("check_crcs", True))
+    read = read_kproto_aio if spec.get("client") == "kproto.aio" else read_kproto
+    tally = read(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"],
+                 check_crcs=spec.get("check_crcs", True))
     if profiler is not None:
         profiler.disable()
     cpu = time.process_time() - cpu0
@@ -87,34 +91,40 @@ def run(root: str, spec: dict) -> dict:
     raise SystemExit("child failed ({}): {}".format(proc.returncode, proc.stderr[-2000:]))
 
 
-def accessors(n: int, root: str) -> None:
-    """Per-call cost of the cheap accessors on a 1,000-partition assignment (mock): the best
-    of 5 timeit runs and the Python function calls per call (cProfile: load-independent)."""
+def accessors(n: int, root: str, partition_counts: list[int]) -> None:
+    """Per-call cost of the cheap accessors on an assigned, positioned consumer (mock) with
+    each of ``partition_counts`` partitions: the best of 5 timeit runs and the Python
+    function calls per call (cProfile: load-independent). ``highwater`` and the lag are
+    read once a fetch answered for the partition (the topic is empty: the watermark is 0)."""
     sys.path[:] = [root] + [p for p in sys.path if os.path.abspath(p or ".") != ROOT]
     from kproto import KafkaConsumer, TopicPartition
 
     with start_broker("mock") as broker:
-        topic = broker.new_topic(partitions=1000, prefix="bench-acc")
-        tps = [TopicPartition(topic, p) for p in range(1000)]
-        with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest") as c:
-            c.assign(tps)
-            c.poll(timeout_ms=200)
-            for tp in tps:
-                c.position(tp)
-            tp = tps[7]
-            cases = {"position(tp)": lambda: c.position(tp), "assignment()": c.assignment,
-                     "paused()": c.paused, "highwater(tp)": lambda: c.highwater(tp),
-                     "current_lag(tp)": lambda: c.current_lag(tp), "subscription()": c.subscription}
-            for name, fn in cases.items():
-                best = min(timeit.repeat(fn, number=n, repeat=5)) / n
-                profiler = cProfile.Profile()
-                profiler.enable()
-                for _ in range(100):
-                    fn()
-                profiler.disable()
-                calls = sum(v[1] for v in pstats.Stats(profiler).stats.values()) / 100  # type: ignore[attr-defined]
-                print("{:<18} {:8.2f} µs per call, {:5.1f} function calls per call ({})".format(
-                    name, best * 1e6, calls, root))
+        for count in partition_counts:
+            topic = broker.new_topic(partitions=count, prefix="bench-acc")
+            tps = [TopicPartition(topic, p) for p in range(count)]
+            with KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest") as c:
+                c.assign(tps)
+                tp = tps[min(7, count - 1)]
+                for tpx in tps:
+                    c.position(tpx)
+                deadline = time.monotonic() + 30
+                while c.highwater(tp) is None and time.monotonic() < deadline:
+                    c.poll(timeout_ms=100)
+                c.pause(tps[0])
+                cases = {"position(tp)": lambda: c.position(tp), "assignment()": c.assignment,
+                         "paused()": c.paused, "highwater(tp)": lambda: c.highwater(tp),
+                         "current_lag(tp)": lambda: c.current_lag(tp), "subscription()": c.subscription}
+                for name, fn in cases.items():
+                    best = min(timeit.repeat(fn, number=n, repeat=5)) / n
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                    for _ in range(100):
+                        fn()
+                    profiler.disable()
+                    calls = sum(v[1] for v in pstats.Stats(profiler).stats.values()) / 100  # type: ignore[attr-defined]
+                    print("{:>5} partitions  {:<18} {:8.2f} µs per call, {:5.1f} function calls per call ({})".format(
+                        count, name, best * 1e6, calls, root), flush=True)
 
 
 def main() -> None:
@@ -125,10 +135,12 @@ def main() -> None:
     parser.add_argument("--value", type=int, default=100)
     parser.add_argument("--roots", default=".", help="kproto checkouts to compare (comma-separated)")
     parser.add_argument("--modes", default="cpu,profile")
+    parser.add_argument("--clients", default="kproto", help="kproto and/or kproto.aio (comma-separated)")
     parser.add_argument("--repeat", type=int, default=1, help="cpu reads per root (minimum kept)")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-crc", action="store_true")
     parser.add_argument("--accessors", action="store_true")
+    parser.add_argument("--accessor-partitions", default="4,1000", help="partition counts for --accessors")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--accessors-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -141,10 +153,11 @@ def main() -> None:
                 env = dict(os.environ)
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--accessors-child",
-                                os.path.abspath(root)], env=env, cwd=ROOT, timeout=600)
+                                os.path.abspath(root), "--accessor-partitions", args.accessor_partitions],
+                               env=env, cwd=ROOT, timeout=600)
         return
     if args.accessors_child:
-        accessors(2000, args.accessors_child)
+        accessors(2000, args.accessors_child, [int(p) for p in args.accessor_partitions.split(",")])
         return
     roots = [os.path.abspath(r) for r in args.roots.split(",")]
     with start_broker(args.broker) as broker:
@@ -157,20 +170,22 @@ def main() -> None:
         best: dict[str, float] = {}
         for mode in args.modes.split(","):
             for _ in range(args.repeat if mode == "cpu" else 1):
-                for root in roots:  # interleaved, so load drifts touch every root alike
-                    out = run(root, dict(spec, mode=mode, root=root))
+                # interleaved, so load drifts touch every root and client alike
+                for root, client in [(r, c) for r in roots for c in args.clients.split(",")]:
+                    out = run(root, dict(spec, mode=mode, root=root, client=client))
                     ok = (out["count"], out["checksum"]) == (written.count, written.checksum)
-                    print("{} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs ({:.0%} of the CPU){}{}".format(
-                        mode, root, out["kproto"], out["cpu_s"], out["cpu_s"] / max(out["count"], 1) * 1e6, out["gc_runs"],
-                        out["gc_s"] / max(out["cpu_s"], 1e-9),
+                    print("{} {} {} ({}): {:.2f} s CPU, {:.2f} µs CPU per record, {} gc runs ({:.0%} of the CPU){}{}".format(
+                        mode, client, root, out["kproto"], out["cpu_s"], out["cpu_s"] / max(out["count"], 1) * 1e6,
+                        out["gc_runs"], out["gc_s"] / max(out["cpu_s"], 1e-9),
                         ", {:,} calls".format(out["calls"]) if "calls" in out else "",
                         "" if ok else "  NOT VERIFIED"), flush=True)
                     if "profile" in out:
                         print(out["profile"])
                     elif ok:
-                        best[root] = min(best.get(root, math.inf), out["cpu_s"] / out["count"] * 1e6)
-        for root, us in best.items():
-            print("best of {}: {:.2f} µs CPU per record, {}".format(args.repeat, us, root))
+                        key = "{} {}".format(client, root)
+                        best[key] = min(best.get(key, math.inf), out["cpu_s"] / out["count"] * 1e6)
+        for key, us in best.items():
+            print("best of {}: {:.2f} µs CPU per record, {}".format(args.repeat, us, key))
 
 
 if __name__ == "__main__":

@@ -157,14 +157,17 @@ def apache_kafka_cluster():
     a controller quorum of three combined nodes, replicated internal topics; ``kill(id)`` /
     ``restart(id)``), shared by the session; skips (with the reason) without mvn and java.
     Node ``i`` is in rack ``RACKS[i - 1]`` with Kafka's rack-aware replica selector
-    (KIP-392): a consumer without ``client_rack`` still reads from the leaders."""
+    (KIP-392): a consumer without ``client_rack`` still reads from the leaders. Besides
+    PLAINTEXT (``bootstrap_servers``) it has the proxied client listeners ``EXTERNAL`` and
+    ``MOVED`` (``proxies``, ``take_away``, ``bring_back``: addresses that can all go away
+    while the cluster runs on); a test that takes one away brings it back."""
     from tests.brokers import maven
     from tests.brokers.apache import MavenKafkaCluster
 
     reason = maven.unavailable_reason()
     if reason is not None:
         pytest.skip("apache_kafka_cluster: {}".format(reason))
-    cluster = MavenKafkaCluster(racks=MavenKafkaCluster.RACKS)
+    cluster = MavenKafkaCluster(racks=MavenKafkaCluster.RACKS, proxied_listeners=("EXTERNAL", "MOVED"))
     yield cluster
     cluster.close()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from kproto import errors
 from kproto.consumer.background.consumer_network_thread import Resources
@@ -35,6 +35,7 @@ from kproto.consumer.classic.consumer_protocol import (coerce_assignment, coerce
 from kproto.consumer.classic.consumer_coordinator import metadata_snapshot
 from kproto.consumer.classic.group_membership import Generation, GroupMembership, MemberState, Verdict
 from kproto.consumer.classic.heartbeat import Heartbeat
+from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.kip848.events import (ConsumerRebalanceListenerCallbackCompletedEvent,
                                            ConsumerRebalanceListenerMethodName, request_listener_callback)
 from kproto.structs import TopicPartition
@@ -55,13 +56,15 @@ def _capped(request_cls: Any, max_version: int) -> int:
 class ClassicGroupManager:
     """One classic group member on the background shell's loop; see the module docstring."""
 
-    def __init__(self, config: Mapping[str, Any], subscriptions: Any, cluster: Any, coordinator_manager: Any,
+    def __init__(self, settings: EngineConfig, subscriptions: Any, cluster: Any, coordinator_manager: Any,
                  commit_manager: Any, background_event_handler: BackgroundEventHandler,
                  request_metadata_update: Callable[[], Any], time_ms: Callable[[], int],
                  wakeup: Callable[[], None] = lambda: None) -> None:
-        self.group_id: str = config["group_id"]
-        self.membership = GroupMembership(self.group_id, config["group_instance_id"])
-        self.membership.event_source = config["client_id"]
+        group = settings.group
+        assert group.group_id, "a classic group member needs a group_id"
+        self.group_id: str = group.group_id
+        self.membership = GroupMembership(self.group_id, group.group_instance_id)
+        self.membership.event_source = settings.client_id
         self.subscriptions = subscriptions
         self._cluster = cluster
         self._coordinator = coordinator_manager
@@ -71,16 +74,16 @@ class ClassicGroupManager:
         self._time_ms = time_ms
         # A response callback's next step goes out in the next iteration: wake the loop.
         self._wakeup = wakeup
-        self._assignors = resolve_assignors(config["partition_assignment_strategy"])
+        self._assignors = resolve_assignors(settings.partition_assignment_strategy)
         self.rebalance_protocol = select_rebalance_protocol(self._assignors)
-        self._rack_id = config["client_rack"] or None
-        self._session_timeout_ms = config["session_timeout_ms"]
-        self._rebalance_timeout_ms = config["max_poll_interval_ms"]
-        self._request_timeout_ms = config["request_timeout_ms"]
-        self._retry_backoff_ms = config["retry_backoff_ms"]
+        self._rack_id = group.rack_id
+        self._session_timeout_ms = group.session_timeout_ms
+        self._rebalance_timeout_ms = group.rebalance_timeout_ms
+        self._request_timeout_ms = group.request_timeout_ms
+        self._retry_backoff_ms = group.retry_backoff_ms
         self.heartbeat = Heartbeat(session_timeout_ms=self._session_timeout_ms,
-                                   heartbeat_interval_ms=config["heartbeat_interval_ms"],
-                                   max_poll_interval_ms=config["max_poll_interval_ms"],
+                                   heartbeat_interval_ms=group.heartbeat_interval_ms,
+                                   max_poll_interval_ms=group.rebalance_timeout_ms,
                                    retry_backoff_ms=self._retry_backoff_ms, now_ms=time_ms())
         # A commit or listener callback the rebalance waits on before its next step.
         self._waiting: Optional[Future[Any]] = None
@@ -571,7 +574,7 @@ class ClassicGroupManager:
         future.add_done_callback(done)
 
 
-def install_classic_group(resources: Resources, config: Mapping[str, Any], subscriptions: Any,
+def install_classic_group(resources: Resources, settings: EngineConfig, subscriptions: Any,
                           background_event_handler: BackgroundEventHandler, time_ms: Callable[[], int]
                           ) -> ClassicGroupManager:
     """Replace the KIP-848 heartbeat and membership managers ``build_resources`` made with a
@@ -580,7 +583,7 @@ def install_classic_group(resources: Resources, config: Mapping[str, Any], subsc
     commit = processor.commit
     coordinator = processor.coordinator
     client = resources.client
-    manager = ClassicGroupManager(config, subscriptions, client.cluster, coordinator, commit,
+    manager = ClassicGroupManager(settings, subscriptions, client.cluster, coordinator, commit,
                                   background_event_handler, client.request_metadata_update, time_ms)
     commit.group_protocol = "classic"
     replaced = (processor.heartbeat, processor.membership)

@@ -15,6 +15,11 @@ are synchronous as in aiokafka; the others are submitted and awaited. Positions 
 in ``getmany()``'s collection step, which has no ``await`` between taking records from
 the buffer and returning them: cancelling a task inside ``getmany()`` or ``commit()``
 loses and duplicates nothing (a cancelled commit still completes in the background).
+A ``getmany()`` with records buffered does not suspend; so that an application looping over
+it does not hold the loop until the buffer is empty, ``getmany()`` gives the loop a turn
+(before taking anything) once ``max_poll_records`` records were handed out without one: each
+loop step is then at most one collection (or one network step: reading the sockets and
+parsing the responses, records left as bytes).
 """
 
 from __future__ import annotations
@@ -36,18 +41,16 @@ from kproto.clock import monotonic_ms
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
 from kproto.consumer.background.events import (ApplicationEvent, ApplicationEventHandler, BackgroundEventHandler,
                                                CompletableApplicationEvent, ErrorEvent, drain)
+from kproto.consumer.engine_config import EngineConfig
+from kproto.consumer.engine_setup import build_engine_setup
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
-from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
-from kproto.consumer.config import parse_isolation_level
 from kproto.consumer.kip848 import events as ev
 from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
-from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import (ConsumerStoppedError, IllegalArgumentError, IllegalOperation, IllegalStateError,
                            KafkaError, KafkaTimeoutError)
-from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
+from kproto.metrics.consumer_metrics import metrics_view
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.aio")
@@ -61,8 +64,9 @@ class AIOKafkaConsumer:
     def __init__(self, *topics: str, **configs: Any) -> None:
         self.config = aio_consumer_config(configs)
         self._initial_topics = list(topics)
-        self._group_id: Optional[str] = self.config["group_id"]
-        self._classic_group = bool(self._group_id) and self.config["group_protocol"] == "classic"
+        self.settings = EngineConfig.from_config(self.config)
+        self._group_id: Optional[str] = self.settings.group_id
+        self._classic_group = bool(self._group_id) and self.settings.group_protocol == "classic"
         self._closed = False
         self._started = False
         self._driver: Optional[LoopDriver] = None
@@ -70,6 +74,10 @@ class AIOKafkaConsumer:
         self._callback_tail: Optional["asyncio.Task[Any]"] = None
         self._callback_tasks: set["asyncio.Task[Any]"] = set()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
+        # Records handed out since getmany() last gave the loop a turn (see _getmany).
+        self._handed_since_yield = 0
+        # Whether getmany() last waited with positions missing (see _getmany).
+        self._positions_missing = False
 
     # --- start and stop -------------------------------------------------------------------
 
@@ -80,30 +88,23 @@ class AIOKafkaConsumer:
             return
         if self._closed:
             raise ConsumerStoppedError("the consumer was stopped")
-        config = self.config
         loop = asyncio.get_running_loop()
         self._time_ms = monotonic_ms
-        self.subscriptions = SubscriptionState(config["auto_offset_reset"])
-        self.subscriptions.event_source = config["client_id"]
+        setup = build_engine_setup(self.settings)
+        settings = setup.settings
+        self.subscriptions = setup.subscriptions
         self.fetch_buffer = FetchBuffer()
-        self.fetch_config = FetchConfig.from_config(config)
-        self._metrics = build_metrics(config)
-        prefix = config["metric_group_prefix"]
-        self.fetch_metrics = self.consumer_metrics = self.coordinator_metrics = None
-        if self._metrics is not None:
-            self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix,
-                                                     parse_isolation_level(config["isolation_level"]))
-            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
-            if self._group_id:
-                self.coordinator_metrics = CoordinatorMetrics(
-                    self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
+        self.fetch_config = settings.fetch
+        self._metrics = setup.metrics
+        self.fetch_metrics = setup.fetch_metrics
+        self.consumer_metrics = setup.consumer_metrics
+        self.coordinator_metrics = setup.coordinator_metrics
         self.background_event_queue: "queue.Queue[Any]" = queue.Queue()
         application_event_queue: "queue.Queue[Any]" = queue.Queue()
-        resources = build_resources(config, self.subscriptions, self.fetch_buffer, self.fetch_config,
-                                    BackgroundEventHandler(self.background_event_queue),
-                                    self._time_ms, self.fetch_metrics, self.coordinator_metrics)
+        resources = build_resources(setup, self.fetch_buffer, BackgroundEventHandler(self.background_event_queue),
+                                    self._time_ms)
         if self._classic_group:
-            install_classic_group(resources, config, self.subscriptions,
+            install_classic_group(resources, settings, self.subscriptions,
                                   BackgroundEventHandler(self.background_event_queue), self._time_ms)
         # The engine's loop object, never started as a thread: the driver runs its iterations.
         network_thread = ConsumerNetworkThread(application_event_queue, lambda: resources, self._time_ms)
@@ -128,7 +129,7 @@ class AIOKafkaConsumer:
             raise
 
     async def _bootstrap(self) -> None:
-        deadline = self._deadline(self.config["request_timeout_ms"])
+        deadline = self._deadline(self.settings.request_timeout_ms)
         while True:
             try:
                 await self._add_and_get(ev.MetadataUpdateEvent(False, deadline))
@@ -136,8 +137,8 @@ class AIOKafkaConsumer:
             except KafkaError as exc:
                 if not exc.retriable or self._time_ms() >= deadline:
                     raise KafkaError("Unable to bootstrap from {}".format(
-                        self.config["bootstrap_servers"])) if exc.retriable else exc
-                await asyncio.sleep(self.config["retry_backoff_ms"] / 1000.0)
+                        self.settings.bootstrap_servers)) if exc.retriable else exc
+                await asyncio.sleep(self.settings.retry_backoff_ms / 1000.0)
 
     async def stop(self, timeout_ms: Optional[int] = None) -> None:
         """Commit (auto-commit), leave the group, close fetch sessions and connections;
@@ -151,7 +152,7 @@ class AIOKafkaConsumer:
         assert driver is not None
         deadline = self._deadline(30000 if timeout_ms is None else timeout_ms)
         try:
-            if self._group_id and self.config["enable_auto_commit"] and self.subscriptions.assigned_partitions():
+            if self._group_id and self.settings.enable_auto_commit and self.subscriptions.assigned_partitions():
                 try:
                     await self._add_and_get(ev.SyncCommitEvent(deadline, None))
                 except (KafkaError, asyncio.TimeoutError) as exc:
@@ -202,7 +203,7 @@ class AIOKafkaConsumer:
             raise ConsumerStoppedError("the consumer is stopped" if self._closed else "call start() first")
 
     def _deadline(self, timeout_ms: Optional[int]) -> int:
-        timeout = self.config["default_api_timeout_ms"] if timeout_ms is None else timeout_ms
+        timeout = self.settings.default_api_timeout_ms if timeout_ms is None else timeout_ms
         return int(self._time_ms() + timeout)
 
     def _process_now(self, event: CompletableApplicationEvent) -> Any:
@@ -294,8 +295,8 @@ class AIOKafkaConsumer:
         self.fetch_buffer.retain_all(set(partitions))
         self._process_now(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set[TopicPartition]:
-        return self.subscriptions.assigned_partitions() if self._started else set()
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self.subscriptions.assigned_partitions() if self._started else frozenset()
 
     # --- records ----------------------------------------------------------------------------
 
@@ -306,10 +307,11 @@ class AIOKafkaConsumer:
         self._check_running()
         if self.subscriptions.has_no_subscription_or_user_assignment():
             raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
-        assigned = self.subscriptions.assigned_partitions()
-        for tp in partitions:
-            if tp not in assigned:
-                raise IllegalStateError("No current assignment for partition {}".format(tp))
+        if partitions:
+            assigned = self.subscriptions.assigned_partitions()
+            for tp in partitions:
+                if tp not in assigned:
+                    raise IllegalStateError("No current assignment for partition {}".format(tp))
         if self.consumer_metrics is not None:
             self.consumer_metrics.record_poll_start()
         try:
@@ -323,6 +325,15 @@ class AIOKafkaConsumer:
         driver = self._driver
         assert driver is not None
         deadline = self._deadline(timeout_ms)
+        if self._handed_since_yield >= self.fetch_config.max_poll_records:
+            # A getmany() that has records buffered returns without suspending: an
+            # application looping over it would hold the loop until the buffer is empty
+            # (a fetch response: up to fetch_max_bytes of records). A turn of the loop per
+            # max_poll_records handed out bounds each step by one collection (and what the
+            # application does with it), and lets the driver send the next fetches now.
+            # Nothing is taken yet: a cancellation here loses nothing.
+            self._handed_since_yield = 0
+            await asyncio.sleep(0)
         first_pass = True
         while True:
             self._check_running()
@@ -334,12 +345,13 @@ class AIOKafkaConsumer:
                 remaining = deadline - self._time_ms()
                 if remaining <= 0:
                     return {}
-                await driver.wait_for_step(min(remaining, self.config["retry_backoff_ms"]) / 1000.0)
+                await driver.wait_for_step(min(remaining, self.settings.retry_backoff_ms) / 1000.0)
                 if not inflight.is_validate_positions_complete():
                     continue  # still validating: a new pass, no new event (it is in flight)
             # No await from here to the return: the records taken are the records returned.
             fetch = self._collect(partitions, max_records)
             if not fetch.is_empty():
+                self._handed_since_yield += fetch.num_records
                 self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
                 now = int(time.time() * 1000)
                 for tp in fetch.records:
@@ -350,8 +362,16 @@ class AIOKafkaConsumer:
                 return {}
             wait = min(remaining, self._network_thread.cached_maximum_time_to_wait_ms)
             if not inflight.is_complete() or not self.subscriptions.has_all_fetch_positions():
-                wait = min(wait, self.config["retry_backoff_ms"])
+                wait = min(wait, self.settings.retry_backoff_ms)
+                self._positions_missing = True
+            elif self._positions_missing:
+                # The last positions arrived in a network step (a reset answered, a
+                # validation done), after the fetch manager had found nothing to fetch:
+                # ask again now instead of waiting out the timeout with no fetch in flight.
+                self._positions_missing = False
+                self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
             await driver.wait_for_step(wait / 1000.0)
+            self._handed_since_yield = 0
 
     def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> ev.AsyncPollEvent:
         inflight = self._inflight_poll
@@ -385,7 +405,7 @@ class AIOKafkaConsumer:
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord:
         """The next record (of ``partitions`` if given), waiting as long as it takes."""
         while True:
-            records = await self.getmany(*partitions, timeout_ms=self.config["default_api_timeout_ms"],
+            records = await self.getmany(*partitions, timeout_ms=self.settings.default_api_timeout_ms,
                                          max_records=1)
             for batch in records.values():
                 if batch:
@@ -456,7 +476,7 @@ class AIOKafkaConsumer:
             if self._time_ms() >= deadline:
                 raise KafkaTimeoutError("no position for {} in time".format(partition))
             if self.subscriptions.valid_position(partition) is None:
-                await self._driver.wait_for_step(self.config["retry_backoff_ms"] / 1000.0)
+                await self._driver.wait_for_step(self.settings.retry_backoff_ms / 1000.0)
 
     def highwater(self, partition: TopicPartition) -> Optional[int]:
         return self.subscriptions.high_watermark(partition)
@@ -474,7 +494,7 @@ class AIOKafkaConsumer:
     def resume(self, *partitions: TopicPartition) -> None:
         self._process_now(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set[TopicPartition]:
+    def paused(self) -> frozenset[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------
@@ -525,7 +545,7 @@ class AIOKafkaConsumer:
 
     async def topics(self) -> set[str]:
         self._check_running()
-        return await self._add_and_get(ev.ListTopicsEvent(bool(self.config["exclude_internal_topics"]),
+        return await self._add_and_get(ev.ListTopicsEvent(self.settings.exclude_internal_topics,
                                                           self._deadline(None)))
 
     def partitions_for_topic(self, topic: str) -> Optional[set[int]]:

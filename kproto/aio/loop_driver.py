@@ -151,19 +151,29 @@ class LoopDriver:
 
     async def close(self, timeout_ms: int) -> None:
         """Stage the managers' last requests (the leave heartbeat, closing fetch sessions)
-        and do network steps until they are sent or ``timeout_ms`` passes (at least one
-        step, as the thread's close); then unregister everything."""
+        and do network steps until they are written and answered, or ``timeout_ms`` passes
+        (at least one step, as the thread's close); then unregister everything.
+
+        As Java's consumer (``AbstractFetcher.maybeCloseFetchSessions``), the answer to a
+        request closing a fetch session is waited for: Kafka answers a connection's requests
+        in order, so behind a long-polling fetch that is up to ``fetch_max_wait_ms``; without
+        it the session would stay in the broker's cache until evicted."""
         delegate = self._resources.network_client_delegate
         deadline = self._loop.time() + timeout_ms / 1000.0
         try:
             self._closing = True
             self._thread.stage_close_requests(self._resources)
             delegate.poll(0)
-            while delegate.has_pending_requests() and self._loop.time() < deadline:
+            while self._close_pending(delegate) and self._loop.time() < deadline:
                 self._arm(UNSENT_RECHECK_MS)
                 await self.wait_for_step(min(0.1, deadline - self._loop.time()))
         finally:
             self.stop()
+
+    def _close_pending(self, delegate: Any) -> bool:
+        client = self._client
+        return (bool(delegate.unsent_requests) or client.pending_request_count() > 0 or client.has_pending_output()
+                or client.in_flight_request_count() > 0)
 
     def stop(self) -> None:
         """Stop iterating and take every socket off the loop (idempotent)."""

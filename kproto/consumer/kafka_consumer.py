@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
 from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+if TYPE_CHECKING:
+    from kproto.consumer.config import ConsumerConfig
+    from kproto.consumer.engine_config import EngineConfig
 
 log = logging.getLogger("kproto.consumer")
 
@@ -34,7 +38,7 @@ class ConsumerDelegate(Protocol):
     def unsubscribe(self) -> None: ...
     def subscription(self) -> Optional[set[str]]: ...
     def assign(self, partitions: Iterable[TopicPartition]) -> None: ...
-    def assignment(self) -> set[TopicPartition]: ...
+    def assignment(self) -> frozenset[TopicPartition]: ...
     def poll(self, timeout_ms: int, max_records: Optional[int],
              update_offsets: bool) -> dict[TopicPartition, list[ConsumerRecord]]: ...
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
@@ -51,7 +55,7 @@ class ConsumerDelegate(Protocol):
                      callback: Optional[Callable[..., Any]]) -> Any: ...
     def pause(self, partitions: tuple[TopicPartition, ...]) -> None: ...
     def resume(self, partitions: tuple[TopicPartition, ...]) -> None: ...
-    def paused(self) -> set[TopicPartition]: ...
+    def paused(self) -> frozenset[TopicPartition]: ...
     def beginning_offsets(self, partitions: Iterable[TopicPartition],
                           timeout_ms: Optional[int]) -> dict[TopicPartition, int]: ...
     def end_offsets(self, partitions: Iterable[TopicPartition],
@@ -68,14 +72,13 @@ class ConsumerDelegate(Protocol):
     def close(self, autocommit: bool, timeout_ms: Optional[int]) -> None: ...
 
 
-def create_consumer_delegate(config: Any) -> ConsumerDelegate:
+def create_consumer_delegate(config: ConsumerConfig, settings: EngineConfig) -> ConsumerDelegate:
     """Java's ConsumerDelegateCreator: pick the engine from ``group_protocol``."""
-    protocol = str(config["group_protocol"]).lower()
-    if protocol == "consumer":
+    if settings.group_protocol == "consumer":
         from kproto.consumer.kip848.async_kafka_consumer import AsyncKafkaConsumer
-        return AsyncKafkaConsumer(config)
+        return AsyncKafkaConsumer(config, settings=settings)
     from kproto.consumer.classic.classic_kafka_consumer import ClassicKafkaConsumer
-    return ClassicKafkaConsumer(config)
+    return ClassicKafkaConsumer(config, settings=settings)
 
 
 class KafkaConsumer:
@@ -88,9 +91,11 @@ class KafkaConsumer:
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         from kproto.consumer.config import ConsumerConfig
+        from kproto.consumer.engine_config import EngineConfig
 
         self.config = ConsumerConfig(configs)
-        self._delegate: ConsumerDelegate = create_consumer_delegate(self.config)
+        self._settings = EngineConfig.from_config(self.config)
+        self._delegate: ConsumerDelegate = create_consumer_delegate(self.config, self._settings)
         # Every call but wakeup() and metrics() reaches the engine through it.
         self._confinement = ThreadConfinement(self._delegate, "KafkaConsumer")
         self._iterator: Optional[Iterator[ConsumerRecord]] = None
@@ -129,8 +134,9 @@ class KafkaConsumer:
             engine.assign(list(partitions))
         self._iterator = None  # records buffered for iteration are stale now
 
-    def assignment(self) -> set[TopicPartition]:
-        """The partitions currently assigned to this consumer."""
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions currently assigned to this consumer: an immutable snapshot, the
+        same object until the assignment changes (cheap to call in a loop)."""
         with self._confinement as engine:
             return engine.assignment()
 
@@ -162,7 +168,7 @@ class KafkaConsumer:
         """The next record; StopIteration after ``consumer_timeout_ms`` without one (kafka-python)."""
         if self._confinement.closed:
             raise StopIteration("KafkaConsumer closed")
-        timeout_ms = self.config["consumer_timeout_ms"]
+        timeout_ms = self._settings.consumer_timeout_ms
         deadline = None if timeout_ms == float("inf") else time.monotonic() + timeout_ms / 1000
         while True:
             if self._iterator is not None:
@@ -228,8 +234,8 @@ class KafkaConsumer:
         with self._confinement as engine:
             engine.resume(partitions)
 
-    def paused(self) -> set[TopicPartition]:
-        """The partitions paused with ``pause()``."""
+    def paused(self) -> frozenset[TopicPartition]:
+        """The partitions paused with ``pause()``: an immutable snapshot."""
         with self._confinement as engine:
             return engine.paused()
 

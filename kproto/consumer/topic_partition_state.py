@@ -60,8 +60,12 @@ class FetchState(enum.Enum):
 
     @property
     def has_valid_position(self) -> bool:
-        return self is FetchState.FETCHING
+        return self is _FETCHING
 
+
+# Read per partition of every fetch: a module global, where FetchState.FETCHING is an enum
+# member looked up through its class (several times the cost).
+_FETCHING = FetchState.FETCHING
 
 _TRANSITIONS: dict[FetchState, frozenset[FetchState]] = {
     FetchState.INITIALIZING: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
@@ -150,7 +154,7 @@ class TopicPartitionState:
 
     def is_fetchable(self) -> bool:
         return (not self.paused and not self.pending_revocation and not self.pending_on_assigned_callback
-                and self.fetch_state.has_valid_position)
+                and self.fetch_state is _FETCHING)
 
     def seek_validated(self, position: FetchPosition) -> None:
         self.transition_state(FetchState.FETCHING, position)

@@ -9,7 +9,7 @@
   heartbeat, commit, rebalance and assigned-partitions metrics of the new protocol's
   HeartbeatMetricsManager, OffsetCommitMetricsManager and ConsumerRebalanceMetricsManager).
   ``classic=True`` adds the JoinGroup/SyncGroup sensors only the classic protocol has.
-* ``build_metrics(config)`` and ``metrics_view(metrics, raw)``: the registry from
+* ``build_metrics(...)`` and ``metrics_view(metrics, raw)``: the registry from
   kafka-python's settings and kafka-python's ``metrics()`` answer, for both engines.
 
 Latencies are passed in (ms, measured by the caller's clock); the moments gauges compare
@@ -20,7 +20,7 @@ against ("seconds ago") use the registry's clock. The prefix is kafka-python's
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from kproto.metrics.metric_name import MetricConfig
 from kproto.metrics.metrics import Metrics, by_group, wall_clock_ms
@@ -214,19 +214,22 @@ class CoordinatorMetrics:
         self.failed_rebalance.record()
 
 
-def build_metrics(config: Mapping[str, Any], time_ms: Callable[[], int] = wall_clock_ms) -> Optional[Metrics]:
-    """The consumer's registry from kafka-python's settings; None when ``metrics_enabled`` is off.
+def build_metrics(*, enabled: bool = True, num_samples: int = 2, sample_window_ms: int = 30000,
+                  client_id: str = "", reporters: Iterable[Any] = (),
+                  time_ms: Callable[[], int] = wall_clock_ms) -> Optional[Metrics]:
+    """The consumer's registry from kafka-python's settings (``metrics_enabled``,
+    ``metrics_num_samples``, ``metrics_sample_window_ms``, ``client_id``,
+    ``metric_reporters``); None when not ``enabled``.
 
-    ``metrics_num_samples``/``metrics_sample_window_ms`` set the windows, every name gets the
-    ``client-id`` tag, and each ``metric_reporters`` entry (a class, as kafka-python takes,
-    or a ready instance) is instantiated and initialised."""
-    if not config.get("metrics_enabled", True):
+    ``num_samples``/``sample_window_ms`` set the windows, every name gets the ``client-id``
+    tag, and each reporter (a class, as kafka-python takes, or a ready instance) is
+    instantiated and initialised."""
+    if not enabled:
         return None
-    metric_config = MetricConfig(samples=config.get("metrics_num_samples", 2),
-                                 time_window_ms=config.get("metrics_sample_window_ms", 30000),
-                                 tags={"client-id": str(config.get("client_id", ""))})
-    reporters = [r() if isinstance(r, type) else r for r in config.get("metric_reporters", ())]
-    return Metrics(metric_config, reporters, time_ms)
+    metric_config = MetricConfig(samples=num_samples, time_window_ms=sample_window_ms,
+                                 tags={"client-id": str(client_id)})
+    made = [r() if isinstance(r, type) else r for r in reporters]
+    return Metrics(metric_config, made, time_ms)
 
 
 def metrics_view(metrics: Optional[Metrics], raw: bool) -> Optional[dict[Any, Any]]:

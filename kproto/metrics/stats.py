@@ -76,6 +76,7 @@ class SampledStat(Stat):
     """Java's SampledStat: ``config.samples`` rolling windows; subclasses update and combine."""
 
     initial_value = 0.0
+    _sample_class = _Sample
 
     def __init__(self) -> None:
         self._samples: list[_Sample] = []
@@ -92,13 +93,13 @@ class SampledStat(Stat):
 
     def _current_sample(self, now_ms: int) -> _Sample:
         if not self._samples:
-            self._samples.append(_Sample(self.initial_value, now_ms))
+            self._samples.append(self._sample_class(self.initial_value, now_ms))
         return self._samples[self._current]
 
     def _advance(self, config: MetricConfig, now_ms: int) -> _Sample:
         self._current = (self._current + 1) % config.samples
         if self._current >= len(self._samples):
-            sample = _Sample(self.initial_value, now_ms)
+            sample = self._sample_class(self.initial_value, now_ms)
             self._samples.append(sample)
             return sample
         sample = self._samples[self._current]
@@ -107,7 +108,7 @@ class SampledStat(Stat):
 
     def oldest(self, now_ms: int) -> _Sample:
         if not self._samples:
-            self._samples.append(_Sample(self.initial_value, now_ms))
+            self._samples.append(self._sample_class(self.initial_value, now_ms))
         return min(self._samples, key=lambda s: s.last_window_ms)
 
     def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
@@ -319,3 +320,90 @@ class Meter(CompoundStat):
 
     def stats(self) -> list[tuple[MetricName, Measurable]]:
         return [(self.rate_name, _Part(self.rate)), (self.total_name, _Part(self.total))]
+
+
+class _ExtremeAndSumSample(_Sample):
+    __slots__ = ("total",)
+
+    def __init__(self, initial_value: float, now_ms: int) -> None:
+        super().__init__(initial_value, now_ms)
+        self.total = 0.0
+
+    def reset(self, now_ms: int) -> None:
+        super().reset(now_ms)
+        self.total = 0.0
+
+
+class LatestExtremeAvg(SampledStat, CompoundStat):
+    """One measurement's latest value, windowed extreme and windowed average in one stat:
+    what Java registers as ``Value``, ``Max`` (or ``Min``) and ``Avg`` on one sensor, with
+    the same three metrics and values, recorded in one call instead of three.
+
+    Why the values are the same: a Max and an Avg of one sensor get every value at the same
+    ``now_ms``, so their samples open, fill and expire together; one sample holding both
+    the extreme and the sum is each of them. The consumer records one per partition per
+    poll (``records-lag``/``-max``/``-avg``, ``records-lead``/``-min``/``-avg``), where three
+    stat calls per value cost more than the rest of the partition's metrics.
+    """
+
+    _sample_class = _ExtremeAndSumSample
+
+    def __init__(self, value_name: MetricName, extreme_name: MetricName, avg_name: MetricName,
+                 maximum: bool = True) -> None:
+        super().__init__()
+        self.names = (value_name, extreme_name, avg_name)
+        self.maximum = maximum
+        self.initial_value = -math.inf if maximum else math.inf
+        self.latest = _NAN
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self.latest = value
+        samples = self._samples  # SampledStat.record inlined, as Avg's
+        sample = samples[self._current] if samples else self._current_sample(now_ms)
+        if now_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
+            sample = self._advance(config, now_ms)
+        if (value > sample.value) if self.maximum else (value < sample.value):
+            sample.value = value
+        sample.total += value  # type: ignore[attr-defined]
+        sample.event_count += 1
+
+    def stats(self) -> list[tuple[MetricName, Measurable]]:
+        value_name, extreme_name, avg_name = self.names
+        return [(value_name, _Measure(self, _latest)), (extreme_name, _Measure(self, _extreme)),
+                (avg_name, _Measure(self, _average))]
+
+
+def _latest(stat: LatestExtremeAvg, samples: list[Any]) -> float:
+    return stat.latest
+
+
+def _extreme(stat: LatestExtremeAvg, samples: list[Any]) -> float:
+    values = [s.value for s in samples if s.event_count]
+    if not values:
+        return _NAN
+    return max(values) if stat.maximum else min(values)
+
+
+def _average(stat: LatestExtremeAvg, samples: list[Any]) -> float:
+    count = 0
+    total = 0.0
+    for sample in samples:
+        total += sample.total
+        count += sample.event_count
+    return total / count if count else _NAN
+
+
+class _Measure(Measurable):
+    """One of a LatestExtremeAvg's three metrics (expired windows purged first, as a
+    SampledStat's measure does)."""
+
+    __slots__ = ("_stat", "_read")
+
+    def __init__(self, stat: LatestExtremeAvg, read: Callable[[LatestExtremeAvg, list[Any]], float]) -> None:
+        self._stat = stat
+        self._read = read
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        stat = self._stat
+        stat.purge_obsolete_samples(config, now_ms)
+        return self._read(stat, stat._samples)

@@ -65,17 +65,17 @@ class ApiVersions:
 
     def _send(self, node: BrokerConnection, version: int, now: float) -> None:
         config = self._state.config
-        request = ApiVersionsRequest(client_software_name=config["client_software_name"],
-                                     client_software_version=config["client_software_version"])
+        request = ApiVersionsRequest(client_software_name=config.client_software_name,
+                                     client_software_version=config.client_software_version)
         cluster = self._state.cluster
         broker_id = cluster.broker_id_of(node.node_id)
         if version >= 5 and self._peers_check_cluster and cluster.cluster_id is not None \
-                and broker_id is not None and str(config["metadata_recovery_strategy"]).lower() == "rebootstrap":
+                and broker_id is not None and str(config.metadata_recovery_strategy).lower() == "rebootstrap":
             # KIP-1242: a broker that is not this node of this cluster (the address now
             # belongs to another one) answers REBOOTSTRAP_REQUIRED instead of serving us.
             request.cluster_id, request.node_id = cluster.cluster_id, broker_id
         assert node.proto is not None  # ApiVersions is the first request on a connected socket
-        ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config["request_timeout_ms"])
+        ifr = node.proto.send(request, version, now_ms=now, timeout_ms=config.request_timeout_ms)
         self._state.track_internal(ifr, API_VERSIONS)
         node.write(now)
 

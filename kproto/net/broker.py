@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 
 from kproto import errors
 from kproto.net.backoff import RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER, ExponentialBackoff
+from kproto.net.config import NetworkClientConfig
 from kproto.net.connection import Connection
 
 log = logging.getLogger("kproto.net")
@@ -52,7 +53,7 @@ class ConnectionState(enum.Enum):
 class BrokerConnection:
     """Socket state of one node. All methods are called with the client's lock held."""
 
-    def __init__(self, node_id: Any, host: str, port: int, config: dict[str, Any],
+    def __init__(self, node_id: Any, host: str, port: int, config: NetworkClientConfig,
                  ssl_context: ssl.SSLContext | None) -> None:
         self.node_id = node_id
         self.host = host
@@ -144,10 +145,10 @@ class BrokerConnection:
         sock = socket.socket(family, socket.SOCK_STREAM, proto)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.config.get("receive_buffer_bytes"):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config["receive_buffer_bytes"])
-        if self.config.get("send_buffer_bytes"):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config["send_buffer_bytes"])
+        if self.config.receive_buffer_bytes:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.receive_buffer_bytes)
+        if self.config.send_buffer_bytes:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.send_buffer_bytes)
         rc = sock.connect_ex(sockaddr)
         if rc not in (0, *_IN_PROGRESS):
             sock.close()
@@ -155,7 +156,7 @@ class BrokerConnection:
                 self.host, self.port, _errno_text(rc)))
         self.sock = sock
         self.state = ConnectionState.CONNECTING
-        self.connect_deadline_ms = now_ms + self.config["socket_connection_setup_timeout_ms"]
+        self.connect_deadline_ms = now_ms + self.config.socket_connection_setup_timeout_ms
         self.last_activity_ms = now_ms
         log.debug("node %s: connecting to %s", self.node_id, sockaddr)
 
@@ -353,10 +354,10 @@ class BrokerConnection:
             self.failures += 1
             self._address_index = 0
             self.backoff_until_ms = now_ms + reconnect_backoff_ms(
-                self.failures, self.config["reconnect_backoff_ms"],
-                self.config["reconnect_backoff_max_ms"])
+                self.failures, self.config.reconnect_backoff_ms,
+                self.config.reconnect_backoff_max_ms)
         else:
-            self.backoff_until_ms = now_ms + self.config["reconnect_backoff_ms"]
+            self.backoff_until_ms = now_ms + self.config.reconnect_backoff_ms
         return pending
 
 

@@ -40,7 +40,7 @@ class ChannelAuthenticator:
 
     def __init__(self, state: ClientState) -> None:
         self._state = state
-        self.enabled = str(state.config["security_protocol"]).upper() in SASL_PROTOCOLS
+        self.enabled = str(state.config.security_protocol).upper() in SASL_PROTOCOLS
         if self.enabled:
             check_sasl_config(state.config)  # a bad setting fails at construction
         # An authentication failure poll() has not raised yet.
@@ -66,7 +66,7 @@ class ChannelAuthenticator:
         message, version = request
         assert node.proto is not None  # authentication starts once the socket connected
         ifr = node.proto.send(message, version, now_ms=now,
-                              timeout_ms=self._state.config["request_timeout_ms"])
+                              timeout_ms=self._state.config.request_timeout_ms)
         self._state.track_internal(ifr, SASL)
         node.write(now)
 

@@ -55,7 +55,7 @@ from kproto.net import timeouts
 from kproto.net.api_versions import API_VERSIONS, ApiVersions
 from kproto.net.broker import BrokerConnection, ConnectionState
 from kproto.net.client_state import ClientState, Unsent
-from kproto.net.config import DEFAULT_CONFIG, parse_bootstrap_servers
+from kproto.net.config import NetworkClientConfig, parse_bootstrap_servers
 from kproto.net.connection import Connection, InFlightRequest
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata, response_needs_metadata_update
@@ -71,17 +71,21 @@ log = logging.getLogger("kproto.net")
 class NetworkClient:
     """Non-blocking client for many brokers; see the module docstring for the threading."""
 
-    def __init__(self, *, network_listener: NetworkListener | None = None, **configs: Any) -> None:
-        # Unknown keys are ignored so the consumer can hand over its whole configuration.
-        self.config = {k: configs.get(k, v) for k, v in DEFAULT_CONFIG.items()}
+    def __init__(self, *, network_listener: NetworkListener | None = None,
+                 config: NetworkClientConfig | None = None, **configs: Any) -> None:
+        """Settings as ``config`` (built once by the consumer) or as keyword arguments;
+        unknown keywords are ignored so a whole consumer configuration can be handed over."""
+        if config is not None and configs:
+            raise errors.IllegalArgumentError("NetworkClient takes config or keyword settings, not both")
+        self.config = config if config is not None else NetworkClientConfig.from_config(configs)
         self._listener = network_listener
         ssl_context = build_ssl_context(self.config)
         bootstrap = [BrokerMetadata("bootstrap-{}".format(i), host, port, None)
                      for i, (host, port) in enumerate(
-                         parse_bootstrap_servers(self.config["bootstrap_servers"]))]
-        self.cluster = ClusterMetadata(metadata_max_age_ms=self.config["metadata_max_age_ms"],
-                                       retry_backoff_ms=self.config["retry_backoff_ms"],
-                                       retry_backoff_max_ms=self.config["retry_backoff_max_ms"],
+                         parse_bootstrap_servers(self.config.bootstrap_servers))]
+        self.cluster = ClusterMetadata(metadata_max_age_ms=self.config.metadata_max_age_ms,
+                                       retry_backoff_ms=self.config.retry_backoff_ms,
+                                       retry_backoff_max_ms=self.config.retry_backoff_max_ms,
                                        bootstrap_brokers=bootstrap)
         # The node table, queues and outcomes, with the hooks the helpers may call.
         self._state = ClientState(self.config, self.cluster, ssl_context=ssl_context,
@@ -122,7 +126,7 @@ class NetworkClient:
         ``NodeNotReadyError`` while the node is in reconnect backoff.
         """
         future = Future()
-        timeout = self.config["request_timeout_ms"] if timeout_ms is None else timeout_ms
+        timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         with self._lock:
             if self._closed:
                 return future.failure(errors.IllegalStateError("network client is closed"))
@@ -150,7 +154,7 @@ class NetworkClient:
         returns as soon as it is done (or the timeout passes).
         """
         if timeout_ms is None:
-            timeout_ms = self.config["request_timeout_ms"]
+            timeout_ms = self.config.request_timeout_ms
         deadline = monotonic_ms() + timeout_ms
         responses: list[Any] = []
         while True:
@@ -246,6 +250,11 @@ class NetworkClient:
         with self._lock:
             nodes = [self._nodes.get(node_id)] if node_id is not None else list(self._nodes.values())
             return sum(n.proto.in_flight_count for n in nodes if n is not None and n.proto)
+
+    def has_pending_output(self) -> bool:
+        """Whether a connection still holds request bytes not written to its socket."""
+        with self._lock:
+            return any(n.proto.has_pending_output() for n in self._nodes.values() if n.proto)
 
     def pending_request_count(self, node_id: Any = None) -> int:
         """Requests queued and not yet written to a socket."""
@@ -512,9 +521,9 @@ class NetworkClient:
     # --- connections --------------------------------------------------------------------
 
     def _on_connected(self, node: BrokerConnection, now: float) -> None:
-        proto = Connection(node.node_id, client_id=self.config["client_id"],
-                           max_in_flight_requests=self.config["max_in_flight_requests_per_connection"],
-                           receive_message_max_bytes=self.config["receive_message_max_bytes"])
+        proto = Connection(node.node_id, client_id=self.config.client_id,
+                           max_in_flight_requests=self.config.max_in_flight_requests_per_connection,
+                           receive_message_max_bytes=self.config.receive_message_max_bytes)
         node.connected(proto, now)
         log.debug("node %s: connected; negotiating API versions", node.node_id)
         self._api_versions.start(node, now)

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from kproto import errors
 from kproto.net.broker import BrokerConnection, ConnectionState
+from kproto.net.config import NetworkClientConfig
 from kproto.net.connection import InFlightRequest
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata
@@ -59,7 +60,7 @@ class Unsent:
 class ClientState:
     """The node table, queues and close/error hooks shared by the client and its helpers."""
 
-    def __init__(self, config: dict[str, Any], cluster: ClusterMetadata, *,
+    def __init__(self, config: NetworkClientConfig, cluster: ClusterMetadata, *,
                  ssl_context: ssl.SSLContext | None, listener: NetworkListener | None,
                  clock: Callable[[], float], close_node: CloseNodeHook,
                  connection_error: ConnectionErrorHook) -> None:

@@ -62,8 +62,8 @@ class MetadataUpdater:
         # Node id whose connection a due refresh waits for (to send its request on), if any.
         self.connecting: Any = None
         self._asked = (0, False)  # (request version, all topics?) of the request out
-        strategy = state.config["metadata_recovery_strategy"]
-        trigger = state.config["metadata_recovery_rebootstrap_trigger_ms"]
+        strategy: Any = state.config.metadata_recovery_strategy
+        trigger: Any = state.config.metadata_recovery_rebootstrap_trigger_ms
         if not isinstance(strategy, str) or strategy.lower() not in ("rebootstrap", "none"):
             raise errors.KafkaConfigurationError(
                 "metadata_recovery_strategy must be 'rebootstrap' or 'none', not {!r}".format(strategy))
@@ -111,9 +111,9 @@ class MetadataUpdater:
             return cluster.ttl(now)
         try:
             topics = cluster.topics_of_interest()
-            request = build_metadata_request(topics, version, state.config["allow_auto_create_topics"])
+            request = build_metadata_request(topics, version, state.config.allow_auto_create_topics)
             ifr = node.proto.send(request, version, now_ms=now,
-                                  timeout_ms=state.config["request_timeout_ms"])
+                                  timeout_ms=state.config.request_timeout_ms)
         except errors.KafkaError as exc:  # e.g. a topic name that cannot be encoded
             cluster.failed_update(exc, now)
             return cluster.ttl(now)
@@ -141,7 +141,7 @@ class MetadataUpdater:
             exc.__cause__ = causes[-1]
         state.cluster.failed_update(exc, now)
         delay = min((n.connection_delay(now) for n in nodes), default=0.0)
-        return max(delay, float(state.config["reconnect_backoff_ms"]), 1.0)
+        return max(delay, float(state.config.reconnect_backoff_ms), 1.0)
 
     def handle_response(self, response: Any, now: float) -> None:
         self.in_flight = None

@@ -41,6 +41,7 @@ from typing import Any, Mapping, Optional
 from kproto import errors
 from kproto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 from kproto.net.client_versions import highest_common_version
+from kproto.net.config import NetworkClientConfig
 
 log = logging.getLogger("kproto.net.sasl")
 
@@ -256,16 +257,16 @@ class OAuthBearerMechanism(SaslMechanism):
         return None
 
 
-def create_mechanism(config: Mapping[str, Any]) -> SaslMechanism:
+def create_mechanism(config: NetworkClientConfig) -> SaslMechanism:
     """The mechanism ``sasl_mechanism`` names, checked now (``KafkaConfigurationError``)."""
-    name = config.get("sasl_mechanism")
+    name = config.sasl_mechanism
     if name is None:
         raise errors.KafkaConfigurationError(
             "security_protocol={} needs sasl_mechanism (one of {})".format(
-                config.get("security_protocol"), ", ".join(MECHANISMS)))
+                config.security_protocol, ", ".join(MECHANISMS)))
     name = str(name).upper()
     if name == "PLAIN" or name.startswith("SCRAM-"):
-        username, password = config.get("sasl_plain_username"), config.get("sasl_plain_password")
+        username, password = config.sasl_plain_username, config.sasl_plain_password
         if username is None or password is None:
             raise errors.KafkaConfigurationError(
                 "sasl_mechanism={!r} needs sasl_plain_username and sasl_plain_password".format(name))
@@ -273,7 +274,7 @@ def create_mechanism(config: Mapping[str, Any]) -> SaslMechanism:
             return PlainMechanism(username, password)
         return ScramMechanism(name, username, password)
     if name == "OAUTHBEARER":
-        return OAuthBearerMechanism(config.get("sasl_oauth_token_provider"))
+        return OAuthBearerMechanism(config.sasl_oauth_token_provider)
     if name == "GSSAPI":
         raise errors.KafkaConfigurationError(
             "sasl_mechanism='GSSAPI' (Kerberos) is not supported: kproto uses the standard library "
@@ -282,9 +283,9 @@ def create_mechanism(config: Mapping[str, Any]) -> SaslMechanism:
         name, ", ".join(MECHANISMS)))
 
 
-def check_sasl_config(config: Mapping[str, Any]) -> None:
+def check_sasl_config(config: NetworkClientConfig) -> None:
     """Fail at construction, not at the first connection, on an unusable SASL setting."""
-    if str(config.get("security_protocol", "PLAINTEXT")).upper().startswith("SASL_"):
+    if str(config.security_protocol).upper().startswith("SASL_"):
         create_mechanism(config)
 
 

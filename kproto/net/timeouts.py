@@ -42,7 +42,7 @@ _CONNECTING = (ConnectionState.CONNECTING, ConnectionState.HANDSHAKE)
 def next_timeout_ms(state: ClientState, now: float) -> float:
     """Ms until the nearest deadline of any node or queued request (0 if one passed)."""
     timeout = float("inf")
-    idle_ms = state.config["connections_max_idle_ms"]
+    idle_ms = state.config.connections_max_idle_ms
     for node_id, node in state.nodes.items():
         if node.state in _CONNECTING:
             timeout = min(timeout, node.connect_deadline_ms - now)
@@ -92,7 +92,7 @@ def handle_timeouts(state: ClientState, now: float,
                 continue
             if (node.is_ready() and node.proto.in_flight_count == 0
                     and not state.unsent.get(node.node_id)
-                    and now - node.last_activity_ms >= state.config["connections_max_idle_ms"]):
+                    and now - node.last_activity_ms >= state.config.connections_max_idle_ms):
                 log.debug("node %s: closing idle connection", node.node_id)
                 state.close_node(node, now, errors.KafkaConnectionError("idle"), failed=False)
                 node.backoff_until_ms = now

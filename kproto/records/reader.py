@@ -24,7 +24,7 @@ from kproto.errors import CorruptRecordError, RecordTooLargeError
 from kproto.records.default_batch import HEADER_SIZE, RecordBatch
 from kproto.records.legacy import LOG_OVERHEAD, MIN_MESSAGE_SIZE, LegacyBatch
 
-__all__ = ["read_batches", "BatchReader", "Batch"]
+__all__ = ["read_batches", "starts_with_whole_batch", "BatchReader", "Batch"]
 
 Batch = Union[RecordBatch, LegacyBatch]
 
@@ -122,6 +122,22 @@ class BatchReader:
         """Every record of every batch, in order (control batches included as records)."""
         for batch in self:
             yield from batch.records
+
+
+def starts_with_whole_batch(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` starts with a whole v2 record batch, read from its entry header alone.
+
+    True only where iterating ``read_batches(data)`` would yield a first batch without
+    raising (CRCs aside, which the iteration checks when asked); False says nothing: the
+    data may be empty, truncated, too large, of an older format or corrupt, which the
+    reader tells. The consumer asks this of every partition of every response (one
+    ``struct`` read, where a reader and a batch cost several objects).
+    """
+    if len(data) < HEADER_SIZE:
+        return False
+    length = _ENTRY_HEAD.unpack_from(data, 0)[1]
+    return (data[_MAGIC_POS] == 2 and length >= HEADER_SIZE - LOG_OVERHEAD
+            and LOG_OVERHEAD + length <= len(data))
 
 
 def read_batches(data: bytes | bytearray | memoryview, *, check_crcs: bool = True,

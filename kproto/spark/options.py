@@ -110,9 +110,20 @@ class SourceOptions:
     streaming: bool = False
     raw: dict[Any, Any] = field(default_factory=dict, compare=False)
 
+    # The client settings the source itself reads, typed (client_settings checked them).
     @property
     def isolation_level(self) -> IsolationLevel:
         return parse_isolation_level(self.client_config.get("isolation_level", IsolationLevel.READ_UNCOMMITTED))
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        servers: list[str] = self.client_config["bootstrap_servers"]
+        return servers
+
+    @property
+    def request_timeout_ms(self) -> int:
+        timeout: int = self.client_config.get("request_timeout_ms", DEFAULT_CONFIG["request_timeout_ms"])
+        return timeout
 
 
 def _fail(message: str) -> KafkaConfigurationError:

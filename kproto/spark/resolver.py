@@ -123,7 +123,7 @@ class OffsetResolver:
                 raise KafkaConfigurationError(
                     "kproto Spark source: option 'assign' names partitions the cluster at "
                     "kafka.bootstrap.servers={} does not have: {}".format(
-                        ",".join(opts.client_config["bootstrap_servers"]),
+                        ",".join(opts.bootstrap_servers),
                         ", ".join("{}-{} ({})".format(tp.topic, tp.partition, "no such topic"
                                                       if self._partitions_of(tp.topic) is None
                                                       else "no such partition") for tp in missing)))
@@ -148,7 +148,7 @@ class OffsetResolver:
         # Fail in seconds, with the cause, when no bootstrap server can be talked to (see
         # kproto.consumer.reachability): the query stops before any task.
         # Not retried by fetchOffset.numRetries: that would multiply the wait, not the chance.
-        await_reachable(self._consumer, self.options.client_config["bootstrap_servers"], "kproto Spark source")
+        await_reachable(self._consumer, self.options.bootstrap_servers, "kproto Spark source")
         self._reached = True
 
     def _partitions_of(self, topic: str) -> Optional[set[Any]]:
@@ -183,7 +183,7 @@ class OffsetResolver:
         for tp, offset in ends.items():
             consumer.seek(tp, offset)
         marks: dict[TopicPartition, int] = {}
-        deadline = time.monotonic() + self.options.client_config.get("request_timeout_ms", 30000) / 1000.0
+        deadline = time.monotonic() + self.options.request_timeout_ms / 1000.0
         while len(marks) < len(ends):
             if time.monotonic() > deadline:
                 from kproto.errors import KafkaTimeoutError

@@ -33,7 +33,14 @@ fixture                   what it gives
                           (:class:`~tests.brokers.apache.MavenKafkaCluster`): three
                           combined broker/controllers (the quorum), internal topics and
                           ``new_topic()`` topics with three replicas; ``kill(node_id)``
-                          (SIGKILL), ``restart(node_id)``, ``nodes[i].log_tail()``.
+                          (SIGKILL), ``restart(node_id)``, ``nodes[i].log_tail()``;
+                          PLAINTEXT ports ``ports[i]``. Two more client listeners,
+                          ``EXTERNAL`` and ``MOVED``, are advertised at per-node
+                          proxies the cluster owns (``proxies[name][i]``;
+                          ``listener_address(name, node_id)`` is the node's own port):
+                          ``take_away(name)`` closes them (the addresses a client's
+                          metadata names all go away, the cluster runs on over
+                          PLAINTEXT), ``bring_back(name)`` reopens them.
 ``java_peer``             session-wide :class:`~tests.brokers.java_peer.JavaPeerProgram`:
                           Kafka 4.4's Java consumer as a peer
                           (``tests/ground/peer/JavaPeer.java``, compiled by ``javac``
@@ -176,10 +183,11 @@ tracking forgets the record: read it first),
 ``set_group_consumer_session_timeout(ms)``, ``set_target_assignment(group_id, {member_id:
 [(topic, partition), ...]})`` (KIP-848), ``broker_count``.
 
-:class:`tests.brokers.proxy.BrokerProxy(upstream, ssl_context=None)` is a TCP proxy on
-127.0.0.1 in front of one broker (``addresses[0]`` of a 1-broker cluster): TLS
+:class:`tests.brokers.proxy.BrokerProxy(upstream, ssl_context=None, port=0)` is a TCP
+proxy on 127.0.0.1 in front of one broker (``addresses[0]`` of a 1-broker cluster): TLS
 termination, and ``requests() -> [RecordedRequest(api_key, api_version, correlation_id,
-client_id)]``, the request headers clients sent through it (versions included).
+client_id)]``, the request headers clients sent through it (versions included);
+``redirect(upstream)`` sends new connections elsewhere and drops the open ones.
 
 :class:`tests.brokers.fetch_sessions.FetchSessionFront(upstream, max_sessions=1000,
 eviction_ms=120_000)` answers Fetch v7+ with sessions (new session on epoch 0,

@@ -36,6 +36,7 @@ from tests.brokers import maven
 from tests.brokers._net import api_versions_v0_probe, free_port, free_ports, wait_until
 from tests.brokers.base import (API_CAPABILITIES, BROKER_CAPABILITIES, Broker,
                                 capabilities_from_api_versions)
+from tests.brokers.proxy import BrokerProxy
 
 log = logging.getLogger("kproto.tests.brokers")
 
@@ -330,6 +331,13 @@ def _kraft_settings(node_id: int, port: int, controller_port: int) -> dict[str, 
     }
 
 
+def _add_listener(settings: dict[str, str], name: str, port: int, advertised_port: int) -> None:
+    """Another PLAINTEXT listener on ``port``, advertised at ``advertised_port``."""
+    settings["listeners"] += ",{}://127.0.0.1:{}".format(name, port)
+    settings["advertised.listeners"] += ",{}://127.0.0.1:{}".format(name, advertised_port)
+    settings["listener.security.protocol.map"] += ",{}:PLAINTEXT".format(name)
+
+
 def _wait_ready(bootstrap: str, nodes: "list[maven.KafkaNode]", timeout: float) -> None:
     if not wait_until(lambda: any(not n.alive() for n in nodes) or _answers(bootstrap),
                       timeout, interval=0.25) or any(not n.alive() for n in nodes):
@@ -422,10 +430,22 @@ class MavenKafkaCluster(_Kafka):
     three forming the controller quorum (static voters); internal topics (offsets,
     transactions, share state) with three replicas and min ISR 2, so one node may die.
 
-    ``nodes[i]`` is node id ``i + 1`` (:class:`~tests.brokers.maven.KafkaNode`):
-    ``kill(node_id)`` stops one with SIGKILL (a crash), ``restart(node_id)`` brings it back
-    on the same ports and data and waits until it answers. ``racks`` gives each broker a
-    ``broker.rack`` (rack-aware fetching, KIP-392) when set.
+    ``nodes[i]`` is node id ``i + 1`` (:class:`~tests.brokers.maven.KafkaNode`), its
+    PLAINTEXT port ``ports[i]``: ``kill(node_id)`` stops one with SIGKILL (a crash),
+    ``restart(node_id)`` brings it back on the same ports and data and waits until it
+    answers. ``racks`` gives each broker a ``broker.rack`` (rack-aware fetching, KIP-392)
+    when set.
+
+    ``proxied_listeners`` (names such as ``"EXTERNAL"``) adds client listeners whose
+    advertised addresses are :class:`~tests.brokers.proxy.BrokerProxy` ports the cluster
+    owns, one per node (``proxies[name][i]``, in front of node ``i + 1``'s own port of that
+    listener, ``listener_address(name, node_id)``). Kafka answers Metadata and
+    FindCoordinator with the endpoints of the listener the request came in on, so a client
+    bootstrapped on such a listener is sent to the proxies; ``take_away(name)`` closes them
+    (connections dropped, the addresses refuse new ones) and ``bring_back(name)`` opens
+    them again on the same ports, while the quorum and replication go on over CONTROLLER
+    and PLAINTEXT (``inter.broker.listener.name``) untouched: the addresses the metadata
+    names can all go away while the cluster keeps running.
     """
 
     name = "apache_kafka_cluster"
@@ -433,11 +453,16 @@ class MavenKafkaCluster(_Kafka):
     RACKS = ("rack-a", "rack-b", "rack-c")
 
     def __init__(self, size: int = 3, racks: tuple[str, ...] | None = None,
-                 startup_timeout: float = 180.0) -> None:
+                 startup_timeout: float = 180.0, proxied_listeners: tuple[str, ...] = ()) -> None:
         super().__init__()
-        all_ports = free_ports(2 * size)
-        ports, cports = all_ports[:size], all_ports[size:]
+        all_ports = free_ports((2 + len(proxied_listeners)) * size)
+        ports, cports = all_ports[:size], all_ports[size:2 * size]
+        self.ports = ports
         self.bootstrap_servers = ",".join("127.0.0.1:{}".format(p) for p in ports)
+        self._listener_ports = {name: all_ports[(2 + k) * size:(3 + k) * size]
+                                for k, name in enumerate(proxied_listeners)}
+        self.proxies: dict[str, list[BrokerProxy]] = {}
+        self._away: set[str] = set()  # proxied listeners taken away
         self._dir = maven.new_directory("kproto-kafka44-cluster-")
         voters = ",".join("{}@127.0.0.1:{}".format(i + 1, c) for i, c in enumerate(cports))
         cluster_id = maven.random_cluster_id()
@@ -454,9 +479,13 @@ class MavenKafkaCluster(_Kafka):
         }
         self.nodes: list[maven.KafkaNode] = []
         try:
+            for name, own in self._listener_ports.items():
+                self.proxies[name] = [BrokerProxy(("127.0.0.1", p)) for p in own]
             for i in range(size):
                 settings = {**_kraft_settings(i + 1, ports[i], cports[i]),
                             "controller.quorum.voters": voters, **replicated}
+                for name, own in self._listener_ports.items():
+                    _add_listener(settings, name, own[i], self.proxies[name][i].port)
                 if racks:
                     settings["broker.rack"] = racks[i % len(racks)]
                     settings["replica.selector.class"] = (
@@ -469,6 +498,7 @@ class MavenKafkaCluster(_Kafka):
                 node.start()
             _wait_ready(self.bootstrap_servers.split(",")[0], self.nodes, startup_timeout)
             wait_until(lambda: self._broker_count() >= size, startup_timeout, interval=0.5)
+            _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
             self._read_capabilities()
             self.capabilities = self.capabilities | {"multi_broker"}
         except BaseException:
@@ -502,8 +532,27 @@ class MavenKafkaCluster(_Kafka):
         """Start a stopped node again (same ports and data) and wait until it answers."""
         node = self.node(node_id)
         node.start()
-        port = node.settings["advertised.listeners"].rpartition(":")[2]
-        _wait_ready("127.0.0.1:" + port, [node], timeout)
+        _wait_ready("127.0.0.1:{}".format(self.ports[node_id - 1]), [node], timeout)
+
+    def listener_address(self, listener: str, node_id: int) -> tuple[str, int]:
+        """Node ``node_id``'s own address on a proxied listener (what its proxy forwards
+        to, and where a test's own proxy may point)."""
+        return ("127.0.0.1", self._listener_ports[listener][node_id - 1])
+
+    def take_away(self, listener: str) -> None:
+        """Close the proxies a proxied listener advertises: open connections through them
+        are dropped and their addresses refuse new ones (the nodes keep running)."""
+        self._away.add(listener)
+        for proxy in self.proxies[listener]:
+            proxy.close()
+
+    def bring_back(self, listener: str) -> None:
+        """Open the proxies of a listener taken away again, on the same ports (their
+        request logs start empty); nothing if it is not away."""
+        if listener in self._away:
+            self.proxies[listener] = [BrokerProxy(proxy.upstream, port=proxy.port)
+                                      for proxy in self.proxies[listener]]
+            self._away.discard(listener)
 
     def log_tail(self, chars: int = 2000) -> str:
         return "\n".join(n.log_tail(chars) for n in self.nodes)
@@ -515,6 +564,9 @@ class MavenKafkaCluster(_Kafka):
             node.stop(kill=True)
         for node in getattr(self, "nodes", []):
             node.close()
+        for proxies in getattr(self, "proxies", {}).values():
+            for proxy in proxies:
+                proxy.close()
         directory, self._dir = getattr(self, "_dir", None), None
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)

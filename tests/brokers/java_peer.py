@@ -11,11 +11,10 @@ assignor ``uniform`` or ``range``), of a share group (``"share"``, Java's
 (``"assign"``: given partitions from the beginning to their end offsets, then ``done``
 with count, bytes, checksum and timings, the JVM's start-up reported apart as ``jvm_ms``).
 
-A :class:`JavaPeer` is a :class:`~tests.threads.TestThread` reading the peer's JSON lines
-(see the Java source's comment for every event) and offers the views of the librdkafka
-and kproto group members of ``tests/integration/groups`` (``member_name``, ``lock``,
-``processed``, ``processed_set()``, ``assignment()``, ``generation()``, ``ownership``,
-``ownership_intervals()``, ``stop()``), so a test can mix member kinds. Times are the
+A :class:`JavaPeer` is a thread reading the peer's JSON lines (see the Java source's
+comment for every event) and offers the views of the librdkafka and kproto group members
+of ``tests/integration/groups`` (``member_name``, ``stop()`` and those of
+:class:`~tests.support.member_views.MemberViews`), so a test can mix member kinds. Times are the
 peer's ``System.nanoTime()``, CLOCK_MONOTONIC like :func:`time.monotonic_ns` here. An
 ``error`` event from the peer, or its death while not asked to stop, fails the views at
 once (with the end of its stderr). :meth:`JavaPeer.stop` sends ``close`` on stdin (the
@@ -37,7 +36,7 @@ from typing import Any, Callable, Optional
 
 from kproto.structs import TopicPartition
 from tests.brokers import maven
-from tests.threads import TestThread
+from tests.support.member_views import CallbackEvent, MemberViews
 
 SOURCE = os.path.join(maven.GROUND, "peer", "JavaPeer.java")
 CLASSES = os.path.join(maven.TARGET, "peer", "classes")
@@ -136,7 +135,7 @@ def _tp_set(items: Any) -> frozenset:
     return frozenset(TopicPartition(t, p) for t, p in items)
 
 
-class JavaPeer(TestThread):
+class JavaPeer(MemberViews):
     """One peer process and the thread reading its JSON lines (see the module docstring)."""
 
     def __init__(self, program: JavaPeerProgram, mode: str, bootstrap: str,
@@ -310,41 +309,6 @@ class JavaPeer(TestThread):
         """Assign mode: the ``done`` event (records, bytes, checksum, jvm/setup/read times)."""
         return self.wait_for(lambda p: p.done, "the end of its read", limit_s)
 
-    def processed_set(self) -> set[tuple[str, int, int]]:
-        self.raise_if_failed()
-        with self.lock:
-            return set(self.processed)
-
-    def assignment(self) -> frozenset:
-        self.raise_if_failed()
-        with self.lock:
-            return self.ownership[-1][1] if self.ownership else frozenset()
-
-    def generation(self) -> int:
-        self.raise_if_failed()
-        with self.lock:
-            return self.ownership[-1][0] if self.ownership else -1
-
-    def ownership_intervals(self) -> list[tuple[TopicPartition, int, Optional[int]]]:
-        """(partition, from, until) in CLOCK_MONOTONIC ns, from the rebalance callbacks;
-        ``until`` is the process's end (or None while running) for what it still owned."""
-        with self.lock:
-            events = [(kind, parts, ns) for kind, _g, parts, ns in self.events]
-        return intervals_from_callbacks(events, self.ended_ns)
-
-
-def intervals_from_callbacks(events: list[tuple[str, frozenset, int]], ended_ns: Optional[int]
-                             ) -> list[tuple[TopicPartition, int, Optional[int]]]:
-    """Ownership intervals from ``(callback, partitions, ns)``: ``assigned`` adds (eager
-    protocols hand the whole assignment after revoking all; cooperative and KIP-848 the
-    added partitions), ``revoked`` and ``lost`` end them."""
-    open_since: dict[TopicPartition, int] = {}
-    result: list[tuple[TopicPartition, int, Optional[int]]] = []
-    for kind, parts, ns in events:
-        for tp in parts:
-            if kind == "assigned":
-                open_since.setdefault(tp, ns)
-            elif tp in open_since:
-                result.append((tp, open_since.pop(tp), ns))
-    result.extend((tp, since, ended_ns) for tp, since in open_since.items())
-    return result
+    def callback_events(self) -> list[CallbackEvent]:
+        # ``until`` of an interval still open is the process's end (None while running).
+        return [(kind, parts, ns) for kind, _g, parts, ns in self.events]

@@ -10,6 +10,11 @@ broker's own address, so a client following it leaves the proxy (use a 1-broker 
 and the ``bootstrap-0`` node). The request log reads the client->broker byte stream:
 each size-prefixed frame's header (API key, version, correlation id, client id) is
 recorded in arrival order; bodies are forwarded untouched.
+
+:meth:`BrokerProxy.redirect` sends new connections to another upstream and drops the open
+ones (a load balancer switched to a new backend); a proxy closed and made again with the
+same ``port`` is an address that went away and came back (the three-node cluster's
+proxied listeners, :class:`tests.brokers.apache.MavenKafkaCluster`).
 """
 
 from __future__ import annotations
@@ -32,18 +37,23 @@ _HEADER = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 
 
 class BrokerProxy:
-    """Forwards connections to ``upstream``; TLS on the client side with ``ssl_context``."""
+    """Forwards connections to ``upstream``; TLS on the client side with ``ssl_context``;
+    listens on ``port`` (0: one the system picks)."""
 
-    def __init__(self, upstream: tuple[str, int], ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, upstream: tuple[str, int], ssl_context: ssl.SSLContext | None = None,
+                 port: int = 0) -> None:
         self.upstream = upstream
         self.context = ssl_context
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        # SO_REUSEADDR (create_server's default here): a port given again binds even while
+        # the connections of its previous proxy linger in TIME_WAIT.
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self.handshake_errors: list[BaseException] = []
         self.accepted = 0  # connections accepted so far (counted before their TLS handshake)
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
+        self._generation = 0  # redirects (and close) so far
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
         self._threads[0].start()
 
@@ -62,11 +72,21 @@ class BrokerProxy:
                 raw, _ = self.listener.accept()
             except OSError:
                 return  # closed
-            self._sockets.append(raw)
+            with self._lock:
+                self._sockets.append(raw)
             self.accepted += 1
             thread = threading.Thread(target=self._serve, args=(raw,), daemon=True)
             self._threads.append(thread)
             thread.start()
+
+    def redirect(self, upstream: tuple[str, int]) -> None:
+        """New connections go to ``upstream``; the open ones are dropped (the client sees
+        them closed), so none keeps talking to the old one."""
+        with self._lock:
+            self.upstream = upstream
+            self._generation += 1
+            sockets, self._sockets = self._sockets, []
+        _shut(sockets)
 
     def _serve(self, raw: socket.socket) -> None:
         client: socket.socket = raw
@@ -79,12 +99,20 @@ class BrokerProxy:
                 self.handshake_errors.append(exc)
                 raw.close()
                 return
+        with self._lock:
+            upstream, generation = self.upstream, self._generation
         try:
-            up = socket.create_connection(self.upstream)
+            up = socket.create_connection(upstream)
         except OSError:  # the broker is down: the client sees its connection closed
             client.close()
             return
-        self._sockets += [client, up]
+        with self._lock:
+            current = generation == self._generation
+            if current:
+                self._sockets += [client, up]
+        if not current:  # redirected meanwhile: this one is dropped too
+            _shut([client, up])
+            return
         pump = threading.Thread(target=self._pump, args=(up, client, False), daemon=True)
         self._threads.append(pump)
         pump.start()
@@ -126,13 +154,10 @@ class BrokerProxy:
         return buf
 
     def close(self) -> None:
-        # shutdown() (not just close()) wakes threads blocked in accept()/recv().
-        for s in [self.listener, *self._sockets]:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        with self._lock:
+            self._generation += 1  # a connection still being set up is dropped too
+            sockets, self._sockets = self._sockets, []
+        _shut([self.listener, *sockets])
         for thread in self._threads:
             thread.join(5)
 
@@ -141,3 +166,13 @@ class BrokerProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _shut(sockets: list[socket.socket]) -> None:
+    # shutdown() (not just close()) wakes threads blocked in accept()/recv().
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()

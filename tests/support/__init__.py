@@ -8,6 +8,7 @@
 - ``polling``: NetworkClients on the mock cluster, driven until a condition holds;
 - ``topic_errors``: reading through a topic's authorization error;
 - ``members``: kproto group members in threads, ``wait_for`` and the group assertions;
+- ``member_views``: the views every group member kind shows (kproto, Java peers);
 - ``confluent_member``: a librdkafka (confluent-kafka) group member in its own thread;
 - ``certs``: self-signed certificates for the TLS tests (openssl).
 

@@ -1,5 +1,6 @@
 """What the kproto.aio tests share: running a coroutine under asyncio's debug mode with
-no thread started and no "Task was destroyed" / "Unclosed" report, and draining records."""
+no thread started and no "Task was destroyed" / "Unclosed" report, draining records, and a
+rebalance listener that records what it was told."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import threading
 import time
 import warnings
 from typing import Any, Awaitable, Callable
+
+from tests.threads import TestThread
 
 DEADLINE_S = 60
 _BAD = ("Task was destroyed", "Unclosed", "was never awaited", "Exception in callback",
@@ -26,8 +29,9 @@ class _Collector(logging.Handler):
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:
-    """``asyncio.run(main(), debug=True)``; fails if a thread was started while it ran or
-    asyncio (or a ResourceWarning) reported a leaked task, transport or coroutine."""
+    """``asyncio.run(main(), debug=True)``; fails if a thread (other than a test's own
+    ``TestThread``) was started while it ran or asyncio (or a ResourceWarning) reported a
+    leaked task, transport or coroutine."""
     collector = _Collector()
     asyncio_log = logging.getLogger("asyncio")
     asyncio_log.addHandler(collector)
@@ -37,7 +41,8 @@ def run(main: Callable[[], Awaitable[Any]]) -> Any:
     async def watched() -> Any:
         async def watch() -> None:
             while True:
-                seen_threads.update(t.ident for t in threading.enumerate())
+                # A test's own helper threads (a Java peer's reader) are no consumer's.
+                seen_threads.update(t.ident for t in threading.enumerate() if not isinstance(t, TestThread))
                 await asyncio.sleep(0.05)
         watcher = asyncio.get_running_loop().create_task(watch())
         try:
@@ -75,3 +80,19 @@ async def drain(consumer: Any, n: int, timeout_s: float = DEADLINE_S) -> dict:
             for r in records:
                 seen[(tp.partition, r.offset)] = r
     return seen
+
+
+class ListenerLog:
+    """An aiokafka rebalance listener (coroutine callbacks) recording ``(kind, sorted partitions)``."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.events.append(("revoked", sorted(revoked)))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.events.append(("assigned", sorted(assigned)))
+
+    async def on_partitions_lost(self, lost: Any) -> None:
+        self.events.append(("lost", sorted(lost)))

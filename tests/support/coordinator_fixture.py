@@ -7,6 +7,7 @@ import pytest
 
 from kproto.consumer.classic.consumer_coordinator import ConsumerCoordinator
 from kproto.consumer.config import ConsumerConfig
+from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages import MetadataResponse
 from kproto.net.client import NetworkClient
@@ -48,7 +49,7 @@ def make():
         subs = SubscriptionState("earliest")
         listener = Recorder()
         subs.subscribe(list(topics), listener)
-        return ConsumerCoordinator(client, subs, cfg), subs, listener
+        return ConsumerCoordinator(client, subs, EngineConfig.from_config(cfg)), subs, listener
 
     yield build
     for client in made:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 from kproto import KafkaConsumer, errors
 from kproto.consumer.classic.assignors.sticky import CooperativeStickyAssignor
-from tests.threads import TestThread
+from tests.support.member_views import CallbackEvent, MemberViews
 
 # session_timeout_ms 3000 is below Kafka's group.min.session.timeout.ms (6000): fine on
 # librdkafka's mock (mock-only tests); tests on the `broker` fixture pass 6000 or more.
@@ -105,7 +105,7 @@ def processed_after_revocation(member: "Member", records: Optional[set] = None) 
                    for s, t, p, off in member.stamped)
 
 
-class Member(TestThread):
+class Member(MemberViews):
     """A kproto group member consuming ``topics`` in its own thread. Its views re-raise
     what the thread died of (a wait on them fails at once), as does :meth:`stop`."""
 
@@ -218,29 +218,8 @@ class Member(TestThread):
 
     # --- views ---------------------------------------------------------------------------------
 
-    def processed_set(self) -> set[tuple[str, int, int]]:
-        self.raise_if_failed()
-        with self.lock:
-            return set(self.processed)
-
-    def assignment(self) -> frozenset:
-        self.raise_if_failed()
-        with self.lock:
-            return self.ownership[-1][1] if self.ownership else frozenset()
-
-    def generation(self) -> int:
-        self.raise_if_failed()
-        with self.lock:
-            return self.ownership[-1][0] if self.ownership else -1
-
-    def ownership_intervals(self) -> list[tuple[Any, int, Optional[int]]]:
-        """(partition, from, until) in CLOCK_MONOTONIC ns from the rebalance callbacks
-        (``assert_never_owned_twice``)."""
-        from tests.brokers.java_peer import intervals_from_callbacks
-
-        with self.lock:
-            events = [(kind, parts, ns) for (kind, _g, parts), ns in zip(self.events, self.event_times)]
-        return intervals_from_callbacks(events, self.ended_ns)
+    def callback_events(self) -> list[CallbackEvent]:
+        return [(kind, parts, ns) for (kind, _g, parts), ns in zip(self.events, self.event_times)]
 
 
 def assert_disjoint_per_generation(members: list[Member]) -> None:

@@ -33,14 +33,12 @@ from kproto import errors
 from kproto.consumer.classic.fetcher import Fetcher
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.classic.offset_fetcher import OffsetFetcher
-from kproto.consumer.config import parse_isolation_level
+from kproto.consumer.engine_config import EngineConfig
+from kproto.consumer.engine_setup import build_engine_setup
 from kproto.consumer.fetch.fetch_collector import Fetch
-from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.metadata_errors import MetadataErrorTracker
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, SubscriptionState
-from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
-                                            timed_poll)
+from kproto.metrics.consumer_metrics import CoordinatorMetrics, metrics_view, timed_poll
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
@@ -54,7 +52,7 @@ log = logging.getLogger("kproto.consumer.classic")
 class ClassicCoordinator(Protocol):
     """What ``ClassicKafkaConsumer`` calls on the group coordinator (Java's ConsumerCoordinator).
 
-    Built as ``ConsumerCoordinator(client, subscriptions, config)``; every method runs on
+    Built as ``ConsumerCoordinator(client, subscriptions, settings)``; every method runs on
     the application thread. Timeouts are milliseconds; None results mean "not finished
     before the timeout".
     """
@@ -92,17 +90,17 @@ class ClassicCoordinator(Protocol):
 
 
 def _create_coordinator(client: NetworkClient, subscriptions: SubscriptionState,
-                        config: Mapping[str, Any]) -> Optional[ClassicCoordinator]:
+                        settings: EngineConfig) -> Optional[ClassicCoordinator]:
     """The group coordinator when ``group_id`` is set and the module exists, else None."""
-    if not config["group_id"]:
+    if not settings.group_id:
         return None
     try:
         from kproto.consumer.classic.consumer_coordinator import ConsumerCoordinator
     except ImportError:
         log.warning("kproto.consumer.classic.consumer_coordinator is not available: group %r works "
-                    "without committed offsets or group management", config["group_id"])
+                    "without committed offsets or group management", settings.group_id)
         return None
-    return ConsumerCoordinator(client, subscriptions, config)
+    return ConsumerCoordinator(client, subscriptions, settings)
 
 
 class _WakeupAwareClient:
@@ -126,7 +124,7 @@ class _WakeupAwareClient:
         return self._client.send(node_id, request, version=version)
 
     def poll(self, timeout_ms: Optional[float] = None, future: Optional[Future] = None) -> None:
-        self._consumer._client_poll(self._client.config["request_timeout_ms"] if timeout_ms is None else timeout_ms,
+        self._consumer._client_poll(self._client.config.request_timeout_ms if timeout_ms is None else timeout_ms,
                                     future)
 
     def connection_delay(self, node_id: int) -> float:
@@ -142,38 +140,39 @@ class _WakeupAwareClient:
 class ClassicKafkaConsumer:
     """The ``ConsumerDelegate`` of ``group_protocol="classic"``; see the module docstring."""
 
-    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], float] = monotonic_ms) -> None:
-        self.config = config
+    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], float] = monotonic_ms, *,
+                 settings: Optional[EngineConfig] = None) -> None:
+        """``settings``: the EngineConfig of ``config``, if the caller built it."""
+        # The coordinator metrics are built once the coordinator exists (classic=True).
+        setup = build_engine_setup(settings or EngineConfig.from_config(config), kip848_coordinator_metrics=False)
+        self.settings = settings = setup.settings
         self._time_ms = time_ms
-        self.group_id: Optional[str] = config["group_id"]
-        self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
-        self.retry_backoff_ms: int = config["retry_backoff_ms"]
-        self.isolation_level: IsolationLevel = parse_isolation_level(config["isolation_level"])
-        self.subscriptions = SubscriptionState(config["auto_offset_reset"])
-        self.subscriptions.event_source = config["client_id"]
-        self.fetch_config = FetchConfig.from_config(config)
+        self.group_id: Optional[str] = settings.group_id
+        self.default_api_timeout_ms: int = settings.default_api_timeout_ms
+        self.retry_backoff_ms: int = settings.retry_backoff_ms
+        self.isolation_level: IsolationLevel = settings.isolation_level
+        self.subscriptions = setup.subscriptions
+        self.fetch_config = settings.fetch
         # Metrics (None when metrics_enabled is off): see DESIGN.md "Metrics".
-        self._metrics = build_metrics(config)
-        prefix = config["metric_group_prefix"]
-        self.fetch_metrics = self.consumer_metrics = None
-        if self._metrics is not None:
-            self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix, self.isolation_level)
-            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
+        self._metrics = setup.metrics
+        prefix = settings.metric_group_prefix
+        self.fetch_metrics = setup.fetch_metrics
+        self.consumer_metrics = setup.consumer_metrics
         self.client = NetworkClient(network_listener=selector_metrics(
-            self._metrics, prefix, getattr(self.fetch_metrics, "throttle_time", None)), **dict(config))
+            self._metrics, prefix, getattr(self.fetch_metrics, "throttle_time", None)), config=settings.network)
         self.metadata = self.client.cluster
         self.fetcher = Fetcher(self.client, self.subscriptions, self.fetch_config, time_ms=time_ms,
                                metrics_manager=self.fetch_metrics)
         self.offset_fetcher = OffsetFetcher(_WakeupAwareClient(self), self.subscriptions, self.metadata,
                                             isolation_level=self.isolation_level,
-                                            request_timeout_ms=config["request_timeout_ms"],
+                                            request_timeout_ms=settings.request_timeout_ms,
                                             retry_backoff_ms=self.retry_backoff_ms, clock=time_ms)
         self._wakeup_requested = False
         self._closed = False
         self._metadata_errors = MetadataErrorTracker(self.metadata)
         try:
             self.coordinator: Optional[ClassicCoordinator] = _create_coordinator(
-                self.client, self.subscriptions, config)
+                self.client, self.subscriptions, settings)
             if self.coordinator is not None:
                 # wakeup() must also end a blocking coordinator lookup or join.
                 self.coordinator.check_wakeup = self.maybe_trigger_wakeup
@@ -300,7 +299,7 @@ class ClassicKafkaConsumer:
         if self.subscriptions.assign_from_user(partitions):
             self._update_metadata_topics()
 
-    def assignment(self) -> set[TopicPartition]:
+    def assignment(self) -> frozenset[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -------------------------------------------------------------------------------
@@ -424,7 +423,7 @@ class ClassicKafkaConsumer:
             check_partition(tp)
             self.subscriptions.resume(tp)
 
-    def paused(self) -> set[TopicPartition]:
+    def paused(self) -> frozenset[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits -------------------------------------------------------------------------------
@@ -516,7 +515,7 @@ class ClassicKafkaConsumer:
         finally:
             if not pattern:
                 self.metadata.need_all_topic_metadata(False)
-        return set(self.metadata.topics(self.config["exclude_internal_topics"]))
+        return set(self.metadata.topics(self.settings.exclude_internal_topics))
 
     def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
         if refresh or self.metadata.update_count == 0:
@@ -558,7 +557,7 @@ class ClassicKafkaConsumer:
                 except errors.KafkaError as exc:
                     log.warning("Closing the group coordinator failed: %s", exc)
             try:
-                self.fetcher.close(min(self._remaining(deadline), self.config["request_timeout_ms"]))
+                self.fetcher.close(min(self._remaining(deadline), self.settings.request_timeout_ms))
             except errors.KafkaError as exc:
                 log.warning("Closing fetch sessions failed: %s", exc)
         finally:

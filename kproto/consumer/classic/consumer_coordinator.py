@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 from kproto import errors
 from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.classic.metadata_wait import await_metadata_update
-from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
+from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
 from kproto.structs import OffsetAndMetadata, TopicPartition
@@ -84,11 +84,11 @@ class _CommitIdentity:
 
 
 class ConsumerCoordinator(AbstractCoordinator):
-    """See the module docstring. Built as ``ConsumerCoordinator(client, subscriptions, config)``."""
+    """See the module docstring. Built as ``ConsumerCoordinator(client, subscriptions, settings)``."""
 
-    def __init__(self, client: NetworkClient, subscriptions: SubscriptionState, config: Mapping[str, Any], *,
+    def __init__(self, client: NetworkClient, subscriptions: SubscriptionState, settings: EngineConfig, *,
                  clock: Optional[Callable[[], float]] = None) -> None:
-        group = GroupRebalanceConfig.from_config(config)
+        group = settings.group
         super().__init__(client, group.group_id or "", group_instance_id=group.group_instance_id,
                          session_timeout_ms=group.session_timeout_ms,
                          rebalance_timeout_ms=group.rebalance_timeout_ms,
@@ -96,17 +96,17 @@ class ConsumerCoordinator(AbstractCoordinator):
                          retry_backoff_ms=group.retry_backoff_ms,
                          retry_backoff_max_ms=group.retry_backoff_max_ms,
                          request_timeout_ms=group.request_timeout_ms, clock=clock)
-        self.membership.event_source = config.get("client_id")
+        self.membership.event_source = settings.client_id
         self._subscriptions = subscriptions
         self._listener_invoker = ConsumerRebalanceListenerInvoker(
             subscriptions, self._clock, lambda method, ms: self._record("record_listener", method, ms))
         self._cluster = client.cluster
-        self._assignors = resolve_assignors(config["partition_assignment_strategy"])
+        self._assignors = resolve_assignors(settings.partition_assignment_strategy)
         self.rebalance_protocol = select_rebalance_protocol(self._assignors)
         self._rack_id = group.rack_id
-        self._exclude_internal_topics = config.get("exclude_internal_topics", True)
+        self._exclude_internal_topics = settings.exclude_internal_topics
         self._require_stable = group.require_stable
-        self._default_commit_callback = config.get("default_offset_commit_callback")
+        self._default_commit_callback = settings.default_offset_commit_callback
         self._auto_commit: Optional[AutoCommitState] = None
         if group.enable_auto_commit:
             self._auto_commit = AutoCommitState(group.auto_commit_interval_ms, int(self._clock()),

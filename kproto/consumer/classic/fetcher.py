@@ -96,7 +96,7 @@ class Fetcher(AbstractFetch):
     def clear_buffered_data_for_unassigned_partitions(self) -> None:
         self.fetch_buffer.retain_all(self.subscriptions.assigned_partitions())
 
-    def close(self, timeout_ms: int = 0) -> None:
+    def close(self, timeout_ms: float = 0) -> None:
         """Close the broker-side fetch sessions (best effort) and drop buffered data."""
         futures = []
         for node_id, data in self.prepare_close_fetch_session_requests().items():

@@ -61,6 +61,7 @@ FETCH_API_KEY = 1
 # Topic ids replace names from v13; without an id for every partition stay at v12.
 LAST_VERSION_WITHOUT_TOPIC_IDS = 12
 INVALID_LOG_START_OFFSET = -1
+_new_tuple = tuple.__new__
 # Partition errors whose answer may carry the new leader (KIP-951) and that call for a refresh.
 _LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
@@ -180,20 +181,26 @@ class AbstractFetch:
                 return {}
             builders: dict[int, FetchSessionHandler.Builder] = {}
             unavailable: dict[int, bool] = {}  # asked once per node, not per partition
+            topic_ids: dict[str, uuid.UUID] = {}  # looked up once per topic, not per partition
+            pending = self.nodes_with_pending_fetch_requests
+            fetch_size = self.fetch_config.fetch_size
             need_metadata = False
+            # Once per partition of every Fetch: locals, and the common case inline.
             for tp, position, replica in unbuffered:
-                leader = self._leader(tp, position.current_leader.leader)
-                if leader is None:
-                    log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
-                    need_metadata = True
-                    continue
+                leader = position.current_leader.leader
+                if leader is None or leader < 0:
+                    leader = self._leader(tp, None)
+                    if leader is None:
+                        log.debug("no leader known for %s (position %s); requesting metadata", tp, position)
+                        need_metadata = True
+                        continue
                 node = leader if replica is None else self.select_read_replica(tp, leader, now_ms)
                 down = unavailable.get(node)
                 if down is None:
                     down = unavailable[node] = self.is_unavailable(node)
                 if down:
                     log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
-                elif node in self.nodes_with_pending_fetch_requests:
+                elif node in pending:
                     log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)
                 elif node in buffered_nodes:
                     log.debug("skipping fetch for %s: node %s leads partitions with buffered data", tp, node)
@@ -205,10 +212,14 @@ class AbstractFetch:
                             handler = FetchSessionHandler(node, self.fetch_config.enable_incremental_fetch_sessions)
                             self.session_handlers[node] = handler
                         builder = builders[node] = handler.new_builder()
-                    topic_id = self.metadata.topic_id(tp.topic) or ZERO_UUID
+                    topic = tp.topic
+                    topic_id = topic_ids.get(topic)
+                    if topic_id is None:
+                        topic_id = topic_ids[topic] = self.metadata.topic_id(topic) or ZERO_UUID
                     epoch = position.current_leader.epoch
-                    builder.add(tp, PartitionData(topic_id, position.offset, INVALID_LOG_START_OFFSET,
-                                                  self.fetch_config.fetch_size, -1 if epoch is None else epoch))
+                    # All six fields, through tuple.__new__: PartitionData's own __new__ is a Python call.
+                    builder.add(tp, _new_tuple(PartitionData, (topic_id, position.offset, INVALID_LOG_START_OFFSET,
+                                                               fetch_size, -1 if epoch is None else epoch, -1)))
             if need_metadata:
                 self.metadata.request_update_no_wait(reset_equivalent=False)
             return {node: builder.build() for node, builder in builders.items()}
@@ -342,7 +353,8 @@ class AbstractFetch:
             else:
                 name = topic.topic
             for part in topic.partitions:
-                named.append((TopicPartition(name, part.partition_index), part))
+                # tuple.__new__: a NamedTuple's own __new__ is a Python call, paid per partition.
+                named.append((_new_tuple(TopicPartition, (name, part.partition_index)), part))
         return _ResponsePartitions(named, ids)
 
     def handle_fetch_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 from kproto.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kproto.messages.fetch import FetchResponse_PartitionData
-from kproto.records import read_batches
+from kproto.records import read_batches, starts_with_whole_batch
 from kproto.records.batch_crcs import BatchCrcCheck
 from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
 
@@ -195,7 +195,8 @@ class CompletedFetch:
     def has_batches(self) -> bool:
         """Whether the data holds at least one whole batch (raises RecordTooLargeError if the
         first batch was cut off by the fetch size)."""
-        return next(self._read_batches(check_crcs=False), None) is not None
+        # The common case from the first entry's header; the reader tells the rest.
+        return starts_with_whole_batch(self.records) or next(self._read_batches(check_crcs=False), None) is not None
 
     # --- taking records -------------------------------------------------------------
 

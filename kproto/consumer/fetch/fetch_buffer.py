@@ -20,7 +20,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from typing import Optional
 
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
@@ -88,6 +88,15 @@ class FetchBuffer:
         with self._lock:
             self._next_in_line = completed_fetch
 
+    def poll_to_next_in_line(self, completed_fetch: Optional[CompletedFetch]) -> None:
+        """``set_next_in_line_fetch(completed_fetch)`` then ``poll()`` under one lock: the
+        collector's step from the head of the queue (its fetch, or None when that fetch
+        was stale) to the fetch it reads next, once per partition of every response."""
+        with self._lock:
+            self._next_in_line = completed_fetch
+            if self._completed:
+                self._completed.popleft()
+
     def await_not_empty(self, timeout_s: Optional[float]) -> bool:
         """Block until a fetch is added, ``wakeup()`` is called or the timeout passes.
 
@@ -124,7 +133,7 @@ class FetchBuffer:
                 fetches.append(self._next_in_line)
             return fetches
 
-    def retain_all(self, partitions: set[TopicPartition]) -> None:
+    def retain_all(self, partitions: Set[TopicPartition]) -> None:
         """Drop buffered data for partitions no longer in ``partitions`` (after unassignment)."""
         with self._lock:
             dropped = [cf for cf in self._completed if cf.partition not in partitions]

@@ -92,16 +92,19 @@ class FetchCollector:
         remaining = self._max_poll_records if max_records is None else max_records
         # The partitions whose lag and lead to record, once, when the collection ends.
         self._collected = []
+        is_paused = self._subscriptions.is_paused
         try:
+            # The collecting thread owns the next-in-line fetch (the fetching thread only
+            # adds): read once, then kept here in step with every change made to it.
+            next_in_line = fetch_buffer.next_in_line_fetch
             while remaining > 0:
-                next_in_line = fetch_buffer.next_in_line_fetch
                 if next_in_line is None or next_in_line.is_consumed:
                     completed = fetch_buffer.peek()
                     if completed is None:
                         break
                     if not completed.initialized:
                         try:
-                            fetch_buffer.set_next_in_line_fetch(self.initialize(completed))
+                            next_in_line = self.initialize(completed)
                         except Exception:
                             # Drop a fetch that failed with no data so it cannot fail every
                             # poll; keep it if records were already collected this round.
@@ -109,11 +112,12 @@ class FetchCollector:
                                 fetch_buffer.poll()
                             raise
                     else:
-                        fetch_buffer.set_next_in_line_fetch(completed)
-                    fetch_buffer.poll()
-                elif self._subscriptions.is_paused(next_in_line.partition):
+                        next_in_line = completed
+                    fetch_buffer.poll_to_next_in_line(next_in_line)
+                elif is_paused(next_in_line.partition):
                     log.debug("skipping fetched data of paused partition %s; keeping it for later", next_in_line.partition)
                     paused.append(next_in_line)
+                    next_in_line = None
                     fetch_buffer.set_next_in_line_fetch(None)
                 else:
                     remaining -= self._fetch_records(next_in_line, remaining, fetch, update_positions)
@@ -121,6 +125,7 @@ class FetchCollector:
                         # The rest waits (as paused data does) for a later poll, where it
                         # goes on if the caller moved the position to its next offset.
                         paused.append(next_in_line)
+                        next_in_line = None
                         fetch_buffer.set_next_in_line_fetch(None)
         except errors.KafkaError:
             if fetch.is_empty():
@@ -144,15 +149,14 @@ class FetchCollector:
                 records = completed.fetch_records(max_records)
                 advanced = False
                 if update_positions and completed.next_fetch_offset > position.offset:
+                    # Round-robin when records were returned: the next fetch puts other
+                    # partitions first (records always advance the position).
                     subs.update_position(tp, FetchPosition(completed.next_fetch_offset, completed.last_epoch,
-                                                           position.current_leader))
+                                                           position.current_leader), move_to_end=bool(records))
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
                 fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
                 self._collected.append(tp)
-                if records and update_positions:
-                    # Round-robin: the next fetch puts other partitions first.
-                    subs.move_partition_to_end(tp)
                 return len(records)
             log.debug("ignoring fetched records for %s at offset %d: the position is %s", tp,
                       completed.next_fetch_offset, position)

@@ -35,7 +35,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from kproto.metrics import Avg, Gauge, Max, Meter, Metrics, Min, Value, WindowedCount
+from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
 if TYPE_CHECKING:
@@ -54,9 +54,10 @@ class FetchMetricsManager:
         name = metrics.metric_name
         self._lock = threading.Lock()
         self._assignment_id = -1
-        self._assigned: set[TopicPartition] = set()
-        # (partition, kind) -> its sensor: the collector records per batch, no registry lookup.
-        self._partition_sensors: dict[tuple[TopicPartition, str], Any] = {}
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        # kind ("records-lag", "records-lead") -> partition -> its sensor: the collector
+        # records per batch, no registry lookup (and no key tuple built per lookup).
+        self._partition_sensors: dict[str, dict[TopicPartition, Any]] = {"records-lag": {}, "records-lead": {}}
 
         self.bytes_fetched = metrics.sensor("bytes-fetched")
         self._add_size_stats(self.bytes_fetched, None)
@@ -128,26 +129,29 @@ class FetchMetricsManager:
             sensor.record(nrecords, now)
 
     def _partition_sensor(self, tp: TopicPartition, kind: str, extreme: Any) -> Any:
-        sensor = self._partition_sensors.get((tp, kind))
+        sensors = self._partition_sensors[kind]
+        sensor = sensors.get(tp)
         if sensor is not None:
             return sensor
         sensor_name = "{}-{}.{}".format(tp.topic, tp.partition, kind)
         with self._lock:
             sensor = self.metrics.get_sensor(sensor_name)
             if sensor is not None:
-                self._partition_sensors[(tp, kind)] = sensor
+                sensors[tp] = sensor
                 return sensor
             sensor = self.metrics.sensor(sensor_name)
             tags = {"topic": tp.topic, "partition": str(tp.partition)}
             name = self.metrics.metric_name
             what = "latest lag" if kind == "records-lag" else "latest lead"
-            sensor.add(name(kind, self.group, "The {} of the partition".format(what), tags), Value())
-            sensor.add(name(kind + ("-max" if extreme is Max else "-min"), self.group,
-                            "The {} {} of the partition".format("max" if extreme is Max else "min", kind[8:]), tags),
-                       extreme())
-            sensor.add(name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
-                       Avg())
-            self._partition_sensors[(tp, kind)] = sensor
+            maximum = extreme is Max
+            # Java's Value, Max (Min) and Avg as one stat: the same metrics, one call per value.
+            sensor.add(LatestExtremeAvg(
+                name(kind, self.group, "The {} of the partition".format(what), tags),
+                name(kind + ("-max" if maximum else "-min"), self.group,
+                     "The {} {} of the partition".format("max" if maximum else "min", kind[8:]), tags),
+                name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
+                maximum=maximum))
+            sensors[tp] = sensor
         return sensor
 
     def record_partition_lag_and_lead(self, tp: TopicPartition) -> None:
@@ -161,26 +165,22 @@ class FetchMetricsManager:
         ``records-lead-min``, a Max and a Min and nothing else, get the collection's
         extremes, once: the same values as recording each (the windows close on time,
         not on a count of events), for a fraction of the work with 1,000 partitions."""
-        lag_and_lead = self.subscriptions.lag_and_lead
-        isolation = self.isolation_level
-        sensors = self._partition_sensors
+        lag_sensors = self._partition_sensors["records-lag"]
+        lead_sensors = self._partition_sensors["records-lead"]
         now = self.metrics.time_ms()
         max_lag: Optional[int] = None
         min_lead: Optional[int] = None
-        for tp in partitions:
-            found = lag_and_lead(tp, isolation)
-            if found is None:
-                continue  # unassigned meanwhile (the KIP-848 background thread reconciles)
-            lag, lead = found
+        # Partitions unassigned meanwhile (the KIP-848 background thread reconciles) are left out.
+        for tp, lag, lead in self.subscriptions.lags_and_leads(partitions, self.isolation_level):
             if lag is not None:
                 if max_lag is None or lag > max_lag:
                     max_lag = lag
-                sensor = sensors.get((tp, "records-lag")) or self._partition_sensor(tp, "records-lag", Max)
+                sensor = lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max)
                 sensor.record(lag, now)
             if lead is not None:
                 if min_lead is None or lead < min_lead:
                     min_lead = lead
-                sensor = sensors.get((tp, "records-lead")) or self._partition_sensor(tp, "records-lead", Min)
+                sensor = lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min)
                 sensor.record(lead, now)
         if max_lag is not None:
             self.records_lag.record(max_lag, now)
@@ -196,8 +196,8 @@ class FetchMetricsManager:
                 return
             assigned = subs.assigned_partitions()
             for tp in self._assigned - assigned:
-                for kind in ("records-lag", "records-lead"):
-                    self._partition_sensors.pop((tp, kind), None)
+                for kind, sensors in self._partition_sensors.items():
+                    sensors.pop(tp, None)
                     self.metrics.remove_sensor("{}-{}.{}".format(tp.topic, tp.partition, kind))
                 self.metrics.remove_metric(self._replica_name(tp))
             for tp in assigned - self._assigned:

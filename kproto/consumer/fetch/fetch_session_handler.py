@@ -132,7 +132,8 @@ class FetchSessionHandler:
 
         def add(self, tp: TopicPartition, data: PartitionData) -> None:
             self._next[tp] = data
-            if data.topic_id == ZERO_UUID:
+            # UUIDs compared by their ints: UUID.__eq__ is a Python call, paid per partition.
+            if not data.topic_id.int:
                 self._partitions_without_topic_ids += 1
             else:
                 self._topic_names.setdefault(data.topic_id, tp.topic)
@@ -158,9 +159,9 @@ class FetchSessionHandler:
                     del session[tp]
                     removed.append(TopicIdPartition(prev.topic_id, tp))
                     # A removed partition without an id can only be forgotten by name.
-                    if prev.topic_id == ZERO_UUID:
+                    if not prev.topic_id.int:
                         can_use_topic_ids = False
-                elif prev.topic_id != data.topic_id and ZERO_UUID not in (prev.topic_id, data.topic_id):
+                elif prev.topic_id.int != data.topic_id.int and prev.topic_id.int and data.topic_id.int:
                     # Recreated topic: send it again under the new id, forget the old id.
                     nxt[tp] = data
                     session[tp] = data
@@ -250,11 +251,11 @@ class FetchSessionHandler:
     def _verify(self, partitions: set[TopicPartition], topic_ids: set[uuid.UUID], version: int,
                 full: bool) -> str:
         problems = []
-        extra = partitions - set(self.session_partitions)
+        extra = partitions - self.session_partitions.keys()
         if extra:
             problems.append("extra partitions {}".format(sorted(extra)))
         if full:
-            omitted = set(self.session_partitions) - partitions
+            omitted = self.session_partitions.keys() - partitions
             if omitted:
                 problems.append("omitted partitions {}".format(sorted(omitted)))
         if version >= 13:

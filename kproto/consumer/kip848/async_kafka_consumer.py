@@ -34,20 +34,17 @@ from kproto.clock import monotonic_ms
 from kproto.consumer.background.background_engine import BackgroundEngine
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.events import BackgroundEventHandler, CompletableApplicationEvent, ErrorEvent, drain
-from kproto.consumer.config import parse_isolation_level
+from kproto.consumer.engine_config import EngineConfig
+from kproto.consumer.engine_setup import build_engine_setup
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
-from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.kip848 import events as ev
 from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
-from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import (IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
                            MetadataTimeoutError, WakeupException)
-from kproto.metrics.consumer_metrics import (CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view,
-                                            timed_poll)
+from kproto.metrics.consumer_metrics import metrics_view, timed_poll
 from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
@@ -73,29 +70,24 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
 
     _log = log
 
-    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], int] = monotonic_ms) -> None:
-        self.config = config
+    def __init__(self, config: Mapping[str, Any], time_ms: Callable[[], int] = monotonic_ms, *,
+                 settings: Optional[EngineConfig] = None) -> None:
+        """``settings``: the EngineConfig of ``config``, if the caller built it."""
+        setup = build_engine_setup(settings or EngineConfig.from_config(config))
+        self._setup = setup
+        self.settings = settings = setup.settings
         self._time_ms = time_ms
-        self.group_id: Optional[str] = config["group_id"]
-        self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
-        self.retry_backoff_ms: int = config["retry_backoff_ms"]
-        self.subscriptions = SubscriptionState(config["auto_offset_reset"])
-        self.subscriptions.event_source = config["client_id"]
+        self.group_id: Optional[str] = settings.group_id
+        self.default_api_timeout_ms: int = settings.default_api_timeout_ms
+        self.retry_backoff_ms: int = settings.retry_backoff_ms
+        self.subscriptions = setup.subscriptions
         self._listener_invoker = ConsumerRebalanceListenerInvoker(self.subscriptions, time_ms, self._record_listener)
         self.fetch_buffer = FetchBuffer()
-        self.fetch_config = FetchConfig.from_config(config)
-        # Metrics (None when metrics_enabled is off), built here before the background
-        # thread starts: its managers record into them (see DESIGN.md "Metrics").
-        self._metrics = build_metrics(config)
-        prefix = config["metric_group_prefix"]
-        self.fetch_metrics = self.consumer_metrics = self.coordinator_metrics = None
-        if self._metrics is not None:
-            self.fetch_metrics = FetchMetricsManager(self._metrics, self.subscriptions, prefix,
-                                                     parse_isolation_level(config["isolation_level"]))
-            self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix)
-            if self.group_id:
-                self.coordinator_metrics = CoordinatorMetrics(
-                    self._metrics, self.subscriptions.num_assigned_partitions, prefix, classic=False)
+        self.fetch_config = settings.fetch
+        self._metrics = setup.metrics
+        self.fetch_metrics = setup.fetch_metrics
+        self.consumer_metrics = setup.consumer_metrics
+        self.coordinator_metrics = setup.coordinator_metrics
         self._commit_callbacks: "queue.Queue[Any]" = queue.Queue()
         self._inflight_poll: Optional[ev.AsyncPollEvent] = None
         self.membership = self._start_network_thread(self._initialize_resources).membership_manager
@@ -105,8 +97,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
 
     def _initialize_resources(self) -> Resources:
         background_handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
-        return build_resources(self.config, self.subscriptions, self.fetch_buffer, self.fetch_config,
-                               background_handler, self._time_ms, self.fetch_metrics, self.coordinator_metrics)
+        return build_resources(self._setup, self.fetch_buffer, background_handler, self._time_ms)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -189,7 +180,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         self.fetch_buffer.retain_all(set(partitions))
         self._add_and_get(ev.AssignmentChangeEvent(self._time_ms(), self._deadline(None), partitions))
 
-    def assignment(self) -> set[TopicPartition]:
+    def assignment(self) -> frozenset[TopicPartition]:
         return self.subscriptions.assigned_partitions()
 
     # --- poll -----------------------------------------------------------------------------
@@ -275,6 +266,10 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         self._add_and_get(ev.ResetOffsetEvent(to_reset, strategy, self._deadline(None)))
 
     def position(self, partition: TopicPartition, timeout_ms: Optional[int] = None) -> Optional[int]:
+        # The common case first, with one lock: a valid position needs no deadline.
+        position = self.subscriptions.valid_position_or_none(partition)
+        if position is not None and timeout_ms is None:
+            return position.offset
         if not self.subscriptions.is_assigned(partition):
             raise IllegalStateError("You can only check the position for partitions assigned to this consumer.")
         deadline = self._deadline(timeout_ms)
@@ -301,7 +296,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
     def resume(self, partitions: tuple[TopicPartition, ...]) -> None:
         self._add_and_get(ev.ResumePartitionsEvent(partitions, self._deadline(None)))
 
-    def paused(self) -> set[TopicPartition]:
+    def paused(self) -> frozenset[TopicPartition]:
         return self.subscriptions.paused_partitions()
 
     # --- commits ----------------------------------------------------------------------------
@@ -375,7 +370,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         return self._add_and_get(ev.TopicMetadataEvent(topic, self._deadline(None)))
 
     def topics(self) -> set[str]:
-        return self._add_and_get(ev.ListTopicsEvent(bool(self.config["exclude_internal_topics"]),
+        return self._add_and_get(ev.ListTopicsEvent(self.settings.exclude_internal_topics,
                                                     self._deadline(None)))
 
     def bootstrap(self, timeout_ms: Optional[int] = None, refresh: bool = False) -> None:
@@ -426,7 +421,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         self._wakeup_trigger.disable_wakeups()
         deadline = self._close_deadline(timeout_ms)
         try:
-            if self.group_id and autocommit and self.config["enable_auto_commit"] \
+            if self.group_id and autocommit and self.settings.enable_auto_commit \
                     and self.subscriptions.assigned_partitions():
                 try:
                     self._add_and_get(ev.SyncCommitEvent(deadline, None))

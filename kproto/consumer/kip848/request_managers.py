@@ -12,16 +12,15 @@ separate topic-metadata manager.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable
 
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.coordinator_request_manager import CoordinatorRequestManager
 from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
-from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
+from kproto.consumer.engine_setup import EngineSetup
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
-from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.kip848.application_event_processor import ConsumerApplicationEventProcessor
 from kproto.consumer.kip848.commit_request_manager import CommitRequestManager
 from kproto.consumer.kip848.consumer_heartbeat_request_manager import ConsumerHeartbeatRequestManager
@@ -30,9 +29,6 @@ from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.offsets_request_manager import OffsetsRequestManager
 from kproto.metrics.selector_metrics import selector_metrics
 from kproto.net.client import NetworkClient
-
-if TYPE_CHECKING:
-    from kproto.consumer.subscription_state import SubscriptionState
 
 
 def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberState], None]:
@@ -51,19 +47,22 @@ def rebalance_metrics_listener(sensors: Any) -> Callable[[MemberState, MemberSta
     return on_transition
 
 
-def build_resources(config: Mapping[str, Any], subscriptions: SubscriptionState, fetch_buffer: FetchBuffer,
-                    fetch_config: FetchConfig, background_event_handler: BackgroundEventHandler,
-                    time_ms: Callable[[], int], fetch_metrics: Any = None,
-                    coordinator_metrics: Any = None) -> Resources:
-    """The background resources; ``fetch_metrics`` (FetchMetricsManager) and
-    ``coordinator_metrics`` (CoordinatorMetrics) are None when metrics are off."""
+def build_resources(setup: EngineSetup, fetch_buffer: FetchBuffer, background_event_handler: BackgroundEventHandler,
+                    time_ms: Callable[[], int]) -> Resources:
+    """The background resources of the engine ``setup`` describes (its settings, the
+    subscriptions, and the metrics, None when they are off)."""
+    settings = setup.settings
+    fetch_config = settings.fetch
+    subscriptions = setup.subscriptions
+    fetch_metrics = setup.fetch_metrics
+    coordinator_metrics = setup.coordinator_metrics
     # The network metrics share the fetch metrics' registry (both None when metrics are off).
     client = NetworkClient(network_listener=selector_metrics(
-        getattr(fetch_metrics, "metrics", None), config["metric_group_prefix"],
-        getattr(fetch_metrics, "throttle_time", None)), **dict(config))
+        setup.metrics, settings.metric_group_prefix,
+        getattr(fetch_metrics, "throttle_time", None)), config=settings.network)
     metadata = client.cluster
     now = time_ms()
-    group = GroupRebalanceConfig.from_config(config)
+    group = settings.group
     retry_backoff_ms = group.retry_backoff_ms
     retry_backoff_max_ms = group.retry_backoff_max_ms
     delegate = NetworkClientDelegate(client, group.request_timeout_ms, time_ms)
@@ -99,7 +98,7 @@ def build_resources(config: Mapping[str, Any], subscriptions: SubscriptionState,
         heartbeat.sensors = coordinator_metrics
 
     offsets = OffsetsRequestManager(subscriptions, metadata, commit,
-                                    default_api_timeout_ms=config["default_api_timeout_ms"],
+                                    default_api_timeout_ms=settings.default_api_timeout_ms,
                                     isolation_level=fetch_config.isolation_level,
                                     request_timeout_ms=group.request_timeout_ms,
                                     retry_backoff_ms=retry_backoff_ms, time_ms=time_ms)

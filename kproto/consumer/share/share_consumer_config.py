@@ -14,16 +14,23 @@ share group's isolation level and offset reset are group settings on the broker)
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from kproto.consumer.config import ConsumerConfig
 from kproto.consumer.share.share_session_handler import SHARE_ACQUIRE_MODES
 from kproto.errors import KafkaConfigurationError
 
-SHARE_DEFAULTS: dict[str, Any] = {
-    "share_acknowledgement_mode": "implicit",
-    "share_acquire_mode": "batch_optimized",
-}
+
+@dataclasses.dataclass(frozen=True)
+class ShareConsumerConfig:
+    """The share settings (lower-cased, checked), typed for the share engine."""
+
+    share_acknowledgement_mode: str = "implicit"
+    share_acquire_mode: str = "batch_optimized"
+
+
+SHARE_DEFAULTS: dict[str, Any] = dataclasses.asdict(ShareConsumerConfig())
 ACKNOWLEDGEMENT_MODES = ("implicit", "explicit")
 # Java's ShareConsumerConfig rejects these consumer-group settings.
 UNSUPPORTED = ("auto_offset_reset", "enable_auto_commit", "auto_commit_interval_ms", "group_instance_id",
@@ -32,7 +39,7 @@ UNSUPPORTED = ("auto_offset_reset", "enable_auto_commit", "auto_commit_interval_
                "enable_incremental_fetch_sessions", "max_partition_fetch_bytes", "consumer_timeout_ms")
 
 
-def share_consumer_config(configs: Mapping[str, Any]) -> tuple[ConsumerConfig, dict[str, Any]]:
+def share_consumer_config(configs: Mapping[str, Any]) -> tuple[ConsumerConfig, ShareConsumerConfig]:
     """``(ConsumerConfig, share settings)`` from a KafkaShareConsumer's keyword arguments."""
     given = dict(configs)
     refused = sorted(k for k in given if k in UNSUPPORTED)
@@ -58,4 +65,4 @@ def share_consumer_config(configs: Mapping[str, Any]) -> tuple[ConsumerConfig, d
     # A share group commits nothing: keep ConsumerConfig from turning auto-commit on.
     given["enable_auto_commit"] = False
     given["group_protocol"] = "consumer"
-    return ConsumerConfig(given), share
+    return ConsumerConfig(given), ShareConsumerConfig(**share)

@@ -41,13 +41,16 @@ from kproto.clock import monotonic_ms
 from kproto.consumer.background.background_engine import BackgroundEngine
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread, Resources
 from kproto.consumer.background.events import BackgroundEventHandler, ErrorEvent, drain
+from kproto.consumer.engine_config import EngineConfig
+from kproto.consumer.engine_setup import engine_metrics
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.acknowledgements import Acknowledgements, AcknowledgeType, acknowledge_type
+from kproto.consumer.share.share_consumer_config import ShareConsumerConfig
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
 from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
-from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, build_metrics, metrics_view, timed_poll
+from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, metrics_view, timed_poll
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
 
 log = logging.getLogger("kproto.share")
@@ -61,22 +64,23 @@ MAX_WAIT_STEP_MS = 1000
 class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
     _log = log
 
-    def __init__(self, config: Mapping[str, Any], share_config: Mapping[str, Any],
+    def __init__(self, config: Mapping[str, Any], share_config: ShareConsumerConfig,
                  time_ms: Callable[[], int] = monotonic_ms,
                  network_thread_class: type[ConsumerNetworkThread] = ConsumerNetworkThread) -> None:
         """``network_thread_class``: the event-loop shell (``kproto.aio``) passes one whose
         ``start()`` builds the resources inline and starts no thread."""
-        self.config = config
+        self.settings = settings = EngineConfig.from_config(config)
         self._time_ms = time_ms
-        self.group_id: str = config["group_id"]
-        self.explicit = share_config["share_acknowledgement_mode"] == "explicit"
-        self.max_poll_records: int = config["max_poll_records"]
-        self.default_api_timeout_ms: int = config["default_api_timeout_ms"]
+        assert settings.group_id, "share_consumer_config requires a group_id"
+        self.group_id: str = settings.group_id
+        self.explicit = share_config.share_acknowledgement_mode == "explicit"
+        self.max_poll_records: int = settings.max_poll_records
+        self.default_api_timeout_ms: int = settings.default_api_timeout_ms
         self.fetch_buffer = ShareFetchBuffer()
-        self._metrics = build_metrics(config)
+        self._metrics = engine_metrics(settings)
         self.fetch_metrics = self.consumer_metrics = None
         if self._metrics is not None:
-            prefix = config["metric_group_prefix"]
+            prefix = settings.metric_group_prefix
             self.fetch_metrics = ShareFetchMetricsManager(self._metrics, prefix)
             # Java's KafkaShareConsumerMetrics: the poll timing under consumer-share-metrics.
             self.consumer_metrics = KafkaConsumerMetrics(self._metrics, prefix + "-share")
@@ -101,7 +105,7 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
 
     def _initialize_resources(self) -> Resources:
         handler = BackgroundEventHandler(self.background_event_queue, self.fetch_buffer.wakeup)
-        return build_share_resources(self.config, self._share_config, self.fetch_buffer, handler, self._time_ms,
+        return build_share_resources(self.settings, self._share_config, self.fetch_buffer, handler, self._time_ms,
                                      self._metrics, fetch_metrics=self.fetch_metrics)
 
     # --- plumbing -----------------------------------------------------------------------------

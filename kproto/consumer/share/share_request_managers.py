@@ -11,7 +11,7 @@ reaper fails it at its deadline otherwise.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
@@ -19,11 +19,11 @@ from kproto.consumer.background.coordinator_request_manager import CoordinatorRe
 from kproto.consumer.background.events import BackgroundEventHandler
 from kproto.consumer.background.local_assignment import chain
 from kproto.consumer.background.network_client_delegate import NetworkClientDelegate
-from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.group_rebalance_config import GroupRebalanceConfig
+from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.consumer.share import events as ev
 from kproto.consumer.share.share_consume_request_manager import ShareConsumeRequestManager
+from kproto.consumer.share.share_consumer_config import ShareConsumerConfig
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_heartbeat_request_manager import ShareHeartbeatRequestManager
 from kproto.consumer.share.share_membership_manager import ShareMembershipManager
@@ -107,14 +107,15 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
         chain(self.membership.leave_group(), event.future)
 
 
-def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, Any], fetch_buffer: ShareFetchBuffer,
+def build_share_resources(settings: EngineConfig, share_config: ShareConsumerConfig, fetch_buffer: ShareFetchBuffer,
                           background_event_handler: BackgroundEventHandler, time_ms: Callable[[], int],
                           metrics: Any = None, member_id: Any = None, fetch_metrics: Any = None) -> Resources:
     """The background resources; ``metrics`` is the registry and ``fetch_metrics`` the
     ShareFetchMetricsManager (both None when metrics are off)."""
-    client = NetworkClient(network_listener=selector_metrics(metrics, config["metric_group_prefix"]), **dict(config))
+    client = NetworkClient(network_listener=selector_metrics(metrics, settings.metric_group_prefix),
+                           config=settings.network)
     metadata = client.cluster
-    group = GroupRebalanceConfig.from_config(config)
+    group = settings.group
     retry_backoff_ms = group.retry_backoff_ms
     retry_backoff_max_ms = group.retry_backoff_max_ms
     delegate = NetworkClientDelegate(client, group.request_timeout_ms, time_ms)
@@ -133,9 +134,9 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
                                              max_poll_interval_ms=group.rebalance_timeout_ms,
                                              retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)
-    fetch = FetchConfig.from_config(config)
+    fetch = settings.fetch
     params = ShareFetchParams(fetch.max_wait_ms, fetch.min_bytes, fetch.max_bytes, fetch.max_poll_records,
-                              share_acquire_mode=share_config["share_acquire_mode"])
+                              share_acquire_mode=share_config.share_acquire_mode)
     consume = ShareConsumeRequestManager(
         group_id, membership, metadata, fetch_buffer, background_event_handler, params,
         check_crcs=fetch.check_crcs, key_deserializer=fetch.key_deserializer,
@@ -145,7 +146,7 @@ def build_share_resources(config: Mapping[str, Any], share_config: Mapping[str, 
     if metrics is not None:
         # Java's share heartbeat metrics: consumer-share-coordinator-metrics.
         heartbeat.sensors = CoordinatorMetrics(metrics, membership.subscriptions.num_assigned_partitions,
-                                               config["metric_group_prefix"] + "-share", classic=False)
+                                               settings.metric_group_prefix + "-share", classic=False)
     processor = ShareApplicationEventProcessor(metadata, coordinator, membership, consume, heartbeat, time_ms)
 
     return Resources(delegate, [coordinator, heartbeat, membership, consume], processor, client=client,

@@ -74,11 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "while a request is in flight is a finding of that request")
     p.add_argument("--coverage", metavar="HOST:PORT",
                    help="a JaCoCo agent in TCP-server mode in the broker's JVM: its coverage "
-                        "is read after every batch of requests, the requests that reach new "
-                        "code become seeds, the report has coverage per package (the run then "
-                        "depends on timing: --seed replays it only roughly)")
+                        "is read after every batch of requests, the new probes are credited "
+                        "to what was sent, APIs and sequences that keep reaching new code are "
+                        "drawn more, the requests that reached it become seeds that later "
+                        "requests are mutated from; the report has coverage per package (the "
+                        "run then depends on timing: --seed replays it only roughly)")
     p.add_argument("--coverage-no-feedback", action="store_true",
-                   help="with --coverage: measure coverage only, no seeds (a baseline)")
+                   help="with --coverage: measure coverage only, steer nothing (a baseline)")
     p.add_argument("--restart-cmd", metavar="CMD",
                    help="shell command that brings a dead broker back (it may return at once "
                         "or be the broker itself); the run records the death, runs it, waits "

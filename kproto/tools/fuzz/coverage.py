@@ -163,11 +163,14 @@ class JacocoClient:
         self._sock, self._buf = s, b""
         return s
 
-    def dump(self) -> Dump:
-        """Execution data of every class run so far (not reset: the map merges)."""
+    def dump(self, reset: bool = False) -> Dump:
+        """Execution data of every class run so far, or (``reset``) since the last reset:
+        the agent then clears its probes, and as it writes only classes with a probe hit,
+        a dump holds only the classes run since the last one (smaller and quicker to read:
+        the map merges either way). One reader per agent when resetting."""
         s = self._sock or self._connect()
         try:
-            s.sendall(struct.pack(">B??", BLOCK_CMDDUMP, True, False))
+            s.sendall(struct.pack(">B??", BLOCK_CMDDUMP, True, reset))
             merged = Dump()
             while True:
                 dump, used = parse(self._buf)
@@ -211,6 +214,14 @@ class CoverageMap:
     def update_by_package(self, dump: Dump) -> dict[str, int]:
         """Merge a dump; the probes it adds, per package."""
         added: dict[str, int] = {}
+        for name, n in self.update_by_class(dump).items():
+            package = package_of(name)
+            added[package] = added.get(package, 0) + n
+        return added
+
+    def update_by_class(self, dump: Dump) -> dict[str, int]:
+        """Merge a dump; the probes it adds, per class (JVM name)."""
+        added: dict[str, int] = {}
         for c in dump.classes:
             key = (c.class_id, c.name)
             known = self.classes.get(key)
@@ -221,13 +232,12 @@ class CoverageMap:
                 new = c.hits & ~known.hits
                 known.hits |= new
             if new:
-                package = package_of(c.name)
-                added[package] = added.get(package, 0) + bin(new).count("1")
+                added[c.name] = added.get(c.name, 0) + new.bit_count()
         return added
 
     @property
     def covered(self) -> int:
-        return sum(bin(c.hits).count("1") for c in self.classes.values())
+        return sum(c.hits.bit_count() for c in self.classes.values())
 
     @property
     def probes(self) -> int:
@@ -238,13 +248,13 @@ class CoverageMap:
         out: dict[str, list[int]] = {}
         for c in self.classes.values():
             row = out.setdefault(package_of(c.name), [0, 0])
-            row[0] += bin(c.hits).count("1")
+            row[0] += c.hits.bit_count()
             row[1] += c.count
         return {k: (v[0], v[1]) for k, v in sorted(out.items())}
 
     def request_handling(self) -> int:
         """Covered probes of :data:`REQUEST_PACKAGES` (and their subpackages)."""
-        return sum(bin(c.hits).count("1") for c in self.classes.values()
+        return sum(c.hits.bit_count() for c in self.classes.values()
                    if handles_requests(package_of(c.name)))
 
 

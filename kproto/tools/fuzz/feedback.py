@@ -1,104 +1,224 @@
-"""Coverage feedback for one run: which requests become seeds, and where new ones start.
+"""Coverage feedback for one run: where new code came from, where the energy goes, seeds.
 
 Owns, for a run given ``--coverage HOST:PORT``: the batch of what was sent since the last
-read (requests as (API, version, request) and sequence names), reading the broker's
-coverage after each batch (:class:`~kproto.tools.fuzz.coverage.JacocoClient`, at least
-``every`` requests and a second apart), keeping the batch as seeds when it reached new
-probes in the request-handling packages, the coverage over time, and the draws that start a request from a seed
-(:meth:`Feedback.pick`, :func:`splice`) or weigh sequences by the new code they reached.
-With ``enabled`` False coverage is only measured (the baseline of a comparison).
+read, reading the broker's coverage after each batch
+(:class:`~kproto.tools.fuzz.coverage.JacocoClient`, with a reset so that a dump holds only
+the classes run since the last one; at least ``every`` requests and ``interval`` seconds
+apart), crediting the new probes of the request-handling packages to what was sent, the
+energy of each *arm* (an API at a level: a valid request, a field or a frame mutant of it;
+or a named sequence), the seeds (requests that were credited new probes, kept per API)
+and the coverage over time.
+
+Credit: new probes in a class named after an API of the batch (``FetchRequest``,
+``ShareFetchResponse``, ``FetchSession``: the longest API name the class name starts with)
+go to that API's items of the batch; the rest are split over every item by the time it
+took. An arm's energy is AFL's idea of a favoured input made into a bandit: a decayed mean
+of the credit it was given per try, over its decayed mean time per try, so an arm that
+keeps reaching new code is drawn more and one that stops cools down within a few dozen
+tries; a quarter of the draws ignore the energy (``EXPLORE``) and no arm outweighs an
+untried one more than ``MAX_BOOST`` times. With ``enabled`` False coverage is read every
+``MEASURE_INTERVAL`` seconds only and nothing is steered (the credit is still reported,
+coarsely): the baseline of a comparison, which does not pay for the reads feedback needs.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kproto.errors import CoverageError
 from kproto.tools.fuzz import schema
-from kproto.tools.fuzz.coverage import CoverageMap, JacocoClient, handles_requests
+from kproto.tools.fuzz.coverage import (CoverageMap, Dump, JacocoClient, handles_requests,
+                                        package_of)
 
-SEED_SHARE = 0.5  # with seeds, the share of requests that start from one
-MAX_SEEDS = 512
-Seed = tuple[schema.ApiSpec, int, Any]
+SEED_SHARE = 0.5     # of an arm's requests, the share that start from one of its API's seeds
+EXPLORE = 0.25       # draws made the plain way, whatever the energy says
+DECAY = 0.8          # weight of an arm's past per try (its memory: ~5 tries)
+PRIOR_GAIN = 1.0     # an untried arm's credit per try ...
+PRIOR_SECONDS = 0.05  # ... over its time per try (plus the arm's own)
+MAX_BOOST = 30.0     # the most an arm outweighs an untried one
+SEEDS_PER_API = 16   # the newest kept
+MEASURE_INTERVAL = 5.0  # seconds between reads with feedback off
+MIN_SECONDS = 0.001  # an item's time, at least, in the split of a batch's credit
+
+Arm = tuple[str, str, str]  # ("req", API name, level) or ("seq", sequence name, "")
 
 
+@dataclass
+class Seed:
+    spec: schema.ApiSpec
+    version: int
+    request: Any
+    credit: float
+
+
+@dataclass
+class ArmStats:
+    gain: float = 0.0      # decayed credit per try
+    seconds: float = 0.0   # decayed seconds per try
+    tries: int = 0
+    credit: float = 0.0    # all the credit it was given
+
+    def weight(self) -> float:
+        base = PRIOR_GAIN / PRIOR_SECONDS
+        score = (self.gain + PRIOR_GAIN) / (self.seconds + PRIOR_SECONDS)
+        return min(score, MAX_BOOST * base)
+
+
+@dataclass
+class _Item:
+    arm: Arm
+    apis: tuple[str, ...]
+    seconds: float
+    weight: int
+    seed: Optional[Seed]
+
+
+@dataclass
 class Feedback:
-    def __init__(self, host: str, port: int, rng: random.Random, *, enabled: bool = True,
-                 every: int = 32, say: Callable[[str], None] = lambda _: None) -> None:
-        self.client = JacocoClient(host, port)
-        self.rng, self.enabled, self.every, self.say = rng, enabled, every, say
-        self.map = CoverageMap()
-        self.timeline: list[tuple[float, int, int]] = []  # (s, covered, request handling)
-        self.errors = 0
-        self.seeds: list[Seed] = []
-        self.seed_sequences: Counter[str] = Counter()
-        self._batch: list[Any] = []
-        self._last_read = 0.0
-        self.started = time.monotonic()
+    client: JacocoClient
+    rng: random.Random
+    enabled: bool = True
+    every: int = 16
+    interval: float = 0.5
+    say: Callable[[str], None] = lambda _: None
+    map: CoverageMap = field(default_factory=CoverageMap)
+    timeline: list[tuple[float, int, int]] = field(default_factory=list)
+    errors: int = 0
+    reads: int = 0
+    read_seconds: float = 0.0
+    arms: dict[Arm, ArmStats] = field(default_factory=dict)
+    seeds: dict[str, deque[Seed]] = field(default_factory=dict)
+    seeded_from: Counter[str] = field(default_factory=Counter)  # API -> requests from seeds
+    _batch: list[_Item] = field(default_factory=list)
+    _last_read: float = 0.0
+    started: float = field(default_factory=time.monotonic)
 
-    def pick(self) -> Optional[Seed]:
-        """A seed to start the next request from, SEED_SHARE of the time once there are
-        seeds."""
-        if not self.enabled or not self.seeds or self.rng.random() >= SEED_SHARE:
+    @classmethod
+    def connect(cls, host: str, port: int, rng: random.Random, **kw: Any) -> "Feedback":
+        return cls(JacocoClient(host, port), rng, **kw)
+
+    # --- steering --------------------------------------------------------------------
+
+    def choose(self, arms: list[Arm]) -> Optional[Arm]:
+        """The arm to draw from next by energy, or None: draw the plain way (feedback off,
+        or an exploring draw)."""
+        if not self.enabled or not arms or self.rng.random() < EXPLORE:
             return None
-        return self.rng.choice(self.seeds)
+        untried = PRIOR_GAIN / PRIOR_SECONDS
+        weights = [self.arms[a].weight() if a in self.arms else untried for a in arms]
+        return self.rng.choices(arms, weights)[0]
 
-    def pick_sequence(self, names: list[str]) -> str:
-        """A sequence, weighted by how often it reached new code."""
-        if not self.enabled or not self.seed_sequences:
-            return self.rng.choice(names)
-        return self.rng.choices(names, [1 + self.seed_sequences[n] for n in names])[0]
+    def pick(self, api: str) -> Optional[Seed]:
+        """A seed of ``api`` to start from (SEED_SHARE of the time when it has seeds),
+        the more credited ones more often."""
+        pool = self.seeds.get(api)
+        if not self.enabled or not pool or self.rng.random() >= SEED_SHARE:
+            return None
+        self.seeded_from[api] += 1
+        return self.rng.choices(list(pool), [1.0 + s.credit for s in pool])[0]
 
-    def note(self, what: Any, force: bool = False) -> None:
-        """What was just sent; after a batch, read the coverage and keep the batch as seeds
-        when it reached new probes (``force``: read now, the run's last batch)."""
-        if what is not None:
-            self._batch.append(what)
+    def other(self, api: str, seed: Seed) -> Optional[Seed]:
+        """Another seed of the same API (a splice's donor), if any."""
+        pool = [s for s in self.seeds.get(api, ()) if s is not seed]
+        return self.rng.choice(pool) if pool else None
+
+    # --- what was sent, and what it reached ----------------------------------------
+
+    def note(self, arm: Arm, apis: tuple[str, ...], seconds: float,
+             seed: Optional[Seed] = None, weight: int = 1) -> None:
+        """What was just sent (``seed``: the request, a seed candidate); after a batch,
+        read the coverage and credit it."""
+        self._batch.append(_Item(arm, apis, seconds, max(1, weight), seed))
+        # Measuring only, coverage is read seldom: the baseline does not pay for reads
+        # only feedback needs.
+        interval = self.interval if self.enabled else max(self.interval, MEASURE_INTERVAL)
+        if sum(i.weight for i in self._batch) >= self.every and \
+                time.monotonic() - self._last_read >= interval:
+            self.read()
+
+    def read(self) -> None:
+        """Read the coverage now and credit the batch with what it added."""
         now = time.monotonic()
-        if not force and (len(self._batch) < self.every or now - self._last_read < 1.0):
-            return
         self._last_read = now
-        batch, self._batch = self._batch, []
         try:
-            by_package = self.map.update_by_package(self.client.dump())
+            dump = self.client.dump(reset=True)
         except (OSError, CoverageError) as exc:
             self.errors += 1  # a restarting broker: the next read reconnects
             if self.errors == 1:
                 self.say("kproto fuzz: coverage: {}".format(exc))
+            self._batch = []
             return
+        finally:
+            self.reads += 1
+            self.read_seconds += time.monotonic() - now
+        self.take(dump)
         self.timeline.append((round(now - self.started, 1), self.map.covered,
                               self.map.request_handling()))
+
+    def take(self, dump: Dump) -> dict[str, int]:
+        """Merge a dump and credit the batch sent since the last one with the probes it
+        adds in the request-handling packages (returned per class)."""
+        batch, self._batch = self._batch, []
         # New code in the request-handling packages only: the broker's own threads (the
         # quorum, the log cleaner, metrics) reach new probes with no request's help.
-        added = sum(n for package, n in by_package.items() if handles_requests(package))
-        if not added or not self.enabled:
-            return
-        for item in batch:
-            if isinstance(item, str):
-                self.seed_sequences[item] += 1
+        added = {k: n for k, n in self.map.update_by_class(dump).items()
+                 if handles_requests(package_of(k))}
+        if batch:
+            self._credit(batch, added)
+        return added
+
+    def _credit(self, batch: list[_Item], added: dict[str, int]) -> None:
+        credit = [0.0] * len(batch)
+        by_api: dict[str, list[int]] = {}
+        for i, item in enumerate(batch):
+            for api in item.apis:
+                by_api.setdefault(api, []).append(i)
+        names = sorted(by_api, key=len, reverse=True)  # ShareFetch before Fetch
+        # The rest by the time each took: a split by count would favour quick arms (a
+        # frame mutant refused in a millisecond) in a yield per second.
+        times = [max(item.seconds, MIN_SECONDS) for item in batch]
+        total = sum(times)
+        for cls, n in added.items():
+            simple = cls.rpartition("/")[2]
+            owner = next((a for a in names if simple.startswith(a)), None)
+            if owner is not None:
+                for i in by_api[owner]:
+                    credit[i] += n / len(by_api[owner])
             else:
-                self.seeds.append(item)
-        del self.seeds[:-MAX_SEEDS]
+                for i, t in enumerate(times):
+                    credit[i] += n * t / total
+        for item, c in zip(batch, credit):
+            stats = self.arms.setdefault(item.arm, ArmStats())
+            per_try = c / item.weight
+            stats.gain = DECAY * stats.gain + (1 - DECAY) * per_try if stats.tries \
+                else per_try
+            per_try_s = item.seconds / item.weight
+            stats.seconds = DECAY * stats.seconds + (1 - DECAY) * per_try_s if stats.tries \
+                else per_try_s
+            stats.tries += item.weight
+            stats.credit += c
+            if c >= 1.0 and item.seed is not None and self.enabled:
+                item.seed.credit = c
+                pool = self.seeds.setdefault(item.seed.spec.api_name,
+                                             deque(maxlen=SEEDS_PER_API))
+                pool.append(item.seed)
+
+    def seed_count(self) -> int:
+        return sum(len(p) for p in self.seeds.values())
+
+    def top_arms(self, n: int = 20) -> list[dict[str, Any]]:
+        """The arms credited most, for the report."""
+        rows = sorted(self.arms.items(), key=lambda kv: -kv[1].credit)[:n]
+        return [{"arm": " ".join(x for x in arm[1:] if x), "kind": arm[0],
+                 "tries": s.tries, "credit": round(s.credit, 1),
+                 "weight": round(s.weight(), 1)} for arm, s in rows]
 
     def close(self) -> None:
         self.client.close()
 
 
-def splice(seed: Any, fresh: Any, rng: random.Random, keep_seed: bool) -> Any:
-    """A request from a seed: the seed itself (for a mutant to start from) or, for a valid
-    request, the seed with one top-level field taken from a freshly generated one."""
-    out = copy.deepcopy(seed)
-    if keep_seed:
-        return out
-    names = list(getattr(fresh, "_fields", ()))
-    if names:
-        name = rng.choice(names)
-        setattr(out, name, getattr(fresh, name))
-    return out
-
-
-__all__ = ["Feedback", "splice", "SEED_SHARE", "MAX_SEEDS"]
+__all__ = ["Feedback", "Seed", "Arm", "ArmStats", "SEED_SHARE", "EXPLORE"]

@@ -99,8 +99,9 @@ def broker_coverage(fuzzer: Any) -> Optional[dict[str, Any]]:
             "request_handling": cmap.request_handling(),
             "per_package": {k: list(v) for k, v in cmap.per_package().items()},
             "timeline": [list(t) for t in fb.timeline], "feedback": fb.enabled,
-            "seeds": len(fb.seeds), "seed_sequences": dict(fb.seed_sequences),
-            "errors": fb.errors}
+            "seeds": fb.seed_count(), "seeded_requests": sum(fb.seeded_from.values()),
+            "arms": fb.top_arms(), "reads": fb.reads,
+            "read_seconds": round(fb.read_seconds, 1), "errors": fb.errors}
 
 
 def _top_packages(cov: dict[str, Any], n: int = 15) -> list[tuple[str, int, int]]:
@@ -147,6 +148,11 @@ def to_text(report: dict[str, Any]) -> str:
                          "" if bc["feedback"] else " (feedback off)"))
         for name, covered, probes in _top_packages(bc):
             lines.append("  {:52s} {:7d} of {:7d}".format(name, covered, probes))
+        lines.append("  new request-handling probes credited to (API level, or sequence; "
+                     "{} reads, {} s):".format(bc["reads"], bc["read_seconds"]))
+        for row in bc["arms"][:10]:
+            lines.append("    {:48s} {:8.1f} in {:5d} tries".format(row["arm"], row["credit"],
+                                                                    row["tries"]))
     lines.append("strategies: " + ", ".join("{} {}".format(k, v)
                                               for k, v in report["strategies"].items() if v))
     lines.append("requests by API/version: " + ", ".join(
@@ -170,7 +176,10 @@ def _coverage_html(bc: Optional[dict[str, Any]]) -> str:
             "request handling); {} seeds</p>".format(bc["covered"], bc["probes"],
                                                      bc["request_handling"], bc["seeds"])
             + _table([[k, v[0], v[1]] for k, v in bc["per_package"].items()],
-                     ["package", "probes covered", "probes"]))
+                     ["package", "probes covered", "probes"])
+            + "<h3>New request-handling probes credited to</h3>"
+            + _table([[r["arm"], r["kind"], r["tries"], r["credit"]] for r in bc["arms"]],
+                     ["API level or sequence", "kind", "tries", "credit"]))
 
 
 def to_html(report: dict[str, Any]) -> str:

@@ -7,8 +7,9 @@ from one seeded ``random.Random``), the oracles' verdicts with their probes (liv
 fresh connection after anything suspicious, the high watermark behind ListOffsets LATEST,
 RSS; the broker's log when followed), de-duplication per API family, minimisation (of
 requests, of a sequence's steps, of a crash's preceding requests) and reproducer files,
-restarting a dead broker with ``--restart-cmd``, coverage feedback (seeds from the batches
-that reached new probes), the progress line and the bounds (time, requests, rate,
+restarting a dead broker with ``--restart-cmd``, coverage feedback (the draw of an API and
+level or a sequence by :mod:`~kproto.tools.fuzz.feedback`'s energy, requests mutated
+from its seeds by :mod:`~kproto.tools.fuzz.tree_mutators`), the progress line and the bounds (time, requests, rate,
 connections). What may be sent (and the safety lists) is
 :mod:`kproto.tools.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.tools.fuzz.replay`'s.
 """
@@ -25,9 +26,9 @@ from typing import Any, Optional, TextIO
 
 from kproto.errors import FuzzTargetError
 from kproto.net.config import parse_address
-from kproto.tools.fuzz import corpus, mutators, oracles, schema, sequences, shrink
+from kproto.tools.fuzz import corpus, mutators, oracles, schema, sequences, shrink, tree_mutators
 from kproto.tools.fuzz.brokerlog import BrokerLog
-from kproto.tools.fuzz.feedback import Feedback, splice
+from kproto.tools.fuzz.feedback import Arm, Feedback, Seed
 from kproto.tools.fuzz.corpus import Finding
 from kproto.tools.fuzz.mutators import Case, make_case
 from kproto.tools.fuzz.oracles import ANSWER, CLOSED, TIMEOUT, Exchange, Verdict
@@ -68,7 +69,8 @@ class FuzzConfig:
     broker_log: Optional[Path] = None  # the broker's log file, followed as an oracle
     coverage: Optional[str] = None     # HOST:PORT of a JaCoCo agent in TCP-server mode
     coverage_feedback: bool = True     # seeds from coverage (False: coverage measured only)
-    coverage_every: int = 32           # requests between coverage reads (and >= 1 s)
+    coverage_every: int = 16           # requests between coverage reads ...
+    coverage_interval: float = 0.5     # ... and seconds at least
     probe_seconds: float = 1.0  # a liveness probe at least this often (and when suspicious)
     restart_cmd: Optional[str] = None  # brings a dead broker back; the run then goes on
     restart_timeout: float = 180.0     # seconds the broker may take to answer again
@@ -129,8 +131,13 @@ class Fuzzer:
         self.feedback: Optional[Feedback] = None
         if config.coverage:
             chost, cport = parse_address(config.coverage)
-            self.feedback = Feedback(chost, cport, self.rng, enabled=config.coverage_feedback,
-                                     every=config.coverage_every, say=self._say)
+            self.feedback = Feedback.connect(chost, cport, self.rng,
+                                             enabled=config.coverage_feedback,
+                                             every=config.coverage_every,
+                                             interval=config.coverage_interval, say=self._say)
+        self._arm_list: Optional[list[Arm]] = None
+        self._elapsed = 0.0  # the last exchange's time (coverage feedback's cost)
+        self._plan_by_name: dict[str, tuple[schema.ApiSpec, list[int]]] = {}
 
     # --- setup -----------------------------------------------------------------------
 
@@ -139,11 +146,15 @@ class Fuzzer:
         cfg = self.config
         self.plan = resolve_plan(advertised, cfg.apis, cfg.versions, cfg.cluster_apis,
                                  cfg.skip_apis)
+        self._plan_by_name = {spec.api_name: (spec, versions) for spec, versions in self.plan}
+        self._arm_list = None
         self._learn_state()
         self.rss_start = self.target.rss_kb()
         self.rss_first = self.rss_start or 0
         if self.broker_log is not None:
             self.broker_log.poll()  # what set-up made it log is nobody's finding
+        if self.feedback is not None:
+            self.feedback.read()  # what start-up and set-up ran is nobody's credit
 
     def _learn_state(self) -> None:
         """Names from Metadata and the seed topic (again after a restart: a broker without
@@ -213,7 +224,7 @@ class Fuzzer:
             if self.alive:
                 self.alive = self.target.alive()[0]
             if self.feedback is not None:
-                self.feedback.note(None, force=True)  # the last batch's coverage
+                self.feedback.read()  # the last batch's coverage
                 self.feedback.close()
             self.target.close()
             self._progress(final=True)
@@ -260,19 +271,44 @@ class Fuzzer:
             out.write(("\r" + CLEAR_EOL if _isatty(out) else "") + text + "\n")
             out.flush()
 
+    def _arms(self) -> list[Arm]:
+        """What coverage feedback chooses among: each API at each request level, and each
+        sequence."""
+        if self._arm_list is None:
+            levels = [lv for lv in ("valid", "field", "frame") if lv in self.config.levels]
+            self._arm_list = [("req", spec.api_name, lv) for spec, _ in self.plan
+                              for lv in levels]
+            if "sequence" in self.config.levels:
+                self._arm_list += [("seq", name, "") for name in self._sequence_names()]
+        return self._arm_list
+
     def step(self) -> None:
         rng = self.rng
         self.stats.iterations += 1
-        if self.config.adaptive:
-            # Slow APIs (a SyncGroup Tansu holds for 5 s) are drawn less often, never never;
-            # the draw then depends on timing, so --seed no longer replays the run exactly.
-            weights = [1.0 / (0.02 + self.latency.get(s.api_key, 0.0)) for s, _ in self.plan]
-            spec, versions = rng.choices(self.plan, weights)[0]
+        fb = self.feedback
+        arm = fb.choose(self._arms()) if fb is not None else None
+        if arm is not None and arm[0] == "seq":
+            if not self.config.adaptive or self.sequence_time <= SEQUENCE_SHARE * (
+                    time.monotonic() - self.stats.started):
+                self._sequence(arm[1])
+                return
+            arm = None
+        if arm is not None:  # coverage feedback chose the API and the level
+            spec, versions = self._plan_by_name[arm[1]]
+            level = arm[2]
         else:
-            spec, versions = rng.choice(self.plan)
+            if self.config.adaptive:
+                # Slow APIs (a SyncGroup Tansu holds for 5 s) are drawn less often, never
+                # never; the draw then depends on timing, so --seed no longer replays the
+                # run exactly.
+                weights = [1.0 / (0.02 + self.latency.get(s.api_key, 0.0))
+                           for s, _ in self.plan]
+                spec, versions = rng.choices(self.plan, weights)[0]
+            else:
+                spec, versions = rng.choice(self.plan)
+            levels = [(lv, w) for lv, w in LEVEL_WEIGHTS if lv in self.config.levels]
+            level = rng.choices([lv for lv, _ in levels], [w for _, w in levels])[0]
         version = rng.choice(versions)
-        levels = [(lv, w) for lv, w in LEVEL_WEIGHTS if lv in self.config.levels]
-        level = rng.choices([lv for lv, _ in levels], [w for _, w in levels])[0]
         if level == "sequence":
             # Sequences wait on group joins and sessions: adaptive runs give them at most a
             # quarter of the run's time, so that single requests keep their rate.
@@ -280,18 +316,16 @@ class Fuzzer:
             elapsed = time.monotonic() - self.stats.started
             if names and (not self.config.adaptive or
                           self.sequence_time <= SEQUENCE_SHARE * elapsed):
-                name = (self.feedback.pick_sequence(names) if self.feedback is not None
-                        else rng.choice(names))
-                self._sequence(name)
-                if self.feedback is not None:
-                    self.feedback.note(name)
+                self._sequence(rng.choice(names))
                 return
             level = "valid" if "valid" in self.config.levels else level
             if level == "sequence":
                 return
-        seed = self.feedback.pick() if self.feedback is not None else None
-        if seed is not None:  # coverage feedback: start from a request that reached new code
-            spec, version = seed[0], seed[1]
+        # Coverage feedback: start, half of the time, from a seed of this API (a request
+        # that reached new code), changed structurally: the same frame, valid, elsewhere.
+        seed = fb.pick(spec.api_name) if fb is not None and arm is not None else None
+        if seed is not None and rng.random() < 0.8:
+            version = seed.version if seed.version in versions else version
         prefixed = spec.api_name in PREFIXED_APIS
         gen = self.gen
         if prefixed:
@@ -300,25 +334,49 @@ class Fuzzer:
             request = gen.request(spec, version)
         finally:
             gen.knowledge = self.knowledge
-        if seed is not None:
-            request = splice(seed[2], request, rng, keep_seed=level != "valid")
+        if seed is not None and fb is not None:
+            other = fb.other(spec.api_name, seed)
+            request, _ = tree_mutators.mutate(seed.request, request,
+                                               other.request if other else None, rng)
         if prefixed:
             request = enforce_prefix(request, self.own)
         try:
             case = make_case(spec, version, request, self.target.next_correlation_id())
         except Exception:
-            return  # enforce_prefix made a value too long for its field: skip it
+            if seed is None:
+                return  # enforce_prefix made a value too long for its field: skip it
+            try:  # a mutation the field's type cannot hold: the seed as it is
+                case = make_case(spec, version, seed.request, self.target.next_correlation_id())
+            except Exception:
+                return
+        if seed is not None:
+            # A tree mutation may set a field this version does not carry (a donor of
+            # another version): the oracles must judge what went on the wire.
+            try:
+                case.request = type(case.request).decode(case.body, version)
+            except Exception:
+                return
         if level == "valid":
             mutant = None
         else:
             table = mutators.FIELD_STRATEGIES if level == "field" else mutators.FRAME_STRATEGIES
             names = sorted(n for n in table if not prefixed or n in BODY_KEEPING)
             mutant = table[rng.choice(names)](case, rng) if names else None
-        self._send(case, mutant)
+        self._send(case, mutant, ("req", spec.api_name, level))
 
-    def _send(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
-        if self.feedback is not None:
-            self.feedback.note((case.spec, case.version, case.request))
+    def _send(self, case: Case, mutant: Optional[mutators.Mutant],
+              arm: Optional[Arm] = None) -> None:
+        spec, version = case.spec, case.version
+        self._elapsed = 0.0
+        try:
+            self._exchange(case, mutant)
+        finally:
+            if self.feedback is not None:  # the exchange's time, not the shrinking's
+                self.feedback.note(arm or ("req", spec.api_name, "valid" if mutant is None
+                                           else mutant.level), (spec.api_name,),
+                                   self._elapsed, Seed(spec, version, case.request, 0.0))
+
+    def _exchange(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
         spec, version = case.spec, case.version
         self.stats.requests[(spec.api_name, version)] += 1
         strategy = "valid" if mutant is None else mutant.strategy
@@ -334,6 +392,7 @@ class Fuzzer:
             self._check_alive(None, case, mutant, str(exc))
             return
         self.stats.outcomes[ex.outcome] += 1
+        self._elapsed = ex.elapsed
         old = self.latency.get(spec.api_key)
         self.latency[spec.api_key] = ex.elapsed if old is None else 0.8 * old + 0.2 * ex.elapsed
         verdicts = self.verdicts(ex)
@@ -475,10 +534,18 @@ class Fuzzer:
 
     def _sequence(self, name: str) -> None:
         start = time.monotonic()
+        sent = sum(self.stats.requests.values())
         try:
             self._run_sequence(name)
         finally:
-            self.sequence_time += time.monotonic() - start
+            took = time.monotonic() - start
+            self.sequence_time += took
+            if self.feedback is not None:
+                apis = tuple(sorted(schema.api(k).api_name
+                                    for k in sequences.SEQUENCE_APIS[name]
+                                    if k in schema.apis()))
+                self.feedback.note(("seq", name, ""), apis, took,
+                                   weight=sum(self.stats.requests.values()) - sent)
 
     def _run_sequence(self, name: str) -> None:
         sub_seed = self.rng.getrandbits(32)

@@ -471,12 +471,14 @@ public final class JavaPeer {
         }
         long doneNs = System.nanoTime();
         consumer.close();
+        long closedNs = System.nanoTime();
         new Json("done").num("records", records).num("bytes", bytes)
                 .raw("checksum", Long.toUnsignedString(checksum))
                 .num("setup_ms", (readyNs - mainNs) / 1_000_000)
                 .num("first_record_ms", firstNs < 0 ? -1 : (firstNs - readyNs) / 1_000_000)
                 .num("read_ms", (doneNs - readyNs) / 1_000_000)
-                .num("read_ns", doneNs - readyNs).emit();
+                .num("read_ns", doneNs - readyNs)
+                .num("close_ms", (closedNs - doneNs) / 1_000_000).emit();
     }
 
     // --- main ------------------------------------------------------------------------------

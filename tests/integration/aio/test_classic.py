@@ -10,7 +10,7 @@ import pytest
 from kproto.aio import AIOKafkaConsumer
 from kproto.consumer.classic.group_membership import MemberState
 from kproto.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
-from tests.support.aio_harness import DEADLINE_S, drain, run
+from tests.support.aio_harness import DEADLINE_S, ListenerLog, drain, run
 
 pytestmark = [pytest.mark.broker, pytest.mark.needs("classic_groups")]
 
@@ -20,21 +20,7 @@ HEARTBEAT_MS = 300
 COMMIT_REFUSED = (CommitFailedError, RebalanceInProgressError, IllegalGenerationError)
 
 
-class Log:
-    def __init__(self) -> None:
-        self.events: list = []
-
-    async def on_partitions_revoked(self, revoked) -> None:
-        self.events.append(("revoked", sorted(revoked)))
-
-    async def on_partitions_assigned(self, assigned) -> None:
-        self.events.append(("assigned", sorted(assigned)))
-
-    async def on_partitions_lost(self, lost) -> None:
-        self.events.append(("lost", sorted(lost)))
-
-
-def told(log: Log) -> set:
+def told(log: ListenerLog) -> set:
     """What a member's listener was told it owns (an assigned partition it already owned,
     or a revoked one it did not, fails the test)."""
     owned: set = set()
@@ -127,7 +113,7 @@ def test_two_members_share_the_partitions_with_every_assignor(broker, assignor: 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DEADLINE_S * 2
-        logs = (Log(), Log())
+        logs = (ListenerLog(), ListenerLog())
         a, b = AIOKafkaConsumer(**config), AIOKafkaConsumer(**config)
         seen: set = set()
 
@@ -169,7 +155,7 @@ def test_heartbeats_go_on_while_the_application_awaits(broker) -> None:
     written = broker.produce(topic, 10)
 
     async def main() -> None:
-        log = Log()
+        log = ListenerLog()
         async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
                                     auto_offset_reset="earliest", enable_auto_commit=False,
                                     session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS) as consumer:
@@ -257,7 +243,7 @@ def test_getmany_cancelled_again_and_again_through_rebalances_loses_nothing(brok
             for tp, batch in records.items():
                 seen.update((tp.partition, r.offset) for r in batch)
 
-        logs = (Log(), Log())
+        logs = (ListenerLog(), ListenerLog())
         a, b = AIOKafkaConsumer(**config), AIOKafkaConsumer(**config)
         await a.start()
         await b.start()

@@ -9,23 +9,9 @@ import pytest
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition as TP
 from kproto.consumer.background.member_state import MemberState
-from tests.support.aio_harness import DEADLINE_S, drain, run
+from tests.support.aio_harness import DEADLINE_S, ListenerLog, drain, run
 
 pytestmark = [pytest.mark.broker]
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list = []
-
-    async def on_partitions_revoked(self, revoked) -> None:
-        self.events.append(("revoked", sorted(revoked)))
-
-    async def on_partitions_assigned(self, assigned) -> None:
-        self.events.append(("assigned", sorted(assigned)))
-
-    async def on_partitions_lost(self, lost) -> None:
-        self.events.append(("lost", sorted(lost)))
 
 
 @pytest.mark.needs("fault_injection", "kip848")
@@ -38,7 +24,7 @@ def test_heartbeats_go_on_while_the_application_awaits(broker) -> None:
     written = broker.produce(topic, 10)
 
     async def main() -> None:
-        log = Log()
+        log = ListenerLog()
         async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,
                                     auto_offset_reset="earliest", enable_auto_commit=False,
                                     group_protocol="consumer") as consumer:

@@ -81,8 +81,15 @@ def test_seek_pause_resume(broker):
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     with consumer_for(broker) as consumer:
         consumer.assign([tp0, tp1])
+        assigned = consumer.assignment()
         consumer.pause(tp1)
         assert consumer.paused() == {tp1}
+        # Snapshots: the same object until the assignment changes, which callers cannot change.
+        assert consumer.assignment() is assigned and assigned == {tp0, tp1}
+        with pytest.raises(AttributeError):
+            assigned.add(TopicPartition(topic, 5))  # type: ignore[attr-defined]
+        with pytest.raises(AttributeError):
+            consumer.paused().clear()  # type: ignore[attr-defined]
         got = consume(consumer, len(by_partition[0]))
         assert_same(got, by_partition[0])
         assert consumer.poll(timeout_ms=300) == {}  # tp1 stays paused
@@ -110,6 +117,8 @@ def test_seek_pause_resume(broker):
             assert 0 < position <= end
             rest = [r for r in consume(consumer, end - position) if r.partition == 0]
             assert_same(rest, [w for w in by_partition[0] if w.offset >= position])
+        consumer.assign([tp1])
+        assert consumer.assignment() == {tp1} and assigned == {tp0, tp1}
 
 
 def test_latest_reset_sees_only_new_records(broker):

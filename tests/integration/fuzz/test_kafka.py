@@ -145,4 +145,6 @@ def test_the_agents_coverage_is_read_and_feeds_the_run(kafka44, tmp_path):
     assert cov["errors"] == 0 and cov["feedback"]
     assert cov["covered"] >= cmap.covered  # cumulative since the broker started
     assert 0 < cov["per_package"]["kafka.server"][0] <= cov["per_package"]["kafka.server"][1]
-    assert cov["timeline"] and cov["seeds"] > 0
+    assert cov["timeline"] and cov["seeds"] > 0 and cov["reads"] >= len(cov["timeline"])
+    # the new probes were credited to what was sent (an API at a level, or a sequence)
+    assert cov["arms"] and all(a["tries"] > 0 for a in cov["arms"])

@@ -338,9 +338,13 @@ def test_custom_assignor_instance_and_kafka_python_assignor_class_run_a_real_gro
                  "one member to own all four partitions, on_assignment run on both")
         for m in everyone:
             m.stop()
-        # kafka-python's own assignor class, unchanged, as the group's protocol.
-        c = Member("c", bootstrap, "custom-kp", [topic], partition_assignment_strategy=[KafkaPythonRoundRobin])
-        d = Member("d", bootstrap, "custom-kp", [topic], partition_assignment_strategy=[KafkaPythonRoundRobin])
+        # An application's own kafka-python assignor class (kafka-python's own ones become
+        # kproto's of the same name), run as it is, as the group's protocol.
+        class OwnRoundRobin(KafkaPythonRoundRobin):
+            name = "roundrobin-kafka-python"
+
+        c = Member("c", bootstrap, "custom-kp", [topic], partition_assignment_strategy=[OwnRoundRobin])
+        d = Member("d", bootstrap, "custom-kp", [topic], partition_assignment_strategy=[OwnRoundRobin])
         everyone += [c, d]
         c.start()
         d.start()

@@ -68,9 +68,7 @@ class Reader:
 
 
 def node_of(cluster, address: tuple[str, int]) -> int:
-    (node_id,) = [i + 1 for i, n in enumerate(cluster.nodes)
-                  if int(n.settings["advertised.listeners"].rpartition(":")[2]) == address[1]]
-    return node_id
+    return cluster.ports.index(address[1]) + 1
 
 
 def coordinator_of(cluster, group: str) -> int:

@@ -9,6 +9,14 @@
   answers the consumer's next incremental Fetch ``FETCH_SESSION_ID_NOT_FOUND``, and the
   consumer, as Java's ``FetchSessionHandler``, starts a new session with a full request
   (session 0, epoch 0), and reads on exactly.
+- close() right after the last record, both engines and kproto.aio (Java's ``AbstractFetch``
+  and ``FetchCollector``):
+  a poll that takes exactly ``max_poll_records`` and stops on the last fetched record
+  leaves that fetch unconsumed, so no Fetch follows it and close() sends only the one
+  closing the session (epoch -1); a poll that drains the fetch sends the next Fetch before
+  it returns (a long poll Kafka holds), and close() still closes the session after it, as
+  Java does (KAFKA-19884: Java's close() takes at least ``fetch.max.wait.ms``): both
+  answered, the close with no error and no session.
 - A broker of its own with ``max.incremental.fetch.session.cache.slots=8``: Kafka splits
   the cache into 8 shards of one slot, filled round-robin, and evicts a consumer's session
   only once it is 120 s old (``MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS``, not
@@ -123,6 +131,78 @@ def test_a_session_kafka_no_longer_has_is_started_again(broker, group_protocol):
     # positions moved, never the idle one (which answers Kafka leaves it out of depends on
     # when records arrive: a loaded CI run saw none of them omit it).
     assert any(partitions_named(req) and 2 not in partitions_named(req) for req, _ in after)
+
+
+@ENGINES
+@pytest.mark.broker_kinds("apache_kafka")
+@pytest.mark.parametrize("max_poll_records", [10, 11])
+def test_close_right_after_the_last_record(broker, group_protocol, max_poll_records):
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce_batch(topic, 10)  # one batch: the first Fetch answers all of it
+    with WireLog() as wire:
+        consumer = consumer_for(broker, group_protocol, max_poll_records=max_poll_records)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            records = consume(consumer, 10)
+        finally:
+            consumer.close()
+    assert_same(records, written)
+    exchanged = fetches(wire)
+    epochs = [req["session_epoch"] for req, _ in exchanged]
+    if max_poll_records == 10:
+        # The last poll stopped on the last record: the fetch is still next in line, so
+        # its node gets no other Fetch before close().
+        assert epochs == [0, -1]
+    else:
+        # The last poll drained the fetch; the classic engine sends the next Fetch before
+        # poll() returns, the KIP-848 background thread on its own time (maybe after close).
+        assert epochs[0] == 0 and epochs[-1] == -1 and set(epochs[1:-1]) <= {1}
+        if group_protocol == "classic":
+            assert epochs == [0, 1, -1]
+    session = exchanged[0][1]["session_id"]
+    assert session != 0
+    close_request, close_answer = exchanged[-1]
+    assert close_request["session_id"] == session
+    assert (close_answer["error_code"], close_answer["session_id"]) == (0, 0)
+    assert all(resp["error_code"] == 0 for _, resp in exchanged)
+
+
+@pytest.mark.broker_kinds("apache_kafka")
+@pytest.mark.parametrize("max_records", [10, 11])
+def test_close_right_after_the_last_record_aio(broker, max_records):
+    """kproto.aio, whose loop fetches on its own time as the KIP-848 engine does."""
+    from kproto.aio import AIOKafkaConsumer
+    from tests.support.aio_harness import run
+
+    topic = broker.new_topic(partitions=1)
+    written = broker.produce_batch(topic, 10)
+
+    async def read() -> list:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                                    fetch_max_wait_ms=100)
+        await consumer.start()
+        records: list = []
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            while len(records) < 10:
+                for batch in (await consumer.getmany(timeout_ms=200, max_records=max_records)).values():
+                    records.extend(batch)
+        finally:
+            await consumer.stop()
+        return records
+
+    with WireLog() as wire:
+        records = run(read)
+    assert_same(records, written)
+    exchanged = fetches(wire)
+    epochs = [req["session_epoch"] for req, _ in exchanged]
+    if max_records == 10:
+        assert epochs == [0, -1]
+    else:
+        assert epochs[0] == 0 and epochs[-1] == -1 and set(epochs[1:-1]) <= {1}
+    assert exchanged[-1][0]["session_id"] == exchanged[0][1]["session_id"] != 0
+    assert (exchanged[-1][1]["error_code"], exchanged[-1][1]["session_id"]) == (0, 0)
+    assert all(resp["error_code"] == 0 for _, resp in exchanged)
 
 
 @pytest.fixture(scope="module")

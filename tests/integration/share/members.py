@@ -1,13 +1,17 @@
-"""What the share-group tests have in common: a group name, a member, polling until done."""
+"""What the share-group tests have in common: a group name, a member, polling until done,
+and reading beside a librdkafka share consumer."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any, Callable
 
 from kproto import KafkaShareConsumer
 from tests.brokers.share_groups import configure_share_group
+from tests.threads import TestThread
 
 DEADLINE_S = 60  # an upper bound for reads that must happen; never reached when all is well
 
@@ -44,3 +48,43 @@ def read_until(consumer: KafkaShareConsumer, done: Callable[[], bool], on_record
         assert time.monotonic() < deadline, "the share group did not deliver in time"
         for record in records(consumer.poll(200)):
             on_record(record)
+
+
+def read_beside_confluent_member(confluent_kafka: Any, broker: Any, group: str, topic: str, count: int) -> Counter:
+    """Read ``topic`` with a kproto member of share group ``group`` (5 records a poll) and
+    a librdkafka ``ShareConsumer`` of it until together they saw ``count`` distinct records:
+    ``{(partition, offset): times seen}``. Fails after ``DEADLINE_S``."""
+    seen: Counter = Counter()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def confluent_member() -> None:
+        consumer = confluent_kafka.ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+        consumer.subscribe([topic])
+        try:
+            while not stop.is_set():
+                for message in consumer.poll(0.2):
+                    if message.error() is None:
+                        with lock:
+                            seen[(message.partition(), message.offset())] += 1
+        finally:
+            consumer.close()
+
+    thread = TestThread(target=confluent_member)
+    thread.start()
+    try:
+        with share_consumer(broker, group, topic, max_poll_records=5) as consumer:
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                thread.raise_if_failed()
+                with lock:
+                    if len(seen) == count:
+                        break
+                assert time.monotonic() < deadline, "records were lost"
+                for r in records(consumer.poll(100)):
+                    with lock:
+                        seen[(r.partition, r.offset)] += 1
+    finally:
+        stop.set()
+        thread.join(30)
+    return seen

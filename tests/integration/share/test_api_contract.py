@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kproto import KafkaShareConsumer
-from kproto.consumer.share.share_consumer_config import share_consumer_config
+from kproto.consumer.share.share_consumer_config import ShareConsumerConfig, share_consumer_config
 from kproto.errors import (ConcurrentModificationError, IllegalArgumentError, IllegalStateError,
                            KafkaConfigurationError, WakeupException)
 from tests.integration.share.members import earliest_group, read_until
@@ -40,7 +40,7 @@ def test_bad_configuration_is_refused_at_construction(bad):
 def test_share_settings_are_split_from_the_consumer_settings():
     config, share = share_consumer_config({"group_id": "g", "share_acknowledgement_mode": "EXPLICIT",
                                            "max_poll_records": 7, "fetch_max_wait_ms": 50})
-    assert share == {"share_acknowledgement_mode": "explicit", "share_acquire_mode": "batch_optimized"}
+    assert share == ShareConsumerConfig(share_acknowledgement_mode="explicit", share_acquire_mode="batch_optimized")
     assert (config["group_id"], config["max_poll_records"], config["fetch_max_wait_ms"]) == ("g", 7, 50)
 
 

@@ -23,14 +23,15 @@ Measured on Kafka 4.4 (and what the tests rely on):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
+from typing import Any, Iterator
 
 import pytest
 
@@ -38,8 +39,8 @@ from kproto import AcknowledgeType
 from kproto.errors import InvalidRecordStateError
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
 from tests.brokers import raw
-from tests.integration.share.members import DEADLINE_S, earliest_group, read_until, records, share_consumer
-from tests.threads import TestThread
+from tests.integration.share.members import (DEADLINE_S, earliest_group, read_beside_confluent_member, read_until,
+                                             records, share_consumer)
 from tests.wire_log import WireLog
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -98,6 +99,24 @@ def wait_until_assigned(wire: WireLog, count: int) -> None:
     while len(assigned_members(wire)) < count:
         assert time.monotonic() < deadline, "the members were not all assigned a partition"
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def holder_and_other(kafka, group: str, topic: str, wire: WireLog) -> Iterator[tuple[Any, Any, list]]:
+    """Two explicit-mode members of ``group`` on ``topic``, both assigned, the holder's first
+    poll done: ``(holder, other, held)``, ``held`` the records it holds; closes both."""
+    # record_limit: the holder acquires no more than its poll hands out (nothing buffered).
+    holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4,
+                            share_acquire_mode="record_limit")
+    other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+    try:
+        wait_until_assigned(wire, 2)
+        held: list = []
+        read_until(holder, lambda: held, held.append)
+        yield holder, other, held
+    finally:
+        holder.close()
+        other.close()
 
 
 def test_share_apis_go_out_at_the_newest_versions_kafka_serves(kafka):
@@ -246,14 +265,7 @@ def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce_batch(topic, 10)
     with WireLog() as wire:
-        # record_limit: the holder acquires no more than its poll hands out (nothing buffered).
-        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4,
-                                share_acquire_mode="record_limit")
-        other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
-        try:
-            wait_until_assigned(wire, 2)
-            held: list = []
-            read_until(holder, lambda: held, held.append)
+        with holder_and_other(kafka, group, topic, wire) as (holder, other, held):
             held_offsets = {r.offset for r in held}
             lock_timeout_ms = holder.acquisition_lock_timeout_ms()
             # The holder keeps heartbeating but never acknowledges: its locks expire and the
@@ -283,9 +295,6 @@ def test_a_held_lock_expires_and_another_member_gets_the_records(kafka):
                 if record.offset != first:
                     holder.acknowledge(record)
             ignored = holder.commit()
-        finally:
-            holder.close()
-            other.close()
     assert len(held) == 4
     assert {r.offset: r.delivery_count for r in taken if r.offset in held_offsets} == dict.fromkeys(held_offsets, 2)
     assert {r.delivery_count for r in taken if r.offset not in held_offsets} == {1}
@@ -335,14 +344,7 @@ def test_a_member_that_closes_releases_its_records_at_once(kafka):
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, 10)
     with WireLog() as wire:
-        # record_limit: the holder acquires no more than its poll hands out (nothing buffered).
-        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4,
-                                share_acquire_mode="record_limit")
-        other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
-        try:
-            wait_until_assigned(wire, 2)
-            held: list = []
-            read_until(holder, lambda: held, held.append)
+        with holder_and_other(kafka, group, topic, wire) as (holder, other, held):
             holder.close()
             taken: list = []
 
@@ -351,9 +353,6 @@ def test_a_member_that_closes_releases_its_records_at_once(kafka):
                 other.acknowledge(r)
             held_offsets = {r.offset for r in held}
             read_until(other, lambda: held_offsets <= {r.offset for r in taken}, take, timeout_s=20)
-        finally:
-            holder.close()
-            other.close()
     assert {r.offset: r.delivery_count for r in taken if r.offset in held_offsets} == dict.fromkeys(held_offsets, 2)
     closing = [e for e in wire.sent("ShareAcknowledge") if e.tree["share_session_epoch"] == -1]
     assert closing, "the holder did not close its share session"
@@ -365,14 +364,7 @@ def test_renew_keeps_the_lock_past_its_duration(kafka):
     topic = kafka.new_topic(partitions=1)
     written = kafka.produce(topic, 10)
     with WireLog() as wire:
-        # record_limit: the holder acquires no more than its poll hands out (nothing buffered).
-        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=4,
-                                share_acquire_mode="record_limit")
-        other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
-        try:
-            wait_until_assigned(wire, 2)
-            held: list = []
-            read_until(holder, lambda: held, held.append)
+        with holder_and_other(kafka, group, topic, wire) as (holder, other, held):
             acquired_at = time.monotonic()
             taken: list = []
             renewals = 0
@@ -401,9 +393,6 @@ def test_renew_keeps_the_lock_past_its_duration(kafka):
             read_until(other, lambda: rest <= {r.offset for r in taken}, lambda r: (taken.append(r),
                                                                                      other.acknowledge(r)))
             assert all(e is None for e in other.commit().values())
-        finally:
-            holder.close()
-            other.close()
     assert all(e is None for e in accepted.values())
     held_offsets = {r.offset for r in held}
     assert handed_again == [sorted((r.offset, 1) for r in held)] * renewals
@@ -566,37 +555,5 @@ def test_mixed_group_with_confluent_share_consumers_loses_nothing(kafka):
     group, _ = earliest_group(kafka)
     topic = kafka.new_topic(partitions=2)
     written = kafka.produce(topic, 60, producer_config={"batch.num.messages": 5})
-    seen: Counter = Counter()
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def confluent_member() -> None:
-        consumer = confluent_kafka.ShareConsumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
-        consumer.subscribe([topic])
-        try:
-            while not stop.is_set():
-                for message in consumer.poll(0.2):
-                    if message.error() is None:
-                        with lock:
-                            seen[(message.partition(), message.offset())] += 1
-        finally:
-            consumer.close()
-
-    thread = TestThread(target=confluent_member)
-    thread.start()
-    try:
-        with share_consumer(kafka, group, topic, max_poll_records=5) as consumer:
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                thread.raise_if_failed()
-                with lock:
-                    if len(seen) == len(written):
-                        break
-                assert time.monotonic() < deadline, "records were lost"
-                for r in records(consumer.poll(100)):
-                    with lock:
-                        seen[(r.partition, r.offset)] += 1
-    finally:
-        stop.set()
-        thread.join()
+    seen = read_beside_confluent_member(confluent_kafka, kafka, group, topic, len(written))
     assert set(seen) == {(w.partition, w.offset) for w in written}

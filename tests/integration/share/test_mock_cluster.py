@@ -26,7 +26,8 @@ import pytest
 
 from kproto import AcknowledgeType
 from kproto.errors import GroupMaxSizeReachedError, IllegalStateError, UnsupportedVersionError
-from tests.integration.share.members import DEADLINE_S, new_group, read_until, records, share_consumer
+from tests.integration.share.members import (DEADLINE_S, new_group, read_beside_confluent_member, read_until, records,
+                                             share_consumer)
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 
@@ -224,45 +225,7 @@ def test_mixed_group_with_confluent_share_consumers_loses_nothing(fresh):
     topic = fresh.new_topic(partitions=2)
     written = fresh.produce(topic, 80)
     group = new_group()
-    seen: Counter = Counter()
-    lock = threading.Lock()
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def confluent_member() -> None:
-        try:
-            consumer = confluent_kafka.ShareConsumer({"bootstrap.servers": fresh.bootstrap_servers,
-                                                      "group.id": group})
-            consumer.subscribe([topic])
-            try:
-                while not stop.is_set():
-                    for message in consumer.poll(0.2):
-                        if message.error() is None:
-                            with lock:
-                                seen[(message.partition(), message.offset())] += 1
-            finally:
-                consumer.close()
-        except BaseException as exc:  # re-raised by the test thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=confluent_member, daemon=True)
-    thread.start()
-    try:
-        with share_consumer(fresh, group, topic, max_poll_records=5) as consumer:
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                with lock:
-                    if len(seen) == len(written):
-                        break
-                assert not errors and time.monotonic() < deadline, errors or "records were lost"
-                for r in records(consumer.poll(100)):
-                    with lock:
-                        seen[(r.partition, r.offset)] += 1
-    finally:
-        stop.set()
-        thread.join(30)
-    if errors:
-        raise errors[0]
+    seen = read_beside_confluent_member(confluent_kafka, fresh, group, topic, len(written))
     assert set(seen) == {(w.partition, w.offset) for w in written}
 
 

@@ -353,14 +353,16 @@ def test_combined_reads_agree_with_the_single_ones():
     subs.request_offset_reset(TP0)
     assert subs.valid_position_or_none(TP0) is None and subs.fetchable_position(TP0) is None
 
-    assert subs.lag_and_lead(TP1, IsolationLevel.READ_UNCOMMITTED) == (None, None)
+    assert subs.lags_and_leads([TP1], IsolationLevel.READ_UNCOMMITTED) == [(TP1, None, None)]
     subs.update_fetched_offsets(TP1, 20, 2, 15)
     subs.update_fetched_offsets(TP1, -1, -1, -1)  # unknown: kept
     assert (subs.high_watermark(TP1), subs.log_start_offset(TP1), subs.last_stable_offset(TP1)) == (20, 2, 15)
-    assert subs.lag_and_lead(TP1, IsolationLevel.READ_UNCOMMITTED) == (13, 5)
-    assert subs.lag_and_lead(TP1, IsolationLevel.READ_COMMITTED) == (8, 5)
+    assert subs.lags_and_leads([TP1], IsolationLevel.READ_UNCOMMITTED) == [(TP1, 13, 5)]
+    assert subs.lags_and_leads([TP1], IsolationLevel.READ_COMMITTED) == [(TP1, 8, 5)]
     assert subs.partition_lag(TP1, IsolationLevel.READ_UNCOMMITTED) == 13
-    assert subs.lag_and_lead(TopicPartition("t", 9), IsolationLevel.READ_UNCOMMITTED) is None
+    # Unassigned partitions are left out; the rest keep their order.
+    assert subs.lags_and_leads([OTHER, TopicPartition("t", 9), TP1], IsolationLevel.READ_UNCOMMITTED) == [
+        (OTHER, None, None), (TP1, 13, 5)]
     subs.update_fetched_offsets(TopicPartition("t", 9), 1, 1, 1)  # unassigned: ignored
 
 
@@ -408,3 +410,39 @@ def test_lock_free_reads_never_miss_a_partition_while_the_fetch_order_moves():
         assert len(subs.assigned_partitions()) == 50
     mover.join()
     assert misses == 0
+
+
+def test_assigned_and_paused_partitions_are_shared_immutable_snapshots():
+    subs = SubscriptionState()
+    subs.assign_from_user([TP0, TP1])
+    assigned = subs.assigned_partitions()
+    assert assigned == {TP0, TP1}
+    # One object for every caller until the assignment changes: no copy per call ...
+    subs.seek(TP0, 4)
+    subs.move_partition_to_end(TP0)
+    subs.pause(TP1)
+    assert subs.assigned_partitions() is assigned
+    # ... and no caller can change the consumer's state through it.
+    with pytest.raises(AttributeError):
+        assigned.add(OTHER)  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        assigned.discard(TP0)  # type: ignore[attr-defined]
+    assert subs.assigned_partitions() == {TP0, TP1} and subs.is_assigned(TP0)
+    paused = subs.paused_partitions()
+    assert paused == {TP1} and subs.paused_partitions() is paused
+    with pytest.raises(AttributeError):
+        paused.clear()  # type: ignore[attr-defined]
+    assert subs.is_paused(TP1)
+    # A new assignment publishes a new snapshot; the old one still says what it said.
+    subs.assign_from_user([TP1, OTHER])
+    assert subs.assigned_partitions() == {TP1, OTHER} and assigned == {TP0, TP1}
+    assert subs.assigned_partitions() is not assigned
+    assert subs.paused_partitions() == {TP1} and paused == {TP1}
+    subs.resume(TP1)
+    assert subs.paused_partitions() == set() and paused == {TP1}
+    subs.unsubscribe()
+    assert subs.assigned_partitions() == set() and subs.paused_partitions() == set()
+    # An unchanged manual assignment keeps its snapshot.
+    subs.assign_from_user([TP0])
+    again = subs.assigned_partitions()
+    assert subs.assign_from_user([TP0]) is False and subs.assigned_partitions() is again

@@ -5,13 +5,14 @@ the consumer metric sets fed by hand (per-partition removal, per-response aggreg
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.subscription_state import SubscriptionState
-from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, Max, Meter, MetricConfig, MetricName, Metrics, Min,
-                            Rate, Value, WindowedCount, WindowedSum, by_group)
+from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, LatestExtremeAvg, Max, Meter, MetricConfig, MetricName,
+                            Metrics, Min, Rate, Value, WindowedCount, WindowedSum, by_group)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import TopicPartition
 
@@ -44,6 +45,28 @@ def test_windows_roll_over_and_expire():
     assert (mx.measure(CONFIG, 2000), mn.measure(CONFIG, 2000)) == (20, 20)
     assert math.isnan(avg.measure(CONFIG, 3500))
     assert math.isnan(mx.measure(CONFIG, 3500))
+
+
+@pytest.mark.parametrize("maximum", [True, False])
+def test_latest_extreme_avg_reads_as_value_extreme_and_avg(maximum):
+    # The fused stat the consumer records per partition must read exactly as Java's three
+    # stats on one sensor, across window roll-overs, event-window limits and expiry.
+    config = MetricConfig(samples=3, time_window_ms=1000, event_window=5)
+    rng = random.Random(7)
+    name = MetricName("m", "g")
+    fused = LatestExtremeAvg(name, name, name, maximum=maximum)
+    latest, extreme, average = (measurable for _, measurable in fused.stats())
+    value, ext, avg = Value(), (Max() if maximum else Min()), Avg()
+    now = 0
+    for _ in range(400):
+        now += rng.choice([0, 0, 1, 150, 999, 1000, 2500, 4000])
+        v = rng.randint(-50, 50)
+        for stat in (fused, value, ext, avg):
+            stat.record(config, v, now)
+        at = now + rng.choice([0, 10, 1500, 3500])
+        for got, want in ((latest, value), (extreme, ext), (average, avg)):
+            a, b = got.measure(config, at), want.measure(config, at)
+            assert a == b or (math.isnan(a) and math.isnan(b)), (a, b)
 
 
 def test_a_third_window_reuses_the_oldest_sample():
@@ -175,9 +198,8 @@ def test_build_metrics_honours_kafka_python_settings():
             super().__init__()
             made.append(self)
 
-    assert build_metrics({"metrics_enabled": False}) is None
-    metrics = build_metrics({"metrics_num_samples": 3, "metrics_sample_window_ms": 500, "client_id": "me",
-                             "metric_reporters": [MyReporter]})
+    assert build_metrics(enabled=False) is None
+    metrics = build_metrics(num_samples=3, sample_window_ms=500, client_id="me", reporters=[MyReporter])
     assert (metrics.config.samples, metrics.config.time_window_ms) == (3, 500)
     assert metrics.metric_name("n", "g").tags == {"client-id": "me"}
     assert [r.events for r in made] == [[("init", [])]]

@@ -15,7 +15,7 @@ from kproto.metrics import MetricConfig, Metrics
 from kproto.metrics.selector_metrics import SelectorMetrics, selector_metrics
 from kproto.metrics.stats import Avg
 from kproto.net.broker import BrokerConnection, ConnectionState
-from kproto.net.config import DEFAULT_CONFIG
+from kproto.net.config import NetworkClientConfig
 from kproto.net.connection import Connection
 from kproto.net.network_listener import NetworkListener
 
@@ -88,7 +88,7 @@ def wired():
     ours.setblocking(False)
     peer.settimeout(5)
     events = Events()
-    node = BrokerConnection(7, "127.0.0.1", 0, dict(DEFAULT_CONFIG), None)
+    node = BrokerConnection(7, "127.0.0.1", 0, NetworkClientConfig(), None)
     node.listener = events
     node.sock = ours
     node.connected(Connection(7), now_ms=1000.0)
@@ -136,7 +136,7 @@ def test_close_reports_only_established_connections(wired):
     node.close(0.0, failed=True)
     node.close(0.0, failed=True)  # already closed: nothing more
     assert events.of("connection_closed") == [(7,)]
-    never = BrokerConnection(8, "127.0.0.1", 0, dict(DEFAULT_CONFIG), None)
+    never = BrokerConnection(8, "127.0.0.1", 0, NetworkClientConfig(), None)
     never.listener = events
     never.close(0.0, failed=True)  # a connection that was never established
     assert events.of("connection_closed") == [(7,)] and never.state is ConnectionState.DISCONNECTED

@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 from kproto import errors
 from kproto.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from kproto.net import sasl
+from kproto.net.config import NetworkClientConfig
 from kproto.net.sasl import (OAuthBearerMechanism, PlainMechanism, SaslClientAuthenticator, SaslState,
                              ScramMechanism, create_mechanism)
 
@@ -226,11 +227,11 @@ def test_oauthbearer_error_challenge_is_answered_with_kvsep() -> None:
     assert not mech.complete and "invalid_token" in mech.error_challenge
 
 
-def config(**kw: object) -> dict:
-    base = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
-            "sasl_plain_username": "u", "sasl_plain_password": "p"}
+def config(**kw: object) -> NetworkClientConfig:
+    base: dict[str, object] = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
+                               "sasl_plain_username": "u", "sasl_plain_password": "p"}
     base.update(kw)
-    return base
+    return NetworkClientConfig.from_config(base)
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -7,7 +7,8 @@ import pytest
 
 from kproto import codecs
 from kproto.errors import CorruptMessageError, CorruptRecordError, RecordTooLargeError
-from kproto.records import build_batch, build_control_batch, build_message_set, read_batches
+from kproto.records import (build_batch, build_control_batch, build_message_set, read_batches,
+                            starts_with_whole_batch)
 from kproto.records.builder import encode_varint
 from kproto.records.crc32c import crc32c_table
 
@@ -129,6 +130,25 @@ def test_truncation_at_every_position(codec):
         assert reader.valid_bytes == (ends[whole - 1] if whole else 0)
         assert reader.truncated == (cut not in [0] + ends)
         assert [len(list(b.records)) for b in got] == [3] * whole
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_the_whole_batch_shortcut_agrees_with_the_reader(name):
+    # The consumer's shortcut for "the data holds a whole first batch" (every partition of
+    # every response asks) may only answer True where the reader yields one without
+    # raising; its False sends the consumer to the reader. Every cut and byte flip.
+    data = INPUTS[name] + build_batch(SMALL, base_offset=20)
+    variants = [data[:cut] for cut in range(len(data) + 1)]
+    for i in range(len(data)):
+        flipped = bytearray(data)
+        flipped[i] ^= 0xFF
+        variants.append(bytes(flipped))
+    for variant in variants:
+        for form in (variant, memoryview(variant)):
+            if starts_with_whole_batch(form):
+                assert next(iter(read_batches(form, check_crcs=False))).magic == 2
+    assert starts_with_whole_batch(data) == name.startswith("v2")
+    assert not starts_with_whole_batch(b"")
 
 
 @pytest.mark.parametrize("magic", [0, 1])

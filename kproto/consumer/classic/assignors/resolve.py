@@ -1,6 +1,7 @@
 """Turning ``partition_assignment_strategy`` into assignor instances.
 
-Accepts what kafka-python accepts (assignor classes or instances, alone or in a list) plus
+Accepts what kafka-python and aiokafka accept (assignor classes or instances, alone or in a
+list; their own assignors become kproto's of the same name, see ``python_clients``) plus
 the names ``"range"``, ``"roundrobin"``, ``"sticky"``, ``"cooperative-sticky"`` and Java's
 class names (``"org.apache.kafka.clients.consumer.RangeAssignor"``, ...), so a Java or
 librdkafka configuration string can be reused.
@@ -12,6 +13,7 @@ import inspect
 from typing import Any, Dict, Iterable, List, Type
 
 from kproto.consumer.classic.assignors.abstract import AbstractPartitionAssignor, RebalanceProtocol
+from kproto.consumer.classic.assignors.python_clients import AiokafkaAssignor, builtin_name, is_aiokafka_assignor
 from kproto.consumer.classic.assignors.range import RangePartitionAssignor
 from kproto.consumer.classic.assignors.roundrobin import RoundRobinPartitionAssignor
 from kproto.consumer.classic.assignors.sticky import CooperativeStickyAssignor, StickyPartitionAssignor
@@ -37,6 +39,11 @@ def _one(value: Any) -> Any:
             raise KafkaConfigurationError(
                 "unknown partition assignment strategy {!r} (known: {})".format(value, ", ".join(BUILTIN_ASSIGNORS)))
         return cls()
+    library_name = builtin_name(value)
+    if library_name is not None:
+        return BUILTIN_ASSIGNORS[library_name]()
+    if is_aiokafka_assignor(value):
+        return AiokafkaAssignor(value)
     if inspect.isclass(value):
         try:
             value = value()

@@ -1,0 +1,127 @@
+"""Structural mutation of seed requests: new requests from a request tree that reached new
+code, each still a request the schema can encode.
+
+Owns the operations coverage feedback applies to a seed (a decoded request tree, the
+generated message classes of :mod:`kproto.messages`): a field at any depth given the value
+a freshly generated request has at the same place (``regen``), or another seed of the same
+API has there (``splice``); an integer nudged to a neighbour, its negation or an edge
+(``int``); an array with an element duplicated, dropped or all gone (``array``). One to
+three of them are stacked (AFL's "havoc" on a tree rather than on bytes). A byte-level
+mutant of the result is the mutators' business (:mod:`kproto.tools.fuzz.mutators`); a
+value a field's type cannot hold makes the encoder refuse the tree, and the caller then
+sends the seed as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any, Iterator, Optional
+
+Path = tuple[Any, ...]  # attribute names and list indexes from the root
+
+_INT_EDGES = (-(1 << 31), -(1 << 15), -1, 0, 1, (1 << 15) - 1, (1 << 31) - 1)
+
+
+def _is_struct(value: Any) -> bool:
+    return hasattr(value, "_fields")
+
+
+def walk(tree: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """Every (path, value) below ``tree``, depth first (structs' fields and list elements;
+    bytes, strings and numbers are leaves)."""
+    if _is_struct(tree):
+        for name in tree._fields:
+            value = getattr(tree, name)
+            yield path + (name,), value
+            yield from walk(value, path + (name,))
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            yield path + (i,), value
+            yield from walk(value, path + (i,))
+
+
+def get(tree: Any, path: Path) -> tuple[bool, Any]:
+    """(found, value) at ``path`` (a list index out of range: not found)."""
+    node = tree
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(node, list) or key >= len(node):
+                return False, None
+            node = node[key]
+        else:
+            if not _is_struct(node) or key not in node._fields:
+                return False, None
+            node = getattr(node, key)
+    return True, node
+
+
+def put(tree: Any, path: Path, value: Any) -> None:
+    parent = get(tree, path[:-1])[1]
+    key = path[-1]
+    if isinstance(key, int):
+        parent[key] = value
+    else:
+        setattr(parent, key, value)
+
+
+def _regen(out: Any, donor: Any, rng: random.Random) -> Optional[str]:
+    """A field of ``out`` given the value ``donor`` has at the same place."""
+    paths = [p for p, _ in walk(out) if get(donor, p)[0]]
+    if not paths:
+        return None
+    path = rng.choice(paths)
+    put(out, path, copy.deepcopy(get(donor, path)[1]))
+    return ".".join(map(str, path))
+
+
+def _nudge(out: Any, rng: random.Random) -> Optional[str]:
+    ints = [(p, v) for p, v in walk(out) if isinstance(v, int) and not isinstance(v, bool)]
+    if not ints:
+        return None
+    path, v = rng.choice(ints)
+    new = rng.choice((v + 1, v - 1, -v, v * 2, v // 2, rng.choice(_INT_EDGES)))
+    put(out, path, new)
+    return "{}={}".format(".".join(map(str, path)), new)
+
+
+def _array(out: Any, rng: random.Random) -> Optional[str]:
+    lists = [(p, v) for p, v in walk(out) if isinstance(v, list)]
+    if not lists:
+        return None
+    path, items = rng.choice(lists)
+    op = rng.choice(("dup", "drop", "empty") if items else ("empty",))
+    if op == "dup":
+        i = rng.randrange(len(items))
+        items.insert(rng.randrange(len(items) + 1), copy.deepcopy(items[i]))
+    elif op == "drop":
+        del items[rng.randrange(len(items))]
+    else:
+        items.clear()
+    return "{} {}".format(".".join(map(str, path)), op)
+
+
+def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random
+           ) -> tuple[Any, list[str]]:
+    """A copy of ``seed`` with one to three structural changes stacked: ``fresh`` is a
+    request of the same API and version generated just now (the donor of ``regen``),
+    ``other`` another seed of the same API (the donor of ``splice``) or None. Returns the
+    tree and what was done (for the report's notes)."""
+    out = copy.deepcopy(seed)
+    done: list[str] = []
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        op = rng.choice(("regen", "regen", "splice", "int", "array"))
+        if op == "splice" and other is not None:
+            what = _regen(out, other, rng)
+        elif op == "int":
+            what = _nudge(out, rng)
+        elif op == "array":
+            what = _array(out, rng)
+        else:
+            op, what = "regen", _regen(out, fresh, rng)
+        if what is not None:
+            done.append("{} {}".format(op, what))
+    return out, done
+
+
+__all__ = ["mutate", "walk", "get", "put"]
