@@ -73,7 +73,6 @@ class AIOKafkaConsumer:
         self._last_poll: dict[TopicPartition, int] = {}
         self._callback_tail: Optional["asyncio.Task[Any]"] = None
         self._callback_tasks: set["asyncio.Task[Any]"] = set()
-        self._inflight_poll: Optional[ev.AsyncPollEvent] = None
         # Records handed out since getmany() last gave the loop a turn (see _getmany).
         self._handed_since_yield = 0
         # Whether getmany() last waited with positions missing (see _getmany).
@@ -94,6 +93,7 @@ class AIOKafkaConsumer:
         settings = setup.settings
         self.subscriptions = setup.subscriptions
         self.fetch_buffer = FetchBuffer()
+        self._inflight = ev.InflightPoll(self._submit, self.fetch_buffer.is_empty)
         self.fetch_config = settings.fetch
         self._metrics = setup.metrics
         self.fetch_metrics = setup.fetch_metrics
@@ -337,7 +337,7 @@ class AIOKafkaConsumer:
         first_pass = True
         while True:
             self._check_running()
-            inflight = self._check_inflight_poll(deadline, first_pass)
+            inflight = self._inflight.check(deadline, self._time_ms(), first_pass)
             first_pass = False
             await self._process_background_events()
             if not inflight.is_validate_positions_complete():
@@ -372,21 +372,6 @@ class AIOKafkaConsumer:
                 self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
             await driver.wait_for_step(wait / 1000.0)
             self._handed_since_yield = 0
-
-    def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> ev.AsyncPollEvent:
-        inflight = self._inflight_poll
-        if inflight is not None and inflight.is_complete():
-            error = inflight.error()
-            if error is not None:
-                self._inflight_poll = None
-                raise error
-            if self.fetch_buffer.is_empty() or not first_pass:
-                self._inflight_poll = None
-        if self._inflight_poll is None:
-            event = ev.AsyncPollEvent(deadline_ms, self._time_ms())
-            self._inflight_poll = event
-            self._submit(event)
-        return self._inflight_poll
 
     def _collect(self, partitions: set[TopicPartition], max_records: Optional[int]) -> Fetch:
         if not partitions:

@@ -89,7 +89,9 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         self.consumer_metrics = setup.consumer_metrics
         self.coordinator_metrics = setup.coordinator_metrics
         self._commit_callbacks: "queue.Queue[Any]" = queue.Queue()
-        self._inflight_poll: Optional[ev.AsyncPollEvent] = None
+        # The handler comes with the network thread, just below.
+        self._inflight = ev.InflightPoll(lambda event: self.application_event_handler.add(event),
+                                         self.fetch_buffer.is_empty)
         self.membership = self._start_network_thread(self._initialize_resources).membership_manager
         self.fetch_collector = FetchCollector(
             self.subscriptions, self.fetch_config,
@@ -196,7 +198,7 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
         first_pass = True
         while True:
             self._wakeup_trigger.maybe_trigger_wakeup()
-            inflight = self._check_inflight_poll(deadline, first_pass)
+            inflight = self._inflight.check(deadline, self._time_ms(), first_pass)
             first_pass = False
             self._execute_commit_callbacks()
             self._process_background_events()
@@ -216,32 +218,14 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
             if remaining <= 0:
                 return {}
             wait = min(remaining, self.network_thread.cached_maximum_time_to_wait_ms)
-            current = self._inflight_poll
+            current = self._inflight.event
             if current is None or not current.is_complete() or not self.subscriptions.has_all_fetch_positions():
                 wait = min(wait, self.retry_backoff_ms)
             self.fetch_buffer.await_not_empty(max(wait, min(remaining, 10)) / 1000.0)
 
-    def _check_inflight_poll(self, deadline_ms: int, first_pass: bool) -> ev.AsyncPollEvent:
-        """The poll event in flight (a new one if the last completed); raises its error."""
-        inflight = self._inflight_poll
-        if inflight is not None and inflight.is_complete():
-            error = inflight.error()
-            if error is not None:
-                self._inflight_poll = None
-                raise error
-            # Keep a completed event whose records are still buffered (poll(0) must return
-            # them, not start validating positions again); otherwise start a new round.
-            if self.fetch_buffer.is_empty() or not first_pass:
-                self._inflight_poll = None
-        if self._inflight_poll is None:
-            event = ev.AsyncPollEvent(deadline_ms, self._time_ms())
-            self._inflight_poll = event
-            self.application_event_handler.add(event)
-        return self._inflight_poll
-
     def _collect_fetch(self, max_records: Optional[int], update_offsets: bool = True) -> Fetch:
         """``update_offsets=False`` (kafka-python) returns records without moving positions."""
-        inflight = self._inflight_poll
+        inflight = self._inflight.event
         if inflight is not None and not inflight.is_validate_positions_complete():
             return Fetch()  # the background thread may still be writing positions
         return self.fetch_collector.collect_fetch(self.fetch_buffer, max_records, update_offsets)

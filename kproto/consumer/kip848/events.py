@@ -12,7 +12,7 @@ import enum
 import logging
 import threading
 from concurrent.futures import Future
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from kproto.consumer.background.events import (ApplicationEvent, BackgroundEventHandler, CompletableApplicationEvent,
                                                CompletableBackgroundEvent)
@@ -73,6 +73,37 @@ class AsyncPollEvent(ApplicationEvent):
 
     def error(self) -> Optional[BaseException]:
         return self._result.exception() if self._result.done() else None
+
+
+class InflightPoll:
+    """The ``AsyncPollEvent`` a poll loop has in flight (Java's ``AsyncKafkaConsumer``
+    keeps it in ``inflightPoll`` and checks it with ``checkInflightPoll``): one home for
+    the background-thread shell and the event-loop shell (``kproto.aio``)."""
+
+    __slots__ = ("event", "_submit", "_buffer_is_empty")
+
+    def __init__(self, submit: Callable[[ApplicationEvent], Any], buffer_is_empty: Callable[[], bool]) -> None:
+        self.event: Optional[AsyncPollEvent] = None
+        self._submit = submit
+        self._buffer_is_empty = buffer_is_empty
+
+    def check(self, deadline_ms: int, now_ms: int, first_pass: bool) -> AsyncPollEvent:
+        """The poll event in flight (a new one submitted if the last completed); raises its
+        error."""
+        inflight = self.event
+        if inflight is not None and inflight.is_complete():
+            error = inflight.error()
+            if error is not None:
+                self.event = None
+                raise error
+            # Keep a completed event whose records are still buffered (poll(0) must return
+            # them, not start validating positions again); otherwise start a new round.
+            if not first_pass or self._buffer_is_empty():
+                self.event = None
+        if self.event is None:
+            self.event = AsyncPollEvent(deadline_ms, now_ms)
+            self._submit(self.event)
+        return self.event
 
 
 class CreateFetchRequestsEvent(CompletableApplicationEvent):

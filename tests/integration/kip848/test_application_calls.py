@@ -49,7 +49,7 @@ def test_wakeup_interrupts_poll() -> None:
     consumer = KafkaConsumer(bootstrap_servers=NOWHERE, group_id="g", group_protocol="consumer")
     try:
         consumer.assign([TP("t", 0)])
-        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._inflight_poll is not None)
+        waker = _wake_when_blocked(consumer, lambda: consumer._delegate._inflight.event is not None)
         with pytest.raises(WakeupException):
             consumer.poll(timeout_ms=60_000)
         waker.join()
