@@ -148,6 +148,35 @@ def available(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
 Progress = Callable[[int, int], None]  # (records so far, value bytes so far), once per poll
 
 
+class Timing(NamedTuple):
+    """A read's wall time from the consumer's construction to its last record, and its
+    close after that, apart: a consumer with fetch sessions closes them as Java's does,
+    which waits for an answer queued behind a long-polling fetch (up to
+    ``fetch_max_wait_ms``), a cost the clients without sessions never pay."""
+
+    seconds: float
+    close_s: float
+
+
+class ReadTimer:
+    """Times one read of ``n`` records (``bench_matrix`` and ``bench_aio``): started at
+    construction, ``progress`` (a read's per-poll callback) marks the last record,
+    ``timing()`` after the close splits the wall time."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.start = time.perf_counter()
+        self._last = 0.0
+
+    def progress(self, count: int, size: int) -> None:
+        if count >= self.n and not self._last:
+            self._last = time.perf_counter() - self.start
+
+    def timing(self) -> Timing:
+        total = time.perf_counter() - self.start
+        return Timing(self._last, total - self._last) if self._last else Timing(total, 0.0)
+
+
 class Reader:
     """The verified read loop's state, one home for every client's read: :meth:`take` counts
     and checksums one ``{partition: [records]}`` batch (kafka-python's ``poll()`` and

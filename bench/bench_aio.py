@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import Progress, Tally, drain_asyncio, read_kproto, seed, start_broker  # noqa: E402
+from _common import Progress, ReadTimer, Tally, Timing, drain_asyncio, read_kproto, seed, start_broker  # noqa: E402
 
 PARTITIONS = 4
 #: asyncio's debug mode reports the callbacks that ran at least this long (seconds).
@@ -185,30 +185,6 @@ def read_aio(client: str, bootstrap: str, topic: str, n: int, debug: bool = Fals
     return tally, Loop(stall, slow.slowest, slow.costliest)
 
 
-class Timing(NamedTuple):
-    """A read's wall time from the consumer's construction to its last record, and its
-    close after that, apart (a consumer with fetch sessions closes them, which may wait
-    for a long-polling fetch: up to ``fetch_max_wait_ms``; ``bench_matrix`` does the same)."""
-
-    seconds: float
-    close_s: float
-
-
-def _timer(n: int) -> tuple[Progress, Callable[[], Timing]]:
-    start = time.perf_counter()
-    last = [0.0]
-
-    def progress(count: int, size: int) -> None:
-        if count >= n and not last[0]:
-            last[0] = time.perf_counter() - start
-
-    def timing() -> Timing:
-        total = time.perf_counter() - start
-        return Timing(last[0], total - last[0]) if last[0] else Timing(total, 0.0)
-
-    return progress, timing
-
-
 def timed(client: str, bootstrap: str, topic: str, n: int, debug: bool = False
           ) -> tuple[Tally, Timing, Optional[Loop]]:
     if client == "aiokafka-noext":
@@ -219,7 +195,8 @@ def timed(client: str, bootstrap: str, topic: str, n: int, debug: bool = False
         slowest, costliest = got["slowest"], got["costliest"]
         return Tally(*got["tally"]), Timing(*got["timing"]), Loop(got["stall"], tuple(slowest) if slowest else None,
                                                                    tuple(costliest) if costliest else None)
-    progress, timing = _timer(n)
+    timer = ReadTimer(n)
+    progress, timing = timer.progress, timer.timing
     if client == "kproto":
         return read_kproto(bootstrap, topic, PARTITIONS, n, progress=progress), timing(), None
     tally, loop = read_aio(client, bootstrap, topic, n, debug, progress)
@@ -227,7 +204,8 @@ def timed(client: str, bootstrap: str, topic: str, n: int, debug: bool = False
 
 
 def child(bootstrap: str, topic: str, n: int, debug: bool) -> None:
-    progress, timing = _timer(n)
+    timer = ReadTimer(n)
+    progress, timing = timer.progress, timer.timing
     tally, loop = read_aio("aiokafka", bootstrap, topic, n, debug, progress)
     print(json.dumps({"tally": list(tally), "timing": list(timing()), "stall": loop.stall,
                       "slowest": loop.slowest, "costliest": loop.costliest}))

@@ -82,7 +82,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import (ROOT, UNSUPPORTED, VARIANTS, aiokafka_compiled, available, preload, seed,  # noqa: E402
+from _common import (ROOT, UNSUPPORTED, VARIANTS, ReadTimer, aiokafka_compiled, available, preload, seed,  # noqa: E402
                      start_broker, unavailable)
 
 DEFAULT_VALUES = "10,100,1k,10k,100k"
@@ -130,13 +130,13 @@ def child_main(spec: dict) -> None:
     step = spec.get("sample_every") or 0
     mark = [step]
     first = [0.0]
-    last = [0.0]  # the time of the last record (the read's end; the close after it apart)
+    timer: Optional[ReadTimer] = None  # started just before the read
 
     def progress(count: int, size: int) -> None:  # once per poll
+        assert timer is not None
         if count and not first[0]:
-            first[0] = time.perf_counter() - start
-        if count >= spec["n"] and not last[0]:
-            last[0] = time.perf_counter() - start
+            first[0] = time.perf_counter() - timer.start
+        timer.progress(count, size)
         if step and size >= mark[0]:
             samples.append((size, rss_bytes()))
             mark[0] = (size // step + 1) * step
@@ -155,10 +155,9 @@ def child_main(spec: dict) -> None:
     rss_before = rss_bytes()
     before = resource.getrusage(resource.RUSAGE_SELF)
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)  # javac, if it compiled the peer
-    start = time.perf_counter()
+    timer = ReadTimer(spec["n"])
     tally = variant.run(spec["bootstrap"], spec["topic"], spec["partitions"], spec["n"], progress)
-    total = time.perf_counter() - start
-    seconds, close_s = (last[0], total - last[0]) if last[0] else (total, 0.0)
+    seconds, close_s = timer.timing()
     after = resource.getrusage(resource.RUSAGE_SELF)
     gc.callbacks.remove(on_gc)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
