@@ -30,7 +30,7 @@ import logging
 import queue
 import re
 import time
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from kproto.aio.classic_group import install_classic_group
 from kproto.aio.config import aio_consumer_config
@@ -63,7 +63,10 @@ class AIOKafkaConsumer:
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         self.config = aio_consumer_config(configs)
-        self._initial_topics = list(topics)
+        # What subscribe()/assign()/unsubscribe() asked for before start() (aiokafka takes
+        # them then): the engine is built by start(), which applies the last of them.
+        self._before_start: Optional[Callable[[], None]] = (
+            functools.partial(self.subscribe, list(topics)) if topics else None)
         self.settings = EngineConfig.from_config(self.config)
         self._group_id: Optional[str] = self.settings.group_id
         self._classic_group = bool(self._group_id) and self.settings.group_protocol == "classic"
@@ -122,8 +125,9 @@ class AIOKafkaConsumer:
         self._driver.schedule()
         try:
             await self._bootstrap()
-            if self._initial_topics:
-                self.subscribe(self._initial_topics)
+            if self._before_start is not None:
+                self._before_start()
+                self._before_start = None
         except BaseException:
             await self.stop()
             raise
@@ -198,6 +202,15 @@ class AIOKafkaConsumer:
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    def _defer(self, call: Optional[Callable[[], None]]) -> bool:
+        """Before ``start()``, keep ``call`` (the latest subscription change wins, ``None``
+        clears it) for ``start()`` to apply, and say so; after ``stop()``, refuse."""
+        if self._started or self._closed:
+            self._check_running()
+            return False
+        self._before_start = call
+        return True
+
     def _check_running(self) -> None:
         if self._closed or not self._started:
             raise ConsumerStoppedError("the consumer is stopped" if self._closed else "call start() first")
@@ -257,12 +270,14 @@ class AIOKafkaConsumer:
 
     def subscribe(self, topics: Iterable[str] = (), pattern: Optional[str] = None, listener: Any = None) -> None:
         """Subscribe to ``topics`` or to every topic matching the regex ``pattern``
-        (matched by the client, as aiokafka); ``listener``'s methods may be coroutines."""
-        self._check_running()
+        (matched by the client, as aiokafka); ``listener``'s methods may be coroutines.
+        Before ``start()`` it is checked now and applied by ``start()``, as in aiokafka."""
         self._require_group()
         topics = [topics] if isinstance(topics, str) else list(topics)
         if (pattern is None) == (not topics):
             raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
+        if self._defer(functools.partial(self.subscribe, topics, pattern, listener)):
+            return
         self.fetch_buffer.retain_all(set())
         deadline = self._deadline(None)
         if pattern is not None:
@@ -274,21 +289,24 @@ class AIOKafkaConsumer:
     def unsubscribe(self) -> None:
         """Leave the group (revocation callbacks run in the next ``getmany()``) or drop the
         manual assignment."""
-        self._check_running()
+        if self._defer(None):
+            return
         self.fetch_buffer.retain_all(set())
         if self.subscriptions.has_no_subscription_or_user_assignment():
             return
         self._submit(ev.UnsubscribeEvent(self._deadline(None)))
 
     def subscription(self) -> set[str]:
-        return set(self.subscriptions.subscription() or ())
+        return set(self.subscriptions.subscription() or ()) if self._started else set()
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._check_running()
+        """Assign ``partitions`` (before ``start()``: applied by ``start()``, as in aiokafka)."""
         partitions = list(partitions)
         for tp in partitions:
             if not isinstance(tp, TopicPartition):
                 raise IllegalArgumentError("expected TopicPartition, got {!r}".format(tp))
+        if self._defer(functools.partial(self.assign, partitions) if partitions else None):
+            return
         if not partitions:
             self.unsubscribe()
             return

@@ -32,6 +32,7 @@ class AIOKafkaShareConsumer:
     def __init__(self, *topics: str, **configs: Any) -> None:
         configs.pop("loop", None)
         self.config, self.share_config = share_consumer_config(configs)
+        # Topics given to the constructor or to subscribe() before start(): start() joins.
         self._initial_topics = list(topics)
         self._core: Optional[ShareConsumerImpl] = None
         self._driver: Optional[LoopDriver] = None
@@ -67,12 +68,16 @@ class AIOKafkaShareConsumer:
     # --- subscription ---------------------------------------------------------------------
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        core = self._running()
+        """Join the share group for ``topics`` (before ``start()``: ``start()`` joins)."""
         topics = [topics] if isinstance(topics, str) else list(topics)
         if any(not isinstance(t, str) or not t for t in topics):
             raise IllegalArgumentError("topic names must be non-empty strings: {!r}".format(topics))
         if not topics:
             raise IllegalArgumentError("subscribe() needs topics; use unsubscribe() to leave")
+        if self._core is None and not self._stopped:
+            self._initial_topics = topics
+            return
+        core = self._running()
         core._subscription = set(topics)
         event = ev.ShareSubscriptionChangeEvent(topics, core._deadline(None))
         resources = core.network_thread.resources

@@ -58,6 +58,33 @@ def test_assigned_partitions_every_record_once_seek_and_offsets(broker) -> None:
     run(main)
 
 
+def test_assign_before_start_is_applied_by_start(broker) -> None:
+    """aiokafka takes assign()/subscribe() before start(); the last one given is what
+    start() applies, and a consumer stopped without starting refuses them."""
+    topic = broker.new_topic(partitions=2, prefix="aio")
+    written = broker.produce(topic, 10)
+    tp1 = TP(topic, 1)
+
+    async def main() -> None:
+        consumer = AIOKafkaConsumer("some-other-topic", bootstrap_servers=broker.bootstrap_servers,
+                                    auto_offset_reset="earliest", fetch_max_wait_ms=100, group_id="g-" + topic,
+                                    enable_auto_commit=False)
+        consumer.subscribe([topic])
+        consumer.assign([tp1])
+        assert consumer.assignment() == set() and consumer.subscription() == set()
+        async with consumer:
+            assert consumer.assignment() == {tp1} and consumer.subscription() == set()
+            n1 = sum(1 for r in written if r.partition == 1)
+            got = await drain(consumer, n1)
+            assert sorted(got) == sorted((r.partition, r.offset) for r in written if r.partition == 1)
+        unstarted = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+        await unstarted.stop()
+        with pytest.raises(ConsumerStoppedError):
+            unstarted.assign([tp1])
+
+    run(main)
+
+
 def test_pause_resume_and_getone(broker) -> None:
     topic = broker.new_topic(partitions=2, prefix="aio")
     written = broker.produce(topic, 10)
