@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import queue
 import re
 import time
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
@@ -35,7 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 from kproto.aio.classic_group import install_classic_group
 from kproto.aio.config import aio_consumer_config
 from kproto.aio.futures import await_event
-from kproto.aio.loop_driver import LoopDriver
+from kproto.aio.loop_driver import LoopDriver, LoopEventQueue
 from kproto.aio.rebalance import run_listener_callback
 from kproto.clock import monotonic_ms
 from kproto.consumer.background.consumer_network_thread import ConsumerNetworkThread
@@ -46,6 +45,7 @@ from kproto.consumer.engine_setup import build_engine_setup
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.kip848 import events as ev
+from kproto.consumer.kip848.fetch_request_manager import FetchRequestManager
 from kproto.consumer.kip848.request_managers import build_resources
 from kproto.consumer.offsets import offset_fetcher_utils as offset_utils
 from kproto.errors import (ConsumerStoppedError, IllegalArgumentError, IllegalOperation, IllegalStateError,
@@ -102,8 +102,9 @@ class AIOKafkaConsumer:
         self.fetch_metrics = setup.fetch_metrics
         self.consumer_metrics = setup.consumer_metrics
         self.coordinator_metrics = setup.coordinator_metrics
-        self.background_event_queue: "queue.Queue[Any]" = queue.Queue()
-        application_event_queue: "queue.Queue[Any]" = queue.Queue()
+        # Both ends of both queues run on the loop's thread.
+        self.background_event_queue = LoopEventQueue()
+        application_event_queue = LoopEventQueue()
         resources = build_resources(setup, self.fetch_buffer, BackgroundEventHandler(self.background_event_queue),
                                     self._time_ms)
         if self._classic_group:
@@ -115,6 +116,7 @@ class AIOKafkaConsumer:
         self._resources = resources
         self.client = resources.client
         self._membership = resources.membership_manager
+        self._fetch_manager = next(m for m in resources.request_managers if isinstance(m, FetchRequestManager))
         self._driver = LoopDriver(loop, network_thread, resources)
         self._handler = ApplicationEventHandler(application_event_queue, self._driver.schedule, self._time_ms)
         self._collector = FetchCollector(
@@ -357,7 +359,8 @@ class AIOKafkaConsumer:
             self._check_running()
             inflight = self._inflight.check(deadline, self._time_ms(), first_pass)
             first_pass = False
-            await self._process_background_events()
+            if self.background_event_queue or self._callback_tail is not None:
+                await self._process_background_events()
             if not inflight.is_validate_positions_complete():
                 # Reading the buffer now could race the managers on positions.
                 remaining = deadline - self._time_ms()
@@ -370,7 +373,7 @@ class AIOKafkaConsumer:
             fetch = self._collect(partitions, max_records)
             if not fetch.is_empty():
                 self._handed_since_yield += fetch.num_records
-                self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
+                self._send_prefetches()
                 now = int(time.time() * 1000)
                 for tp in fetch.records:
                     self._last_poll[tp] = now
@@ -387,9 +390,20 @@ class AIOKafkaConsumer:
                 # validation done), after the fetch manager had found nothing to fetch:
                 # ask again now instead of waiting out the timeout with no fetch in flight.
                 self._positions_missing = False
-                self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
+                self._send_prefetches()
             await driver.wait_for_step(wait / 1000.0)
             self._handed_since_yield = 0
+
+    def _send_prefetches(self) -> None:
+        """Java's ``sendPrefetches``: ask for the next fetches while the application handles
+        these records. A ``CreateFetchRequestsEvent``'s whole processing is the fetch
+        manager's ``create_fetch_requests()`` (its next poll builds the fetches); on the
+        loop's thread that is done at once, without the event, whose thread-safe future
+        (completed through a chained callback) nobody awaits: per ``getmany()`` it cost
+        about as many Python calls as the loop iteration that polls the fetch manager."""
+        self._fetch_manager.create_fetch_requests()
+        assert self._driver is not None
+        self._driver.schedule()
 
     def _collect(self, partitions: set[TopicPartition], max_records: Optional[int]) -> Fetch:
         if not partitions:

@@ -19,7 +19,9 @@ themselves, so iterations never nest. Everything runs on the loop's thread.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import queue
 import selectors
 from typing import Any, Optional
 
@@ -28,6 +30,20 @@ from kproto.consumer.background.events import drain
 from kproto.consumer.background.network_client_delegate import UNSENT_RECHECK_MS
 
 log = logging.getLogger("kproto.aio")
+
+
+class LoopEventQueue(collections.deque):  # type: ignore[type-arg]
+    """An event queue both of whose ends run on the loop's thread: ``queue.Queue``'s locks
+    and condition (taken per event, and per iteration to find it empty) are not needed.
+    ``drain`` empties it in one go."""
+
+    put = collections.deque.append
+
+    def get_nowait(self) -> Any:
+        try:
+            return self.popleft()
+        except IndexError:
+            raise queue.Empty from None
 
 
 class LoopNetworkThread(ConsumerNetworkThread):
@@ -59,10 +75,17 @@ class LoopDriver:
         self._resources = resources
         network_thread.resources = resources
         self._client = resources.client
+        self._delegate = resources.network_client_delegate
         # fd -> (socket object, mask) as registered with the loop.
         self._registered: dict[int, tuple[Any, int]] = {}
+        # What the client last asked the loop to watch (io_interest), to skip an unchanged sync.
+        self._wanted: Optional[list[tuple[Any, int]]] = None
         self._scheduled: Optional[asyncio.Handle] = None
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer_at = float("inf")  # loop time the timer fires at
+        self._io_at = 0.0  # loop time io_interest's deadline falls at (0: poll the network now)
+        # A socket was ready or a deadline passed since the last network step.
+        self._network_due = True
         self._waiters: list[asyncio.Future[None]] = []
         self._stopped = False
         self._closing = False
@@ -75,32 +98,80 @@ class LoopDriver:
         if self._scheduled is None and not self._stopped:
             self._scheduled = self._loop.call_soon(self._step)
 
+    def _on_io(self) -> None:
+        """A registered socket is ready (or the client's wakeup socket was written to)."""
+        self._network_due = True
+        self.schedule()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = float("inf")
+        self._network_due = True
+        self.schedule()
+
     def _step(self) -> None:
         self._scheduled = None
         if self._stopped:
             return
+        delegate = self._delegate
         if self._closing:  # only the network: the managers staged their last requests
-            self._resources.network_client_delegate.poll(0)
+            delegate.poll(0)
             self._notify()
             return
+        thread, resources = self._thread, self._resources
+        due_ms = 0.0
         try:
-            wait = self._thread.run_once(max_block_ms=0)
+            now = thread._time_ms()
+            wait = thread.poll_request_managers(resources, now)
+            # The network step only when it has something to do: a socket was ready, a
+            # deadline passed, requests were staged, or the client has work no socket
+            # announces (poll_due_ms). Most iterations are an application's prefetch that
+            # finds every partition's data still buffered: polling the client then (a
+            # select, its timeouts and metadata checks, and io_interest after it) was most
+            # of their cost, for nothing.
+            if not (self._network_due or delegate.unsent_requests):
+                due_ms = self._client.poll_due_ms()
+            if due_ms <= 0:
+                self._network_due = False
+                thread.poll_network(resources, 0, now)
+            thread.finish_iteration(resources)
         except Exception:  # as the thread's loop: log and go on
             log.exception("Unexpected error in the consumer's event-loop iteration; continuing")
             wait = UNSENT_RECHECK_MS
+            due_ms = 0.0
+            self._network_due = True
         self.iterations += 1
-        self._arm(wait)
+        self._arm(wait, due_ms)
         self._notify()
 
-    def _arm(self, manager_wait_ms: float) -> None:
-        wanted, io_wait_ms = self._client.io_interest()
-        wait = min(manager_wait_ms, io_wait_ms)
-        if self._resources.network_client_delegate.unsent_requests:
-            wait = min(wait, UNSENT_RECHECK_MS)  # a connection to wait for: look again soon
-        self._sync(wanted)
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self._loop.call_later(max(wait, 0) / 1000.0, self.schedule)
+    def _arm(self, manager_wait_ms: float, due_ms: float = 0.0) -> None:
+        """Register the sockets the client waits for and time the next iteration: the
+        earliest of the managers' and the client's deadlines. The client's side only
+        changes in a network step (``due_ms`` 0); otherwise the last one stands, but for
+        a metadata refresh asked for since (``due_ms``, the client's ``poll_due_ms``)."""
+        now = self._loop.time()
+        client = self._client
+        polled = due_ms <= 0
+        if polled:
+            wanted, io_wait_ms = client.io_interest()
+            if self._delegate.unsent_requests:
+                io_wait_ms = min(io_wait_ms, UNSENT_RECHECK_MS)  # a connection to wait for: look again soon
+            if wanted != self._wanted:
+                self._sync(wanted)
+                self._wanted = wanted
+            self._io_at = now + max(io_wait_ms, 0) / 1000.0
+        elif due_ms < float("inf"):
+            self._io_at = min(self._io_at, now + due_ms / 1000.0)
+        at = min(self._io_at, now + max(manager_wait_ms, 0) / 1000.0)
+        timer = self._timer
+        if timer is not None:
+            # An earlier timer stands (firing early only costs an iteration that re-arms);
+            # after a network step a later deadline replaces it.
+            if at >= self._timer_at and not (polled and at > self._timer_at):
+                return
+            timer.cancel()
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._on_timer)
 
     def _sync(self, wanted: list[tuple[Any, int]]) -> None:
         want: dict[int, tuple[Any, int]] = {}
@@ -117,9 +188,9 @@ class LoopDriver:
             if fd in self._registered:
                 continue
             if mask & selectors.EVENT_READ:
-                self._loop.add_reader(fd, self.schedule)
+                self._loop.add_reader(fd, self._on_io)
             if mask & selectors.EVENT_WRITE:
-                self._loop.add_writer(fd, self.schedule)
+                self._loop.add_writer(fd, self._on_io)
             self._registered[fd] = (sock, mask)
 
     def _unregister(self, fd: int, mask: int) -> None:
@@ -132,22 +203,23 @@ class LoopDriver:
     def _notify(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            _release(waiter)
 
     # --- for the façade -------------------------------------------------------------------
 
     async def wait_for_step(self, timeout_s: float) -> None:
-        """Return after the next iteration, or after ``timeout_s``."""
+        """Return after the next iteration, or after ``timeout_s`` (or once stopped)."""
         if self._stopped:
             raise asyncio.InvalidStateError("the consumer's loop driver is stopped")
         waiter = self._loop.create_future()
         self._waiters.append(waiter)
+        # A timer of its own rather than asyncio.wait(), which builds a callback, a set
+        # and a timeout handle per wait. Cancelling the caller cancels only the waiter.
+        timeout = self._loop.call_later(max(timeout_s, 0), _release, waiter)
         try:
-            await asyncio.wait([waiter], timeout=max(timeout_s, 0))
+            await waiter
         finally:
-            if not waiter.done():
-                waiter.cancel()
+            timeout.cancel()
 
     async def close(self, timeout_ms: int) -> None:
         """Stage the managers' last requests (the leave heartbeat, closing fetch sessions)
@@ -184,10 +256,14 @@ class LoopDriver:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._timer_at = float("inf")
         for fd, (_sock, mask) in list(self._registered.items()):
             self._unregister(fd, mask)
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.cancel()
-        self._waiters = []
+        self._wanted = None
+        self._notify()  # waiters return; their next call finds the consumer stopped
         self._thread.reaper.reap_incomplete(drain(self._thread.application_event_queue))
+
+
+def _release(waiter: "asyncio.Future[None]") -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -308,6 +308,28 @@ class NetworkClient:
                        max(self._metadata_due_ms - now, 0.0))
             return wanted, wait
 
+    def poll_due_ms(self) -> float:
+        """For a shell that polls only when ``io_interest`` says so (``kproto.aio``): ms
+        until ``poll(0)`` has work that neither a socket's readiness nor ``io_interest``'s
+        deadline announces, 0 when it has some now: outcomes to deliver, a disconnect
+        asked for, requests queued or bytes unwritten (a send since the last poll), or a
+        metadata refresh requested since (due now or once its backoff passes). Reads
+        state only."""
+        with self._lock:
+            if self._closed:
+                return float("inf")
+            if self._pending_disconnects or self._state.completed or self._settled:
+                return 0.0
+            for queue in self._unsent.values():
+                if queue:
+                    return 0.0
+            for node in self._nodes.values():
+                if node.proto is not None and node.proto.has_pending_output():
+                    return 0.0
+            if self._metadata_updater.in_flight is not None:
+                return float("inf")  # its answer is a socket's readiness
+            return self.cluster.ttl(monotonic_ms())
+
     def close(self, node_id: Any = None) -> None:
         """Close one node's connection, or (no argument) every connection and the client."""
         self.wakeup()

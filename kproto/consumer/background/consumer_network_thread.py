@@ -24,11 +24,10 @@ passes, then fails every event still pending.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from kproto.consumer.background.events import CompletableApplicationEvent, CompletableEventReaper, drain
+from kproto.consumer.background.events import CompletableApplicationEvent, CompletableEventReaper, EventQueue, drain
 from kproto.consumer.background.request_manager import MAX_WAIT_MS
 from kproto.clock import monotonic_ms
 from kproto.errors import KafkaError
@@ -62,7 +61,7 @@ class Resources:
 
 
 class ConsumerNetworkThread(threading.Thread):
-    def __init__(self, application_event_queue: "queue.Queue[Any]", initialize: Callable[[], Resources],
+    def __init__(self, application_event_queue: EventQueue, initialize: Callable[[], Resources],
                  time_ms: Callable[[], int] = monotonic_ms) -> None:
         super().__init__(name=BACKGROUND_THREAD_NAME, daemon=True)
         self.application_event_queue = application_event_queue
@@ -125,23 +124,48 @@ class ConsumerNetworkThread(threading.Thread):
         """One iteration; returns ms until the managers want the next one.
 
         ``max_block_ms`` caps the network step's wait: an event-loop shell (``kproto.aio``)
-        passes 0 and waits for the sockets on its loop instead of in ``select``."""
+        passes 0 and waits for the sockets on its loop instead of in ``select``; it runs
+        the three parts itself (``poll_request_managers``, ``poll_network``,
+        ``finish_iteration``), skipping the network step when nothing is due there."""
         resources = self.resources
         assert resources is not None  # set before the loop starts (initialize_resources)
         now = self._time_ms()
+        poll_wait = self.poll_request_managers(resources, now)
+        block = max(0, poll_wait) if max_block_ms is None else max(0, min(poll_wait, max_block_ms))
+        self.poll_network(resources, block, now)
+        self.finish_iteration(resources)
+        return poll_wait
+
+    def poll_request_managers(self, resources: Resources, now: int) -> int:
+        """Process the application events, then poll every request manager and stage its
+        requests; returns ms until the managers want the next iteration."""
         self._process_application_events(resources)
+        delegate = resources.network_client_delegate
         poll_wait = MAX_POLL_TIMEOUT_MS
         for manager in resources.request_managers:
-            wait = resources.network_client_delegate.add_all(manager.poll(now))
-            poll_wait = min(poll_wait, wait)
-        block = max(0, poll_wait) if max_block_ms is None else max(0, min(poll_wait, max_block_ms))
-        resources.network_client_delegate.poll(block, now)
-        resources.surface_errors()
-        now = self._time_ms()
-        self.cached_maximum_time_to_wait_ms = min(
-            [manager.maximum_time_to_wait(now) for manager in resources.request_managers] or [MAX_WAIT_MS])
-        self.reaper.reap(now)
+            result = manager.poll(now)
+            if result.unsent_requests:
+                delegate.add_all(result)
+            if result.time_until_next_poll_ms < poll_wait:
+                poll_wait = result.time_until_next_poll_ms
         return poll_wait
+
+    def poll_network(self, resources: Resources, block_ms: int, now: int) -> None:
+        """The network step (sends, one ``select``, responses), then hand its errors on."""
+        resources.network_client_delegate.poll(block_ms, now)
+        resources.surface_errors()
+
+    def finish_iteration(self, resources: Resources) -> None:
+        """Cache the managers' ``maximum_time_to_wait`` for the application thread and reap
+        expired completable events."""
+        now = self._time_ms()
+        wait = MAX_WAIT_MS
+        for manager in resources.request_managers:
+            manager_wait = manager.maximum_time_to_wait(now)
+            if manager_wait < wait:
+                wait = manager_wait
+        self.cached_maximum_time_to_wait_ms = wait
+        self.reaper.reap(now)
 
     def _process_application_events(self, resources: Resources) -> None:
         for event in drain(self.application_event_queue):

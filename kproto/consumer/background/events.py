@@ -9,8 +9,9 @@ Owns the two event hierarchies' roots and their plumbing:
 - ``BackgroundEvent`` (background thread -> application thread), and ``ErrorEvent``: an
   error to raise from the next API call;
 - ``ApplicationEventHandler`` (``add`` enqueues and wakes the network thread, ``add_and_get``
-  also waits on the event's future) and ``BackgroundEventHandler``, both over
-  ``queue.Queue``.
+  also waits on the event's future) and ``BackgroundEventHandler``, both over an
+  ``EventQueue``: a ``queue.Queue`` between two threads, a plain deque where both ends run
+  on one thread (``kproto.aio``).
 
 Events are plain data; what they do is decided by the processor on the receiving thread.
 An engine's own event types (the KIP-848 consumer's: ``kproto.consumer.kip848.events``)
@@ -19,12 +20,13 @@ subclass these.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import queue
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Protocol
 
 from kproto.clock import monotonic_ms
 from kproto.errors import KafkaError, KafkaTimeoutError
@@ -91,8 +93,22 @@ class ErrorEvent(BackgroundEvent):
 # --- handlers and the reaper -------------------------------------------------------------
 
 
-def drain(q: "queue.Queue[Any]") -> list[Any]:
+class EventQueue(Protocol):
+    """What the handlers and ``drain`` need of an event queue (``queue.Queue`` has it)."""
+
+    def put(self, item: Any) -> None: ...
+
+    def get_nowait(self) -> Any: ...
+
+
+def drain(q: EventQueue) -> list[Any]:
     """Everything currently in ``q``, without blocking (Java's ``drainTo``)."""
+    if isinstance(q, collections.deque):
+        # A one-thread queue (kproto.aio's LoopEventQueue): no lock to take per item, and
+        # no queue.Empty raised to find the end, once per iteration of the loop.
+        drained = list(q)
+        q.clear()
+        return drained
     items = []
     while True:
         try:
@@ -163,7 +179,7 @@ class ApplicationEventHandler:
     step picks the event up at once.
     """
 
-    def __init__(self, application_event_queue: "queue.Queue[ApplicationEvent]",
+    def __init__(self, application_event_queue: EventQueue,
                  wakeup: Callable[[], None] = lambda: None,
                  time_ms: Callable[[], int] = monotonic_ms) -> None:
         self.queue = application_event_queue
@@ -200,7 +216,7 @@ def wait_for(future: Future[Any], deadline_ms: int, time_ms: Callable[[], int] =
 class BackgroundEventHandler:
     """The background thread's end of the background-event queue."""
 
-    def __init__(self, background_event_queue: "queue.Queue[BackgroundEvent]",
+    def __init__(self, background_event_queue: EventQueue,
                  wake_application: Callable[[], None] = lambda: None) -> None:
         self.queue = background_event_queue
         # The application thread may be blocked waiting for fetched data: a callback to
