@@ -34,16 +34,20 @@ class AsyncPollEvent(ApplicationEvent):
         super().__init__()
         self.deadline_ms = deadline_ms
         self.poll_time_ms = poll_time_ms
-        self._reconciliation_check: Future[Any] = Future()
+        # Plain flags, written by one thread and read by the other (a write of an attribute
+        # is atomic; the error is set before the completion flag that publishes it): one
+        # of these per application poll, where futures cost a condition and its lock each.
+        # The Event stays: the background-thread shell blocks on it.
+        self._reconciliation_check_complete = False
         self._validate_positions_complete = threading.Event()
-        self._result: Future[Any] = Future()
+        self._complete = False
+        self._error: Optional[BaseException] = None
 
     def mark_reconciliation_check_complete(self) -> None:
-        if not self._reconciliation_check.done():
-            self._reconciliation_check.set_result(None)
+        self._reconciliation_check_complete = True
 
     def is_reconciliation_check_complete(self) -> bool:
-        return self._reconciliation_check.done()
+        return self._reconciliation_check_complete
 
     def mark_validate_positions_complete(self) -> None:
         self._validate_positions_complete.set()
@@ -57,22 +61,22 @@ class AsyncPollEvent(ApplicationEvent):
 
     def complete_successfully(self) -> None:
         # Completing the event implies its earlier stages are done too.
-        self.mark_reconciliation_check_complete()
-        self.mark_validate_positions_complete()
-        if not self._result.done():
-            self._result.set_result(None)
+        self._reconciliation_check_complete = True
+        self._validate_positions_complete.set()
+        self._complete = True
 
     def complete_exceptionally(self, error: BaseException) -> None:
-        self.mark_reconciliation_check_complete()
-        self.mark_validate_positions_complete()
-        if not self._result.done():
-            self._result.set_exception(error)
+        self._reconciliation_check_complete = True
+        self._validate_positions_complete.set()
+        if not self._complete:  # the first outcome stands
+            self._error = error
+            self._complete = True
 
     def is_complete(self) -> bool:
-        return self._result.done()
+        return self._complete
 
     def error(self) -> Optional[BaseException]:
-        return self._result.exception() if self._result.done() else None
+        return self._error if self._complete else None
 
 
 class InflightPoll:
