@@ -2,8 +2,10 @@
 
 Owns the sockets' registration with the loop and the scheduling of loop iterations. The
 engine's ``ConsumerNetworkThread`` object is never started as a thread: each iteration is
-its ``run_once(max_block_ms=0)`` (events, request managers, one non-blocking network step
-of the same ``NetworkClient``), run as a loop callback. Between iterations the driver
+its ``run_once`` (events, request managers, one non-blocking network step of the same
+``NetworkClient``), run as a loop callback, with the network step left out when it has
+nothing to do (no socket was ready, no deadline passed, nothing staged, nothing the
+client's ``poll_due_ms`` reports). Between iterations the driver
 waits on the loop, not in ``select``: the client's sockets (``NetworkClient.io_interest``:
 each connection's read/write interest and the client's wakeup socket, which an
 application event's ``wakeup()`` writes to) are handed to ``loop.add_reader`` /
