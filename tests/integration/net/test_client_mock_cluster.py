@@ -138,6 +138,31 @@ def test_poll_with_nothing_to_do_sleeps(mock_cluster, clients):
     assert time.process_time() - cpu < 0.5
 
 
+def test_poll_due_ms_reports_the_work_no_socket_announces(mock_cluster, clients):
+    """What an event-loop shell (kproto.aio) polls the client for besides a socket's
+    readiness and io_interest's deadline: a refresh asked for, bytes not yet written, a
+    disconnect asked for. Idle, the next is the periodic refresh."""
+    client = clients(mock_cluster, metadata_max_age_ms=60_000)
+    wait(client, client.request_metadata_update())
+    node = sorted(b.node_id for b in client.cluster.brokers())[0]
+    assert poll_until(client, lambda: client.ready(node))
+    assert 1_000 < client.poll_due_ms() <= 60_000  # the periodic refresh
+    refresh = client.request_metadata_update()
+    # Due now, or once the backoff after an answer that taught nothing new passes (at
+    # most retry_backoff_max_ms, 1 s by default).
+    assert client.poll_due_ms() <= 1_000
+    wait(client, refresh)
+    assert client.poll_due_ms() > 0
+    answer = client.send(node, MetadataRequest(topics=[]))
+    assert client.poll_due_ms() == 0
+    wait(client, answer)
+    assert client.poll_due_ms() > 0
+    client.disconnect_async(node)
+    assert client.poll_due_ms() == 0
+    client.poll(0)
+    assert client.poll_due_ms() > 0 and not client.is_ready(node)
+
+
 def test_leader_move_is_seen_through_metadata(mock_cluster_factory, clients):
     cluster = mock_cluster_factory(3)
     topic = cluster.new_topic(partitions=1)
