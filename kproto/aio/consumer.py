@@ -78,8 +78,6 @@ class AIOKafkaConsumer:
         self._callback_tasks: set["asyncio.Task[Any]"] = set()
         # Records handed out since getmany() last gave the loop a turn (see _getmany).
         self._handed_since_yield = 0
-        # Whether getmany() last waited with positions missing (see _getmany).
-        self._positions_missing = False
 
     # --- start and stop -------------------------------------------------------------------
 
@@ -379,15 +377,9 @@ class AIOKafkaConsumer:
             if remaining <= 0:
                 return {}
             wait = min(remaining, self._network_thread.cached_maximum_time_to_wait_ms)
-            if not inflight.is_complete() or not self.subscriptions.has_all_fetch_positions():
+            if self._inflight.round_missed_positions():
+                # A lookup answer ends a network step: the next pass starts the next round.
                 wait = min(wait, self.settings.retry_backoff_ms)
-                self._positions_missing = True
-            elif self._positions_missing:
-                # The last positions arrived in a network step (a reset answered, a
-                # validation done), after the fetch manager had found nothing to fetch:
-                # ask again now instead of waiting out the timeout with no fetch in flight.
-                self._positions_missing = False
-                self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
             await driver.wait_for_step(wait / 1000.0)
             self._handed_since_yield = 0
 
