@@ -295,7 +295,13 @@ class AIOKafkaConsumer:
         self._submit(ev.UnsubscribeEvent(self._deadline(None)))
 
     def subscription(self) -> set[str]:
-        return set(self.subscriptions.subscription() or ()) if self._started else set()
+        if not self._started:
+            # aiokafka answers with the topics subscribe() was given, started or not.
+            call = self._before_start
+            if isinstance(call, functools.partial) and call.func == self.subscribe:
+                return set(call.args[0])
+            return set()
+        return set(self.subscriptions.subscription() or ())
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Assign ``partitions`` (before ``start()``: applied by ``start()``, as in aiokafka)."""

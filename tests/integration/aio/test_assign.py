@@ -70,6 +70,7 @@ def test_assign_before_start_is_applied_by_start(broker) -> None:
                                     auto_offset_reset="earliest", fetch_max_wait_ms=100, group_id="g-" + topic,
                                     enable_auto_commit=False)
         consumer.subscribe([topic])
+        assert consumer.subscription() == {topic}
         consumer.assign([tp1])
         assert consumer.assignment() == set() and consumer.subscription() == set()
         async with consumer:
