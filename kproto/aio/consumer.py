@@ -384,7 +384,11 @@ class AIOKafkaConsumer:
                 return {}
             wait = min(remaining, self._network_thread.cached_maximum_time_to_wait_ms)
             if self._inflight.round_missed_positions():
-                # A lookup answer ends a network step: the next pass starts the next round.
+                if inflight.is_complete() and self.fetch_buffer.take_wakeup():
+                    # A lookup answer moved positions on (the offsets manager wakes the
+                    # fetch buffer), maybe in the step the last wait returned after: start
+                    # the next round now, not after a step that may be retry_backoff_ms away.
+                    continue
                 wait = min(wait, self.settings.retry_backoff_ms)
             await driver.wait_for_step(wait / 1000.0)
             self._handed_since_yield = 0
