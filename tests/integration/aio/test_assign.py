@@ -86,6 +86,30 @@ def test_assign_before_start_is_applied_by_start(broker) -> None:
     run(main)
 
 
+def test_the_first_getmany_returns_when_records_arrive_not_at_its_timeout(broker) -> None:
+    """The first poll round after assign() finds no positions and fetches nothing; once
+    the lookups are answered getmany() must start the round that fetches, not wait out
+    its timeout with no fetch in flight."""
+    topic = broker.new_topic(partitions=4, prefix="aio")
+    written = {(r.partition, r.offset) for r in broker.produce(topic, 20)}
+    timeout_s = 20
+
+    async def main() -> None:
+        for _ in range(2):  # the second on a warm broker
+            async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                                        auto_offset_reset="earliest") as consumer:
+                consumer.assign([TP(topic, p) for p in range(4)])
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                got = await consumer.getmany(timeout_ms=timeout_s * 1000)
+                elapsed = loop.time() - started
+                assert got, "no records in {:.1f} s".format(elapsed)
+                assert elapsed < timeout_s, "the first getmany() returned its records only at its timeout"
+                assert {(tp.partition, r.offset) for tp, rs in got.items() for r in rs} <= written
+
+    run(main)
+
+
 def test_pause_resume_and_getone(broker) -> None:
     topic = broker.new_topic(partitions=2, prefix="aio")
     written = broker.produce(topic, 10)
