@@ -5,8 +5,10 @@ Owns the operations coverage feedback applies to a seed (a decoded request tree,
 generated message classes of :mod:`kproto.messages`): a field at any depth given the value
 a freshly generated request has at the same place (``regen``), or another seed of the same
 API has there (``splice``); an integer nudged to a neighbour, its negation or an edge
-(``int``); an array with an element duplicated, dropped or all gone (``array``). One to
-three of them are stacked (AFL's "havoc" on a tree rather than on bytes). A byte-level
+(``int``); an array with an element duplicated, dropped or all gone (``array``); a field
+given a value the broker issued under its name in an earlier answer, or every field a
+harvested context names at once (``answer``: the member id and epoch of a heartbeat answer,
+the producer id and epoch of an InitProducerId answer). One to three of them are stacked (AFL's "havoc" on a tree rather than on bytes). A byte-level
 mutant of the result is the mutators' business (:mod:`kproto.tools.fuzz.mutators`); a
 value a field's type cannot hold makes the encoder refuse the tree, and the caller then
 sends the seed as it is.
@@ -16,7 +18,14 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Iterator, Optional
+import uuid
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+from kproto.tools.fuzz import schema
+
+if TYPE_CHECKING:
+    from kproto.tools.fuzz.dictionary import Dictionary
 
 Path = tuple[Any, ...]  # attribute names and list indexes from the root
 
@@ -101,17 +110,67 @@ def _array(out: Any, rng: random.Random) -> Optional[str]:
     return "{} {}".format(".".join(map(str, path)), op)
 
 
-def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random
-           ) -> tuple[Any, list[str]]:
+@lru_cache(maxsize=None)
+def _field_type(struct: str, attr: str) -> Optional[str]:
+    """A struct's field's schema type (an array's element type), None when unknown."""
+    try:
+        fields = schema.fields_of(struct)
+    except KeyError:
+        return None
+    return next((f.base_type for f in fields if f.attr == attr), None)
+
+
+def typed_leaves(tree: Any) -> Iterator[tuple[Path, str, str]]:
+    """(path, field name, schema type) of every int, string and uuid below ``tree``."""
+    for path, value in walk(tree):
+        if isinstance(value, bool) or not isinstance(value, (int, str, uuid.UUID)):
+            continue
+        i = len(path) - 1 if isinstance(path[-1], str) else len(path) - 2
+        if i < 0 or not isinstance(path[i], str):
+            continue
+        parent = get(tree, path[:i])[1]
+        type_name = _field_type(type(parent).__qualname__, path[i])
+        if type_name is not None:
+            yield path, path[i], type_name
+
+
+def _answer(out: Any, dictionary: "Dictionary", rng: random.Random) -> Optional[str]:
+    """Fields given values the broker issued: every field one context names (half the
+    time, when there are contexts), else one field a harvested value of its name."""
+    fields = list(typed_leaves(out))
+    if dictionary.contexts and rng.random() < 0.5:
+        context = rng.choice(dictionary.contexts)
+        done = []
+        for path, name, type_name in fields:
+            value = dictionary.from_context(context, name, type_name)
+            if value is not None:
+                put(out, path, value)
+                done.append(name)
+        if done:
+            return "context " + ",".join(sorted(set(done)))
+    rng.shuffle(fields)
+    for path, name, type_name in fields:
+        value = dictionary.value(name, type_name, rng)
+        if value is not None:
+            put(out, path, value)
+            return "{}={}".format(".".join(map(str, path)), value)
+    return None
+
+
+def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random,
+           dictionary: Optional["Dictionary"] = None) -> tuple[Any, list[str]]:
     """A copy of ``seed`` with one to three structural changes stacked: ``fresh`` is a
     request of the same API and version generated just now (the donor of ``regen``),
-    ``other`` another seed of the same API (the donor of ``splice``) or None. Returns the
-    tree and what was done (for the report's notes)."""
+    ``other`` another seed of the same API (the donor of ``splice``) or None,
+    ``dictionary`` the values the broker issued (``answer``'s) or None. Returns the tree
+    and what was done (for the report's notes)."""
     out = copy.deepcopy(seed)
     done: list[str] = []
     for _ in range(rng.choice((1, 1, 2, 3))):
-        op = rng.choice(("regen", "regen", "splice", "int", "array"))
-        if op == "splice" and other is not None:
+        op = rng.choice(("regen", "regen", "splice", "int", "array", "answer", "answer"))
+        if op == "answer" and dictionary is not None:
+            what = _answer(out, dictionary, rng)
+        elif op == "splice" and other is not None:
             what = _regen(out, other, rng)
         elif op == "int":
             what = _nudge(out, rng)
@@ -124,4 +183,4 @@ def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random
     return out, done
 
 
-__all__ = ["mutate", "walk", "get", "put"]
+__all__ = ["mutate", "walk", "get", "put", "typed_leaves"]

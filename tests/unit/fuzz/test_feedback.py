@@ -136,3 +136,28 @@ def test_paths_reach_nested_fields_and_lists():
     assert tree_mutators.get(request, ("topics", 0, "partitions", 0, "partition")) == (True, 5)
     assert tree_mutators.get(request, ("topics", 1)) == (False, None)
     assert tree_mutators.get(MetadataRequest(), ("topics", 0))[0] is False
+
+
+def test_a_sequence_run_that_reached_new_code_is_kept_as_a_seed_with_feedback_on():
+    from kproto.messages import HeartbeatRequest
+    from kproto.tools.fuzz.sequence_seeds import SequenceSeed, Step
+
+    heartbeat = schema.api_by_name("Heartbeat")
+    for enabled in (True, False):
+        fb = _feedback(enabled)
+        for i in range(2):
+            run = SequenceSeed("seq.stale_generation_heartbeat", [
+                Step(heartbeat, 4, HeartbeatRequest(generation_id=i), [])])
+            fb.note(("seq", "seq.stale_generation_heartbeat", ""), ("Heartbeat",), 0.2,
+                    weight=3, sequence=run)
+            # the first run reaches new code in the group coordinator, the second nothing
+            fb.take(_dump(("org/apache/kafka/coordinator/group/GroupMetadataManager",
+                           0b1111)))
+        kept = fb.sequence_seeds.get("seq.stale_generation_heartbeat", [])
+        if enabled:
+            assert [s.steps[0].request.generation_id for s in kept] == [0]
+            assert kept[0].credit == 4.0
+            picks = [fb.pick_sequence("seq.stale_generation_heartbeat") for _ in range(100)]
+            assert 20 < sum(p is not None for p in picks) < 80  # SEED_SHARE of the draws
+        else:
+            assert not kept and fb.pick_sequence("seq.stale_generation_heartbeat") is None
