@@ -53,7 +53,14 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "first_offset": _OFFSETS,
     "last_offset": _OFFSETS,
     "log_start_offset": _OFFSETS,
+    # AddPartitionsToTxn v0-v3 names its transaction with these
+    "v3_and_below_transactional_id": ("transactional_id",),
+    "v3_and_below_producer_id": ("producer_id",),
+    "v3_and_below_producer_epoch": ("producer_epoch",),
 }
+# Top-level error codes whose answer still issued something to build on: 0, and
+# MEMBER_ID_REQUIRED (JoinGroup v4+ gives a new member its id that way, to join again with).
+_BUILDS_ON = frozenset((0, 79))
 # The names whose value in an answer makes the exchange a context (an identity issued).
 IDENTITIES = frozenset(("member_id", "member_epoch", "generation_id", "producer_id",
                         "session_id"))
@@ -159,7 +166,7 @@ class Dictionary:
             if value in pool:
                 pool.remove(value)  # newest last
             pool.append(value)
-        if request is None or getattr(answer, "error_code", 0) != 0:
+        if request is None or getattr(answer, "error_code", 0) not in _BUILDS_ON:
             return
         # A context holds the answer's trivial values too (a new producer's epoch 0), but
         # only an identity the broker really issued (not a session id 0) makes one.

@@ -9,9 +9,12 @@ RSS; the broker's log when followed), de-duplication per API family, minimisatio
 requests, of a sequence's steps, of a crash's preceding requests) and reproducer files,
 restarting a dead broker with ``--restart-cmd``, coverage feedback (the draw of an API and
 level or a sequence by :mod:`~kproto.tools.fuzz.feedback`'s energy, requests mutated
-from its seeds by :mod:`~kproto.tools.fuzz.tree_mutators`), the progress line and the bounds (time, requests, rate,
-connections). What may be sent (and the safety lists) is
-:mod:`kproto.tools.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.tools.fuzz.replay`'s.
+from its seeds by :mod:`~kproto.tools.fuzz.tree_mutators`), the harvest of every answer
+into the generator's :class:`~kproto.tools.fuzz.dictionary.Dictionary`, the progress line
+and the bounds (time, requests, rate, connections). What may be sent (and the safety
+lists) is :mod:`kproto.tools.fuzz.plan`'s; running one sequence (or replaying a sequence
+seed) is :mod:`kproto.tools.fuzz.sequence_runs`'; sending a saved finding again is
+:mod:`kproto.tools.fuzz.replay`'s.
 """
 
 from __future__ import annotations

@@ -54,9 +54,14 @@ def test_an_answer_that_issued_an_identity_is_a_context_with_the_requests_owner(
                                                                   generation_id=3))
     d.harvest(None, JoinGroupResponse(member_id="x-2", generation_id=4))
     assert len(d.contexts) == 1
+    # MEMBER_ID_REQUIRED issues the id to join again with
+    d.harvest(JoinGroupRequest(group_id=GROUP, member_id=""),
+              JoinGroupResponse(error_code=79, member_id="kproto-fuzz-c-2"))
+    assert (d.contexts[-1]["group_id"], d.contexts[-1]["member_id"]) == (GROUP,
+                                                                         "kproto-fuzz-c-2")
     # a group not under the prefix: its member ids get the prefix like any string
     _joined(d, group="someone-elses")
-    assert len(d.contexts) == 2 and d.issued_strings() == {MEMBER}
+    assert len(d.contexts) == 3 and d.issued_strings() == {MEMBER, "kproto-fuzz-c-2"}
 
 
 def test_a_session_context_holds_the_epoch_due_next():
