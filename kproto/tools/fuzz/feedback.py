@@ -45,7 +45,8 @@ MAX_BOOST = 30.0     # the most an arm outweighs an untried one
 SEEDS_PER_API = 16   # the newest kept
 SEEDS_PER_SEQUENCE = 8  # the newest sequence runs kept per named sequence
 MEASURE_INTERVAL = 5.0  # seconds between reads with feedback off
-MIN_SECONDS = 0.001  # an item's time, at least, in the split of a batch's credit
+MIN_SECONDS = 0.001  # an item's time, at least, in the split of a batch's credit ...
+MAX_SECONDS = 1.0    # ... and at most: a request that waited out its bound did no more work
 
 Arm = tuple[str, str, str]  # ("req", API name, level) or ("seq", sequence name, "")
 
@@ -64,6 +65,7 @@ class ArmStats:
     seconds: float = 0.0   # decayed seconds per try
     tries: int = 0
     credit: float = 0.0    # all the credit it was given
+    spent: float = 0.0     # all the seconds it took
 
     def weight(self) -> float:
         base = PRIOR_GAIN / PRIOR_SECONDS
@@ -196,7 +198,8 @@ class Feedback:
         names = sorted(by_api, key=len, reverse=True)  # ShareFetch before Fetch
         # The rest by the time each took: a split by count would favour quick arms (a
         # frame mutant refused in a millisecond) in a yield per second.
-        times = [max(item.seconds, MIN_SECONDS) for item in batch]
+        times = [min(max(item.seconds, MIN_SECONDS), MAX_SECONDS * item.weight)
+                 for item in batch]
         total = sum(times)
         for cls, n in added.items():
             simple = cls.rpartition("/")[2]
@@ -217,6 +220,7 @@ class Feedback:
                 else per_try_s
             stats.tries += item.weight
             stats.credit += c
+            stats.spent += item.seconds
             if c >= 1.0 and item.seed is not None and self.enabled:
                 item.seed.credit = c
                 pool = self.seeds.setdefault(item.seed.spec.api_name,
@@ -237,7 +241,7 @@ class Feedback:
         """The arms credited most, for the report."""
         rows = sorted(self.arms.items(), key=lambda kv: -kv[1].credit)[:n]
         return [{"arm": " ".join(x for x in arm[1:] if x), "kind": arm[0],
-                 "tries": s.tries, "credit": round(s.credit, 1),
+                 "tries": s.tries, "credit": round(s.credit, 1), "seconds": round(s.spent, 1),
                  "weight": round(s.weight(), 1)} for arm, s in rows]
 
     def close(self) -> None:

@@ -142,7 +142,8 @@ class Fuzzer:
                                              every=config.coverage_every,
                                              interval=config.coverage_interval, say=self._say)
         self._arm_list: Optional[list[Arm]] = None
-        self._elapsed = 0.0  # the last exchange's time (coverage feedback's cost)
+        self._elapsed = 0.0  # the last exchange's time (coverage feedback's cost) ...
+        self._outcome = TIMEOUT  # ... and how it ended
         self._plan_by_name: dict[str, tuple[schema.ApiSpec, list[int]]] = {}
 
     # --- setup -----------------------------------------------------------------------
@@ -374,14 +375,17 @@ class Fuzzer:
     def _send(self, case: Case, mutant: Optional[mutators.Mutant],
               arm: Optional[Arm] = None) -> None:
         spec, version = case.spec, case.version
-        self._elapsed = 0.0
+        self._elapsed, self._outcome = 0.0, TIMEOUT
         try:
             self._exchange(case, mutant)
         finally:
             if self.feedback is not None:  # the exchange's time, not the shrinking's
+                # A request that waited out the bound is no seed: its mutants would wait
+                # too, and a wait is no work.
                 self.feedback.note(arm or ("req", spec.api_name, "valid" if mutant is None
                                            else mutant.level), (spec.api_name,),
-                                   self._elapsed, Seed(spec, version, case.request, 0.0))
+                                   self._elapsed, None if self._outcome == TIMEOUT
+                                   else Seed(spec, version, case.request, 0.0))
 
     def _exchange(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
         spec, version = case.spec, case.version
@@ -399,7 +403,7 @@ class Fuzzer:
             self._check_alive(None, case, mutant, str(exc))
             return
         self.stats.outcomes[ex.outcome] += 1
-        self._elapsed = ex.elapsed
+        self._elapsed, self._outcome = ex.elapsed, ex.outcome
         old = self.latency.get(spec.api_key)
         self.latency[spec.api_key] = ex.elapsed if old is None else 0.8 * old + 0.2 * ex.elapsed
         verdicts = self.verdicts(ex)

@@ -95,8 +95,9 @@ def _run(fuzzer: "Fuzzer", name: str, seed: "SequenceSeed | None") -> "SequenceS
         fuzzer._finish(finding, ex)
     if not fuzzer.target.alive()[0]:
         _died(fuzzer, label, exchanges, sub_seed if seed is None else None)
-    if name in UNSEEDED or fuzzer.feedback is None or not fuzzer.feedback.enabled:
-        return None
+    if name in UNSEEDED or fuzzer.feedback is None or not fuzzer.feedback.enabled or \
+            any(e.outcome == oracles.TIMEOUT for e in exchanges):
+        return None  # a run that waited out a bound would wait again in every replay
     return sequence_seeds.from_run(name, run)
 
 

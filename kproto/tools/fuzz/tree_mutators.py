@@ -23,12 +23,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from kproto.tools.fuzz import schema
+from kproto.tools.fuzz.values import MAX_WAIT_MS, is_wait
 
 if TYPE_CHECKING:
     from kproto.tools.fuzz.dictionary import Dictionary
 
 Path = tuple[Any, ...]  # attribute names and list indexes from the root
 
+LONGEST_WAIT_MS = 1000  # the longest wait a mutated request keeps
 _INT_EDGES = (-(1 << 31), -(1 << 15), -1, 0, 1, (1 << 15) - 1, (1 << 31) - 1)
 
 
@@ -166,6 +168,7 @@ def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random,
     and what was done (for the report's notes)."""
     out = copy.deepcopy(seed)
     done: list[str] = []
+    _shorten_waits(out, rng)
     for _ in range(rng.choice((1, 1, 2, 3))):
         op = rng.choice(("regen", "regen", "splice", "int", "array", "answer", "answer"))
         if op == "answer" and dictionary is not None:
@@ -180,7 +183,20 @@ def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random,
             op, what = "regen", _regen(out, fresh, rng)
         if what is not None:
             done.append("{} {}".format(op, what))
+    _shorten_waits(out, rng)
     return out, done
+
+
+def _shorten_waits(tree: Any, rng: random.Random) -> None:
+    """Waits and timeouts past LONGEST_WAIT_MS made short again (a nudge doubles them, an
+    edge makes them 2^31-1): a valid request must not legitimately outlive the hang
+    bound, nor may a seed spend the run's time waiting. A session timeout makes nothing
+    wait and keeps its value (the group coordinator refuses one under 6 s)."""
+    for path, value in list(walk(tree)):
+        name = next((k for k in reversed(path) if isinstance(k, str)), "")
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                value > LONGEST_WAIT_MS and is_wait(name) and "session" not in name:
+            put(tree, path, rng.choice((0, 10, MAX_WAIT_MS)))
 
 
 __all__ = ["mutate", "walk", "get", "put", "typed_leaves"]

@@ -80,7 +80,8 @@ def int_domain(type_name: str) -> tuple[int, int]:
     return 0, (1 << UINT_BITS[type_name]) - 1
 
 
-def _is_wait(attr: str) -> bool:
+def is_wait(attr: str) -> bool:
+    """A field that makes the broker wait (or bounds a wait): its value is kept short."""
     return attr.endswith("_ms") and ("wait" in attr or "timeout" in attr or "interval" in attr
                                      or "delay" in attr)
 
@@ -183,7 +184,7 @@ class ValueGenerator:
     def _typed(self, f: FieldSpec, type_name: str) -> Any:
         rng = self.rng
         if type_name in INT_BITS or type_name in UINT_BITS:
-            if _is_wait(f.attr):
+            if is_wait(f.attr):
                 return rng.choice((0, 1, rng.randrange(MAX_WAIT_MS)))
             if rng.random() < 0.5:
                 return rng.choice(int_edges(type_name))
@@ -239,7 +240,7 @@ class ValueGenerator:
             if attr in ("partition_indexes", "partitions"):
                 parts = self._topic.partitions if self._topic else [0]
                 return rng.choice(parts or [0])
-            if _is_wait(attr):
+            if is_wait(attr):
                 if "session_timeout" in attr:
                     return rng.choice((6000, 10000, 45000))
                 return rng.choice((0, 10, 100, MAX_WAIT_MS))
@@ -336,4 +337,4 @@ def every_version(spec: ApiSpec, advertised: Optional[tuple[int, int]] = None) -
 
 
 __all__ = ["ValueGenerator", "Knowledge", "TopicInfo", "int_edges", "int_domain",
-           "every_version", "MAX_WAIT_MS"]
+           "every_version", "is_wait", "MAX_WAIT_MS"]
