@@ -168,7 +168,7 @@ def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random,
     and what was done (for the report's notes)."""
     out = copy.deepcopy(seed)
     done: list[str] = []
-    _shorten_waits(out, rng)
+    shorten_waits(out, rng)
     for _ in range(rng.choice((1, 1, 2, 3))):
         op = rng.choice(("regen", "regen", "splice", "int", "array", "answer", "answer"))
         if op == "answer" and dictionary is not None:
@@ -183,11 +183,11 @@ def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random,
             op, what = "regen", _regen(out, fresh, rng)
         if what is not None:
             done.append("{} {}".format(op, what))
-    _shorten_waits(out, rng)
+    shorten_waits(out, rng)
     return out, done
 
 
-def _shorten_waits(tree: Any, rng: random.Random) -> None:
+def shorten_waits(tree: Any, rng: random.Random) -> None:
     """Waits and timeouts past LONGEST_WAIT_MS made short again (a nudge doubles them, an
     edge makes them 2^31-1): a valid request must not legitimately outlive the hang
     bound, nor may a seed spend the run's time waiting. A session timeout makes nothing
@@ -199,4 +199,4 @@ def _shorten_waits(tree: Any, rng: random.Random) -> None:
             put(tree, path, rng.choice((0, 10, MAX_WAIT_MS)))
 
 
-__all__ = ["mutate", "walk", "get", "put", "typed_leaves"]
+__all__ = ["mutate", "walk", "get", "put", "typed_leaves", "shorten_waits"]

@@ -161,3 +161,22 @@ def test_a_sequence_run_that_reached_new_code_is_kept_as_a_seed_with_feedback_on
             assert 20 < sum(p is not None for p in picks) < 80  # SEED_SHARE of the draws
         else:
             assert not kept and fb.pick_sequence("seq.stale_generation_heartbeat") is None
+
+
+def test_tree_mutations_keep_waits_short_and_session_timeouts_as_they_are():
+    from kproto.messages import JoinGroupRequest
+    from kproto.tools.fuzz.tree_mutators import LONGEST_WAIT_MS
+
+    rng = random.Random(11)
+    gen = ValueGenerator(rng, KNOW)
+    waits = set()
+    for _ in range(300):
+        seed = gen.request(FETCH, 12)
+        out, _ = tree_mutators.mutate(seed, gen.request(FETCH, 12), None, rng)
+        waits.add(out.max_wait_ms)
+    assert max(waits) <= LONGEST_WAIT_MS and len(waits) > 3
+    join = JoinGroupRequest(group_id="kproto-fuzz-g", session_timeout_ms=1 << 30,
+                            rebalance_timeout_ms=1 << 30, member_id="")
+    tree_mutators.shorten_waits(join, rng)
+    assert join.session_timeout_ms == 1 << 30  # waits for nothing
+    assert join.rebalance_timeout_ms <= LONGEST_WAIT_MS
