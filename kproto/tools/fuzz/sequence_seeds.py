@@ -16,7 +16,6 @@ most replays, so that a replay meets a new group rather than the one the recordi
 
 from __future__ import annotations
 
-import copy
 import random
 import re
 import uuid
@@ -123,7 +122,7 @@ def replay(seed: SequenceSeed, run: Run, fresh: Callable[[schema.ApiSpec, int], 
     threaded: dict[tuple[str, Any], Any] = {}
     p_mutate = min(1.0, MUTATED_STEPS / len(steps)) if mutations else 0.0
     for n, step in enumerate(steps):
-        request = copy.deepcopy(step.request)
+        request = tree_mutators.clone(step.request)
         _rename(request, names)
         thread(request, threaded)
         sent = request

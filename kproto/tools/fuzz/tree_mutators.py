@@ -38,6 +38,21 @@ def _is_struct(value: Any) -> bool:
     return hasattr(value, "_fields")
 
 
+def clone(tree: Any) -> Any:
+    """A deep copy of a request tree; a memoryview (a decoded request's bytes point into
+    its frame, and ``copy.deepcopy`` cannot copy one) becomes bytes."""
+    if _is_struct(tree):
+        out = copy.copy(tree)
+        for name in tree._fields:
+            setattr(out, name, clone(getattr(tree, name)))
+        return out
+    if isinstance(tree, list):
+        return [clone(v) for v in tree]
+    if isinstance(tree, memoryview):
+        return bytes(tree)
+    return tree  # ints, strings, bytes, uuids, None: immutable
+
+
 def walk(tree: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
     """Every (path, value) below ``tree``, depth first (structs' fields and list elements;
     bytes, strings and numbers are leaves)."""
@@ -82,7 +97,7 @@ def _regen(out: Any, donor: Any, rng: random.Random) -> Optional[str]:
     if not paths:
         return None
     path = rng.choice(paths)
-    put(out, path, copy.deepcopy(get(donor, path)[1]))
+    put(out, path, clone(get(donor, path)[1]))
     return ".".join(map(str, path))
 
 
@@ -104,7 +119,7 @@ def _array(out: Any, rng: random.Random) -> Optional[str]:
     op = rng.choice(("dup", "drop", "empty") if items else ("empty",))
     if op == "dup":
         i = rng.randrange(len(items))
-        items.insert(rng.randrange(len(items) + 1), copy.deepcopy(items[i]))
+        items.insert(rng.randrange(len(items) + 1), clone(items[i]))
     elif op == "drop":
         del items[rng.randrange(len(items))]
     else:
@@ -166,7 +181,7 @@ def mutate(seed: Any, fresh: Any, other: Optional[Any], rng: random.Random,
     ``other`` another seed of the same API (the donor of ``splice``) or None,
     ``dictionary`` the values the broker issued (``answer``'s) or None. Returns the tree
     and what was done (for the report's notes)."""
-    out = copy.deepcopy(seed)
+    out = clone(seed)
     done: list[str] = []
     shorten_waits(out, rng)
     for _ in range(rng.choice((1, 1, 2, 3))):
@@ -199,4 +214,4 @@ def shorten_waits(tree: Any, rng: random.Random) -> None:
             put(tree, path, rng.choice((0, 10, MAX_WAIT_MS)))
 
 
-__all__ = ["mutate", "walk", "get", "put", "typed_leaves", "shorten_waits"]
+__all__ = ["mutate", "clone", "walk", "get", "put", "typed_leaves", "shorten_waits"]

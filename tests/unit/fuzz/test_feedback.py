@@ -180,3 +180,19 @@ def test_tree_mutations_keep_waits_short_and_session_timeouts_as_they_are():
     tree_mutators.shorten_waits(join, rng)
     assert join.session_timeout_ms == 1 << 30  # waits for nothing
     assert join.rebalance_timeout_ms <= LONGEST_WAIT_MS
+
+
+def test_a_decoded_seed_whose_bytes_point_into_its_frame_is_mutated_like_any_other():
+    # A seed sent after a tree mutation is decoded from its own frame: its records are a
+    # memoryview, which copy.deepcopy refuses (it ended a run with feedback once).
+    from kproto.messages import ProduceRequest as P
+
+    sent = P(acks=1, timeout_ms=5, topic_data=[P.TopicProduceData(
+        name="kproto-fuzz-t", partition_data=[
+        P.PartitionProduceData(index=0, records=b"abc")])])
+    decoded = P.decode(sent.encode(9), 9)
+    rng = random.Random(4)
+    for _ in range(30):
+        out, _ = tree_mutators.mutate(decoded, sent, decoded, rng)
+        out.encode(9)
+    assert tree_mutators.clone(decoded).encode(9) == sent.encode(9)
