@@ -78,8 +78,6 @@ class AIOKafkaConsumer:
         self._callback_tasks: set["asyncio.Task[Any]"] = set()
         # Records handed out since getmany() last gave the loop a turn (see _getmany).
         self._handed_since_yield = 0
-        # Whether getmany() last waited with positions missing (see _getmany).
-        self._positions_missing = False
 
     # --- start and stop -------------------------------------------------------------------
 
@@ -297,7 +295,13 @@ class AIOKafkaConsumer:
         self._submit(ev.UnsubscribeEvent(self._deadline(None)))
 
     def subscription(self) -> set[str]:
-        return set(self.subscriptions.subscription() or ()) if self._started else set()
+        if not self._started:
+            # aiokafka answers with the topics subscribe() was given, started or not.
+            call = self._before_start
+            if isinstance(call, functools.partial) and call.func == self.subscribe:
+                return set(call.args[0])
+            return set()
+        return set(self.subscriptions.subscription() or ())
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Assign ``partitions`` (before ``start()``: applied by ``start()``, as in aiokafka)."""
@@ -379,15 +383,13 @@ class AIOKafkaConsumer:
             if remaining <= 0:
                 return {}
             wait = min(remaining, self._network_thread.cached_maximum_time_to_wait_ms)
-            if not inflight.is_complete() or not self.subscriptions.has_all_fetch_positions():
+            if self._inflight.round_missed_positions():
+                if inflight.is_complete() and self.fetch_buffer.take_wakeup():
+                    # A lookup answer moved positions on (the offsets manager wakes the
+                    # fetch buffer), maybe in the step the last wait returned after: start
+                    # the next round now, not after a step that may be retry_backoff_ms away.
+                    continue
                 wait = min(wait, self.settings.retry_backoff_ms)
-                self._positions_missing = True
-            elif self._positions_missing:
-                # The last positions arrived in a network step (a reset answered, a
-                # validation done), after the fetch manager had found nothing to fetch:
-                # ask again now instead of waiting out the timeout with no fetch in flight.
-                self._positions_missing = False
-                self._submit(ev.CreateFetchRequestsEvent(self._deadline(None)))
             await driver.wait_for_step(wait / 1000.0)
             self._handed_since_yield = 0
 

@@ -95,6 +95,7 @@ class ConsumerApplicationEventProcessor(ApplicationEventProcessor):
             if error is not None:
                 event.complete_exceptionally(error)
             else:
+                event.had_all_fetch_positions = bool(positions.result())
                 event.mark_validate_positions_complete()
                 self.fetch.create_fetch_requests()
                 event.complete_successfully()

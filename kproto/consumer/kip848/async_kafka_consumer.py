@@ -218,8 +218,9 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
             if remaining <= 0:
                 return {}
             wait = min(remaining, self.network_thread.cached_maximum_time_to_wait_ms)
-            current = self._inflight.event
-            if current is None or not current.is_complete() or not self.subscriptions.has_all_fetch_positions():
+            if self._inflight.round_missed_positions():
+                # The offset manager wakes this wait when a lookup answer moves positions
+                # on (on_positions_progress): the next pass starts the round that goes on.
                 wait = min(wait, self.retry_backoff_ms)
             self.fetch_buffer.await_not_empty(max(wait, min(remaining, 10)) / 1000.0)
 

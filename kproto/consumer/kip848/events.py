@@ -37,6 +37,11 @@ class AsyncPollEvent(ApplicationEvent):
         self._reconciliation_check: Future[Any] = Future()
         self._validate_positions_complete = threading.Event()
         self._result: Future[Any] = Future()
+        # Whether every assigned partition had a position when this round created its
+        # fetches (Java's cachedSubscriptionHasAllFetchPositions): when not, the round
+        # fetched nothing for the others, and a poll loop must start a new round once
+        # their positions arrive instead of waiting out its timeout for records.
+        self.had_all_fetch_positions = False
 
     def mark_reconciliation_check_complete(self) -> None:
         if not self._reconciliation_check.done():
@@ -86,6 +91,13 @@ class InflightPoll:
         self.event: Optional[AsyncPollEvent] = None
         self._submit = submit
         self._buffer_is_empty = buffer_is_empty
+
+    def round_missed_positions(self) -> bool:
+        """Whether the round in flight is over but created its fetches with positions
+        missing: a poll loop then waits at most ``retry.backoff.ms`` (the offset lookups
+        may be backing off) before the next round, as Java's ``pollForFetches`` does."""
+        inflight = self.event
+        return inflight is None or not inflight.is_complete() or not inflight.had_all_fetch_positions
 
     def check(self, deadline_ms: int, now_ms: int, first_pass: bool) -> AsyncPollEvent:
         """The poll event in flight (a new one submitted if the last completed); raises its

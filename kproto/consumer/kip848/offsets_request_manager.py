@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
@@ -74,8 +74,15 @@ class OffsetsRequestManager:
     def __init__(self, subscriptions: SubscriptionState, metadata: ClusterMetadata, commit_request_manager: Any = None,
                  *, default_api_timeout_ms: int = 60000,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms) -> None:
+                 retry_backoff_ms: int = 100, time_ms: Callable[[], int] = monotonic_ms,
+                 on_positions_progress: Callable[[], None] = lambda: None) -> None:
         self.default_api_timeout_ms = default_api_timeout_ms
+        # Called (on the background thread) when positions can move on: a reset or
+        # validation answer applied, or the metadata a leaderless reset waited for. The
+        # poll round that found positions missing fetched nothing; a poll loop waiting
+        # for records (up to retry.backoff.ms, as Java's pollForFetches) then starts the
+        # next round at once: the validation a reset needs, or the fetches.
+        self._on_positions_progress = on_positions_progress
         self._isolation_level = isolation_level
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -262,8 +269,10 @@ class OffsetsRequestManager:
             for topic in {tp.topic for tp in no_leader}:
                 if self.metadata.partitions_for_topic(topic) is None:
                     self.metadata.add_topic(topic)
+            # The backoff holds only if the refresh fails: at start-up the first refresh is
+            # usually in flight already, and its answer names the leaders.
             self.subscriptions.request_failed(no_leader, now + self.retry_backoff_ms)
-            self.metadata.request_update()
+            self.metadata.request_update().add_callback(functools.partial(self._retry_after_metadata, no_leader))
         for node_id, partitions in by_node.items():
             requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
             # No second request for these until this one is answered or fails.
@@ -271,6 +280,10 @@ class OffsetsRequestManager:
             self._position_requests.append(self._list_offsets_request(
                 node_id, partitions, False,
                 functools.partial(self._on_reset_response, requested)))
+
+    def _retry_after_metadata(self, partitions: Iterable[Any], _: Any) -> None:
+        self.subscriptions.set_next_allowed_retry(partitions, 0)
+        self._on_positions_progress()
 
     def _on_reset_response(self, requested: dict[Any, Any], versions: list[Any], response: ListOffsetsResponse,
                            error: Optional[BaseException]) -> None:
@@ -287,6 +300,7 @@ class OffsetsRequestManager:
                                  self.retry_backoff_ms)
         if result.metadata_update_needed:
             self.metadata.request_update(reset_equivalent=False)
+        self._on_positions_progress()
 
     # --- validation (OffsetForLeaderEpoch) ---------------------------------------------------
 
@@ -322,6 +336,7 @@ class OffsetsRequestManager:
             log.debug("Node cannot validate positions; trusting %s", utils.format_partitions(requested))
             for tp in requested:
                 subs.complete_validation(tp)
+            self._on_positions_progress()
             return
         try:
             if error is not None:
@@ -335,3 +350,5 @@ class OffsetsRequestManager:
                 subs, requested, exc, self._time_ms() + self.retry_backoff_ms,
                 functools.partial(self.metadata.request_update, reset_equivalent=False),
                 self._cached_validation_error)
+            return
+        self._on_positions_progress()

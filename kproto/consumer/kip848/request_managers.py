@@ -101,7 +101,8 @@ def build_resources(setup: EngineSetup, fetch_buffer: FetchBuffer, background_ev
                                     default_api_timeout_ms=settings.default_api_timeout_ms,
                                     isolation_level=fetch_config.isolation_level,
                                     request_timeout_ms=group.request_timeout_ms,
-                                    retry_backoff_ms=retry_backoff_ms, time_ms=time_ms)
+                                    retry_backoff_ms=retry_backoff_ms, time_ms=time_ms,
+                                    on_positions_progress=fetch_buffer.wakeup)
 
     def node_unavailable(node_id: int) -> bool:
         # A node that failed and is backing off; a node still connecting is "available":

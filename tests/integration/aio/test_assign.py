@@ -70,6 +70,7 @@ def test_assign_before_start_is_applied_by_start(broker) -> None:
                                     auto_offset_reset="earliest", fetch_max_wait_ms=100, group_id="g-" + topic,
                                     enable_auto_commit=False)
         consumer.subscribe([topic])
+        assert consumer.subscription() == {topic}
         consumer.assign([tp1])
         assert consumer.assignment() == set() and consumer.subscription() == set()
         async with consumer:
@@ -81,6 +82,30 @@ def test_assign_before_start_is_applied_by_start(broker) -> None:
         await unstarted.stop()
         with pytest.raises(ConsumerStoppedError):
             unstarted.assign([tp1])
+
+    run(main)
+
+
+def test_the_first_getmany_returns_when_records_arrive_not_at_its_timeout(broker) -> None:
+    """The first poll round after assign() finds no positions and fetches nothing; once
+    the lookups are answered getmany() must start the round that fetches, not wait out
+    its timeout with no fetch in flight."""
+    topic = broker.new_topic(partitions=4, prefix="aio")
+    written = {(r.partition, r.offset) for r in broker.produce(topic, 20)}
+    timeout_s = 20
+
+    async def main() -> None:
+        for _ in range(2):  # the second on a warm broker
+            async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                                        auto_offset_reset="earliest") as consumer:
+                consumer.assign([TP(topic, p) for p in range(4)])
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                got = await consumer.getmany(timeout_ms=timeout_s * 1000)
+                elapsed = loop.time() - started
+                assert got, "no records in {:.1f} s".format(elapsed)
+                assert elapsed < timeout_s, "the first getmany() returned its records only at its timeout"
+                assert {(tp.partition, r.offset) for tp, rs in got.items() for r in rs} <= written
 
     run(main)
 

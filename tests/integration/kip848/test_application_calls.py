@@ -92,6 +92,32 @@ def test_poll_zero_returns_buffered_records_without_spinning(broker) -> None:
         consumer.close()
 
 
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_the_first_poll_returns_when_records_arrive_not_at_its_timeout(broker, group_protocol: str) -> None:
+    """Freshly assigned partitions have no position: the first poll round looks them up
+    and fetches nothing. The poll must start the round that fetches once the positions
+    arrive (Java's pollForFetches waits at most retry.backoff.ms while positions are
+    missing), not wait out its own timeout with no fetch in flight (the KIP-848 engine
+    did: each first poll took its whole timeout)."""
+    topic = broker.new_topic(partitions=4, prefix="k848")
+    written = broker.produce(topic, 20)
+    timeout_s = 20
+    for _ in range(2):  # a new consumer each time: the second on a warm broker
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_protocol=group_protocol,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+        try:
+            consumer.assign([TP(topic, p) for p in range(4)])
+            started = time.monotonic()
+            got = consumer.poll(timeout_ms=timeout_s * 1000)
+            elapsed = time.monotonic() - started
+            assert got, "no records in {:.1f} s".format(elapsed)
+            assert elapsed < timeout_s, "the first poll returned its records only at its timeout"
+            assert {(tp.partition, r.offset) for tp, rs in got.items() for r in rs} <= \
+                {(r.partition, r.offset) for r in written}
+        finally:
+            consumer.close()
+
+
 @pytest.mark.needs("kip848")
 def test_unsubscribe_leaves_and_subscribe_rejoins(broker) -> None:
     topic = broker.new_topic(partitions=2, prefix="k848")
