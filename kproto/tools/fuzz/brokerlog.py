@@ -39,6 +39,7 @@ _IDS = re.compile(r"(?<![\w.$-])(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{22}(?![\w-])")
 REFUSALS = ("InvalidRequestException", "UnsupportedVersionException",
             "InvalidReceiveException")
 MAX_TEXT = 8192
+LOG_SETTLE = 0.05  # seconds to wait for the broker's log line after an odd exchange
 
 
 def _head(message: str, words: int = 12) -> str:

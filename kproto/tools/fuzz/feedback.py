@@ -6,8 +6,9 @@ read, reading the broker's coverage after each batch
 the classes run since the last one; at least ``every`` requests and ``interval`` seconds
 apart), crediting the new probes of the request-handling packages to what was sent, the
 energy of each *arm* (an API at a level: a valid request, a field or a frame mutant of it;
-or a named sequence), the seeds (requests that were credited new probes, kept per API)
-and the coverage over time.
+or a named sequence), the seeds (requests that were credited new probes, kept per API; and
+sequence runs that were, kept per sequence as
+:class:`~kproto.tools.fuzz.sequence_seeds.SequenceSeed`) and the coverage over time.
 
 Credit: new probes in a class named after an API of the batch (``FetchRequest``,
 ``ShareFetchResponse``, ``FetchSession``: the longest API name the class name starts with)
@@ -33,6 +34,7 @@ from kproto.errors import CoverageError
 from kproto.tools.fuzz import schema
 from kproto.tools.fuzz.coverage import (CoverageMap, Dump, JacocoClient, handles_requests,
                                         package_of)
+from kproto.tools.fuzz.sequence_seeds import SequenceSeed
 
 SEED_SHARE = 0.5     # of an arm's requests, the share that start from one of its API's seeds
 EXPLORE = 0.25       # draws made the plain way, whatever the energy says
@@ -41,8 +43,10 @@ PRIOR_GAIN = 1.0     # an untried arm's credit per try ...
 PRIOR_SECONDS = 0.05  # ... over its time per try (plus the arm's own)
 MAX_BOOST = 30.0     # the most an arm outweighs an untried one
 SEEDS_PER_API = 16   # the newest kept
+SEEDS_PER_SEQUENCE = 8  # the newest sequence runs kept per named sequence
 MEASURE_INTERVAL = 5.0  # seconds between reads with feedback off
-MIN_SECONDS = 0.001  # an item's time, at least, in the split of a batch's credit
+MIN_SECONDS = 0.001  # an item's time, at least, in the split of a batch's credit ...
+MAX_SECONDS = 1.0    # ... and at most: a request that waited out its bound did no more work
 
 Arm = tuple[str, str, str]  # ("req", API name, level) or ("seq", sequence name, "")
 
@@ -61,6 +65,7 @@ class ArmStats:
     seconds: float = 0.0   # decayed seconds per try
     tries: int = 0
     credit: float = 0.0    # all the credit it was given
+    spent: float = 0.0     # all the seconds it took
 
     def weight(self) -> float:
         base = PRIOR_GAIN / PRIOR_SECONDS
@@ -75,6 +80,7 @@ class _Item:
     seconds: float
     weight: int
     seed: Optional[Seed]
+    sequence: Optional[SequenceSeed] = None
 
 
 @dataclass
@@ -93,6 +99,8 @@ class Feedback:
     arms: dict[Arm, ArmStats] = field(default_factory=dict)
     seeds: dict[str, deque[Seed]] = field(default_factory=dict)
     seeded_from: Counter[str] = field(default_factory=Counter)  # API -> requests from seeds
+    sequence_seeds: dict[str, deque[SequenceSeed]] = field(default_factory=dict)
+    replayed: Counter[str] = field(default_factory=Counter)  # sequence -> seeds replayed
     _batch: list[_Item] = field(default_factory=list)
     _last_read: float = 0.0
     started: float = field(default_factory=time.monotonic)
@@ -121,6 +129,15 @@ class Feedback:
         self.seeded_from[api] += 1
         return self.rng.choices(list(pool), [1.0 + s.credit for s in pool])[0]
 
+    def pick_sequence(self, name: str) -> Optional[SequenceSeed]:
+        """A kept run of sequence ``name`` to replay (SEED_SHARE of the time when there
+        is one), the more credited ones more often."""
+        pool = self.sequence_seeds.get(name)
+        if not self.enabled or not pool or self.rng.random() >= SEED_SHARE:
+            return None
+        self.replayed[name] += 1
+        return self.rng.choices(list(pool), [1.0 + s.credit for s in pool])[0]
+
     def other(self, api: str, seed: Seed) -> Optional[Seed]:
         """Another seed of the same API (a splice's donor), if any."""
         pool = [s for s in self.seeds.get(api, ()) if s is not seed]
@@ -129,10 +146,11 @@ class Feedback:
     # --- what was sent, and what it reached ----------------------------------------
 
     def note(self, arm: Arm, apis: tuple[str, ...], seconds: float,
-             seed: Optional[Seed] = None, weight: int = 1) -> None:
-        """What was just sent (``seed``: the request, a seed candidate); after a batch,
-        read the coverage and credit it."""
-        self._batch.append(_Item(arm, apis, seconds, max(1, weight), seed))
+             seed: Optional[Seed] = None, weight: int = 1,
+             sequence: Optional[SequenceSeed] = None) -> None:
+        """What was just sent (``seed``: the request, ``sequence``: a sequence run's
+        steps, seed candidates); after a batch, read the coverage and credit it."""
+        self._batch.append(_Item(arm, apis, seconds, max(1, weight), seed, sequence))
         # Measuring only, coverage is read seldom: the baseline does not pay for reads
         # only feedback needs.
         interval = self.interval if self.enabled else max(self.interval, MEASURE_INTERVAL)
@@ -180,7 +198,8 @@ class Feedback:
         names = sorted(by_api, key=len, reverse=True)  # ShareFetch before Fetch
         # The rest by the time each took: a split by count would favour quick arms (a
         # frame mutant refused in a millisecond) in a yield per second.
-        times = [max(item.seconds, MIN_SECONDS) for item in batch]
+        times = [min(max(item.seconds, MIN_SECONDS), MAX_SECONDS * item.weight)
+                 for item in batch]
         total = sum(times)
         for cls, n in added.items():
             simple = cls.rpartition("/")[2]
@@ -201,20 +220,28 @@ class Feedback:
                 else per_try_s
             stats.tries += item.weight
             stats.credit += c
+            stats.spent += item.seconds
             if c >= 1.0 and item.seed is not None and self.enabled:
                 item.seed.credit = c
                 pool = self.seeds.setdefault(item.seed.spec.api_name,
                                              deque(maxlen=SEEDS_PER_API))
                 pool.append(item.seed)
+            if c >= 1.0 and item.sequence is not None and self.enabled:
+                item.sequence.credit = c
+                self.sequence_seeds.setdefault(item.sequence.name, deque(
+                    maxlen=SEEDS_PER_SEQUENCE)).append(item.sequence)
 
     def seed_count(self) -> int:
         return sum(len(p) for p in self.seeds.values())
+
+    def sequence_seed_count(self) -> int:
+        return sum(len(p) for p in self.sequence_seeds.values())
 
     def top_arms(self, n: int = 20) -> list[dict[str, Any]]:
         """The arms credited most, for the report."""
         rows = sorted(self.arms.items(), key=lambda kv: -kv[1].credit)[:n]
         return [{"arm": " ".join(x for x in arm[1:] if x), "kind": arm[0],
-                 "tries": s.tries, "credit": round(s.credit, 1),
+                 "tries": s.tries, "credit": round(s.credit, 1), "seconds": round(s.spent, 1),
                  "weight": round(s.weight(), 1)} for arm, s in rows]
 
     def close(self) -> None:

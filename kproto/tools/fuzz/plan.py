@@ -144,15 +144,17 @@ def warm_coordinators(target: Target, know: Knowledge, wait: float = 20.0) -> bo
     return not keys
 
 
-def enforce_prefix(request: Any, know: Knowledge) -> Any:
-    """Every string in the tree starts with the prefix; every uuid names one of the
-    fuzzer's own topics or nothing (a random id)."""
+def enforce_prefix(request: Any, know: Knowledge, issued: frozenset[str] = frozenset()
+                   ) -> Any:
+    """Every string in the tree starts with the prefix, but for ``issued`` (member ids the
+    broker gave in the fuzzer's own groups: they name nobody else's resource); every uuid
+    names one of the fuzzer's own topics or nothing (a random id)."""
     own = [t.topic_id for t in know.topics if t.name.startswith(know.prefix)]
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):
-            return value if value.startswith(know.prefix) or value == "" else (
-                know.prefix + value)
+            return value if value.startswith(know.prefix) or value == "" or \
+                value in issued else know.prefix + value
         if isinstance(value, uuid.UUID):
             return value if value in own or value.int == 0 else uuid.uuid4()
         if isinstance(value, list):

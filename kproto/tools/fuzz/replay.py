@@ -1,7 +1,8 @@
 """Sending a saved finding again: does it still fire?
 
 Owns :func:`replay`: the run's set-up again (its seed topic, the coordinators), then the
-finding's bytes (a sequence is run again from its own seed; for a crash the request alone
+finding's bytes (a sequence is run again from its own seed, a replayed sequence seed's
+frames are sent again in order; for a crash the request alone
 does not cause, the requests before it in order), judged by the same oracles and probes as
 in the run.
 """
@@ -19,6 +20,7 @@ from kproto.tools.fuzz.corpus import Finding
 from kproto.tools.fuzz.oracles import Verdict
 from kproto.tools.fuzz.plan import learn, seed_topic, warm_coordinators
 from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
+from kproto.tools.fuzz.shrink import send_steps
 from kproto.tools.fuzz.target import Target
 from kproto.tools.fuzz.values import Knowledge
 from kproto.protocol.headers import decode_request_header
@@ -53,6 +55,16 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
         if fuzzer.broker_log is not None and exchanges:
             verdicts += oracles.with_broker_log(exchanges[-1], [],
                                                 fuzzer.broker_log.poll(0.3))
+    elif finding.level == "sequence" and finding.steps:
+        # A replayed sequence seed has no seed of its own to run from: its frames again,
+        # in order on one connection, the last one judged (values the broker issued in
+        # the run are not threaded: the finding may need them to fire).
+        if fuzzer.broker_log is not None:
+            fuzzer.broker_log.poll()  # the set-up's lines
+        outcome, answer = send_steps(target, finding.steps)
+        verdicts = fuzzer.verdicts(oracles.Exchange(
+            finding.steps[-1], True, outcome, answer, _request_from(finding),
+            finding.strategy), settle=0.3)
     else:
         if fuzzer.broker_log is not None:
             fuzzer.broker_log.poll()  # the set-up's lines

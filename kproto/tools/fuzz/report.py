@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from kproto.tools.fuzz import mutators, schema, sequences
 from kproto.tools.fuzz.corpus import version_ranges
+from kproto.tools.fuzz.sequence_runs import REPLAY
 
 
 def field_coverage(fuzzer: Any) -> dict[str, Any]:
@@ -57,7 +58,8 @@ def build(fuzzer: Any) -> dict[str, Any]:
     for f in findings:
         by_api_oracle[f.api][f.oracle] += 1
     sent = sum(stats.requests.values())
-    all_strategies = sorted(mutators.STRATEGIES) + sorted(sequences.SEQUENCES) + ["valid"]
+    all_strategies = sorted(mutators.STRATEGIES) + sorted(sequences.SEQUENCES) + [
+        "valid"] + ([REPLAY] if stats.strategies.get(REPLAY) else [])
     return {
         "target": fuzzer.config.bootstrap,
         "seed": fuzzer.config.seed,
@@ -85,6 +87,9 @@ def build(fuzzer: Any) -> dict[str, Any]:
                                 sorted(fuzzer.target.api_versions.items())},
         "plan": {spec.api_name: [versions[0], versions[-1]] for spec, versions in fuzzer.plan},
         "coverage": broker_coverage(fuzzer),
+        "answer_dictionary": {"answers": fuzzer.dictionary.harvested,
+                              "names": len(fuzzer.dictionary.values),
+                              "contexts": len(fuzzer.dictionary.contexts)},
     }
 
 
@@ -100,6 +105,8 @@ def broker_coverage(fuzzer: Any) -> Optional[dict[str, Any]]:
             "per_package": {k: list(v) for k, v in cmap.per_package().items()},
             "timeline": [list(t) for t in fb.timeline], "feedback": fb.enabled,
             "seeds": fb.seed_count(), "seeded_requests": sum(fb.seeded_from.values()),
+            "sequence_seeds": fb.sequence_seed_count(),
+            "replayed_sequences": sum(fb.replayed.values()),
             "arms": fb.top_arms(), "reads": fb.reads,
             "read_seconds": round(fb.read_seconds, 1), "errors": fb.errors}
 
@@ -143,8 +150,9 @@ def to_text(report: dict[str, Any]) -> str:
     bc = report.get("coverage")
     if bc:
         lines.append("broker coverage: {} of {} probes of the classes run ({} in request "
-                     "handling); {} seeds{}".format(
+                     "handling); {} seeds, {} sequence seeds ({} replays){}".format(
                          bc["covered"], bc["probes"], bc["request_handling"], bc["seeds"],
+                         bc.get("sequence_seeds", 0), bc.get("replayed_sequences", 0),
                          "" if bc["feedback"] else " (feedback off)"))
         for name, covered, probes in _top_packages(bc):
             lines.append("  {:52s} {:7d} of {:7d}".format(name, covered, probes))

@@ -9,9 +9,12 @@ RSS; the broker's log when followed), de-duplication per API family, minimisatio
 requests, of a sequence's steps, of a crash's preceding requests) and reproducer files,
 restarting a dead broker with ``--restart-cmd``, coverage feedback (the draw of an API and
 level or a sequence by :mod:`~kproto.tools.fuzz.feedback`'s energy, requests mutated
-from its seeds by :mod:`~kproto.tools.fuzz.tree_mutators`), the progress line and the bounds (time, requests, rate,
-connections). What may be sent (and the safety lists) is
-:mod:`kproto.tools.fuzz.plan`'s; sending a saved finding again is :mod:`kproto.tools.fuzz.replay`'s.
+from its seeds by :mod:`~kproto.tools.fuzz.tree_mutators`), the harvest of every answer
+into the generator's :class:`~kproto.tools.fuzz.dictionary.Dictionary`, the progress line
+and the bounds (time, requests, rate, connections). What may be sent (and the safety
+lists) is :mod:`kproto.tools.fuzz.plan`'s; running one sequence (or replaying a sequence
+seed) is :mod:`kproto.tools.fuzz.sequence_runs`'; sending a saved finding again is
+:mod:`kproto.tools.fuzz.replay`'s.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Any, Optional, TextIO
 
 from kproto.errors import FuzzTargetError
 from kproto.net.config import parse_address
-from kproto.tools.fuzz import corpus, mutators, oracles, schema, sequences, shrink, tree_mutators
-from kproto.tools.fuzz.brokerlog import BrokerLog
+from kproto.tools.fuzz import corpus, mutators, oracles, schema, sequence_runs, shrink, tree_mutators
+from kproto.tools.fuzz.brokerlog import LOG_SETTLE, BrokerLog
+from kproto.tools.fuzz.dictionary import Dictionary
 from kproto.tools.fuzz.feedback import Arm, Feedback, Seed
 from kproto.tools.fuzz.corpus import Finding
 from kproto.tools.fuzz.mutators import Case, make_case
@@ -41,7 +45,6 @@ NOT_MINIMISED = ("dead", "rss")  # a crash is shrunk after the restart; RSS is m
 WINDOW = 16
 SEQUENCE_SHARE = 0.25
 RSS_STOP = 4  # the run ends when the broker's RSS grew past this many --rss-bound-mb
-LOG_SETTLE = 0.05  # seconds to wait for the broker's log line after an odd exchange
 PROGRESS_EVERY = 10.0  # seconds between progress lines when not on a terminal
 CLEAR_EOL = "\x1b[K"
 LEVEL_WEIGHTS = (("valid", 35), ("field", 25), ("frame", 25), ("sequence", 15))
@@ -113,7 +116,10 @@ class Fuzzer:
         self.knowledge = Knowledge(prefix=config.prefix)
         self.own = self.knowledge  # the prefixed part of what was learned (prepare() sets it)
         self.plan: list[tuple[schema.ApiSpec, list[int]]] = []
-        self.gen = ValueGenerator(self.rng, self.knowledge)
+        # Values the broker issued, harvested from every answer: generator input in every
+        # run (feedback on or off), so that a comparison's baseline gets them too.
+        self.dictionary = Dictionary(prefix=config.prefix)
+        self.gen = ValueGenerator(self.rng, self.knowledge, dictionary=self.dictionary)
         self.alive = True
         self.rss_start: Optional[int] = None
         self.rss_first: int = 0
@@ -136,7 +142,8 @@ class Fuzzer:
                                              every=config.coverage_every,
                                              interval=config.coverage_interval, say=self._say)
         self._arm_list: Optional[list[Arm]] = None
-        self._elapsed = 0.0  # the last exchange's time (coverage feedback's cost)
+        self._elapsed = 0.0  # the last exchange's time (coverage feedback's cost) ...
+        self._outcome = TIMEOUT  # ... and how it ended
         self._plan_by_name: dict[str, tuple[schema.ApiSpec, list[int]]] = {}
 
     # --- setup -----------------------------------------------------------------------
@@ -279,7 +286,7 @@ class Fuzzer:
             self._arm_list = [("req", spec.api_name, lv) for spec, _ in self.plan
                               for lv in levels]
             if "sequence" in self.config.levels:
-                self._arm_list += [("seq", name, "") for name in self._sequence_names()]
+                self._arm_list += [("seq", name, "") for name in sequence_runs.names(self)]
         return self._arm_list
 
     def step(self) -> None:
@@ -290,7 +297,7 @@ class Fuzzer:
         if arm is not None and arm[0] == "seq":
             if not self.config.adaptive or self.sequence_time <= SEQUENCE_SHARE * (
                     time.monotonic() - self.stats.started):
-                self._sequence(arm[1])
+                sequence_runs.run(self, arm[1])
                 return
             arm = None
         if arm is not None:  # coverage feedback chose the API and the level
@@ -312,11 +319,11 @@ class Fuzzer:
         if level == "sequence":
             # Sequences wait on group joins and sessions: adaptive runs give them at most a
             # quarter of the run's time, so that single requests keep their rate.
-            names = self._sequence_names()
+            names = sequence_runs.names(self)
             elapsed = time.monotonic() - self.stats.started
             if names and (not self.config.adaptive or
                           self.sequence_time <= SEQUENCE_SHARE * elapsed):
-                self._sequence(rng.choice(names))
+                sequence_runs.run(self, rng.choice(names))
                 return
             level = "valid" if "valid" in self.config.levels else level
             if level == "sequence":
@@ -337,9 +344,10 @@ class Fuzzer:
         if seed is not None and fb is not None:
             other = fb.other(spec.api_name, seed)
             request, _ = tree_mutators.mutate(seed.request, request,
-                                               other.request if other else None, rng)
+                                               other.request if other else None, rng,
+                                               self.dictionary)
         if prefixed:
-            request = enforce_prefix(request, self.own)
+            request = enforce_prefix(request, self.own, self.dictionary.issued_strings())
         try:
             case = make_case(spec, version, request, self.target.next_correlation_id())
         except Exception:
@@ -367,14 +375,17 @@ class Fuzzer:
     def _send(self, case: Case, mutant: Optional[mutators.Mutant],
               arm: Optional[Arm] = None) -> None:
         spec, version = case.spec, case.version
-        self._elapsed = 0.0
+        self._elapsed, self._outcome = 0.0, TIMEOUT
         try:
             self._exchange(case, mutant)
         finally:
             if self.feedback is not None:  # the exchange's time, not the shrinking's
+                # A request that waited out the bound is no seed: its mutants would wait
+                # too, and a wait is no work.
                 self.feedback.note(arm or ("req", spec.api_name, "valid" if mutant is None
                                            else mutant.level), (spec.api_name,),
-                                   self._elapsed, Seed(spec, version, case.request, 0.0))
+                                   self._elapsed, None if self._outcome == TIMEOUT
+                                   else Seed(spec, version, case.request, 0.0))
 
     def _exchange(self, case: Case, mutant: Optional[mutators.Mutant]) -> None:
         spec, version = case.spec, case.version
@@ -392,7 +403,7 @@ class Fuzzer:
             self._check_alive(None, case, mutant, str(exc))
             return
         self.stats.outcomes[ex.outcome] += 1
-        self._elapsed = ex.elapsed
+        self._elapsed, self._outcome = ex.elapsed, ex.outcome
         old = self.latency.get(spec.api_key)
         self.latency[spec.api_key] = ex.elapsed if old is None else 0.8 * old + 0.2 * ex.elapsed
         verdicts = self.verdicts(ex)
@@ -416,6 +427,8 @@ class Fuzzer:
         what the broker logged meanwhile (waiting up to ``settle`` s for it; a little
         anyway after an exchange that ended oddly: Kafka logs, then answers or closes)."""
         answer, out = oracles.evaluate(ex)
+        # A mutant's tree is not what went on the wire: its answer's values, not its names.
+        self.dictionary.harvest(ex.request if ex.valid else None, answer)
         if self.broker_log is not None:
             odd = ex.outcome != ANSWER or any(v.oracle == "unknown_server_error" for v in out)
             logged = self.broker_log.poll(max(settle, LOG_SETTLE if odd else 0.0))
@@ -524,79 +537,6 @@ class Fuzzer:
         self._say("kproto fuzz: broker answers again after {:.1f} s".format(
             time.monotonic() - started))
         return True
-
-    # --- sequences -------------------------------------------------------------------
-
-    def _sequence_names(self) -> list[str]:
-        planned = {spec.api_key for spec, _ in self.plan}
-        return [name for name in sorted(sequences.SEQUENCES)
-                if sequences.SEQUENCE_APIS[name] <= planned]
-
-    def _sequence(self, name: str) -> None:
-        start = time.monotonic()
-        sent = sum(self.stats.requests.values())
-        try:
-            self._run_sequence(name)
-        finally:
-            took = time.monotonic() - start
-            self.sequence_time += took
-            if self.feedback is not None:
-                apis = tuple(sorted(schema.api(k).api_name
-                                    for k in sequences.SEQUENCE_APIS[name]
-                                    if k in schema.apis()))
-                self.feedback.note(("seq", name, ""), apis, took,
-                                   weight=sum(self.stats.requests.values()) - sent)
-
-    def _run_sequence(self, name: str) -> None:
-        sub_seed = self.rng.getrandbits(32)
-        self.stats.strategies[name] += 1
-        try:
-            found, exchanges = sequences.run_sequence(
-                name, self.target, random.Random(sub_seed),
-                self.own if self.own.topics else self.knowledge,
-                {spec.api_key for spec, _ in self.plan} if self.config.apis else None)
-        except (OSError, FuzzTargetError):
-            self.target.drop_main()
-            found, exchanges = [], []
-        for ex in exchanges:
-            if ex.api_key in schema.apis():
-                self.stats.requests[(schema.api(ex.api_key).api_name, ex.api_version)] += 1
-            self.stats.outcomes[ex.outcome] += 1
-        if self.broker_log is not None and exchanges:
-            logged = self.broker_log.poll(LOG_SETTLE)
-            found += [(v, exchanges[-1]) for v in
-                      oracles.with_broker_log(exchanges[-1], [], logged)]
-        for verdict, ex in found:
-            if ex.api_key not in schema.apis():
-                continue
-            spec = schema.api(ex.api_key)
-            finding = self._new_finding(verdict, ex, spec, ex.api_version or 0, name, "sequence",
-                                        "")
-            if finding is None:
-                continue
-            finding.steps = [e.wire for e in exchanges[:exchanges.index(ex) + 1]]
-            finding.sequence_seed = sub_seed
-            if self.config.minimise and self.alive:
-                shrink.shrink_sequence(self, finding, verdict, ex)
-            self._finish(finding, ex)
-        if not self.target.alive()[0]:
-            time.sleep(1.0)
-            why = self.target.alive()
-            key = exchanges[-1].api_key if exchanges else None
-            if not why[0] and key is not None and key in schema.apis():
-                self.alive = False
-                last = exchanges[-1]
-                self.deaths.append({"after_s": round(time.monotonic() - self.stats.started, 3),
-                                    "api_key": key, "api_version": last.api_version,
-                                    "strategy": name, "detail": why[1]})
-                finding = self._new_finding(oracles.dead("{} after {}".format(why[1], name)),
-                                            last, schema.api(key),
-                                            last.api_version or 0, name, "sequence", "")
-                if finding is not None:
-                    finding.steps = [e.wire for e in exchanges]
-                    finding.sequence_seed = sub_seed
-                    self._finish(finding, last)
-            self.alive = why[0]
 
     # --- findings --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 
 from kproto.errors import ErrorCode
 from kproto.tools.fuzz import oracles, schema
+from kproto.tools.fuzz.dictionary import Dictionary
 from kproto.tools.fuzz.mutators import make_case
 from kproto.tools.fuzz.oracles import Exchange, Verdict
 from kproto.tools.fuzz.target import Target
@@ -38,11 +39,14 @@ class Run:
     """One sequence's view of the broker: versions chosen at random among those both sides
     know, every exchange recorded."""
 
-    def __init__(self, target: Target, rng: random.Random, knowledge: Knowledge) -> None:
+    def __init__(self, target: Target, rng: random.Random, knowledge: Knowledge,
+                 dictionary: Optional[Dictionary] = None) -> None:
         self.target, self.rng, self.knowledge = target, rng, knowledge
         self.exchanges: list[Exchange] = []
+        self.answers: list[Any] = []  # each exchange's decoded answer (None: none)
         self.found: Found = []
         self.apis: Optional[set[int]] = None  # the APIs being fuzzed (pipelines use them)
+        self.dictionary = dictionary  # what the answers issued goes there too
 
     def version(self, key: int, lowest: int = 0, highest: Optional[int] = None
                 ) -> Optional[int]:
@@ -54,10 +58,17 @@ class Run:
 
     def call(self, request: Any, version: int, timeout: Optional[float] = None) -> Any:
         ex, answer = self.target.call(request, version, timeout=timeout)
+        self.record(ex, answer, request)
+        return answer
+
+    def record(self, ex: Exchange, answer: Any, request: Any) -> None:
+        """One exchange made: judged, and what its answer issued harvested."""
         self.exchanges.append(ex)
+        self.answers.append(answer)
         _, verdicts = oracles.evaluate(ex)
         self.found += [(v, ex) for v in verdicts]
-        return answer
+        if self.dictionary is not None:
+            self.dictionary.harvest(request, answer)
 
     def expect_refused(self, answer: Any, codes: list[int], what: str) -> None:
         """``what`` must not succeed: error code 0 in every place it could refuse is a
@@ -357,7 +368,7 @@ def pipelined(run: Run) -> None:
     """Several requests written back to back (one correlation id used twice), answers read
     after: they must come back in order, each echoing its request's correlation id."""
     target, rng = run.target, run.rng
-    gen = ValueGenerator(rng, run.knowledge)
+    gen = ValueGenerator(rng, run.knowledge, dictionary=run.dictionary)
     cases = []
     keys = [k for k in PIPELINE_APIS if target.version_for(k) is not None and
             (run.apis is None or k in run.apis)] or [18]
@@ -381,9 +392,7 @@ def pipelined(run: Run) -> None:
     for case in cases:
         outcome, answer = target.read_frame(s, target.timeout)
         ex = Exchange(case.wire, True, outcome, answer, case.request, "seq.pipelined")
-        run.exchanges.append(ex)
-        _, verdicts = oracles.evaluate(ex)
-        run.found += [(v, ex) for v in verdicts]
+        run.record(ex, oracles.decode_answer(ex)[0], case.request)
         if outcome != oracles.ANSWER:
             target.drop_main()
             return
@@ -417,12 +426,19 @@ SEQUENCES: dict[str, Callable[[Run], None]] = {
 }
 
 
-def run_sequence(name: str, target: Target, rng: random.Random, knowledge: Knowledge,
-                 apis: Optional[set[int]] = None) -> tuple[Found, list[Exchange]]:
-    run = Run(target, rng, knowledge)
+def start(name: str, target: Target, rng: random.Random, knowledge: Knowledge,
+          apis: Optional[set[int]] = None, dictionary: Optional[Dictionary] = None) -> Run:
+    """Run the sequence ``name``; the run holds its exchanges, answers and verdicts."""
+    run = Run(target, rng, knowledge, dictionary)
     run.apis = apis
     SEQUENCES[name](run)
+    return run
+
+
+def run_sequence(name: str, target: Target, rng: random.Random, knowledge: Knowledge,
+                 apis: Optional[set[int]] = None) -> tuple[Found, list[Exchange]]:
+    run = start(name, target, rng, knowledge, apis)
     return run.found, run.exchanges
 
 
-__all__ = ["SEQUENCES", "SEQUENCE_APIS", "run_sequence", "Run"]
+__all__ = ["SEQUENCES", "SEQUENCE_APIS", "run_sequence", "start", "Run"]

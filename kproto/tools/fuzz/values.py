@@ -5,9 +5,13 @@ chosen lengths, null where the version allows it, uuids, nested arrays with chos
 tagged fields present or absent, record batches built by ``kproto.records`` in every magic
 and available codec) and, by field name, realistic values learned from the broker (topic
 names, ids and partitions that exist; group ids under the fuzzer's prefix) so that requests
-get past the broker's first lookup. Waits and timeouts stay short so that a request never
-legitimately outlives the hang bound. Everything comes from one ``random.Random``: a seed
-replays a run.
+get past the broker's first lookup; and values the broker issued in earlier answers
+(:class:`~kproto.tools.fuzz.dictionary.Dictionary`: member ids and epochs, producer ids,
+fetch sessions, acquired offsets), a whole context of them at once (the group, member and
+generation of one JoinGroup answer) for half the requests that can carry one, so that
+requests get past the broker's second check too (the member and its epoch). Waits and
+timeouts stay short so that a request never legitimately outlives the hang bound.
+Everything comes from one ``random.Random``: a seed replays a run.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kproto import codecs
 from kproto.tools.fuzz import schema
@@ -25,11 +29,17 @@ from kproto.tools.fuzz.schema import ApiSpec, FieldSpec
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kproto.records import build_batch, build_message_set
 
+if TYPE_CHECKING:
+    from kproto.tools.fuzz.dictionary import Dictionary
+
 INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 UINT_BITS = {"uint16": 16, "uint32": 32}
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789._-"
 _UNICODE = "é€𝄞ß中"
 MAX_WAIT_MS = 100  # waits/timeouts the generator writes (the hang bound is far above)
+CONTEXT_SHARE = 0.5   # of the requests that can carry a harvested context, those that do
+CONTEXT_TAKEN = 0.9   # of a context's fields, those given its value (the rest: anything)
+ANSWER_SHARE = 0.3    # of the realistic draws, those from the harvested values
 
 
 @dataclass
@@ -70,7 +80,8 @@ def int_domain(type_name: str) -> tuple[int, int]:
     return 0, (1 << UINT_BITS[type_name]) - 1
 
 
-def _is_wait(attr: str) -> bool:
+def is_wait(attr: str) -> bool:
+    """A field that makes the broker wait (or bounds a wait): its value is kept short."""
     return attr.endswith("_ms") and ("wait" in attr or "timeout" in attr or "interval" in attr
                                      or "delay" in attr)
 
@@ -79,9 +90,11 @@ class ValueGenerator:
     """Draws valid request objects; ``coverage`` counts (API, struct.field, kind) drawn."""
 
     def __init__(self, rng: random.Random, knowledge: Optional[Knowledge] = None,
-                 *, max_depth: int = 4) -> None:
+                 *, max_depth: int = 4, dictionary: Optional["Dictionary"] = None) -> None:
         self.rng = rng
         self.knowledge = knowledge or Knowledge()
+        self.dictionary = dictionary  # the broker's answers' values (None: not drawn)
+        self._context: Optional[dict[str, Any]] = None
         self.max_depth = max_depth
         self.coverage: Counter[tuple[str, str, str]] = Counter()
         self._realism = 0.7
@@ -98,6 +111,9 @@ class ValueGenerator:
         self._spec = spec
         self._version = version
         self._topic: Optional[TopicInfo] = None
+        self._context = None
+        if self.dictionary is not None and self.rng.random() < CONTEXT_SHARE:
+            self._context = self.dictionary.context(spec, self.rng)
         return self._struct(spec.root, 0)
 
     # --- structs and fields ----------------------------------------------------------
@@ -145,7 +161,19 @@ class ValueGenerator:
     # --- scalars ---------------------------------------------------------------------
 
     def _scalar(self, owner: str, f: FieldSpec, type_name: str) -> Any:
+        dictionary = self.dictionary
+        if self._context is not None and dictionary is not None and \
+                self.rng.random() < CONTEXT_TAKEN:
+            value = dictionary.from_context(self._context, f.attr, type_name)
+            if value is not None:
+                self._cover(owner, f, "answer_context")
+                return value
         if self.rng.random() < self._realism:
+            if dictionary is not None and self.rng.random() < ANSWER_SHARE:
+                value = dictionary.value(f.attr, type_name, self.rng)
+                if value is not None:
+                    self._cover(owner, f, "answer_value")
+                    return value
             value = self._realistic(owner, f, type_name)
             if value is not None:
                 self._cover(owner, f, "realistic")
@@ -156,7 +184,7 @@ class ValueGenerator:
     def _typed(self, f: FieldSpec, type_name: str) -> Any:
         rng = self.rng
         if type_name in INT_BITS or type_name in UINT_BITS:
-            if _is_wait(f.attr):
+            if is_wait(f.attr):
                 return rng.choice((0, 1, rng.randrange(MAX_WAIT_MS)))
             if rng.random() < 0.5:
                 return rng.choice(int_edges(type_name))
@@ -212,7 +240,7 @@ class ValueGenerator:
             if attr in ("partition_indexes", "partitions"):
                 parts = self._topic.partitions if self._topic else [0]
                 return rng.choice(parts or [0])
-            if _is_wait(attr):
+            if is_wait(attr):
                 if "session_timeout" in attr:
                     return rng.choice((6000, 10000, 45000))
                 return rng.choice((0, 10, 100, MAX_WAIT_MS))
@@ -246,6 +274,23 @@ class ValueGenerator:
             return self._consumer_protocol(attr == "metadata")
         return None
 
+    def _producer(self) -> dict[str, Any]:
+        """An idempotent or transactional batch's producer fields, from a producer id and
+        epoch an InitProducerId answer issued (the context's, else any harvested), half
+        the time; none (a plain batch) otherwise."""
+        rng, ctx, dictionary = self.rng, self._context or {}, self.dictionary
+        if dictionary is None or rng.random() < 0.5:
+            return {}
+        pid, epoch = ctx.get("producer_id"), ctx.get("producer_epoch")
+        if not isinstance(pid, int) or not isinstance(epoch, int):
+            pid = dictionary.value("producer_id", "int64", rng)
+            epoch = dictionary.value("producer_epoch", "int16", rng)
+        if pid is None:
+            return {}
+        return {"producer_id": pid, "producer_epoch": epoch if epoch is not None else 0,
+                "base_sequence": rng.choice((0, 0, 1, 5, rng.randrange(1 << 31))),
+                "is_transactional": "transactional_id" in ctx and rng.random() < 0.7}
+
     def _consumer_protocol(self, subscription: bool) -> bytes:
         """The "consumer" protocol's embedded bytes (an int16 version, then the body), as
         JoinGroup metadata or a SyncGroup assignment carry them, naming known topics."""
@@ -275,7 +320,8 @@ class ValueGenerator:
             codec = rng.choice(self._codecs)
             self.coverage[(self._api, "records", "magic2:" + codecs.CODEC_NAMES[codec])] += 1
             return build_batch([(k, v, [("h", b"1")] if rng.random() < 0.3 else [], now)
-                                for k, v in recs] or [(None, b"")], compression_type=codec)
+                                for k, v in recs] or [(None, b"")], compression_type=codec,
+                               **self._producer())
         codec = rng.choice([c for c in self._codecs if c != codecs.ZSTD])
         self.coverage[(self._api, "records",
                        "magic{}:{}".format(magic, codecs.CODEC_NAMES[codec]))] += 1
@@ -291,4 +337,4 @@ def every_version(spec: ApiSpec, advertised: Optional[tuple[int, int]] = None) -
 
 
 __all__ = ["ValueGenerator", "Knowledge", "TopicInfo", "int_edges", "int_domain",
-           "every_version", "MAX_WAIT_MS"]
+           "every_version", "is_wait", "MAX_WAIT_MS"]

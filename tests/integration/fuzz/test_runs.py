@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kproto.tools.fuzz import corpus, report, sequences
+from kproto.tools.fuzz import corpus, report, sequence_seeds, sequences
+from kproto.tools.fuzz.dictionary import Dictionary
+from kproto.tools.fuzz.plan import learn
+from kproto.tools.fuzz.values import ValueGenerator
 from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.tools.fuzz.target import Target
 from tests.support.signals import interruptible
@@ -88,6 +91,31 @@ def test_bounded_run_against_a_fresh_tansu(fresh_tansu, tmp_path):
     _check_run(fresh_tansu.bootstrap_servers, fresh_tansu.pid,
                lambda: fresh_tansu.process.poll() is None, tmp_path,
                "--skip-api", "CreateTopics")
+
+
+def test_a_sequence_seed_replays_with_its_own_answers_threaded_through(mock_child):
+    host, port = mock_child.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    target = Target(host, int(port))
+    target.fetch_api_versions()
+    know = learn(target, "kproto-fuzz-")
+    dictionary = Dictionary()
+    recorded = sequences.start("seq.stale_generation_heartbeat", target, random.Random(1),
+                               know, dictionary=dictionary)
+    seed = sequence_seeds.from_run("seq.stale_generation_heartbeat", recorded)
+    assert seed is not None and [s.spec.api_name for s in seed.steps][-1] == "Heartbeat"
+    old_member = seed.steps[-1].request.member_id
+    assert old_member and ("member_id", old_member) in seed.steps[-2].issued
+    assert dictionary.contexts  # the JoinGroup answer issued an identity
+    for mutations in (False, True):
+        run = sequences.Run(target, random.Random(2), know, dictionary)
+        sequence_seeds.replay(seed, run, lambda spec, v: ValueGenerator(
+            random.Random(3), know).request(spec, v), lambda spec, req: req, dictionary,
+            mutations=mutations)
+        assert run.exchanges and all(e.outcome == "answer" for e in run.exchanges)
+        if not mutations:  # the heartbeat names the member this replay's JoinGroup made
+            joined = [a for e, a in zip(run.exchanges, run.answers) if e.api_key == 11]
+            heartbeat = run.exchanges[-1].request
+            assert heartbeat.member_id == joined[-1].member_id != old_member
 
 
 def test_sequences_send_what_they_say(mock_child):

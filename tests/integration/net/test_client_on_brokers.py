@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 
+from kproto import errors
 from kproto.messages import ApiVersionsRequest, ListOffsetsRequest, MetadataRequest
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
@@ -34,9 +36,18 @@ def test_metadata_and_negotiation(broker):
         request = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
             name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
                 partition_index=0, timestamp=-2)])])
-        response = wait(client, client.send(leader, request))
-        (t,) = response.topics
-        assert t.name == topic and t.partitions[0].error_code == 0
+        # A partition created a moment ago may be named in the metadata before its leader
+        # has taken the leadership: Kafka then answers a retriable error
+        # (NOT_LEADER_OR_FOLLOWER), which a client asks again after.
+        deadline = time.monotonic() + 30
+        while True:
+            response = wait(client, client.send(leader, request))
+            (t,) = response.topics
+            code = t.partitions[0].error_code
+            if code == 0 or not errors.for_code(code).retriable or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert t.name == topic and code == 0
         assert client.api_version(ListOffsetsRequest.api_key, leader) is not None
         versions = client.broker_api_versions(leader)
         assert versions[MetadataRequest.api_key][1] >= 1

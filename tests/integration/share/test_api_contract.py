@@ -167,9 +167,12 @@ def test_commit_async_reports_through_the_callback_and_a_failing_callback_raises
                 consumer.acknowledge(r)
         # The last poll's acknowledgements are not sent yet: commit_async sends them, the
         # callback set now gets their outcome, and its exception comes out of a later call.
+        # If acknowledgements sent with an earlier poll were answered meanwhile, commit_async
+        # itself hands them to the callback first (Java's commitAsync begins with
+        # handleCompletedAcknowledgements) and raises its exception.
         consumer.set_acknowledgement_commit_callback(callback)
-        consumer.commit_async()
         with pytest.raises(RuntimeError, match="callback failed"):
+            consumer.commit_async()
             while time.monotonic() < deadline:
                 consumer.poll(100)
         consumer.set_acknowledgement_commit_callback(None)

@@ -136,3 +136,63 @@ def test_paths_reach_nested_fields_and_lists():
     assert tree_mutators.get(request, ("topics", 0, "partitions", 0, "partition")) == (True, 5)
     assert tree_mutators.get(request, ("topics", 1)) == (False, None)
     assert tree_mutators.get(MetadataRequest(), ("topics", 0))[0] is False
+
+
+def test_a_sequence_run_that_reached_new_code_is_kept_as_a_seed_with_feedback_on():
+    from kproto.messages import HeartbeatRequest
+    from kproto.tools.fuzz.sequence_seeds import SequenceSeed, Step
+
+    heartbeat = schema.api_by_name("Heartbeat")
+    for enabled in (True, False):
+        fb = _feedback(enabled)
+        for i in range(2):
+            run = SequenceSeed("seq.stale_generation_heartbeat", [
+                Step(heartbeat, 4, HeartbeatRequest(generation_id=i), [])])
+            fb.note(("seq", "seq.stale_generation_heartbeat", ""), ("Heartbeat",), 0.2,
+                    weight=3, sequence=run)
+            # the first run reaches new code in the group coordinator, the second nothing
+            fb.take(_dump(("org/apache/kafka/coordinator/group/GroupMetadataManager",
+                           0b1111)))
+        kept = fb.sequence_seeds.get("seq.stale_generation_heartbeat", [])
+        if enabled:
+            assert [s.steps[0].request.generation_id for s in kept] == [0]
+            assert kept[0].credit == 4.0
+            picks = [fb.pick_sequence("seq.stale_generation_heartbeat") for _ in range(100)]
+            assert 20 < sum(p is not None for p in picks) < 80  # SEED_SHARE of the draws
+        else:
+            assert not kept and fb.pick_sequence("seq.stale_generation_heartbeat") is None
+
+
+def test_tree_mutations_keep_waits_short_and_session_timeouts_as_they_are():
+    from kproto.messages import JoinGroupRequest
+    from kproto.tools.fuzz.tree_mutators import LONGEST_WAIT_MS
+
+    rng = random.Random(11)
+    gen = ValueGenerator(rng, KNOW)
+    waits = set()
+    for _ in range(300):
+        seed = gen.request(FETCH, 12)
+        out, _ = tree_mutators.mutate(seed, gen.request(FETCH, 12), None, rng)
+        waits.add(out.max_wait_ms)
+    assert max(waits) <= LONGEST_WAIT_MS and len(waits) > 3
+    join = JoinGroupRequest(group_id="kproto-fuzz-g", session_timeout_ms=1 << 30,
+                            rebalance_timeout_ms=1 << 30, member_id="")
+    tree_mutators.shorten_waits(join, rng)
+    assert join.session_timeout_ms == 1 << 30  # waits for nothing
+    assert join.rebalance_timeout_ms <= LONGEST_WAIT_MS
+
+
+def test_a_decoded_seed_whose_bytes_point_into_its_frame_is_mutated_like_any_other():
+    # A seed sent after a tree mutation is decoded from its own frame: its records are a
+    # memoryview, which copy.deepcopy refuses (it ended a run with feedback once).
+    from kproto.messages import ProduceRequest as P
+
+    sent = P(acks=1, timeout_ms=5, topic_data=[P.TopicProduceData(
+        name="kproto-fuzz-t", partition_data=[
+        P.PartitionProduceData(index=0, records=b"abc")])])
+    decoded = P.decode(sent.encode(9), 9)
+    rng = random.Random(4)
+    for _ in range(30):
+        out, _ = tree_mutators.mutate(decoded, sent, decoded, rng)
+        out.encode(9)
+    assert tree_mutators.clone(decoded).encode(9) == sent.encode(9)
