@@ -382,6 +382,8 @@ class AIOKafkaConsumer:
                 for tp in fetch.records:
                     self._last_poll[tp] = now
                 return fetch.records
+            if self._inflight.kept:
+                continue  # the buffered data held no records: a new round fetches
             remaining = deadline - self._time_ms()
             if remaining <= 0:
                 return {}

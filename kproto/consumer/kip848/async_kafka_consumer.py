@@ -214,6 +214,8 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
                 # Ask for the next batch while the application processes this one.
                 self.application_event_handler.add(ev.CreateFetchRequestsEvent(self._deadline(None)))
                 return fetch.records
+            if self._inflight.kept:
+                continue  # the buffered data held no records: a new round fetches
             remaining = deadline - self._time_ms()
             if remaining <= 0:
                 return {}

@@ -89,12 +89,14 @@ class InflightPoll:
     keeps it in ``inflightPoll`` and checks it with ``checkInflightPoll``): one home for
     the background-thread shell and the event-loop shell (``kproto.aio``)."""
 
-    __slots__ = ("event", "_submit", "_buffer_is_empty")
+    __slots__ = ("event", "_submit", "_buffer_is_empty", "kept")
 
     def __init__(self, submit: Callable[[ApplicationEvent], Any], buffer_is_empty: Callable[[], bool]) -> None:
         self.event: Optional[AsyncPollEvent] = None
         self._submit = submit
         self._buffer_is_empty = buffer_is_empty
+        # Whether the last check() kept a completed round for the records still buffered.
+        self.kept = False
 
     def round_missed_positions(self) -> bool:
         """Whether the round in flight is over but created its fetches with positions
@@ -114,8 +116,13 @@ class InflightPoll:
                 raise error
             # Keep a completed event whose records are still buffered (poll(0) must return
             # them, not start validating positions again); otherwise start a new round.
+            # A kept round created no fetches for this poll: if what was buffered yields
+            # no records (a fetch read to its end), the poll loop must pass again, which
+            # starts the round that fetches (see ``kept``), rather than wait for records
+            # with no fetch in flight.
             if not first_pass or self._buffer_is_empty():
                 self.event = None
+        self.kept = self.event is not None and self.event is inflight and inflight.is_complete()
         if self.event is None:
             self.event = AsyncPollEvent(deadline_ms, now_ms)
             self._submit(self.event)
