@@ -38,8 +38,10 @@ def test_implicit_member_reads_every_record_once_and_accepts(mock_cluster) -> No
         assert set(seen) == {(w.partition, w.offset) for w in written} and set(seen.values()) == {1}
         # Accepted: a new member gets only what is written afterwards.
         later = mock_cluster.produce(topic, 1, partitions=[0], start_index=100)
-        async with AIOKafkaShareConsumer(topic, bootstrap_servers=mock_cluster.bootstrap_servers,
-                                         group_id=group) as consumer:
+        # Subscribed before start(), which joins (as aiokafka's consumers take subscribe()).
+        consumer = AIOKafkaShareConsumer(bootstrap_servers=mock_cluster.bootstrap_servers, group_id=group)
+        consumer.subscribe([topic])
+        async with consumer:
             got: list = []
             loop = asyncio.get_running_loop()
             deadline = loop.time() + DEADLINE_S
