@@ -389,10 +389,11 @@ class AIOKafkaConsumer:
                 return {}
             wait = min(remaining, self._network_thread.cached_maximum_time_to_wait_ms)
             if self._inflight.round_missed_positions():
-                if inflight.is_complete() and self.fetch_buffer.take_wakeup():
+                if inflight.is_complete() and self.fetch_buffer.await_not_empty(0):
                     # A lookup answer moved positions on (the offsets manager wakes the
-                    # fetch buffer), maybe in the step the last wait returned after: start
-                    # the next round now, not after a step that may be retry_backoff_ms away.
+                    # fetch buffer; a wait of 0 only takes that flag), maybe in the step the
+                    # last wait returned after: start the next round now, not after a step
+                    # that may be retry_backoff_ms away.
                     continue
                 wait = min(wait, self.settings.retry_backoff_ms)
             await driver.wait_for_step(wait / 1000.0)

@@ -113,14 +113,6 @@ class FetchBuffer:
             self._woken_up = False
             return True
 
-    def take_wakeup(self) -> bool:
-        """Whether a fetch was added or ``wakeup()`` called since the last wait or take,
-        clearing it: ``await_not_empty(0)`` for a caller that waits some other way (the
-        event-loop shell waits for the driver's next step)."""
-        with self._lock:
-            woken, self._woken_up = self._woken_up, False
-            return woken
-
     def wakeup(self) -> None:
         """Release a thread blocked in ``await_not_empty`` (the consumer's ``wakeup()``)."""
         with self._lock:

@@ -109,6 +109,7 @@ class InflightPoll:
         """The poll event in flight (a new one submitted if the last completed); raises its
         error."""
         inflight = self.event
+        self.kept = False
         if inflight is not None and inflight.is_complete():
             error = inflight.error()
             if error is not None:
@@ -122,7 +123,8 @@ class InflightPoll:
             # with no fetch in flight.
             if not first_pass or self._buffer_is_empty():
                 self.event = None
-        self.kept = self.event is not None and self.event is inflight and inflight.is_complete()
+            else:
+                self.kept = True
         if self.event is None:
             self.event = AsyncPollEvent(deadline_ms, now_ms)
             self._submit(self.event)
