@@ -177,5 +177,8 @@ def test_api_versions_v5_naming_another_cluster_is_refused(apache_kafka):
 
     right = ask(metadata.cluster_id, node_id)
     assert right.error_code == 0 and right.api_keys
-    assert ask("x" + metadata.cluster_id[1:], node_id).error_code == ErrorCode.REBOOTSTRAP_REQUIRED
+    # Change the first character to one it is not (a random id may itself start with "x").
+    other = ("y" if metadata.cluster_id[0] == "x" else "x") + metadata.cluster_id[1:]
+    assert other != metadata.cluster_id
+    assert ask(other, node_id).error_code == ErrorCode.REBOOTSTRAP_REQUIRED
     assert ask(metadata.cluster_id, node_id + 100).error_code == ErrorCode.REBOOTSTRAP_REQUIRED
