@@ -338,9 +338,34 @@ def _add_listener(settings: dict[str, str], name: str, port: int, advertised_por
     settings["listener.security.protocol.map"] += ",{}:PLAINTEXT".format(name)
 
 
+#: How often a Kafka of the test ground is started on new ports when one of its ports was
+#: taken before the JVM bound it (see :class:`PortTaken`).
+START_ATTEMPTS = 3
+
+
+class PortTaken(RuntimeError):
+    """A node died at startup because one of its ports was in use: the ports were free
+    when :func:`~tests.brokers._net.free_ports` chose them, but the JVM binds them seconds
+    later, and meanwhile any process (another worker's broker, a client's outgoing
+    connection, which takes its local port from the same ephemeral range) may take one.
+    The caller starts again on other ports."""
+
+
+def _check_alive(nodes: "list[maven.KafkaNode]", what: str) -> None:
+    """Raise if a node has died: :class:`PortTaken` when its log says a port was in use."""
+    dead = [n for n in nodes if not n.alive()]
+    if dead:
+        tails = "\n".join(n.log_tail() for n in dead)
+        # SocketServer: "Socket server failed to bind to 127.0.0.1:port: Address already in use."
+        error = PortTaken if "Address already in use" in tails else RuntimeError
+        raise error("Kafka 4.4 (test ground) node died {}:\n{}".format(what, tails))
+
+
 def _wait_ready(bootstrap: str, nodes: "list[maven.KafkaNode]", timeout: float) -> None:
-    if not wait_until(lambda: any(not n.alive() for n in nodes) or _answers(bootstrap),
-                      timeout, interval=0.25) or any(not n.alive() for n in nodes):
+    answered = wait_until(lambda: any(not n.alive() for n in nodes) or _answers(bootstrap),
+                          timeout, interval=0.25)
+    _check_alive(nodes, "before answering on {}".format(bootstrap))
+    if not answered:
         tails = "\n".join(n.log_tail() for n in nodes)
         raise RuntimeError("Kafka 4.4 (test ground) not answering on {} after {:.0f}s:\n{}"
                            .format(bootstrap, timeout, tails))
@@ -385,6 +410,25 @@ class MavenKafka(_Kafka):
     def __init__(self, extra_settings: dict[str, str] | None = None,
                  startup_timeout: float = 120.0, extra_jvm: tuple[str, ...] = ()) -> None:
         super().__init__()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start(extra_settings, startup_timeout, extra_jvm)
+                break
+            except PortTaken:
+                self.close()
+                if attempt == START_ATTEMPTS:
+                    raise
+                log.warning("kafka 4.4 (maven): a port was taken before the node bound it; "
+                            "starting again on other ports")
+            except BaseException:
+                self.close()
+                raise
+        log.info("kafka 4.4 (maven) pid %s ready on %s", self.node.pid, self.bootstrap_servers)
+
+    def _start(self, extra_settings: dict[str, str] | None, startup_timeout: float,
+               extra_jvm: tuple[str, ...]) -> None:
+        """One start on ports free a moment ago, in a new directory (the caller closes what
+        a failed start left)."""
         self.port, cport = free_ports(2)
         self.bootstrap_servers = "127.0.0.1:{}".format(self.port)
         self._dir = maven.new_directory("kproto-kafka44-")
@@ -394,15 +438,12 @@ class MavenKafka(_Kafka):
                     **(extra_settings or {})}
         self.node = maven.KafkaNode(self._dir, settings, maven.random_cluster_id(),
                                     format_args=("--standalone", *self._format_args()))
-        try:
-            self.node.start(extra_jvm=extra_jvm)
-            _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
-            self._read_capabilities()
-            _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
-        except BaseException:
-            self.close()
-            raise
-        log.info("kafka 4.4 (maven) pid %s ready on %s", self.node.pid, self.bootstrap_servers)
+        self.node.start(extra_jvm=extra_jvm)
+        _wait_ready(self.bootstrap_servers, [self.node], startup_timeout)
+        self._read_capabilities()
+        _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
+        # Still ours: what answered on the port was this node, not whoever took it.
+        _check_alive([self.node], "while starting")
 
     def _more_settings(self, controller_port: int) -> dict[str, str]:
         """What a subclass adds to the server properties (listeners of its own: see
@@ -455,6 +496,25 @@ class MavenKafkaCluster(_Kafka):
     def __init__(self, size: int = 3, racks: tuple[str, ...] | None = None,
                  startup_timeout: float = 180.0, proxied_listeners: tuple[str, ...] = ()) -> None:
         super().__init__()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start(size, racks, startup_timeout, proxied_listeners)
+                break
+            except PortTaken:
+                self.close()
+                if attempt == START_ATTEMPTS:
+                    raise
+                log.warning("kafka 4.4 cluster (maven): a port was taken before a node bound "
+                            "it; starting again on other ports")
+            except BaseException:
+                self.close()
+                raise
+        log.info("kafka 4.4 cluster (maven) ready on %s", self.bootstrap_servers)
+
+    def _start(self, size: int, racks: tuple[str, ...] | None, startup_timeout: float,
+               proxied_listeners: tuple[str, ...]) -> None:
+        """One start on ports free a moment ago, in a new directory (the caller closes what
+        a failed start left)."""
         all_ports = free_ports((2 + len(proxied_listeners)) * size)
         ports, cports = all_ports[:size], all_ports[size:2 * size]
         self.ports = ports
@@ -478,33 +538,36 @@ class MavenKafkaCluster(_Kafka):
             "auto.create.topics.enable": "false",
         }
         self.nodes: list[maven.KafkaNode] = []
-        try:
+        for name, own in self._listener_ports.items():
+            self.proxies[name] = [BrokerProxy(("127.0.0.1", p)) for p in own]
+        for i in range(size):
+            settings = {**_kraft_settings(i + 1, ports[i], cports[i]),
+                        "controller.quorum.voters": voters, **replicated}
             for name, own in self._listener_ports.items():
-                self.proxies[name] = [BrokerProxy(("127.0.0.1", p)) for p in own]
-            for i in range(size):
-                settings = {**_kraft_settings(i + 1, ports[i], cports[i]),
-                            "controller.quorum.voters": voters, **replicated}
-                for name, own in self._listener_ports.items():
-                    _add_listener(settings, name, own[i], self.proxies[name][i].port)
-                if racks:
-                    settings["broker.rack"] = racks[i % len(racks)]
-                    settings["replica.selector.class"] = (
-                        "org.apache.kafka.common.replica.RackAwareReplicaSelector")
-                self.nodes.append(maven.KafkaNode(
-                    os.path.join(self._dir, "node{}".format(i + 1)), settings, cluster_id))
-            for node in self.nodes:
-                node.format()
-            for node in self.nodes:
-                node.start()
-            _wait_ready(self.bootstrap_servers.split(",")[0], self.nodes, startup_timeout)
-            wait_until(lambda: self._broker_count() >= size, startup_timeout, interval=0.5)
-            _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
-            self._read_capabilities()
-            self.capabilities = self.capabilities | {"multi_broker"}
-        except BaseException:
-            self.close()
-            raise
-        log.info("kafka 4.4 cluster (maven) ready on %s", self.bootstrap_servers)
+                _add_listener(settings, name, own[i], self.proxies[name][i].port)
+            if racks:
+                settings["broker.rack"] = racks[i % len(racks)]
+                settings["replica.selector.class"] = (
+                    "org.apache.kafka.common.replica.RackAwareReplicaSelector")
+            self.nodes.append(maven.KafkaNode(
+                os.path.join(self._dir, "node{}".format(i + 1)), settings, cluster_id))
+        for node in self.nodes:
+            node.format()
+        for node in self.nodes:
+            node.start()
+        _wait_ready(self.bootstrap_servers.split(",")[0], self.nodes, startup_timeout)
+        # Every node registered (a node that died meanwhile, e.g. on a port taken, ends
+        # the wait at once).
+        registered = wait_until(lambda: any(not n.alive() for n in self.nodes)
+                                or self._broker_count() >= size, startup_timeout, interval=0.5)
+        _check_alive(self.nodes, "before the cluster listed every node")
+        if not registered:
+            raise RuntimeError("Kafka 4.4 cluster: not all {} nodes registered after {:.0f}s:\n{}"
+                               .format(size, startup_timeout, self.log_tail()))
+        _warm_group_coordinator(self.bootstrap_servers, startup_timeout)
+        self._read_capabilities()
+        self.capabilities = self.capabilities | {"multi_broker"}
+        _check_alive(self.nodes, "while starting")
 
     def _broker_count(self) -> int:
         from confluent_kafka.admin import AdminClient
