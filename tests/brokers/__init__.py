@@ -120,7 +120,9 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   , ``addresses`` ([(host, port), ...]), ``capabilities`` (frozenset of names above);
 - ``create_topic(name, partitions=1, replication=1)``; ``new_topic(partitions=1,
   prefix="t") -> name`` creates a topic with a session-unique name (use this: brokers are
-  shared); ``partitions_of(topic) -> [0, 1, ...]``;
+  shared); ``partitions_of(topic) -> [0, 1, ...]``. On Apache Kafka both return once
+  every running broker's Metadata names the topic and its leaders (Kafka answers
+  CreateTopics before its brokers learn of the topic);
 - ``produce(topic, n, partitions=None, codec="none", start_index=0, tag="r",
   timestamp_base=None) -> list[WrittenRecord]``: n records written by
   confluent-kafka's producer (an independent implementation) round-robin over the
@@ -151,7 +153,8 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
   needed). The mock stores uncompressed ones and refuses compressed ones;
 - ``produce_transactions(topic, committed=10, aborted=10, partitions=(0,), codec="none")
   -> Transactions(committed=[...], aborted=[...])``: one committed, then one aborted
-  transaction (tags "txc"/"txa"). All three brokers accept transactional producers;
+  transaction (tags "txc"/"txa"), returned once their markers are in the log (Kafka
+  writes them after answering EndTxn). All three brokers accept transactional producers;
 - ``raw_fetch(topic, partition, offset=0, ...) -> bytes``: the records bytes of one Fetch
   from the partition leader, for golden data; a test that needs a whole log uses
   ``raw.fetch_log(bootstrap, topic, partition) -> FetchedLog(records,

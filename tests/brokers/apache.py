@@ -146,6 +146,7 @@ class _Kafka(Broker):
 
     def _create_topic(self, name: str, partitions: int, replication: int) -> None:
         create_topic(self.bootstrap_servers, name, partitions, replication, timeout_s=60)
+        _await_topic_metadata(self.addresses, name, partitions)
 
 
 class RunningKafka(_Kafka):
@@ -371,6 +372,44 @@ def _wait_ready(bootstrap: str, nodes: "list[maven.KafkaNode]", timeout: float) 
                            .format(bootstrap, timeout, tails))
 
 
+def _await_topic_metadata(addresses: list[tuple[str, int]], topic: str, partitions: int,
+                          timeout: float = 60.0) -> None:
+    """Wait until every running broker at ``addresses`` names ``topic`` in its Metadata with
+    ``partitions`` partitions, each with a leader.
+
+    Kafka answers CreateTopics once its controller has committed the topic; each broker
+    learns of it from the metadata log a moment later. Until then that broker's Metadata
+    says UNKNOWN_TOPIC_OR_PARTITION (or LEADER_NOT_AVAILABLE), and it refuses an
+    OffsetCommit naming the topic with UNKNOWN_TOPIC_OR_PARTITION: a test that created a
+    topic would otherwise race the broker's metadata with its first request. A broker that
+    refuses connections (a node a test stopped) is not waited for.
+    """
+    from kproto.messages import MetadataRequest
+    from tests.brokers import raw
+
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                              allow_auto_topic_creation=False)
+    deadline = time.monotonic() + timeout
+    for address in addresses:
+        try:
+            # v12 at most, as the other raw helpers (tests.brokers.raw) speak by name.
+            version = min(raw.negotiated_version(address, MetadataRequest, minimum=1), 12)
+        except ConnectionRefusedError:
+            continue
+        while True:
+            response = raw.roundtrip(address, request, version)
+            state = [(t.error_code, [(p.error_code, p.leader_id) for p in t.partitions])
+                     for t in response.topics if t.name == topic]
+            if state and state[0][0] == 0 and len(state[0][1]) == partitions \
+                    and all(code == 0 and leader >= 0 for code, leader in state[0][1]):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("{}:{} does not know topic {} with {} partitions and their "
+                                   "leaders {:.0f}s after CreateTopics: {}".format(
+                                       *address, topic, partitions, timeout, state))
+            time.sleep(0.05)
+
+
 def _warm_group_coordinator(bootstrap: str, timeout: float) -> None:
     """Have a fresh broker create __consumer_offsets and load its coordinator, as a broker
     in use has: until then it answers a first group's commits NOT_COORDINATOR, which every
@@ -583,6 +622,7 @@ class MavenKafkaCluster(_Kafka):
         # Replicated by default here: a topic of the cluster survives one broker's death.
         create_topic(self.bootstrap_servers, name, partitions,
                      replication if replication > 1 else len(self.nodes), timeout_s=60)
+        _await_topic_metadata(self.addresses, name, partitions)
 
     def node(self, node_id: int) -> "maven.KafkaNode":
         return self.nodes[node_id - 1]
