@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any, NamedTuple
 
 from tests.brokers._net import recv_exact
@@ -143,18 +144,29 @@ def negotiated_version(address: tuple[str, int], request_class: Any, minimum: in
     return high
 
 
-def partition_leader(bootstrap_servers: str, topic: str, partition: int) -> tuple[str, int]:
-    """(host, port) of the partition's leader, from confluent-kafka's metadata."""
+def partition_leader(bootstrap_servers: str, topic: str, partition: int,
+                     timeout: float = 30.0) -> tuple[str, int]:
+    """(host, port) of the partition's leader, from confluent-kafka's metadata; asked again
+    (for up to ``timeout`` seconds) while the answer names no leader: between a leader's
+    death and the election of the next (the three-node cluster), Kafka's Metadata says
+    LEADER_NOT_AVAILABLE with leader -1."""
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap_servers,
-                      "broker.address.family": "v4"}).list_topics(topic, timeout=10)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None or partition not in t.partitions:
-        raise RawProtocolError("no metadata for {}-{}: {}".format(
-            topic, partition, t.error if t else "unknown topic"))
-    leader = md.brokers[t.partitions[partition].leader]
-    return leader.host, leader.port
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "broker.address.family": "v4"})
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None or partition not in t.partitions:
+            raise RawProtocolError("no metadata for {}-{}: {}".format(
+                topic, partition, t.error if t else "unknown topic"))
+        leader = md.brokers.get(t.partitions[partition].leader)
+        if leader is not None:
+            return leader.host, leader.port
+        if time.monotonic() > deadline:
+            raise RawProtocolError("no leader for {}-{} after {:.0f}s: {}".format(
+                topic, partition, timeout, t.partitions[partition].error))
+        time.sleep(0.1)
 
 
 def fetch_partition(bootstrap_servers: str, topic: str, partition: int, offset: int = 0, *,
