@@ -194,7 +194,8 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
     """Write ``committed`` records in one committed transaction, then ``aborted`` records
     (indices following on) in an aborted one, with a transactional confluent-kafka
     producer. Records use tag "txc" (committed) and "txa" (aborted) in the recipe, and
-    timestamps ``timestamp_base + i`` (default base: :func:`now_ms`).
+    timestamps ``timestamp_base + i`` (default base: :func:`now_ms`). Returns once every
+    marker is in the log (:func:`_await_markers`).
     """
     if timestamp_base is None:
         timestamp_base = now_ms()
@@ -204,7 +205,7 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
         "transaction.timeout.ms": 60000})
     producer.init_transactions(timeout)
     _await_topic_metadata(producer, topic, timeout)
-    results = []
+    results: list[list[WrittenRecord]] = []
     for tag, n, first, commit in (("txc", committed, start_index, True),
                                   ("txa", aborted, start_index + committed, False)):
         sink: list = []
@@ -217,7 +218,32 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
         else:
             producer.abort_transaction(timeout)
         results.append(_collect(topic, sink, tag, timestamp_base))
+    _await_markers(bootstrap_servers, topic, results, timeout)
     return Transactions(committed=results[0], aborted=results[1])
+
+
+def _await_markers(bootstrap_servers: str, topic: str, transactions: list[list[WrittenRecord]],
+                   timeout: float) -> None:
+    """Wait until each partition the transactions wrote to holds the marker of the last
+    one that touched it (the offset after its last record there): Kafka answers EndTxn
+    once the outcome is in its transaction log and writes the markers afterwards, so
+    without this a test reading the log at once may find the last transaction still open
+    (no marker yet, the last stable offset before its first record), and records produced
+    next may land before the marker."""
+    from tests.brokers import raw
+
+    ends: dict[int, int] = {}
+    for records in transactions:
+        for r in records:
+            ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 2)
+    deadline = time.monotonic() + timeout
+    for partition, end in sorted(ends.items()):
+        # A Fetch at the marker's offset waits (max_wait_ms) for it to be written.
+        while raw.fetch_partition(bootstrap_servers, topic, partition, end - 1,
+                                  max_wait_ms=200).high_watermark < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no transaction marker at {}-{} offset {} after {}s".format(
+                    topic, partition, end - 1, timeout))
 
 
 def produce_batch(bootstrap_servers: str, topic: str, n: int, *, partition: int = 0,
