@@ -107,9 +107,12 @@ def test_a_capture_of_a_group_member_on_the_mock_pairs_every_request(mock_cluste
     with tcpdump(path, _ports(cluster)) as finish:
         cluster.start_request_tracking()
         assert CONSUMERS[client](cluster.bootstrap_servers, topic, "cap-" + client) == RECORDS
+        finish(all_closed)
+        # Only now: the mock's thread reads a client's last requests (a LeaveGroup sent as
+        # it closed) after the client is done, and it has read them all once it closed its
+        # side too, which the capture showed.
         tracked = cluster.requests()
         cluster.stop_request_tracking()
-        finish(all_closed)
     events, stats = read(path)
     exchanges = _check_pairs(events)
     # Exactly the requests the brokers saw, each on the broker that saw it.
