@@ -126,6 +126,9 @@ def test_stale_generation_fails_the_commit_and_tells_the_engine(broker, setup):
 @pytest.mark.needs("fault_injection")
 def test_retriable_errors_until_the_timeout(broker, setup):
     t0, _ = setup.tps
+    # The coordinator found and connected first: the short timeout is for the retries, and
+    # the error it ends with names the last answer only if one came within it.
+    setup.lookup.ensure_coordinator_ready(TIMEOUT_MS)
     broker.push_request_errors(OffsetFetchRequest.api_key, [14] * 500)
     with pytest.raises(errors.KafkaTimeoutError, match="CoordinatorLoadInProgress"):
         setup.offsets.fetch_committed_offsets([t0], 800)
