@@ -31,6 +31,31 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def hold_ports(ports: list[int]) -> list[socket.socket]:
+    """Sockets bound (not listening, without SO_REUSEADDR, so no other bind can share them)
+    to those of ``ports`` on 127.0.0.1 that can be bound now: what keeps a stopped broker's
+    ports from other processes until :func:`release_ports` just before it starts again. A
+    port some socket still holds (a TIME_WAIT connection of the stopped broker, which only
+    a socket with SO_REUSEADDR may bind over) is skipped."""
+    held = []
+    for port in ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        held.append(s)
+    return held
+
+
+def release_ports(held: list[socket.socket]) -> None:
+    """Close what :func:`hold_ports` bound (the ports are free again at once: never connected,
+    the sockets leave no TIME_WAIT)."""
+    for s in held:
+        s.close()
+
+
 def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:
     """True when a Kafka broker at host:port answers ApiVersions v0 with correlation id 7."""
     return embedded.answers_api_versions(host, port, timeout)

@@ -27,13 +27,15 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 
 from kproto.tools.embedded import create_topic
 from tests.brokers import maven
-from tests.brokers._net import api_versions_v0_probe, free_port, free_ports, wait_until
+from tests.brokers._net import (api_versions_v0_probe, free_port, free_ports, hold_ports,
+                                release_ports, wait_until)
 from tests.brokers.base import (API_CAPABILITIES, BROKER_CAPABILITIES, Broker,
                                 capabilities_from_api_versions)
 from tests.brokers.proxy import BrokerProxy
@@ -557,6 +559,8 @@ class MavenKafkaCluster(_Kafka):
         all_ports = free_ports((2 + len(proxied_listeners)) * size)
         ports, cports = all_ports[:size], all_ports[size:2 * size]
         self.ports = ports
+        self._controller_ports = cports
+        self._held: dict[int, list[socket.socket]] = {}  # node id -> its ports, held while down
         self.bootstrap_servers = ",".join("127.0.0.1:{}".format(p) for p in ports)
         self._listener_ports = {name: all_ports[(2 + k) * size:(3 + k) * size]
                                 for k, name in enumerate(proxied_listeners)}
@@ -628,12 +632,21 @@ class MavenKafkaCluster(_Kafka):
         return self.nodes[node_id - 1]
 
     def kill(self, node_id: int) -> None:
-        """SIGKILL one node (a crash: no controlled shutdown)."""
+        """SIGKILL one node (a crash: no controlled shutdown). Its ports are held until
+        :meth:`restart` (see :func:`~tests.brokers._net.hold_ports`)."""
         self.node(node_id).stop(kill=True)
+        i = node_id - 1
+        # The node must come back on the same ports (static voters, advertised listeners,
+        # the proxies' upstreams); while it is down (tens of seconds in the kill tests),
+        # every bind(0) on the machine (mock clusters of other workers, proxies) may take
+        # one of them, and the restart would die on 'Address already in use'.
+        self._held[node_id] = hold_ports([self.ports[i], self._controller_ports[i]]
+                                         + [own[i] for own in self._listener_ports.values()])
 
     def restart(self, node_id: int, timeout: float = 120.0) -> None:
         """Start a stopped node again (same ports and data) and wait until it answers."""
         node = self.node(node_id)
+        release_ports(self._held.pop(node_id, []))
         node.start()
         _wait_ready("127.0.0.1:{}".format(self.ports[node_id - 1]), [node], timeout)
 
@@ -667,6 +680,8 @@ class MavenKafkaCluster(_Kafka):
             node.stop(kill=True)
         for node in getattr(self, "nodes", []):
             node.close()
+        for held in getattr(self, "_held", {}).values():
+            release_ports(held)
         for proxies in getattr(self, "proxies", {}).values():
             for proxy in proxies:
                 proxy.close()
