@@ -556,6 +556,11 @@ class MavenKafkaCluster(_Kafka):
                proxied_listeners: tuple[str, ...]) -> None:
         """One start on ports free a moment ago, in a new directory (the caller closes what
         a failed start left)."""
+        # The proxies listen first (each on a port bind(0) picks), their upstreams set once
+        # the nodes' ports are chosen: made after, a proxy's bind(0) could pick one of the
+        # ports free_ports has just released for a node.
+        self.proxies: dict[str, list[BrokerProxy]] = {
+            name: [BrokerProxy(("127.0.0.1", 0)) for _ in range(size)] for name in proxied_listeners}
         all_ports = free_ports((2 + len(proxied_listeners)) * size)
         ports, cports = all_ports[:size], all_ports[size:2 * size]
         self.ports = ports
@@ -564,7 +569,6 @@ class MavenKafkaCluster(_Kafka):
         self.bootstrap_servers = ",".join("127.0.0.1:{}".format(p) for p in ports)
         self._listener_ports = {name: all_ports[(2 + k) * size:(3 + k) * size]
                                 for k, name in enumerate(proxied_listeners)}
-        self.proxies: dict[str, list[BrokerProxy]] = {}
         self._away: set[str] = set()  # proxied listeners taken away
         self._dir = maven.new_directory("kproto-kafka44-cluster-")
         voters = ",".join("{}@127.0.0.1:{}".format(i + 1, c) for i, c in enumerate(cports))
@@ -582,7 +586,8 @@ class MavenKafkaCluster(_Kafka):
         }
         self.nodes: list[maven.KafkaNode] = []
         for name, own in self._listener_ports.items():
-            self.proxies[name] = [BrokerProxy(("127.0.0.1", p)) for p in own]
+            for proxy, port in zip(self.proxies[name], own):
+                proxy.upstream = ("127.0.0.1", port)
         for i in range(size):
             settings = {**_kraft_settings(i + 1, ports[i], cports[i]),
                         "controller.quorum.voters": voters, **replicated}
