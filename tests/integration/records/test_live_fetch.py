@@ -40,7 +40,7 @@ def test_fresh_transaction_markers(broker):
     end = tx.aborted[-1].offset + 2
     # Kafka answers EndTxn before its transaction coordinator has written the markers: the
     # abort marker (the last thing written to the topic) is read once the log holds it.
-    assert wait_until(lambda: raw.fetch_partition(broker.bootstrap_servers, topic, 0, max_wait_ms=0)
+    assert wait_until(lambda: raw.fetch_partition(broker.bootstrap_servers, topic, 0)
                       .high_watermark >= end, timeout=60), "the abort marker was never written"
     data = fetch_all(broker, topic, end)
     markers = [(m.offset, m.is_commit) for m in
