@@ -1,4 +1,5 @@
-"""Socket helpers shared by the broker fixtures: free ports and a readiness probe.
+"""Socket helpers shared by the broker fixtures and tests: free ports, a port that refuses
+connections, and a readiness probe.
 
 The probe is a hand-built ApiVersions v0 request (the one request every Kafka broker
 answers before anything else) so that readiness does not depend on kproto code that is
@@ -7,8 +8,10 @@ itself under test.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from typing import Iterator
 
 from kproto.tools import embedded
 
@@ -29,6 +32,17 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 that refuses connections while the block runs: bound and never
+    listened on. A port merely free a moment ago may be taken meanwhile by a broker another
+    test starts, or picked as the local port of the very connection to it (a loopback
+    connection to itself, which succeeds); a bound port is neither."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0: pip install 'kproto[spark]'")
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
-from tests.brokers._net import free_ports  # noqa: E402
+from tests.brokers._net import refused_port  # noqa: E402
 from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.integration.spark.session import spark_session  # noqa: E402
 from tests.integration.spark.topics import retained_topic  # noqa: E402,F401  (fixture)
@@ -136,10 +136,11 @@ def test_bad_options_fail_before_any_task_runs(spark, broker):
         re.escape(broker.bootstrap_servers), topic), assign=json.dumps({topic + "x": [0]}))
     # Nobody listens there, or the name resolves nowhere: the planner stops after a few
     # seconds of refused connections instead of default.api.timeout.ms (60 s), with why.
-    closed = "127.0.0.1:{}".format(free_ports(1)[0])
-    _bad(spark, broker, r"no broker of bootstrap servers {0} could be reached within \d+ ms; tried {0} "
-         r"\(\d+ tries\): connect to {0} failed: connection refused".format(re.escape(closed)),
-         subscribe=topic, **{"kafka.bootstrap.servers": closed})
+    with refused_port() as port:
+        closed = "127.0.0.1:{}".format(port)
+        _bad(spark, broker, r"no broker of bootstrap servers {0} could be reached within \d+ ms; tried {0} "
+             r"\(\d+ tries\): connect to {0} failed: connection refused".format(re.escape(closed)),
+             subscribe=topic, **{"kafka.bootstrap.servers": closed})
     _bad(spark, broker, r"tried kproto-no-such-host.invalid:9092 \(\d+ tries\): cannot resolve",
          subscribe=topic, **{"kafka.bootstrap.servers": "kproto-no-such-host.invalid:9092"})
     _bad(spark, broker, "must give every partition being read", subscribe=topic,
