@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0: pip install 'kproto[spark]'")
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
+from tests.brokers import raw  # noqa: E402
 from tests.brokers._net import refused_port  # noqa: E402
 from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.integration.spark.session import spark_session  # noqa: E402
@@ -186,7 +187,10 @@ def test_read_committed_batch_stops_at_the_last_stable_offset(spark, broker):
     committed_read = {"subscribe": topic, "kafka.isolation.level": "read_committed"}
     plain = broker.produce(topic, 20)
     txns = broker.produce_transactions(topic, committed=10, aborted=10, start_index=100)
-    stable = max(w.offset for w in txns.aborted) + 2  # past the abort marker
+    # Kafka answers EndTxn before the abort marker is written: the transaction left open next
+    # would otherwise get the offsets before the marker.
+    stable = raw.settled_log_end(broker.bootstrap_servers, topic, 0)
+    assert stable == max(w.offset for w in txns.aborted) + 2  # past the abort marker
     visible = plain + txns.committed
     if "aborted_transactions_in_fetch" not in broker.capabilities:
         visible = visible + txns.aborted
@@ -201,6 +205,7 @@ def test_read_committed_batch_stops_at_the_last_stable_offset(spark, broker):
                                     + list(range(stable, stable + 5)))
     finally:
         producer.commit_transaction(30)
+    raw.settled_log_end(broker.bootstrap_servers, topic, 0)  # the commit marker written too
     after = sorted(r.offset for r in read(spark, broker, **committed_read).select("offset").collect())
     assert after == sorted([w.offset for w in visible + behind] + list(range(stable, stable + 5)))
 
