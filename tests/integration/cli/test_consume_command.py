@@ -139,10 +139,11 @@ def test_consumer_property_values_are_typed():
 
 def test_share_group_mode_acknowledges_what_it_prints(mock_cluster):
     mock_cluster.set_sharegroup(auto_offset_reset="earliest")
-    # One partition: the first poll acquires all 20 (a released record could otherwise come
-    # back to the same run before the others were printed).
+    # One partition, one batch: the first poll acquires all 20 (a released record could
+    # otherwise come back to the same run before the others were printed; the producer's
+    # batches vary, and the mock may answer one batch per fetch).
     topic = mock_cluster.new_topic(partitions=1)
-    written = mock_cluster.produce(topic, 20)
+    written = mock_cluster.produce_batch(topic, 20)
     common = ("--bootstrap-server", mock_cluster.bootstrap_servers, "--topic", topic, "--share-group",
               "cli-share-" + topic, "--json")
     # The runs that must print records end by the count, not the idle timer (which starts
