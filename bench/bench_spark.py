@@ -5,7 +5,7 @@ tests/ground/spark/pom.xml and given to Spark as local jars).
 
     .venv/bin/python bench/bench_spark.py [--small 2000000] [--large 200000] [--partitions 4]
                                           [--repeat 2] [--master local[2]|cluster|both]
-                                          [--stream-seconds 60] [--profile]
+                                          [--stream-seconds 60] [--profile] [--option KEY=VALUE]
 
 A Kafka 4.4 node from the test ground (tests/brokers/apache.py ``MavenKafka``) is started on
 127.0.0.1 and filled by confluent-kafka with two topics: ``--small`` records of 100-byte
@@ -40,6 +40,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 FORMATS = ("kafka", "kproto")
+#: ``--option KEY=VALUE``: reader options given to both sources (e.g. a ``kafka.*`` setting).
+OPTIONS: dict[str, str] = {}
 
 
 def fill(bootstrap: str, topic: str, records: int, value_size: int, partitions: int) -> None:
@@ -105,7 +107,7 @@ def batch(spark, fmt: str, bootstrap: str, topic: str, repeat: int) -> tuple[int
     for _ in range(repeat):
         t0 = time.perf_counter()
         row = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-               .load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()[0])
+               .options(**OPTIONS).load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()[0])
         best = min(best, time.perf_counter() - t0)
         n = row["n"]
     return n, best
@@ -120,6 +122,7 @@ def stream(spark, fmt: str, bootstrap: str, topic: str, seconds: float, per_batc
 
     checkpoint = tempfile.mkdtemp(prefix="kproto-bench-stream-")
     query = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+             .options(**OPTIONS)
              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_batch)).load()
              .writeStream.foreachBatch(count).option("checkpointLocation", checkpoint).start())
     try:
@@ -165,7 +168,10 @@ def main() -> None:
     parser.add_argument("--stream-seconds", type=float, default=60.0)
     parser.add_argument("--spark-kafka-version")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a reader option for both sources, e.g. kafka.max.partition.fetch.bytes=8388608")
     args = parser.parse_args()
+    OPTIONS.update(option.split("=", 1) for option in args.option)
 
     import pyspark
 

@@ -121,8 +121,8 @@ Every broker object (:class:`~tests.brokers.base.Broker`) offers:
 - ``create_topic(name, partitions=1, replication=1)``; ``new_topic(partitions=1,
   prefix="t") -> name`` creates a topic with a session-unique name (use this: brokers are
   shared); ``partitions_of(topic) -> [0, 1, ...]``. On Apache Kafka both return once
-  every running broker's Metadata names the topic and its leaders (Kafka answers
-  CreateTopics before its brokers learn of the topic);
+  every running broker's Metadata lists the topic (Kafka answers CreateTopics before
+  its brokers learn of the topic);
 - ``produce(topic, n, partitions=None, codec="none", start_index=0, tag="r",
   timestamp_base=None) -> list[WrittenRecord]``: n records written by
   confluent-kafka's producer (an independent implementation) round-robin over the

@@ -148,7 +148,43 @@ class _Kafka(Broker):
 
     def _create_topic(self, name: str, partitions: int, replication: int) -> None:
         create_topic(self.bootstrap_servers, name, partitions, replication, timeout_s=60)
-        _await_topic_metadata(self.addresses, name, partitions)
+        self._await_topic(name, partitions)
+
+    def _await_topic(self, name: str, partitions: int, timeout_s: float = 60.0) -> None:
+        """Wait until every broker that answers lists ``name`` with its ``partitions``.
+
+        A CreateTopics answer only says the controller committed the topic: each broker
+        applies the metadata log afterwards (on a loaded machine, seconds later) and until
+        then answers UNKNOWN_TOPIC_OR_PARTITION for it, so a test asking right away
+        (``topics()``, ``partitions_for_topic()``, a pattern) would miss the topic. A node
+        that does not answer (killed by the test) is not waited for."""
+        from tests.brokers import raw
+
+        deadline = time.monotonic() + timeout_s
+        for address in self.addresses:
+            while True:
+                try:
+                    if _lists_topic(address, name, partitions):
+                        break
+                except (OSError, raw.RawProtocolError):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("{}:{} does not list the topic {} {:.0f} s after its creation".format(
+                        *address, name, timeout_s))
+                time.sleep(0.05)
+
+
+def _lists_topic(address: tuple[str, int], topic: str, partitions: int) -> bool:
+    """Whether the broker at ``address`` answers Metadata for ``topic`` with no topic error
+    and ``partitions`` partitions (their leaders are the cluster's business, not this)."""
+    from kproto.messages import MetadataRequest
+    from tests.brokers import raw
+
+    version = raw.negotiated_version(address, MetadataRequest, minimum=4)
+    response = raw.roundtrip(address, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False), version)
+    return any(t.name == topic and t.error_code == 0 and len(t.partitions) == partitions
+               for t in response.topics)
 
 
 class RunningKafka(_Kafka):
@@ -374,44 +410,6 @@ def _wait_ready(bootstrap: str, nodes: "list[maven.KafkaNode]", timeout: float) 
                            .format(bootstrap, timeout, tails))
 
 
-def _await_topic_metadata(addresses: list[tuple[str, int]], topic: str, partitions: int,
-                          timeout: float = 60.0) -> None:
-    """Wait until every running broker at ``addresses`` names ``topic`` in its Metadata with
-    ``partitions`` partitions, each with a leader.
-
-    Kafka answers CreateTopics once its controller has committed the topic; each broker
-    learns of it from the metadata log a moment later. Until then that broker's Metadata
-    says UNKNOWN_TOPIC_OR_PARTITION (or LEADER_NOT_AVAILABLE), and it refuses an
-    OffsetCommit naming the topic with UNKNOWN_TOPIC_OR_PARTITION: a test that created a
-    topic would otherwise race the broker's metadata with its first request. A broker that
-    refuses connections (a node a test stopped) is not waited for.
-    """
-    from kproto.messages import MetadataRequest
-    from tests.brokers import raw
-
-    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                              allow_auto_topic_creation=False)
-    deadline = time.monotonic() + timeout
-    for address in addresses:
-        try:
-            # v12 at most, as the other raw helpers (tests.brokers.raw) speak by name.
-            version = min(raw.negotiated_version(address, MetadataRequest, minimum=1), 12)
-        except ConnectionRefusedError:
-            continue
-        while True:
-            response = raw.roundtrip(address, request, version)
-            state = [(t.error_code, [(p.error_code, p.leader_id) for p in t.partitions])
-                     for t in response.topics if t.name == topic]
-            if state and state[0][0] == 0 and len(state[0][1]) == partitions \
-                    and all(code == 0 and leader >= 0 for code, leader in state[0][1]):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("{}:{} does not know topic {} with {} partitions and their "
-                                   "leaders {:.0f}s after CreateTopics: {}".format(
-                                       *address, topic, partitions, timeout, state))
-            time.sleep(0.05)
-
-
 def _warm_group_coordinator(bootstrap: str, timeout: float) -> None:
     """Have a fresh broker create __consumer_offsets and load its coordinator, as a broker
     in use has: until then it answers a first group's commits NOT_COORDINATOR, which every
@@ -631,7 +629,7 @@ class MavenKafkaCluster(_Kafka):
         # Replicated by default here: a topic of the cluster survives one broker's death.
         create_topic(self.bootstrap_servers, name, partitions,
                      replication if replication > 1 else len(self.nodes), timeout_s=60)
-        _await_topic_metadata(self.addresses, name, partitions)
+        self._await_topic(name, partitions)
 
     def node(self, node_id: int) -> "maven.KafkaNode":
         return self.nodes[node_id - 1]
