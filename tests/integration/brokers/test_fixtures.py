@@ -188,12 +188,13 @@ def test_typo(broker):
 
 
 def test_docker_absence_is_a_reason_not_a_crash(monkeypatch):
-    from tests.brokers._net import free_port
+    from tests.brokers._net import closed_port
     from tests.brokers.apache import docker_unavailable_reason
 
     # Nothing listens on this port, so no Docker engine can answer there.
-    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:{}".format(free_port()))
-    reason = docker_unavailable_reason()
+    with closed_port() as port:
+        monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:{}".format(port))
+        reason = docker_unavailable_reason()
     assert reason is not None and reason.startswith("no Docker engine reachable")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -172,12 +171,6 @@ def test_replay_says_when_a_finding_no_longer_fires(mock_child, tmp_path):
     assert result.returncode == 1 and "does not fire" in result.stdout
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("args,message", [
     (["--api", "Fetch,NoSuchApi"], "unknown API 'NoSuchApi'"),
     (["--versions", "17-12"], "empty version range 17-12"),
@@ -185,7 +178,8 @@ def _closed_port() -> int:
     ([], "cannot reach 127.0.0.1:"),
 ])
 def test_bad_command_line_gets_one_line_and_exit_2(args, message):
-    result = _cli("--bootstrap-server", "127.0.0.1:{}".format(_closed_port()), *args)
+    with _net.closed_port() as port:
+        result = _cli("--bootstrap-server", "127.0.0.1:{}".format(port), *args)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert result.stdout == ""

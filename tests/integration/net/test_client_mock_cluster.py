@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,6 +15,7 @@ from kproto.messages import (ApiVersionsRequest, FetchRequest, HeartbeatRequest,
 from kproto.net.broker import ConnectionState
 from kproto.net.client import NetworkClient
 from kproto.structs import TopicPartition
+from tests.brokers._net import closed_port
 from tests.threads import TestThread
 from tests.support.polling import clients, poll_until, wait
 
@@ -275,92 +278,83 @@ def test_all_addresses_of_a_host_are_tried(mock_cluster, clients, monkeypatch):
 
     host, port = mock_cluster.addresses[0]
     real = socket.getaddrinfo
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    dead_port = closed.getsockname()[1]
-    closed.close()
+    with closed_port() as dead_port:
+        def resolve(name, *args, **kwargs):
+            if name == "kproto-two-addresses.invalid":
+                # First an address where nothing listens, then the broker.
+                return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", dead_port)),
+                        (socket.AF_INET, socket.SOCK_STREAM, 6, "", (host, port))]
+            return real(name, *args, **kwargs)
 
-    def resolve(name, *args, **kwargs):
-        if name == "kproto-two-addresses.invalid":
-            # First an address where nothing listens, then the broker.
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", dead_port)),
-                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", (host, port))]
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", resolve)
-    client = NetworkClient(bootstrap_servers="kproto-two-addresses.invalid:{}".format(port))
-    try:
-        wait(client, client.request_metadata_update())
-        assert len(client.cluster.brokers()) == 3
-    finally:
-        client.close()
+        monkeypatch.setattr(socket, "getaddrinfo", resolve)
+        client = NetworkClient(bootstrap_servers="kproto-two-addresses.invalid:{}".format(port))
+        try:
+            wait(client, client.request_metadata_update())
+            assert len(client.cluster.brokers()) == 3
+        finally:
+            client.close()
 
 
-def _closed_ports(n: int) -> list[int]:
-    """Ports on 127.0.0.1 that nothing listens on (bound, then released)."""
-    import socket
-
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+@contextlib.contextmanager
+def _closed_ports(n: int) -> Iterator[list[int]]:
+    """Ports on 127.0.0.1 that refuse connections while the block runs (kept bound:
+    :func:`tests.brokers._net.closed_port`)."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(closed_port()) for _ in range(n)]
 
 
 def test_no_reachable_bootstrap_server_backs_off_without_spinning():
-    port, = _closed_ports(1)
-    client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port),
-                           reconnect_backoff_ms=100, reconnect_backoff_max_ms=400)
-    try:
-        client.request_metadata_update()
-        cpu = time.thread_time()  # this thread's: the client's poll runs on it
-        client.poll(1_500)
-        # The refresh stays due; between attempts the client sleeps in select.
-        assert time.thread_time() - cpu < 0.75
-        assert isinstance(client.connection_failed("bootstrap-0"), errors.KafkaConnectionError)
-        assert client.connection_state("bootstrap-0") is not ConnectionState.READY
-    finally:
-        client.close()
+    with _closed_ports(1) as (port,):
+        client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port),
+                               reconnect_backoff_ms=100, reconnect_backoff_max_ms=400)
+        try:
+            client.request_metadata_update()
+            cpu = time.thread_time()  # this thread's: the client's poll runs on it
+            client.poll(1_500)
+            # The refresh stays due; between attempts the client sleeps in select.
+            assert time.thread_time() - cpu < 0.75
+            assert isinstance(client.connection_failed("bootstrap-0"), errors.KafkaConnectionError)
+            assert client.connection_state("bootstrap-0") is not ConnectionState.READY
+        finally:
+            client.close()
 
 
 def test_metadata_update_fails_once_every_bootstrap_server_failed():
-    ports = _closed_ports(2)
-    client = NetworkClient(bootstrap_servers=",".join("127.0.0.1:{}".format(p) for p in ports),
-                           reconnect_backoff_ms=5_000, reconnect_backoff_max_ms=5_000)
-    try:
-        future = client.request_metadata_update()
-        client.poll(20_000, future=future)
-        assert future.failed()
-        assert isinstance(future.exception, errors.NoBrokersAvailable)
-        assert future.retriable()
-        assert isinstance(future.exception.__cause__, errors.KafkaConnectionError)
-        # Both servers were tried before giving up on this refresh.
-        for node_id in ("bootstrap-0", "bootstrap-1"):
-            assert isinstance(client.connection_failed(node_id), errors.KafkaConnectionError)
-        # A later refresh is still attempted (and fails the same way) rather than hanging.
-        again = client.request_metadata_update()
-        client.poll(20_000, future=again)
-        assert again.failed()
-    finally:
-        client.close()
+    with _closed_ports(2) as ports:
+        client = NetworkClient(bootstrap_servers=",".join("127.0.0.1:{}".format(p) for p in ports),
+                               reconnect_backoff_ms=5_000, reconnect_backoff_max_ms=5_000)
+        try:
+            future = client.request_metadata_update()
+            client.poll(20_000, future=future)
+            assert future.failed()
+            assert isinstance(future.exception, errors.NoBrokersAvailable)
+            assert future.retriable()
+            assert isinstance(future.exception.__cause__, errors.KafkaConnectionError)
+            # Both servers were tried before giving up on this refresh.
+            for node_id in ("bootstrap-0", "bootstrap-1"):
+                assert isinstance(client.connection_failed(node_id), errors.KafkaConnectionError)
+            # A later refresh is still attempted (and fails the same way) rather than hanging.
+            again = client.request_metadata_update()
+            client.poll(20_000, future=again)
+            assert again.failed()
+        finally:
+            client.close()
 
 
 def test_metadata_update_succeeds_when_one_bootstrap_server_is_down(mock_cluster, clients):
-    port, = _closed_ports(1)
-    client = NetworkClient(bootstrap_servers="127.0.0.1:{},{}".format(
-        port, mock_cluster.bootstrap_servers), reconnect_backoff_ms=5_000,
-        reconnect_backoff_max_ms=5_000)
-    try:
-        # Whichever server least_loaded_node picks first, the refresh does not fail while
-        # another one may still be tried.
-        future = client.request_metadata_update()
-        client.poll(20_000, future=future)
-        assert future.succeeded(), future.exception
-        assert len(client.cluster.brokers()) == 3
-    finally:
-        client.close()
+    with _closed_ports(1) as (port,):
+        client = NetworkClient(bootstrap_servers="127.0.0.1:{},{}".format(
+            port, mock_cluster.bootstrap_servers), reconnect_backoff_ms=5_000,
+            reconnect_backoff_max_ms=5_000)
+        try:
+            # Whichever server least_loaded_node picks first, the refresh does not fail while
+            # another one may still be tried.
+            future = client.request_metadata_update()
+            client.poll(20_000, future=future)
+            assert future.succeeded(), future.exception
+            assert len(client.cluster.brokers()) == 3
+        finally:
+            client.close()
 
 
 def test_poll_returns_the_responses_it_completed_and_callbacks_run(mock_cluster, clients):
@@ -494,15 +488,15 @@ def test_metadata_update_callbacks_run_with_no_client_lock_held(mock_cluster, cl
     wait(client, future)
     assert seen == [True]
     # A failed refresh goes the same way.
-    port, = _closed_ports(1)
-    lonely = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port))
-    try:
-        failed = lonely.request_metadata_update()
-        failed.add_errback(lambda _: seen.append(_usable_from_another_thread(lonely)))
-        lonely.poll(20_000, future=failed)
-        assert failed.failed() and seen == [True, True]
-    finally:
-        lonely.close()
+    with _closed_ports(1) as (port,):
+        lonely = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port))
+        try:
+            failed = lonely.request_metadata_update()
+            failed.add_errback(lambda _: seen.append(_usable_from_another_thread(lonely)))
+            lonely.poll(20_000, future=failed)
+            assert failed.failed() and seen == [True, True]
+        finally:
+            lonely.close()
 
 
 def test_a_request_waiting_for_its_connection_times_out_on_its_own(mock_cluster_factory, clients):
