@@ -11,13 +11,15 @@ from its reproducer file, the commit is accepted (the replay's own JoinGroup iss
 member id and generation that were threaded into it); the same file without ``issued`` (a
 reproducer written before it existed) still replays, its frames as recorded, and that
 commit is refused (not on Tansu, which lets the departed member join again under its old
-id). The group id is the recorded one in both.
+id). The group id is the recorded one in both. Shrinking such a finding in a run threads its
+candidates the same way and keeps what each kept step issued beside it.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 from pathlib import Path
 
@@ -28,14 +30,16 @@ from kproto.consumer.classic.consumer_protocol import (Assignment, Subscription,
                                                       encode_assignment, encode_subscription)
 from kproto.consumer.classic.group_requests import MAX_VERSIONS
 from kproto.errors import ErrorCode
-from kproto.messages import (FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
+from kproto.messages import (ApiVersionsRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
                              LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
                              SyncGroupRequest)
-from kproto.tools.fuzz import corpus, schema
+from kproto.tools.fuzz import corpus, schema, shrink
 from kproto.tools.fuzz.corpus import Finding
 from kproto.tools.fuzz.dictionary import issued
 from kproto.tools.fuzz.mutators import make_case
+from kproto.tools.fuzz.oracles import ANSWER, Exchange, Verdict
 from kproto.tools.fuzz.replay import replay
+from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.tools.fuzz.sequence_runs import REPLAY
 from kproto.tools.fuzz.sequences import SLOW, Run
 from kproto.tools.fuzz.target import Target
@@ -174,4 +178,31 @@ def test_a_reproducer_without_issued_replays_its_frames_as_recorded(broker, tmp_
     replay(old, target, setup=False)
     # the recorded member left: its stale ids' commit is refused
     assert _committed(target, group, topic) == -1
+    target.close()
+
+
+@pytest.mark.broker_kinds("mock", "apache_kafka")  # Tansu: as above
+@pytest.mark.needs("classic_groups")
+def test_a_threaded_finding_shrinks_with_what_its_kept_steps_issued(broker):
+    # As many ApiVersions before the group's steps as there are group steps: the first
+    # chunk ddmin drops, on a group the recorded member has left. The commit without them
+    # is accepted only with the ids this sending's JoinGroup got threaded into it
+    # (unthreaded, no candidate fires and no step goes).
+    topic, group = broker.new_topic(prefix="replay"), _group()
+    target = _coordinator(broker, group)
+    finding, _ = _record(target, group, topic)
+    n = len(finding.steps) - 1
+    harmless = [make_case(schema.api(18), 0, ApiVersionsRequest(), target.next_correlation_id()
+                          ).wire for _ in range(n)]
+    finding.steps, finding.issued = harmless + finding.steps, [[]] * n + finding.issued
+    recorded = list(zip(finding.steps, finding.issued))
+    fuzzer = Fuzzer(FuzzConfig("{}:{}".format(target.host, target.port), seconds=4.0),
+                    target)
+    fuzzer.stats.started = time.monotonic()  # shrinking within a 4 s run: a few candidates
+    shrink.shrink_sequence(fuzzer, finding, Verdict("content", "OffsetCommit accepted", ""),
+                           Exchange(finding.wire, True, ANSWER))
+    assert not set(harmless) & set(finding.steps) and finding.steps[-1] == finding.wire
+    assert list(zip(finding.steps, finding.issued)) == [s for s in recorded
+                                                        if s[0] in finding.steps]
+    assert _committed(target, group, topic) == OFFSET
     target.close()
