@@ -13,6 +13,7 @@ bound.
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -22,7 +23,8 @@ from kproto.tools.fuzz.corpus import Finding
 from kproto.tools.fuzz.minimise import minimise, shrink_steps
 from kproto.tools.fuzz.mutators import Case
 from kproto.tools.fuzz.oracles import ANSWER, CLOSED, Exchange, Verdict
-from kproto.tools.fuzz.sequence_seeds import Issued, Threaded, learn, thread_frame
+from kproto.tools.fuzz.sequence_seeds import SLOW_APIS, Issued, Threaded, learn, thread_frame
+from kproto.tools.fuzz.sequences import SLOW
 from kproto.tools.fuzz.target import Target, answer_of
 
 if TYPE_CHECKING:
@@ -59,8 +61,9 @@ def send_steps(target: Target, steps: list[bytes], timeout: Optional[float] = No
             if issued is not None:
                 wire, request = thread_frame(wire, threaded)
             s.sendall(wire)
-            outcome, answer = target.read_frame(s, timeout or target.timeout)
-            if outcome != ANSWER and i < len(steps) - 1:  # broken off: as before threading
+            outcome, answer = target.read_frame(s, timeout or _wait(target, wire))
+            if outcome != ANSWER and i < len(steps) - 1:
+                # broken off before the last step: the last (as recorded) has its outcome
                 last = Exchange(steps[-1], True, outcome, answer)
                 break
             last = Exchange(wire, True, outcome, answer, request)
@@ -73,6 +76,13 @@ def send_steps(target: Target, steps: list[bytes], timeout: Optional[float] = No
     finally:
         target.release(s)
     return last
+
+
+def _wait(target: Target, wire: bytes) -> float:
+    """How long a step's answer may take: as long as a sequence waits for it (joins may wait
+    for a rebalance delay), else the target's bound."""
+    key = struct.unpack_from(">h", wire, 4)[0] if len(wire) >= 8 else None
+    return max(SLOW, target.timeout) if key in SLOW_APIS else target.timeout
 
 
 def minimise_request(fuzzer: "Fuzzer", finding: Finding, case: Case, ex: Exchange) -> None:
