@@ -1,4 +1,5 @@
-"""Socket helpers shared by the broker fixtures: free ports and a readiness probe.
+"""Socket helpers shared by the broker fixtures: free ports, closed ports and a readiness
+probe.
 
 The probe is a hand-built ApiVersions v0 request (the one request every Kafka broker
 answers before anything else) so that readiness does not depend on kproto code that is
@@ -7,8 +8,10 @@ itself under test.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
+from collections.abc import Iterator
 
 from kproto.tools import embedded
 
@@ -29,6 +32,19 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for as long as the block runs.
+
+    The port stays bound (never listening) until the block ends. A port merely free a
+    moment ago is not safe: a broker or proxy of a test running beside may bind it
+    meanwhile, and a client reconnecting to it may be handed it as its own source port
+    and connect to itself; neither can take a port that is bound."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def api_versions_v0_probe(host: str, port: int, timeout: float = 2.0) -> bool:

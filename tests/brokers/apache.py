@@ -146,6 +146,43 @@ class _Kafka(Broker):
 
     def _create_topic(self, name: str, partitions: int, replication: int) -> None:
         create_topic(self.bootstrap_servers, name, partitions, replication, timeout_s=60)
+        self._await_topic(name, partitions)
+
+    def _await_topic(self, name: str, partitions: int, timeout_s: float = 60.0) -> None:
+        """Wait until every broker that answers lists ``name`` with its ``partitions``.
+
+        A CreateTopics answer only says the controller committed the topic: each broker
+        applies the metadata log afterwards (on a loaded machine, seconds later) and until
+        then answers UNKNOWN_TOPIC_OR_PARTITION for it, so a test asking right away
+        (``topics()``, ``partitions_for_topic()``, a pattern) would miss the topic. A node
+        that does not answer (killed by the test) is not waited for."""
+        from tests.brokers import raw
+
+        deadline = time.monotonic() + timeout_s
+        for address in self.addresses:
+            while True:
+                try:
+                    if _lists_topic(address, name, partitions):
+                        break
+                except (OSError, raw.RawProtocolError):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("{}:{} does not list the topic {} {:.0f} s after its creation".format(
+                        *address, name, timeout_s))
+                time.sleep(0.05)
+
+
+def _lists_topic(address: tuple[str, int], topic: str, partitions: int) -> bool:
+    """Whether the broker at ``address`` answers Metadata for ``topic`` with no topic error
+    and ``partitions`` partitions (their leaders are the cluster's business, not this)."""
+    from kproto.messages import MetadataRequest
+    from tests.brokers import raw
+
+    version = raw.negotiated_version(address, MetadataRequest, minimum=4)
+    response = raw.roundtrip(address, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False), version)
+    return any(t.name == topic and t.error_code == 0 and len(t.partitions) == partitions
+               for t in response.topics)
 
 
 class RunningKafka(_Kafka):
@@ -520,6 +557,7 @@ class MavenKafkaCluster(_Kafka):
         # Replicated by default here: a topic of the cluster survives one broker's death.
         create_topic(self.bootstrap_servers, name, partitions,
                      replication if replication > 1 else len(self.nodes), timeout_s=60)
+        self._await_topic(name, partitions)
 
     def node(self, node_id: int) -> "maven.KafkaNode":
         return self.nodes[node_id - 1]

@@ -7,15 +7,17 @@ requests over one socket), :func:`api_versions` /
 :func:`negotiated_version` (what a broker advertises, the version both sides speak) and the
 golden-data helpers :func:`fetch_partition` / :func:`fetch_partition_bytes` (one Fetch of
 a partition from its leader, found through confluent-kafka's metadata so that these
-helpers do not depend on kproto's own metadata code) and :func:`fetch_log` (Fetches until
-the log end). No kproto.net: the smoke tests and
-golden-data scripts must work before (and independently of) the network client.
+helpers do not depend on kproto's own metadata code), :func:`fetch_log` (Fetches until
+the log end) and :func:`settled_log_end` (the log end once no transaction is open). No
+kproto.net: the smoke tests and golden-data scripts must work before (and independently
+of) the network client.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any, NamedTuple
 
 from tests.brokers._net import recv_exact
@@ -193,6 +195,29 @@ def fetch_partition_bytes(bootstrap_servers: str, topic: str, partition: int,
     if p.error_code:
         raise RawProtocolError("Fetch {}-{} error {}".format(topic, partition, p.error_code))
     return bytes(p.records) if p.records is not None else b""
+
+
+def settled_log_end(bootstrap_servers: str, topic: str, partition: int, timeout_s: float = 60.0) -> int:
+    """The partition's log end once no transaction is open on it (the high watermark of the
+    first read_committed Fetch whose last stable offset reached it).
+
+    Kafka answers EndTxn before its transaction coordinator has written the commit or abort
+    marker: until the marker lands the last stable offset stays at the transaction's first
+    record, and records another producer writes meanwhile go before the marker. A test that
+    expects the log as a finished transaction leaves it waits here first. Raises
+    AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        p = fetch_partition(bootstrap_servers, topic, partition, isolation_level=1, max_wait_ms=0)
+        if p.error_code:
+            raise RawProtocolError("Fetch {}-{} error {}".format(topic, partition, p.error_code))
+        if p.last_stable_offset == p.high_watermark:
+            return p.high_watermark
+        if time.monotonic() > deadline:
+            raise AssertionError("{}-{}: a transaction is still open after {} s (last stable offset {}, "
+                                 "high watermark {})".format(topic, partition, timeout_s, p.last_stable_offset,
+                                                             p.high_watermark))
+        time.sleep(0.05)
 
 
 class FetchedLog(NamedTuple):

@@ -300,6 +300,11 @@ class AbstractCoordinator:
                 # The heartbeat thread resumes now (COMPLETING_REBALANCE): fresh timers.
                 self.heartbeat.reset_timeouts(self._clock())
         if not verdict.ok:
+            if not isinstance(verdict.error, errors.MemberIdRequiredError):
+                # The floor also counts from the error answer (as a backoff after a
+                # response does): the coordinator then sees the joins at least
+                # retry_backoff_ms apart however late it read the failed one.
+                self._next_join_ms = max(self._next_join_ms, self._clock() + self.retry_backoff_ms)
             round_future.failure(_JoinRoundFailed(verdict))
             return
         try:
@@ -382,8 +387,8 @@ class AbstractCoordinator:
         check()
 
     def _wait_for_join_floor(self, deadline: float) -> bool:
-        """Wait until ``retry_backoff_ms`` after the last JoinGroup; False if the deadline
-        came first. Java rejoins at once after UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS and
+        """Wait until ``retry_backoff_ms`` after the last JoinGroup (and after its error
+        answer, if it failed); False if the deadline came first. Java rejoins at once after UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS and
         ILLEGAL_GENERATION: a coordinator answering one of them to every join would get a
         JoinGroup per round trip."""
         until = min(deadline, self._next_join_ms)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
-from kproto.tools.embedded import free_port
+from tests.brokers._net import closed_port
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 ENGINES = ["classic", "consumer"]
@@ -40,16 +40,17 @@ def test_bootstrap_waits_for_cluster_metadata(broker, group_protocol):
 
 @pytest.mark.parametrize("group_protocol", ENGINES)
 def test_bootstrap_times_out_when_no_broker_answers(group_protocol):
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(free_port()), group_protocol=group_protocol,
-                             reconnect_backoff_max_ms=100)
-    try:
-        started = time.monotonic()
-        with pytest.raises(errors.KafkaTimeoutError):
-            consumer.bootstrap(timeout_ms=500)
-        assert time.monotonic() - started < 20  # it gave up, it did not hang
-        assert not consumer.bootstrap_connected()
-    finally:
-        consumer.close()
+    with closed_port() as port:
+        consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(port), group_protocol=group_protocol,
+                                 reconnect_backoff_max_ms=100)
+        try:
+            started = time.monotonic()
+            with pytest.raises(errors.KafkaTimeoutError):
+                consumer.bootstrap(timeout_ms=500)
+            assert time.monotonic() - started < 20  # it gave up, it did not hang
+            assert not consumer.bootstrap_connected()
+        finally:
+            consumer.close()
 
 
 @pytest.mark.parametrize("group_protocol", ENGINES)

@@ -125,17 +125,18 @@ def test_misuse_raises_clear_errors(mock_cluster):
 
 def test_close_is_prompt_with_an_unreachable_broker():
     # A port nobody listens on: construction and close must not hang.
-    from tests.brokers._net import free_port
+    from tests.brokers._net import closed_port
 
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(free_port()),
-                             request_timeout_ms=1000, default_api_timeout_ms=1000)
-    consumer.assign([TopicPartition("t", 0)])
-    assert consumer.poll(timeout_ms=200) == {}
-    with pytest.raises(errors.KafkaTimeoutError):
-        consumer.beginning_offsets([TopicPartition("t", 0)], timeout_ms=300)
-    started = time.monotonic()
-    consumer.close(timeout_ms=500)
-    assert time.monotonic() - started < 10
+    with closed_port() as port:
+        consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(port),
+                                 request_timeout_ms=1000, default_api_timeout_ms=1000)
+        consumer.assign([TopicPartition("t", 0)])
+        assert consumer.poll(timeout_ms=200) == {}
+        with pytest.raises(errors.KafkaTimeoutError):
+            consumer.beginning_offsets([TopicPartition("t", 0)], timeout_ms=300)
+        started = time.monotonic()
+        consumer.close(timeout_ms=500)
+        assert time.monotonic() - started < 10
 
 
 def test_next_fetch_is_sent_before_poll_returns(mock_cluster_factory):
@@ -166,17 +167,18 @@ def test_next_fetch_is_sent_before_poll_returns(mock_cluster_factory):
 def test_wakeup_interrupts_a_blocking_offset_lookup():
     import threading
 
-    from tests.brokers._net import free_port
+    from tests.brokers._net import closed_port
 
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(free_port()), default_api_timeout_ms=60_000)
-    try:
-        timer = threading.Timer(0.3, consumer.wakeup)
-        timer.start()
-        started = time.monotonic()
-        with pytest.raises(errors.WakeupException):
-            consumer.beginning_offsets([TopicPartition("t", 0)])  # nobody answers: blocks
-        timer.join()
-        # Not merely raised when the lookup gave up: well before its 60 s timeout.
-        assert time.monotonic() - started < 60
-    finally:
-        consumer.close(timeout_ms=0)
+    with closed_port() as port:
+        consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:{}".format(port), default_api_timeout_ms=60_000)
+        try:
+            timer = threading.Timer(0.3, consumer.wakeup)
+            timer.start()
+            started = time.monotonic()
+            with pytest.raises(errors.WakeupException):
+                consumer.beginning_offsets([TopicPartition("t", 0)])  # nobody answers: blocks
+            timer.join()
+            # Not merely raised when the lookup gave up: well before its 60 s timeout.
+            assert time.monotonic() - started < 60
+        finally:
+            consumer.close(timeout_ms=0)

@@ -7,8 +7,8 @@ awaitMetadataUpdate), and ``wakeup()`` must end a blocking coordinator lookup.
 
 from __future__ import annotations
 
-import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,16 +17,16 @@ from kproto.consumer.classic.classic_kafka_consumer import ClassicKafkaConsumer
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.config import ConsumerConfig
 from kproto.net.client import NetworkClient
+from tests.brokers._net import closed_port
 from tests.threads import TestThread
 
 
 @pytest.fixture
-def dead_bootstrap() -> str:
-    """127.0.0.1:<port> with nothing listening (bound once, then closed)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return "127.0.0.1:{}".format(port)
+def dead_bootstrap() -> Iterator[str]:
+    """127.0.0.1:<port> with nothing listening (kept bound, never listening, throughout
+    the test: :func:`tests.brokers._net.closed_port`)."""
+    with closed_port() as port:
+        yield "127.0.0.1:{}".format(port)
 
 
 def _delegate(bootstrap: str, **configs) -> ClassicKafkaConsumer:

@@ -125,8 +125,15 @@ def test_preferred_read_replica_expires_after_the_metadata_max_age(apache_kafka_
             assert consumer.poll(timeout_ms=300) == {}
     assert_same(records, written)
     fetches = _fetches(wire)
-    first, second = redirects(wire)[:2]
-    between = [node for i, node, replica in fetches if first < i < second and replica == SENT]
-    # The follower until the lease ran out, then the leader once.
-    assert between[-1] == leader and follower in between and set(between) == {leader, follower}
-    assert {node for i, node, replica in fetches if i > second and replica == SENT} == {follower}
+    # Each lease: the follower until it ran out, then the leader once, naming the follower
+    # again. The lease runs on while the second round is written and read, which a loaded
+    # machine may take longer than: there may be more than two.
+    marks = redirects(wire)
+    assert len(marks) >= 2
+    for first, second in zip(marks, marks[1:]):
+        between = [node for i, node, replica in fetches if first < i < second and replica == SENT]
+        assert between[-1] == leader and follower in between and set(between) == {leader, follower}
+    # Then the follower to the end; only a lease running out as the consumer closed leaves a
+    # last Fetch to the leader, unanswered.
+    after = [node for i, node, replica in fetches if i > marks[-1] and replica == SENT]
+    assert set(after[:-1]) <= {follower}, fetches

@@ -53,14 +53,9 @@ def test_read_committed_across_aborted_transactions_and_a_rolled_segment(broker,
         # Kafka answers EndTxn before the transaction coordinator has written the markers,
         # so a marker may land after the records produced next: the log's end is the high
         # watermark once no transaction is open, and the consumer reads past the markers.
-        deadline = time.monotonic() + 60
-        while True:
-            log = raw.fetch_log(broker.bootstrap_servers, topic, 0, isolation_level=READ_COMMITTED)
-            if log.last_stable_offset == log.high_watermark or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        log_end = log.high_watermark
+        log_end = raw.settled_log_end(broker.bootstrap_servers, topic, 0)
         assert log_end >= after[-1].offset + 1
+        deadline = time.monotonic() + 60
         while consumer.position(tp) < log_end and time.monotonic() < deadline:
             assert consumer.poll(timeout_ms=100) == {}
         assert consumer.poll(timeout_ms=300) == {}

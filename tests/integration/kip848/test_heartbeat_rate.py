@@ -57,8 +57,19 @@ def test_a_member_joining_while_another_owns_the_partitions_heartbeats_at_the_in
         heartbeats = [r for r in broker.requests() if r.api_key == CONSUMER_GROUP_HEARTBEAT]
         window_ms = (time.monotonic() - started) * 1000
         broker.stop_request_tracking()
-        ours_owned = ours.assignment()
-        theirs_owned = {TP(topic, p.partition) for p in theirs.assignment()}
+        # ... and the newcomer does join: the group's partitions end up split between the
+        # two. The handover takes up to two intervals (librdkafka learns of the revocation
+        # at its next heartbeat, kproto of its partitions at its own next one), which a
+        # loaded machine can stretch past the window: wait for it, the count is the window's.
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            ours_owned = ours.assignment()
+            theirs_owned = {TP(topic, p.partition) for p in theirs.assignment()}
+            if ours_owned and not (ours_owned & theirs_owned):
+                break
+            assert time.monotonic() < deadline, (ours_owned, theirs_owned)
+            ours.poll(timeout_ms=50)
+            theirs.poll(0.05)
     finally:
         theirs.close()
         if ours is not None:
@@ -68,5 +79,3 @@ def test_a_member_joining_while_another_owns_the_partitions_heartbeats_at_the_in
     # partitions in at most two steps, librdkafka loses them in at most two).
     bound = (paced(window_ms, INTERVAL_MS) + 1 + 2) + (paced(window_ms, INTERVAL_MS) + 2)
     assert len(heartbeats) <= bound, (len(heartbeats), bound)
-    # ... and the newcomer did join: the group's partitions are split between the two.
-    assert ours_owned and not (ours_owned & theirs_owned), (ours_owned, theirs_owned)

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
+from tests.brokers._net import wait_until
 from tests.brokers.secure_kafka import MECHANISMS, SASL_LISTENERS, SHORT_SESSION_MS, unsecured_jws
 from tests.brokers.seeding import produce_records
 from tests.integration.security.sasl_checks import (TokenProvider, assert_first_poll_raises,
@@ -104,7 +105,8 @@ def test_oauthbearer_login_with_extensions(secure_kafka, secure_seed, pki):
 
 def test_scram_user_created_by_the_admin_api_logs_in(secure_kafka, secure_seed, pki):
     """AlterUserScramCredentials (confluent-kafka's admin client, over PLAINTEXT): the
-    user exists for the SASL listeners at once."""
+    user can log in to the SASL listeners once the broker describes it."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialUpsertion)
 
@@ -113,6 +115,17 @@ def test_scram_user_created_by_the_admin_api_logs_in(secure_kafka, secure_seed, 
         "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"dave-secret")
     for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(30)
+
+    # The answer only says the controller committed the credential: the broker applies the
+    # metadata log afterwards (its authenticator and DescribeUserScramCredentials read what
+    # it applied), so a login right away could still be refused as an unknown user.
+    def described() -> bool:
+        try:
+            return bool(admin.describe_user_scram_credentials(["dave"])["dave"].result(30).scram_credential_infos)
+        except KafkaException:  # RESOURCE_NOT_FOUND until the broker has applied it
+            return False
+
+    assert wait_until(described, timeout=60), "the broker never described the new SCRAM user"
 
     def read() -> list:
         consumer = KafkaConsumer(bootstrap_servers=secure_kafka.address("SASL_SSL"),

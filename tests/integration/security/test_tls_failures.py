@@ -16,6 +16,7 @@ refusal or a connection dropped before any TLS byte stays retriable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import socket
@@ -29,6 +30,7 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.messages import MetadataRequest
 from kproto.net.client import NetworkClient
+from tests.brokers._net import closed_port
 from tests.brokers.proxy import BrokerProxy
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
@@ -243,22 +245,24 @@ def _stop(server: socket.socket, thread: threading.Thread) -> None:
 
 @pytest.mark.parametrize("peer", ["refused", "closed-before-tls"])
 def test_no_tls_verdict_stays_a_retriable_connection_error(pki, peer):
-    server, thread = _closing_server()
-    port = server.getsockname()[1]
-    if peer == "refused":
-        _stop(server, thread)  # nothing listens on the port any more
-    client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port), security_protocol="SSL",
-                           ssl_cafile=pki["server"][0], reconnect_backoff_ms=60_000,
-                           reconnect_backoff_max_ms=60_000)
-    try:
-        future = client.send("bootstrap-0", MetadataRequest(topics=[]))
-        client.poll(BOUND_MS, future=future)  # raises nothing
-        assert future.failed()
-        assert isinstance(future.exception, errors.KafkaConnectionError), future.exception
-        assert future.retriable() and client.authentication_exception("bootstrap-0") is None
-    finally:
-        client.close()
-        _stop(server, thread)
+    with contextlib.ExitStack() as stack:
+        if peer == "refused":
+            port = stack.enter_context(closed_port())  # nothing listens on the port
+        else:
+            server, thread = _closing_server()
+            stack.callback(_stop, server, thread)
+            port = server.getsockname()[1]
+        client = NetworkClient(bootstrap_servers="127.0.0.1:{}".format(port), security_protocol="SSL",
+                               ssl_cafile=pki["server"][0], reconnect_backoff_ms=60_000,
+                               reconnect_backoff_max_ms=60_000)
+        try:
+            future = client.send("bootstrap-0", MetadataRequest(topics=[]))
+            client.poll(BOUND_MS, future=future)  # raises nothing
+            assert future.failed()
+            assert isinstance(future.exception, errors.KafkaConnectionError), future.exception
+            assert future.retriable() and client.authentication_exception("bootstrap-0") is None
+        finally:
+            client.close()
 
 
 @pytest.mark.parametrize("group", [[], ["--group", "tls-cli", "--group-protocol", "consumer"]])

@@ -2,24 +2,24 @@
 install by Spark's own launch classes (``java -cp <pyspark>/jars/* ...deploy.master.Master``
 and ``...deploy.worker.Worker``), no distribution scripts.
 
-Owns :class:`StandaloneCluster`: ports from :func:`tests.brokers._net.free_ports`, a work
-directory per worker (executor logs land there), each JVM in a session of its own, stopped
-by pid (a worker can be killed alone, for the failure tests). ``SPARK_HOME`` is the PySpark
-directory: a worker launches its executors from its ``jars/``.
+Owns :class:`StandaloneCluster`: every JVM binds ports of the kernel's choice (port 0; the
+master's URL is read from its log), a work directory per worker (executor logs land
+there), each JVM in a session of its own, stopped by pid (a worker can be killed alone, for
+the failure tests). ``SPARK_HOME`` is the PySpark directory: a worker launches its
+executors from its ``jars/``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 
 from tests.brokers import maven
-from tests.brokers._net import free_ports
 
 _MASTER = "org.apache.spark.deploy.master.Master"
 _WORKER = "org.apache.spark.deploy.worker.Worker"
@@ -57,25 +57,25 @@ class StandaloneCluster:
                                 env=env, cwd=self.directory, start_new_session=True)
 
     def start(self, timeout_s: float = 180.0) -> "StandaloneCluster":
-        port, ui, *worker_ports = free_ports(2 + 2 * self.count)
-        self.master = self._java("master", _MASTER, "--host", "127.0.0.1", "--port", str(port),
-                                 "--webui-port", str(ui))
-        _await_port(port, self.master, timeout_s, self.log_tail)
-        self.master_url = "spark://127.0.0.1:{}".format(port)
+        # Port 0 everywhere: a port found free beforehand can be taken in the seconds a JVM
+        # takes to start (by a broker another test worker starts, or as the local port of any
+        # connection), and Spark then quietly binds the next one up.
+        self.master = self._java("master", _MASTER, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0")
+        self.master_url = _await_master_url(os.path.join(self.directory, "master.out"), self.master, timeout_s,
+                                            self.log_tail)
         for i in range(self.count):
             work = os.path.join(self.directory, "worker-{}".format(i))
             os.makedirs(work)
             self._worker_args.append((
-                "--host", "127.0.0.1", "--port", str(worker_ports[2 * i]),
-                "--webui-port", str(worker_ports[2 * i + 1]), "--cores", str(self.cores),
+                "--host", "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores", str(self.cores),
                 "--memory", self.memory, "--work-dir", work, self.master_url))
             self.workers.append(None)
             self.start_worker(i)
         return self
 
     def start_worker(self, index: int) -> None:
-        """Start worker ``index`` (again, after :meth:`kill_worker`: same ports and work
-        directory); it registers with the master by itself."""
+        """Start worker ``index`` (again, after :meth:`kill_worker`: same work directory); it
+        registers with the master by itself."""
         process = self.workers[index]
         if process is None or process.poll() is not None:
             self.workers[index] = self._java("worker-{}".format(index), _WORKER, *self._worker_args[index])
@@ -121,14 +121,16 @@ class StandaloneCluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _await_port(port: int, process: subprocess.Popen, timeout_s: float, tail) -> None:
+def _await_master_url(log: str, process: subprocess.Popen, timeout_s: float, tail) -> str:
+    """The master's ``spark://`` URL from its log line "Starting Spark master at ...",
+    written once its RPC endpoint is bound."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError("the Spark master exited ({}):\n{}".format(process.returncode, tail()))
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("the Spark master did not listen on {} within {} s:\n{}".format(port, timeout_s, tail()))
+        with open(log, errors="replace") as f:
+            found = re.search(r"Starting Spark master at (spark://[\w.-]+:\d+)", f.read())
+        if found:
+            return found.group(1)
+        time.sleep(0.2)
+    raise RuntimeError("the Spark master did not start within {} s:\n{}".format(timeout_s, tail()))

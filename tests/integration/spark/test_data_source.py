@@ -20,7 +20,8 @@ import pytest
 pytest.importorskip("pyspark", reason="the Spark data source needs pyspark>=4.0: pip install 'kproto[spark]'")
 pytest.importorskip("pyarrow", reason="the Spark data source needs pyarrow: pip install 'kproto[spark]'")
 
-from tests.brokers._net import free_ports  # noqa: E402
+from tests.brokers import raw  # noqa: E402
+from tests.brokers._net import closed_port  # noqa: E402
 from tests.brokers.seeding import CODECS  # noqa: E402
 from tests.integration.spark.session import spark_session  # noqa: E402
 from tests.integration.spark.topics import retained_topic  # noqa: E402,F401  (fixture)
@@ -136,10 +137,11 @@ def test_bad_options_fail_before_any_task_runs(spark, broker):
         re.escape(broker.bootstrap_servers), topic), assign=json.dumps({topic + "x": [0]}))
     # Nobody listens there, or the name resolves nowhere: the planner stops after a few
     # seconds of refused connections instead of default.api.timeout.ms (60 s), with why.
-    closed = "127.0.0.1:{}".format(free_ports(1)[0])
-    _bad(spark, broker, r"no broker of bootstrap servers {0} could be reached within \d+ ms; tried {0} "
-         r"\(\d+ tries\): connect to {0} failed: connection refused".format(re.escape(closed)),
-         subscribe=topic, **{"kafka.bootstrap.servers": closed})
+    with closed_port() as port:
+        closed = "127.0.0.1:{}".format(port)
+        _bad(spark, broker, r"no broker of bootstrap servers {0} could be reached within \d+ ms; tried {0} "
+             r"\(\d+ tries\): connect to {0} failed: connection refused".format(re.escape(closed)),
+             subscribe=topic, **{"kafka.bootstrap.servers": closed})
     _bad(spark, broker, r"tried kproto-no-such-host.invalid:9092 \(\d+ tries\): cannot resolve",
          subscribe=topic, **{"kafka.bootstrap.servers": "kproto-no-such-host.invalid:9092"})
     _bad(spark, broker, "must give every partition being read", subscribe=topic,
@@ -185,7 +187,10 @@ def test_read_committed_batch_stops_at_the_last_stable_offset(spark, broker):
     committed_read = {"subscribe": topic, "kafka.isolation.level": "read_committed"}
     plain = broker.produce(topic, 20)
     txns = broker.produce_transactions(topic, committed=10, aborted=10, start_index=100)
-    stable = max(w.offset for w in txns.aborted) + 2  # past the abort marker
+    # Kafka answers EndTxn before the abort marker is written: the transaction left open next
+    # would otherwise get the offsets before the marker.
+    stable = raw.settled_log_end(broker.bootstrap_servers, topic, 0)
+    assert stable == max(w.offset for w in txns.aborted) + 2  # past the abort marker
     visible = plain + txns.committed
     if "aborted_transactions_in_fetch" not in broker.capabilities:
         visible = visible + txns.aborted
@@ -200,6 +205,7 @@ def test_read_committed_batch_stops_at_the_last_stable_offset(spark, broker):
                                     + list(range(stable, stable + 5)))
     finally:
         producer.commit_transaction(30)
+    raw.settled_log_end(broker.bootstrap_servers, topic, 0)  # the commit marker written too
     after = sorted(r.offset for r in read(spark, broker, **committed_read).select("offset").collect())
     assert after == sorted([w.offset for w in visible + behind] + list(range(stable, stable + 5)))
 

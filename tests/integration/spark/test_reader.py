@@ -16,6 +16,7 @@ from kproto.spark.planning import OffsetRange  # noqa: E402
 from kproto.spark.reader import arrow_schema, read_range  # noqa: E402
 from kproto.spark.resolver import DataLossError, OffsetResolver  # noqa: E402
 from kproto.structs import TopicPartition  # noqa: E402
+from tests.brokers import raw  # noqa: E402
 from tests.integration.spark.topics import open_transaction, retained_topic
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
@@ -154,6 +155,9 @@ def test_read_range_ends_past_transaction_markers(broker):
     # offset of the log is a marker no poll returns, and the read must still end there.
     topic = broker.new_topic(partitions=1)
     txns = broker.produce_transactions(topic, committed=10, aborted=10)
+    # Kafka answers EndTxn before the abort marker is written: planned before it lands, the
+    # range would end at the last aborted record.
+    raw.settled_log_end(broker.bootstrap_servers, topic, 0)
     opts = options(broker, topic)
     with OffsetResolver(opts) as resolver:
         end = resolver.latest([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
@@ -211,5 +215,8 @@ def test_resolver_latest_under_read_committed_is_the_last_stable_offset(broker):
             assert resolver.latest([tp]) == {tp: plain[-1].offset + 5}
     finally:
         producer.commit_transaction(30)
+    # Answered before the commit marker is written: until it is, the last stable offset is
+    # still the transaction's first.
+    raw.settled_log_end(broker.bootstrap_servers, topic, 0)
     with OffsetResolver(committed) as resolver:
         assert resolver.latest([tp]) == {tp: plain[-1].offset + 6}  # past the commit marker
