@@ -219,7 +219,9 @@ def settled_log_end(bootstrap_servers: str, topic: str, partition: int, timeout_
     AssertionError after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
-        p = fetch_partition(bootstrap_servers, topic, partition, isolation_level=1, max_wait_ms=0)
+        # The default max wait: Tansu leaves the partition out of a Fetch with max_wait_ms=0
+        # (the log holds records from offset 0 here, so the answer comes at once).
+        p = fetch_partition(bootstrap_servers, topic, partition, isolation_level=1)
         if p.error_code:
             raise RawProtocolError("Fetch {}-{} error {}".format(topic, partition, p.error_code))
         if p.last_stable_offset == p.high_watermark:

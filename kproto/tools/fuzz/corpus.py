@@ -1,9 +1,10 @@
 """Findings and reproducer files: what a finding holds and how it is written and read.
 
 Owns :class:`Finding` (API, version, oracle, signature, the exact bytes that fire it, the
-decoded request tree, the broker's ApiVersions and the seed) with its de-duplication key,
-and the reproducer file format in ``--out DIR`` (JSON: bytes as hex and base64, the tree
-with bytes as hex) that ``python -m kproto fuzz replay FILE`` reads back.
+decoded request tree, a sequence's frames and what their answers issued, the broker's
+ApiVersions and the seed) with its de-duplication key, and the reproducer file format in
+``--out DIR`` (JSON: bytes as hex and base64, the tree with bytes as hex; files without
+the newer optional keys still load) that ``python -m kproto fuzz replay FILE`` reads back.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value != value:
         return "NaN"
     return value
+
+
+def _issued_value(value: Any) -> Any:
+    """An issued value in JSON: a uuid as {"uuid": text} (threading compares values by type
+    too), ints and strings as they are."""
+    return {"uuid": str(value)} if isinstance(value, uuid.UUID) else value
+
+
+def _issued_value_of(value: Any) -> Any:
+    return uuid.UUID(value["uuid"]) if isinstance(value, dict) else value
 
 
 def request_tree(request: Any) -> Optional[dict[str, Any]]:
@@ -66,6 +77,9 @@ class Finding:
     note: str = ""
     request: Optional[dict[str, Any]] = None
     steps: list[bytes] = field(default_factory=list)   # a sequence's frames, in order
+    # A replayed sequence seed's: per step, what its answer issued ((field name, value), in
+    # order), so that replay threads this broker's values through (empty: not threaded)
+    issued: list[list[tuple[str, Any]]] = field(default_factory=list)
     response: Optional[bytes] = None
     seed: Optional[int] = None
     sequence_seed: Optional[int] = None
@@ -105,6 +119,7 @@ class Finding:
             out[name] = None if raw is None else {
                 "hex": raw.hex(), "base64": base64.b64encode(raw).decode()}
         out["steps"] = [s.hex() for s in self.steps]
+        out["issued"] = [[[name, _issued_value(v)] for name, v in step] for step in self.issued]
         out["header"] = header_of(self.wire)
         out["request"] = self.request
         out["broker_api_versions"] = {str(k): "{}-{}".format(*v)
@@ -124,6 +139,8 @@ class Finding:
         kw["response"] = (None if data.get("response") is None
                           else bytes.fromhex(data["response"]["hex"]))
         kw["steps"] = [bytes.fromhex(s) for s in data.get("steps", [])]
+        kw["issued"] = [[(name, _issued_value_of(v)) for name, v in step]
+                        for step in data.get("issued", [])]
         kw["broker_api_versions"] = {int(k): tuple(int(x) for x in v.split("-"))
                                      for k, v in data.get("broker_api_versions", {}).items()}
         return cls(**kw)

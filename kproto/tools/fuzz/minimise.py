@@ -14,11 +14,12 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from kproto.tools.fuzz.mutators import frame_wire
 
 Fires = Callable[[bytes, Optional[Any]], bool]
+S = TypeVar("S")  # a step: a frame, or its index among a finding's steps
 
 
 @dataclass
@@ -116,8 +117,8 @@ def minimise(wire: bytes, request: Optional[Any], version: int, header_len: int,
     return Shrunk(best_wire, best_req, calls, len(wire), len(best_wire))
 
 
-def shrink_steps(steps: list[bytes], fires: Callable[[list[bytes]], bool], *,
-                 max_calls: int = 20, max_seconds: float = 30.0) -> tuple[list[bytes], int]:
+def shrink_steps(steps: list[S], fires: Callable[[list[S]], bool], *,
+                 max_calls: int = 20, max_seconds: float = 30.0) -> tuple[list[S], int]:
     """Fewer steps first: the shortest prefix-preserving subsequence of a sequence's frames
     (the last, which fired, always kept) for which ``fires`` still holds, by ddmin over the
     steps before it; (steps, calls)."""
@@ -130,7 +131,7 @@ def shrink_steps(steps: list[bytes], fires: Callable[[list[bytes]], bool], *,
     def budget() -> bool:
         return calls < max_calls and time.monotonic() < deadline
 
-    def test(before: list[bytes]) -> bool:
+    def test(before: list[S]) -> bool:
         nonlocal calls
         calls += 1
         return fires(before + [last])

@@ -16,10 +16,11 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from kproto.errors import KafkaError
 from kproto.tools.fuzz import layout, schema
 from kproto.tools.fuzz.schema import ApiSpec
 from kproto.tools.fuzz.values import int_edges
-from kproto.protocol.headers import encode_request_header
+from kproto.protocol.headers import decode_request_header, encode_request_header
 from kproto.protocol.primitives import read_tagged_fields, write_uvarint
 
 CLIENT_ID = "kproto-fuzz"
@@ -62,6 +63,27 @@ def frame_wire(frame: bytes) -> bytes:
 def make_case(spec: ApiSpec, version: int, request: Any, correlation_id: int,
               client_id: Optional[str] = CLIENT_ID) -> Case:
     return Case(spec, version, request, request.encode(version), correlation_id, client_id)
+
+
+def case_of(wire: bytes) -> Optional[Case]:
+    """The valid request a frame holds (size prefix included and true, a header and a body
+    of a version the schema knows, decoded to their last byte), else None."""
+    if len(wire) < 12 or _I32.unpack_from(wire)[0] != len(wire) - 4:
+        return None
+    key, version = struct.unpack_from(">hh", wire, 4)
+    if key not in schema.apis():
+        return None
+    spec = schema.api(key)
+    if not spec.min_version <= version <= spec.max_version:
+        return None
+    try:
+        _, _, cid, client_id, pos = decode_request_header(
+            memoryview(wire)[4:], spec.request_header_version(version))
+        body = wire[4 + pos:]
+        request = schema.class_of(spec.module, spec.root).decode(body, version)
+    except KafkaError:
+        return None
+    return Case(spec, version, request, body, cid, client_id)
 
 
 @dataclass
@@ -391,5 +413,5 @@ FRAME_STRATEGIES: dict[str, Strategy] = {
 
 STRATEGIES: dict[str, Strategy] = {**FIELD_STRATEGIES, **FRAME_STRATEGIES}
 
-__all__ = ["Case", "Mutant", "make_case", "frame_wire", "STRATEGIES", "FIELD_STRATEGIES",
+__all__ = ["Case", "Mutant", "make_case", "case_of", "frame_wire", "STRATEGIES", "FIELD_STRATEGIES",
            "FRAME_STRATEGIES", "CLIENT_ID"]

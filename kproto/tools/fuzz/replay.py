@@ -2,9 +2,9 @@
 
 Owns :func:`replay`: the run's set-up again (its seed topic, the coordinators), then the
 finding's bytes (a sequence is run again from its own seed, a replayed sequence seed's
-frames are sent again in order; for a crash the request alone
-does not cause, the requests before it in order), judged by the same oracles and probes as
-in the run.
+frames are sent again in order with this broker's answers threaded through as the run's
+replay threaded its own; for a crash the request alone does not cause, the requests before
+it in order), judged by the same oracles and probes as in the run.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from kproto.errors import FuzzTargetError, KafkaError
-from kproto.tools.fuzz import oracles, schema, sequences
+from kproto.errors import FuzzTargetError
+from kproto.tools.fuzz import oracles, sequences
 from kproto.tools.fuzz.corpus import Finding
+from kproto.tools.fuzz.mutators import case_of
 from kproto.tools.fuzz.oracles import Verdict
 from kproto.tools.fuzz.plan import learn, seed_topic, warm_coordinators
 from kproto.tools.fuzz.runner import Fuzzer, FuzzConfig
 from kproto.tools.fuzz.shrink import send_steps
 from kproto.tools.fuzz.target import Target
 from kproto.tools.fuzz.values import Knowledge
-from kproto.protocol.headers import decode_request_header
 
 
 def replay(finding: Finding, target: Target, *, setup: bool = True,
@@ -57,14 +57,17 @@ def replay(finding: Finding, target: Target, *, setup: bool = True,
                                                 fuzzer.broker_log.poll(0.3))
     elif finding.level == "sequence" and finding.steps:
         # A replayed sequence seed has no seed of its own to run from: its frames again,
-        # in order on one connection, the last one judged (values the broker issued in
-        # the run are not threaded: the finding may need them to fire).
+        # in order on one connection, each threaded with what this broker's answers issued
+        # where the run's answers issued what it carries (a finding saved without those:
+        # the frames as recorded), the last one judged.
         if fuzzer.broker_log is not None:
             fuzzer.broker_log.poll()  # the set-up's lines
-        outcome, answer = send_steps(target, finding.steps)
-        verdicts = fuzzer.verdicts(oracles.Exchange(
-            finding.steps[-1], True, outcome, answer, _request_from(finding),
-            finding.strategy), settle=0.3)
+        threads = len(finding.issued) == len(finding.steps)
+        last = send_steps(target, finding.steps, issued=finding.issued if threads else None)
+        last.strategy = finding.strategy
+        if last.request is None:
+            last.request = _request_from(finding)
+        verdicts = fuzzer.verdicts(last, settle=0.3)
     else:
         if fuzzer.broker_log is not None:
             fuzzer.broker_log.poll()  # the set-up's lines
@@ -100,16 +103,8 @@ def _still_alive(target: Target) -> bool:
 def _request_from(finding: Finding) -> Any:
     """The request object of a valid finding, decoded from its own bytes (content probes
     need it); None when the bytes are not a valid request."""
-    if not finding.valid:
-        return None
-    spec = schema.api(finding.api_key)
-    try:
-        pos = decode_request_header(finding.wire[4:], spec.request_header_version(
-            finding.version))[-1]
-        return schema.class_of(spec.module, spec.root).decode(finding.wire[4 + pos:],
-                                                               finding.version)
-    except KafkaError:
-        return None
+    case = case_of(finding.wire) if finding.valid else None
+    return None if case is None else case.request
 
 
 __all__ = ["replay"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kproto.errors import FuzzTargetError
 from kproto.tools.fuzz import oracles, schema, sequence_seeds, sequences, shrink
 from kproto.tools.fuzz.brokerlog import LOG_SETTLE
+from kproto.tools.fuzz.dictionary import issued
 from kproto.tools.fuzz.plan import PREFIXED_APIS, enforce_prefix
 from kproto.tools.fuzz.sequence_seeds import SequenceSeed
 
@@ -88,8 +89,11 @@ def _run(fuzzer: "Fuzzer", name: str, seed: "SequenceSeed | None") -> "SequenceS
                                       "sequence", "" if seed is None else seed.name)
         if finding is None:
             continue
-        finding.steps = [e.wire for e in exchanges[:exchanges.index(ex) + 1]]
+        n = exchanges.index(ex) + 1
+        finding.steps = [e.wire for e in exchanges[:n]]
         finding.sequence_seed = sub_seed if seed is None else None
+        if seed is not None:  # no seed to run again from: replay threads the frames
+            finding.issued = [issued(a) for a in run.answers[:n]]
         if fuzzer.config.minimise and fuzzer.alive:
             shrink.shrink_sequence(fuzzer, finding, verdict, ex)
         fuzzer._finish(finding, ex)

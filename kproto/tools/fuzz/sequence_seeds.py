@@ -12,6 +12,9 @@ its seeds then wander from it one step at a time while staying in the state its 
 built: a heartbeat of the member the replay's own JoinGroup made, with another field
 changed. Group, transactional and instance ids the sequence made up are made up afresh in
 most replays, so that a replay meets a new group rather than the one the recording left.
+The same threading, frame by frame, replays a finding such a replay made (its frames and
+what each answer issued, :class:`~kproto.tools.fuzz.corpus.Finding`): :func:`thread_frame`
+and :func:`learn`, sent by :func:`~kproto.tools.fuzz.shrink.send_steps`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, Callable, Optional
 
 from kproto.tools.fuzz import schema, tree_mutators
 from kproto.tools.fuzz.dictionary import ALIASES, Dictionary, issued
+from kproto.tools.fuzz.mutators import case_of, frame_wire
 from kproto.tools.fuzz.sequences import SLOW, Run
 
 FRESH_NAMES = 0.7   # replays that make the sequence's group and transactional ids anew
@@ -32,12 +36,16 @@ MUTATED_STEPS = 1.5  # steps given tree mutations, on average per replay
 SLOW_APIS = frozenset((11, 14, 22))  # JoinGroup, SyncGroup, InitProducerId may wait
 
 
+Issued = list[tuple[str, Any]]  # what one answer issued: (field name, value), in order
+Threaded = dict[tuple[str, Any], Any]  # (name, recorded value) -> this replay's value
+
+
 @dataclass
 class Step:
     spec: schema.ApiSpec
     version: int
     request: Any
-    issued: list[tuple[str, Any]]  # what its recorded answer issued, in order
+    issued: Issued  # what its recorded answer issued
 
 
 @dataclass
@@ -59,7 +67,7 @@ def from_run(name: str, run: Run) -> Optional[SequenceSeed]:
     return SequenceSeed(name, steps) if steps else None
 
 
-def thread(request: Any, threaded: dict[tuple[str, Any], Any]) -> int:
+def thread(request: Any, threaded: Threaded) -> int:
     """Replace, in ``request``, each value an earlier recorded answer issued under a name
     (or a name the field may take: :data:`ALIASES`) by what this replay's answer issued
     there; returns how many fields changed."""
@@ -119,7 +127,7 @@ def replay(seed: SequenceSeed, run: Run, fresh: Callable[[schema.ApiSpec, int], 
         steps.insert(i, steps[i])
     names = _fresh_names(steps, run.knowledge.prefix, rng) \
         if rng.random() < FRESH_NAMES else {}
-    threaded: dict[tuple[str, Any], Any] = {}
+    threaded: Threaded = {}
     p_mutate = min(1.0, MUTATED_STEPS / len(steps)) if mutations else 0.0
     for n, step in enumerate(steps):
         request = tree_mutators.clone(step.request)
@@ -144,16 +152,41 @@ def replay(seed: SequenceSeed, run: Run, fresh: Callable[[schema.ApiSpec, int], 
                           timeout=SLOW if step.spec.api_key in SLOW_APIS else None)
         if answer is None:
             break  # no answer: the connection is gone, and the state with it
-        by_name: dict[str, list[Any]] = {}
-        for name, value in issued(answer):
-            by_name.setdefault(name, []).append(value)
-        seen: dict[str, int] = {}
-        for name, old in step.issued:
-            k = seen[name] = seen.get(name, -1) + 1
-            new = by_name.get(name, [])
-            if k < len(new) and new[k] != old:
-                threaded[(name, old)] = new[k]
+        learn(step.issued, answer, threaded)
     return notes
 
 
-__all__ = ["SequenceSeed", "Step", "from_run", "thread", "replay"]
+def learn(recorded: Issued, answer: Any, threaded: Threaded) -> None:
+    """Note in ``threaded`` each value a step's recorded answer issued (``recorded``) that
+    this replay's ``answer`` to the step issued anew: the n-th value issued under a name
+    stands for the n-th recorded under it."""
+    by_name: dict[str, list[Any]] = {}
+    for name, value in issued(answer):  # no answer (None) issued nothing
+        by_name.setdefault(name, []).append(value)
+    seen: dict[str, int] = {}
+    for name, old in recorded:
+        k = seen[name] = seen.get(name, -1) + 1
+        new = by_name.get(name, [])
+        if k < len(new) and new[k] != old:
+            threaded[(name, old)] = new[k]
+
+
+def thread_frame(wire: bytes, threaded: Threaded) -> tuple[bytes, Any]:
+    """A recorded step's frame threaded (:func:`thread`; its header as recorded) and the
+    request it now holds; a frame that is not a valid request, or is one that no threaded
+    value changes, as it is (a value its field cannot hold: the frame as recorded)."""
+    case = case_of(wire)
+    if case is None:
+        return wire, None
+    request = tree_mutators.clone(case.request)
+    if not thread(request, threaded):
+        return wire, case.request
+    try:
+        body = request.encode(case.version)
+    except Exception:  # an alias of another width, as in replay()
+        return wire, case.request
+    return frame_wire(wire[4:len(wire) - len(case.body)] + body), request
+
+
+__all__ = ["SequenceSeed", "Step", "Issued", "from_run", "thread", "thread_frame", "learn",
+           "replay"]

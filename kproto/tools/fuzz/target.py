@@ -141,25 +141,12 @@ class Target:
         return self.exchange(case.wire, valid=True, request=case.request, **kw)
 
     def call(self, request: Any, version: int, **kw: Any) -> tuple[Exchange, Any]:
-        """A valid request on the kept connection; the exchange and its decoded answer.
-
-        Decoded leniently (trailing bytes allowed: the mock appends one to some flexible
-        answers) so that learning and sequences go on; the oracles judge the exchange
-        strictly on their own."""
+        """A valid request on the kept connection; the exchange and its decoded answer
+        (:func:`answer_of`)."""
         spec = schema.api(request.api_key)
-        case = make_case(spec, version, request, self.next_correlation_id())
-        ex = self.send_case(case, **kw)
-        answer, _ = decode_answer(ex)
-        if answer is None and ex.outcome == ANSWER and ex.response is not None:
-            try:
-                cid, pos = decode_response_header(ex.response,
-                                                  spec.response_header_version(version))
-                if cid == case.correlation_id:
-                    answer = schema.response_class(spec).decode(
-                        memoryview(ex.response)[pos:], version, allow_trailing=True)
-            except KafkaError:
-                pass
-        return ex, answer
+        ex = self.send_case(make_case(spec, version, request, self.next_correlation_id()),
+                            **kw)
+        return ex, answer_of(ex)
 
     # --- probes and facts ----------------------------------------------------------
 
@@ -273,6 +260,26 @@ class Target:
         return True
 
 
+def answer_of(ex: Exchange) -> Any:
+    """The answer of a valid request's exchange, decoded leniently (trailing bytes allowed:
+    the mock appends one to some flexible answers) so that learning and sequences go on;
+    None when there is none or it is not the request's. The oracles judge the exchange
+    strictly on their own."""
+    answer, _ = decode_answer(ex)
+    key, version = ex.api_key, ex.api_version
+    if answer is None and ex.outcome == ANSWER and ex.response is not None and \
+            key in schema.apis() and version is not None:
+        spec = schema.api(key)
+        try:
+            cid, pos = decode_response_header(ex.response, spec.response_header_version(version))
+            if cid == ex.correlation_id:
+                answer = schema.response_class(spec).decode(
+                    memoryview(ex.response)[pos:], version, allow_trailing=True)
+        except KafkaError:
+            pass
+    return answer
+
+
 def listening_pid(port: int) -> Optional[int]:
     """The process listening on TCP ``port`` on this machine (Linux /proc; one of this
     user's), or None: a broker restarted by --restart-cmd has a new pid."""
@@ -301,4 +308,4 @@ def listening_pid(port: int) -> Optional[int]:
     return None
 
 
-__all__ = ["Target", "listening_pid"]
+__all__ = ["Target", "answer_of", "listening_pid"]

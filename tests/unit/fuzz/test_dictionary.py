@@ -15,7 +15,7 @@ from kproto.messages import (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbe
                              JoinGroupResponse, ShareFetchRequest, ShareFetchResponse)
 from kproto.tools.fuzz import schema, tree_mutators
 from kproto.tools.fuzz.dictionary import Dictionary, issued
-from kproto.tools.fuzz.sequence_seeds import thread
+from kproto.tools.fuzz.sequence_seeds import learn, thread
 from kproto.tools.fuzz.values import Knowledge, TopicInfo, ValueGenerator
 
 GROUP = "kproto-fuzz-g1"
@@ -156,10 +156,9 @@ def test_a_replay_threads_what_its_own_answers_issued_into_later_steps():
                                  member_id="kproto-fuzz-c-old")
     threaded = {}
     replayed_join = JoinGroupResponse(generation_id=2, member_id="kproto-fuzz-c-new")
-    new = dict(issued(replayed_join))
-    for name, old in issued(recorded_join):
-        if new[name] != old:
-            threaded[(name, old)] = new[name]
+    learn(issued(recorded_join), replayed_join, threaded)
+    assert threaded == {("generation_id", 1): 2,
+                        ("member_id", "kproto-fuzz-c-old"): "kproto-fuzz-c-new"}
     assert thread(heartbeat, threaded) == 2
     assert (heartbeat.generation_id, heartbeat.member_id) == (2, "kproto-fuzz-c-new")
     assert heartbeat.group_id == GROUP
