@@ -195,7 +195,7 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
     (indices following on) in an aborted one, with a transactional confluent-kafka
     producer. Records use tag "txc" (committed) and "txa" (aborted) in the recipe, and
     timestamps ``timestamp_base + i`` (default base: :func:`now_ms`). Returns once every
-    marker is in the log (:func:`_await_markers`).
+    marker is in the log (:func:`tests.brokers.raw.settled_log_end`).
     """
     if timestamp_base is None:
         timestamp_base = now_ms()
@@ -218,32 +218,14 @@ def produce_transactions(bootstrap_servers: str, topic: str, *, committed: int =
         else:
             producer.abort_transaction(timeout)
         results.append(_collect(topic, sink, tag, timestamp_base))
-    _await_markers(bootstrap_servers, topic, results, timeout)
-    return Transactions(committed=results[0], aborted=results[1])
-
-
-def _await_markers(bootstrap_servers: str, topic: str, transactions: list[list[WrittenRecord]],
-                   timeout: float) -> None:
-    """Wait until each partition the transactions wrote to holds the marker of the last
-    one that touched it (the offset after its last record there): Kafka answers EndTxn
-    once the outcome is in its transaction log and writes the markers afterwards, so
-    without this a test reading the log at once may find the last transaction still open
-    (no marker yet, the last stable offset before its first record), and records produced
-    next may land before the marker."""
+    # Kafka answers EndTxn before the markers are written: a test reading the log at once
+    # could find the last transaction still open, and records it produced next could land
+    # before the marker. Returned once no transaction is open where these wrote.
     from tests.brokers import raw
 
-    ends: dict[int, int] = {}
-    for records in transactions:
-        for r in records:
-            ends[r.partition] = max(ends.get(r.partition, 0), r.offset + 2)
-    deadline = time.monotonic() + timeout
-    for partition, end in sorted(ends.items()):
-        # A Fetch at the marker's offset waits (max_wait_ms) for it to be written.
-        while raw.fetch_partition(bootstrap_servers, topic, partition, end - 1,
-                                  max_wait_ms=200).high_watermark < end:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no transaction marker at {}-{} offset {} after {}s".format(
-                    topic, partition, end - 1, timeout))
+    for partition in sorted({r.partition for records in results for r in records}):
+        raw.settled_log_end(bootstrap_servers, topic, partition, timeout)
+    return Transactions(committed=results[0], aborted=results[1])
 
 
 def produce_batch(bootstrap_servers: str, topic: str, n: int, *, partition: int = 0,
