@@ -9,7 +9,6 @@ import pytest
 
 from kproto.aio import AIOKafkaConsumer, TopicPartition as TP
 from kproto.consumer.background.member_state import MemberState
-from tests.brokers import raw
 from tests.support.aio_harness import DEADLINE_S, ListenerLog, drain, run
 
 pytestmark = [pytest.mark.broker]
@@ -85,9 +84,6 @@ def test_read_committed_returns_only_committed_records(broker) -> None:
     """aiokafka's transactional-consume example: isolation_level="read_committed"."""
     topic = broker.new_topic(partitions=1, prefix="aio")
     txns = broker.produce_transactions(topic, committed=5, aborted=5)
-    # Kafka answers EndTxn before the abort marker is written: until it is, the last stable
-    # offset stays at the aborted transaction's first record. Read once it is written.
-    raw.settled_log_end(broker.bootstrap_servers, topic, 0)
 
     async def main() -> None:
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id="g-" + topic,

@@ -5,8 +5,7 @@ import pytest
 
 from kproto import codecs
 from kproto.records import read_batches
-from tests.brokers import raw, seeding
-from tests.brokers._net import wait_until
+from tests.brokers import seeding
 from tests.data.records.regenerate import fetch_all
 
 # The bytes a broker serves: Tansu is a second implementation of them (tests/conftest.py).
@@ -37,12 +36,7 @@ def test_fresh_batches_from_broker(broker, codec):
 def test_fresh_transaction_markers(broker):
     topic = broker.new_topic(partitions=1)
     tx = broker.produce_transactions(topic, committed=3, aborted=2)
-    end = tx.aborted[-1].offset + 2
-    # Kafka answers EndTxn before its transaction coordinator has written the markers: the
-    # abort marker (the last thing written to the topic) is read once the log holds it.
-    assert wait_until(lambda: raw.fetch_partition(broker.bootstrap_servers, topic, 0)
-                      .high_watermark >= end, timeout=60), "the abort marker was never written"
-    data = fetch_all(broker, topic, end)
+    data = fetch_all(broker, topic, tx.aborted[-1].offset + 2)
     markers = [(m.offset, m.is_commit) for m in
                (b.control_record() for b in read_batches(data, check_crcs=True)) if m]
     assert markers == [(tx.committed[-1].offset + 1, True), (tx.aborted[-1].offset + 1, False)]

@@ -155,9 +155,6 @@ def test_read_range_ends_past_transaction_markers(broker):
     # offset of the log is a marker no poll returns, and the read must still end there.
     topic = broker.new_topic(partitions=1)
     txns = broker.produce_transactions(topic, committed=10, aborted=10)
-    # Kafka answers EndTxn before the abort marker is written: planned before it lands, the
-    # range would end at the last aborted record.
-    raw.settled_log_end(broker.bootstrap_servers, topic, 0)
     opts = options(broker, topic)
     with OffsetResolver(opts) as resolver:
         end = resolver.latest([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
