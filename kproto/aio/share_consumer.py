@@ -107,7 +107,8 @@ class AIOKafkaShareConsumer:
                     "{} delivered record(s) were not".format(len(core._delivered)))
             core._accept_delivered()
         core._process_background_events()
-        core.application_event_handler.add(ev.ShareFetchEvent(core._take_acks(), settles=True))
+        settles = core.fetch_buffer.next_round()
+        core.application_event_handler.add(ev.ShareFetchEvent(core._take_acks(), settles=settles))
         asked_at = core._time_ms()
         while True:
             # No await between collecting and returning: what is collected is returned.

@@ -9,7 +9,7 @@ completed acknowledgements back for the application's acknowledgement commit cal
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from kproto.consumer.background.events import ApplicationEvent, BackgroundEvent, CompletableApplicationEvent
 from kproto.consumer.share.acknowledgements import Acknowledgements
@@ -40,11 +40,12 @@ class ShareSubscriptionChangeEvent(CompletableApplicationEvent):
 class ShareFetchEvent(ApplicationEvent):
     """``poll``: acknowledgements so far, and the wish for more records."""
 
-    def __init__(self, entries: list[AckEntry], settles: bool = False) -> None:
+    def __init__(self, entries: list[AckEntry], settles: Optional[int] = None) -> None:
         super().__init__()
         self.entries = entries
-        # The first event of a poll: it carries the acknowledgements of every record the
-        # application held, so fetching from those nodes is safe again once it is queued.
+        # The first event of a poll (its ShareFetchBuffer round): it carries the
+        # acknowledgements of every record the application held before that poll, so
+        # fetching from those nodes is safe again once it is queued.
         self.settles = settles
 
 

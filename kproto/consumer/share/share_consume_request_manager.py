@@ -16,7 +16,10 @@ waiting for theirs, and the rule of what to send to a node on each ``poll``:
 4. a ShareFetch goes to a node only when the application asked for records (each
    ``poll``) and nothing the node delivered is still buffered or held by the application
    (``ShareFetchBuffer.buffered_nodes``): memory stays bounded by one response per node,
-   and no answer can repeat records the application holds;
+   no answer can repeat records the application holds, and a partition no longer
+   assigned (or all of them, while a fenced member rejoins) is forgotten only once the
+   application settled what it holds of that node (a broker may release a member's
+   records of a forgotten partition: librdkafka's mock does);
 5. a session error (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH) or a broken
    connection ends the node's session: its buffered records are dropped (the broker
    released them) and its in-flight acknowledgements fail with that error;
@@ -194,7 +197,9 @@ class ShareConsumeRequestManager:
             return PollResult(MAX_WAIT_MS, requests)
 
         fetch_by_node = self.fetch_partitions_by_node() if self._fetch_requested else {}
-        buffered = self.fetch_buffer.buffered_nodes() if fetch_by_node else set()
+        # Also with nothing assigned (a fenced member rejoining): a ShareFetch that only
+        # forgets partitions waits too, or the records the application holds are released.
+        buffered = self.fetch_buffer.buffered_nodes() if self._fetch_requested else set()
         nodes = set(self.pending) | set(fetch_by_node)
         if self._fetch_requested:
             # Sessions holding partitions no longer assigned here: forget them.

@@ -265,7 +265,8 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         elif self._holds_records():
             self._accept_delivered()
         self._process_background_events()
-        self.application_event_handler.add(ev.ShareFetchEvent(self._take_acks(), settles=True))
+        settles = self.fetch_buffer.next_round()
+        self.application_event_handler.add(ev.ShareFetchEvent(self._take_acks(), settles=settles))
         while True:
             records = self._collect()
             if records:

@@ -4,16 +4,27 @@ Owns the queue of ``ShareCompletedFetch`` objects: the background thread adds wh
 ShareFetch response acquired, the application thread takes records out in ``poll``. Its
 condition lets ``poll`` block until data arrives, ``wakeup`` ends that wait early.
 
-The background thread asks ``buffered_nodes`` before fetching from a node: no new
-ShareFetch goes to a node while records it delivered are still buffered, or handed to the
-application and not yet settled (``mark_outstanding`` by the application thread when it
-takes records; ``clear_outstanding`` by the background thread once the next poll's
-acknowledgements are queued ahead of any fetch). So memory stays bounded by one response
-per node (``fetch_max_bytes``) however many records the application holds, and no fetch
-is in flight while the application holds records of that node: a broker may answer a
-fetch with records this member already holds (librdkafka's mock does), which would
-otherwise be handed out twice. ``drop_node`` forgets a node's fetches when its share
-session ended (the broker released those records, so they must not be handed out).
+The background thread asks ``buffered_nodes`` before sending a ShareFetch to a node
+(one that fetches, or one that only forgets partitions): none goes to a node while records
+it delivered are still buffered, or handed to the application and not yet settled
+(``mark_outstanding`` by the application thread when it takes records;
+``clear_outstanding`` by the background thread once the next poll's acknowledgements are
+queued ahead of any fetch). So memory stays bounded by one response per node
+(``fetch_max_bytes``) however many records the application holds, no fetch is in flight
+while the application holds records of that node (a broker may answer a fetch with
+records this member already holds: librdkafka's mock does, and they would be handed out
+twice), and no partition is forgotten while the application holds records of it (the
+mock releases a member's records of a partition its session forgets: their
+acknowledgements would fail and the records come again).
+
+Settling is counted in poll rounds: ``next_round`` starts one (the application thread, as
+a poll begins to settle what was handed out before) and its number rides on that poll's
+``ShareFetchEvent``; ``clear_outstanding(round)`` clears only what earlier rounds handed
+out, since the same poll may already have taken records from the buffer (and marked their
+node) before the background thread gets to its event.
+
+``drop_node`` forgets a node's fetches when its share session ended (the broker released
+those records, so they must not be handed out).
 """
 
 from __future__ import annotations
@@ -31,7 +42,8 @@ class ShareFetchBuffer:
         self._fetches: collections.deque[ShareCompletedFetch] = collections.deque()
         self._woken = False
         self._closed = False
-        self._outstanding: set[int] = set()
+        self._outstanding: dict[int, int] = {}  # node -> the round that handed its records out
+        self._round = 0
 
     def add(self, fetch: ShareCompletedFetch) -> None:
         with self._lock:
@@ -58,15 +70,24 @@ class ShareFetchBuffer:
     def buffered_nodes(self) -> set[int]:
         """Nodes with fetches buffered or records handed out and not yet settled."""
         with self._lock:
-            return {f.node_id for f in self._fetches} | self._outstanding
+            return {f.node_id for f in self._fetches} | set(self._outstanding)
+
+    def next_round(self) -> int:
+        """A poll begins that settles every record handed out so far: its round."""
+        with self._lock:
+            self._round += 1
+            return self._round
 
     def mark_outstanding(self, node_id: int) -> None:
+        """The application took records of ``node_id`` in the current round."""
         with self._lock:
-            self._outstanding.add(node_id)
+            self._outstanding[node_id] = self._round
 
-    def clear_outstanding(self) -> None:
+    def clear_outstanding(self, settled_round: int) -> None:
+        """The acknowledgements of poll round ``settled_round`` are queued: what earlier
+        rounds handed out is settled; what that round itself took stays outstanding."""
         with self._lock:
-            self._outstanding.clear()
+            self._outstanding = {n: r for n, r in self._outstanding.items() if r >= settled_round}
 
     def drop_node(self, node_id: int) -> list[ShareCompletedFetch]:
         with self._lock:

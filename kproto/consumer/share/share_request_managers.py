@@ -86,10 +86,10 @@ class ShareApplicationEventProcessor(ApplicationEventProcessor):
 
     def _fetch(self, event: ev.ShareFetchEvent) -> None:
         self.consume.add_acknowledgements(event.entries)
-        if event.settles:  # the first event of an application poll(): it settled every record held
+        if event.settles is not None:  # the first event of an application poll(): it settled every record held
             self.heartbeat.reset_poll_timer(self._time_ms())
             self.membership.on_consumer_poll()
-            self.consume.fetch_buffer.clear_outstanding()
+            self.consume.fetch_buffer.clear_outstanding(event.settles)
             # Revocations reconcile only here: the application holds no records any more.
             self.membership.maybe_reconcile(can_commit=True)
         self.consume.request_fetch()

@@ -261,6 +261,57 @@ def test_fenced_member_rejoins_and_nothing_is_lost(fresh, caplog):
                for r in caplog.records)
 
 
+def test_records_fetched_while_the_member_is_fenced_are_acknowledged_not_released(fresh, caplog):
+    """A ShareFetch acquires records, the member is fenced (its assignment is empty while it
+    rejoins), then the answer hands them out: they are this member's until it acknowledges
+    them. The mock releases a member's records of a partition its share session forgets, so
+    a ShareFetch forgetting the partition while the application holds them would make the
+    acknowledgements fail and the records come again (what three members sharing two
+    partitions once saw, when the mock fenced a member that missed two epoch bumps)."""
+    topic = fresh.new_topic(partitions=1)
+    fresh.set_partition_leader(topic, 0, 2)
+    written = fresh.produce(topic, 10)
+    group = new_group()
+    fresh.set_coordinator("group", group, 1)
+    seen: Counter = Counter()
+    with caplog.at_level(logging.INFO), share_consumer(fresh, group, topic, share_acknowledgement_mode="explicit",
+                                                       max_poll_records=5) as consumer:
+        deadline = time.monotonic() + DEADLINE_S
+        while not fresh.sharegroup_member_ids(group):
+            assert time.monotonic() < deadline, "the member did not join"
+            time.sleep(0.05)
+        # The first ShareFetch acquires records when it arrives; its answer comes 1.5 s later.
+        fresh.push_broker_request_error_rtts(2, SHARE_FETCH, [(0, 1500)])
+        fresh.start_request_tracking()
+        try:
+            consumer.poll(0)  # asks for records
+            while not any(r.api_key == SHARE_FETCH and r.broker_id == 2 for r in fresh.requests()):
+                assert time.monotonic() < deadline, "no ShareFetch reached the leader"
+                time.sleep(0.01)
+        finally:
+            fresh.stop_request_tracking()
+        # Fenced at the next heartbeat, then kept out of the group (the rejoin is told to retry).
+        fresh.push_request_errors(SHARE_GROUP_HEARTBEAT, [110] + [14] * 50)  # FENCED, COORDINATOR_LOAD_IN_PROGRESS
+        while not any("got fenced" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, "the member was not fenced"
+            time.sleep(0.01)
+        held: list = []
+        read_until(consumer, lambda: held, held.append)
+        for record in held:
+            seen[(record.partition, record.offset)] += 1
+            consumer.acknowledge(record)
+        acknowledged = consumer.commit()
+        fresh.clear_request_errors(SHARE_GROUP_HEARTBEAT)  # rejoins: reads the rest
+
+        def take(r):
+            seen[(r.partition, r.offset)] += 1
+            consumer.acknowledge(r)
+        read_until(consumer, lambda: len(seen) == len(written), take)
+        assert all(e is None for e in consumer.commit().values())
+    assert all(e is None for e in acknowledged.values()), acknowledged
+    assert seen == Counter({(w.partition, w.offset): 1 for w in written})
+
+
 def test_coordinator_move_and_broker_down_lose_nothing(fresh, caplog):
     topic = fresh.new_topic(partitions=2)
     leader = 2

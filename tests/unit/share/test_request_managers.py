@@ -423,3 +423,54 @@ def test_buffered_records_carry_the_lock_duration_the_answer_gave():
         answer.acquisition_lock_timeout_ms = 15000 if node_id == 1 else 0  # 0: a v0 answer says nothing
         unsent.complete(answer, c.now)
     assert {f.node_id: f.acquisition_lock_timeout_ms for f in c.buffer.drain()} == {1: 15000, 2: None}
+
+
+def _forgotten(request) -> list[int]:
+    return [p for topic in request.forgotten_topics_data for p in topic.partitions]
+
+
+def test_a_fenced_member_forgets_a_partition_only_once_the_application_settled_what_it_holds_of_it():
+    """Fenced (nothing assigned) with node 2's records arriving from a fetch in flight and
+    then taken by the application: no ShareFetch forgets partition 1 at node 2 until the
+    application's next poll settled them (librdkafka's mock releases a member's records of
+    a partition its session forgets: their acknowledgements would fail, the records come
+    again). Node 1, holding nothing, forgets partition 0 at once."""
+    c = Consumer()
+    c.fetch_all()
+    [from_node2] = [f for f in c.buffer.drain() if f.node_id == 2]
+    c.membership.transition_to_fenced()
+    assert c.membership.assigned_partitions() == []
+    c.buffer.add(from_node2)  # its answer came after the fence
+    c.manager.request_fetch()
+    sent = c.poll()
+    assert set(sent) == {1} and _forgotten(c.build(sent[1])) == [0]
+    # The application's poll begins a round, takes node 2's records from the buffer, and
+    # only then does the background thread get that poll's event: they stay held.
+    taken_in = c.buffer.next_round()
+    c.buffer.drain()
+    c.buffer.mark_outstanding(2)
+    c.buffer.clear_outstanding(taken_in)
+    c.manager.request_fetch()
+    assert 2 not in c.poll()
+    # The next poll acknowledges them: first in ShareAcknowledge, then partition 1 is forgotten.
+    c.manager.add_acknowledgements([entry(2, TIP1, o0=1, o1=1, o2=1)])
+    c.buffer.clear_outstanding(c.buffer.next_round())
+    c.manager.request_fetch()
+    acknowledge = c.poll()[2]
+    assert isinstance(c.build(acknowledge), ShareAcknowledgeRequest)
+    acknowledge.complete(ack_answer(1), c.now)
+    c.manager.request_fetch()
+    forget = c.build(c.poll()[2])
+    assert isinstance(forget, ShareFetchRequest) and _forgotten(forget) == [1] and not forget.topics
+
+
+def test_a_poll_round_settles_only_what_earlier_rounds_handed_out():
+    buffer = ShareFetchBuffer()
+    first = buffer.next_round()
+    buffer.mark_outstanding(1)
+    second = buffer.next_round()
+    buffer.mark_outstanding(2)  # taken by the second poll before its event was handled
+    buffer.clear_outstanding(second)
+    assert buffer.buffered_nodes() == {2}
+    buffer.clear_outstanding(buffer.next_round())
+    assert buffer.buffered_nodes() == set() and first < second
