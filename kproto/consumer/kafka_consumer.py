@@ -19,6 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
+from kproto.consumer.config import DEFAULT_CONFIG as _DEFAULT_CONFIG
 from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -88,6 +89,11 @@ class KafkaConsumer:
     Configuration keys and defaults are kafka-python's (see ``kproto.consumer.config``),
     plus ``group_protocol`` ("classic" or "consumer"), as in the Java client.
     """
+
+    #: Every setting with its default, as kafka-python's class attribute (code written for
+    #: it filters its settings by these keys): the dict each new consumer's settings start
+    #: from, so changing a default here changes it for the consumers made after, as there.
+    DEFAULT_CONFIG = _DEFAULT_CONFIG
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         from kproto.consumer.config import ConsumerConfig
