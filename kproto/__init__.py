@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "KafkaConsumer": "kproto.consumer.kafka_consumer",
     "ConsumerRebalanceListener": "kproto.consumer.rebalance_listener",
+    "AsyncConsumerRebalanceListener": "kproto.consumer.rebalance_listener",
     "KafkaShareConsumer": "kproto.consumer.kafka_share_consumer",
     "AcknowledgeType": "kproto.consumer.share.acknowledgements",
 }
@@ -38,5 +39,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "TopicPartition",
+__all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "AsyncConsumerRebalanceListener",
+           "TopicPartition",
            "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "KafkaShareConsumer", "AcknowledgeType"]

@@ -477,6 +477,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         except errors.KafkaError as exc:
             log.warning("Group %s: closing: %s", self.group_id, exc)
         finally:
+            self._listener_invoker.close()
             self.close_coordinator(max(0.0, deadline - self._clock()))
 
     def group_metadata(self) -> dict[str, Any]:

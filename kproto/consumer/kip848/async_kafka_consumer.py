@@ -427,4 +427,5 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
             self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
             self._execute_commit_callbacks()
         finally:
+            self._listener_invoker.close()
             self._release(deadline)
