@@ -10,6 +10,7 @@ from typing import Any
 
 from kproto import errors  # noqa: F401  (re-exported family of exceptions)
 from kproto.structs import (  # noqa: F401
+    ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -41,4 +42,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "AsyncConsumerRebalanceListener",
            "TopicPartition",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "KafkaShareConsumer", "AcknowledgeType"]
+           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "ConsumerGroupMetadata", "KafkaShareConsumer", "AcknowledgeType"]

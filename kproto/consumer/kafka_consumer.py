@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Op
 from kproto.consumer.config import DEFAULT_CONFIG as _DEFAULT_CONFIG
 from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError
-from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kproto.structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 if TYPE_CHECKING:
     from kproto.consumer.config import ConsumerConfig
@@ -67,7 +67,7 @@ class ConsumerDelegate(Protocol):
     def topics(self) -> set[str]: ...
     def bootstrap(self, timeout_ms: Optional[int], refresh: bool) -> None: ...
     def bootstrap_connected(self) -> bool: ...
-    def group_metadata(self) -> Any: ...
+    def group_metadata(self) -> ConsumerGroupMetadata: ...
     def metrics(self, raw: bool) -> Optional[dict[Any, Any]]: ...
     def wakeup(self) -> None: ...
     def close(self, autocommit: bool, timeout_ms: Optional[int]) -> None: ...
@@ -311,8 +311,9 @@ class KafkaConsumer:
         with self._confinement as engine:
             return engine.bootstrap_connected()
 
-    def group_metadata(self) -> Any:
-        """A snapshot of this consumer's group membership (group, generation, member id)."""
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """A snapshot of this consumer's group membership: group, generation (a KIP-848
+        member's epoch), member id, instance id and kafka-python's ``state``."""
         with self._confinement as engine:
             return engine.group_metadata()
 
