@@ -12,6 +12,7 @@ from kproto import errors  # noqa: F401  (re-exported family of exceptions)
 from kproto.structs import (  # noqa: F401
     ConsumerGroupMetadata,
     ConsumerRecord,
+    IsolationLevel,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
@@ -42,4 +43,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "AsyncConsumerRebalanceListener",
            "TopicPartition",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "ConsumerGroupMetadata", "KafkaShareConsumer", "AcknowledgeType"]
+           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "ConsumerGroupMetadata", "IsolationLevel", "KafkaShareConsumer", "AcknowledgeType"]
