@@ -95,7 +95,8 @@ def _jvm(directory: str, coverage_port: int | None) -> tuple[str, ...]:
 def start_node(directory: str, coverage_port: int | None):
     from tests.brokers import maven
     from tests.brokers._net import free_port
-    from tests.brokers.apache import SINGLE_NODE_SETTINGS, _kraft_settings, _wait_ready
+    from tests.brokers.apache import SINGLE_NODE_SETTINGS
+    from tests.brokers.maven_kafka import _kraft_settings, _wait_ready
 
     port, cport = free_port(), free_port()
     settings = {**_kraft_settings(1, port, cport),
@@ -112,7 +113,7 @@ def start_node(directory: str, coverage_port: int | None):
 def start_cluster(directory: str, coverage_port: int | None):
     """The test ground's three-node cluster; node 1 (the one fuzzed) is started again with
     the GC log (and the agent), as the cluster starts its nodes plainly."""
-    from tests.brokers.apache import MavenKafkaCluster, _wait_ready
+    from tests.brokers.maven_kafka import MavenKafkaCluster, _wait_ready
 
     cluster = MavenKafkaCluster(3)
     node = cluster.node(1)

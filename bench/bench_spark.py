@@ -7,7 +7,7 @@ tests/ground/spark/pom.xml and given to Spark as local jars).
                                           [--repeat 2] [--master local[2]|cluster|both]
                                           [--stream-seconds 60] [--profile] [--option KEY=VALUE]
 
-A Kafka 4.4 node from the test ground (tests/brokers/apache.py ``MavenKafka``) is started on
+A Kafka 4.4 node from the test ground (tests/brokers/maven_kafka.py ``MavenKafka``) is started on
 127.0.0.1 and filled by confluent-kafka with two topics: ``--small`` records of 100-byte
 values and ``--large`` records of 10 KB values (no compression, no headers, 8-byte keys).
 ``--spark-kafka-version`` picks the package version (default: the PySpark version).
@@ -176,7 +176,7 @@ def main() -> None:
     import pyspark
 
     from tests.brokers import maven
-    from tests.brokers.apache import MavenKafka
+    from tests.brokers.maven_kafka import MavenKafka
     from tests.integration.spark.standalone import StandaloneCluster
 
     jars = maven.spark_kafka_jars(args.spark_kafka_version or pyspark.__version__,

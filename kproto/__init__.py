@@ -10,7 +10,9 @@ from typing import Any
 
 from kproto import errors  # noqa: F401  (re-exported family of exceptions)
 from kproto.structs import (  # noqa: F401
+    ConsumerGroupMetadata,
     ConsumerRecord,
+    IsolationLevel,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicPartition,
@@ -22,6 +24,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "KafkaConsumer": "kproto.consumer.kafka_consumer",
     "ConsumerRebalanceListener": "kproto.consumer.rebalance_listener",
+    "AsyncConsumerRebalanceListener": "kproto.consumer.rebalance_listener",
     "KafkaShareConsumer": "kproto.consumer.kafka_share_consumer",
     "AcknowledgeType": "kproto.consumer.share.acknowledgements",
 }
@@ -38,5 +41,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "TopicPartition",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "KafkaShareConsumer", "AcknowledgeType"]
+__all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "AsyncConsumerRebalanceListener",
+           "TopicPartition",
+           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "ConsumerGroupMetadata", "IsolationLevel", "KafkaShareConsumer", "AcknowledgeType"]

@@ -26,6 +26,25 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+#: ``ConsumerGroupMetadata.state``: kafka-python's ``MemberState`` values.
+UNJOINED, REBALANCING, STABLE = "<unjoined>", "<rebalancing>", "<stable>"
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A snapshot of a consumer's group membership (``KafkaConsumer.group_metadata()``):
+    Java's ``ConsumerGroupMetadata`` (what a transactional producer's
+    ``sendOffsetsToTransaction`` needs so the broker can fence a stale member, KIP-447)
+    plus kafka-python's ``state`` (:data:`UNJOINED`, :data:`REBALANCING`, :data:`STABLE`),
+    with kafka-python's fields in its order: ``kafka.structs.ConsumerGroupMetadata(*m)``
+    converts one for kafka-python's producer. The generation is a KIP-848 member's epoch."""
+
+    group_id: Optional[str] = None
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: Optional[str] = None
+    state: str = UNJOINED
+
+
 def check_partition(partition: Any) -> TopicPartition:
     """``partition`` if it is a TopicPartition; TypeError otherwise (kafka-python's check)."""
     if not isinstance(partition, TopicPartition):

@@ -153,7 +153,7 @@ def apache_kafka():
 
 @pytest.fixture(scope="session")
 def apache_kafka_cluster():
-    """Three Kafka 4.4 nodes from the test ground (:class:`tests.brokers.apache.MavenKafkaCluster`:
+    """Three Kafka 4.4 nodes from the test ground (:class:`tests.brokers.maven_kafka.MavenKafkaCluster`:
     a controller quorum of three combined nodes, replicated internal topics; ``kill(id)`` /
     ``restart(id)``), shared by the session; skips (with the reason) without mvn and java.
     Node ``i`` is in rack ``RACKS[i - 1]`` with Kafka's rack-aware replica selector
@@ -162,7 +162,7 @@ def apache_kafka_cluster():
     ``MOVED`` (``proxies``, ``take_away``, ``bring_back``: addresses that can all go away
     while the cluster runs on); a test that takes one away brings it back."""
     from tests.brokers import maven
-    from tests.brokers.apache import MavenKafkaCluster
+    from tests.brokers.maven_kafka import MavenKafkaCluster
 
     reason = maven.unavailable_reason()
     if reason is not None:

@@ -204,9 +204,15 @@ _isolation_level_name = _enum(ISOLATION_LEVELS)
 
 def parse_isolation_level(value: Any, key: str = "isolation_level") -> IsolationLevel:
     """``"read_uncommitted"``/``"read_committed"`` (or an IsolationLevel) as the enum; the
-    configuration parses it once and every engine reads the enum."""
+    configuration parses it once and every engine reads the enum. What kafka-python 3
+    takes is taken too: its own ``IsolationLevel`` (an int enum) or the number, and the
+    names in any case, with ``-`` for ``_``."""
     if isinstance(value, IsolationLevel):
         return value
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return IsolationLevel(int(value))
+    if isinstance(value, str):
+        value = value.strip().lower().replace("-", "_")
     return IsolationLevel[_isolation_level_name(key, value).upper()]
 
 

@@ -19,9 +19,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
+from kproto.consumer.config import DEFAULT_CONFIG as _DEFAULT_CONFIG
 from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError
-from kproto.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kproto.structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 if TYPE_CHECKING:
     from kproto.consumer.config import ConsumerConfig
@@ -66,7 +67,7 @@ class ConsumerDelegate(Protocol):
     def topics(self) -> set[str]: ...
     def bootstrap(self, timeout_ms: Optional[int], refresh: bool) -> None: ...
     def bootstrap_connected(self) -> bool: ...
-    def group_metadata(self) -> Any: ...
+    def group_metadata(self) -> ConsumerGroupMetadata: ...
     def metrics(self, raw: bool) -> Optional[dict[Any, Any]]: ...
     def wakeup(self) -> None: ...
     def close(self, autocommit: bool, timeout_ms: Optional[int]) -> None: ...
@@ -88,6 +89,11 @@ class KafkaConsumer:
     Configuration keys and defaults are kafka-python's (see ``kproto.consumer.config``),
     plus ``group_protocol`` ("classic" or "consumer"), as in the Java client.
     """
+
+    #: Every setting with its default, as kafka-python's class attribute (code written for
+    #: it filters its settings by these keys): the dict each new consumer's settings start
+    #: from, so changing a default here changes it for the consumers made after, as there.
+    DEFAULT_CONFIG = _DEFAULT_CONFIG
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         from kproto.consumer.config import ConsumerConfig
@@ -305,8 +311,9 @@ class KafkaConsumer:
         with self._confinement as engine:
             return engine.bootstrap_connected()
 
-    def group_metadata(self) -> Any:
-        """A snapshot of this consumer's group membership (group, generation, member id)."""
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """A snapshot of this consumer's group membership: group, generation (a KIP-848
+        member's epoch), member id, instance id and kafka-python's ``state``."""
         with self._confinement as engine:
             return engine.group_metadata()
 

@@ -7,6 +7,11 @@ Java's ``onPartitionsLost`` as ``on_partitions_lost(lost)``, which by default ca
 thread inside ``poll()`` (or ``close()``/``unsubscribe()``), with a set of
 ``TopicPartition``. Engines also accept any object with these method names (duck
 typing, as kafka-python does).
+
+``AsyncConsumerRebalanceListener`` is kafka-python's variant with ``async def`` methods:
+the consumer runs each to completion before the rebalance goes on (see
+``kproto.consumer.rebalance_listener_invoker``), so a listener written for kafka-python's
+consumer behaves the same here.
 """
 
 from __future__ import annotations
@@ -36,3 +41,21 @@ class ConsumerRebalanceListener(abc.ABC):
         """Called when partitions were lost without a chance to commit (the member was
         fenced or timed out); other members may already own them. Default: treat as revoked."""
         self.on_partitions_revoked(lost)
+
+
+class AsyncConsumerRebalanceListener(abc.ABC):
+    """``ConsumerRebalanceListener`` with coroutine methods (kafka-python's name): for a
+    listener that awaits I/O, e.g. an asynchronous database client. The consumer awaits
+    each callback inside ``poll()`` on an event loop it keeps for its life."""
+
+    @abc.abstractmethod
+    async def on_partitions_revoked(self, revoked: Set[TopicPartition]) -> None:
+        """As ``ConsumerRebalanceListener.on_partitions_revoked``, awaited."""
+
+    @abc.abstractmethod
+    async def on_partitions_assigned(self, assigned: Set[TopicPartition]) -> None:
+        """As ``ConsumerRebalanceListener.on_partitions_assigned``, awaited."""
+
+    async def on_partitions_lost(self, lost: Set[TopicPartition]) -> None:
+        """As ``ConsumerRebalanceListener.on_partitions_lost``; default: treat as revoked."""
+        await self.on_partitions_revoked(lost)

@@ -14,10 +14,20 @@ when metrics are on and it returned, and its outcome is Java's:
 
 What is raised to the application is ``maybe_wrap_as_kafka_error(error)``: a ``KafkaError``
 as it is, anything else inside one.
+
+A callback that returns an awaitable (``async def``, as kafka-python's
+``AsyncConsumerRebalanceListener`` has them) is run to completion before the rebalance step
+goes on, on an event loop the invoker keeps for the consumer's life (a listener may keep
+objects bound to it from one callback to the next), on the same application thread: a
+coroutine left unawaited would skip the callback silently, e.g. the commit of processed
+offsets before a revocation. Inside a running event loop the blocking consumer cannot wait
+for it; that is an error naming ``kproto.aio``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
@@ -51,6 +61,7 @@ class ConsumerRebalanceListenerInvoker:
     def __init__(self, subscriptions: SubscriptionState, time_ms: Callable[[], float],
                  record_listener: Optional[Callable[[str, float], None]] = None) -> None:
         self._subscriptions = subscriptions
+        self._loop: Optional[asyncio.AbstractEventLoop] = None  # for async callbacks, made on first use
         self._time_ms = time_ms
         # (method name, latency ms), when metrics are on; read at each call, since an
         # engine may attach its metrics after building the invoker.
@@ -83,7 +94,9 @@ class ConsumerRebalanceListenerInvoker:
         partitions = set(partitions)
         started = self._time_ms()
         try:
-            callback(partitions)
+            result = callback(partitions)
+            if inspect.isawaitable(result):
+                self._run_to_completion(result)
         except (WakeupException, KeyboardInterrupt):
             raise
         except Exception as exc:  # returned: the caller completes its rebalance step first
@@ -94,3 +107,25 @@ class ConsumerRebalanceListenerInvoker:
         if self._record_listener is not None:
             self._record_listener(method, self._time_ms() - started)
         return None
+
+    def _run_to_completion(self, awaitable: Any) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop runs on this thread: ours may
+        else:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never awaited: no "was never awaited" warning on top of the error
+            raise KafkaError(
+                "the rebalance listener is asynchronous and the consumer was polled inside a running "
+                "event loop, which the blocking KafkaConsumer cannot wait in: use kproto.aio's "
+                "AIOKafkaConsumer, or poll from a thread of its own")
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        self._loop.run_until_complete(awaitable)
+
+    def close(self) -> None:
+        """Close the event loop of async callbacks, if one was made (the consumer's close)."""
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.close()

@@ -30,7 +30,7 @@ fixture                   what it gives
                           of the broker's own log. Skips with the reason when there
                           is none (no mvn or java).
 ``apache_kafka_cluster``  session-wide three-node Kafka 4.4 cluster from the test ground
-                          (:class:`~tests.brokers.apache.MavenKafkaCluster`): three
+                          (:class:`~tests.brokers.maven_kafka.MavenKafkaCluster`): three
                           combined broker/controllers (the quorum), internal topics and
                           ``new_topic()`` topics with three replicas; ``kill(node_id)``
                           (SIGKILL), ``restart(node_id)``, ``nodes[i].log_tail()``;

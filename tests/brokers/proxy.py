@@ -14,7 +14,7 @@ recorded in arrival order; bodies are forwarded untouched.
 :meth:`BrokerProxy.redirect` sends new connections to another upstream and drops the open
 ones (a load balancer switched to a new backend); a proxy closed and made again with the
 same ``port`` is an address that went away and came back (the three-node cluster's
-proxied listeners, :class:`tests.brokers.apache.MavenKafkaCluster`).
+proxied listeners, :class:`tests.brokers.maven_kafka.MavenKafkaCluster`).
 """
 
 from __future__ import annotations

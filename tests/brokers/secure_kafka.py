@@ -1,6 +1,6 @@
 """Kafka 4.4 with a listener for every security mode the suite tests, in one JVM.
 
-Owns :class:`SecureKafka`: a :class:`~tests.brokers.apache.MavenKafka` (one KRaft combined
+Owns :class:`SecureKafka`: a :class:`~tests.brokers.maven_kafka.MavenKafka` (one KRaft combined
 node from the test ground) whose PLAINTEXT listener (inter-broker, admin, seeding) is
 joined by Kafka's own TLS and SASL listeners:
 
@@ -39,7 +39,7 @@ import json
 import time
 
 from tests.brokers._net import free_ports
-from tests.brokers.apache import MavenKafka
+from tests.brokers.maven_kafka import MavenKafka
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_LISTENERS = ("SASL_PLAINTEXT", "SASL_SSL")

@@ -146,7 +146,7 @@ class Member(MemberViews):
     # --- ConsumerRebalanceListener -----------------------------------------------------------
 
     def _event(self, kind: str, partitions: Any) -> None:
-        generation = self.consumer.group_metadata()["generation_id"]
+        generation = self.consumer.group_metadata().generation_id
         with self.lock:
             self.events.append((kind, generation, frozenset(partitions)))
             self.event_stamps.append(next(_sequence))
@@ -176,10 +176,10 @@ class Member(MemberViews):
         while not self._stop_event.is_set():
             batch = c.poll(100)
             metadata = c.group_metadata()
-            generation = metadata["generation_id"]
+            generation = metadata.generation_id
             owned = frozenset(c.assignment())
             with self.lock:
-                self.member_id = metadata["member_id"]
+                self.member_id = metadata.member_id
                 self.ownership.append((generation, owned))
             if batch and self.per_batch_s:
                 time.sleep(self.per_batch_s)

@@ -44,7 +44,7 @@ from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata
-from kproto.structs import IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
+from kproto.structs import ConsumerGroupMetadata, IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.consumer.classic")
 
@@ -82,8 +82,8 @@ class ClassicCoordinator(Protocol):
     def maybe_leave_group(self, reason: str) -> None:
         """LeaveGroup (unsubscribe); a no-op outside group management or for static members."""
 
-    def group_metadata(self) -> Any:
-        """Group id, generation, member id and instance id snapshot."""
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id, instance id and state snapshot."""
 
     def close(self, timeout_ms: float, autocommit: bool) -> None:
         """Final auto-commit (if ``autocommit`` and enabled), leave the group, stop heartbeats."""
@@ -527,9 +527,9 @@ class ClassicKafkaConsumer:
     def bootstrap_connected(self) -> bool:
         return self.client.bootstrap_connected()
 
-    def group_metadata(self) -> Any:
+    def group_metadata(self) -> ConsumerGroupMetadata:
         if self.coordinator is None:
-            return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
+            return ConsumerGroupMetadata(self.group_id)
         return self.coordinator.group_metadata()
 
     def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:

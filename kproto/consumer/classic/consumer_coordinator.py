@@ -23,13 +23,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
-from kproto import errors
+from kproto import errors, structs
 from kproto.consumer.classic.group_offsets import GroupOffsets
 from kproto.consumer.classic.metadata_wait import await_metadata_update
 from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.offsets.commit import AutoCommitState, CommitResult
 from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListenerInvoker, maybe_wrap_as_kafka_error
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 from .abstract_coordinator import AbstractCoordinator
 from .assignors.abstract import GroupMember, RebalanceProtocol
@@ -477,9 +477,13 @@ class ConsumerCoordinator(AbstractCoordinator):
         except errors.KafkaError as exc:
             log.warning("Group %s: closing: %s", self.group_id, exc)
         finally:
+            self._listener_invoker.close()
             self.close_coordinator(max(0.0, deadline - self._clock()))
 
-    def group_metadata(self) -> dict[str, Any]:
+    def group_metadata(self) -> ConsumerGroupMetadata:
         generation = self.generation()
-        return {"group_id": self.group_id, "generation_id": generation.generation_id,
-                "member_id": generation.member_id, "group_instance_id": self.membership.group_instance_id}
+        state = self.membership.state
+        return ConsumerGroupMetadata(
+            self.group_id, generation.generation_id, generation.member_id, self.membership.group_instance_id,
+            structs.STABLE if state is MemberState.STABLE
+            else structs.UNJOINED if state is MemberState.UNJOINED else structs.REBALANCING)

@@ -45,9 +45,13 @@ from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListener
 from kproto.errors import (IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
                            MetadataTimeoutError, WakeupException)
 from kproto.metrics.consumer_metrics import metrics_view, timed_poll
-from kproto.structs import OffsetAndMetadata, TopicPartition, check_partition
+from kproto import structs
+from kproto.consumer.background.member_state import MemberState
+from kproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
+# Member states kafka-python's ConsumerGroupMetadata.state calls unjoined (not in the group).
+_NOT_IN_GROUP = frozenset({MemberState.UNSUBSCRIBED, MemberState.FATAL, MemberState.STALE})
 
 
 def invoke_rebalance_callbacks(invoker: ConsumerRebalanceListenerInvoker,
@@ -381,11 +385,18 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
     def bootstrap_connected(self) -> bool:
         return self.client.bootstrap_connected()
 
-    def group_metadata(self) -> Any:
+    def group_metadata(self) -> ConsumerGroupMetadata:
         if self.membership is None:
-            return {"group_id": self.group_id, "generation_id": -1, "member_id": "", "group_instance_id": None}
-        return {"group_id": self.group_id, "generation_id": self.membership.member_epoch,
-                "member_id": self.membership.member_id, "group_instance_id": self.membership.group_instance_id}
+            return ConsumerGroupMetadata(self.group_id)
+        state = self.membership.state
+        epoch = self.membership.member_epoch
+        # Java's groupMetadata() holds the epoch and member id the broker last gave; before
+        # the first (epoch 0) and after leaving (negative) Java's and kafka-python's "none".
+        return ConsumerGroupMetadata(
+            self.group_id, epoch if epoch > 0 else -1, self.membership.member_id if epoch > 0 else "",
+            self.membership.group_instance_id,
+            structs.STABLE if state is MemberState.STABLE
+            else structs.UNJOINED if state in _NOT_IN_GROUP else structs.REBALANCING)
 
     def metrics(self, raw: bool = False) -> Optional[dict[Any, Any]]:
         if self.fetch_metrics is not None:
@@ -427,4 +438,5 @@ class AsyncKafkaConsumer(BackgroundEngine[FetchBuffer]):
             self.application_event_handler.add(ev.StopFindCoordinatorOnCloseEvent())
             self._execute_commit_callbacks()
         finally:
+            self._listener_invoker.close()
             self._release(deadline)

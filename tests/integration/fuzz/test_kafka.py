@@ -1,7 +1,7 @@
 """kproto.tools.fuzz against Apache Kafka 4.4 (the test ground's, from Maven): the oracles'
 verdicts on requests whose right answer is known, and a short bounded run.
 
-The broker is this module's own (:class:`tests.brokers.apache.MavenKafka`), never the
+The broker is this module's own (:class:`tests.brokers.maven_kafka.MavenKafka`), never the
 session's: a run sends malformed traffic and may crash it. Its Log4j file is the
 ``--broker-log`` of every check here.
 """
@@ -27,7 +27,7 @@ def kafka44():
     """Kafka 4.4 with JaCoCo's agent serving its coverage on ``broker.coverage``."""
     from tests.brokers import maven
     from tests.brokers._net import free_port
-    from tests.brokers.apache import MavenKafka
+    from tests.brokers.maven_kafka import MavenKafka
 
     reason = maven.unavailable_reason()
     if reason is not None:

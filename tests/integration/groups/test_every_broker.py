@@ -35,7 +35,7 @@ def test_one_member_consumes_commits_and_leaves(broker):
         assert got == {(w.partition, w.offset) for w in written}
         c.commit()
         assert {p: c.committed(TopicPartition(topic, p)) for p in range(3)} == ends_of(written)
-        assert c.group_metadata()["member_id"]
+        assert c.group_metadata().member_id
     finally:
         c.close()
 

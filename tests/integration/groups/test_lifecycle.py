@@ -87,7 +87,7 @@ def test_static_member_close_sends_no_leave_group(cluster):
     c = consumer(cluster, "static", group_instance_id="instance-1")
     c.subscribe([topic])
     poll_until(c, lambda _: len(c.assignment()) == 2, "the static member's assignment")
-    assert c.group_metadata()["group_instance_id"] == "instance-1"
+    assert c.group_metadata().group_instance_id == "instance-1"
     heartbeat_thread = "kafka-coordinator-heartbeat-thread | static"
     assert heartbeat_thread in [t.name for t in threading.enumerate()]
     cluster.start_request_tracking()
@@ -129,14 +129,14 @@ def test_poll_interval_exceeded_leaves_the_group_and_next_poll_rejoins_with_part
         cluster.start_request_tracking()
         c.subscribe([topic], listener=listener)
         poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
-        generation = c.group_metadata()["generation_id"]
+        generation = c.group_metadata().generation_id
         # Stop polling for longer than max_poll_interval_ms: the heartbeat thread leaves.
         # (Both conditions: a stall of over 1 s while joining may already have made the
         # member leave and rejoin once, which leaves a LeaveGroup seen and a live generation.)
-        wait_for(lambda: LEAVE_GROUP in api_keys_seen(cluster) and c.group_metadata()["generation_id"] == -1,
+        wait_for(lambda: LEAVE_GROUP in api_keys_seen(cluster) and c.group_metadata().generation_id == -1,
                  "the heartbeat thread's LeaveGroup")
         cluster.stop_request_tracking()
-        poll_until(c, lambda _: len(c.assignment()) == 2 and c.group_metadata()["generation_id"] > generation,
+        poll_until(c, lambda _: len(c.assignment()) == 2 and c.group_metadata().generation_id > generation,
                    "the rejoin on the next poll")
         lost = [e for e in events if e[0] == "lost"]
         assert lost == [("lost", frozenset(TopicPartition(topic, p) for p in (0, 1)))]
@@ -175,7 +175,7 @@ def test_injected_coordinator_errors_are_survived_without_losing_records(cluster
             wait_for(step, "records processed and committed", step_s=0)
 
         consume(lambda: len(got) >= 20)
-        generation = c.group_metadata()["generation_id"]
+        generation = c.group_metadata().generation_id
         # On every broker: only the coordinator's are consumed (by our requests to it).
         brokers = range(1, cluster.broker_count + 1)
         for broker_id in brokers:
@@ -185,7 +185,7 @@ def test_injected_coordinator_errors_are_survived_without_losing_records(cluster
         # A heartbeat's REBALANCE_IN_PROGRESS makes the next poll rejoin (a new generation).
         rejoin = codes == [REBALANCE_IN_PROGRESS]
         consume(lambda: want <= got and any(cluster.broker_error_stack_count(b, api_key) == 0 for b in brokers)
-                and (not rejoin or c.group_metadata()["generation_id"] > generation))
+                and (not rejoin or c.group_metadata().generation_id > generation))
         ends = {}
         for w in first + second:
             ends[w.partition] = max(ends.get(w.partition, 0), w.offset + 1)
@@ -212,14 +212,14 @@ def test_pattern_subscription_picks_up_a_new_matching_topic_with_a_rejoin(cluste
     try:
         c.subscribe(pattern=prefix.replace(".", r"\.") + r"-[a-z]$")
         poll_until(c, lambda _: {tp.topic for tp in c.assignment()} == {first}, "the matching topic")
-        generation = c.group_metadata()["generation_id"]
+        generation = c.group_metadata().generation_id
         second = prefix + "-b"
         cluster.create_topic(second, partitions=3)
         written = cluster.produce(second, 9)
         got = poll_until(c, lambda g: len([r for r in g if r.topic == second]) >= 9, "the new topic's records")
         assert {(r.partition, r.offset) for r in got if r.topic == second} == {(w.partition, w.offset) for w in written}
         assert {tp.topic for tp in c.assignment()} == {first, second}
-        assert c.group_metadata()["generation_id"] > generation
+        assert c.group_metadata().generation_id > generation
         assert c.subscription() == {first, second}
     finally:
         c.close()
@@ -299,7 +299,7 @@ def test_manual_assignment_commits_outside_group_management(cluster):
         poll_until(c, lambda g: len(g) >= 20, "the records")
         c.commit({TopicPartition(topic, 0): 3})
         assert c.committed(TopicPartition(topic, 0)) == 3
-        assert c.group_metadata()["generation_id"] == -1
+        assert c.group_metadata().generation_id == -1
     finally:
         c.close()  # auto-commit on close commits the consumed positions
     assert committed_map(cluster, "assigned", topic, (0, 1)) == ends
@@ -333,14 +333,14 @@ def test_heartbeat_thread_keeps_a_busy_member_in_the_group_beyond_the_session_ti
     try:
         c.subscribe([topic])
         poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
-        generation = c.group_metadata()["generation_id"]
+        generation = c.group_metadata().generation_id
         cluster.start_request_tracking()
         time.sleep(3.0)  # "processing" for longer than the session timeout, without poll()
         heartbeats = [r for r in cluster.requests() if r.api_key == HEARTBEAT]
         cluster.stop_request_tracking()
         assert heartbeats  # sent (and answered) with the application thread away
         c.poll(100)
-        assert c.group_metadata()["generation_id"] == generation
+        assert c.group_metadata().generation_id == generation
         assert len(c.assignment()) == 2
     finally:
         c.close()
@@ -381,8 +381,8 @@ def test_heartbeat_generation_errors_reset_lose_partitions_and_rejoin(cluster, c
     try:
         c.subscribe([topic], listener=listener)
         got = poll_until(c, lambda _: len(c.assignment()) == 2, "the assignment")
-        generation = c.group_metadata()["generation_id"]
-        member_id = c.group_metadata()["member_id"]
+        generation = c.group_metadata().generation_id
+        member_id = c.group_metadata().member_id
         cluster.start_request_tracking()  # read only if the rejoin never comes (see below)
         for broker_id in range(1, cluster.broker_count + 1):
             cluster.push_broker_request_errors(broker_id, HEARTBEAT, [code])
@@ -393,7 +393,7 @@ def test_heartbeat_generation_errors_reset_lose_partitions_and_rejoin(cluster, c
         # the bound is generous and a timeout says where the group was.
         try:
             got += poll_until(c, lambda _: any(e[0] == "lost" for e in events) and len(c.assignment()) == 2
-                              and c.group_metadata()["generation_id"] != generation, "the reset and rejoin",
+                              and c.group_metadata().generation_id != generation, "the reset and rejoin",
                               limit_s=90)
         except AssertionError as exc:
             seen = [(r.broker_id, r.api_key) for r in cluster.requests()][-40:]
@@ -404,7 +404,7 @@ def test_heartbeat_generation_errors_reset_lose_partitions_and_rejoin(cluster, c
         owned = frozenset(TopicPartition(topic, p) for p in (0, 1))
         assert ("lost", owned) in events and ("revoked", owned) not in events
         if code == UNKNOWN_MEMBER_ID:
-            assert c.group_metadata()["member_id"] != member_id  # a new member id after the reset
+            assert c.group_metadata().member_id != member_id  # a new member id after the reset
         # Nothing committed: after the rejoin the partitions start again from the beginning.
         want = {(w.partition, w.offset) for w in written}
         if not want <= {(r.partition, r.offset) for r in got}:

@@ -209,7 +209,7 @@ def test_close_right_after_the_last_record_aio(broker, max_records):
 def small_session_cache():
     """Kafka 4.4 of its own whose fetch-session cache holds 8 sessions (one per shard)."""
     from tests.brokers import maven
-    from tests.brokers.apache import MavenKafka
+    from tests.brokers.maven_kafka import MavenKafka
 
     reason = maven.unavailable_reason()
     if reason is not None:

@@ -3,7 +3,7 @@ the metadata names goes away while the cluster runs on.
 
 A quorum of three keeps two nodes up, so the test takes addresses away, not nodes: the
 session cluster's ``EXTERNAL`` and ``MOVED`` listeners are advertised at proxies the
-cluster owns (:class:`~tests.brokers.apache.MavenKafkaCluster`'s proxied listeners), while
+cluster owns (:class:`~tests.brokers.maven_kafka.MavenKafkaCluster`'s proxied listeners), while
 the quorum and replication run on its other listeners. The consumer bootstraps through a
 proxy of the test's own in front of node 1's ``EXTERNAL`` listener, so the metadata it
 gets names the ``EXTERNAL`` proxies. It reads a first round written by an independent

@@ -23,7 +23,7 @@ from kproto import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kproto.errors import ErrorCode
 from kproto.messages import API_KEYS, ApiVersionsRequest
 from tests.brokers import raw
-from tests.brokers.apache import MavenKafka
+from tests.brokers.maven_kafka import MavenKafka
 from tests.support.reading import consume
 from tests.support.versions import kproto_max
 from tests.wire_log import WireLog

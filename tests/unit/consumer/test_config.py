@@ -23,6 +23,24 @@ def test_accepts_every_kafka_python_key_with_its_default():
             assert DEFAULT_CONFIG[key] == value, key
 
 
+def test_the_defaults_are_the_consumer_class_attribute_as_in_kafka_python():
+    from kproto import KafkaConsumer
+
+    assert KafkaConsumer.DEFAULT_CONFIG is DEFAULT_CONFIG
+    assert set(kafka_group.KafkaConsumer.DEFAULT_CONFIG) <= set(KafkaConsumer.DEFAULT_CONFIG)
+
+
+def test_isolation_level_takes_what_kafka_python_3_takes():
+    from kafka import IsolationLevel as TheirLevel
+
+    for value in (TheirLevel.READ_COMMITTED, 1, "READ_COMMITTED", "read-committed", " read_committed "):
+        assert ConsumerConfig(isolation_level=value).isolation_level == "read_committed", value
+    assert ConsumerConfig(isolation_level=TheirLevel.READ_UNCOMMITTED).isolation_level == "read_uncommitted"
+    for bad in (2, True, "committed", None):
+        with pytest.raises(KafkaConfigurationError, match="isolation_level"):
+            ConsumerConfig(isolation_level=bad)
+
+
 def test_defaults_and_access():
     config = ConsumerConfig(group_id="g")
     assert config["fetch_min_bytes"] == 1 and config.max_poll_records == 500
