@@ -38,15 +38,11 @@ _SOURCE_OPTIONS = frozenset(o.lower() for o in (
     "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
     "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger", "minPartitions",
-    "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix",
+    "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "minPartitions", "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix",
 ))
-# Spark's Kafka source options kproto does not implement: refused by name rather than
-# silently ignored, so a job relying on them notices.
-_UNSUPPORTED_OPTIONS = {
-    "minoffsetspertrigger": "delaying a trigger until enough rows arrived",
-    "maxtriggerdelay": "delaying a trigger until enough rows arrived",
-}
+# Streaming only (a batch query naming one is refused).
+_STREAMING_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 # kafka.* settings Spark's own source refuses, with the reason it gives.
 _REFUSED_CLIENT_SETTINGS = {
     "auto.offset.reset": "set the source option 'startingOffsets' instead",
@@ -81,11 +77,15 @@ _SCALAR_OPTIONS = {
     "fetchOffset.numRetries": ("fetch_offset_num_retries", int, 0),
     "fetchOffset.retryIntervalMs": ("fetch_offset_retry_interval_ms", int, 0),
     "maxOffsetsPerTrigger": ("max_offsets_per_trigger", int, 1),
+    "minOffsetsPerTrigger": ("min_offsets_per_trigger", int, 1),
     "minPartitions": ("min_partitions", int, 1),
     "maxRecordsPerPartition": ("max_records_per_partition", int, 1),
 }
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default (spark.network.timeout)
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's default maxTriggerDelay, "15m"
+# Spark's time strings (JavaUtils.timeStringAsMs): a number, then a unit (milliseconds without one).
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,8 @@ class SourceOptions:
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
     max_offsets_per_trigger: Optional[int] = None
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     min_partitions: Optional[int] = None
     max_records_per_partition: Optional[int] = None
     include_headers: bool = False
@@ -145,6 +147,18 @@ def _parse_int(name: str, value: str, lo: int = 1) -> int:
     if number < lo:
         raise _fail("option '{}' must be >= {}, got {}".format(name, lo, number))
     return number
+
+
+def _parse_duration_ms(name: str, value: str) -> int:
+    """A Spark time string ("15m", "30s", "500ms", "2h"; milliseconds without a unit)."""
+    match = re.fullmatch(r"(-?[0-9]+)\s*([a-z]+)?", str(value).strip().lower())
+    unit = match.group(2) if match else None
+    if match is None or (unit is not None and unit not in _TIME_UNITS_MS):
+        raise _fail("option '{}' must be a time such as '15m', '30s' or '500ms', got {!r}".format(name, value))
+    ms = int(int(match.group(1)) * _TIME_UNITS_MS[unit or "ms"])
+    if ms < 0:
+        raise _fail("option '{}' must not be negative, got {!r}".format(name, value))
+    return ms
 
 
 def _parse_json(name: str, value: str) -> Any:
@@ -289,8 +303,6 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
     for key in opts:
         if key.startswith("kafka.") or key in _SOURCE_OPTIONS:
             continue
-        if key in _UNSUPPORTED_OPTIONS:
-            raise _fail("option '{}' is not supported by kproto ({})".format(key, _UNSUPPORTED_OPTIONS[key]))
         if key == "path":
             raise _fail("the Kafka source takes no path: use option 'subscribe', 'subscribePattern' or 'assign'")
         raise _fail("unknown option '{}'".format(key))
@@ -327,8 +339,9 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
                 raise _fail("option '{}' is for batch queries only".format(key))
     else:
         kwargs["ending"] = _ending(opts)
-        if streaming is False and "maxoffsetspertrigger" in opts:
-            raise _fail("option 'maxOffsetsPerTrigger' is for streaming queries only")
+        for name in _STREAMING_OPTIONS:
+            if streaming is False and name.lower() in opts:
+                raise _fail("option '{}' is for streaming queries only".format(name))
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise _fail("option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {!r}"
@@ -340,6 +353,11 @@ def parse_options(options: Mapping[str, str], *, streaming: Optional[bool]) -> S
         if key in opts:
             kwargs[attribute] = (_parse_bool(name, opts[key]) if kind is bool
                                  else _parse_int(name, opts[key], lo=lo))
+    if "maxtriggerdelay" in opts:
+        kwargs["max_trigger_delay_ms"] = _parse_duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
+    low, high = kwargs.get("min_offsets_per_trigger"), kwargs.get("max_offsets_per_trigger")
+    if low is not None and high is not None and low > high:
+        raise _fail("option 'minOffsetsPerTrigger' ({}) is higher than 'maxOffsetsPerTrigger' ({})".format(low, high))
     if "groupidprefix" in opts:
         # Spark names its consumer groups with it; kproto's tasks use no group at all.
         log.info("option groupIdPrefix has no effect: kproto reads without a consumer group")

@@ -12,7 +12,10 @@ driver-side consumer.
 
 Streaming: ``initialOffset`` resolves ``startingOffsets``; ``latestOffset(start, limit)``
 re-lists the partitions (new ones start at their earliest offset), takes the latest
-offsets and applies the read limit (``maxOffsetsPerTrigger`` -> ``ReadMaxRows``);
+offsets and applies the read limits (``maxOffsetsPerTrigger`` -> ``ReadMaxRows``;
+``minOffsetsPerTrigger`` with ``maxTriggerDelay``: a trigger with fewer new offsets than the
+minimum plans no batch, until the delay since the last batch has passed, as Spark's
+``KafkaMicroBatchStream.delayBatch``; not under ``Trigger.AvailableNow``);
 ``partitions(start, end)`` plans exactly ``[start, end)``, so a query restarted from its
 checkpoint reads each offset once. ``Trigger.AvailableNow`` needs PySpark >= 4.2 (on 4.0.1
 a restart with it planned no batch for the records still waiting).
@@ -24,6 +27,7 @@ from the end of the previous batch this driver planned, so the first batch of ea
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Iterator, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -38,11 +42,11 @@ from kproto.spark.resolver import OffsetResolver, data_loss
 from kproto.structs import TopicPartition
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python sources
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows,
                                                   SupportsTriggerAvailableNow)
     _STREAM_BASES: tuple[Any, ...] = (DataSourceStreamReader, SupportsTriggerAvailableNow)
 except ImportError:  # PySpark 4.0/4.1
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc,unused-ignore]
+    ReadAllAvailable = ReadLimit = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc,unused-ignore]
     _STREAM_BASES = (DataSourceStreamReader,)
 
 log = logging.getLogger("kproto.spark")
@@ -156,6 +160,7 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         self._target: Optional[dict[TopicPartition, int]] = None  # Trigger.AvailableNow
         self._planned_end: Optional[dict[TopicPartition, int]] = None  # for PySpark < 4.2
         self._latest_seen: Optional[dict[TopicPartition, int]] = None
+        self._last_trigger_ms = 0.0  # when the last batch was let through (minOffsetsPerTrigger)
 
     def __getstate__(self) -> dict[Any, Any]:
         # Executors get a pickled copy for read(); the driver's consumer stays behind.
@@ -175,8 +180,13 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
         return to_offset_json(starts)
 
     def getDefaultReadLimit(self) -> Any:
+        # Spark's: the maximum, the minimum, or both (a composite PySpark has no class for;
+        # latestOffset applies the minimum from the options whatever limit it is given, but
+        # ReadAllAvailable: Trigger.AvailableNow or Once).
         if self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -207,9 +217,28 @@ class KafkaStreamReader(*_STREAM_BASES):  # type: ignore[misc]
             if self._target is None or tp in self._target:
                 data_loss(self.options, "{}-{} is gone (topic or partition deleted)".format(*tp))
             latest[tp] = begin[tp]
-        ends = rate_limit(begin, latest, max_rows)
         self._latest_seen = latest
-        return to_offset_json(ends)
+        all_available = self._target is not None or (
+            ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable))
+        if self.options.min_offsets_per_trigger is not None and not all_available \
+                and self._delay_batch(begin, latest):
+            # No batch this trigger: the end is the start (Spark then plans nothing).
+            return start if start is not None else to_offset_json(self._planned_end or begin)
+        return to_offset_json(rate_limit(begin, latest, max_rows))
+
+    def _delay_batch(self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int]) -> bool:
+        """Spark's ``delayBatch``: hold the batch while fewer than ``minOffsetsPerTrigger``
+        offsets are new, unless ``maxTriggerDelay`` has passed since the last batch (the
+        first trigger of a run always passes)."""
+        now = time.time() * 1000
+        if now - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        assert self.options.min_offsets_per_trigger is not None
+        if sum(latest[tp] - begin.get(tp, 0) for tp in latest) < self.options.min_offsets_per_trigger:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> Optional[dict[Any, Any]]:
         # Shown as the source's latestOffset in query progress (how far behind the query is).

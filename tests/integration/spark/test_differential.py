@@ -158,6 +158,53 @@ def test_max_offsets_per_trigger_cuts_the_same_micro_batches(spark, broker, tmp_
     assert ours == theirs
 
 
+def _noop_stream(spark, broker, fmt: str, checkpoint: str, topic: str, **options):
+    reader = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+            .trigger(processingTime="300 milliseconds").start())
+
+
+def _batch_rows(query) -> list[int]:
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay_hold_batches_as_spark_does(spark, broker, tmp_path):
+    # Spark's rule (KafkaMicroBatchStream.delayBatch): the first trigger of a run passes;
+    # later ones plan a batch only with >= minOffsetsPerTrigger new offsets, or once
+    # maxTriggerDelay (default 15 minutes) has passed since the last batch.
+    topic = broker.new_topic(partitions=2)
+    broker.produce(topic, 60)
+    held, delayed = {}, {}
+    for fmt in FORMATS:
+        held[fmt] = _noop_stream(spark, broker, fmt, str(tmp_path / ("held-" + fmt)), topic, minOffsetsPerTrigger="100")
+        delayed[fmt] = _noop_stream(spark, broker, fmt, str(tmp_path / ("delayed-" + fmt)), topic,
+                                    minOffsetsPerTrigger="100", maxTriggerDelay="2s")
+    queries = {("held", fmt): q for fmt, q in held.items()} | {("delayed", fmt): q for fmt, q in delayed.items()}
+    try:
+        for query in queries.values():
+            assert _wait(lambda q=query: sum(_batch_rows(q)) >= 60), query.exception()
+        broker.produce(topic, 60, start_index=1000)  # fewer than the minimum
+        for query in delayed.values():  # let through once their 2 s have passed
+            assert _wait(lambda q=query: sum(_batch_rows(q)) >= 120), query.exception()
+        time.sleep(2)  # a few more triggers: still held, 15 minutes are far off
+        for fmt, query in held.items():
+            assert _batch_rows(query) == [60], (fmt, _batch_rows(query))
+        broker.produce(topic, 300, start_index=2000)
+        for query in held.values():
+            assert _wait(lambda q=query: sum(_batch_rows(q)) >= 420), query.exception()
+    finally:
+        for query in queries.values():
+            query.stop()
+    for fmt in FORMATS:
+        first, *rest = _batch_rows(held[fmt])
+        assert first == 60 and sum(rest) == 360 and min(rest) >= 100, (fmt, _batch_rows(held[fmt]))
+        first, *rest = _batch_rows(delayed[fmt])
+        assert first == 60 and min(rest) < 100, (fmt, _batch_rows(delayed[fmt]))  # the delay, not the minimum
+
+
 def test_partitions_added_mid_stream_are_read_from_their_start(spark, broker, tmp_path):
     from confluent_kafka.admin import AdminClient, NewPartitions
 

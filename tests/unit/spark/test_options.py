@@ -93,7 +93,8 @@ BAD = [
     ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers' is required"),
     ({"sbuscribe": "t"}, "unknown option 'sbuscribe'"),
     ({"path": "/x"}, "takes no path"),
-    ({"minOffsetsPerTrigger": "5"}, "not supported by kproto"),
+    ({"minOffsetsPerTrigger": "5"}, "'minOffsetsPerTrigger' is for streaming queries only"),
+    ({"maxTriggerDelay": "5s"}, "'maxTriggerDelay' is for streaming queries only"),
     ({"startingOffsets": "latest"}, "not allowed for a batch query"),
     ({"endingOffsets": "earliest"}, "not allowed for a batch query"),
     ({"startingOffsets": "first"}, "must be 'earliest', 'latest' or a JSON object"),
@@ -125,6 +126,20 @@ BAD = [
     ({"kafka.fetch.max.bytes": "lots"}, "must be an integer"),
     ({"kafka.request.timeout.ms": "10", "kafka.fetch.max.wait.ms": "500"}, "must be larger than"),
 ]
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay_as_spark_reads_them():
+    opts = parse(streaming=True, minOffsetsPerTrigger="100")
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (100, 15 * 60 * 1000)  # Spark's 15m
+    for text, ms in (("30s", 30_000), ("2m", 120_000), ("1h", 3_600_000), ("250ms", 250), ("750", 750),
+                     (" 3 min ", 180_000)):
+        assert parse(streaming=True, minOffsetsPerTrigger="1", maxTriggerDelay=text).max_trigger_delay_ms == ms
+    for bad, message in (({"maxTriggerDelay": "soon"}, "must be a time"), ({"maxTriggerDelay": "5 weeks"}, "must be a time"),
+                         ({"maxTriggerDelay": "-1s"}, "must not be negative"),
+                         ({"minOffsetsPerTrigger": "0"}, "'minOffsetsPerTrigger' must be >= 1"),
+                         ({"minOffsetsPerTrigger": "500", "maxOffsetsPerTrigger": "100"}, "is higher than")):
+        with pytest.raises(KafkaConfigurationError, match=_escape(message)):
+            parse_options(dict(BASE, **bad), streaming=True)
 
 
 @pytest.mark.parametrize("change, message", BAD, ids=[m for _, m in BAD])
