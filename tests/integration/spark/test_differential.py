@@ -193,14 +193,17 @@ def test_min_offsets_per_trigger_and_max_trigger_delay_hold_batches_as_spark_doe
         for fmt, query in held.items():
             assert _batch_rows(query) == [60], (fmt, _batch_rows(query))
         broker.produce(topic, 300, start_index=2000)
+        # A trigger may see only part of the 300 (the producer's batches land one by one):
+        # it takes what it sees, and a rest below the minimum waits on, so all but < 100 of
+        # the 360 new offsets are read, in batches of 100 or more.
         for query in held.values():
-            assert _wait(lambda q=query: sum(_batch_rows(q)) >= 420), query.exception()
+            assert _wait(lambda q=query: sum(_batch_rows(q)) > 60 + 360 - 100), (query.exception(), _batch_rows(query))
     finally:
         for query in queries.values():
             query.stop()
     for fmt in FORMATS:
         first, *rest = _batch_rows(held[fmt])
-        assert first == 60 and sum(rest) == 360 and min(rest) >= 100, (fmt, _batch_rows(held[fmt]))
+        assert first == 60 and min(rest) >= 100 and 360 - 100 < sum(rest) <= 360, (fmt, _batch_rows(held[fmt]))
         first, *rest = _batch_rows(delayed[fmt])
         assert first == 60 and min(rest) < 100, (fmt, _batch_rows(delayed[fmt]))  # the delay, not the minimum
 
