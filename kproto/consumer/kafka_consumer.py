@@ -19,13 +19,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol
 
-from kproto.consumer.config import DEFAULT_CONFIG as _DEFAULT_CONFIG
+from kproto.consumer.config import DEFAULT_CONFIG as _DEFAULT_CONFIG, ConsumerConfig
 from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError
 from kproto.structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 if TYPE_CHECKING:
-    from kproto.consumer.config import ConsumerConfig
     from kproto.consumer.engine_config import EngineConfig
 
 log = logging.getLogger("kproto.consumer")
@@ -96,7 +95,6 @@ class KafkaConsumer:
     DEFAULT_CONFIG = _DEFAULT_CONFIG
 
     def __init__(self, *topics: str, **configs: Any) -> None:
-        from kproto.consumer.config import ConsumerConfig
         from kproto.consumer.engine_config import EngineConfig
 
         self.config = ConsumerConfig(configs)

@@ -30,10 +30,12 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the builtin before 3.11
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from kproto import structs
 from kproto.clock import monotonic_ms
 from kproto.consumer.background.background_engine import BackgroundEngine
 from kproto.consumer.background.consumer_network_thread import Resources
 from kproto.consumer.background.events import BackgroundEventHandler, CompletableApplicationEvent, ErrorEvent, drain
+from kproto.consumer.background.member_state import MemberState
 from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.engine_setup import build_engine_setup
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
@@ -45,8 +47,6 @@ from kproto.consumer.rebalance_listener_invoker import ConsumerRebalanceListener
 from kproto.errors import (IllegalArgumentError, IllegalStateError, KafkaError, KafkaTimeoutError,
                            MetadataTimeoutError, WakeupException)
 from kproto.metrics.consumer_metrics import metrics_view, timed_poll
-from kproto import structs
-from kproto.consumer.background.member_state import MemberState
 from kproto.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition, check_partition
 
 log = logging.getLogger("kproto.kip848")
