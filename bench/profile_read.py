@@ -71,7 +71,9 @@ def child(spec: dict) -> None:
     if profiler is not None:
         text = io.StringIO()
         stats = pstats.Stats(profiler, stream=text)
-        stats.sort_stats("tottime").print_stats(spec.get("top", 30))
+        stats.sort_stats(spec.get("sort", "tottime")).print_stats(spec.get("top", 30))
+        if spec.get("dump"):
+            stats.dump_stats(spec["dump"])
         out["profile"] = text.getvalue()
         out["calls"] = sum(v[1] for v in stats.stats.values())  # type: ignore[attr-defined]
     import kproto
@@ -138,6 +140,8 @@ def main() -> None:
     parser.add_argument("--clients", default="kproto", help="kproto and/or kproto.aio (comma-separated)")
     parser.add_argument("--repeat", type=int, default=1, help="cpu reads per root (minimum kept)")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--sort", default="tottime", help="pstats order of the profile (tottime, cumulative, ...)")
+    parser.add_argument("--dump", help="also write the raw profile to this file (pstats format)")
     parser.add_argument("--no-crc", action="store_true")
     parser.add_argument("--accessors", action="store_true")
     parser.add_argument("--accessor-partitions", default="4,1000", help="partition counts for --accessors")
@@ -164,7 +168,7 @@ def main() -> None:
         topic = broker.new_topic(partitions=args.partitions, prefix="bench-profile")
         written = seed(broker.bootstrap_servers, topic, args.records, args.partitions, args.value)
         spec = {"bootstrap": broker.bootstrap_servers, "topic": topic, "partitions": args.partitions,
-                "n": args.records, "top": args.top, "check_crcs": not args.no_crc}
+                "n": args.records, "top": args.top, "sort": args.sort, "dump": args.dump, "check_crcs": not args.no_crc}
         print("# {} partitions, {:,} x {} B on {}, roots {}".format(
             args.partitions, args.records, args.value, args.broker, roots))
         best: dict[str, float] = {}
