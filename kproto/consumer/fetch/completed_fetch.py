@@ -95,6 +95,10 @@ def check_crcs_together(completed: list["CompletedFetch"]) -> None:
             cf.crc_verified = starts
 
 
+# CrcPrecheck drops fetches the buffer dropped once it holds this many unchecked ones.
+_PRECHECK_PRUNE_AT = 4096
+
+
 class CrcPrecheck:
     """Checks buffered fetches' CRCs ahead of their collection, a bounded slice of work
     per ``step()``: the event-loop shell's way to keep every loop callback short.
@@ -125,7 +129,13 @@ class CrcPrecheck:
 
     def add(self, completed: list["CompletedFetch"]) -> None:
         """Fetches just buffered (their CRCs unchecked)."""
-        self._pending.extend(completed)
+        pending = self._pending
+        pending.extend(completed)
+        if len(pending) > _PRECHECK_PRUNE_AT:
+            # An application that changes its assignment again and again without
+            # collecting: what the buffer dropped (drained) needs no check and must not
+            # be held on to.
+            self._pending = [cf for cf in pending if not cf.is_consumed]
 
     @property
     def pending(self) -> bool:
