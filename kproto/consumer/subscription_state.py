@@ -52,7 +52,8 @@ from kproto import transition_log
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
-__all__ = ["AutoOffsetResetStrategy", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
+__all__ = ["AutoOffsetResetStrategy", "EMPTY_FETCH_FETCHED", "EMPTY_FETCH_PAUSED", "EMPTY_FETCH_STALE",
+           "EMPTY_FETCH_UNFETCHABLE", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
            "SubscriptionState", "SubscriptionType", "TopicPartitionState"]
 
 log = logging.getLogger("kproto.consumer")
@@ -105,6 +106,12 @@ _FETCHING = FetchState.FETCHING
 _AUTO_ASSIGNED = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN,
                             SubscriptionType.AUTO_PATTERN_RE2J})
 _PATTERNS = frozenset({SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J})
+
+# What apply_empty_fetch found (plain ints: it answers for most partitions of every Fetch).
+EMPTY_FETCH_STALE = 0
+EMPTY_FETCH_PAUSED = 1
+EMPTY_FETCH_UNFETCHABLE = 2
+EMPTY_FETCH_FETCHED = 3
 
 
 @_synchronize_public_methods
@@ -648,6 +655,34 @@ class SubscriptionState:
                     state.log_start_offset = log_start_offset
                 if last_stable_offset >= 0:
                     state.last_stable_offset = last_stable_offset
+
+    @_locks_inside
+    def apply_empty_fetch(self, tp: TopicPartition, fetch_offset: int, high_watermark: int, log_start_offset: int,
+                          last_stable_offset: int) -> int:
+        """A fetch answer of ``tp`` at ``fetch_offset`` with neither records nor an error,
+        under one lock: its offsets are taken (as ``update_fetched_offsets``) only if ``tp``
+        still has a valid position at ``fetch_offset``. Returns ``EMPTY_FETCH_STALE`` (no
+        valid position there: nothing taken), ``EMPTY_FETCH_PAUSED`` (taken; the partition
+        is paused), ``EMPTY_FETCH_UNFETCHABLE`` (taken; not fetchable now, e.g. pending
+        revocation) or ``EMPTY_FETCH_FETCHED`` (taken; fetchable at that position). The
+        collector's initialize and fetch_records of such an answer, which most partitions
+        of a Fetch across many partitions are, in one step instead of four locked calls."""
+        with self._lock:
+            state = self._states.get(tp)
+            if state is None or state.fetch_state is not _FETCHING:
+                return EMPTY_FETCH_STALE
+            position = state.position
+            if position is None or position.offset != fetch_offset:
+                return EMPTY_FETCH_STALE
+            if high_watermark >= 0:
+                state.high_watermark = high_watermark
+            if log_start_offset >= 0:
+                state.log_start_offset = log_start_offset
+            if last_stable_offset >= 0:
+                state.last_stable_offset = last_stable_offset
+            if state.paused:
+                return EMPTY_FETCH_PAUSED
+            return EMPTY_FETCH_FETCHED if state.is_fetchable() else EMPTY_FETCH_UNFETCHABLE
 
     def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         if tp in self._assignment:

@@ -294,12 +294,18 @@ class AbstractFetch:
                 completed = []
                 new_leaders: dict[TopicPartition, tuple[int, int]] = {}
                 config = self.fetch_config
+                isolation_level, check_crcs = config.isolation_level, config.check_crcs
+                key_deserializer, value_deserializer = config.key_deserializer, config.value_deserializer
+                session_partitions = data.session_partitions
+                # Once per partition of every response: locals, and CompletedFetch's
+                # arguments by position (keywords cost more than the rest of the call).
                 for tp, part in partitions.named:
-                    request = data.session_partitions.get(tp)
+                    request = session_partitions.get(tp)
                     if request is None:
                         raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
                             "full" if data.metadata.is_full else "session", *tp))
-                    if part.error_code in _LEADER_MOVED:
+                    moved = part.error_code in _LEADER_MOVED
+                    if moved:
                         leader = part.current_leader  # v12+; older versions: the default, -1/-1
                         if leader.leader_id != -1 and leader.leader_epoch != -1:
                             new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
@@ -308,12 +314,10 @@ class AbstractFetch:
                         # will be fetched again since the position has not moved.
                         log.warning("dropping fetched data for %s: it is already buffered", tp)
                         continue
-                    if part.error_code in _LEADER_MOVED:
+                    if moved:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
-                    completed.append(CompletedFetch(
-                        tp, part, request.fetch_offset, isolation_level=config.isolation_level,
-                        check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
-                        value_deserializer=config.value_deserializer))
+                    completed.append(CompletedFetch(tp, part, request.fetch_offset, isolation_level, check_crcs,
+                                                    key_deserializer, value_deserializer))
                 if config.check_crcs and completed:
                     check_crcs_together(completed)
                 if metrics is not None and completed:

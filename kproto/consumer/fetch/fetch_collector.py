@@ -30,11 +30,13 @@ from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
+from kproto.consumer.subscription_state import (EMPTY_FETCH_FETCHED, EMPTY_FETCH_PAUSED, EMPTY_FETCH_STALE,
+                                                FetchPosition, SubscriptionState)
 from kproto.errors import ErrorCode
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
+_new_tuple = tuple.__new__
 
 # Partition errors after which the collector refreshes metadata (and retries) instead of raising.
 _REFRESH_METADATA = frozenset({
@@ -102,7 +104,12 @@ class FetchCollector:
                     completed = fetch_buffer.peek()
                     if completed is None:
                         break
-                    if not completed.initialized:
+                    if (not completed.initialized and not completed.records and not completed.error_code
+                            and completed.preferred_read_replica < 0):
+                        # Most partitions of a Fetch across many partitions: no records, no error.
+                        self._collect_empty(completed, fetch, paused)
+                        next_in_line = None
+                    elif not completed.initialized:
                         try:
                             next_in_line = self.initialize(completed)
                         except Exception:
@@ -162,6 +169,35 @@ class FetchCollector:
                       completed.next_fetch_offset, position)
         completed.drain()
         return 0
+
+    def _collect_empty(self, completed: CompletedFetch, fetch: Fetch, paused: list[CompletedFetch]) -> None:
+        """``initialize`` then ``_fetch_records`` of a fresh fetch without records, error or
+        preferred read replica, with the same outcome in one call into SubscriptionState
+        (``apply_empty_fetch``) instead of four: its offsets are taken only if the position
+        is still its fetch offset; then a paused partition's fetch is kept for later, an
+        unfetchable one's dropped, and a fetchable one's next offset and lag and lead are
+        recorded as for any partition whose records were taken (none here)."""
+        tp = completed.partition
+        fetch_offset = completed.next_fetch_offset
+        outcome = self._subscriptions.apply_empty_fetch(tp, fetch_offset, completed.high_watermark,
+                                                        completed.log_start_offset, completed.last_stable_offset)
+        if outcome == EMPTY_FETCH_FETCHED:
+            completed.drain()
+            # Fetch.add with no records and no position moved, which leaves only this;
+            # an empty answer has no batch, so no epoch.
+            fetch.next_offsets[tp] = _new_tuple(OffsetAndMetadata, (fetch_offset, "", -1))
+            self._collected.append(tp)
+        elif outcome == EMPTY_FETCH_PAUSED:
+            completed.set_initialized()
+            log.debug("skipping fetched data of paused partition %s; keeping it for later", tp)
+            paused.append(completed)
+        else:
+            if outcome == EMPTY_FETCH_STALE:
+                log.debug("ignoring fetched data for %s at offset %d: no valid position there any more", tp,
+                          fetch_offset)
+            else:
+                log.debug("not returning fetched records for %s: no longer fetchable", tp)
+            completed.drain()
 
     # --- initialization -------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
+from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, Sensor, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
 if TYPE_CHECKING:
@@ -170,18 +170,19 @@ class FetchMetricsManager:
         now = self.metrics.time_ms()
         max_lag: Optional[int] = None
         min_lead: Optional[int] = None
+        values: list[tuple[Any, float]] = []
+        append = values.append
         # Partitions unassigned meanwhile (the KIP-848 background thread reconciles) are left out.
         for tp, lag, lead in self.subscriptions.lags_and_leads(partitions, self.isolation_level):
             if lag is not None:
                 if max_lag is None or lag > max_lag:
                     max_lag = lag
-                sensor = lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max)
-                sensor.record(lag, now)
+                append((lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max), lag))
             if lead is not None:
                 if min_lead is None or lead < min_lead:
                     min_lead = lead
-                sensor = lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min)
-                sensor.record(lead, now)
+                append((lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min), lead))
+        Sensor.record_each(values, now)
         if max_lag is not None:
             self.records_lag.record(max_lag, now)
         if min_lead is not None:
