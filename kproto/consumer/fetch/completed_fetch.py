@@ -108,7 +108,8 @@ class CompletedFetch:
     # building one costs half as much.
     __slots__ = ("partition", "next_fetch_offset", "is_consumed", "initialized", "metric_aggregator", "error_code",
                  "high_watermark", "last_stable_offset", "log_start_offset", "preferred_read_replica", "records",
-                 "_read_committed", "_check_crcs", "_key_deserializer", "_value_deserializer", "__dict__")
+                 "empty_answer", "_read_committed", "_check_crcs", "_key_deserializer", "_value_deserializer",
+                 "__dict__")
 
     last_epoch: Optional[int] = None
     records_read = 0
@@ -153,6 +154,10 @@ class CompletedFetch:
         self.preferred_read_replica = partition_data.preferred_read_replica
         records = partition_data.records
         self.records: bytes | memoryview = records if records is not None else b""
+        # Neither records, nor an error, nor a read replica to switch to: all the collector
+        # does with it is take its offsets (most partitions of a Fetch over many partitions).
+        self.empty_answer = (not records and not partition_data.error_code
+                             and partition_data.preferred_read_replica < 0)
         self._read_committed = isolation_level == IsolationLevel.READ_COMMITTED
         self._check_crcs = check_crcs
         self._key_deserializer = key_deserializer
@@ -183,6 +188,25 @@ class CompletedFetch:
                 self._batch_error = None
                 self._batches = None
                 self._decoding = None
+
+    @staticmethod
+    def drain_all(fetches: list["CompletedFetch"]) -> None:
+        """``drain()`` each of ``fetches``, none of which read any records (answers without
+        any): the same outcome, with their metrics reported to each aggregator at once."""
+        reports: dict[Any, list[TopicPartition]] = {}
+        for completed in fetches:
+            if not completed.is_consumed:
+                completed.is_consumed = True
+                aggregator = completed.metric_aggregator
+                if aggregator is not None:
+                    completed.metric_aggregator = None
+                    found = reports.get(aggregator)
+                    if found is None:
+                        reports[aggregator] = [completed.partition]
+                    else:
+                        found.append(completed.partition)
+        for aggregator, partitions in reports.items():
+            aggregator.record_empty(partitions)
 
     def _report_metrics(self) -> None:
         """Once, when consumed: bytes and records to the response's metrics aggregator."""

@@ -104,12 +104,13 @@ class FetchCollector:
                     completed = fetch_buffer.peek()
                     if completed is None:
                         break
-                    if (not completed.initialized and not completed.records and not completed.error_code
-                            and completed.preferred_read_replica < 0):
-                        # Most partitions of a Fetch across many partitions: no records, no error.
-                        self._collect_empty(completed, fetch, paused)
+                    if completed.empty_answer and not completed.initialized:
+                        # Most partitions of a Fetch across many partitions: no records, no
+                        # error; this one and those right after it, together.
+                        self._collect_empty(fetch_buffer, fetch, paused)
                         next_in_line = None
-                    elif not completed.initialized:
+                        continue
+                    if not completed.initialized:
                         try:
                             next_in_line = self.initialize(completed)
                         except Exception:
@@ -170,34 +171,41 @@ class FetchCollector:
         completed.drain()
         return 0
 
-    def _collect_empty(self, completed: CompletedFetch, fetch: Fetch, paused: list[CompletedFetch]) -> None:
-        """``initialize`` then ``_fetch_records`` of a fresh fetch without records, error or
-        preferred read replica, with the same outcome in one call into SubscriptionState
-        (``apply_empty_fetch``) instead of four: its offsets are taken only if the position
-        is still its fetch offset; then a paused partition's fetch is kept for later, an
-        unfetchable one's dropped, and a fetchable one's next offset and lag and lead are
-        recorded as for any partition whose records were taken (none here)."""
-        tp = completed.partition
-        fetch_offset = completed.next_fetch_offset
-        outcome = self._subscriptions.apply_empty_fetch(tp, fetch_offset, completed.high_watermark,
-                                                        completed.log_start_offset, completed.last_stable_offset)
-        if outcome == EMPTY_FETCH_FETCHED:
-            completed.drain()
-            # Fetch.add with no records and no position moved, which leaves only this;
-            # an empty answer has no batch, so no epoch.
-            fetch.next_offsets[tp] = _new_tuple(OffsetAndMetadata, (fetch_offset, "", -1))
-            self._collected.append(tp)
-        elif outcome == EMPTY_FETCH_PAUSED:
-            completed.set_initialized()
-            log.debug("skipping fetched data of paused partition %s; keeping it for later", tp)
-            paused.append(completed)
-        else:
-            if outcome == EMPTY_FETCH_STALE:
-                log.debug("ignoring fetched data for %s at offset %d: no valid position there any more", tp,
-                          fetch_offset)
+    def _collect_empty(self, fetch_buffer: FetchBuffer, fetch: Fetch, paused: list[CompletedFetch]) -> None:
+        """``initialize`` then ``_fetch_records`` of the fresh answers without records, error
+        or read replica at the head of the buffer (``peek_empty_answers``), with the same
+        outcome for each, in order, in one call into SubscriptionState
+        (``apply_empty_fetches``): its offsets are taken only if the position still is its
+        fetch offset; then a paused partition's answer is kept for later, an unfetchable
+        one's dropped, and a fetchable one's next offset (no records, so no epoch) and lag
+        and lead are recorded as for any partition whose records were taken (none here).
+        They leave the buffer only then, so until then their partitions count as buffered,
+        as a fetch being read does. None takes from the records budget."""
+        answers = fetch_buffer.peek_empty_answers()
+        outcomes = self._subscriptions.apply_empty_fetches(answers)
+        next_offsets = fetch.next_offsets
+        collected = self._collected
+        done = []
+        for completed, outcome in zip(answers, outcomes):
+            tp = completed.partition
+            if outcome == EMPTY_FETCH_FETCHED:
+                # Fetch.add with no records and no position moved leaves only this.
+                next_offsets[tp] = _new_tuple(OffsetAndMetadata, (completed.next_fetch_offset, "", -1))
+                collected.append(tp)
+                done.append(completed)
+            elif outcome == EMPTY_FETCH_PAUSED:
+                completed.set_initialized()
+                log.debug("skipping fetched data of paused partition %s; keeping it for later", tp)
+                paused.append(completed)
             else:
-                log.debug("not returning fetched records for %s: no longer fetchable", tp)
-            completed.drain()
+                if outcome == EMPTY_FETCH_STALE:
+                    log.debug("ignoring fetched data for %s at offset %d: no valid position there any more", tp,
+                              completed.next_fetch_offset)
+                else:
+                    log.debug("not returning fetched records for %s: no longer fetchable", tp)
+                done.append(completed)
+        CompletedFetch.drain_all(done)
+        fetch_buffer.drop_head(answers)
 
     # --- initialization -------------------------------------------------------------------
 

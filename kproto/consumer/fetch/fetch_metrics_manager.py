@@ -251,3 +251,20 @@ class FetchMetricsAggregator:
             if self._unrecorded:
                 return
         self._manager.record_fetched(self._bytes, self._records, self._topics)
+
+    def record_empty(self, partitions: list[TopicPartition]) -> None:
+        """``record(tp, 0, 0)`` for each of ``partitions`` (answers without records), under
+        one lock: each counts once, and its topic among the response's topics."""
+        with self._lock:
+            unrecorded = self._unrecorded
+            topics = self._topics
+            reported = False
+            for tp in partitions:
+                if tp in unrecorded:
+                    unrecorded.discard(tp)
+                    reported = True
+                    if tp.topic not in topics:
+                        topics[tp.topic] = [0, 0]
+            if unrecorded or not reported:
+                return
+        self._manager.record_fetched(self._bytes, self._records, self._topics)

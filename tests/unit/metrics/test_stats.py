@@ -262,6 +262,27 @@ def test_response_totals_are_recorded_once_every_partition_reported():
     assert per_topic["bytes-consumed-total"] == 150 and per_topic["records-consumed-total"] == 5
 
 
+def test_answers_without_records_count_once_in_the_response_totals():
+    metrics = Metrics(CONFIG, time_ms=FakeClock())
+    manager = FetchMetricsManager(metrics, _subscriptions(TP0, TP1))
+    other = TopicPartition("u", 0)
+    aggregator = manager.new_aggregator([TP0, TP1, other])
+    aggregator.record_empty([TP1, other])
+    aggregator.record_empty([TP1])           # a partition reports once
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert values["records-consumed-total"] == 0 and math.isnan(values["fetch-size-avg"])
+    aggregator.record(TP0, 100, 4)
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert (values["bytes-consumed-total"], values["records-consumed-total"]) == (100, 4)
+    # Topic u had only an empty answer: it is among the response's topics, with nothing.
+    per_topic = {(m.tags["topic"], m.name): v.value() for m, v in metrics.metrics.items()
+                 if "topic" in m.tags and "partition" not in m.tags}
+    assert per_topic[("u", "bytes-consumed-total")] == 0 and per_topic[("u", "records-consumed-total")] == 0
+    assert per_topic[("t", "bytes-consumed-total")] == 100
+    aggregator.record_empty([TP1])           # all reported: nothing more is recorded
+    assert by_group(metrics)["consumer-fetch-manager-metrics"]["bytes-consumed-total"] == 100
+
+
 def test_poll_timing_on_a_fake_clock():
     clock = FakeClock(10_000)
     metrics = Metrics(CONFIG, time_ms=clock)
