@@ -96,72 +96,71 @@ def check_crcs_together(completed: list["CompletedFetch"]) -> None:
 
 
 _NO_PRODUCERS: frozenset[int] = frozenset()
+_NO_OFFSETS: frozenset[int] = frozenset()
 _NO_TRANSACTIONS: tuple[tuple[int, int], ...] = ()
 
 
 class CompletedFetch:
     """One partition's fetched data; the FetchCollector takes records from it."""
 
-    # A response makes one per partition (1,000 partitions: 1,000 per Fetch, most of them
-    # without records): slots for what every one sets; the parse state starts as the class
-    # defaults below and reaches the instance's __dict__ only once records are read, so
-    # building one costs half as much.
-    __slots__ = ("partition", "next_fetch_offset", "is_consumed", "initialized", "metric_aggregator", "error_code",
-                 "high_watermark", "last_stable_offset", "log_start_offset", "preferred_read_replica", "records",
-                 "empty_answer", "_read_committed", "_check_crcs", "_key_deserializer", "_value_deserializer",
-                 "__dict__")
-
-    last_epoch: Optional[int] = None
-    records_read = 0
-    # Metrics: bytes of the batches iterated, reported with records_read on drain() to the
-    # response's FetchMetricsAggregator (None: no metrics).
-    bytes_read = 0
-    _collecting = False  # inside fetch_records: records_read is not final yet
-    # Start positions of batches whose CRCs were checked already (check_crcs_together).
-    crc_verified: frozenset[int] = frozenset()
-    _batches: Optional[Iterator[Any]] = None
-    _current_batch: Any = None
-    # The batch being decoded (None once it is done), the ConsumerRecord prefix of its
-    # records, the records decoded and not yet handed out with the index of the next one,
-    # and the error of a malformed record that ended the batch (raised once the records
-    # before it are taken).
-    _decoding: Any = None
-    _prefix: tuple[Any, ...] = ()
-    _batch_records: Optional[list[ConsumerRecord]] = None
-    _index = 0
-    _batch_error: Optional[KafkaError] = None
-    _corrupt_error: Optional[KafkaError] = None
-    # Only read_committed reads (and changes) these: other fetches share the immutable
-    # empties.
-    _aborted_producer_ids: set[int] = _NO_PRODUCERS  # type: ignore[assignment]
-    _aborted_transactions: list[tuple[int, int]] = _NO_TRANSACTIONS  # type: ignore[assignment]
+    # A response makes one per partition (1,000 partitions: 1,000 per Fetch): slots make
+    # each cheaper to build and smaller.
+    __slots__ = ("partition", "next_fetch_offset", "last_epoch", "is_consumed", "initialized", "records_read",
+                 "bytes_read", "metric_aggregator", "_collecting", "error_code", "high_watermark",
+                 "last_stable_offset", "log_start_offset", "preferred_read_replica", "records", "empty_answer",
+                 "_read_committed", "_check_crcs", "crc_verified", "_key_deserializer", "_value_deserializer",
+                 "_batches", "_current_batch", "_decoding", "_prefix", "_batch_records", "_index", "_batch_error",
+                 "_corrupt_error", "_aborted_producer_ids", "_aborted_transactions")
 
     def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, check_crcs: bool = True,
                  key_deserializer: Optional[Deserialize] = None,
                  value_deserializer: Optional[Deserialize] = None) -> None:
-        # AbstractFetch passes every argument by position: keywords cost more than the
-        # rest of the call, paid per partition of every response.
+        # AbstractFetch passes every argument by position: keywords cost more than a third
+        # of the call, paid per partition of every response.
         self.partition = tp
         self.next_fetch_offset = fetch_offset
+        self.last_epoch: Optional[int] = None
         self.is_consumed = False
         self.initialized = False
-        self.metric_aggregator: Any = None  # the response's, set by AbstractFetch
-        self.error_code = partition_data.error_code
+        self.records_read = 0
+        # Metrics: bytes of the batches iterated, reported with records_read on drain()
+        # to the response's FetchMetricsAggregator (set by AbstractFetch; None: no metrics).
+        self.bytes_read = 0
+        self.metric_aggregator: Any = None
+        self._collecting = False  # inside fetch_records: records_read is not final yet
+        error_code = self.error_code = partition_data.error_code
         self.high_watermark = partition_data.high_watermark
         self.last_stable_offset = partition_data.last_stable_offset
         self.log_start_offset = partition_data.log_start_offset
-        self.preferred_read_replica = partition_data.preferred_read_replica
+        replica = self.preferred_read_replica = partition_data.preferred_read_replica
         records = partition_data.records
         self.records: bytes | memoryview = records if records is not None else b""
         # Neither records, nor an error, nor a read replica to switch to: all the collector
         # does with it is take its offsets (most partitions of a Fetch over many partitions).
-        self.empty_answer = (not records and not partition_data.error_code
-                             and partition_data.preferred_read_replica < 0)
+        self.empty_answer = not records and not error_code and replica < 0
         self._read_committed = isolation_level == IsolationLevel.READ_COMMITTED
         self._check_crcs = check_crcs
+        # Start positions of batches whose CRCs were checked already (check_crcs_together).
+        self.crc_verified: frozenset[int] = _NO_OFFSETS
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
+        self._batches: Optional[Iterator[Any]] = None
+        self._current_batch: Any = None
+        # The batch being decoded (None once it is done), the ConsumerRecord prefix of its
+        # records, the records decoded and not yet handed out with the index of the next
+        # one, and the error of a malformed record that ended the batch (raised once the
+        # records before it are taken).
+        self._decoding: Any = None
+        self._prefix: tuple[Any, ...] = ()
+        self._batch_records: Optional[list[ConsumerRecord]] = None
+        self._index = 0
+        self._batch_error: Optional[KafkaError] = None
+        self._corrupt_error: Optional[KafkaError] = None
+        # Only read_committed reads (and changes) these: other fetches share the immutable
+        # empties, two allocations fewer per partition of every response.
+        self._aborted_producer_ids: set[int] = _NO_PRODUCERS  # type: ignore[assignment]
+        self._aborted_transactions: list[tuple[int, int]] = _NO_TRANSACTIONS  # type: ignore[assignment]
         if self._read_committed:
             self._aborted_producer_ids = set()
             self._aborted_transactions = [(txn.first_offset, txn.producer_id)
@@ -181,13 +180,10 @@ class CompletedFetch:
             self.is_consumed = True
             if not self._collecting:
                 self._report_metrics()
-            if self._batches is not None:
-                # Records were read (the rest of the parse state is set only after
-                # _batches): let go of it. A fetch that read none keeps the class defaults.
-                self._batch_records = None
-                self._batch_error = None
-                self._batches = None
-                self._decoding = None
+            self._batch_records = None
+            self._batch_error = None
+            self._batches = None
+            self._decoding = None
 
     @staticmethod
     def drain_all(fetches: list["CompletedFetch"]) -> None:
