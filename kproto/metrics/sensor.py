@@ -78,11 +78,11 @@ class Sensor:
             parent.record(value, now_ms)
 
     @staticmethod
-    def record_each(values: Iterable[tuple["Sensor", float]], now_ms: int) -> None:
-        """``sensor.record(value, now_ms)`` for each ``(sensor, value)``, in order: the same
-        records, one call for many values (the consumer records two per partition per
-        poll; with 1,000 partitions the call per value cost as much as the recording)."""
-        for sensor, value in values:
+    def record_each(sensors: Iterable["Sensor"], values: Iterable[float], now_ms: int) -> None:
+        """``sensor.record(value, now_ms)`` for each sensor and value (paired in order): the
+        same records, one call for many values. The consumer records two per partition per
+        poll; with 1,000 partitions a call (and a pair) per value cost as much as recording."""
+        for sensor, value in zip(sensors, values):
             with sensor.lock:
                 for record, config in sensor._recorders:
                     record(config, value, now_ms)

@@ -60,7 +60,12 @@ class Fetch:
     def add(self, tp: TopicPartition, records: list[ConsumerRecord], position_advanced: bool,
             next_offset: OffsetAndMetadata) -> None:
         if records:
-            self.records.setdefault(tp, []).extend(records)
+            # The collector hands over lists it made for this Fetch: the first is kept as is.
+            taken = self.records.get(tp)
+            if taken is None:
+                self.records[tp] = records
+            else:
+                taken.extend(records)
             self.num_records += len(records)
         self.position_advanced = self.position_advanced or position_advanced
         self.next_offsets[tp] = next_offset
@@ -159,11 +164,16 @@ class FetchCollector:
                 if update_positions and completed.next_fetch_offset > position.offset:
                     # Round-robin when records were returned: the next fetch puts other
                     # partitions first (records always advance the position).
-                    subs.update_position(tp, FetchPosition(completed.next_fetch_offset, completed.last_epoch,
-                                                           position.current_leader), move_to_end=bool(records))
+                    # (NamedTuples built through tuple.__new__: their own __new__ is a
+                    # Python call, paid per partition with records.)
+                    subs.update_position(tp, _new_tuple(FetchPosition, (completed.next_fetch_offset,
+                                                                        completed.last_epoch,
+                                                                        position.current_leader)),
+                                         move_to_end=bool(records))
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
-                fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
+                next_offset = _new_tuple(OffsetAndMetadata, (completed.next_fetch_offset, "", epoch))
+                fetch.add(tp, records, advanced, next_offset)
                 self._collected.append(tp)
                 return len(records)
             log.debug("ignoring fetched records for %s at offset %d: the position is %s", tp,
@@ -242,7 +252,7 @@ class FetchCollector:
             log.debug("discarding stale fetch response for %s at offset %d (position %s)", tp, fetch_offset, position)
             completed.drain()
             return None
-        if completed.records_size > 0:
+        if completed.records:
             try:
                 has_batches = completed.has_batches()
             except errors.RecordTooLargeError as exc:

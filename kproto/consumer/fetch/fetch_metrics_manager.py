@@ -170,19 +170,23 @@ class FetchMetricsManager:
         now = self.metrics.time_ms()
         max_lag: Optional[int] = None
         min_lead: Optional[int] = None
-        values: list[tuple[Any, float]] = []
-        append = values.append
+        # Each value with its sensor, in order, in two lists (no pair made per value).
+        sensors: list[Sensor] = []
+        values: list[float] = []
+        add_sensor, add_value = sensors.append, values.append
         # Partitions unassigned meanwhile (the KIP-848 background thread reconciles) are left out.
         for tp, lag, lead in self.subscriptions.lags_and_leads(partitions, self.isolation_level):
             if lag is not None:
                 if max_lag is None or lag > max_lag:
                     max_lag = lag
-                append((lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max), lag))
+                add_sensor(lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max))
+                add_value(lag)
             if lead is not None:
                 if min_lead is None or lead < min_lead:
                     min_lead = lead
-                append((lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min), lead))
-        Sensor.record_each(values, now)
+                add_sensor(lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min))
+                add_value(lead)
+        Sensor.record_each(sensors, values, now)
         if max_lag is not None:
             self.records_lag.record(max_lag, now)
         if min_lead is not None:
