@@ -28,8 +28,9 @@ concurrent change, as with the lock. ``assigned_partitions`` and ``paused_partit
 no lock either: they return a frozenset published whole when the assignment (or the
 paused set) changes, shared by every caller and immutable, so no caller can change the
 state through it and none pays a copy per call. The collector's hot path uses combined calls
-(``fetchable_position``, ``update_fetched_offsets``, ``lags_and_leads``): one lock for what
-took several.
+(``fetchable_position``, ``update_fetched_offsets``, ``lags_and_leads``, and
+``apply_empty_fetches`` for a run of answers without records): one lock for what took
+several.
 
 The per-partition state machine and position types live in ``topic_partition_state``
 (re-exported here, where the rest of the consumer imports them from).

@@ -14,6 +14,9 @@ Java's ``FetchCollector``. It owns the rules that make positions trustworthy:
   data stays buffered for a later poll; a fetch (data or partition error) for a partition
   without a valid position (unassigned, reset or awaiting validation since it was sent)
   is ignored, as Java's ``initialize``;
+* answers without records, error or read replica (most partitions of a Fetch across many
+  partitions) are taken a run at a time (``_collect_empty``), with each one's outcome what
+  ``initialize`` and ``_fetch_records`` would give it;
 * per-partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset`` (or raises
   with 'none'); leadership and unknown-topic errors ask for a metadata refresh; a first
   batch larger than the fetch size raises ``RecordTooLargeError`` telling the user to
