@@ -67,9 +67,11 @@ _LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LE
 
 
 class _ResponsePartitions(NamedTuple):
-    """A fetch answer's partitions whose topic is known, and every topic id it named (v13+)."""
+    """A fetch answer's partitions whose topic is known (each with its data, at the same
+    index of ``data``), and every topic id it named (v13+)."""
 
-    named: list[tuple[TopicPartition, FetchResponse_PartitionData]]
+    partitions: list[TopicPartition]
+    data: list[FetchResponse_PartitionData]
     topic_ids: set[uuid.UUID]
 
 
@@ -284,7 +286,7 @@ class AbstractFetch:
                 partitions = self._response_partitions(response, version, handler.session_topic_names)
                 error_code = response.error_code
                 ok = handler.handle_response(error_code, response.session_id,
-                                             {tp for tp, _ in partitions.named}, partitions.topic_ids, version,
+                                             set(partitions.partitions), partitions.topic_ids, version,
                                              response.throttle_time_ms)
                 if not ok:
                     if error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
@@ -299,7 +301,7 @@ class AbstractFetch:
                 session_partitions = data.session_partitions
                 # Once per partition of every response: locals, and CompletedFetch's
                 # arguments by position (keywords cost more than the rest of the call).
-                for tp, part in partitions.named:
+                for tp, part in zip(partitions.partitions, partitions.data):
                     request = session_partitions.get(tp)
                     if request is None:
                         raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
@@ -346,7 +348,8 @@ class AbstractFetch:
     @staticmethod
     def _response_partitions(response: FetchResponse, version: int,
                              topic_names: dict[uuid.UUID, str]) -> _ResponsePartitions:
-        named: list[tuple[TopicPartition, FetchResponse_PartitionData]] = []
+        named: list[TopicPartition] = []
+        data: list[FetchResponse_PartitionData] = []
         ids: set[uuid.UUID] = set()
         for topic in response.responses:
             if version >= 13:
@@ -356,10 +359,10 @@ class AbstractFetch:
                     continue  # unknown id: the session handler reports it
             else:
                 name = topic.topic
-            for part in topic.partitions:
-                # tuple.__new__: a NamedTuple's own __new__ is a Python call, paid per partition.
-                named.append((_new_tuple(TopicPartition, (name, part.partition_index)), part))
-        return _ResponsePartitions(named, ids)
+            # tuple.__new__: a NamedTuple's own __new__ is a Python call, paid per partition.
+            named += [_new_tuple(TopicPartition, (name, part.partition_index)) for part in topic.partitions]
+            data += topic.partitions
+        return _ResponsePartitions(named, data, ids)
 
     def handle_fetch_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
         """The request failed as a whole: the next one to this node is full again."""
