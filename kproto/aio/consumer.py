@@ -42,6 +42,7 @@ from kproto.consumer.background.events import (ApplicationEvent, ApplicationEven
                                                CompletableApplicationEvent, ErrorEvent, drain)
 from kproto.consumer.engine_config import EngineConfig
 from kproto.consumer.engine_setup import build_engine_setup
+from kproto.consumer.fetch.completed_fetch import CrcPrecheck
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import Fetch, FetchCollector
 from kproto.consumer.kip848 import events as ev
@@ -115,6 +116,9 @@ class AIOKafkaConsumer:
         self.client = resources.client
         self._membership = resources.membership_manager
         self._fetch_manager = next(m for m in resources.request_managers if isinstance(m, FetchRequestManager))
+        # CRCs are checked a slice per turn of the loop before a collection (see _getmany).
+        self._crc_precheck = CrcPrecheck()
+        self._fetch_manager.crc_precheck = self._crc_precheck
         self._driver = LoopDriver(loop, network_thread, resources)
         self._handler = ApplicationEventHandler(application_event_queue, self._driver.schedule, self._time_ms)
         self._collector = FetchCollector(
@@ -373,6 +377,12 @@ class AIOKafkaConsumer:
                 await driver.wait_for_step(min(remaining, self.settings.retry_backoff_ms) / 1000.0)
                 if not inflight.is_validate_positions_complete():
                     continue  # still validating: a new pass, no new event (it is in flight)
+            while self._crc_precheck.step():
+                # CRCs of buffered data left to check: a slice per turn of the loop, so
+                # that no callback holds it for a whole batch (nothing is taken yet; data
+                # of partitions revoked meanwhile is not collected, as after any step).
+                await asyncio.sleep(0)
+                self._check_running()
             # No await from here to the return: the records taken are the records returned.
             fetch = self._collect(partitions, max_records)
             if not fetch.is_empty():

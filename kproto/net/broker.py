@@ -36,8 +36,10 @@ from kproto.net.connection import Connection
 log = logging.getLogger("kproto.net")
 
 _RECV_CHUNK = 256 * 1024
-# Bounds one readiness event's work so a broker streaming data cannot starve the others.
-_MAX_READS_PER_EVENT = 64
+# Bounds one readiness event's work (1 MiB): a broker streaming data cannot starve the
+# others, and an event loop driving the client (kproto.aio) is not held for a whole large
+# response (the rest is read on the next step: the socket stays readable).
+_MAX_READS_PER_EVENT = 4
 _IN_PROGRESS = {errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, errno.EAGAIN}
 
 

@@ -20,6 +20,13 @@ When the combined check fails, nothing is marked verified: the reader's per-batc
 then find the corrupt batch and report it exactly as before. Large batches are left to
 those per-batch checks (their fixed cost is negligible, and copying them into the stream
 would only add work); so are legacy (magic 0/1) entries, which use CRC-32 (zlib's, C).
+
+Sliced (``BatchCrcCheck(max_batch_bytes=None)``): batches of every size are added and
+nothing is computed until ``step(budget)``, which feeds at most ``budget`` bytes of the
+stream to the CRC (a large batch's bytes a slice at a time, as the CRC is incremental, with
+no copy of them). The event-loop shell checks buffered fetches that way, a slice per turn
+of the loop, so no callback holds the loop for a whole batch's CRC (a 1 MiB batch costs
+~3-4 ms of pure Python).
 """
 
 from __future__ import annotations
@@ -46,16 +53,22 @@ class BatchCrcCheck:
     """Collects small v2 batches from any number of partitions' fetched bytes
     (``add``), then checks every CRC among them at once (``ok``)."""
 
-    __slots__ = ("_pieces", "_size", "_raw", "batches")
+    __slots__ = ("_pieces", "_next", "_size", "_raw", "_max_batch", "_flush_at", "batches")
 
-    def __init__(self) -> None:
+    def __init__(self, max_batch_bytes: int | None = SMALL_BATCH_BYTES) -> None:
+        """``max_batch_bytes``: the largest batch taken (None: all, and the check sliced:
+        no CRC work before ``step``; see the module docstring)."""
         self._pieces: list[bytes | memoryview] = []
-        self._size = 0
+        self._next = 0  # the first piece not yet fed to the CRC (sliced checks)
+        self._size = 0  # bytes of the pieces not yet fed
         self._raw = 0  # the stream's raw CRC register over what was flushed
+        self._max_batch = (1 << 31) if max_batch_bytes is None else max_batch_bytes
+        self._flush_at = (1 << 62) if max_batch_bytes is None else _FLUSH_BYTES
         self.batches = 0  # how many batches were added
 
     def add(self, data: bytes | memoryview) -> frozenset[int]:
-        """Queue ``data``'s whole small v2 batches; return their start positions.
+        """Queue ``data``'s whole v2 batches (up to the largest size taken); return their
+        start positions.
 
         The walk stops at the first entry that is cut off, not a v2 batch, or malformed:
         the reader deals with those (and with everything after them) as it always does.
@@ -68,12 +81,13 @@ class BatchCrcCheck:
         pieces = self._pieces
         size = self._size
         unpack = _HEAD.unpack_from
+        max_batch = self._max_batch
         while total - pos >= _HEAD_SIZE:
             _, length, _, magic, crc = unpack(view, pos)
             end = pos + _LOG_OVERHEAD + length
             if magic != 2 or length < _MIN_V2_LENGTH or end > total:
                 break
-            if length <= SMALL_BATCH_BYTES:
+            if length <= max_batch:
                 body = pos + _HEAD_SIZE
                 head = int.from_bytes(view[body:body + 4], "little") ^ _INVERT
                 pieces.append(head.to_bytes(4, "little"))
@@ -84,17 +98,53 @@ class BatchCrcCheck:
             pos = end
         self._size = size
         self.batches += len(starts)
-        if size >= _FLUSH_BYTES:
+        if size >= self._flush_at:
             self._flush()
         return frozenset(starts)
 
     def _flush(self) -> None:
-        if self._pieces:
+        pieces = self._pieces
+        if self._next:
+            pieces = pieces[self._next:]
+        if pieces:
             # crc32c(data, c) starts from register c ^ 0xFFFFFFFF and returns the final
             # register ^ 0xFFFFFFFF: passing and taking the raw register through it.
-            self._raw = crc32c(b"".join(self._pieces), self._raw ^ _INVERT) ^ _INVERT
+            self._raw = crc32c(b"".join(pieces), self._raw ^ _INVERT) ^ _INVERT
+        self._pieces = []
+        self._next = 0
+        self._size = 0
+
+    def step(self, budget: int) -> bool:
+        """Feed at most ``budget`` (> 0) bytes of the queued stream to the CRC; whether
+        any are left. Small pieces are joined (one CRC call for many batches), a large
+        one is cut (a memoryview slice: no copy of the batch itself)."""
+        pieces = self._pieces
+        i = self._next
+        count = len(pieces)
+        group: list[bytes | memoryview] = []
+        taken = 0
+        while i < count and taken < budget:
+            piece = pieces[i]
+            room = budget - taken
+            if len(piece) > room:
+                view = piece if type(piece) is memoryview else memoryview(piece)
+                group.append(view[:room])
+                pieces[i] = view[room:]
+                taken = budget
+                break
+            group.append(piece)
+            taken += len(piece)
+            i += 1
+        if group:
+            data = group[0] if len(group) == 1 else b"".join(group)
+            self._raw = crc32c(data, self._raw ^ _INVERT) ^ _INVERT
+        self._size -= taken
+        if i >= count:
             self._pieces = []
-            self._size = 0
+            self._next = 0
+            return False
+        self._next = i
+        return True
 
     def ok(self) -> bool:
         """Whether every batch added holds its CRC (see the module docstring)."""

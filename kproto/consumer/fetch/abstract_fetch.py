@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from kproto import errors
-from kproto.consumer.fetch.completed_fetch import CompletedFetch, check_crcs_together
+from kproto.consumer.fetch.completed_fetch import CompletedFetch, CrcPrecheck, check_crcs_together
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
 from kproto.consumer.fetch.fetch_session_handler import (ZERO_UUID, FetchRequestData, FetchSessionHandler,
@@ -96,6 +96,9 @@ class AbstractFetch:
         #: A FetchMetricsManager (None: metrics disabled) and, per node, when its fetch left.
         self.metrics_manager = metrics_manager
         self._fetch_sent: dict[int, float] = {}
+        #: Where responses' CRC checks go when a shell checks them a slice at a time
+        #: (kproto.aio); None: checked together on arrival (``check_crcs_together``).
+        self.crc_precheck: Optional[CrcPrecheck] = None
 
     # --- hooks for the engine ------------------------------------------------------------
 
@@ -321,7 +324,10 @@ class AbstractFetch:
                     completed.append(CompletedFetch(tp, part, request.fetch_offset, isolation_level, check_crcs,
                                                     key_deserializer, value_deserializer))
                 if config.check_crcs and completed:
-                    check_crcs_together(completed)
+                    if self.crc_precheck is not None:
+                        self.crc_precheck.add(completed)
+                    else:
+                        check_crcs_together(completed)
                 if metrics is not None and completed:
                     # Java's FetchMetricsAggregator: the response's bytes and records are
                     # recorded once every partition of it has been consumed (drained).

@@ -168,3 +168,44 @@ def test_stop_mid_rebalance_with_a_stuck_listener_returns_within_the_close_timeo
             await b.stop()
 
     run(main)
+
+
+def test_a_large_batch_is_checked_a_slice_per_turn_of_the_loop(broker, monkeypatch) -> None:
+    """One batch of ~400 KB: its CRC is checked before any of its records is handed out,
+    in slices of at most ``CrcPrecheck.SLICE_BYTES`` (each a turn of the loop), never in one
+    call; every record arrives once, in order. The CRC function is wrapped only to see the
+    sizes it is called with."""
+    import kproto.records.batch_crcs as batch_crcs
+    import kproto.records.default_batch as default_batch
+    from kproto.consumer.fetch.completed_fetch import CrcPrecheck
+
+    topic = broker.new_topic(partitions=1, prefix="aio-crc")
+    written = broker.produce_batch(topic, 4000)
+    sizes: list[int] = []
+    for module in (batch_crcs, default_batch):
+        original = module.crc32c
+
+        def seen(data, crc=0, original=original):
+            sizes.append(len(data))
+            return original(data, crc)
+
+        monkeypatch.setattr(module, "crc32c", seen)
+    tp = TP(topic, 0)
+
+    async def main() -> list:
+        async with AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                                    max_partition_fetch_bytes=1 << 20) as consumer:
+            consumer.assign([tp])
+            got: list = []
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + DEADLINE_S
+            while len(got) < len(written):
+                assert loop.time() < deadline, "got {} of {}".format(len(got), len(written))
+                got += (await consumer.getmany(timeout_ms=200)).get(tp, [])
+            assert await consumer.getmany(timeout_ms=200) == {}
+            return got
+
+    records = run(main)
+    assert [(r.offset, r.key, r.value) for r in records] == [(w.offset, w.key, w.value) for w in written]
+    assert sum(sizes) > CrcPrecheck.SLICE_BYTES  # the whole batch was checked ...
+    assert max(sizes) <= CrcPrecheck.SLICE_BYTES  # ... a slice at a time

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import threading
 import time
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.tools.embedded import create_topic
 from tests.brokers.tansu import tansu_behind
+from tests.threads import TestThread
 
 MARKER = b"corrupt-me-please"
 _SIZE = struct.Struct(">i")
@@ -35,7 +35,7 @@ class CorruptingProxy:
         self.upstream: tuple[str, int] | None = None
         self.flipped = 0
         self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        TestThread(target=self._accept).start()
 
     def _accept(self) -> None:
         while True:
@@ -49,8 +49,8 @@ class CorruptingProxy:
                 client.close()
                 continue
             self._sockets += [client, up]
-            threading.Thread(target=self._pump, args=(client, up, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, client, True), daemon=True).start()
+            TestThread(target=self._pump, args=(client, up, False)).start()
+            TestThread(target=self._pump, args=(up, client, True)).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, responses: bool) -> None:
         buf = b""
@@ -213,3 +213,48 @@ def test_a_corrupt_batch_among_many_small_ones_is_found_exactly(proxied_tansu):
         while len(got) < len(written) - 1 and time.monotonic() < deadline:
             got += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
     assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(w for w in written if MARKER not in w[2])
+
+
+def test_kproto_aio_checks_crcs_ahead_in_slices_and_still_names_the_corrupt_batch(proxied_tansu):
+    """kproto.aio checks a response's CRCs a slice per turn of the loop before it collects
+    (``CrcPrecheck``); a failed combined check leaves the per-batch checks to name the
+    batch: the records before it, then CorruptRecordError at its offset, again on the next
+    call; after a seek past it, the rest exactly once."""
+    import asyncio
+
+    from kproto.aio import AIOKafkaConsumer
+    from tests.support.aio_harness import run
+
+    topic = "corrupt-aio-{}".format(time.monotonic_ns())
+    create_topic(proxied_tansu.bootstrap_servers, topic, 1)
+    written = produce_around_marker(proxied_tansu.bootstrap_servers, topic)
+    marker_offset = next(o for o, v in written if MARKER in v)
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> None:
+        async with AIOKafkaConsumer(bootstrap_servers=proxied_tansu.bootstrap_servers,
+                                    auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
+            consumer.assign([tp])
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            before: list = []
+            error = None
+            while error is None:
+                assert loop.time() < deadline, "no CorruptRecordError; got {} records".format(len(before))
+                try:
+                    before += [r for rs in (await consumer.getmany(timeout_ms=200)).values() for r in rs]
+                except errors.CorruptRecordError as exc:
+                    error = exc
+            assert [(r.offset, r.value) for r in before] == [w for w in written if w[0] < marker_offset]
+            assert (error.topic, error.partition, error.offset) == (topic, 0, marker_offset)  # type: ignore[attr-defined]
+            with pytest.raises(errors.CorruptRecordError):
+                await consumer.getmany(timeout_ms=200)
+            consumer.seek(tp, marker_offset + 1)
+            after: list = []
+            while len(after) < 10:
+                assert loop.time() < deadline, "got {} records after the seek".format(len(after))
+                after += [r for rs in (await consumer.getmany(timeout_ms=200)).values() for r in rs]
+            assert [(r.offset, r.value) for r in after] == [w for w in written if w[0] > marker_offset]
+            assert await consumer.getmany(timeout_ms=300) == {}
+
+    run(main)

@@ -106,3 +106,47 @@ def test_reader_skips_only_the_verified_batches():
     next(batches)
     with pytest.raises(CorruptRecordError, match="CRC-32C mismatch"):
         next(batches)
+
+
+def _stream_bytes(data: bytes) -> int:
+    """Bytes a combined check feeds to the CRC for ``data``'s batches: per batch its
+    coverage (the length less the nine header bytes before the attributes) plus the
+    stored CRC (4)."""
+    return sum(int.from_bytes(data[start + 8:start + 12], "big") - 9 + 4 for start, _ in _each_valid(data))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from([0, 10, 300, 5000, 70000])), min_size=1, max_size=5),
+       st.integers(64, 40000), st.one_of(st.none(), st.integers(0, 2 ** 32 - 1)))
+def test_a_sliced_check_feeds_at_most_its_budget_per_step_and_agrees_with_the_batches(sizes, budget, flip):
+    data = bytearray(_log(sizes))
+    if flip is not None:
+        spans = _each_valid(bytes(data))
+        start = spans[flip % len(spans)][0]
+        data[start + 21 + (flip >> 8) % (int.from_bytes(data[start + 8:start + 12], "big") - 9)] ^= 1
+    data = bytes(data)
+    check = BatchCrcCheck(max_batch_bytes=None)
+    # Batches of every size are taken, and nothing is computed before step().
+    assert check.add(data) == frozenset(start for start, _ in _each_valid(data))
+    steps = 1
+    while check.step(budget):
+        steps += 1
+    # Each step fed exactly the budget but the last: no step did more.
+    total = _stream_bytes(data)
+    assert steps == max(1, -(-total // budget))
+    assert check.ok() == all(valid for _, valid in _each_valid(data))
+
+
+def test_a_sliced_check_finished_by_ok_and_one_large_corrupt_batch():
+    data = _log([(3, 10), (2, 200_000), (4, 10)])
+    check = BatchCrcCheck(max_batch_bytes=None)
+    check.add(data)
+    assert check.step(1000)  # part of the stream fed; ok() feeds the rest
+    assert check.ok()
+    bad = bytearray(data)
+    bad[len(data) // 2] ^= 0x40  # inside the large batch
+    check = BatchCrcCheck(max_batch_bytes=None)
+    check.add(bytes(bad))
+    while check.step(64 * 1024):
+        pass
+    assert not check.ok()
