@@ -12,7 +12,7 @@ import pytest
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, LatestExtremeAvg, Max, Meter, MetricConfig, MetricName,
-                            Metrics, Min, Rate, Value, WindowedCount, WindowedSum, by_group)
+                            Metrics, Min, Rate, Sensor, Value, WindowedCount, WindowedSum, by_group)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import TopicPartition
 
@@ -137,6 +137,27 @@ def test_sensor_records_into_parents_and_reads_at_the_clock():
     assert all(math.isnan(m.value()) for m in metrics.metrics.values())
     assert metrics.sensor("one") is child   # get-or-create
     assert child.add(metrics.metric_name("one-max", "g"), Max()) is False
+
+
+def test_record_each_records_as_record_does():
+    values = {}
+    for batched in (False, True):
+        metrics = Metrics(CONFIG, time_ms=FakeClock(0))
+        parent = metrics.sensor("all")
+        parent.add(metrics.metric_name("all-avg", "g"), Avg())
+        one = metrics.sensor("one", parents=[parent])
+        one.add(LatestExtremeAvg(metrics.metric_name("one", "g"), metrics.metric_name("one-max", "g"),
+                                 metrics.metric_name("one-avg", "g")))
+        two = metrics.sensor("two")
+        two.add(metrics.metric_name("two-min", "g"), Min())
+        pairs = [(one, 5), (two, 4), (one, 9), (two, 2), (one, 1)]
+        if batched:
+            Sensor.record_each([s for s, _ in pairs], [v for _, v in pairs], 100)
+        else:
+            for sensor, value in pairs:
+                sensor.record(value, 100)
+        values[batched] = {name.name: m.value(200) for name, m in metrics.metrics.items()}
+    assert values[True] == values[False] == {"all-avg": 5, "one": 1, "one-max": 9, "one-avg": 5, "two-min": 2}
 
 
 class Reporter:
