@@ -241,7 +241,8 @@ class AbstractFetch:
         topics: list[FetchRequest_FetchTopic] = []
         index: dict[Any, FetchRequest_FetchTopic] = {}
         for tp, part in data.to_send.items():
-            key = part.topic_id if by_id else tp.topic
+            # By the id's int: UUID.__hash__ is a Python call, paid per partition.
+            key = part.topic_id.int if by_id else tp.topic
             topic = index.get(key)
             if topic is None:
                 topic = index[key] = FetchRequest.FetchTopic(topic=tp.topic, topic_id=part.topic_id, partitions=[])
@@ -253,10 +254,11 @@ class AbstractFetch:
         forgotten: list[FetchRequest_ForgottenTopic] = []
         findex: dict[Any, FetchRequest_ForgottenTopic] = {}
         for topic_id, tp in data.forgotten(version):
-            key = topic_id if by_id else tp.topic
-            entry = findex.get(key)
+            forgotten_key = topic_id.int if by_id else tp.topic
+            entry = findex.get(forgotten_key)
             if entry is None:
-                entry = findex[key] = FetchRequest.ForgottenTopic(topic=tp.topic, topic_id=topic_id, partitions=[])
+                entry = findex[forgotten_key] = FetchRequest.ForgottenTopic(topic=tp.topic, topic_id=topic_id,
+                                                                           partitions=[])
                 forgotten.append(entry)
             entry.partitions.append(tp.partition)
         return FetchRequest(replica_id=-1, max_wait_ms=config.max_wait_ms, min_bytes=config.min_bytes,
