@@ -28,8 +28,9 @@ concurrent change, as with the lock. ``assigned_partitions`` and ``paused_partit
 no lock either: they return a frozenset published whole when the assignment (or the
 paused set) changes, shared by every caller and immutable, so no caller can change the
 state through it and none pays a copy per call. The collector's hot path uses combined calls
-(``fetchable_position``, ``update_fetched_offsets``, ``lags_and_leads``): one lock for what
-took several.
+(``fetchable_position``, ``update_fetched_offsets``, ``lags_and_leads``, and
+``apply_empty_fetches`` for a run of answers without records): one lock for what took
+several.
 
 The per-partition state machine and position types live in ``topic_partition_state``
 (re-exported here, where the rest of the consumer imports them from).
@@ -44,7 +45,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, Protocol, TypeVar
 
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
@@ -52,7 +53,8 @@ from kproto import transition_log
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
 from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 
-__all__ = ["AutoOffsetResetStrategy", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
+__all__ = ["AutoOffsetResetStrategy", "EmptyAnswer", "EMPTY_FETCH_FETCHED", "EMPTY_FETCH_PAUSED", "EMPTY_FETCH_STALE",
+           "EMPTY_FETCH_UNFETCHABLE", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
            "SubscriptionState", "SubscriptionType", "TopicPartitionState"]
 
 log = logging.getLogger("kproto.consumer")
@@ -105,6 +107,22 @@ _FETCHING = FetchState.FETCHING
 _AUTO_ASSIGNED = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN,
                             SubscriptionType.AUTO_PATTERN_RE2J})
 _PATTERNS = frozenset({SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J})
+
+# What apply_empty_fetches found (plain ints: it answers for most partitions of every Fetch).
+EMPTY_FETCH_STALE = 0
+EMPTY_FETCH_PAUSED = 1
+EMPTY_FETCH_UNFETCHABLE = 2
+EMPTY_FETCH_FETCHED = 3
+
+
+class EmptyAnswer(Protocol):
+    """What ``apply_empty_fetches`` reads of a fetch answer (a ``CompletedFetch``)."""
+
+    partition: TopicPartition
+    next_fetch_offset: int
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
 
 
 @_synchronize_public_methods
@@ -648,6 +666,41 @@ class SubscriptionState:
                     state.log_start_offset = log_start_offset
                 if last_stable_offset >= 0:
                     state.last_stable_offset = last_stable_offset
+
+    @_locks_inside
+    def apply_empty_fetches(self, answers: Iterable[EmptyAnswer]) -> list[int]:
+        """Fetch answers with neither records nor an error, in order, under one lock: each
+        one's offsets are taken (as ``update_fetched_offsets``) only if its partition still
+        has a valid position at its ``next_fetch_offset``. One outcome per answer:
+        ``EMPTY_FETCH_STALE`` (no valid position there: nothing taken), ``EMPTY_FETCH_PAUSED``
+        (taken; the partition is paused), ``EMPTY_FETCH_UNFETCHABLE`` (taken; not fetchable
+        now, e.g. pending revocation) or ``EMPTY_FETCH_FETCHED`` (taken; fetchable at that
+        position). The collector's initialize and fetch_records of such answers, which most
+        partitions of a Fetch across many partitions are: one call for all of them."""
+        outcomes: list[int] = []
+        append = outcomes.append
+        with self._lock:
+            states = self._states
+            for answer in answers:
+                state = states.get(answer.partition)
+                if state is None or state.fetch_state is not _FETCHING:
+                    append(EMPTY_FETCH_STALE)
+                    continue
+                position = state.position
+                if position is None or position.offset != answer.next_fetch_offset:
+                    append(EMPTY_FETCH_STALE)
+                    continue
+                if answer.high_watermark >= 0:
+                    state.high_watermark = answer.high_watermark
+                if answer.log_start_offset >= 0:
+                    state.log_start_offset = answer.log_start_offset
+                if answer.last_stable_offset >= 0:
+                    state.last_stable_offset = answer.last_stable_offset
+                if state.paused:
+                    append(EMPTY_FETCH_PAUSED)
+                else:
+                    append(EMPTY_FETCH_FETCHED if state.is_fetchable() else EMPTY_FETCH_UNFETCHABLE)
+        return outcomes
 
     def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         if tp in self._assignment:

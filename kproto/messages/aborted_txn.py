@@ -83,6 +83,7 @@ class AbortedTxn(ProtocolStruct):
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.last_stable_offset = last_stable_offset
+        self._unknown_tagged_fields = None
 
 
 def _d_AbortedTxn_v0(mv: memoryview, pos: int) -> tuple[AbortedTxn, int]:

@@ -87,6 +87,7 @@ class AddOffsetsToTxnRequest(ProtocolStruct):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.group_id = group_id
+        self._unknown_tagged_fields = None
 
 
 class AddOffsetsToTxnResponse(ProtocolStruct):
@@ -114,6 +115,7 @@ class AddOffsetsToTxnResponse(ProtocolStruct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 def _d_AddOffsetsToTxnRequest_v0(mv: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:

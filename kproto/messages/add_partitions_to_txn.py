@@ -97,6 +97,7 @@ class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(ProtocolStruct):
@@ -126,6 +127,7 @@ class AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(ProtocolStruct):
         self.verify_only = verify_only
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AddPartitionsToTxnRequest(ProtocolStruct):
@@ -163,6 +165,7 @@ class AddPartitionsToTxnRequest(ProtocolStruct):
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         if v3_and_below_topics is not NOTSET:
             self.v3_and_below_topics = v3_and_below_topics
+        self._unknown_tagged_fields = None
 
 
 class AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(ProtocolStruct):
@@ -185,6 +188,7 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(ProtocolStruc
     ) -> None:
         self.partition_index = partition_index
         self.partition_error_code = partition_error_code
+        self._unknown_tagged_fields = None
 
 
 class AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(ProtocolStruct):
@@ -208,6 +212,7 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(ProtocolStruct):
         self.name = name
         if results_by_partition is not NOTSET:
             self.results_by_partition = results_by_partition
+        self._unknown_tagged_fields = None
 
 
 class AddPartitionsToTxnResponse_AddPartitionsToTxnResult(ProtocolStruct):
@@ -231,6 +236,7 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnResult(ProtocolStruct):
         self.transactional_id = transactional_id
         if topic_results is not NOTSET:
             self.topic_results = topic_results
+        self._unknown_tagged_fields = None
 
 
 class AddPartitionsToTxnResponse(ProtocolStruct):
@@ -267,6 +273,7 @@ class AddPartitionsToTxnResponse(ProtocolStruct):
             self.results_by_transaction = results_by_transaction
         if results_by_topic_v3_and_below is not NOTSET:
             self.results_by_topic_v3_and_below = results_by_topic_v3_and_below
+        self._unknown_tagged_fields = None
 
 
 def _da_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AddPartitionsToTxnRequest_AddPartitionsToTxnTopic], int]:

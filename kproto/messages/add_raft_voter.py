@@ -86,6 +86,7 @@ class AddRaftVoterRequest_Listener(ProtocolStruct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class AddRaftVoterRequest(ProtocolStruct):
@@ -123,6 +124,7 @@ class AddRaftVoterRequest(ProtocolStruct):
         if listeners is not NOTSET:
             self.listeners = listeners
         self.ack_when_committed = ack_when_committed
+        self._unknown_tagged_fields = None
 
 
 class AddRaftVoterResponse(ProtocolStruct):
@@ -152,6 +154,7 @@ class AddRaftVoterResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 def _da_AddRaftVoterRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AddRaftVoterRequest_Listener], int]:

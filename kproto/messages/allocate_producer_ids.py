@@ -83,6 +83,7 @@ class AllocateProducerIdsRequest(ProtocolStruct):
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._unknown_tagged_fields = None
 
 
 class AllocateProducerIdsResponse(ProtocolStruct):
@@ -114,6 +115,7 @@ class AllocateProducerIdsResponse(ProtocolStruct):
         self.error_code = error_code
         self.producer_id_start = producer_id_start
         self.producer_id_len = producer_id_len
+        self._unknown_tagged_fields = None
 
 
 def _d_AllocateProducerIdsRequest_v0(mv: memoryview, pos: int) -> tuple[AllocateProducerIdsRequest, int]:

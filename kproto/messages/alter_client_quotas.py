@@ -87,6 +87,7 @@ class AlterClientQuotasRequest_EntityData(ProtocolStruct):
     ) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
+        self._unknown_tagged_fields = None
 
 
 class AlterClientQuotasRequest_OpData(ProtocolStruct):
@@ -111,6 +112,7 @@ class AlterClientQuotasRequest_OpData(ProtocolStruct):
         self.key = key
         self.value = value
         self.remove = remove
+        self._unknown_tagged_fields = None
 
 
 class AlterClientQuotasRequest_EntryData(ProtocolStruct):
@@ -135,6 +137,7 @@ class AlterClientQuotasRequest_EntryData(ProtocolStruct):
             self.entity = entity
         if ops is not NOTSET:
             self.ops = ops
+        self._unknown_tagged_fields = None
 
 
 class AlterClientQuotasRequest(ProtocolStruct):
@@ -166,6 +169,7 @@ class AlterClientQuotasRequest(ProtocolStruct):
         if entries is not NOTSET:
             self.entries = entries
         self.validate_only = validate_only
+        self._unknown_tagged_fields = None
 
 
 class AlterClientQuotasResponse_EntityData(ProtocolStruct):
@@ -188,6 +192,7 @@ class AlterClientQuotasResponse_EntityData(ProtocolStruct):
     ) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
+        self._unknown_tagged_fields = None
 
 
 class AlterClientQuotasResponse_EntryData(ProtocolStruct):
@@ -213,6 +218,7 @@ class AlterClientQuotasResponse_EntryData(ProtocolStruct):
         self.error_message = error_message
         if entity is not NOTSET:
             self.entity = entity
+        self._unknown_tagged_fields = None
 
 
 class AlterClientQuotasResponse(ProtocolStruct):
@@ -243,6 +249,7 @@ class AlterClientQuotasResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if entries is not NOTSET:
             self.entries = entries
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterClientQuotasRequest_EntityData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterClientQuotasRequest_EntityData], int]:

@@ -87,6 +87,7 @@ class AlterConfigsRequest_AlterableConfig(ProtocolStruct):
     ) -> None:
         self.name = name
         self.value = value
+        self._unknown_tagged_fields = None
 
 
 class AlterConfigsRequest_AlterConfigsResource(ProtocolStruct):
@@ -112,6 +113,7 @@ class AlterConfigsRequest_AlterConfigsResource(ProtocolStruct):
         self.resource_name = resource_name
         if configs is not NOTSET:
             self.configs = configs
+        self._unknown_tagged_fields = None
 
 
 class AlterConfigsRequest(ProtocolStruct):
@@ -142,6 +144,7 @@ class AlterConfigsRequest(ProtocolStruct):
         if resources is not NOTSET:
             self.resources = resources
         self.validate_only = validate_only
+        self._unknown_tagged_fields = None
 
 
 class AlterConfigsResponse_AlterConfigsResourceResponse(ProtocolStruct):
@@ -168,6 +171,7 @@ class AlterConfigsResponse_AlterConfigsResourceResponse(ProtocolStruct):
         self.error_message = error_message
         self.resource_type = resource_type
         self.resource_name = resource_name
+        self._unknown_tagged_fields = None
 
 
 class AlterConfigsResponse(ProtocolStruct):
@@ -197,6 +201,7 @@ class AlterConfigsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if responses is not NOTSET:
             self.responses = responses
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterConfigsRequest_AlterableConfig_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterConfigsRequest_AlterableConfig], int]:

@@ -108,6 +108,7 @@ class AlterPartitionRequest_BrokerState(ProtocolStruct):
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionRequest_PartitionData(ProtocolStruct):
@@ -140,6 +141,7 @@ class AlterPartitionRequest_PartitionData(ProtocolStruct):
             self.new_isr_with_epochs = new_isr_with_epochs
         self.leader_recovery_state = leader_recovery_state
         self.partition_epoch = partition_epoch
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionRequest_TopicData(ProtocolStruct):
@@ -165,6 +167,7 @@ class AlterPartitionRequest_TopicData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionRequest(ProtocolStruct):
@@ -198,6 +201,7 @@ class AlterPartitionRequest(ProtocolStruct):
         self.broker_epoch = broker_epoch
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionResponse_PartitionData(ProtocolStruct):
@@ -231,6 +235,7 @@ class AlterPartitionResponse_PartitionData(ProtocolStruct):
             self.isr = isr
         self.leader_recovery_state = leader_recovery_state
         self.partition_epoch = partition_epoch
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionResponse_TopicData(ProtocolStruct):
@@ -256,6 +261,7 @@ class AlterPartitionResponse_TopicData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionResponse(ProtocolStruct):
@@ -288,6 +294,7 @@ class AlterPartitionResponse(ProtocolStruct):
         self.error_code = error_code
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterPartitionRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionRequest_PartitionData], int]:

@@ -90,6 +90,7 @@ class AlterPartitionReassignmentsRequest_ReassignablePartition(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.replicas = replicas
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionReassignmentsRequest_ReassignableTopic(ProtocolStruct):
@@ -113,6 +114,7 @@ class AlterPartitionReassignmentsRequest_ReassignableTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionReassignmentsRequest(ProtocolStruct):
@@ -145,6 +147,7 @@ class AlterPartitionReassignmentsRequest(ProtocolStruct):
         self.allow_replication_factor_change = allow_replication_factor_change
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(ProtocolStruct):
@@ -169,6 +172,7 @@ class AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(Protocol
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionReassignmentsResponse_ReassignableTopicResponse(ProtocolStruct):
@@ -192,6 +196,7 @@ class AlterPartitionReassignmentsResponse_ReassignableTopicResponse(ProtocolStru
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterPartitionReassignmentsResponse(ProtocolStruct):
@@ -228,6 +233,7 @@ class AlterPartitionReassignmentsResponse(ProtocolStruct):
         self.error_message = error_message
         if responses is not NOTSET:
             self.responses = responses
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterPartitionReassignmentsRequest_ReassignablePartition], int]:

@@ -82,6 +82,7 @@ class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterReplicaLogDirsRequest_AlterReplicaLogDir(ProtocolStruct):
@@ -105,6 +106,7 @@ class AlterReplicaLogDirsRequest_AlterReplicaLogDir(ProtocolStruct):
         self.path = path
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AlterReplicaLogDirsRequest(ProtocolStruct):
@@ -133,6 +135,7 @@ class AlterReplicaLogDirsRequest(ProtocolStruct):
     ) -> None:
         if dirs is not NOTSET:
             self.dirs = dirs
+        self._unknown_tagged_fields = None
 
 
 class AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(ProtocolStruct):
@@ -155,6 +158,7 @@ class AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(ProtocolStru
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(ProtocolStruct):
@@ -178,6 +182,7 @@ class AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterReplicaLogDirsResponse(ProtocolStruct):
@@ -208,6 +213,7 @@ class AlterReplicaLogDirsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic], int]:

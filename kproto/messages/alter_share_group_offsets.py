@@ -78,6 +78,7 @@ class AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(Proto
     ) -> None:
         self.partition_index = partition_index
         self.start_offset = start_offset
+        self._unknown_tagged_fields = None
 
 
 class AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(ProtocolStruct):
@@ -101,6 +102,7 @@ class AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic(ProtocolS
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterShareGroupOffsetsRequest(ProtocolStruct):
@@ -131,6 +133,7 @@ class AlterShareGroupOffsetsRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(ProtocolStruct):
@@ -155,6 +158,7 @@ class AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition(Pro
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(ProtocolStruct):
@@ -180,6 +184,7 @@ class AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(Protoco
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AlterShareGroupOffsetsResponse(ProtocolStruct):
@@ -214,6 +219,7 @@ class AlterShareGroupOffsetsResponse(ProtocolStruct):
         self.error_message = error_message
         if responses is not NOTSET:
             self.responses = responses
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition], int]:

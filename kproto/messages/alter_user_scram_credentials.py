@@ -87,6 +87,7 @@ class AlterUserScramCredentialsRequest_ScramCredentialDeletion(ProtocolStruct):
     ) -> None:
         self.name = name
         self.mechanism = mechanism
+        self._unknown_tagged_fields = None
 
 
 class AlterUserScramCredentialsRequest_ScramCredentialUpsertion(ProtocolStruct):
@@ -115,6 +116,7 @@ class AlterUserScramCredentialsRequest_ScramCredentialUpsertion(ProtocolStruct):
         self.iterations = iterations
         self.salt = salt
         self.salted_password = salted_password
+        self._unknown_tagged_fields = None
 
 
 class AlterUserScramCredentialsRequest(ProtocolStruct):
@@ -146,6 +148,7 @@ class AlterUserScramCredentialsRequest(ProtocolStruct):
             self.deletions = deletions
         if upsertions is not NOTSET:
             self.upsertions = upsertions
+        self._unknown_tagged_fields = None
 
 
 class AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(ProtocolStruct):
@@ -170,6 +173,7 @@ class AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(Protocol
         self.user = user
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class AlterUserScramCredentialsResponse(ProtocolStruct):
@@ -199,6 +203,7 @@ class AlterUserScramCredentialsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AlterUserScramCredentialsRequest_ScramCredentialDeletion], int]:

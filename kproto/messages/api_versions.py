@@ -102,6 +102,7 @@ class ApiVersionsRequest(ProtocolStruct):
         self.client_software_version = client_software_version
         self.cluster_id = cluster_id
         self.node_id = node_id
+        self._unknown_tagged_fields = None
 
 
 class ApiVersionsResponse_ApiVersion(ProtocolStruct):
@@ -126,6 +127,7 @@ class ApiVersionsResponse_ApiVersion(ProtocolStruct):
         self.api_key = api_key
         self.min_version = min_version
         self.max_version = max_version
+        self._unknown_tagged_fields = None
 
 
 class ApiVersionsResponse_SupportedFeatureKey(ProtocolStruct):
@@ -150,6 +152,7 @@ class ApiVersionsResponse_SupportedFeatureKey(ProtocolStruct):
         self.name = name
         self.min_version = min_version
         self.max_version = max_version
+        self._unknown_tagged_fields = None
 
 
 class ApiVersionsResponse_FinalizedFeatureKey(ProtocolStruct):
@@ -174,6 +177,7 @@ class ApiVersionsResponse_FinalizedFeatureKey(ProtocolStruct):
         self.name = name
         self.max_version_level = max_version_level
         self.min_version_level = min_version_level
+        self._unknown_tagged_fields = None
 
 
 class ApiVersionsResponse(ProtocolStruct):
@@ -217,6 +221,7 @@ class ApiVersionsResponse(ProtocolStruct):
         if finalized_features is not NOTSET:
             self.finalized_features = finalized_features
         self.zk_migration_ready = zk_migration_ready
+        self._unknown_tagged_fields = None
 
 
 def _d_ApiVersionsRequest_v0(mv: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:

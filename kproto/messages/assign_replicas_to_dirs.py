@@ -85,6 +85,7 @@ class AssignReplicasToDirsRequest_PartitionData(ProtocolStruct):
         partition_index: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsRequest_TopicData(ProtocolStruct):
@@ -108,6 +109,7 @@ class AssignReplicasToDirsRequest_TopicData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsRequest_DirectoryData(ProtocolStruct):
@@ -131,6 +133,7 @@ class AssignReplicasToDirsRequest_DirectoryData(ProtocolStruct):
         self.id = id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsRequest(ProtocolStruct):
@@ -164,6 +167,7 @@ class AssignReplicasToDirsRequest(ProtocolStruct):
         self.broker_epoch = broker_epoch
         if directories is not NOTSET:
             self.directories = directories
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsResponse_PartitionData(ProtocolStruct):
@@ -186,6 +190,7 @@ class AssignReplicasToDirsResponse_PartitionData(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsResponse_TopicData(ProtocolStruct):
@@ -209,6 +214,7 @@ class AssignReplicasToDirsResponse_TopicData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsResponse_DirectoryData(ProtocolStruct):
@@ -232,6 +238,7 @@ class AssignReplicasToDirsResponse_DirectoryData(ProtocolStruct):
         self.id = id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class AssignReplicasToDirsResponse(ProtocolStruct):
@@ -265,6 +272,7 @@ class AssignReplicasToDirsResponse(ProtocolStruct):
         self.error_code = error_code
         if directories is not NOTSET:
             self.directories = directories
+        self._unknown_tagged_fields = None
 
 
 def _da_AssignReplicasToDirsRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[AssignReplicasToDirsRequest_PartitionData], int]:

@@ -100,6 +100,7 @@ class BeginQuorumEpochRequest_PartitionData(ProtocolStruct):
         self.voter_directory_id = voter_directory_id
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochRequest_TopicData(ProtocolStruct):
@@ -123,6 +124,7 @@ class BeginQuorumEpochRequest_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochRequest_LeaderEndpoint(ProtocolStruct):
@@ -147,6 +149,7 @@ class BeginQuorumEpochRequest_LeaderEndpoint(ProtocolStruct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochRequest(ProtocolStruct):
@@ -183,6 +186,7 @@ class BeginQuorumEpochRequest(ProtocolStruct):
             self.topics = topics
         if leader_endpoints is not NOTSET:
             self.leader_endpoints = leader_endpoints
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochResponse_PartitionData(ProtocolStruct):
@@ -209,6 +213,7 @@ class BeginQuorumEpochResponse_PartitionData(ProtocolStruct):
         self.error_code = error_code
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochResponse_TopicData(ProtocolStruct):
@@ -232,6 +237,7 @@ class BeginQuorumEpochResponse_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochResponse_NodeEndpoint(ProtocolStruct):
@@ -256,6 +262,7 @@ class BeginQuorumEpochResponse_NodeEndpoint(ProtocolStruct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class BeginQuorumEpochResponse(ProtocolStruct):
@@ -290,6 +297,7 @@ class BeginQuorumEpochResponse(ProtocolStruct):
             self.topics = topics
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_BeginQuorumEpochRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BeginQuorumEpochRequest_PartitionData], int]:

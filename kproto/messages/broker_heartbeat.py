@@ -94,6 +94,7 @@ class BrokerHeartbeatRequest(ProtocolStruct):
         if offline_log_dirs is not NOTSET:
             self.offline_log_dirs = offline_log_dirs
         self.cordoned_log_dirs = cordoned_log_dirs
+        self._unknown_tagged_fields = None
 
 
 class BrokerHeartbeatResponse(ProtocolStruct):
@@ -127,6 +128,7 @@ class BrokerHeartbeatResponse(ProtocolStruct):
         self.is_caught_up = is_caught_up
         self.is_fenced = is_fenced
         self.should_shut_down = should_shut_down
+        self._unknown_tagged_fields = None
 
 
 def _d_BrokerHeartbeatRequest_v0(mv: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:

@@ -100,6 +100,7 @@ class BrokerRegistrationRequest_Listener(ProtocolStruct):
         self.host = host
         self.port = port
         self.security_protocol = security_protocol
+        self._unknown_tagged_fields = None
 
 
 class BrokerRegistrationRequest_Feature(ProtocolStruct):
@@ -124,6 +125,7 @@ class BrokerRegistrationRequest_Feature(ProtocolStruct):
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tagged_fields = None
 
 
 class BrokerRegistrationRequest(ProtocolStruct):
@@ -170,6 +172,7 @@ class BrokerRegistrationRequest(ProtocolStruct):
         if log_dirs is not NOTSET:
             self.log_dirs = log_dirs
         self.previous_broker_epoch = previous_broker_epoch
+        self._unknown_tagged_fields = None
 
 
 class BrokerRegistrationResponse(ProtocolStruct):
@@ -199,6 +202,7 @@ class BrokerRegistrationResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.broker_epoch = broker_epoch
+        self._unknown_tagged_fields = None
 
 
 def _da_BrokerRegistrationRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[BrokerRegistrationRequest_Listener], int]:

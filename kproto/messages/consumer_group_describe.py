@@ -96,6 +96,7 @@ class ConsumerGroupDescribeRequest(ProtocolStruct):
         if group_ids is not NOTSET:
             self.group_ids = group_ids
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupDescribeResponse_TopicPartitions(ProtocolStruct):
@@ -121,6 +122,7 @@ class ConsumerGroupDescribeResponse_TopicPartitions(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupDescribeResponse_Assignment(ProtocolStruct):
@@ -142,6 +144,7 @@ class ConsumerGroupDescribeResponse_Assignment(ProtocolStruct):
     ) -> None:
         if topic_partitions is not NOTSET:
             self.topic_partitions = topic_partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupDescribeResponse_Member(ProtocolStruct):
@@ -185,6 +188,7 @@ class ConsumerGroupDescribeResponse_Member(ProtocolStruct):
         if target_assignment is not NOTSET:
             self.target_assignment = target_assignment
         self.member_type = member_type
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupDescribeResponse_DescribedGroup(ProtocolStruct):
@@ -222,6 +226,7 @@ class ConsumerGroupDescribeResponse_DescribedGroup(ProtocolStruct):
         if members is not NOTSET:
             self.members = members
         self.authorized_operations = authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupDescribeResponse(ProtocolStruct):
@@ -254,6 +259,7 @@ class ConsumerGroupDescribeResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _d_ConsumerGroupDescribeRequest_v0(mv: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:

@@ -88,6 +88,7 @@ class ConsumerGroupHeartbeatRequest_TopicPartitions(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupHeartbeatRequest(ProtocolStruct):
@@ -132,6 +133,7 @@ class ConsumerGroupHeartbeatRequest(ProtocolStruct):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupHeartbeatResponse_TopicPartitions(ProtocolStruct):
@@ -155,6 +157,7 @@ class ConsumerGroupHeartbeatResponse_TopicPartitions(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupHeartbeatResponse_Assignment(ProtocolStruct):
@@ -176,6 +179,7 @@ class ConsumerGroupHeartbeatResponse_Assignment(ProtocolStruct):
     ) -> None:
         if topic_partitions is not NOTSET:
             self.topic_partitions = topic_partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerGroupHeartbeatResponse(ProtocolStruct):
@@ -215,6 +219,7 @@ class ConsumerGroupHeartbeatResponse(ProtocolStruct):
         self.member_epoch = member_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
+        self._unknown_tagged_fields = None
 
 
 def _da_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerGroupHeartbeatRequest_TopicPartitions], int]:

@@ -76,6 +76,7 @@ class ConsumerProtocolAssignment_TopicPartition(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerProtocolAssignment(ProtocolStruct):
@@ -104,6 +105,7 @@ class ConsumerProtocolAssignment(ProtocolStruct):
         if assigned_partitions is not NOTSET:
             self.assigned_partitions = assigned_partitions
         self.user_data = user_data
+        self._unknown_tagged_fields = None
 
 
 def _da_ConsumerProtocolAssignment_TopicPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ConsumerProtocolAssignment_TopicPartition], int]:

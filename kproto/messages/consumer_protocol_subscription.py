@@ -76,6 +76,7 @@ class ConsumerProtocolSubscription_TopicPartition(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ConsumerProtocolSubscription(ProtocolStruct):
@@ -111,6 +112,7 @@ class ConsumerProtocolSubscription(ProtocolStruct):
             self.owned_partitions = owned_partitions
         self.generation_id = generation_id
         self.rack_id = rack_id
+        self._unknown_tagged_fields = None
 
 
 def _d_ConsumerProtocolSubscription_v0(mv: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:

@@ -77,6 +77,7 @@ class ControlRecordTypeSchema(ProtocolStruct):
         type: int = 0,
     ) -> None:
         self.type = type
+        self._unknown_tagged_fields = None
 
 
 def _d_ControlRecordTypeSchema_v0(mv: memoryview, pos: int) -> tuple[ControlRecordTypeSchema, int]:

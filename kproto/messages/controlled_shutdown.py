@@ -89,6 +89,7 @@ class ControlledShutdownRequest(ProtocolStruct):
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
+        self._unknown_tagged_fields = None
 
 
 class ControlledShutdownResponse_RemainingPartition(ProtocolStruct):
@@ -111,6 +112,7 @@ class ControlledShutdownResponse_RemainingPartition(ProtocolStruct):
     ) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class ControlledShutdownResponse(ProtocolStruct):
@@ -140,6 +142,7 @@ class ControlledShutdownResponse(ProtocolStruct):
         self.error_code = error_code
         if remaining_partitions is not NOTSET:
             self.remaining_partitions = remaining_partitions
+        self._unknown_tagged_fields = None
 
 
 def _d_ControlledShutdownRequest_v0(mv: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:

@@ -94,6 +94,7 @@ class ControllerRegistrationRequest_Listener(ProtocolStruct):
         self.host = host
         self.port = port
         self.security_protocol = security_protocol
+        self._unknown_tagged_fields = None
 
 
 class ControllerRegistrationRequest_Feature(ProtocolStruct):
@@ -118,6 +119,7 @@ class ControllerRegistrationRequest_Feature(ProtocolStruct):
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tagged_fields = None
 
 
 class ControllerRegistrationRequest(ProtocolStruct):
@@ -155,6 +157,7 @@ class ControllerRegistrationRequest(ProtocolStruct):
             self.listeners = listeners
         if features is not NOTSET:
             self.features = features
+        self._unknown_tagged_fields = None
 
 
 class ControllerRegistrationResponse(ProtocolStruct):
@@ -184,6 +187,7 @@ class ControllerRegistrationResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 def _da_ControllerRegistrationRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ControllerRegistrationRequest_Listener], int]:

@@ -97,6 +97,7 @@ class CreateAclsRequest_AclCreation(ProtocolStruct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tagged_fields = None
 
 
 class CreateAclsRequest(ProtocolStruct):
@@ -124,6 +125,7 @@ class CreateAclsRequest(ProtocolStruct):
     ) -> None:
         if creations is not NOTSET:
             self.creations = creations
+        self._unknown_tagged_fields = None
 
 
 class CreateAclsResponse_AclCreationResult(ProtocolStruct):
@@ -146,6 +148,7 @@ class CreateAclsResponse_AclCreationResult(ProtocolStruct):
     ) -> None:
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class CreateAclsResponse(ProtocolStruct):
@@ -175,6 +178,7 @@ class CreateAclsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_CreateAclsRequest_AclCreation_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateAclsRequest_AclCreation], int]:

@@ -84,6 +84,7 @@ class CreateDelegationTokenRequest_CreatableRenewers(ProtocolStruct):
     ) -> None:
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self._unknown_tagged_fields = None
 
 
 class CreateDelegationTokenRequest(ProtocolStruct):
@@ -117,6 +118,7 @@ class CreateDelegationTokenRequest(ProtocolStruct):
         if renewers is not NOTSET:
             self.renewers = renewers
         self.max_lifetime_ms = max_lifetime_ms
+        self._unknown_tagged_fields = None
 
 
 class CreateDelegationTokenResponse(ProtocolStruct):
@@ -162,6 +164,7 @@ class CreateDelegationTokenResponse(ProtocolStruct):
         self.token_id = token_id
         self.hmac = hmac
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tagged_fields = None
 
 
 def _da_CreateDelegationTokenRequest_CreatableRenewers_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateDelegationTokenRequest_CreatableRenewers], int]:

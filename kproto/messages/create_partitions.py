@@ -83,6 +83,7 @@ class CreatePartitionsRequest_CreatePartitionsAssignment(ProtocolStruct):
     ) -> None:
         if broker_ids is not NOTSET:
             self.broker_ids = broker_ids
+        self._unknown_tagged_fields = None
 
 
 class CreatePartitionsRequest_CreatePartitionsTopic(ProtocolStruct):
@@ -108,6 +109,7 @@ class CreatePartitionsRequest_CreatePartitionsTopic(ProtocolStruct):
         self.count = count
         if assignments is not NOTSET:
             self.assignments = assignments
+        self._unknown_tagged_fields = None
 
 
 class CreatePartitionsRequest(ProtocolStruct):
@@ -140,6 +142,7 @@ class CreatePartitionsRequest(ProtocolStruct):
             self.topics = topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
+        self._unknown_tagged_fields = None
 
 
 class CreatePartitionsResponse_CreatePartitionsTopicResult(ProtocolStruct):
@@ -164,6 +167,7 @@ class CreatePartitionsResponse_CreatePartitionsTopicResult(ProtocolStruct):
         self.name = name
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class CreatePartitionsResponse(ProtocolStruct):
@@ -193,6 +197,7 @@ class CreatePartitionsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_CreatePartitionsRequest_CreatePartitionsAssignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreatePartitionsRequest_CreatePartitionsAssignment], int]:

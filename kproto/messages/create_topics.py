@@ -94,6 +94,7 @@ class CreateTopicsRequest_CreatableReplicaAssignment(ProtocolStruct):
         self.partition_index = partition_index
         if broker_ids is not NOTSET:
             self.broker_ids = broker_ids
+        self._unknown_tagged_fields = None
 
 
 class CreateTopicsRequest_CreatableTopicConfig(ProtocolStruct):
@@ -116,6 +117,7 @@ class CreateTopicsRequest_CreatableTopicConfig(ProtocolStruct):
     ) -> None:
         self.name = name
         self.value = value
+        self._unknown_tagged_fields = None
 
 
 class CreateTopicsRequest_CreatableTopic(ProtocolStruct):
@@ -146,6 +148,7 @@ class CreateTopicsRequest_CreatableTopic(ProtocolStruct):
             self.assignments = assignments
         if configs is not NOTSET:
             self.configs = configs
+        self._unknown_tagged_fields = None
 
 
 class CreateTopicsRequest(ProtocolStruct):
@@ -179,6 +182,7 @@ class CreateTopicsRequest(ProtocolStruct):
             self.topics = topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
+        self._unknown_tagged_fields = None
 
 
 class CreateTopicsResponse_CreatableTopicConfigs(ProtocolStruct):
@@ -207,6 +211,7 @@ class CreateTopicsResponse_CreatableTopicConfigs(ProtocolStruct):
         self.read_only = read_only
         self.config_source = config_source
         self.is_sensitive = is_sensitive
+        self._unknown_tagged_fields = None
 
 
 class CreateTopicsResponse_CreatableTopicResult(ProtocolStruct):
@@ -242,6 +247,7 @@ class CreateTopicsResponse_CreatableTopicResult(ProtocolStruct):
         self.replication_factor = replication_factor
         if configs is not NOTSET:
             self.configs = configs
+        self._unknown_tagged_fields = None
 
 
 class CreateTopicsResponse(ProtocolStruct):
@@ -272,6 +278,7 @@ class CreateTopicsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_CreateTopicsRequest_CreatableReplicaAssignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[CreateTopicsRequest_CreatableReplicaAssignment], int]:

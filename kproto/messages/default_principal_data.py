@@ -81,6 +81,7 @@ class DefaultPrincipalData(ProtocolStruct):
         self.type = type
         self.name = name
         self.token_authenticated = token_authenticated
+        self._unknown_tagged_fields = None
 
 
 def _d_DefaultPrincipalData_v0(mv: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:

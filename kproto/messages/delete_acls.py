@@ -97,6 +97,7 @@ class DeleteAclsRequest_DeleteAclsFilter(ProtocolStruct):
         self.host_filter = host_filter
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tagged_fields = None
 
 
 class DeleteAclsRequest(ProtocolStruct):
@@ -124,6 +125,7 @@ class DeleteAclsRequest(ProtocolStruct):
     ) -> None:
         if filters is not NOTSET:
             self.filters = filters
+        self._unknown_tagged_fields = None
 
 
 class DeleteAclsResponse_DeleteAclsMatchingAcl(ProtocolStruct):
@@ -160,6 +162,7 @@ class DeleteAclsResponse_DeleteAclsMatchingAcl(ProtocolStruct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tagged_fields = None
 
 
 class DeleteAclsResponse_DeleteAclsFilterResult(ProtocolStruct):
@@ -185,6 +188,7 @@ class DeleteAclsResponse_DeleteAclsFilterResult(ProtocolStruct):
         self.error_message = error_message
         if matching_acls is not NOTSET:
             self.matching_acls = matching_acls
+        self._unknown_tagged_fields = None
 
 
 class DeleteAclsResponse(ProtocolStruct):
@@ -215,6 +219,7 @@ class DeleteAclsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if filter_results is not NOTSET:
             self.filter_results = filter_results
+        self._unknown_tagged_fields = None
 
 
 def _da_DeleteAclsRequest_DeleteAclsFilter_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteAclsRequest_DeleteAclsFilter], int]:

@@ -85,6 +85,7 @@ class DeleteGroupsRequest(ProtocolStruct):
     ) -> None:
         if groups_names is not NOTSET:
             self.groups_names = groups_names
+        self._unknown_tagged_fields = None
 
 
 class DeleteGroupsResponse_DeletableGroupResult(ProtocolStruct):
@@ -109,6 +110,7 @@ class DeleteGroupsResponse_DeletableGroupResult(ProtocolStruct):
         self.group_id = group_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class DeleteGroupsResponse(ProtocolStruct):
@@ -138,6 +140,7 @@ class DeleteGroupsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _d_DeleteGroupsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:

@@ -84,6 +84,7 @@ class DeleteRecordsRequest_DeleteRecordsPartition(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.offset = offset
+        self._unknown_tagged_fields = None
 
 
 class DeleteRecordsRequest_DeleteRecordsTopic(ProtocolStruct):
@@ -107,6 +108,7 @@ class DeleteRecordsRequest_DeleteRecordsTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DeleteRecordsRequest(ProtocolStruct):
@@ -137,6 +139,7 @@ class DeleteRecordsRequest(ProtocolStruct):
         if topics is not NOTSET:
             self.topics = topics
         self.timeout_ms = timeout_ms
+        self._unknown_tagged_fields = None
 
 
 class DeleteRecordsResponse_DeleteRecordsPartitionResult(ProtocolStruct):
@@ -161,6 +164,7 @@ class DeleteRecordsResponse_DeleteRecordsPartitionResult(ProtocolStruct):
         self.partition_index = partition_index
         self.low_watermark = low_watermark
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class DeleteRecordsResponse_DeleteRecordsTopicResult(ProtocolStruct):
@@ -184,6 +188,7 @@ class DeleteRecordsResponse_DeleteRecordsTopicResult(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DeleteRecordsResponse(ProtocolStruct):
@@ -214,6 +219,7 @@ class DeleteRecordsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_DeleteRecordsRequest_DeleteRecordsPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteRecordsRequest_DeleteRecordsPartition], int]:

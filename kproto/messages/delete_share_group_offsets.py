@@ -76,6 +76,7 @@ class DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(Protoco
         topic_name: str = '',
     ) -> None:
         self.topic_name = topic_name
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupOffsetsRequest(ProtocolStruct):
@@ -105,6 +106,7 @@ class DeleteShareGroupOffsetsRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(ProtocolStruct):
@@ -131,6 +133,7 @@ class DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(Proto
         self.topic_id = topic_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupOffsetsResponse(ProtocolStruct):
@@ -164,6 +167,7 @@ class DeleteShareGroupOffsetsResponse(ProtocolStruct):
         self.error_message = error_message
         if responses is not NOTSET:
             self.responses = responses
+        self._unknown_tagged_fields = None
 
 
 def _da_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic], int]:

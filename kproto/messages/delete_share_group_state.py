@@ -76,6 +76,7 @@ class DeleteShareGroupStateRequest_PartitionData(ProtocolStruct):
         partition: int = 0,
     ) -> None:
         self.partition = partition
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupStateRequest_DeleteStateData(ProtocolStruct):
@@ -99,6 +100,7 @@ class DeleteShareGroupStateRequest_DeleteStateData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupStateRequest(ProtocolStruct):
@@ -129,6 +131,7 @@ class DeleteShareGroupStateRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupStateResponse_PartitionResult(ProtocolStruct):
@@ -153,6 +156,7 @@ class DeleteShareGroupStateResponse_PartitionResult(ProtocolStruct):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupStateResponse_DeleteStateResult(ProtocolStruct):
@@ -176,6 +180,7 @@ class DeleteShareGroupStateResponse_DeleteStateResult(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DeleteShareGroupStateResponse(ProtocolStruct):
@@ -204,6 +209,7 @@ class DeleteShareGroupStateResponse(ProtocolStruct):
     ) -> None:
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_DeleteShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DeleteShareGroupStateRequest_PartitionData], int]:

@@ -81,6 +81,7 @@ class DeleteTopicsRequest_DeleteTopicState(ProtocolStruct):
     ) -> None:
         self.name = name
         self.topic_id = topic_id
+        self._unknown_tagged_fields = None
 
 
 class DeleteTopicsRequest(ProtocolStruct):
@@ -113,6 +114,7 @@ class DeleteTopicsRequest(ProtocolStruct):
         if topic_names is not NOTSET:
             self.topic_names = topic_names
         self.timeout_ms = timeout_ms
+        self._unknown_tagged_fields = None
 
 
 class DeleteTopicsResponse_DeletableTopicResult(ProtocolStruct):
@@ -139,6 +141,7 @@ class DeleteTopicsResponse_DeletableTopicResult(ProtocolStruct):
         self.topic_id = topic_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class DeleteTopicsResponse(ProtocolStruct):
@@ -168,6 +171,7 @@ class DeleteTopicsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if responses is not NOTSET:
             self.responses = responses
+        self._unknown_tagged_fields = None
 
 
 def _d_DeleteTopicsRequest_v0(mv: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:

@@ -102,6 +102,7 @@ class DescribeAclsRequest(ProtocolStruct):
         self.host_filter = host_filter
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tagged_fields = None
 
 
 class DescribeAclsResponse_AclDescription(ProtocolStruct):
@@ -128,6 +129,7 @@ class DescribeAclsResponse_AclDescription(ProtocolStruct):
         self.host = host
         self.operation = operation
         self.permission_type = permission_type
+        self._unknown_tagged_fields = None
 
 
 class DescribeAclsResponse_DescribeAclsResource(ProtocolStruct):
@@ -155,6 +157,7 @@ class DescribeAclsResponse_DescribeAclsResource(ProtocolStruct):
         self.pattern_type = pattern_type
         if acls is not NOTSET:
             self.acls = acls
+        self._unknown_tagged_fields = None
 
 
 class DescribeAclsResponse(ProtocolStruct):
@@ -189,6 +192,7 @@ class DescribeAclsResponse(ProtocolStruct):
         self.error_message = error_message
         if resources is not NOTSET:
             self.resources = resources
+        self._unknown_tagged_fields = None
 
 
 def _d_DescribeAclsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:

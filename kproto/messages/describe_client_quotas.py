@@ -89,6 +89,7 @@ class DescribeClientQuotasRequest_ComponentData(ProtocolStruct):
         self.entity_type = entity_type
         self.match_type = match_type
         self.match = match
+        self._unknown_tagged_fields = None
 
 
 class DescribeClientQuotasRequest(ProtocolStruct):
@@ -118,6 +119,7 @@ class DescribeClientQuotasRequest(ProtocolStruct):
         if components is not NOTSET:
             self.components = components
         self.strict = strict
+        self._unknown_tagged_fields = None
 
 
 class DescribeClientQuotasResponse_EntityData(ProtocolStruct):
@@ -140,6 +142,7 @@ class DescribeClientQuotasResponse_EntityData(ProtocolStruct):
     ) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
+        self._unknown_tagged_fields = None
 
 
 class DescribeClientQuotasResponse_ValueData(ProtocolStruct):
@@ -162,6 +165,7 @@ class DescribeClientQuotasResponse_ValueData(ProtocolStruct):
     ) -> None:
         self.key = key
         self.value = value
+        self._unknown_tagged_fields = None
 
 
 class DescribeClientQuotasResponse_EntryData(ProtocolStruct):
@@ -186,6 +190,7 @@ class DescribeClientQuotasResponse_EntryData(ProtocolStruct):
             self.entity = entity
         if values is not NOTSET:
             self.values = values
+        self._unknown_tagged_fields = None
 
 
 class DescribeClientQuotasResponse(ProtocolStruct):
@@ -221,6 +226,7 @@ class DescribeClientQuotasResponse(ProtocolStruct):
         self.error_message = error_message
         if entries is not NOTSET:
             self.entries = entries
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeClientQuotasRequest_ComponentData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeClientQuotasRequest_ComponentData], int]:

@@ -100,6 +100,7 @@ class DescribeClusterRequest(ProtocolStruct):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
         self.include_fenced_brokers = include_fenced_brokers
+        self._unknown_tagged_fields = None
 
 
 class DescribeClusterResponse_DescribeClusterBroker(ProtocolStruct):
@@ -128,6 +129,7 @@ class DescribeClusterResponse_DescribeClusterBroker(ProtocolStruct):
         self.port = port
         self.rack = rack
         self.is_fenced = is_fenced
+        self._unknown_tagged_fields = None
 
 
 class DescribeClusterResponse(ProtocolStruct):
@@ -169,6 +171,7 @@ class DescribeClusterResponse(ProtocolStruct):
         if brokers is not NOTSET:
             self.brokers = brokers
         self.cluster_authorized_operations = cluster_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 def _d_DescribeClusterRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:

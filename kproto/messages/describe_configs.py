@@ -102,6 +102,7 @@ class DescribeConfigsRequest_DescribeConfigsResource(ProtocolStruct):
         self.resource_name = resource_name
         if configuration_keys is not NOTSET:
             self.configuration_keys = configuration_keys
+        self._unknown_tagged_fields = None
 
 
 class DescribeConfigsRequest(ProtocolStruct):
@@ -133,6 +134,7 @@ class DescribeConfigsRequest(ProtocolStruct):
             self.resources = resources
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
+        self._unknown_tagged_fields = None
 
 
 class DescribeConfigsResponse_DescribeConfigsSynonym(ProtocolStruct):
@@ -157,6 +159,7 @@ class DescribeConfigsResponse_DescribeConfigsSynonym(ProtocolStruct):
         self.name = name
         self.value = value
         self.source = source
+        self._unknown_tagged_fields = None
 
 
 class DescribeConfigsResponse_DescribeConfigsResourceResult(ProtocolStruct):
@@ -194,6 +197,7 @@ class DescribeConfigsResponse_DescribeConfigsResourceResult(ProtocolStruct):
             self.synonyms = synonyms
         self.config_type = config_type
         self.documentation = documentation
+        self._unknown_tagged_fields = None
 
 
 class DescribeConfigsResponse_DescribeConfigsResult(ProtocolStruct):
@@ -223,6 +227,7 @@ class DescribeConfigsResponse_DescribeConfigsResult(ProtocolStruct):
         self.resource_name = resource_name
         if configs is not NOTSET:
             self.configs = configs
+        self._unknown_tagged_fields = None
 
 
 class DescribeConfigsResponse(ProtocolStruct):
@@ -254,6 +259,7 @@ class DescribeConfigsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeConfigsRequest_DescribeConfigsResource_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeConfigsRequest_DescribeConfigsResource], int]:

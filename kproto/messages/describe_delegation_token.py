@@ -84,6 +84,7 @@ class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(ProtocolStruct
     ) -> None:
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self._unknown_tagged_fields = None
 
 
 class DescribeDelegationTokenRequest(ProtocolStruct):
@@ -111,6 +112,7 @@ class DescribeDelegationTokenRequest(ProtocolStruct):
     ) -> None:
         if owners is not NOTSET:
             self.owners = owners
+        self._unknown_tagged_fields = None
 
 
 class DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(ProtocolStruct):
@@ -133,6 +135,7 @@ class DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(ProtocolSt
     ) -> None:
         self.principal_type = principal_type
         self.principal_name = principal_name
+        self._unknown_tagged_fields = None
 
 
 class DescribeDelegationTokenResponse_DescribedDelegationToken(ProtocolStruct):
@@ -172,6 +175,7 @@ class DescribeDelegationTokenResponse_DescribedDelegationToken(ProtocolStruct):
         self.hmac = hmac
         if renewers is not NOTSET:
             self.renewers = renewers
+        self._unknown_tagged_fields = None
 
 
 class DescribeDelegationTokenResponse(ProtocolStruct):
@@ -204,6 +208,7 @@ class DescribeDelegationTokenResponse(ProtocolStruct):
         if tokens is not NOTSET:
             self.tokens = tokens
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeDelegationTokenRequest_DescribeDelegationTokenOwner], int]:

@@ -90,6 +90,7 @@ class DescribeGroupsRequest(ProtocolStruct):
         if groups is not NOTSET:
             self.groups = groups
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class DescribeGroupsResponse_DescribedGroupMember(ProtocolStruct):
@@ -120,6 +121,7 @@ class DescribeGroupsResponse_DescribedGroupMember(ProtocolStruct):
         self.client_host = client_host
         self.member_metadata = member_metadata
         self.member_assignment = member_assignment
+        self._unknown_tagged_fields = None
 
 
 class DescribeGroupsResponse_DescribedGroup(ProtocolStruct):
@@ -155,6 +157,7 @@ class DescribeGroupsResponse_DescribedGroup(ProtocolStruct):
         if members is not NOTSET:
             self.members = members
         self.authorized_operations = authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class DescribeGroupsResponse(ProtocolStruct):
@@ -185,6 +188,7 @@ class DescribeGroupsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _d_DescribeGroupsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:

@@ -97,6 +97,7 @@ class DescribeLogDirsRequest_DescribableLogDirTopic(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeLogDirsRequest(ProtocolStruct):
@@ -124,6 +125,7 @@ class DescribeLogDirsRequest(ProtocolStruct):
     ) -> None:
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DescribeLogDirsResponse_DescribeLogDirsPartition(ProtocolStruct):
@@ -150,6 +152,7 @@ class DescribeLogDirsResponse_DescribeLogDirsPartition(ProtocolStruct):
         self.partition_size = partition_size
         self.offset_lag = offset_lag
         self.is_future_key = is_future_key
+        self._unknown_tagged_fields = None
 
 
 class DescribeLogDirsResponse_DescribeLogDirsTopic(ProtocolStruct):
@@ -173,6 +176,7 @@ class DescribeLogDirsResponse_DescribeLogDirsTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeLogDirsResponse_DescribeLogDirsResult(ProtocolStruct):
@@ -204,6 +208,7 @@ class DescribeLogDirsResponse_DescribeLogDirsResult(ProtocolStruct):
         self.total_bytes = total_bytes
         self.usable_bytes = usable_bytes
         self.is_cordoned = is_cordoned
+        self._unknown_tagged_fields = None
 
 
 class DescribeLogDirsResponse(ProtocolStruct):
@@ -237,6 +242,7 @@ class DescribeLogDirsResponse(ProtocolStruct):
         self.error_code = error_code
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeLogDirsRequest_DescribableLogDirTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeLogDirsRequest_DescribableLogDirTopic], int]:

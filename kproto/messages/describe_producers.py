@@ -85,6 +85,7 @@ class DescribeProducersRequest_TopicRequest(ProtocolStruct):
         self.name = name
         if partition_indexes is not NOTSET:
             self.partition_indexes = partition_indexes
+        self._unknown_tagged_fields = None
 
 
 class DescribeProducersRequest(ProtocolStruct):
@@ -112,6 +113,7 @@ class DescribeProducersRequest(ProtocolStruct):
     ) -> None:
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DescribeProducersResponse_ProducerState(ProtocolStruct):
@@ -142,6 +144,7 @@ class DescribeProducersResponse_ProducerState(ProtocolStruct):
         self.last_timestamp = last_timestamp
         self.coordinator_epoch = coordinator_epoch
         self.current_txn_start_offset = current_txn_start_offset
+        self._unknown_tagged_fields = None
 
 
 class DescribeProducersResponse_PartitionResponse(ProtocolStruct):
@@ -169,6 +172,7 @@ class DescribeProducersResponse_PartitionResponse(ProtocolStruct):
         self.error_message = error_message
         if active_producers is not NOTSET:
             self.active_producers = active_producers
+        self._unknown_tagged_fields = None
 
 
 class DescribeProducersResponse_TopicResponse(ProtocolStruct):
@@ -192,6 +196,7 @@ class DescribeProducersResponse_TopicResponse(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeProducersResponse(ProtocolStruct):
@@ -223,6 +228,7 @@ class DescribeProducersResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeProducersRequest_TopicRequest_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeProducersRequest_TopicRequest], int]:

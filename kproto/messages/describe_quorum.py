@@ -109,6 +109,7 @@ class DescribeQuorumRequest_PartitionData(ProtocolStruct):
         partition_index: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumRequest_TopicData(ProtocolStruct):
@@ -132,6 +133,7 @@ class DescribeQuorumRequest_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumRequest(ProtocolStruct):
@@ -160,6 +162,7 @@ class DescribeQuorumRequest(ProtocolStruct):
     ) -> None:
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumResponse_ReplicaState(ProtocolStruct):
@@ -188,6 +191,7 @@ class DescribeQuorumResponse_ReplicaState(ProtocolStruct):
         self.log_end_offset = log_end_offset
         self.last_fetch_timestamp = last_fetch_timestamp
         self.last_caught_up_timestamp = last_caught_up_timestamp
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumResponse_PartitionData(ProtocolStruct):
@@ -224,6 +228,7 @@ class DescribeQuorumResponse_PartitionData(ProtocolStruct):
             self.current_voters = current_voters
         if observers is not NOTSET:
             self.observers = observers
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumResponse_TopicData(ProtocolStruct):
@@ -247,6 +252,7 @@ class DescribeQuorumResponse_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumResponse_Listener(ProtocolStruct):
@@ -271,6 +277,7 @@ class DescribeQuorumResponse_Listener(ProtocolStruct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumResponse_Node(ProtocolStruct):
@@ -294,6 +301,7 @@ class DescribeQuorumResponse_Node(ProtocolStruct):
         self.node_id = node_id
         if listeners is not NOTSET:
             self.listeners = listeners
+        self._unknown_tagged_fields = None
 
 
 class DescribeQuorumResponse(ProtocolStruct):
@@ -332,6 +340,7 @@ class DescribeQuorumResponse(ProtocolStruct):
             self.topics = topics
         if nodes is not NOTSET:
             self.nodes = nodes
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeQuorumRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeQuorumRequest_PartitionData], int]:

@@ -88,6 +88,7 @@ class DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic(Pro
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(ProtocolStruct):
@@ -111,6 +112,7 @@ class DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup(Pro
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DescribeShareGroupOffsetsRequest(ProtocolStruct):
@@ -139,6 +141,7 @@ class DescribeShareGroupOffsetsRequest(ProtocolStruct):
     ) -> None:
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition(ProtocolStruct):
@@ -169,6 +172,7 @@ class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartiti
         self.lag = lag
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(ProtocolStruct):
@@ -194,6 +198,7 @@ class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic(P
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(ProtocolStruct):
@@ -221,6 +226,7 @@ class DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup(P
             self.topics = topics
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class DescribeShareGroupOffsetsResponse(ProtocolStruct):
@@ -252,6 +258,7 @@ class DescribeShareGroupOffsetsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic], int]:

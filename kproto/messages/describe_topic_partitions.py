@@ -94,6 +94,7 @@ class DescribeTopicPartitionsRequest_TopicRequest(ProtocolStruct):
         name: str = '',
     ) -> None:
         self.name = name
+        self._unknown_tagged_fields = None
 
 
 class DescribeTopicPartitionsRequest_Cursor(ProtocolStruct):
@@ -116,6 +117,7 @@ class DescribeTopicPartitionsRequest_Cursor(ProtocolStruct):
     ) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class DescribeTopicPartitionsRequest(ProtocolStruct):
@@ -148,6 +150,7 @@ class DescribeTopicPartitionsRequest(ProtocolStruct):
             self.topics = topics
         self.response_partition_limit = response_partition_limit
         self.cursor = cursor
+        self._unknown_tagged_fields = None
 
 
 class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(ProtocolStruct):
@@ -187,6 +190,7 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(P
         self.last_known_elr = last_known_elr
         if offline_replicas is not NOTSET:
             self.offline_replicas = offline_replicas
+        self._unknown_tagged_fields = None
 
 
 class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(ProtocolStruct):
@@ -218,6 +222,7 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(Proto
         if partitions is not NOTSET:
             self.partitions = partitions
         self.topic_authorized_operations = topic_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class DescribeTopicPartitionsResponse_Cursor(ProtocolStruct):
@@ -240,6 +245,7 @@ class DescribeTopicPartitionsResponse_Cursor(ProtocolStruct):
     ) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class DescribeTopicPartitionsResponse(ProtocolStruct):
@@ -273,6 +279,7 @@ class DescribeTopicPartitionsResponse(ProtocolStruct):
         if topics is not NOTSET:
             self.topics = topics
         self.next_cursor = next_cursor
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeTopicPartitionsRequest_TopicRequest_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeTopicPartitionsRequest_TopicRequest], int]:

@@ -91,6 +91,7 @@ class DescribeTransactionsRequest(ProtocolStruct):
     ) -> None:
         if transactional_ids is not NOTSET:
             self.transactional_ids = transactional_ids
+        self._unknown_tagged_fields = None
 
 
 class DescribeTransactionsResponse_TopicData(ProtocolStruct):
@@ -114,6 +115,7 @@ class DescribeTransactionsResponse_TopicData(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class DescribeTransactionsResponse_TransactionState(ProtocolStruct):
@@ -149,6 +151,7 @@ class DescribeTransactionsResponse_TransactionState(ProtocolStruct):
         self.producer_epoch = producer_epoch
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class DescribeTransactionsResponse(ProtocolStruct):
@@ -179,6 +182,7 @@ class DescribeTransactionsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if transaction_states is not NOTSET:
             self.transaction_states = transaction_states
+        self._unknown_tagged_fields = None
 
 
 def _d_DescribeTransactionsRequest_v0(mv: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:

@@ -79,6 +79,7 @@ class DescribeUserScramCredentialsRequest_UserName(ProtocolStruct):
         name: str = '',
     ) -> None:
         self.name = name
+        self._unknown_tagged_fields = None
 
 
 class DescribeUserScramCredentialsRequest(ProtocolStruct):
@@ -106,6 +107,7 @@ class DescribeUserScramCredentialsRequest(ProtocolStruct):
     ) -> None:
         if users is not NOTSET:
             self.users = users
+        self._unknown_tagged_fields = None
 
 
 class DescribeUserScramCredentialsResponse_CredentialInfo(ProtocolStruct):
@@ -128,6 +130,7 @@ class DescribeUserScramCredentialsResponse_CredentialInfo(ProtocolStruct):
     ) -> None:
         self.mechanism = mechanism
         self.iterations = iterations
+        self._unknown_tagged_fields = None
 
 
 class DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(ProtocolStruct):
@@ -155,6 +158,7 @@ class DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(Pr
         self.error_message = error_message
         if credential_infos is not NOTSET:
             self.credential_infos = credential_infos
+        self._unknown_tagged_fields = None
 
 
 class DescribeUserScramCredentialsResponse(ProtocolStruct):
@@ -189,6 +193,7 @@ class DescribeUserScramCredentialsResponse(ProtocolStruct):
         self.error_message = error_message
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_DescribeUserScramCredentialsRequest_UserName_v0(mv: memoryview, pos: int, n: int) -> tuple[list[DescribeUserScramCredentialsRequest_UserName], int]:

@@ -88,6 +88,7 @@ class ElectLeadersRequest_TopicPartitions(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ElectLeadersRequest(ProtocolStruct):
@@ -119,6 +120,7 @@ class ElectLeadersRequest(ProtocolStruct):
         if topic_partitions is not NOTSET:
             self.topic_partitions = topic_partitions
         self.timeout_ms = timeout_ms
+        self._unknown_tagged_fields = None
 
 
 class ElectLeadersResponse_PartitionResult(ProtocolStruct):
@@ -143,6 +145,7 @@ class ElectLeadersResponse_PartitionResult(ProtocolStruct):
         self.partition_id = partition_id
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class ElectLeadersResponse_ReplicaElectionResult(ProtocolStruct):
@@ -166,6 +169,7 @@ class ElectLeadersResponse_ReplicaElectionResult(ProtocolStruct):
         self.topic = topic
         if partition_result is not NOTSET:
             self.partition_result = partition_result
+        self._unknown_tagged_fields = None
 
 
 class ElectLeadersResponse(ProtocolStruct):
@@ -198,6 +202,7 @@ class ElectLeadersResponse(ProtocolStruct):
         self.error_code = error_code
         if replica_election_results is not NOTSET:
             self.replica_election_results = replica_election_results
+        self._unknown_tagged_fields = None
 
 
 def _da_ElectLeadersRequest_TopicPartitions_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ElectLeadersRequest_TopicPartitions], int]:

@@ -93,6 +93,7 @@ class EndQuorumEpochRequest_ReplicaInfo(ProtocolStruct):
     ) -> None:
         self.candidate_id = candidate_id
         self.candidate_directory_id = candidate_directory_id
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochRequest_PartitionData(ProtocolStruct):
@@ -123,6 +124,7 @@ class EndQuorumEpochRequest_PartitionData(ProtocolStruct):
             self.preferred_successors = preferred_successors
         if preferred_candidates is not NOTSET:
             self.preferred_candidates = preferred_candidates
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochRequest_TopicData(ProtocolStruct):
@@ -146,6 +148,7 @@ class EndQuorumEpochRequest_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochRequest_LeaderEndpoint(ProtocolStruct):
@@ -170,6 +173,7 @@ class EndQuorumEpochRequest_LeaderEndpoint(ProtocolStruct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochRequest(ProtocolStruct):
@@ -205,6 +209,7 @@ class EndQuorumEpochRequest(ProtocolStruct):
             self.topics = topics
         if leader_endpoints is not NOTSET:
             self.leader_endpoints = leader_endpoints
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochResponse_PartitionData(ProtocolStruct):
@@ -231,6 +236,7 @@ class EndQuorumEpochResponse_PartitionData(ProtocolStruct):
         self.error_code = error_code
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochResponse_TopicData(ProtocolStruct):
@@ -254,6 +260,7 @@ class EndQuorumEpochResponse_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochResponse_NodeEndpoint(ProtocolStruct):
@@ -278,6 +285,7 @@ class EndQuorumEpochResponse_NodeEndpoint(ProtocolStruct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class EndQuorumEpochResponse(ProtocolStruct):
@@ -312,6 +320,7 @@ class EndQuorumEpochResponse(ProtocolStruct):
             self.topics = topics
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_EndQuorumEpochRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[EndQuorumEpochRequest_PartitionData], int]:

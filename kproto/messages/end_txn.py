@@ -90,6 +90,7 @@ class EndTxnRequest(ProtocolStruct):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.committed = committed
+        self._unknown_tagged_fields = None
 
 
 class EndTxnResponse(ProtocolStruct):
@@ -121,6 +122,7 @@ class EndTxnResponse(ProtocolStruct):
         self.error_code = error_code
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self._unknown_tagged_fields = None
 
 
 def _d_EndTxnRequest_v0(mv: memoryview, pos: int) -> tuple[EndTxnRequest, int]:

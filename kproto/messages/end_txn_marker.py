@@ -77,6 +77,7 @@ class EndTxnMarker(ProtocolStruct):
         coordinator_epoch: int = 0,
     ) -> None:
         self.coordinator_epoch = coordinator_epoch
+        self._unknown_tagged_fields = None
 
 
 def _d_EndTxnMarker_v0(mv: memoryview, pos: int) -> tuple[EndTxnMarker, int]:

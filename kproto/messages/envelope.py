@@ -82,6 +82,7 @@ class EnvelopeRequest(ProtocolStruct):
         self.request_data = request_data
         self.request_principal = request_principal
         self.client_host_address = client_host_address
+        self._unknown_tagged_fields = None
 
 
 class EnvelopeResponse(ProtocolStruct):
@@ -109,6 +110,7 @@ class EnvelopeResponse(ProtocolStruct):
     ) -> None:
         self.response_data = response_data
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 def _d_EnvelopeRequest_v0(mv: memoryview, pos: int) -> tuple[EnvelopeRequest, int]:

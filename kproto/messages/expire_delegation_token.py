@@ -83,6 +83,7 @@ class ExpireDelegationTokenRequest(ProtocolStruct):
     ) -> None:
         self.hmac = hmac
         self.expiry_time_period_ms = expiry_time_period_ms
+        self._unknown_tagged_fields = None
 
 
 class ExpireDelegationTokenResponse(ProtocolStruct):
@@ -112,6 +113,7 @@ class ExpireDelegationTokenResponse(ProtocolStruct):
         self.error_code = error_code
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tagged_fields = None
 
 
 def _d_ExpireDelegationTokenRequest_v0(mv: memoryview, pos: int) -> tuple[ExpireDelegationTokenRequest, int]:

@@ -144,6 +144,7 @@ class FetchRequest_ReplicaState(ProtocolStruct):
     ) -> None:
         self.replica_id = replica_id
         self.replica_epoch = replica_epoch
+        self._unknown_tagged_fields = None
 
 
 class FetchRequest_FetchPartition(ProtocolStruct):
@@ -178,6 +179,7 @@ class FetchRequest_FetchPartition(ProtocolStruct):
         self.partition_max_bytes = partition_max_bytes
         self.replica_directory_id = replica_directory_id
         self.high_watermark = high_watermark
+        self._unknown_tagged_fields = None
 
 
 class FetchRequest_FetchTopic(ProtocolStruct):
@@ -203,6 +205,7 @@ class FetchRequest_FetchTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class FetchRequest_ForgottenTopic(ProtocolStruct):
@@ -228,6 +231,7 @@ class FetchRequest_ForgottenTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class FetchRequest(ProtocolStruct):
@@ -282,6 +286,7 @@ class FetchRequest(ProtocolStruct):
         if forgotten_topics_data is not NOTSET:
             self.forgotten_topics_data = forgotten_topics_data
         self.rack_id = rack_id
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_EpochEndOffset(ProtocolStruct):
@@ -304,6 +309,7 @@ class FetchResponse_EpochEndOffset(ProtocolStruct):
     ) -> None:
         self.epoch = epoch
         self.end_offset = end_offset
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_LeaderIdAndEpoch(ProtocolStruct):
@@ -326,6 +332,7 @@ class FetchResponse_LeaderIdAndEpoch(ProtocolStruct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_SnapshotId(ProtocolStruct):
@@ -348,6 +355,7 @@ class FetchResponse_SnapshotId(ProtocolStruct):
     ) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_AbortedTransaction(ProtocolStruct):
@@ -370,6 +378,7 @@ class FetchResponse_AbortedTransaction(ProtocolStruct):
     ) -> None:
         self.producer_id = producer_id
         self.first_offset = first_offset
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_PartitionData(ProtocolStruct):
@@ -414,6 +423,7 @@ class FetchResponse_PartitionData(ProtocolStruct):
             self.aborted_transactions = aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_FetchableTopicResponse(ProtocolStruct):
@@ -439,6 +449,7 @@ class FetchResponse_FetchableTopicResponse(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse_NodeEndpoint(ProtocolStruct):
@@ -465,6 +476,7 @@ class FetchResponse_NodeEndpoint(ProtocolStruct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tagged_fields = None
 
 
 class FetchResponse(ProtocolStruct):
@@ -507,6 +519,7 @@ class FetchResponse(ProtocolStruct):
             self.responses = responses
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_FetchRequest_FetchPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[FetchRequest_FetchPartition], int]:

@@ -102,6 +102,7 @@ class FetchSnapshotRequest_SnapshotId(ProtocolStruct):
     ) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotRequest_PartitionSnapshot(ProtocolStruct):
@@ -131,6 +132,7 @@ class FetchSnapshotRequest_PartitionSnapshot(ProtocolStruct):
             self.snapshot_id = snapshot_id
         self.position = position
         self.replica_directory_id = replica_directory_id
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotRequest_TopicSnapshot(ProtocolStruct):
@@ -154,6 +156,7 @@ class FetchSnapshotRequest_TopicSnapshot(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotRequest(ProtocolStruct):
@@ -189,6 +192,7 @@ class FetchSnapshotRequest(ProtocolStruct):
         self.max_bytes = max_bytes
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotResponse_SnapshotId(ProtocolStruct):
@@ -211,6 +215,7 @@ class FetchSnapshotResponse_SnapshotId(ProtocolStruct):
     ) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotResponse_LeaderIdAndEpoch(ProtocolStruct):
@@ -233,6 +238,7 @@ class FetchSnapshotResponse_LeaderIdAndEpoch(ProtocolStruct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotResponse_PartitionSnapshot(ProtocolStruct):
@@ -267,6 +273,7 @@ class FetchSnapshotResponse_PartitionSnapshot(ProtocolStruct):
         self.size = size
         self.position = position
         self.unaligned_records = unaligned_records
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotResponse_TopicSnapshot(ProtocolStruct):
@@ -290,6 +297,7 @@ class FetchSnapshotResponse_TopicSnapshot(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotResponse_NodeEndpoint(ProtocolStruct):
@@ -314,6 +322,7 @@ class FetchSnapshotResponse_NodeEndpoint(ProtocolStruct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class FetchSnapshotResponse(ProtocolStruct):
@@ -352,6 +361,7 @@ class FetchSnapshotResponse(ProtocolStruct):
             self.topics = topics
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _d_FetchSnapshotRequest_SnapshotId_v0(mv: memoryview, pos: int) -> tuple[FetchSnapshotRequest_SnapshotId, int]:

@@ -98,6 +98,7 @@ class FindCoordinatorRequest(ProtocolStruct):
         self.key_type = key_type
         if coordinator_keys is not NOTSET:
             self.coordinator_keys = coordinator_keys
+        self._unknown_tagged_fields = None
 
 
 class FindCoordinatorResponse_Coordinator(ProtocolStruct):
@@ -128,6 +129,7 @@ class FindCoordinatorResponse_Coordinator(ProtocolStruct):
         self.port = port
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class FindCoordinatorResponse(ProtocolStruct):
@@ -167,6 +169,7 @@ class FindCoordinatorResponse(ProtocolStruct):
         self.port = port
         if coordinators is not NOTSET:
             self.coordinators = coordinators
+        self._unknown_tagged_fields = None
 
 
 def _d_FindCoordinatorRequest_v0(mv: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:

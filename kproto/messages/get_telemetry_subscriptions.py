@@ -90,6 +90,7 @@ class GetTelemetrySubscriptionsRequest(ProtocolStruct):
         client_instance_id: UUID = _ZERO_UUID,
     ) -> None:
         self.client_instance_id = client_instance_id
+        self._unknown_tagged_fields = None
 
 
 class GetTelemetrySubscriptionsResponse(ProtocolStruct):
@@ -133,6 +134,7 @@ class GetTelemetrySubscriptionsResponse(ProtocolStruct):
         self.delta_temporality = delta_temporality
         if requested_metrics is not NOTSET:
             self.requested_metrics = requested_metrics
+        self._unknown_tagged_fields = None
 
 
 def _d_GetTelemetrySubscriptionsRequest_v0(mv: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:

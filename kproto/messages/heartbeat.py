@@ -90,6 +90,7 @@ class HeartbeatRequest(ProtocolStruct):
         self.generation_id = generation_id
         self.member_id = member_id
         self.group_instance_id = group_instance_id
+        self._unknown_tagged_fields = None
 
 
 class HeartbeatResponse(ProtocolStruct):
@@ -117,6 +118,7 @@ class HeartbeatResponse(ProtocolStruct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 def _d_HeartbeatRequest_v0(mv: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:

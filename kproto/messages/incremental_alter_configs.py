@@ -89,6 +89,7 @@ class IncrementalAlterConfigsRequest_AlterableConfig(ProtocolStruct):
         self.name = name
         self.config_operation = config_operation
         self.value = value
+        self._unknown_tagged_fields = None
 
 
 class IncrementalAlterConfigsRequest_AlterConfigsResource(ProtocolStruct):
@@ -114,6 +115,7 @@ class IncrementalAlterConfigsRequest_AlterConfigsResource(ProtocolStruct):
         self.resource_name = resource_name
         if configs is not NOTSET:
             self.configs = configs
+        self._unknown_tagged_fields = None
 
 
 class IncrementalAlterConfigsRequest(ProtocolStruct):
@@ -144,6 +146,7 @@ class IncrementalAlterConfigsRequest(ProtocolStruct):
         if resources is not NOTSET:
             self.resources = resources
         self.validate_only = validate_only
+        self._unknown_tagged_fields = None
 
 
 class IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(ProtocolStruct):
@@ -170,6 +173,7 @@ class IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(ProtocolStruc
         self.error_message = error_message
         self.resource_type = resource_type
         self.resource_name = resource_name
+        self._unknown_tagged_fields = None
 
 
 class IncrementalAlterConfigsResponse(ProtocolStruct):
@@ -199,6 +203,7 @@ class IncrementalAlterConfigsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if responses is not NOTSET:
             self.responses = responses
+        self._unknown_tagged_fields = None
 
 
 def _da_IncrementalAlterConfigsRequest_AlterableConfig_v0(mv: memoryview, pos: int, n: int) -> tuple[list[IncrementalAlterConfigsRequest_AlterableConfig], int]:

@@ -100,6 +100,7 @@ class InitProducerIdRequest(ProtocolStruct):
         self.producer_epoch = producer_epoch
         self.enable2_pc = enable2_pc
         self.keep_prepared_txn = keep_prepared_txn
+        self._unknown_tagged_fields = None
 
 
 class InitProducerIdResponse(ProtocolStruct):
@@ -135,6 +136,7 @@ class InitProducerIdResponse(ProtocolStruct):
         self.producer_epoch = producer_epoch
         self.ongoing_txn_producer_id = ongoing_txn_producer_id
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
+        self._unknown_tagged_fields = None
 
 
 def _d_InitProducerIdRequest_v0(mv: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:

@@ -80,6 +80,7 @@ class InitializeShareGroupStateRequest_PartitionData(ProtocolStruct):
         self.partition = partition
         self.state_epoch = state_epoch
         self.start_offset = start_offset
+        self._unknown_tagged_fields = None
 
 
 class InitializeShareGroupStateRequest_InitializeStateData(ProtocolStruct):
@@ -103,6 +104,7 @@ class InitializeShareGroupStateRequest_InitializeStateData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class InitializeShareGroupStateRequest(ProtocolStruct):
@@ -133,6 +135,7 @@ class InitializeShareGroupStateRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class InitializeShareGroupStateResponse_PartitionResult(ProtocolStruct):
@@ -157,6 +160,7 @@ class InitializeShareGroupStateResponse_PartitionResult(ProtocolStruct):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class InitializeShareGroupStateResponse_InitializeStateResult(ProtocolStruct):
@@ -180,6 +184,7 @@ class InitializeShareGroupStateResponse_InitializeStateResult(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class InitializeShareGroupStateResponse(ProtocolStruct):
@@ -208,6 +213,7 @@ class InitializeShareGroupStateResponse(ProtocolStruct):
     ) -> None:
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_InitializeShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[InitializeShareGroupStateRequest_PartitionData], int]:

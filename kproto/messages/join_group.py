@@ -87,6 +87,7 @@ class JoinGroupRequest_JoinGroupRequestProtocol(ProtocolStruct):
     ) -> None:
         self.name = name
         self.metadata = metadata
+        self._unknown_tagged_fields = None
 
 
 class JoinGroupRequest(ProtocolStruct):
@@ -128,6 +129,7 @@ class JoinGroupRequest(ProtocolStruct):
         if protocols is not NOTSET:
             self.protocols = protocols
         self.reason = reason
+        self._unknown_tagged_fields = None
 
 
 class JoinGroupResponse_JoinGroupResponseMember(ProtocolStruct):
@@ -152,6 +154,7 @@ class JoinGroupResponse_JoinGroupResponseMember(ProtocolStruct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.metadata = metadata
+        self._unknown_tagged_fields = None
 
 
 class JoinGroupResponse(ProtocolStruct):
@@ -195,6 +198,7 @@ class JoinGroupResponse(ProtocolStruct):
         self.member_id = member_id
         if members is not NOTSET:
             self.members = members
+        self._unknown_tagged_fields = None
 
 
 def _da_JoinGroupRequest_JoinGroupRequestProtocol_v0(mv: memoryview, pos: int, n: int) -> tuple[list[JoinGroupRequest_JoinGroupRequestProtocol], int]:

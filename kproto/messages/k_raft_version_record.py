@@ -79,6 +79,7 @@ class KRaftVersionRecord(ProtocolStruct):
     ) -> None:
         self.version = version
         self.k_raft_version = k_raft_version
+        self._unknown_tagged_fields = None
 
 
 def _d_KRaftVersionRecord_v0(mv: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:

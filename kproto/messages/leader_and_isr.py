@@ -144,6 +144,7 @@ class LeaderAndIsrRequest_LeaderAndIsrPartitionState(ProtocolStruct):
             self.removing_replicas = removing_replicas
         self.is_new = is_new
         self.leader_recovery_state = leader_recovery_state
+        self._unknown_tagged_fields = None
 
 
 class LeaderAndIsrRequest_LeaderAndIsrTopicState(ProtocolStruct):
@@ -169,6 +170,7 @@ class LeaderAndIsrRequest_LeaderAndIsrTopicState(ProtocolStruct):
         self.topic_id = topic_id
         if partition_states is not NOTSET:
             self.partition_states = partition_states
+        self._unknown_tagged_fields = None
 
 
 class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(ProtocolStruct):
@@ -193,6 +195,7 @@ class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(ProtocolStruct):
         self.broker_id = broker_id
         self.host_name = host_name
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class LeaderAndIsrRequest(ProtocolStruct):
@@ -238,6 +241,7 @@ class LeaderAndIsrRequest(ProtocolStruct):
             self.topic_states = topic_states
         if live_leaders is not NOTSET:
             self.live_leaders = live_leaders
+        self._unknown_tagged_fields = None
 
 
 class LeaderAndIsrResponse_LeaderAndIsrPartitionError(ProtocolStruct):
@@ -262,6 +266,7 @@ class LeaderAndIsrResponse_LeaderAndIsrPartitionError(ProtocolStruct):
         self.topic_name = topic_name
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class LeaderAndIsrResponse_LeaderAndIsrTopicError(ProtocolStruct):
@@ -285,6 +290,7 @@ class LeaderAndIsrResponse_LeaderAndIsrTopicError(ProtocolStruct):
         self.topic_id = topic_id
         if partition_errors is not NOTSET:
             self.partition_errors = partition_errors
+        self._unknown_tagged_fields = None
 
 
 class LeaderAndIsrResponse(ProtocolStruct):
@@ -318,6 +324,7 @@ class LeaderAndIsrResponse(ProtocolStruct):
             self.partition_errors = partition_errors
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderAndIsrRequest_LeaderAndIsrPartitionState], int]:

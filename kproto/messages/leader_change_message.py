@@ -81,6 +81,7 @@ class LeaderChangeMessage_Voter(ProtocolStruct):
     ) -> None:
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
+        self._unknown_tagged_fields = None
 
 
 class LeaderChangeMessage(ProtocolStruct):
@@ -114,6 +115,7 @@ class LeaderChangeMessage(ProtocolStruct):
             self.voters = voters
         if granting_voters is not NOTSET:
             self.granting_voters = granting_voters
+        self._unknown_tagged_fields = None
 
 
 def _da_LeaderChangeMessage_Voter_v0(mv: memoryview, pos: int, n: int) -> tuple[list[LeaderChangeMessage_Voter], int]:

@@ -86,6 +86,7 @@ class LeaveGroupRequest_MemberIdentity(ProtocolStruct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.reason = reason
+        self._unknown_tagged_fields = None
 
 
 class LeaveGroupRequest(ProtocolStruct):
@@ -117,6 +118,7 @@ class LeaveGroupRequest(ProtocolStruct):
         self.member_id = member_id
         if members is not NOTSET:
             self.members = members
+        self._unknown_tagged_fields = None
 
 
 class LeaveGroupResponse_MemberResponse(ProtocolStruct):
@@ -141,6 +143,7 @@ class LeaveGroupResponse_MemberResponse(ProtocolStruct):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class LeaveGroupResponse(ProtocolStruct):
@@ -172,6 +175,7 @@ class LeaveGroupResponse(ProtocolStruct):
         self.error_code = error_code
         if members is not NOTSET:
             self.members = members
+        self._unknown_tagged_fields = None
 
 
 def _d_LeaveGroupRequest_v0(mv: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:

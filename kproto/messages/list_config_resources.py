@@ -85,6 +85,7 @@ class ListConfigResourcesRequest(ProtocolStruct):
     ) -> None:
         if resource_types is not NOTSET:
             self.resource_types = resource_types
+        self._unknown_tagged_fields = None
 
 
 class ListConfigResourcesResponse_ConfigResource(ProtocolStruct):
@@ -107,6 +108,7 @@ class ListConfigResourcesResponse_ConfigResource(ProtocolStruct):
     ) -> None:
         self.resource_name = resource_name
         self.resource_type = resource_type
+        self._unknown_tagged_fields = None
 
 
 class ListConfigResourcesResponse(ProtocolStruct):
@@ -138,6 +140,7 @@ class ListConfigResourcesResponse(ProtocolStruct):
         self.error_code = error_code
         if config_resources is not NOTSET:
             self.config_resources = config_resources
+        self._unknown_tagged_fields = None
 
 
 def _d_ListConfigResourcesRequest_v0(mv: memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:

@@ -91,6 +91,7 @@ class ListGroupsRequest(ProtocolStruct):
             self.states_filter = states_filter
         if types_filter is not NOTSET:
             self.types_filter = types_filter
+        self._unknown_tagged_fields = None
 
 
 class ListGroupsResponse_ListedGroup(ProtocolStruct):
@@ -117,6 +118,7 @@ class ListGroupsResponse_ListedGroup(ProtocolStruct):
         self.protocol_type = protocol_type
         self.group_state = group_state
         self.group_type = group_type
+        self._unknown_tagged_fields = None
 
 
 class ListGroupsResponse(ProtocolStruct):
@@ -148,6 +150,7 @@ class ListGroupsResponse(ProtocolStruct):
         self.error_code = error_code
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _d_ListGroupsRequest_v0(mv: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:

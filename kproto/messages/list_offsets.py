@@ -109,6 +109,7 @@ class ListOffsetsRequest_ListOffsetsPartition(ProtocolStruct):
         self.current_leader_epoch = current_leader_epoch
         self.timestamp = timestamp
         self.max_num_offsets = max_num_offsets
+        self._unknown_tagged_fields = None
 
 
 class ListOffsetsRequest_ListOffsetsTopic(ProtocolStruct):
@@ -132,6 +133,7 @@ class ListOffsetsRequest_ListOffsetsTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ListOffsetsRequest(ProtocolStruct):
@@ -166,6 +168,7 @@ class ListOffsetsRequest(ProtocolStruct):
         if topics is not NOTSET:
             self.topics = topics
         self.timeout_ms = timeout_ms
+        self._unknown_tagged_fields = None
 
 
 class ListOffsetsResponse_ListOffsetsPartitionResponse(ProtocolStruct):
@@ -197,6 +200,7 @@ class ListOffsetsResponse_ListOffsetsPartitionResponse(ProtocolStruct):
         self.timestamp = timestamp
         self.offset = offset
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class ListOffsetsResponse_ListOffsetsTopicResponse(ProtocolStruct):
@@ -220,6 +224,7 @@ class ListOffsetsResponse_ListOffsetsTopicResponse(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ListOffsetsResponse(ProtocolStruct):
@@ -250,6 +255,7 @@ class ListOffsetsResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_ListOffsetsRequest_ListOffsetsPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListOffsetsRequest_ListOffsetsPartition], int]:

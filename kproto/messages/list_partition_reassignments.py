@@ -82,6 +82,7 @@ class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(Protoco
         self.name = name
         if partition_indexes is not NOTSET:
             self.partition_indexes = partition_indexes
+        self._unknown_tagged_fields = None
 
 
 class ListPartitionReassignmentsRequest(ProtocolStruct):
@@ -110,6 +111,7 @@ class ListPartitionReassignmentsRequest(ProtocolStruct):
     ) -> None:
         self.timeout_ms = timeout_ms
         self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class ListPartitionReassignmentsResponse_OngoingPartitionReassignment(ProtocolStruct):
@@ -139,6 +141,7 @@ class ListPartitionReassignmentsResponse_OngoingPartitionReassignment(ProtocolSt
             self.adding_replicas = adding_replicas
         if removing_replicas is not NOTSET:
             self.removing_replicas = removing_replicas
+        self._unknown_tagged_fields = None
 
 
 class ListPartitionReassignmentsResponse_OngoingTopicReassignment(ProtocolStruct):
@@ -162,6 +165,7 @@ class ListPartitionReassignmentsResponse_OngoingTopicReassignment(ProtocolStruct
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ListPartitionReassignmentsResponse(ProtocolStruct):
@@ -196,6 +200,7 @@ class ListPartitionReassignmentsResponse(ProtocolStruct):
         self.error_message = error_message
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics], int]:

@@ -92,6 +92,7 @@ class ListTransactionsRequest(ProtocolStruct):
             self.producer_id_filters = producer_id_filters
         self.duration_filter = duration_filter
         self.transactional_id_pattern = transactional_id_pattern
+        self._unknown_tagged_fields = None
 
 
 class ListTransactionsResponse_TransactionState(ProtocolStruct):
@@ -116,6 +117,7 @@ class ListTransactionsResponse_TransactionState(ProtocolStruct):
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.transaction_state = transaction_state
+        self._unknown_tagged_fields = None
 
 
 class ListTransactionsResponse(ProtocolStruct):
@@ -150,6 +152,7 @@ class ListTransactionsResponse(ProtocolStruct):
             self.unknown_state_filters = unknown_state_filters
         if transaction_states is not NOTSET:
             self.transaction_states = transaction_states
+        self._unknown_tagged_fields = None
 
 
 def _d_ListTransactionsRequest_v0(mv: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:

@@ -108,6 +108,7 @@ class MetadataRequest_MetadataRequestTopic(ProtocolStruct):
     ) -> None:
         self.topic_id = topic_id
         self.name = name
+        self._unknown_tagged_fields = None
 
 
 class MetadataRequest(ProtocolStruct):
@@ -141,6 +142,7 @@ class MetadataRequest(ProtocolStruct):
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class MetadataResponse_MetadataResponseBroker(ProtocolStruct):
@@ -167,6 +169,7 @@ class MetadataResponse_MetadataResponseBroker(ProtocolStruct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tagged_fields = None
 
 
 class MetadataResponse_MetadataResponsePartition(ProtocolStruct):
@@ -202,6 +205,7 @@ class MetadataResponse_MetadataResponsePartition(ProtocolStruct):
             self.isr_nodes = isr_nodes
         if offline_replicas is not NOTSET:
             self.offline_replicas = offline_replicas
+        self._unknown_tagged_fields = None
 
 
 class MetadataResponse_MetadataResponseTopic(ProtocolStruct):
@@ -233,6 +237,7 @@ class MetadataResponse_MetadataResponseTopic(ProtocolStruct):
         if partitions is not NOTSET:
             self.partitions = partitions
         self.topic_authorized_operations = topic_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class MetadataResponse(ProtocolStruct):
@@ -275,6 +280,7 @@ class MetadataResponse(ProtocolStruct):
             self.topics = topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 def _da_MetadataRequest_MetadataRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[MetadataRequest_MetadataRequestTopic], int]:

@@ -99,6 +99,7 @@ class OffsetCommitRequest_OffsetCommitRequestPartition(ProtocolStruct):
         self.committed_leader_epoch = committed_leader_epoch
         self.commit_timestamp = commit_timestamp
         self.committed_metadata = committed_metadata
+        self._unknown_tagged_fields = None
 
 
 class OffsetCommitRequest_OffsetCommitRequestTopic(ProtocolStruct):
@@ -124,6 +125,7 @@ class OffsetCommitRequest_OffsetCommitRequestTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetCommitRequest(ProtocolStruct):
@@ -162,6 +164,7 @@ class OffsetCommitRequest(ProtocolStruct):
         self.retention_time_ms = retention_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class OffsetCommitResponse_OffsetCommitResponsePartition(ProtocolStruct):
@@ -184,6 +187,7 @@ class OffsetCommitResponse_OffsetCommitResponsePartition(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class OffsetCommitResponse_OffsetCommitResponseTopic(ProtocolStruct):
@@ -209,6 +213,7 @@ class OffsetCommitResponse_OffsetCommitResponseTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetCommitResponse(ProtocolStruct):
@@ -239,6 +244,7 @@ class OffsetCommitResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_OffsetCommitRequest_OffsetCommitRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetCommitRequest_OffsetCommitRequestPartition], int]:

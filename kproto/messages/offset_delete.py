@@ -79,6 +79,7 @@ class OffsetDeleteRequest_OffsetDeleteRequestPartition(ProtocolStruct):
         partition_index: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class OffsetDeleteRequest_OffsetDeleteRequestTopic(ProtocolStruct):
@@ -102,6 +103,7 @@ class OffsetDeleteRequest_OffsetDeleteRequestTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetDeleteRequest(ProtocolStruct):
@@ -132,6 +134,7 @@ class OffsetDeleteRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class OffsetDeleteResponse_OffsetDeleteResponsePartition(ProtocolStruct):
@@ -154,6 +157,7 @@ class OffsetDeleteResponse_OffsetDeleteResponsePartition(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class OffsetDeleteResponse_OffsetDeleteResponseTopic(ProtocolStruct):
@@ -177,6 +181,7 @@ class OffsetDeleteResponse_OffsetDeleteResponseTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetDeleteResponse(ProtocolStruct):
@@ -209,6 +214,7 @@ class OffsetDeleteResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetDeleteRequest_OffsetDeleteRequestPartition], int]:

@@ -94,6 +94,7 @@ class OffsetFetchRequest_OffsetFetchRequestTopic(ProtocolStruct):
         self.name = name
         if partition_indexes is not NOTSET:
             self.partition_indexes = partition_indexes
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchRequest_OffsetFetchRequestTopics(ProtocolStruct):
@@ -119,6 +120,7 @@ class OffsetFetchRequest_OffsetFetchRequestTopics(ProtocolStruct):
         self.topic_id = topic_id
         if partition_indexes is not NOTSET:
             self.partition_indexes = partition_indexes
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchRequest_OffsetFetchRequestGroup(ProtocolStruct):
@@ -146,6 +148,7 @@ class OffsetFetchRequest_OffsetFetchRequestGroup(ProtocolStruct):
         self.member_epoch = member_epoch
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchRequest(ProtocolStruct):
@@ -182,6 +185,7 @@ class OffsetFetchRequest(ProtocolStruct):
         if groups is not NOTSET:
             self.groups = groups
         self.require_stable = require_stable
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchResponse_OffsetFetchResponsePartition(ProtocolStruct):
@@ -210,6 +214,7 @@ class OffsetFetchResponse_OffsetFetchResponsePartition(ProtocolStruct):
         self.committed_leader_epoch = committed_leader_epoch
         self.metadata = metadata
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchResponse_OffsetFetchResponseTopic(ProtocolStruct):
@@ -233,6 +238,7 @@ class OffsetFetchResponse_OffsetFetchResponseTopic(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchResponse_OffsetFetchResponsePartitions(ProtocolStruct):
@@ -261,6 +267,7 @@ class OffsetFetchResponse_OffsetFetchResponsePartitions(ProtocolStruct):
         self.committed_leader_epoch = committed_leader_epoch
         self.metadata = metadata
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchResponse_OffsetFetchResponseTopics(ProtocolStruct):
@@ -286,6 +293,7 @@ class OffsetFetchResponse_OffsetFetchResponseTopics(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchResponse_OffsetFetchResponseGroup(ProtocolStruct):
@@ -311,6 +319,7 @@ class OffsetFetchResponse_OffsetFetchResponseGroup(ProtocolStruct):
         if topics is not NOTSET:
             self.topics = topics
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class OffsetFetchResponse(ProtocolStruct):
@@ -349,6 +358,7 @@ class OffsetFetchResponse(ProtocolStruct):
         self.error_code = error_code
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _da_OffsetFetchRequest_OffsetFetchRequestTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetFetchRequest_OffsetFetchRequestTopic], int]:

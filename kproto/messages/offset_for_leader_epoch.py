@@ -92,6 +92,7 @@ class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(ProtocolStruct):
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class OffsetForLeaderEpochRequest_OffsetForLeaderTopic(ProtocolStruct):
@@ -115,6 +116,7 @@ class OffsetForLeaderEpochRequest_OffsetForLeaderTopic(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetForLeaderEpochRequest(ProtocolStruct):
@@ -145,6 +147,7 @@ class OffsetForLeaderEpochRequest(ProtocolStruct):
         self.replica_id = replica_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class OffsetForLeaderEpochResponse_EpochEndOffset(ProtocolStruct):
@@ -171,6 +174,7 @@ class OffsetForLeaderEpochResponse_EpochEndOffset(ProtocolStruct):
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.end_offset = end_offset
+        self._unknown_tagged_fields = None
 
 
 class OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(ProtocolStruct):
@@ -194,6 +198,7 @@ class OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class OffsetForLeaderEpochResponse(ProtocolStruct):
@@ -224,6 +229,7 @@ class OffsetForLeaderEpochResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[OffsetForLeaderEpochRequest_OffsetForLeaderPartition], int]:

@@ -99,6 +99,7 @@ class ProduceRequest_PartitionProduceData(ProtocolStruct):
     ) -> None:
         self.index = index
         self.records = records
+        self._unknown_tagged_fields = None
 
 
 class ProduceRequest_TopicProduceData(ProtocolStruct):
@@ -124,6 +125,7 @@ class ProduceRequest_TopicProduceData(ProtocolStruct):
         self.topic_id = topic_id
         if partition_data is not NOTSET:
             self.partition_data = partition_data
+        self._unknown_tagged_fields = None
 
 
 class ProduceRequest(ProtocolStruct):
@@ -158,6 +160,7 @@ class ProduceRequest(ProtocolStruct):
         self.timeout_ms = timeout_ms
         if topic_data is not NOTSET:
             self.topic_data = topic_data
+        self._unknown_tagged_fields = None
 
 
 class ProduceResponse_BatchIndexAndErrorMessage(ProtocolStruct):
@@ -180,6 +183,7 @@ class ProduceResponse_BatchIndexAndErrorMessage(ProtocolStruct):
     ) -> None:
         self.batch_index = batch_index
         self.batch_index_error_message = batch_index_error_message
+        self._unknown_tagged_fields = None
 
 
 class ProduceResponse_LeaderIdAndEpoch(ProtocolStruct):
@@ -202,6 +206,7 @@ class ProduceResponse_LeaderIdAndEpoch(ProtocolStruct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class ProduceResponse_PartitionProduceResponse(ProtocolStruct):
@@ -238,6 +243,7 @@ class ProduceResponse_PartitionProduceResponse(ProtocolStruct):
         self.error_message = error_message
         if current_leader is not NOTSET:
             self.current_leader = current_leader
+        self._unknown_tagged_fields = None
 
 
 class ProduceResponse_TopicProduceResponse(ProtocolStruct):
@@ -263,6 +269,7 @@ class ProduceResponse_TopicProduceResponse(ProtocolStruct):
         self.topic_id = topic_id
         if partition_responses is not NOTSET:
             self.partition_responses = partition_responses
+        self._unknown_tagged_fields = None
 
 
 class ProduceResponse_NodeEndpoint(ProtocolStruct):
@@ -289,6 +296,7 @@ class ProduceResponse_NodeEndpoint(ProtocolStruct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tagged_fields = None
 
 
 class ProduceResponse(ProtocolStruct):
@@ -325,6 +333,7 @@ class ProduceResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_ProduceRequest_PartitionProduceData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ProduceRequest_PartitionProduceData], int]:

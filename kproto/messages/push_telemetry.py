@@ -89,6 +89,7 @@ class PushTelemetryRequest(ProtocolStruct):
         self.terminating = terminating
         self.compression_type = compression_type
         self.metrics = metrics
+        self._unknown_tagged_fields = None
 
 
 class PushTelemetryResponse(ProtocolStruct):
@@ -116,6 +117,7 @@ class PushTelemetryResponse(ProtocolStruct):
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 def _d_PushTelemetryRequest_v0(mv: memoryview, pos: int) -> tuple[PushTelemetryRequest, int]:

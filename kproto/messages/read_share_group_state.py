@@ -87,6 +87,7 @@ class ReadShareGroupStateRequest_PartitionData(ProtocolStruct):
     ) -> None:
         self.partition = partition
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateRequest_ReadStateData(ProtocolStruct):
@@ -110,6 +111,7 @@ class ReadShareGroupStateRequest_ReadStateData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateRequest(ProtocolStruct):
@@ -140,6 +142,7 @@ class ReadShareGroupStateRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateResponse_StateBatch(ProtocolStruct):
@@ -166,6 +169,7 @@ class ReadShareGroupStateResponse_StateBatch(ProtocolStruct):
         self.last_offset = last_offset
         self.delivery_state = delivery_state
         self.delivery_count = delivery_count
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateResponse_PartitionResult(ProtocolStruct):
@@ -197,6 +201,7 @@ class ReadShareGroupStateResponse_PartitionResult(ProtocolStruct):
         self.start_offset = start_offset
         if state_batches is not NOTSET:
             self.state_batches = state_batches
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateResponse_ReadStateResult(ProtocolStruct):
@@ -220,6 +225,7 @@ class ReadShareGroupStateResponse_ReadStateResult(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateResponse(ProtocolStruct):
@@ -249,6 +255,7 @@ class ReadShareGroupStateResponse(ProtocolStruct):
     ) -> None:
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_ReadShareGroupStateRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateRequest_PartitionData], int]:

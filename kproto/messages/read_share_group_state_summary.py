@@ -84,6 +84,7 @@ class ReadShareGroupStateSummaryRequest_PartitionData(ProtocolStruct):
     ) -> None:
         self.partition = partition
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateSummaryRequest_ReadStateSummaryData(ProtocolStruct):
@@ -107,6 +108,7 @@ class ReadShareGroupStateSummaryRequest_ReadStateSummaryData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateSummaryRequest(ProtocolStruct):
@@ -137,6 +139,7 @@ class ReadShareGroupStateSummaryRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateSummaryResponse_PartitionResult(ProtocolStruct):
@@ -169,6 +172,7 @@ class ReadShareGroupStateSummaryResponse_PartitionResult(ProtocolStruct):
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
         self.delivery_complete_count = delivery_complete_count
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(ProtocolStruct):
@@ -192,6 +196,7 @@ class ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ReadShareGroupStateSummaryResponse(ProtocolStruct):
@@ -220,6 +225,7 @@ class ReadShareGroupStateSummaryResponse(ProtocolStruct):
     ) -> None:
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_ReadShareGroupStateSummaryRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[ReadShareGroupStateSummaryRequest_PartitionData], int]:

@@ -85,6 +85,7 @@ class RemoveRaftVoterRequest(ProtocolStruct):
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
+        self._unknown_tagged_fields = None
 
 
 class RemoveRaftVoterResponse(ProtocolStruct):
@@ -114,6 +115,7 @@ class RemoveRaftVoterResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 def _d_RemoveRaftVoterRequest_v0(mv: memoryview, pos: int) -> tuple[RemoveRaftVoterRequest, int]:

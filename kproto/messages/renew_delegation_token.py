@@ -83,6 +83,7 @@ class RenewDelegationTokenRequest(ProtocolStruct):
     ) -> None:
         self.hmac = hmac
         self.renew_period_ms = renew_period_ms
+        self._unknown_tagged_fields = None
 
 
 class RenewDelegationTokenResponse(ProtocolStruct):
@@ -112,6 +113,7 @@ class RenewDelegationTokenResponse(ProtocolStruct):
         self.error_code = error_code
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
+        self._unknown_tagged_fields = None
 
 
 def _d_RenewDelegationTokenRequest_v0(mv: memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:

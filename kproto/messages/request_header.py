@@ -83,6 +83,7 @@ class RequestHeader(ProtocolStruct):
         self.request_api_version = request_api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
+        self._unknown_tagged_fields = None
 
 
 def _d_RequestHeader_v0(mv: memoryview, pos: int) -> tuple[RequestHeader, int]:

@@ -77,6 +77,7 @@ class ResponseHeader(ProtocolStruct):
         correlation_id: int = 0,
     ) -> None:
         self.correlation_id = correlation_id
+        self._unknown_tagged_fields = None
 
 
 def _d_ResponseHeader_v0(mv: memoryview, pos: int) -> tuple[ResponseHeader, int]:

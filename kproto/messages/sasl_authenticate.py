@@ -81,6 +81,7 @@ class SaslAuthenticateRequest(ProtocolStruct):
         auth_bytes: bytes = b'',
     ) -> None:
         self.auth_bytes = auth_bytes
+        self._unknown_tagged_fields = None
 
 
 class SaslAuthenticateResponse(ProtocolStruct):
@@ -112,6 +113,7 @@ class SaslAuthenticateResponse(ProtocolStruct):
         self.error_message = error_message
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
+        self._unknown_tagged_fields = None
 
 
 def _d_SaslAuthenticateRequest_v0(mv: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:

@@ -81,6 +81,7 @@ class SaslHandshakeRequest(ProtocolStruct):
         mechanism: str = '',
     ) -> None:
         self.mechanism = mechanism
+        self._unknown_tagged_fields = None
 
 
 class SaslHandshakeResponse(ProtocolStruct):
@@ -109,6 +110,7 @@ class SaslHandshakeResponse(ProtocolStruct):
         self.error_code = error_code
         if mechanisms is not NOTSET:
             self.mechanisms = mechanisms
+        self._unknown_tagged_fields = None
 
 
 def _d_SaslHandshakeRequest_v0(mv: memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:

@@ -99,6 +99,7 @@ class ShareAcknowledgeRequest_AcknowledgementBatch(ProtocolStruct):
         self.last_offset = last_offset
         if acknowledge_types is not NOTSET:
             self.acknowledge_types = acknowledge_types
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeRequest_AcknowledgePartition(ProtocolStruct):
@@ -122,6 +123,7 @@ class ShareAcknowledgeRequest_AcknowledgePartition(ProtocolStruct):
         self.partition_index = partition_index
         if acknowledgement_batches is not NOTSET:
             self.acknowledgement_batches = acknowledgement_batches
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeRequest_AcknowledgeTopic(ProtocolStruct):
@@ -145,6 +147,7 @@ class ShareAcknowledgeRequest_AcknowledgeTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeRequest(ProtocolStruct):
@@ -182,6 +185,7 @@ class ShareAcknowledgeRequest(ProtocolStruct):
         self.is_renew_ack = is_renew_ack
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeResponse_LeaderIdAndEpoch(ProtocolStruct):
@@ -204,6 +208,7 @@ class ShareAcknowledgeResponse_LeaderIdAndEpoch(ProtocolStruct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeResponse_PartitionData(ProtocolStruct):
@@ -231,6 +236,7 @@ class ShareAcknowledgeResponse_PartitionData(ProtocolStruct):
         self.error_message = error_message
         if current_leader is not NOTSET:
             self.current_leader = current_leader
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(ProtocolStruct):
@@ -254,6 +260,7 @@ class ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeResponse_NodeEndpoint(ProtocolStruct):
@@ -280,6 +287,7 @@ class ShareAcknowledgeResponse_NodeEndpoint(ProtocolStruct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tagged_fields = None
 
 
 class ShareAcknowledgeResponse(ProtocolStruct):
@@ -321,6 +329,7 @@ class ShareAcknowledgeResponse(ProtocolStruct):
             self.responses = responses
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_ShareAcknowledgeRequest_AcknowledgementBatch_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareAcknowledgeRequest_AcknowledgementBatch], int]:

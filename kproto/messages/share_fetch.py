@@ -111,6 +111,7 @@ class ShareFetchRequest_AcknowledgementBatch(ProtocolStruct):
         self.last_offset = last_offset
         if acknowledge_types is not NOTSET:
             self.acknowledge_types = acknowledge_types
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchRequest_FetchPartition(ProtocolStruct):
@@ -136,6 +137,7 @@ class ShareFetchRequest_FetchPartition(ProtocolStruct):
         self.partition_max_bytes = partition_max_bytes
         if acknowledgement_batches is not NOTSET:
             self.acknowledgement_batches = acknowledgement_batches
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchRequest_FetchTopic(ProtocolStruct):
@@ -159,6 +161,7 @@ class ShareFetchRequest_FetchTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchRequest_ForgottenTopic(ProtocolStruct):
@@ -182,6 +185,7 @@ class ShareFetchRequest_ForgottenTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchRequest(ProtocolStruct):
@@ -235,6 +239,7 @@ class ShareFetchRequest(ProtocolStruct):
             self.topics = topics
         if forgotten_topics_data is not NOTSET:
             self.forgotten_topics_data = forgotten_topics_data
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchResponse_LeaderIdAndEpoch(ProtocolStruct):
@@ -257,6 +262,7 @@ class ShareFetchResponse_LeaderIdAndEpoch(ProtocolStruct):
     ) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchResponse_AcquiredRecords(ProtocolStruct):
@@ -281,6 +287,7 @@ class ShareFetchResponse_AcquiredRecords(ProtocolStruct):
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.delivery_count = delivery_count
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchResponse_PartitionData(ProtocolStruct):
@@ -317,6 +324,7 @@ class ShareFetchResponse_PartitionData(ProtocolStruct):
         self.records = records
         if acquired_records is not NOTSET:
             self.acquired_records = acquired_records
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchResponse_ShareFetchableTopicResponse(ProtocolStruct):
@@ -340,6 +348,7 @@ class ShareFetchResponse_ShareFetchableTopicResponse(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchResponse_NodeEndpoint(ProtocolStruct):
@@ -366,6 +375,7 @@ class ShareFetchResponse_NodeEndpoint(ProtocolStruct):
         self.host = host
         self.port = port
         self.rack = rack
+        self._unknown_tagged_fields = None
 
 
 class ShareFetchResponse(ProtocolStruct):
@@ -408,6 +418,7 @@ class ShareFetchResponse(ProtocolStruct):
             self.responses = responses
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_ShareFetchRequest_AcknowledgementBatch_v1(mv: memoryview, pos: int, n: int) -> tuple[list[ShareFetchRequest_AcknowledgementBatch], int]:

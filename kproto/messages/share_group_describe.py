@@ -93,6 +93,7 @@ class ShareGroupDescribeRequest(ProtocolStruct):
         if group_ids is not NOTSET:
             self.group_ids = group_ids
         self.include_authorized_operations = include_authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupDescribeResponse_TopicPartitions(ProtocolStruct):
@@ -118,6 +119,7 @@ class ShareGroupDescribeResponse_TopicPartitions(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupDescribeResponse_Assignment(ProtocolStruct):
@@ -139,6 +141,7 @@ class ShareGroupDescribeResponse_Assignment(ProtocolStruct):
     ) -> None:
         if topic_partitions is not NOTSET:
             self.topic_partitions = topic_partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupDescribeResponse_Member(ProtocolStruct):
@@ -173,6 +176,7 @@ class ShareGroupDescribeResponse_Member(ProtocolStruct):
             self.subscribed_topic_names = subscribed_topic_names
         if assignment is not NOTSET:
             self.assignment = assignment
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupDescribeResponse_DescribedGroup(ProtocolStruct):
@@ -210,6 +214,7 @@ class ShareGroupDescribeResponse_DescribedGroup(ProtocolStruct):
         if members is not NOTSET:
             self.members = members
         self.authorized_operations = authorized_operations
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupDescribeResponse(ProtocolStruct):
@@ -242,6 +247,7 @@ class ShareGroupDescribeResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _d_ShareGroupDescribeRequest_v1(mv: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:

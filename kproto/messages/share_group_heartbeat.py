@@ -95,6 +95,7 @@ class ShareGroupHeartbeatRequest(ProtocolStruct):
         self.member_epoch = member_epoch
         self.rack_id = rack_id
         self.subscribed_topic_names = subscribed_topic_names
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupHeartbeatResponse_TopicPartitions(ProtocolStruct):
@@ -118,6 +119,7 @@ class ShareGroupHeartbeatResponse_TopicPartitions(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupHeartbeatResponse_Assignment(ProtocolStruct):
@@ -139,6 +141,7 @@ class ShareGroupHeartbeatResponse_Assignment(ProtocolStruct):
     ) -> None:
         if topic_partitions is not NOTSET:
             self.topic_partitions = topic_partitions
+        self._unknown_tagged_fields = None
 
 
 class ShareGroupHeartbeatResponse(ProtocolStruct):
@@ -178,6 +181,7 @@ class ShareGroupHeartbeatResponse(ProtocolStruct):
         self.member_epoch = member_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
+        self._unknown_tagged_fields = None
 
 
 def _d_ShareGroupHeartbeatRequest_v1(mv: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:

@@ -77,6 +77,7 @@ class SnapshotFooterRecord(ProtocolStruct):
         version: int = 0,
     ) -> None:
         self.version = version
+        self._unknown_tagged_fields = None
 
 
 def _d_SnapshotFooterRecord_v0(mv: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:

@@ -79,6 +79,7 @@ class SnapshotHeaderRecord(ProtocolStruct):
     ) -> None:
         self.version = version
         self.last_contained_log_timestamp = last_contained_log_timestamp
+        self._unknown_tagged_fields = None
 
 
 def _d_SnapshotHeaderRecord_v0(mv: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:

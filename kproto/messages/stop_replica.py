@@ -105,6 +105,7 @@ class StopReplicaRequest_StopReplicaPartitionV0(ProtocolStruct):
     ) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
+        self._unknown_tagged_fields = None
 
 
 class StopReplicaRequest_StopReplicaTopicV1(ProtocolStruct):
@@ -128,6 +129,7 @@ class StopReplicaRequest_StopReplicaTopicV1(ProtocolStruct):
         self.name = name
         if partition_indexes is not NOTSET:
             self.partition_indexes = partition_indexes
+        self._unknown_tagged_fields = None
 
 
 class StopReplicaRequest_StopReplicaPartitionState(ProtocolStruct):
@@ -152,6 +154,7 @@ class StopReplicaRequest_StopReplicaPartitionState(ProtocolStruct):
         self.partition_index = partition_index
         self.leader_epoch = leader_epoch
         self.delete_partition = delete_partition
+        self._unknown_tagged_fields = None
 
 
 class StopReplicaRequest_StopReplicaTopicState(ProtocolStruct):
@@ -175,6 +178,7 @@ class StopReplicaRequest_StopReplicaTopicState(ProtocolStruct):
         self.topic_name = topic_name
         if partition_states is not NOTSET:
             self.partition_states = partition_states
+        self._unknown_tagged_fields = None
 
 
 class StopReplicaRequest(ProtocolStruct):
@@ -221,6 +225,7 @@ class StopReplicaRequest(ProtocolStruct):
             self.topics = topics
         if topic_states is not NOTSET:
             self.topic_states = topic_states
+        self._unknown_tagged_fields = None
 
 
 class StopReplicaResponse_StopReplicaPartitionError(ProtocolStruct):
@@ -245,6 +250,7 @@ class StopReplicaResponse_StopReplicaPartitionError(ProtocolStruct):
         self.topic_name = topic_name
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class StopReplicaResponse(ProtocolStruct):
@@ -274,6 +280,7 @@ class StopReplicaResponse(ProtocolStruct):
         self.error_code = error_code
         if partition_errors is not NOTSET:
             self.partition_errors = partition_errors
+        self._unknown_tagged_fields = None
 
 
 def _da_StopReplicaRequest_StopReplicaPartitionV0_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StopReplicaRequest_StopReplicaPartitionV0], int]:

@@ -116,6 +116,7 @@ class StreamsGroupDescribeRequest(ProtocolStruct):
             self.group_ids = group_ids
         self.include_authorized_operations = include_authorized_operations
         self.include_topology_description = include_topology_description
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_Endpoint(ProtocolStruct):
@@ -138,6 +139,7 @@ class StreamsGroupDescribeResponse_Endpoint(ProtocolStruct):
     ) -> None:
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TaskOffset(ProtocolStruct):
@@ -162,6 +164,7 @@ class StreamsGroupDescribeResponse_TaskOffset(ProtocolStruct):
         self.subtopology_id = subtopology_id
         self.partition = partition
         self.offset = offset
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TaskIds(ProtocolStruct):
@@ -185,6 +188,7 @@ class StreamsGroupDescribeResponse_TaskIds(ProtocolStruct):
         self.subtopology_id = subtopology_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_Assignment(ProtocolStruct):
@@ -212,6 +216,7 @@ class StreamsGroupDescribeResponse_Assignment(ProtocolStruct):
             self.standby_tasks = standby_tasks
         if warmup_tasks is not NOTSET:
             self.warmup_tasks = warmup_tasks
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_KeyValue(ProtocolStruct):
@@ -234,6 +239,7 @@ class StreamsGroupDescribeResponse_KeyValue(ProtocolStruct):
     ) -> None:
         self.key = key
         self.value = value
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TopicInfo(ProtocolStruct):
@@ -261,6 +267,7 @@ class StreamsGroupDescribeResponse_TopicInfo(ProtocolStruct):
         self.replication_factor = replication_factor
         if topic_configs is not NOTSET:
             self.topic_configs = topic_configs
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TopologyDescriptionNode(ProtocolStruct):
@@ -294,6 +301,7 @@ class StreamsGroupDescribeResponse_TopologyDescriptionNode(ProtocolStruct):
             self.stores = stores
         if successors is not NOTSET:
             self.successors = successors
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TopologyDescriptionSubtopology(ProtocolStruct):
@@ -317,6 +325,7 @@ class StreamsGroupDescribeResponse_TopologyDescriptionSubtopology(ProtocolStruct
         self.subtopology_id = subtopology_id
         if nodes is not NOTSET:
             self.nodes = nodes
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore(ProtocolStruct):
@@ -341,6 +350,7 @@ class StreamsGroupDescribeResponse_TopologyDescriptionGlobalStore(ProtocolStruct
             self.source = source
         if processor is not NOTSET:
             self.processor = processor
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_TopologyDescription(ProtocolStruct):
@@ -365,6 +375,7 @@ class StreamsGroupDescribeResponse_TopologyDescription(ProtocolStruct):
             self.subtopologies = subtopologies
         if global_stores is not NOTSET:
             self.global_stores = global_stores
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_Subtopology(ProtocolStruct):
@@ -397,6 +408,7 @@ class StreamsGroupDescribeResponse_Subtopology(ProtocolStruct):
             self.state_changelog_topics = state_changelog_topics
         if repartition_source_topics is not NOTSET:
             self.repartition_source_topics = repartition_source_topics
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_Topology(ProtocolStruct):
@@ -419,6 +431,7 @@ class StreamsGroupDescribeResponse_Topology(ProtocolStruct):
     ) -> None:
         self.epoch = epoch
         self.subtopologies = subtopologies
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_Member(ProtocolStruct):
@@ -472,6 +485,7 @@ class StreamsGroupDescribeResponse_Member(ProtocolStruct):
         if target_assignment is not NOTSET:
             self.target_assignment = target_assignment
         self.is_classic = is_classic
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse_DescribedGroup(ProtocolStruct):
@@ -515,6 +529,7 @@ class StreamsGroupDescribeResponse_DescribedGroup(ProtocolStruct):
         self.topology_description = topology_description
         self.topology_description_status = topology_description_status
         self.assignor_name = assignor_name
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupDescribeResponse(ProtocolStruct):
@@ -557,6 +572,7 @@ class StreamsGroupDescribeResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if groups is not NOTSET:
             self.groups = groups
+        self._unknown_tagged_fields = None
 
 
 def _d_StreamsGroupDescribeRequest_v0(mv: memoryview, pos: int) -> tuple[StreamsGroupDescribeRequest, int]:

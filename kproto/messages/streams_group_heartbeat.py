@@ -117,6 +117,7 @@ class StreamsGroupHeartbeatRequest_KeyValue(ProtocolStruct):
     ) -> None:
         self.key = key
         self.value = value
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_TopicInfo(ProtocolStruct):
@@ -144,6 +145,7 @@ class StreamsGroupHeartbeatRequest_TopicInfo(ProtocolStruct):
         self.replication_factor = replication_factor
         if topic_configs is not NOTSET:
             self.topic_configs = topic_configs
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_Endpoint(ProtocolStruct):
@@ -166,6 +168,7 @@ class StreamsGroupHeartbeatRequest_Endpoint(ProtocolStruct):
     ) -> None:
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_TaskOffset(ProtocolStruct):
@@ -190,6 +193,7 @@ class StreamsGroupHeartbeatRequest_TaskOffset(ProtocolStruct):
         self.subtopology_id = subtopology_id
         self.partition = partition
         self.offset = offset
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_TaskIds(ProtocolStruct):
@@ -213,6 +217,7 @@ class StreamsGroupHeartbeatRequest_TaskIds(ProtocolStruct):
         self.subtopology_id = subtopology_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_CopartitionGroup(ProtocolStruct):
@@ -240,6 +245,7 @@ class StreamsGroupHeartbeatRequest_CopartitionGroup(ProtocolStruct):
             self.source_topic_regex = source_topic_regex
         if repartition_source_topics is not NOTSET:
             self.repartition_source_topics = repartition_source_topics
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_Subtopology(ProtocolStruct):
@@ -278,6 +284,7 @@ class StreamsGroupHeartbeatRequest_Subtopology(ProtocolStruct):
             self.repartition_source_topics = repartition_source_topics
         if copartition_groups is not NOTSET:
             self.copartition_groups = copartition_groups
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest_Topology(ProtocolStruct):
@@ -301,6 +308,7 @@ class StreamsGroupHeartbeatRequest_Topology(ProtocolStruct):
         self.epoch = epoch
         if subtopologies is not NOTSET:
             self.subtopologies = subtopologies
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatRequest(ProtocolStruct):
@@ -366,6 +374,7 @@ class StreamsGroupHeartbeatRequest(ProtocolStruct):
         self.task_offsets = task_offsets
         self.task_end_offsets = task_end_offsets
         self.shutdown_application = shutdown_application
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatResponse_Status(ProtocolStruct):
@@ -388,6 +397,7 @@ class StreamsGroupHeartbeatResponse_Status(ProtocolStruct):
     ) -> None:
         self.status_code = status_code
         self.status_detail = status_detail
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatResponse_TopicPartition(ProtocolStruct):
@@ -411,6 +421,7 @@ class StreamsGroupHeartbeatResponse_TopicPartition(ProtocolStruct):
         self.topic = topic
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatResponse_TaskIds(ProtocolStruct):
@@ -434,6 +445,7 @@ class StreamsGroupHeartbeatResponse_TaskIds(ProtocolStruct):
         self.subtopology_id = subtopology_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatResponse_Endpoint(ProtocolStruct):
@@ -456,6 +468,7 @@ class StreamsGroupHeartbeatResponse_Endpoint(ProtocolStruct):
     ) -> None:
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatResponse_EndpointToPartitions(ProtocolStruct):
@@ -483,6 +496,7 @@ class StreamsGroupHeartbeatResponse_EndpointToPartitions(ProtocolStruct):
             self.active_partitions = active_partitions
         if standby_partitions is not NOTSET:
             self.standby_partitions = standby_partitions
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupHeartbeatResponse(ProtocolStruct):
@@ -544,6 +558,7 @@ class StreamsGroupHeartbeatResponse(ProtocolStruct):
         self.topology_description_required = topology_description_required
         self.endpoint_information_epoch = endpoint_information_epoch
         self.partitions_by_user_endpoint = partitions_by_user_endpoint
+        self._unknown_tagged_fields = None
 
 
 def _da_StreamsGroupHeartbeatRequest_KeyValue_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupHeartbeatRequest_KeyValue], int]:

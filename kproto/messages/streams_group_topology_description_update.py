@@ -95,6 +95,7 @@ class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode(Proto
             self.stores = stores
         if successors is not NOTSET:
             self.successors = successors
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopology(ProtocolStruct):
@@ -118,6 +119,7 @@ class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionSubtopolog
         self.subtopology_id = subtopology_id
         if nodes is not NOTSET:
             self.nodes = nodes
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStore(ProtocolStruct):
@@ -142,6 +144,7 @@ class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionGlobalStor
             self.source = source
         if processor is not NOTSET:
             self.processor = processor
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription(ProtocolStruct):
@@ -166,6 +169,7 @@ class StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription(ProtocolS
             self.subtopologies = subtopologies
         if global_stores is not NOTSET:
             self.global_stores = global_stores
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupTopologyDescriptionUpdateRequest(ProtocolStruct):
@@ -202,6 +206,7 @@ class StreamsGroupTopologyDescriptionUpdateRequest(ProtocolStruct):
         self.topology_epoch = topology_epoch
         if topology_description is not NOTSET:
             self.topology_description = topology_description
+        self._unknown_tagged_fields = None
 
 
 class StreamsGroupTopologyDescriptionUpdateResponse(ProtocolStruct):
@@ -231,6 +236,7 @@ class StreamsGroupTopologyDescriptionUpdateResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 def _da_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode_v0(mv: memoryview, pos: int, n: int) -> tuple[list[StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode], int]:

@@ -81,6 +81,7 @@ class SyncGroupRequest_SyncGroupRequestAssignment(ProtocolStruct):
     ) -> None:
         self.member_id = member_id
         self.assignment = assignment
+        self._unknown_tagged_fields = None
 
 
 class SyncGroupRequest(ProtocolStruct):
@@ -120,6 +121,7 @@ class SyncGroupRequest(ProtocolStruct):
         self.protocol_name = protocol_name
         if assignments is not NOTSET:
             self.assignments = assignments
+        self._unknown_tagged_fields = None
 
 
 class SyncGroupResponse(ProtocolStruct):
@@ -153,6 +155,7 @@ class SyncGroupResponse(ProtocolStruct):
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.assignment = assignment
+        self._unknown_tagged_fields = None
 
 
 def _da_SyncGroupRequest_SyncGroupRequestAssignment_v0(mv: memoryview, pos: int, n: int) -> tuple[list[SyncGroupRequest_SyncGroupRequestAssignment], int]:

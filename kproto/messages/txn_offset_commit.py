@@ -97,6 +97,7 @@ class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(ProtocolStruct):
         self.committed_offset = committed_offset
         self.committed_leader_epoch = committed_leader_epoch
         self.committed_metadata = committed_metadata
+        self._unknown_tagged_fields = None
 
 
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(ProtocolStruct):
@@ -122,6 +123,7 @@ class TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class TxnOffsetCommitRequest(ProtocolStruct):
@@ -164,6 +166,7 @@ class TxnOffsetCommitRequest(ProtocolStruct):
         self.group_instance_id = group_instance_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(ProtocolStruct):
@@ -186,6 +189,7 @@ class TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(ProtocolStruct):
@@ -211,6 +215,7 @@ class TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class TxnOffsetCommitResponse(ProtocolStruct):
@@ -241,6 +246,7 @@ class TxnOffsetCommitResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 def _da_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(mv: memoryview, pos: int, n: int) -> tuple[list[TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition], int]:

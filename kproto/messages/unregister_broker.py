@@ -81,6 +81,7 @@ class UnregisterBrokerRequest(ProtocolStruct):
         broker_id: int = 0,
     ) -> None:
         self.broker_id = broker_id
+        self._unknown_tagged_fields = None
 
 
 class UnregisterBrokerResponse(ProtocolStruct):
@@ -110,6 +111,7 @@ class UnregisterBrokerResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 def _d_UnregisterBrokerRequest_v0(mv: memoryview, pos: int) -> tuple[UnregisterBrokerRequest, int]:

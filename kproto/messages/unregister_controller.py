@@ -81,6 +81,7 @@ class UnregisterControllerRequest(ProtocolStruct):
         controller_id: int = 0,
     ) -> None:
         self.controller_id = controller_id
+        self._unknown_tagged_fields = None
 
 
 class UnregisterControllerResponse(ProtocolStruct):
@@ -110,6 +111,7 @@ class UnregisterControllerResponse(ProtocolStruct):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 def _d_UnregisterControllerRequest_v0(mv: memoryview, pos: int) -> tuple[UnregisterControllerRequest, int]:

@@ -100,6 +100,7 @@ class UpdateFeaturesRequest_FeatureUpdateKey(ProtocolStruct):
         self.max_version_level = max_version_level
         self.allow_downgrade = allow_downgrade
         self.upgrade_type = upgrade_type
+        self._unknown_tagged_fields = None
 
 
 class UpdateFeaturesRequest(ProtocolStruct):
@@ -131,6 +132,7 @@ class UpdateFeaturesRequest(ProtocolStruct):
         if feature_updates is not NOTSET:
             self.feature_updates = feature_updates
         self.validate_only = validate_only
+        self._unknown_tagged_fields = None
 
 
 class UpdateFeaturesResponse_UpdatableFeatureResult(ProtocolStruct):
@@ -155,6 +157,7 @@ class UpdateFeaturesResponse_UpdatableFeatureResult(ProtocolStruct):
         self.feature = feature
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class UpdateFeaturesResponse(ProtocolStruct):
@@ -188,6 +191,7 @@ class UpdateFeaturesResponse(ProtocolStruct):
         self.error_message = error_message
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_UpdateFeaturesRequest_FeatureUpdateKey_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateFeaturesRequest_FeatureUpdateKey], int]:

@@ -125,6 +125,7 @@ class UpdateMetadataRequest_UpdateMetadataPartitionState(ProtocolStruct):
             self.replicas = replicas
         if offline_replicas is not NOTSET:
             self.offline_replicas = offline_replicas
+        self._unknown_tagged_fields = None
 
 
 class UpdateMetadataRequest_UpdateMetadataTopicState(ProtocolStruct):
@@ -150,6 +151,7 @@ class UpdateMetadataRequest_UpdateMetadataTopicState(ProtocolStruct):
         self.topic_id = topic_id
         if partition_states is not NOTSET:
             self.partition_states = partition_states
+        self._unknown_tagged_fields = None
 
 
 class UpdateMetadataRequest_UpdateMetadataEndpoint(ProtocolStruct):
@@ -176,6 +178,7 @@ class UpdateMetadataRequest_UpdateMetadataEndpoint(ProtocolStruct):
         self.host = host
         self.listener = listener
         self.security_protocol = security_protocol
+        self._unknown_tagged_fields = None
 
 
 class UpdateMetadataRequest_UpdateMetadataBroker(ProtocolStruct):
@@ -205,6 +208,7 @@ class UpdateMetadataRequest_UpdateMetadataBroker(ProtocolStruct):
         if endpoints is not NOTSET:
             self.endpoints = endpoints
         self.rack = rack
+        self._unknown_tagged_fields = None
 
 
 class UpdateMetadataRequest(ProtocolStruct):
@@ -251,6 +255,7 @@ class UpdateMetadataRequest(ProtocolStruct):
             self.topic_states = topic_states
         if live_brokers is not NOTSET:
             self.live_brokers = live_brokers
+        self._unknown_tagged_fields = None
 
 
 class UpdateMetadataResponse(ProtocolStruct):
@@ -276,6 +281,7 @@ class UpdateMetadataResponse(ProtocolStruct):
         error_code: int = 0,
     ) -> None:
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 def _da_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateMetadataRequest_UpdateMetadataPartitionState], int]:

@@ -89,6 +89,7 @@ class UpdateRaftVoterRequest_Listener(ProtocolStruct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class UpdateRaftVoterRequest_KRaftVersionFeature(ProtocolStruct):
@@ -111,6 +112,7 @@ class UpdateRaftVoterRequest_KRaftVersionFeature(ProtocolStruct):
     ) -> None:
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tagged_fields = None
 
 
 class UpdateRaftVoterRequest(ProtocolStruct):
@@ -150,6 +152,7 @@ class UpdateRaftVoterRequest(ProtocolStruct):
             self.listeners = listeners
         if k_raft_version_feature is not NOTSET:
             self.k_raft_version_feature = k_raft_version_feature
+        self._unknown_tagged_fields = None
 
 
 class UpdateRaftVoterResponse_CurrentLeader(ProtocolStruct):
@@ -176,6 +179,7 @@ class UpdateRaftVoterResponse_CurrentLeader(ProtocolStruct):
         self.leader_epoch = leader_epoch
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class UpdateRaftVoterResponse(ProtocolStruct):
@@ -207,6 +211,7 @@ class UpdateRaftVoterResponse(ProtocolStruct):
         self.error_code = error_code
         if current_leader is not NOTSET:
             self.current_leader = current_leader
+        self._unknown_tagged_fields = None
 
 
 def _da_UpdateRaftVoterRequest_Listener_v0(mv: memoryview, pos: int, n: int) -> tuple[list[UpdateRaftVoterRequest_Listener], int]:

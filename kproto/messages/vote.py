@@ -114,6 +114,7 @@ class VoteRequest_PartitionData(ProtocolStruct):
         self.last_offset_epoch = last_offset_epoch
         self.last_offset = last_offset
         self.pre_vote = pre_vote
+        self._unknown_tagged_fields = None
 
 
 class VoteRequest_TopicData(ProtocolStruct):
@@ -137,6 +138,7 @@ class VoteRequest_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class VoteRequest(ProtocolStruct):
@@ -169,6 +171,7 @@ class VoteRequest(ProtocolStruct):
         self.voter_id = voter_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class VoteResponse_PartitionData(ProtocolStruct):
@@ -197,6 +200,7 @@ class VoteResponse_PartitionData(ProtocolStruct):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.vote_granted = vote_granted
+        self._unknown_tagged_fields = None
 
 
 class VoteResponse_TopicData(ProtocolStruct):
@@ -220,6 +224,7 @@ class VoteResponse_TopicData(ProtocolStruct):
         self.topic_name = topic_name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class VoteResponse_NodeEndpoint(ProtocolStruct):
@@ -244,6 +249,7 @@ class VoteResponse_NodeEndpoint(ProtocolStruct):
         self.node_id = node_id
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class VoteResponse(ProtocolStruct):
@@ -278,6 +284,7 @@ class VoteResponse(ProtocolStruct):
             self.topics = topics
         if node_endpoints is not NOTSET:
             self.node_endpoints = node_endpoints
+        self._unknown_tagged_fields = None
 
 
 def _da_VoteRequest_PartitionData_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VoteRequest_PartitionData], int]:

@@ -89,6 +89,7 @@ class VotersRecord_Endpoint(ProtocolStruct):
         self.name = name
         self.host = host
         self.port = port
+        self._unknown_tagged_fields = None
 
 
 class VotersRecord_KRaftVersionFeature(ProtocolStruct):
@@ -111,6 +112,7 @@ class VotersRecord_KRaftVersionFeature(ProtocolStruct):
     ) -> None:
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
+        self._unknown_tagged_fields = None
 
 
 class VotersRecord_Voter(ProtocolStruct):
@@ -139,6 +141,7 @@ class VotersRecord_Voter(ProtocolStruct):
             self.endpoints = endpoints
         if k_raft_version_feature is not NOTSET:
             self.k_raft_version_feature = k_raft_version_feature
+        self._unknown_tagged_fields = None
 
 
 class VotersRecord(ProtocolStruct):
@@ -169,6 +172,7 @@ class VotersRecord(ProtocolStruct):
         self.version = version
         if voters is not NOTSET:
             self.voters = voters
+        self._unknown_tagged_fields = None
 
 
 def _da_VotersRecord_Endpoint_v0(mv: memoryview, pos: int, n: int) -> tuple[list[VotersRecord_Endpoint], int]:

@@ -94,6 +94,7 @@ class WriteShareGroupStateRequest_StateBatch(ProtocolStruct):
         self.last_offset = last_offset
         self.delivery_state = delivery_state
         self.delivery_count = delivery_count
+        self._unknown_tagged_fields = None
 
 
 class WriteShareGroupStateRequest_PartitionData(ProtocolStruct):
@@ -125,6 +126,7 @@ class WriteShareGroupStateRequest_PartitionData(ProtocolStruct):
         self.delivery_complete_count = delivery_complete_count
         if state_batches is not NOTSET:
             self.state_batches = state_batches
+        self._unknown_tagged_fields = None
 
 
 class WriteShareGroupStateRequest_WriteStateData(ProtocolStruct):
@@ -148,6 +150,7 @@ class WriteShareGroupStateRequest_WriteStateData(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class WriteShareGroupStateRequest(ProtocolStruct):
@@ -179,6 +182,7 @@ class WriteShareGroupStateRequest(ProtocolStruct):
         self.group_id = group_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class WriteShareGroupStateResponse_PartitionResult(ProtocolStruct):
@@ -203,6 +207,7 @@ class WriteShareGroupStateResponse_PartitionResult(ProtocolStruct):
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
+        self._unknown_tagged_fields = None
 
 
 class WriteShareGroupStateResponse_WriteStateResult(ProtocolStruct):
@@ -226,6 +231,7 @@ class WriteShareGroupStateResponse_WriteStateResult(ProtocolStruct):
         self.topic_id = topic_id
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class WriteShareGroupStateResponse(ProtocolStruct):
@@ -254,6 +260,7 @@ class WriteShareGroupStateResponse(ProtocolStruct):
     ) -> None:
         if results is not NOTSET:
             self.results = results
+        self._unknown_tagged_fields = None
 
 
 def _da_WriteShareGroupStateRequest_StateBatch_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteShareGroupStateRequest_StateBatch], int]:

@@ -97,6 +97,7 @@ class WriteTxnMarkersRequest_WritableTxnMarkerTopic(ProtocolStruct):
         self.name = name
         if partition_indexes is not NOTSET:
             self.partition_indexes = partition_indexes
+        self._unknown_tagged_fields = None
 
 
 class WriteTxnMarkersRequest_WritableTxnMarker(ProtocolStruct):
@@ -128,6 +129,7 @@ class WriteTxnMarkersRequest_WritableTxnMarker(ProtocolStruct):
             self.topics = topics
         self.coordinator_epoch = coordinator_epoch
         self.transaction_version = transaction_version
+        self._unknown_tagged_fields = None
 
 
 class WriteTxnMarkersRequest(ProtocolStruct):
@@ -156,6 +158,7 @@ class WriteTxnMarkersRequest(ProtocolStruct):
     ) -> None:
         if markers is not NOTSET:
             self.markers = markers
+        self._unknown_tagged_fields = None
 
 
 class WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(ProtocolStruct):
@@ -178,6 +181,7 @@ class WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(ProtocolStruct):
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
+        self._unknown_tagged_fields = None
 
 
 class WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(ProtocolStruct):
@@ -201,6 +205,7 @@ class WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(ProtocolStruct):
         self.name = name
         if partitions is not NOTSET:
             self.partitions = partitions
+        self._unknown_tagged_fields = None
 
 
 class WriteTxnMarkersResponse_WritableTxnMarkerResult(ProtocolStruct):
@@ -224,6 +229,7 @@ class WriteTxnMarkersResponse_WritableTxnMarkerResult(ProtocolStruct):
         self.producer_id = producer_id
         if topics is not NOTSET:
             self.topics = topics
+        self._unknown_tagged_fields = None
 
 
 class WriteTxnMarkersResponse(ProtocolStruct):
@@ -253,6 +259,7 @@ class WriteTxnMarkersResponse(ProtocolStruct):
     ) -> None:
         if markers is not NOTSET:
             self.markers = markers
+        self._unknown_tagged_fields = None
 
 
 def _da_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(mv: memoryview, pos: int, n: int) -> tuple[list[WriteTxnMarkersRequest_WritableTxnMarkerTopic], int]:

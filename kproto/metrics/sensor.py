@@ -12,7 +12,7 @@ recorded after the child's lock is released, so a child never holds two locks.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from kproto.metrics.metric_name import MetricConfig, MetricName
 from kproto.metrics.stats import CompoundStat, Gauge, Measurable, Stat
@@ -76,6 +76,23 @@ class Sensor:
                 record(config, value, now_ms)
         for parent in self.parents:
             parent.record(value, now_ms)
+
+    @staticmethod
+    def record_each(sensors: Iterable["Sensor"], values: Iterable[float], now_ms: int) -> None:
+        """``sensor.record(value, now_ms)`` for each sensor and value (paired in order): the
+        same records, one call for many values. The consumer records two per partition per
+        poll; with 1,000 partitions a call (and a pair) per value cost as much as recording."""
+        for sensor, value in zip(sensors, values):
+            # acquire/release rather than ``with``: a quarter of this loop's cost less.
+            lock = sensor.lock
+            lock.acquire()
+            try:
+                for record, config in sensor._recorders:
+                    record(config, value, now_ms)
+            finally:
+                lock.release()
+            for parent in sensor.parents:
+                parent.record(value, now_ms)
 
     def add(self, metric: Union[MetricName, CompoundStat], stat: Optional[Stat] = None,
             config: Optional[MetricConfig] = None) -> bool:

@@ -589,8 +589,21 @@ def response_needs_metadata_update(response: Any, _depth: int = 0) -> bool:
         elif type(value) in leaves:
             continue
         elif isinstance(value, list):
-            if value and hasattr(value[0], "_fields") and any(
-                    response_needs_metadata_update(item, _depth + 1) for item in value):
+            if not value or not hasattr(value[0], "_fields"):
+                continue
+            item_slots = _field_slots(type(value[0]))
+            if len(item_slots) == 1 and item_slots[0][0] == "error_code" and item_slots[0][1] is not None:
+                # Structs whose only error-bearing field is their own error code (a Fetch
+                # response's partitions): their distinct codes in one pass, not a call each.
+                try:
+                    codes = set(map(item_slots[0][1].__get__, value))
+                except AttributeError:  # one not carried: walk them one by one
+                    pass
+                else:
+                    if any(code and errors.for_code(code).invalid_metadata for code in codes):
+                        return True
+                    continue
+            if any(response_needs_metadata_update(item, _depth + 1) for item in value):
                 return True
         elif hasattr(value, "_fields"):
             if response_needs_metadata_update(value, _depth + 1):

@@ -67,9 +67,11 @@ _LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LE
 
 
 class _ResponsePartitions(NamedTuple):
-    """A fetch answer's partitions whose topic is known, and every topic id it named (v13+)."""
+    """A fetch answer's partitions whose topic is known (each with its data, at the same
+    index of ``data``), and every topic id it named (v13+)."""
 
-    named: list[tuple[TopicPartition, FetchResponse_PartitionData]]
+    partitions: list[TopicPartition]
+    data: list[FetchResponse_PartitionData]
     topic_ids: set[uuid.UUID]
 
 
@@ -239,7 +241,8 @@ class AbstractFetch:
         topics: list[FetchRequest_FetchTopic] = []
         index: dict[Any, FetchRequest_FetchTopic] = {}
         for tp, part in data.to_send.items():
-            key = part.topic_id if by_id else tp.topic
+            # By the id's int: UUID.__hash__ is a Python call, paid per partition.
+            key = part.topic_id.int if by_id else tp.topic
             topic = index.get(key)
             if topic is None:
                 topic = index[key] = FetchRequest.FetchTopic(topic=tp.topic, topic_id=part.topic_id, partitions=[])
@@ -251,10 +254,11 @@ class AbstractFetch:
         forgotten: list[FetchRequest_ForgottenTopic] = []
         findex: dict[Any, FetchRequest_ForgottenTopic] = {}
         for topic_id, tp in data.forgotten(version):
-            key = topic_id if by_id else tp.topic
-            entry = findex.get(key)
+            forgotten_key = topic_id.int if by_id else tp.topic
+            entry = findex.get(forgotten_key)
             if entry is None:
-                entry = findex[key] = FetchRequest.ForgottenTopic(topic=tp.topic, topic_id=topic_id, partitions=[])
+                entry = findex[forgotten_key] = FetchRequest.ForgottenTopic(topic=tp.topic, topic_id=topic_id,
+                                                                           partitions=[])
                 forgotten.append(entry)
             entry.partitions.append(tp.partition)
         return FetchRequest(replica_id=-1, max_wait_ms=config.max_wait_ms, min_bytes=config.min_bytes,
@@ -287,7 +291,7 @@ class AbstractFetch:
                 partitions = self._response_partitions(response, version, handler.session_topic_names)
                 error_code = response.error_code
                 ok = handler.handle_response(error_code, response.session_id,
-                                             {tp for tp, _ in partitions.named}, partitions.topic_ids, version,
+                                             set(partitions.partitions), partitions.topic_ids, version,
                                              response.throttle_time_ms)
                 if not ok:
                     if error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
@@ -297,12 +301,18 @@ class AbstractFetch:
                 completed = []
                 new_leaders: dict[TopicPartition, tuple[int, int]] = {}
                 config = self.fetch_config
-                for tp, part in partitions.named:
-                    request = data.session_partitions.get(tp)
+                isolation_level, check_crcs = config.isolation_level, config.check_crcs
+                key_deserializer, value_deserializer = config.key_deserializer, config.value_deserializer
+                session_partitions = data.session_partitions
+                # Once per partition of every response: locals, and CompletedFetch's
+                # arguments by position (keywords cost more than the rest of the call).
+                for tp, part in zip(partitions.partitions, partitions.data):
+                    request = session_partitions.get(tp)
                     if request is None:
                         raise errors.IllegalStateError("Response for missing {} request partition {}-{}".format(
                             "full" if data.metadata.is_full else "session", *tp))
-                    if part.error_code in _LEADER_MOVED:
+                    moved = part.error_code in _LEADER_MOVED
+                    if moved:
                         leader = part.current_leader  # v12+; older versions: the default, -1/-1
                         if leader.leader_id != -1 and leader.leader_epoch != -1:
                             new_leaders[tp] = (leader.leader_id, leader.leader_epoch)
@@ -311,12 +321,10 @@ class AbstractFetch:
                         # will be fetched again since the position has not moved.
                         log.warning("dropping fetched data for %s: it is already buffered", tp)
                         continue
-                    if part.error_code in _LEADER_MOVED:
+                    if moved:
                         self.metadata.request_update_no_wait(reset_equivalent=False)
-                    completed.append(CompletedFetch(
-                        tp, part, request.fetch_offset, isolation_level=config.isolation_level,
-                        check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
-                        value_deserializer=config.value_deserializer))
+                    completed.append(CompletedFetch(tp, part, request.fetch_offset, isolation_level, check_crcs,
+                                                    key_deserializer, value_deserializer))
                 if config.check_crcs and completed:
                     if self.crc_precheck is not None:
                         self.crc_precheck.add(completed)
@@ -348,7 +356,8 @@ class AbstractFetch:
     @staticmethod
     def _response_partitions(response: FetchResponse, version: int,
                              topic_names: dict[uuid.UUID, str]) -> _ResponsePartitions:
-        named: list[tuple[TopicPartition, FetchResponse_PartitionData]] = []
+        named: list[TopicPartition] = []
+        data: list[FetchResponse_PartitionData] = []
         ids: set[uuid.UUID] = set()
         for topic in response.responses:
             if version >= 13:
@@ -358,10 +367,10 @@ class AbstractFetch:
                     continue  # unknown id: the session handler reports it
             else:
                 name = topic.topic
-            for part in topic.partitions:
-                # tuple.__new__: a NamedTuple's own __new__ is a Python call, paid per partition.
-                named.append((_new_tuple(TopicPartition, (name, part.partition_index)), part))
-        return _ResponsePartitions(named, ids)
+            # tuple.__new__: a NamedTuple's own __new__ is a Python call, paid per partition.
+            named += [_new_tuple(TopicPartition, (name, part.partition_index)) for part in topic.partitions]
+            data += topic.partitions
+        return _ResponsePartitions(named, data, ids)
 
     def handle_fetch_failure(self, node_id: int, data: FetchRequestData, error: BaseException) -> None:
         """The request failed as a whole: the next one to this node is full again."""

@@ -165,6 +165,7 @@ class CrcPrecheck:
 
 
 _NO_PRODUCERS: frozenset[int] = frozenset()
+_NO_OFFSETS: frozenset[int] = frozenset()
 _NO_TRANSACTIONS: tuple[tuple[int, int], ...] = ()
 
 
@@ -175,15 +176,17 @@ class CompletedFetch:
     # each cheaper to build and smaller.
     __slots__ = ("partition", "next_fetch_offset", "last_epoch", "is_consumed", "initialized", "records_read",
                  "bytes_read", "metric_aggregator", "_collecting", "error_code", "high_watermark",
-                 "last_stable_offset", "log_start_offset", "preferred_read_replica", "records", "_read_committed",
-                 "_check_crcs", "crc_verified", "_key_deserializer", "_value_deserializer", "_batches",
-                 "_current_batch", "_decoding", "_prefix", "_batch_records", "_index", "_batch_error",
+                 "last_stable_offset", "log_start_offset", "preferred_read_replica", "records", "empty_answer",
+                 "_read_committed", "_check_crcs", "crc_verified", "_key_deserializer", "_value_deserializer",
+                 "_batches", "_current_batch", "_decoding", "_prefix", "_batch_records", "_index", "_batch_error",
                  "_corrupt_error", "_aborted_producer_ids", "_aborted_transactions")
 
-    def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int, *,
+    def __init__(self, tp: TopicPartition, partition_data: FetchResponse_PartitionData, fetch_offset: int,
                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, check_crcs: bool = True,
                  key_deserializer: Optional[Deserialize] = None,
                  value_deserializer: Optional[Deserialize] = None) -> None:
+        # AbstractFetch passes every argument by position: keywords cost more than a third
+        # of the call, paid per partition of every response.
         self.partition = tp
         self.next_fetch_offset = fetch_offset
         self.last_epoch: Optional[int] = None
@@ -195,17 +198,20 @@ class CompletedFetch:
         self.bytes_read = 0
         self.metric_aggregator: Any = None
         self._collecting = False  # inside fetch_records: records_read is not final yet
-        self.error_code = partition_data.error_code
+        error_code = self.error_code = partition_data.error_code
         self.high_watermark = partition_data.high_watermark
         self.last_stable_offset = partition_data.last_stable_offset
         self.log_start_offset = partition_data.log_start_offset
-        self.preferred_read_replica = partition_data.preferred_read_replica
+        replica = self.preferred_read_replica = partition_data.preferred_read_replica
         records = partition_data.records
         self.records: bytes | memoryview = records if records is not None else b""
+        # Neither records, nor an error, nor a read replica to switch to: all the collector
+        # does with it is take its offsets (most partitions of a Fetch over many partitions).
+        self.empty_answer = not records and not error_code and replica < 0
         self._read_committed = isolation_level == IsolationLevel.READ_COMMITTED
         self._check_crcs = check_crcs
         # Start positions of batches whose CRCs were checked already (check_crcs_together).
-        self.crc_verified: frozenset[int] = frozenset()
+        self.crc_verified: frozenset[int] = _NO_OFFSETS
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
         self._batches: Optional[Iterator[Any]] = None
@@ -247,6 +253,25 @@ class CompletedFetch:
             self._batch_error = None
             self._batches = None
             self._decoding = None
+
+    @staticmethod
+    def drain_all(fetches: list["CompletedFetch"]) -> None:
+        """``drain()`` each of ``fetches``, none of which read any records (answers without
+        any): the same outcome, with their metrics reported to each aggregator at once."""
+        reports: dict[Any, list[TopicPartition]] = {}
+        for completed in fetches:
+            if not completed.is_consumed:
+                completed.is_consumed = True
+                aggregator = completed.metric_aggregator
+                if aggregator is not None:
+                    completed.metric_aggregator = None
+                    found = reports.get(aggregator)
+                    if found is None:
+                        reports[aggregator] = [completed.partition]
+                    else:
+                        found.append(completed.partition)
+        for aggregator, partitions in reports.items():
+            aggregator.record_empty(partitions)
 
     def _report_metrics(self) -> None:
         """Once, when consumed: bytes and records to the response's metrics aggregator."""

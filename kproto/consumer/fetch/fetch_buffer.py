@@ -97,6 +97,30 @@ class FetchBuffer:
             if self._completed:
                 self._completed.popleft()
 
+    def peek_empty_answers(self) -> list[CompletedFetch]:
+        """The fetches at the head of the queue that are fresh answers without records,
+        error or read replica (``CompletedFetch.empty_answer``, not initialized), in order.
+        They stay queued, their partitions buffered, until ``drop_head`` takes them."""
+        with self._lock:
+            run = []
+            for completed in self._completed:
+                if completed.initialized or not completed.empty_answer:
+                    break
+                run.append(completed)
+            return run
+
+    def drop_head(self, fetches: list[CompletedFetch]) -> None:
+        """Remove ``fetches`` (from ``peek_empty_answers``, which the collector has dealt
+        with) from the head of the queue, with no fetch next in line: ``poll_to_next_in_line(
+        None)`` for each, under one lock."""
+        with self._lock:
+            self._next_in_line = None
+            queue = self._completed
+            for completed in fetches:
+                if not queue or queue[0] is not completed:
+                    break  # cleared meanwhile (by the collecting thread, so not in practice)
+                queue.popleft()
+
     def await_not_empty(self, timeout_s: Optional[float]) -> bool:
         """Block until a fetch is added, ``wakeup()`` is called or the timeout passes.
 

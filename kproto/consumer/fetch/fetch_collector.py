@@ -14,6 +14,9 @@ Java's ``FetchCollector``. It owns the rules that make positions trustworthy:
   data stays buffered for a later poll; a fetch (data or partition error) for a partition
   without a valid position (unassigned, reset or awaiting validation since it was sent)
   is ignored, as Java's ``initialize``;
+* answers without records, error or read replica (most partitions of a Fetch across many
+  partitions) are taken a run at a time (``_collect_empty``), with each one's outcome what
+  ``initialize`` and ``_fetch_records`` would give it;
 * per-partition errors: OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset`` (or raises
   with 'none'); leadership and unknown-topic errors ask for a metadata refresh; a first
   batch larger than the fetch size raises ``RecordTooLargeError`` telling the user to
@@ -30,11 +33,13 @@ from kproto import errors
 from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_config import FetchConfig
-from kproto.consumer.subscription_state import FetchPosition, SubscriptionState
+from kproto.consumer.subscription_state import (EMPTY_FETCH_FETCHED, EMPTY_FETCH_PAUSED, EMPTY_FETCH_STALE,
+                                                FetchPosition, SubscriptionState)
 from kproto.errors import ErrorCode
 from kproto.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger("kproto.consumer.fetch")
+_new_tuple = tuple.__new__
 
 # Partition errors after which the collector refreshes metadata (and retries) instead of raising.
 _REFRESH_METADATA = frozenset({
@@ -58,7 +63,12 @@ class Fetch:
     def add(self, tp: TopicPartition, records: list[ConsumerRecord], position_advanced: bool,
             next_offset: OffsetAndMetadata) -> None:
         if records:
-            self.records.setdefault(tp, []).extend(records)
+            # The collector hands over lists it made for this Fetch: the first is kept as is.
+            taken = self.records.get(tp)
+            if taken is None:
+                self.records[tp] = records
+            else:
+                taken.extend(records)
             self.num_records += len(records)
         self.position_advanced = self.position_advanced or position_advanced
         self.next_offsets[tp] = next_offset
@@ -102,6 +112,12 @@ class FetchCollector:
                     completed = fetch_buffer.peek()
                     if completed is None:
                         break
+                    if completed.empty_answer and not completed.initialized:
+                        # Most partitions of a Fetch across many partitions: no records, no
+                        # error; this one and those right after it, together.
+                        self._collect_empty(fetch_buffer, fetch, paused)
+                        next_in_line = None
+                        continue
                     if not completed.initialized:
                         try:
                             next_in_line = self.initialize(completed)
@@ -151,17 +167,58 @@ class FetchCollector:
                 if update_positions and completed.next_fetch_offset > position.offset:
                     # Round-robin when records were returned: the next fetch puts other
                     # partitions first (records always advance the position).
-                    subs.update_position(tp, FetchPosition(completed.next_fetch_offset, completed.last_epoch,
-                                                           position.current_leader), move_to_end=bool(records))
+                    # (NamedTuples built through tuple.__new__: their own __new__ is a
+                    # Python call, paid per partition with records.)
+                    subs.update_position(tp, _new_tuple(FetchPosition, (completed.next_fetch_offset,
+                                                                        completed.last_epoch,
+                                                                        position.current_leader)),
+                                         move_to_end=bool(records))
                     advanced = True
                 epoch = -1 if completed.last_epoch is None else completed.last_epoch
-                fetch.add(tp, records, advanced, OffsetAndMetadata(completed.next_fetch_offset, "", epoch))
+                next_offset = _new_tuple(OffsetAndMetadata, (completed.next_fetch_offset, "", epoch))
+                fetch.add(tp, records, advanced, next_offset)
                 self._collected.append(tp)
                 return len(records)
             log.debug("ignoring fetched records for %s at offset %d: the position is %s", tp,
                       completed.next_fetch_offset, position)
         completed.drain()
         return 0
+
+    def _collect_empty(self, fetch_buffer: FetchBuffer, fetch: Fetch, paused: list[CompletedFetch]) -> None:
+        """``initialize`` then ``_fetch_records`` of the fresh answers without records, error
+        or read replica at the head of the buffer (``peek_empty_answers``), with the same
+        outcome for each, in order, in one call into SubscriptionState
+        (``apply_empty_fetches``): its offsets are taken only if the position still is its
+        fetch offset; then a paused partition's answer is kept for later, an unfetchable
+        one's dropped, and a fetchable one's next offset (no records, so no epoch) and lag
+        and lead are recorded as for any partition whose records were taken (none here).
+        They leave the buffer only then, so until then their partitions count as buffered,
+        as a fetch being read does. None takes from the records budget."""
+        answers = fetch_buffer.peek_empty_answers()
+        outcomes = self._subscriptions.apply_empty_fetches(answers)
+        next_offsets = fetch.next_offsets
+        collected = self._collected
+        done = []
+        for completed, outcome in zip(answers, outcomes):
+            tp = completed.partition
+            if outcome == EMPTY_FETCH_FETCHED:
+                # Fetch.add with no records and no position moved leaves only this.
+                next_offsets[tp] = _new_tuple(OffsetAndMetadata, (completed.next_fetch_offset, "", -1))
+                collected.append(tp)
+                done.append(completed)
+            elif outcome == EMPTY_FETCH_PAUSED:
+                completed.set_initialized()
+                log.debug("skipping fetched data of paused partition %s; keeping it for later", tp)
+                paused.append(completed)
+            else:
+                if outcome == EMPTY_FETCH_STALE:
+                    log.debug("ignoring fetched data for %s at offset %d: no valid position there any more", tp,
+                              completed.next_fetch_offset)
+                else:
+                    log.debug("not returning fetched records for %s: no longer fetchable", tp)
+                done.append(completed)
+        CompletedFetch.drain_all(done)
+        fetch_buffer.drop_head(answers)
 
     # --- initialization -------------------------------------------------------------------
 
@@ -198,7 +255,7 @@ class FetchCollector:
             log.debug("discarding stale fetch response for %s at offset %d (position %s)", tp, fetch_offset, position)
             completed.drain()
             return None
-        if completed.records_size > 0:
+        if completed.records:
             try:
                 has_batches = completed.has_batches()
             except errors.RecordTooLargeError as exc:

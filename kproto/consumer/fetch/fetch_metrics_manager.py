@@ -35,7 +35,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
+from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, Sensor, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
 if TYPE_CHECKING:
@@ -170,18 +170,23 @@ class FetchMetricsManager:
         now = self.metrics.time_ms()
         max_lag: Optional[int] = None
         min_lead: Optional[int] = None
+        # Each value with its sensor, in order, in two lists (no pair made per value).
+        sensors: list[Sensor] = []
+        values: list[float] = []
+        add_sensor, add_value = sensors.append, values.append
         # Partitions unassigned meanwhile (the KIP-848 background thread reconciles) are left out.
         for tp, lag, lead in self.subscriptions.lags_and_leads(partitions, self.isolation_level):
             if lag is not None:
                 if max_lag is None or lag > max_lag:
                     max_lag = lag
-                sensor = lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max)
-                sensor.record(lag, now)
+                add_sensor(lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max))
+                add_value(lag)
             if lead is not None:
                 if min_lead is None or lead < min_lead:
                     min_lead = lead
-                sensor = lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min)
-                sensor.record(lead, now)
+                add_sensor(lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min))
+                add_value(lead)
+        Sensor.record_each(sensors, values, now)
         if max_lag is not None:
             self.records_lag.record(max_lag, now)
         if min_lead is not None:
@@ -248,5 +253,22 @@ class FetchMetricsAggregator:
                 totals[0] += nbytes
                 totals[1] += nrecords
             if self._unrecorded:
+                return
+        self._manager.record_fetched(self._bytes, self._records, self._topics)
+
+    def record_empty(self, partitions: list[TopicPartition]) -> None:
+        """``record(tp, 0, 0)`` for each of ``partitions`` (answers without records), under
+        one lock: each counts once, and its topic among the response's topics."""
+        with self._lock:
+            unrecorded = self._unrecorded
+            topics = self._topics
+            reported = False
+            for tp in partitions:
+                if tp in unrecorded:
+                    unrecorded.discard(tp)
+                    reported = True
+                    if tp.topic not in topics:
+                        topics[tp.topic] = [0, 0]
+            if unrecorded or not reported:
                 return
         self._manager.record_fetched(self._bytes, self._records, self._topics)

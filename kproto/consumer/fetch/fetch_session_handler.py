@@ -129,14 +129,18 @@ class FetchSessionHandler:
             self._next: dict[TopicPartition, PartitionData] = {}
             self._topic_names: dict[uuid.UUID, str] = {}
             self._partitions_without_topic_ids = 0
+            self._last_topic_id: Optional[uuid.UUID] = None  # the last one add() recorded
 
         def add(self, tp: TopicPartition, data: PartitionData) -> None:
             self._next[tp] = data
-            # UUIDs compared by their ints: UUID.__eq__ is a Python call, paid per partition.
-            if not data.topic_id.int:
+            # UUIDs compared by their ints: UUID.__eq__ and __hash__ are Python calls, paid
+            # per partition; the partitions of a topic come in a row with the same id object.
+            topic_id = data.topic_id
+            if not topic_id.int:
                 self._partitions_without_topic_ids += 1
-            else:
-                self._topic_names.setdefault(data.topic_id, tp.topic)
+            elif topic_id is not self._last_topic_id:
+                self._topic_names.setdefault(topic_id, tp.topic)
+                self._last_topic_id = topic_id
 
         def build(self) -> FetchRequestData:
             handler = self._handler

@@ -11,10 +11,12 @@ from kproto.consumer.fetch.completed_fetch import CompletedFetch
 from kproto.consumer.fetch.fetch_buffer import FetchBuffer
 from kproto.consumer.fetch.fetch_collector import FetchCollector
 from kproto.consumer.fetch.fetch_config import FetchConfig
+from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages import FetchResponse
+from kproto.metrics import Metrics, by_group
 from kproto.records import build_batch, build_control_batch
-from kproto.structs import TopicPartition
+from kproto.structs import OffsetAndMetadata, TopicPartition
 from tests.threads import TestThread
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -116,6 +118,58 @@ def test_paused_partition_data_kept_for_later():
     assert buf.buffered_partitions() == {T0}
     subs.resume(T0)
     assert offsets(collector.collect_fetch(buf), T0) == [1]
+
+
+def test_empty_answer_takes_its_offsets_only_at_the_position():
+    subs, buf, collector, _ = setup(positions={T0: 5, T1: 5})
+    # T0's answer is for its position; T1's for an older one (a seek since): stale.
+    buf.add_all([cf(T0, 5, hw=10, lso=8, log_start=2), cf(T1, 3, hw=30, lso=30, log_start=1)])
+    fetch = collector.collect_fetch(buf)
+    assert fetch.is_empty() and fetch.next_offsets == {T0: OffsetAndMetadata(5, "", -1)}
+    assert (subs.high_watermark(T0), subs.last_stable_offset(T0), subs.log_start_offset(T0)) == (10, 8, 2)
+    assert (subs.high_watermark(T1), subs.last_stable_offset(T1), subs.log_start_offset(T1)) == (None, None, None)
+    assert subs.position(T0).offset == 5 and subs.position(T1).offset == 5
+    assert buf.buffered_partitions() == set()
+    # A partition awaiting a reset since the fetch was sent: its answer is ignored.
+    subs.request_offset_reset(T0)
+    buf.add(cf(T0, 5, hw=99))
+    assert collector.collect_fetch(buf).next_offsets == {} and subs.high_watermark(T0) == 10
+    assert buf.buffered_partitions() == set()
+
+
+def test_empty_answer_of_a_paused_or_revoked_partition():
+    subs, buf, collector, _ = setup()
+    subs.pause(T0)
+    subs.mark_pending_revocation([T1])
+    buf.add_all([cf(T0, 0, hw=10), cf(T1, 0, hw=20)])
+    assert collector.collect_fetch(buf).next_offsets == {}
+    # Both still had their positions, so both answers' offsets are taken; the paused
+    # partition's answer waits for resume, the revoked one's is dropped.
+    assert subs.high_watermark(T0) == 10 and subs.high_watermark(T1) == 20
+    assert buf.buffered_partitions() == {T0}
+    subs.resume(T0)
+    assert collector.collect_fetch(buf).next_offsets == {T0: OffsetAndMetadata(0, "", -1)}
+    assert buf.buffered_partitions() == set()
+
+
+def test_empty_answers_record_lag_lead_and_count_in_the_response_totals():
+    subs, buf, _, _ = setup(positions={T0: 0, T1: 4})
+    metrics = Metrics()
+    manager = FetchMetricsManager(metrics, subs)
+    collector = FetchCollector(subs, FetchConfig(), time_ms=lambda: 1000, metrics_manager=manager)
+    data = batch(0, 3)
+    fetches = [cf(T0, 0, data, hw=10, log_start=0), cf(T1, 4, hw=7, log_start=1)]
+    aggregator = manager.new_aggregator([T0, T1])
+    for completed in fetches:
+        completed.metric_aggregator = aggregator
+    buf.add_all(fetches)
+    assert offsets(collector.collect_fetch(buf), T0) == [0, 1, 2]
+    tagged = {(m.name, m.tags["partition"]): v.value() for m, v in metrics.metrics.items() if "partition" in m.tags}
+    assert (tagged[("records-lag", "0")], tagged[("records-lead", "0")]) == (7, 3)
+    assert (tagged[("records-lag", "1")], tagged[("records-lead", "1")]) == (3, 3)
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert (values["records-consumed-total"], values["bytes-consumed-total"]) == (3, len(data))
+    assert (values["records-lag-max"], values["records-lead-min"]) == (7, 3)
 
 
 def test_control_only_fetch_advances_position_without_records():

@@ -12,7 +12,7 @@ import pytest
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, LatestExtremeAvg, Max, Meter, MetricConfig, MetricName,
-                            Metrics, Min, Rate, Value, WindowedCount, WindowedSum, by_group)
+                            Metrics, Min, Rate, Sensor, Value, WindowedCount, WindowedSum, by_group)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import TopicPartition
 
@@ -139,6 +139,27 @@ def test_sensor_records_into_parents_and_reads_at_the_clock():
     assert child.add(metrics.metric_name("one-max", "g"), Max()) is False
 
 
+def test_record_each_records_as_record_does():
+    values = {}
+    for batched in (False, True):
+        metrics = Metrics(CONFIG, time_ms=FakeClock(0))
+        parent = metrics.sensor("all")
+        parent.add(metrics.metric_name("all-avg", "g"), Avg())
+        one = metrics.sensor("one", parents=[parent])
+        one.add(LatestExtremeAvg(metrics.metric_name("one", "g"), metrics.metric_name("one-max", "g"),
+                                 metrics.metric_name("one-avg", "g")))
+        two = metrics.sensor("two")
+        two.add(metrics.metric_name("two-min", "g"), Min())
+        pairs = [(one, 5), (two, 4), (one, 9), (two, 2), (one, 1)]
+        if batched:
+            Sensor.record_each([s for s, _ in pairs], [v for _, v in pairs], 100)
+        else:
+            for sensor, value in pairs:
+                sensor.record(value, 100)
+        values[batched] = {name.name: m.value(200) for name, m in metrics.metrics.items()}
+    assert values[True] == values[False] == {"all-avg": 5, "one": 1, "one-max": 9, "one-avg": 5, "two-min": 2}
+
+
 class Reporter:
     def __init__(self):
         self.events = []
@@ -260,6 +281,27 @@ def test_response_totals_are_recorded_once_every_partition_reported():
     per_topic = {m.name: v.value() for m, v in metrics.metrics.items() if m.tags.get("topic") == "t"
                  and "partition" not in m.tags}
     assert per_topic["bytes-consumed-total"] == 150 and per_topic["records-consumed-total"] == 5
+
+
+def test_answers_without_records_count_once_in_the_response_totals():
+    metrics = Metrics(CONFIG, time_ms=FakeClock())
+    manager = FetchMetricsManager(metrics, _subscriptions(TP0, TP1))
+    other = TopicPartition("u", 0)
+    aggregator = manager.new_aggregator([TP0, TP1, other])
+    aggregator.record_empty([TP1, other])
+    aggregator.record_empty([TP1])           # a partition reports once
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert values["records-consumed-total"] == 0 and math.isnan(values["fetch-size-avg"])
+    aggregator.record(TP0, 100, 4)
+    values = by_group(metrics)["consumer-fetch-manager-metrics"]
+    assert (values["bytes-consumed-total"], values["records-consumed-total"]) == (100, 4)
+    # Topic u had only an empty answer: it is among the response's topics, with nothing.
+    per_topic = {(m.tags["topic"], m.name): v.value() for m, v in metrics.metrics.items()
+                 if "topic" in m.tags and "partition" not in m.tags}
+    assert per_topic[("u", "bytes-consumed-total")] == 0 and per_topic[("u", "records-consumed-total")] == 0
+    assert per_topic[("t", "bytes-consumed-total")] == 100
+    aggregator.record_empty([TP1])           # all reported: nothing more is recorded
+    assert by_group(metrics)["consumer-fetch-manager-metrics"]["bytes-consumed-total"] == 100
 
 
 def test_poll_timing_on_a_fake_clock():
