@@ -13,6 +13,7 @@ import time
 import pytest
 
 from kproto import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from tests.support.group_protocols import GROUP_PROTOCOLS
 from tests.support.reading import assert_same, consume
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
@@ -115,12 +116,10 @@ def test_auto_commit_on_close_in_assign_mode(broker):
         assert {tp: reader.committed(tp) for tp in tps} == positions
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
 def test_periodic_auto_commit_of_returned_positions(broker, protocol):
     """Auto-commit runs from poll() every auto_commit_interval_ms, committing the positions
     of records already returned, with no close() and no explicit commit."""
-    if protocol == "consumer" and "kip848" not in broker.capabilities:
-        pytest.skip("the broker has no KIP-848 group coordinator")
     topic = broker.new_topic(partitions=2)
     written = broker.produce(topic, 60)
     tps = [TopicPartition(topic, p) for p in range(2)]

@@ -11,9 +11,10 @@ import time
 import pytest
 
 from kproto import AsyncConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition, errors
+from tests.support.group_protocols import GROUP_PROTOCOLS
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
-ENGINES = pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+ENGINES = pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
 CONFIG = dict(auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
 
 
@@ -51,14 +52,9 @@ class CommitOnRevoke(AsyncConsumerRebalanceListener):
         self.events.append(("revoked", frozenset(revoked)))
 
 
-def needs_engine(broker, group_protocol: str) -> None:
-    if group_protocol == "consumer" and "kip848" not in broker.capabilities:
-        pytest.skip("{} lacks KIP-848 groups".format(broker.name))
-
 
 @ENGINES
 def test_async_callbacks_run_to_completion_and_the_revoke_commit_lands(broker, group_protocol):
-    needs_engine(broker, group_protocol)
     topic = broker.new_topic(partitions=2)
     written = broker.produce(topic, 20)
     group = group_name(group_protocol)
@@ -95,7 +91,6 @@ def test_async_callbacks_run_to_completion_and_the_revoke_commit_lands(broker, g
 
 @ENGINES
 def test_async_listener_polled_inside_a_running_loop_is_a_clear_error(broker, group_protocol):
-    needs_engine(broker, group_protocol)
     topic = broker.new_topic(partitions=1)
     listener = CommitOnRevoke()
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group_name(group_protocol),

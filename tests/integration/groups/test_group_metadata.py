@@ -8,14 +8,13 @@ import time
 import pytest
 
 from kproto import ConsumerGroupMetadata, KafkaConsumer, structs
+from tests.support.group_protocols import GROUP_PROTOCOLS
 
 pytestmark = pytest.mark.broker_kinds("mock", "apache_kafka")
 
 
-@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("group_protocol", GROUP_PROTOCOLS)
 def test_group_metadata_through_join_and_leave(broker, group_protocol):
-    if group_protocol == "consumer" and "kip848" not in broker.capabilities:
-        pytest.skip("{} lacks KIP-848 groups".format(broker.name))
     kafka_structs = pytest.importorskip("kafka.structs")
     topic = broker.new_topic(partitions=1)
     group = "metadata-{}-{}".format(group_protocol, time.monotonic_ns())
