@@ -83,16 +83,29 @@ def check_crcs_together(completed: list["CompletedFetch"]) -> None:
     report the corrupt batch when it is reached, as they would have.
     """
     check = BatchCrcCheck()
+    found = _add_fetches(check, completed)
+    # One batch costs the same either way: leave it to its own check.
+    if check.batches > 1 and check.ok():
+        _vouch(found)
+
+
+def _add_fetches(check: BatchCrcCheck,
+                 fetches: list["CompletedFetch"]) -> list[tuple["CompletedFetch", frozenset[int]]]:
+    """Queue in ``check`` the batches of ``fetches`` that want a CRC check (checks on, data
+    held, not drained); each such fetch with the batch starts its check covers."""
     found = []
-    for cf in completed:
-        if cf._check_crcs and cf.records:
+    for cf in fetches:
+        if cf._check_crcs and cf.records and not cf.is_consumed:
             starts = check.add(cf.records)
             if starts:
                 found.append((cf, starts))
-    # One batch costs the same either way: leave it to its own check.
-    if check.batches > 1 and check.ok():
-        for cf, starts in found:
-            cf.crc_verified = starts
+    return found
+
+
+def _vouch(found: list[tuple["CompletedFetch", frozenset[int]]]) -> None:
+    """A combined check held: each fetch skips its covered batches' own checks."""
+    for cf, starts in found:
+        cf.crc_verified = starts
 
 
 # CrcPrecheck drops fetches the buffer dropped once it holds this many unchecked ones.
@@ -149,18 +162,13 @@ class CrcPrecheck:
             if not self._pending:
                 return False
             check = self._check = BatchCrcCheck(max_batch_bytes=None)
-            for cf in self._pending:
-                if cf._check_crcs and cf.records and not cf.is_consumed:
-                    starts = check.add(cf.records)
-                    if starts:
-                        self._found.append((cf, starts))
+            self._found = _add_fetches(check, self._pending)
             self._pending = []
         if check.step(self.slice_bytes):
             return True
         found, self._found, self._check = self._found, [], None
         if found and check.ok():
-            for cf, starts in found:
-                cf.crc_verified = starts
+            _vouch(found)
         return bool(self._pending)
 
 
