@@ -42,5 +42,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["errors", "__version__", "KafkaConsumer", "ConsumerRebalanceListener", "AsyncConsumerRebalanceListener",
-           "TopicPartition",
-           "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "ConsumerGroupMetadata", "IsolationLevel", "KafkaShareConsumer", "AcknowledgeType"]
+           "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord", "ConsumerGroupMetadata",
+           "IsolationLevel", "KafkaShareConsumer", "AcknowledgeType"]
