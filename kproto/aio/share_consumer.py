@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, overload
 
 from kproto.aio.futures import await_event
 from kproto.aio.loop_driver import LoopDriver, LoopNetworkThread
 from kproto.consumer.share import events as ev
-from kproto.consumer.share.acknowledgements import AcknowledgeType
+from kproto.consumer.share.acknowledgements import AcknowledgeType, acknowledge_arguments
 from kproto.consumer.share.share_consumer_config import share_consumer_config
 from kproto.consumer.share.share_consumer_impl import MAX_WAIT_STEP_MS, ShareConsumerImpl
 from kproto.errors import ConsumerStoppedError, IllegalArgumentError, IllegalStateError, KafkaError
@@ -126,8 +126,20 @@ class AIOKafkaShareConsumer:
                 core.application_event_handler.add(ev.ShareFetchEvent(core._take_acks()))
                 asked_at = core._time_ms()
 
-    def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:  # noqa: A002
-        self._running().acknowledge(record, type)
+    @overload
+    def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None: ...  # noqa: A002
+
+    @overload
+    def acknowledge(self, topic: str, partition: int, offset: int, type: Any) -> None: ...  # noqa: A002
+
+    def acknowledge(self, *args: Any, **kwargs: Any) -> None:
+        """``KafkaShareConsumer.acknowledge``'s two forms: a delivered record, or (topic,
+        partition, offset, type) for a record whose delivery failed."""
+        record, where, kind = acknowledge_arguments(args, kwargs)
+        if where is None:
+            self._running().acknowledge(record, kind)
+        else:
+            self._running().acknowledge_offset(*where, kind)
 
     async def commit(self, timeout_ms: Optional[int] = None) -> dict[TopicIdPartition, Optional[BaseException]]:
         core = self._running()

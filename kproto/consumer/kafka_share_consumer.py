@@ -10,9 +10,9 @@ to the engine (``kproto.consumer.share.share_consumer_impl.ShareConsumerImpl``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, overload
 
-from kproto.consumer.share.acknowledgements import AcknowledgeType
+from kproto.consumer.share.acknowledgements import AcknowledgeType, acknowledge_arguments
 from kproto.consumer.thread_confinement import ThreadConfinement
 from kproto.errors import IllegalArgumentError
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
@@ -82,11 +82,26 @@ class KafkaShareConsumer:
         with self._confinement as engine:
             return engine.poll(timeout_ms)
 
-    def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None:  # noqa: A002
-        """Explicit mode: acknowledge one delivered record (ACCEPT, RELEASE, REJECT or RENEW);
-        sent with the next ``poll``, ``commit`` or ``close``."""
+    @overload
+    def acknowledge(self, record: ShareConsumerRecord, type: Any = AcknowledgeType.ACCEPT) -> None: ...  # noqa: A002
+
+    @overload
+    def acknowledge(self, topic: str, partition: int, offset: int, type: Any) -> None: ...  # noqa: A002
+
+    def acknowledge(self, *args: Any, **kwargs: Any) -> None:
+        """Explicit mode, Java's two overloads; sent with the next ``poll``, ``commit`` or ``close``.
+
+        ``acknowledge(record, type=ACCEPT)``: one delivered record (ACCEPT, RELEASE, REJECT
+        or RENEW). ``acknowledge(topic, partition, offset, type)``: a record whose delivery
+        failed (``poll`` raised a ``RecordDeserializationError`` for it, which is released
+        unless acknowledged so before the next ``poll``/``commit``), e.g. REJECT for a
+        poison record; any other offset is an ``IllegalStateError``."""
+        record, where, kind = acknowledge_arguments(args, kwargs)
         with self._confinement as engine:
-            engine.acknowledge(record, type)
+            if where is None:
+                engine.acknowledge(record, kind)
+            else:
+                engine.acknowledge_offset(*where, kind)
 
     def commit(self, timeout_ms: Optional[int] = None) -> dict[TopicIdPartition, Optional[BaseException]]:
         """Send the acknowledgements made so far and wait: ``{partition: None or the error}``."""

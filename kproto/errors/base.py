@@ -10,7 +10,8 @@ the names from ``kproto.errors``, their public home.
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, Optional
 
 
 class KafkaError(Exception):
@@ -273,13 +274,38 @@ class RecordTooLargeError(KafkaError):
     """A record batch is larger than the fetch size; raise ``max_partition_fetch_bytes``."""
 
 
-class RecordDeserializationError(KafkaError):
-    """A key or value deserializer failed; seek past ``offset`` to continue."""
+class DeserializationExceptionOrigin(enum.Enum):
+    """Which deserializer failed (Java's ``RecordDeserializationException.DeserializationExceptionOrigin``)."""
 
-    def __init__(self, message: str, topic_partition: object = None, offset: int = -1) -> None:
+    KEY = "KEY"
+    VALUE = "VALUE"
+
+
+class RecordDeserializationError(KafkaError):
+    """A key or value deserializer failed (Java's ``RecordDeserializationException``).
+
+    Carries what Java's does: ``topic_partition``, ``offset``, ``origin`` (KEY or VALUE,
+    None when unknown), the record's ``timestamp`` and ``timestamp_type``, its raw
+    ``key_buffer`` and ``value_buffer`` (bytes or None) and ``headers``; the deserializer's
+    exception is the ``__cause__``. A plain consumer seeks past ``offset`` to continue; a
+    share consumer in explicit mode may acknowledge the record by offset.
+    """
+
+    Origin = DeserializationExceptionOrigin
+
+    def __init__(self, message: str, topic_partition: object = None, offset: int = -1, *,
+                 origin: Optional[DeserializationExceptionOrigin] = None, timestamp: int = -1,
+                 timestamp_type: int = -1, key_buffer: Optional[bytes] = None,
+                 value_buffer: Optional[bytes] = None, headers: tuple[Any, ...] = ()) -> None:
         super().__init__(message)
         self.topic_partition = topic_partition
         self.offset = offset
+        self.origin = origin
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.key_buffer = key_buffer
+        self.value_buffer = value_buffer
+        self.headers = headers
 
 
 # --- broker error codes --------------------------------------------------------------
@@ -320,5 +346,5 @@ __all__ = [
     "ConcurrentModificationError", "WakeupException", "AuthenticationError",
     "SaslAuthenticationError", "SslAuthenticationError", "CommitFailedError",
     "NoOffsetForPartitionError", "LogTruncationError", "RecordTooLargeError",
-    "RecordDeserializationError", "BrokerResponseError",
+    "RecordDeserializationError", "DeserializationExceptionOrigin", "BrokerResponseError",
 ]

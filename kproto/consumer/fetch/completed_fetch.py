@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Optional
 
 from kproto.errors import CorruptRecordError, KafkaError, RecordDeserializationError
+from kproto.errors import DeserializationExceptionOrigin as Origin
 from kproto.messages.fetch import FetchResponse_PartitionData
 from kproto.records import read_batches, starts_with_whole_batch
 from kproto.records.batch_crcs import BatchCrcCheck
@@ -52,6 +53,18 @@ MIN_DECODE_CHUNK = 64
 
 
 Deserialize = Callable[[str, tuple[tuple[str, Optional[bytes]], ...], Optional[bytes]], Any]
+
+
+def deserialization_error(record: Any, topic_partition: Any, origin: Origin, note: str) -> RecordDeserializationError:
+    """The error for ``record`` (a ConsumerRecord or ShareConsumerRecord with the raw key and
+    value) whose ``origin`` deserializer failed, carrying what Java's
+    ``RecordDeserializationException`` carries; ``note`` says what happens next."""
+    return RecordDeserializationError(
+        "Error deserializing {} for partition {}-{} at offset {}. {}".format(
+            origin.name, record.topic, record.partition, record.offset, note),
+        topic_partition, record.offset, origin=origin, timestamp=record.timestamp,
+        timestamp_type=record.timestamp_type, key_buffer=record.key, value_buffer=record.value,
+        headers=record.headers)
 
 
 def make_deserialize(deserializer: Any) -> Optional[Deserialize]:
@@ -389,14 +402,14 @@ class CompletedFetch:
         topic = record.topic
         headers = record.headers
         key_des, value_des = self._key_deserializer, self._value_deserializer
+        origin = Origin.KEY
         try:
             key = record.key if key_des is None else key_des(topic, headers, record.key)
+            origin = Origin.VALUE
             value = record.value if value_des is None else value_des(topic, headers, record.value)
         except Exception as exc:
-            raise RecordDeserializationError(
-                "Error deserializing key/value for partition {}-{} at offset {}. If needed, please seek past the "
-                "record to continue consumption.".format(topic, record.partition, record.offset),
-                self.partition, record.offset) from exc
+            raise deserialization_error(record, self.partition, origin,
+                                        "If needed, please seek past the record to continue consumption.") from exc
         # The fields around key and value are copied by position: a tuple slice is much
         # cheaper per record than NamedTuple._replace().
         return _new_record(ConsumerRecord, record[:_KEY] + (key, value) + record[_KEY + 2:])

@@ -1,7 +1,8 @@
 """Acknowledgements of acquired records (Java's ``AcknowledgeType`` and ``Acknowledgements``).
 
-Owns the acknowledgement types, one partition's acknowledgements as an offset -> type
-map, and their wire form: ``to_batches`` turns them into ascending, non-overlapping
+Owns the acknowledgement types, the two argument forms of ``acknowledge``
+(``acknowledge_arguments``), one partition's acknowledgements as an offset -> type map,
+and their wire form: ``to_batches`` turns them into ascending, non-overlapping
 ``(first_offset, last_offset, [type])`` batches, one per run of consecutive offsets with
 the same type, the form ShareFetch and ShareAcknowledge carry. A set of acknowledgements
 also carries its outcome once the broker answered (``complete``): None, or the error the
@@ -14,7 +15,8 @@ partition's answer (or the whole request) failed with.
 from __future__ import annotations
 
 import enum
-from typing import Iterable, Optional
+import inspect
+from typing import Any, Iterable, Optional
 
 from kproto.errors import IllegalArgumentError
 
@@ -43,6 +45,41 @@ def acknowledge_type(value: object) -> AcknowledgeType:
         pass
     raise IllegalArgumentError("unknown acknowledgement type {!r} (one of {})".format(
         value, ", ".join(t.name for t in AcknowledgeType)))
+
+
+def acknowledge_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]
+                          ) -> tuple[Any, Optional[tuple[str, int, int]], AcknowledgeType]:
+    """The arguments of ``KafkaShareConsumer.acknowledge``, whose two forms are Java's two
+    overloads: ``(record, type=ACCEPT)`` gives ``(record, None, type)``;
+    ``(topic, partition, offset, type)`` (a record that failed to be delivered, type
+    required as in Java) gives ``(None, (topic, partition, offset), type)``. Three or more
+    arguments (or ``topic=``) pick the second form: the first takes at most two."""
+    by_offset = "topic" in kwargs or len(args) + len(kwargs) >= 3
+    try:
+        bound = inspect.signature(_by_offset if by_offset else _by_record).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise IllegalArgumentError("acknowledge(record, type=ACCEPT) or acknowledge(topic, partition, offset, type): "
+                                   "{}".format(exc)) from None
+    bound.apply_defaults()
+    given = bound.arguments
+    kind = acknowledge_type(given["type"])
+    if not by_offset:
+        return given["record"], None, kind
+    topic, partition, offset = given["topic"], given["partition"], given["offset"]
+    if not isinstance(topic, str) or not topic:
+        raise IllegalArgumentError("topic must be a non-empty str, not {!r}".format(topic))
+    for name, value in (("partition", partition), ("offset", offset)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise IllegalArgumentError("{} must be an int >= 0, not {!r}".format(name, value))
+    return None, (topic, partition, offset), kind
+
+
+def _by_record(record: Any, type: Any = AcknowledgeType.ACCEPT) -> None:  # noqa: A002
+    """The signature of ``acknowledge(record, type)``."""
+
+
+def _by_offset(topic: Any, partition: Any, offset: Any, type: Any) -> None:  # noqa: A002
+    """The signature of ``acknowledge(topic, partition, offset, type)``."""
 
 
 class Acknowledgements:

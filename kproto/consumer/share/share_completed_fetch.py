@@ -10,9 +10,10 @@ delivery_count)``, ascending) and what was handed out of them. Rules:
 * acquired offsets with no record to return (control records, compacted or missing
   offsets) become ``GAP`` acknowledgements once the fetch is consumed (``take_gaps``), so
   the broker moves past them instead of redelivering them when the lock expires;
-* a record whose key or value fails to deserialize is released (``RELEASE``: it comes
-  back with delivery_count + 1, and is archived at the delivery limit); the error is raised
-  once the records before it were returned.
+* a record whose key or value fails to deserialize is handed out as a
+  ``RecordDeserializationError`` instead (once the records before it were returned) and
+  counts as delivered, so it is no GAP: the consumer acknowledges it (``RELEASE`` unless
+  the application says otherwise by offset, Java's ``ShareInFlightBatchException``).
 
 The node the response came from is kept: acknowledgements go back to it; so is the
 acquisition lock duration the response gave (Java's ``ShareInFlightBatch``).
@@ -23,8 +24,9 @@ from __future__ import annotations
 import bisect
 from typing import Any, Optional
 
-from kproto.consumer.fetch.completed_fetch import Deserialize
-from kproto.consumer.share.acknowledgements import GAP, Acknowledgements, AcknowledgeType
+from kproto.consumer.fetch.completed_fetch import Deserialize, deserialization_error
+from kproto.consumer.share.acknowledgements import GAP, Acknowledgements
+from kproto.errors import DeserializationExceptionOrigin as Origin
 from kproto.errors import KafkaError, RecordDeserializationError
 from kproto.records import read_batches
 from kproto.structs import ConsumerRecord, ShareConsumerRecord, TopicIdPartition
@@ -53,8 +55,7 @@ class ShareCompletedFetch:
         self._pending: list[ShareConsumerRecord] = []  # decoded, acquired, not yet returned
         self._index = 0
         self._next_offset = self.acquired[0][0] if self.acquired else 0
-        self.delivered: set[int] = set()
-        self.released = Acknowledgements()  # records that failed to deserialize
+        self.delivered: set[int] = set()  # returned, or raised as a RecordDeserializationError
         self._error: Optional[KafkaError] = None
         self.is_consumed = not self.acquired
         self._gaps_taken = False
@@ -100,7 +101,7 @@ class ShareCompletedFetch:
             try:
                 record = self._deserialize(raw)
             except RecordDeserializationError as exc:
-                self.released.add(raw.offset, AcknowledgeType.RELEASE)
+                self.delivered.add(raw.offset)
                 if out:
                     self._error = exc
                     break
@@ -166,20 +167,21 @@ class ShareCompletedFetch:
         if key_des is None and value_des is None:
             return raw
         topic, headers = raw[0], raw[8]
+        origin = Origin.KEY
         try:
             key = raw[6] if key_des is None else key_des(topic, headers, raw[6])
+            origin = Origin.VALUE
             value = raw[7] if value_des is None else value_des(topic, headers, raw[7])
         except Exception as exc:
-            raise RecordDeserializationError(
-                "Error deserializing key/value for partition {}-{} at offset {}; the record was released".format(
-                    topic, raw.partition, raw.offset), self.partition.topic_partition, raw.offset) from exc
+            raise deserialization_error(
+                raw, self.partition.topic_partition, origin,
+                "The record is released unless it is acknowledged by offset (explicit mode).") from exc
         return _new(ShareConsumerRecord, raw[:6] + (key, value) + raw[8:])
 
     # --- what is left ---------------------------------------------------------------------
 
     def take_gaps(self) -> Acknowledgements:
-        """Once consumed: GAP for every acquired offset that had no record, plus the
-        records released because they failed to deserialize. Empty on later calls."""
+        """Once consumed: GAP for every acquired offset that had no record. Empty on later calls."""
         acks = Acknowledgements()
         if self._gaps_taken or not self.is_consumed:
             return acks
@@ -188,7 +190,6 @@ class ShareCompletedFetch:
             for offset in range(first, last + 1):
                 if offset not in self.delivered:
                     acks.add(offset, GAP)
-        acks.add_all(self.released)
         return acks
 
     def __repr__(self) -> str:

@@ -12,6 +12,13 @@ session generation that delivered it) and the acknowledgements made since the la
   the ``ShareFetchBuffer``, waiting for data until its timeout;
 - ``acknowledge`` is only legal in explicit mode, once per delivered record; anything else
   is an ``IllegalStateError`` and nothing is sent;
+- a record that failed to deserialize reaches the application as the
+  ``RecordDeserializationError`` a ``poll`` raises, and is ``RELEASE``d with the next
+  acknowledgements unless, in explicit mode, the application acknowledges it by offset
+  first (``acknowledge_offset``: Java's ``acknowledge(topic, partition, offset, type)``
+  over ``ShareInFlightBatchException.offsets()``); once those acknowledgements were taken
+  (``poll``, ``commit``, ``close``) the offset can no longer be acknowledged. An error met
+  after records of other partitions were collected is raised by the next ``poll``;
 - RENEW (Java's renewing records): the record stays delivered; the renewal goes out in
   ShareAcknowledge with the next ``poll``/``commit``/``commit_async``, and the next ``poll``
   fetches nothing new but hands the renewed records out again once the broker answered
@@ -48,7 +55,7 @@ from kproto.consumer.share.acknowledgements import Acknowledgements, Acknowledge
 from kproto.consumer.share.share_consumer_config import ShareConsumerConfig
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
-from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, RecordDeserializationError
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
 from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, metrics_view, timed_poll
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
@@ -92,6 +99,11 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         # Implicit mode needs no look-ups: what the last poll returned, per partition.
         self._implicit_batch: list[tuple[AckKey, list[int]]] = []
         self._acks: dict[AckKey, Acknowledgements] = {}
+        # Records whose delivery failed (a RecordDeserializationError was raised for them) and
+        # whose default RELEASE is still in _acks: (topic, partition, offset) -> ack key.
+        self._failed: dict[tuple[str, int, int], AckKey] = {}
+        # An error met while collecting after records were taken: the next poll raises it.
+        self._deferred_error: Optional[tuple[AckKey, KafkaError]] = None
         # RENEW (Java's ShareInFlightBatch renewing/renewed records): records acknowledged
         # with RENEW and not sent yet, and those sent (each lot with the future of its answer,
         # {TopicIdPartition: error or None}); the next poll hands the renewed ones out again.
@@ -154,6 +166,7 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
 
     def _take_acks(self) -> list[ev.AckEntry]:
         acks, self._acks = self._acks, {}
+        self._failed.clear()  # their acknowledgements go now: no override any more
         return [ev.AckEntry(node, gen, tip, a) for (node, gen, tip), a in acks.items() if a]
 
     def _add_ack(self, key: AckKey, offset: int, type_: int) -> None:
@@ -227,6 +240,7 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         self._delivered.clear()  # explicit mode: the closing session releases them
         self._renewing.clear()
         self._renewals.clear()
+        self._deferred_error = None  # its record is released with the sessions
         self.fetch_buffer.drain()  # not handed out: released with the sessions
         close = ev.ShareAcknowledgeOnCloseEvent(self._take_acks(), deadline)
         self.application_event_handler.add(close)
@@ -316,6 +330,9 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         return out
 
     def _collect(self) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        if self._deferred_error is not None:
+            (key, error), self._deferred_error = self._deferred_error, None
+            self._raise_fetch_error(key, error)
         out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         left = self.max_poll_records
         while left > 0:
@@ -325,11 +342,12 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
             key = (fetch.node_id, fetch.generation, fetch.partition)
             try:
                 records = fetch.fetch_records(left)
-            except KafkaError:
+            except KafkaError as exc:
                 self._take_gaps(fetch, key)
                 if out:
-                    break  # the error comes on the next poll
-                raise
+                    self._deferred_error = (key, exc)  # the error comes on the next poll
+                    break
+                self._raise_fetch_error(key, exc)
             if self.explicit:
                 for record in records:
                     self._delivered[(record.topic, record.partition, record.offset)] = (key, record.delivery_count)
@@ -345,6 +363,16 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
                 self._take_gaps(fetch, key)
                 self.fetch_buffer.remove(fetch)
         return out
+
+    def _raise_fetch_error(self, key: AckKey, error: KafkaError) -> None:
+        """Raise ``error`` to the application; a record that failed to deserialize is
+        RELEASEd by default and may be acknowledged by offset until the acknowledgements
+        are taken (Java's ``ShareCompletedFetch``/``ShareFetch``)."""
+        if isinstance(error, RecordDeserializationError) and error.offset >= 0:
+            tip = key[2]
+            self._failed[(tip.topic, tip.partition, error.offset)] = key
+            self._add_ack(key, error.offset, AcknowledgeType.RELEASE)
+        raise error
 
     def _take_gaps(self, fetch: Any, key: AckKey) -> None:
         for offset, type_ in fetch.take_gaps().items():
@@ -380,6 +408,26 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
             self._renewing.pop(where, None)
             del self._delivered[where]
         self._add_ack(key, record.offset, kind)
+
+    def acknowledge_offset(self, topic: str, partition: int, offset: int, type_: Any) -> None:
+        """Explicit mode: acknowledge a record whose delivery failed (a ``poll`` raised a
+        ``RecordDeserializationError`` for it) instead of the default RELEASE."""
+        self._check_open()
+        if not self.explicit:
+            raise IllegalStateError("If you acknowledge records, set share_acknowledgement_mode='explicit' "
+                                    "(this consumer uses implicit acknowledgement)")
+        kind = acknowledge_type(type_)
+        key = self._failed.get((topic, partition, offset))
+        if key is None:
+            raise IllegalStateError(
+                "The record cannot be acknowledged: {}-{} offset {} is not a record whose delivery failed since the "
+                "last poll/commit".format(topic, partition, offset))
+        if kind is AcknowledgeType.RENEW:
+            # Never handed out, so never handed out again either: a renewed lock would only
+            # hold the record until it expires.
+            raise IllegalStateError("The record cannot be renewed: {}-{} offset {} failed to be delivered".format(
+                topic, partition, offset))
+        self._add_ack(key, offset, kind)
 
     def commit(self, timeout_ms: Optional[int] = None) -> dict[TopicIdPartition, Optional[BaseException]]:
         self._check_open()

@@ -9,7 +9,7 @@ import pytest
 
 from kproto.consumer.fetch.completed_fetch import (MIN_DECODE_CHUNK, CompletedFetch, RecordDeserializationError,
                                                    make_deserialize)
-from kproto.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
+from kproto.errors import CorruptRecordError, DeserializationExceptionOrigin, KafkaError, UnsupportedCodecError
 from kproto.messages import FetchResponse
 from kproto.records import RecordBatchBuilder, build_batch, build_control_batch
 from kproto.structs import ConsumerRecord, IsolationLevel, TopicPartition
@@ -129,10 +129,24 @@ def test_deserializer_failure_raised_only_without_records():
     assert [r.value for r in first] == [1]  # stops before the bad record, returns what it has
     with pytest.raises(RecordDeserializationError) as info:
         cf.fetch_records(10)
-    assert info.value.offset == 1 and info.value.topic_partition == TP
+    error = info.value
+    assert error.offset == 1 and error.topic_partition == TP
+    # What Java's RecordDeserializationException carries: origin, the raw record, the cause.
+    assert (error.origin, error.key_buffer, error.value_buffer, error.headers) == (
+        DeserializationExceptionOrigin.VALUE, None, b"bad", ())
+    assert error.timestamp == first[0].timestamp and error.timestamp_type == first[0].timestamp_type
+    assert isinstance(error.__cause__, ValueError)
     with pytest.raises(RecordDeserializationError):
         cf.fetch_records(10)  # no silent skipping
     assert cf.next_fetch_offset == 1
+
+
+def test_a_failing_key_deserializer_is_the_key_origin():
+    data = build_batch([(b"k", b"1", [("h", b"x")])], base_offset=0)
+    with pytest.raises(RecordDeserializationError) as info:
+        completed(data, key_deserializer=make_deserialize(int)).fetch_records(1)
+    assert (info.value.origin, info.value.key_buffer, info.value.value_buffer, info.value.headers) == (
+        DeserializationExceptionOrigin.KEY, b"k", b"1", (("h", b"x"),))
 
 
 def test_corrupt_batch_raises_clear_error():

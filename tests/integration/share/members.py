@@ -1,5 +1,5 @@
 """What the share-group tests have in common: a group name, a member, polling until done,
-and reading beside a librdkafka share consumer."""
+reading beside a librdkafka share consumer, and the acknowledgements sent on the wire."""
 
 from __future__ import annotations
 
@@ -88,3 +88,18 @@ def read_beside_confluent_member(confluent_kafka: Any, broker: Any, group: str, 
         stop.set()
         thread.join(30)
     return seen
+
+
+def acknowledged(wire: Any) -> Counter:
+    """(offset, type) -> how often it was sent, in ShareFetch and ShareAcknowledge
+    (``wire``: a :class:`tests.wire_log.WireLog`)."""
+    sent: Counter = Counter()
+    for api in ("ShareFetch", "ShareAcknowledge"):
+        for e in wire.sent(api):
+            for t in e.tree["topics"]:
+                for p in t["partitions"]:
+                    for b in p["acknowledgement_batches"]:
+                        types = b["acknowledge_types"]
+                        for i, offset in enumerate(range(b["first_offset"], b["last_offset"] + 1)):
+                            sent[(offset, types[i] if len(types) > 1 else types[0])] += 1
+    return sent

@@ -39,8 +39,8 @@ from kproto import AcknowledgeType
 from kproto.errors import InvalidRecordStateError
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
 from tests.brokers import raw
-from tests.integration.share.members import (DEADLINE_S, earliest_group, read_beside_confluent_member, read_until,
-                                             records, share_consumer)
+from tests.integration.share.members import (DEADLINE_S, acknowledged, earliest_group, read_beside_confluent_member,
+                                             read_until, records, share_consumer)
 from tests.wire_log import WireLog
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -60,20 +60,6 @@ def acquired(wire: WireLog) -> list[tuple[int, int, int]]:
     return [(a["first_offset"], a["last_offset"], a["delivery_count"])
             for e in wire.received("ShareFetch") for t in e.tree["responses"] for p in t["partitions"]
             for a in p["acquired_records"]]
-
-
-def acknowledged(wire: WireLog) -> Counter:
-    """(offset, type) -> how often it was sent, in ShareFetch and ShareAcknowledge."""
-    sent: Counter = Counter()
-    for api in ("ShareFetch", "ShareAcknowledge"):
-        for e in wire.sent(api):
-            for t in e.tree["topics"]:
-                for p in t["partitions"]:
-                    for b in p["acknowledgement_batches"]:
-                        types = b["acknowledge_types"]
-                        for i, offset in enumerate(range(b["first_offset"], b["last_offset"] + 1)):
-                            sent[(offset, types[i] if len(types) > 1 else types[0])] += 1
-    return sent
 
 
 def partition_errors(wire: WireLog) -> list:

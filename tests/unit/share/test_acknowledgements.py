@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 
-from kproto.consumer.share.acknowledgements import GAP, Acknowledgements, AcknowledgeType, acknowledge_type
+from kproto.consumer.share.acknowledgements import (GAP, Acknowledgements, AcknowledgeType, acknowledge_arguments,
+                                                   acknowledge_type)
 from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 from kproto.consumer.share.share_session_handler import FINAL_EPOCH, ShareFetchParams, ShareSessionHandler
 from kproto.errors import IllegalArgumentError, RecordDeserializationError, UnsupportedVersionError
@@ -54,6 +55,20 @@ def test_acknowledge_type_accepts_enum_name_or_code_and_refuses_others():
             acknowledge_type(bad)
 
 
+def test_acknowledge_takes_java_s_two_forms():
+    record = object()
+    assert acknowledge_arguments((record,), {}) == (record, None, AcknowledgeType.ACCEPT)
+    assert acknowledge_arguments((record, "reject"), {}) == (record, None, AcknowledgeType.REJECT)
+    assert acknowledge_arguments(("t", 0, 5, AcknowledgeType.REJECT), {}) == (None, ("t", 0, 5), AcknowledgeType.REJECT)
+    assert acknowledge_arguments((), {"topic": "t", "partition": 1, "offset": 0, "type": 1}) == (
+        None, ("t", 1, 0), AcknowledgeType.ACCEPT)
+    for args in [("t", 0, 5),                 # the type is required by offset, as in Java
+                 ("", 0, 5, 1), (b"t", 0, 5, 1), ("t", -1, 5, 1), ("t", 0, True, 1), ("t", 0, 5, "maybe"),
+                 ("t", 0, 5, 1, 1), (record, 1, 2, 3, 4)]:
+        with pytest.raises(IllegalArgumentError):
+            acknowledge_arguments(args, {})
+
+
 # --- ShareCompletedFetch -------------------------------------------------------------------
 
 
@@ -88,7 +103,7 @@ def test_gaps_wait_until_the_fetch_is_consumed():
     assert not fetch.is_consumed and fetch.take_gaps().items() == []
 
 
-def test_a_record_failing_to_deserialize_is_released_after_the_good_ones_are_returned():
+def test_a_record_failing_to_deserialize_is_raised_after_the_good_ones_are_returned():
     def value(data: bytes) -> str:
         if data == b"v2":
             raise ValueError("bad")
@@ -97,10 +112,12 @@ def test_a_record_failing_to_deserialize_is_released_after_the_good_ones_are_ret
     from kproto.consumer.fetch.completed_fetch import make_deserialize
     fetch = ShareCompletedFetch(1, TIP0, _records(4), [(0, 3, 1)], value_deserializer=make_deserialize(value))
     assert [r.value for r in fetch.fetch_records(10)] == ["v0", "v1"]
-    with pytest.raises(RecordDeserializationError):
+    with pytest.raises(RecordDeserializationError) as info:
         fetch.fetch_records(10)
+    assert (info.value.topic_partition, info.value.offset, info.value.value_buffer) == (TIP0.topic_partition, 2, b"v2")
     assert [r.value for r in fetch.fetch_records(10)] == ["v3"]
-    assert fetch.take_gaps().items() == [(2, AcknowledgeType.RELEASE)]
+    # Counted as delivered (no GAP): the consumer acknowledges it (RELEASE unless told otherwise).
+    assert fetch.is_consumed and fetch.take_gaps().items() == []
 
 
 # --- ShareSessionHandler --------------------------------------------------------------------
