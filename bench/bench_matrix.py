@@ -130,12 +130,14 @@ def child_main(spec: dict) -> None:
     step = spec.get("sample_every") or 0
     mark = [step]
     first = [0.0]
+    first_count = [0]  # records the first delivery handed over
     timer: Optional[ReadTimer] = None  # started just before the read
 
     def progress(count: int, size: int) -> None:  # once per poll
         assert timer is not None
         if count and not first[0]:
             first[0] = time.perf_counter() - timer.start
+            first_count[0] = count
         timer.progress(count, size)
         if step and size >= mark[0]:
             samples.append((size, rss_bytes()))
@@ -176,7 +178,7 @@ def child_main(spec: dict) -> None:
             spec["variant"], "" if aiokafka_compiled() else "not "))
     print("RESULT " + json.dumps({
         "count": tally.count, "value_bytes": tally.value_bytes, "checksum": tally.checksum,
-        "seconds": seconds, "first_s": first[0], "close_s": close_s, "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
+        "seconds": seconds, "first_s": first[0], "first_count": first_count[0], "close_s": close_s, "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
         "rss_before": rss_before, "samples": samples, **extra}), flush=True)
 
 
@@ -224,7 +226,25 @@ def metrics_of(run: dict) -> dict:
             "cpu_per_m": run["cpu_s"] / max(run["count"], 1) * 1e6,
             "peak_rss_mib": run["peak_rss"] / 2**20, "first_s": run["first_s"], "close_s": run.get("close_s", 0.0),
             "gc_share": run.get("gc_s", 0.0) / run["cpu_s"] if run["cpu_s"] else 0.0,
-            "steady_records_s": run["count"] / max(run["seconds"] - run["first_s"], 1e-9)}
+            "steady_records_s": steady_rate(run)}
+
+
+def steady_rate(run: dict) -> Optional[float]:
+    """Records/s after the first delivery (start-up left out): the records handed over after
+    the first poll that returned any, over the time after it. None when that first delivery
+    held nine tenths of the read or more (a client that buffers everything before its first
+    answer, as aiokafka's ``getmany`` may over 1,000 partitions): there is no steady state
+    to time, and the old count over a few microseconds printed billions of records/s."""
+    rest = run["count"] - run.get("first_count", 1)
+    span = run["seconds"] - run["first_s"]
+    if rest < 0.1 * run["count"] or span <= 0:
+        return None
+    return rest / span
+
+
+def median_or_none(values: list) -> Optional[float]:
+    """The median, or None when any run had no value (see :func:`steady_rate`)."""
+    return None if any(v is None for v in values) else statistics.median(values)
 
 
 def log(msg: str) -> None:
@@ -292,7 +312,7 @@ def run_cell(kind: str, size: int, partitions: int, codec: str, variants: list[s
     for variant, runs in cell["runs"].items():
         good = [metrics_of(run) for run in runs or () if "error" not in run]
         if runs and len(good) == len(runs):
-            cell["median"][variant] = {key: statistics.median(m[key] for m in good) for key, _, _ in METRICS}
+            cell["median"][variant] = {key: median_or_none([m[key] for m in good]) for key, _, _ in METRICS}
     for kp in ("kproto", "kproto-nocrc"):
         for column, ref in RATIOS:
             if kp in cell["median"] and ref in cell["median"]:
@@ -324,7 +344,8 @@ def print_tables(kind: str, cells: list[dict], variants: list[str], repeat: int)
                 if cell["runs"].get(v, ()) is None:
                     text = "n/a"
                 elif v in cell["median"]:
-                    text = fmt.format(cell["median"][v][key])
+                    value = cell["median"][v][key]
+                    text = "-" if value is None else fmt.format(value)
                 else:
                     text = "FAILED" if cell["runs"].get(v) else "-"
                 row += "{:>{w}}".format(text, w=width)

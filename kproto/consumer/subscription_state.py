@@ -18,77 +18,43 @@ clears it. An illegal transition raises ``IllegalStateError``.
 
 Thread safety: every public method that writes, or reads more than one field, holds one
 ``RLock``, because the KIP-848 engine's background thread updates assignments and
-watermarks while the application thread seeks, pauses and reads positions. The reads of a
-single field of one partition (``position``, ``is_paused``, ``high_watermark``, ...,
-marked ``@_lock_free``) take no lock (the hot combined calls, ``@_locks_inside``, take
-it themselves, without the wrapper): they look the partition up in ``_states``, a dict
-that is never changed in place (a new one is published whole when the assignment changes),
-and read one attribute, each an atomic step, so they see the value before or after any
-concurrent change, as with the lock. ``assigned_partitions`` and ``paused_partitions`` take
-no lock either: they return a frozenset published whole when the assignment (or the
-paused set) changes, shared by every caller and immutable, so no caller can change the
-state through it and none pays a copy per call. The collector's hot path uses combined calls
-(``fetchable_position``, ``update_fetched_offsets``, ``lags_and_leads``, and
-``apply_empty_fetches`` for a run of answers without records): one lock for what took
-several.
+watermarks while the application thread seeks, pauses and reads positions; one-field reads
+of one partition (``@lock_free``) and the assigned and paused partitions (frozensets
+published whole) take none. ``subscription_locking`` owns these rules and their decorators.
 
-The per-partition state machine and position types live in ``topic_partition_state``
-(re-exported here, where the rest of the consumer imports them from).
+Layout: this module owns the subscription, the assignment, pause and revocation, and the
+fetch-state machine's driving (seeks, positions, resets, OffsetForLeaderEpoch validation).
+``SubscriptionState`` inherits the fetch pipeline's side, the hot path (``fetchable_positions``,
+``update_position``, ``update_fetched_offsets``, ``apply_empty_fetches``, ``lags_and_leads``,
+watermarks, preferred read replicas), from ``SubscriptionFetchPath`` in
+``subscription_fetch_path``. The per-partition state machine and position types live in
+``topic_partition_state``. All are re-exported here, where the rest of the consumer imports
+them from.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
-import inspect
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Optional, Protocol, TypeVar
+from typing import Any, Optional
 
+from kproto.consumer.subscription_fetch_path import (EMPTY_FETCH_FETCHED, EMPTY_FETCH_PAUSED, EMPTY_FETCH_STALE,
+                                                     EMPTY_FETCH_UNFETCHABLE, EmptyAnswer, SubscriptionFetchPath)
+from kproto.consumer.subscription_locking import lock_free, synchronize_public_methods
 from kproto.consumer.topic_partition_state import (AutoOffsetResetStrategy, FetchPosition, FetchState,
                                                    LeaderAndEpoch, LogTruncation, TopicPartitionState)
 from kproto import transition_log
 from kproto.errors import IllegalArgumentError, IllegalStateError, NoOffsetForPartitionError
-from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
+from kproto.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["AutoOffsetResetStrategy", "EmptyAnswer", "EMPTY_FETCH_FETCHED", "EMPTY_FETCH_PAUSED", "EMPTY_FETCH_STALE",
            "EMPTY_FETCH_UNFETCHABLE", "FetchPosition", "FetchState", "LeaderAndEpoch", "LogTruncation",
            "SubscriptionState", "SubscriptionType", "TopicPartitionState"]
 
 log = logging.getLogger("kproto.consumer")
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _synchronized(method: _F) -> _F:
-    @functools.wraps(method)
-    def locked(self: "SubscriptionState", *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-    return locked  # type: ignore[return-value]
-
-
-def _lock_free(method: _F) -> _F:
-    """Mark a one-field read of one partition that needs no lock (see the module docstring)."""
-    method.__lock_free__ = True  # type: ignore[attr-defined]
-    return method
-
-
-def _locks_inside(method: _F) -> _F:
-    """Mark a hot method that takes the lock itself (no wrapper: one call frame less)."""
-    method.__lock_free__ = True  # type: ignore[attr-defined]
-    return method
-
-
-def _synchronize_public_methods(cls: type) -> type:
-    """Make every public method hold the instance's RLock (Java: all methods synchronized),
-    but the ``@_lock_free`` reads."""
-    for name, value in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(value) and not getattr(value, "__lock_free__", False):
-            setattr(cls, name, _synchronized(value))
-    return cls
 
 
 class SubscriptionType(enum.Enum):
@@ -108,26 +74,14 @@ _AUTO_ASSIGNED = frozenset({SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_
                             SubscriptionType.AUTO_PATTERN_RE2J})
 _PATTERNS = frozenset({SubscriptionType.AUTO_PATTERN, SubscriptionType.AUTO_PATTERN_RE2J})
 
-# What apply_empty_fetches found (plain ints: it answers for most partitions of every Fetch).
-EMPTY_FETCH_STALE = 0
-EMPTY_FETCH_PAUSED = 1
-EMPTY_FETCH_UNFETCHABLE = 2
-EMPTY_FETCH_FETCHED = 3
 
+@synchronize_public_methods
+class SubscriptionState(SubscriptionFetchPath):
+    """Subscription, assignment and per-partition fetch state; see the module docstring.
 
-class EmptyAnswer(Protocol):
-    """What ``apply_empty_fetches`` reads of a fetch answer (a ``CompletedFetch``)."""
-
-    partition: TopicPartition
-    next_fetch_offset: int
-    high_watermark: int
-    log_start_offset: int
-    last_stable_offset: int
-
-
-@_synchronize_public_methods
-class SubscriptionState:
-    """Subscription, assignment and per-partition fetch state; see the module docstring."""
+    Java's ``SubscriptionState``; the fetch pipeline's methods are inherited from
+    ``SubscriptionFetchPath`` (the hot path, in its own module).
+    """
 
     SUBSCRIPTION_EXCEPTION_MESSAGE = "Subscription to topics, partitions and pattern are mutually exclusive"
 
@@ -319,11 +273,11 @@ class SubscriptionState:
                         removed=sorted("{}-{}".format(*tp) for tp in old if tp not in self._assignment))
         log.debug("assignment is now %s", list(self._assignment))
 
-    @_lock_free
+    @lock_free
     def assignment_id(self) -> int:
         return self._assignment_id
 
-    @_lock_free
+    @lock_free
     def assigned_partitions(self) -> frozenset[TopicPartition]:
         """The assigned partitions: an immutable snapshot, the same object until the
         assignment changes (callers cannot change the state through it)."""
@@ -332,11 +286,11 @@ class SubscriptionState:
     def assigned_partitions_list(self) -> list[TopicPartition]:
         return list(self._assignment)
 
-    @_lock_free
+    @lock_free
     def num_assigned_partitions(self) -> int:
         return len(self._states)
 
-    @_lock_free
+    @lock_free
     def is_assigned(self, tp: TopicPartition) -> bool:
         return tp in self._states
 
@@ -345,14 +299,6 @@ class SubscriptionState:
         if state is None:
             raise IllegalStateError("No current assignment for partition {}-{}".format(*tp))
         return state
-
-    @_locks_inside
-    def move_partition_to_end(self, tp: TopicPartition) -> None:
-        """Round-robin fairness: a partition just returned goes to the back of the order."""
-        with self._lock:
-            state = self._assignment.pop(tp, None)
-            if state is not None:
-                self._assignment[tp] = state
 
     # --- fetchability, pause and revocation ----------------------------------------------
 
@@ -373,12 +319,12 @@ class SubscriptionState:
         self._state(tp).paused = False
         self._paused = self._paused - {TopicPartition(*tp)}
 
-    @_lock_free
+    @lock_free
     def is_paused(self, tp: TopicPartition) -> bool:
         state = self._states.get(tp)
         return state is not None and state.paused
 
-    @_lock_free
+    @lock_free
     def paused_partitions(self) -> frozenset[TopicPartition]:
         """The paused partitions: an immutable snapshot, replaced whole by pause/resume."""
         return self._paused
@@ -422,11 +368,11 @@ class SubscriptionState:
         else:
             state.seek_unvalidated(position)
 
-    @_lock_free
+    @lock_free
     def position(self, tp: TopicPartition) -> Optional[FetchPosition]:
         return self._state(tp).position
 
-    @_lock_free
+    @lock_free
     def position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
         """The position, or None if there is none or the partition is not assigned."""
         state = self._states.get(tp)
@@ -436,55 +382,10 @@ class SubscriptionState:
         state = self._state(tp)
         return state.position if state.fetch_state is FetchState.FETCHING else None
 
-    @_locks_inside
-    def fetchable_position(self, tp: TopicPartition) -> Optional[FetchPosition]:
-        """The position of ``tp`` if it is assigned and fetchable now, else None (one read
-        of both, so the collector never pairs the fetchability of one moment with the
-        position of another)."""
-        with self._lock:
-            state = self._states.get(tp)
-            return state.position if state is not None and state.is_fetchable() else None
-
-    def fetchable_positions(self, skip: "set[TopicPartition] | frozenset[TopicPartition]" = frozenset()
-                            ) -> list[tuple[TopicPartition, FetchPosition, Optional[int]]]:
-        """``(partition, position, preferred read replica or None)`` of every fetchable
-        partition not in ``skip``, in fetch order: what ``prepare_fetch_requests`` needs,
-        under one lock rather than three per partition. The replica is as stored; its
-        lease is checked by ``preferred_read_replica``."""
-        out = []
-        for tp, state in self._assignment.items():
-            if state.is_fetchable() and tp not in skip:
-                position = state.position
-                if position is not None:
-                    out.append((tp, position, state.preferred_read_replica))
-        return out
-
-    @_locks_inside
-    def update_position(self, tp: TopicPartition, position: FetchPosition, move_to_end: bool = False) -> None:
-        """Advance the position (the collector, after returning records); with
-        ``move_to_end``, ``move_partition_to_end`` too, under the same lock."""
-        with self._lock:
-            state = self._state(tp)
-            if state.fetch_state is not _FETCHING:
-                raise IllegalStateError("Cannot set a new position without a valid current position")
-            if state.position is None or position.current_leader != state.position.current_leader:
-                self._leaders_checked = None  # a leader to check again
-            state.position = position
-            if move_to_end:
-                assignment = self._assignment
-                assignment[tp] = assignment.pop(tp)
-
-    @_lock_free
+    @lock_free
     def has_valid_position(self, tp: TopicPartition) -> bool:
         state = self._states.get(tp)
         return state is not None and state.fetch_state is _FETCHING
-
-    @_locks_inside
-    def valid_position_or_none(self, tp: TopicPartition) -> Optional[FetchPosition]:
-        """The position if ``tp`` is assigned with a valid one (FETCHING), else None."""
-        with self._lock:
-            state = self._states.get(tp)
-            return state.position if state is not None and state.fetch_state is _FETCHING else None
 
     def has_all_fetch_positions(self) -> bool:
         # Every poll asks; the answer can only change with the assignment or a transition.
@@ -494,7 +395,7 @@ class SubscriptionState:
             self._all_positions_key = key
         return self._all_positions
 
-    @_lock_free
+    @lock_free
     def fetch_state(self, tp: TopicPartition) -> FetchState:
         return self._state(tp).fetch_state
 
@@ -651,137 +552,3 @@ class SubscriptionState:
         state.transition_state(FetchState.FETCHING, current)
         return None
 
-    # --- watermarks and replicas ----------------------------------------------------------
-
-    @_locks_inside
-    def update_fetched_offsets(self, tp: TopicPartition, high_watermark: int, log_start_offset: int,
-                               last_stable_offset: int) -> None:
-        """A fetch answer's offsets of ``tp`` (each only if known, >= 0), under one lock."""
-        with self._lock:
-            state = self._states.get(tp)
-            if state is not None:
-                if high_watermark >= 0:
-                    state.high_watermark = high_watermark
-                if log_start_offset >= 0:
-                    state.log_start_offset = log_start_offset
-                if last_stable_offset >= 0:
-                    state.last_stable_offset = last_stable_offset
-
-    @_locks_inside
-    def apply_empty_fetches(self, answers: Iterable[EmptyAnswer]) -> list[int]:
-        """Fetch answers with neither records nor an error, in order, under one lock: each
-        one's offsets are taken (as ``update_fetched_offsets``) only if its partition still
-        has a valid position at its ``next_fetch_offset``. One outcome per answer:
-        ``EMPTY_FETCH_STALE`` (no valid position there: nothing taken), ``EMPTY_FETCH_PAUSED``
-        (taken; the partition is paused), ``EMPTY_FETCH_UNFETCHABLE`` (taken; not fetchable
-        now, e.g. pending revocation) or ``EMPTY_FETCH_FETCHED`` (taken; fetchable at that
-        position). The collector's initialize and fetch_records of such answers, which most
-        partitions of a Fetch across many partitions are: one call for all of them."""
-        outcomes: list[int] = []
-        append = outcomes.append
-        with self._lock:
-            states = self._states
-            for answer in answers:
-                state = states.get(answer.partition)
-                if state is None or state.fetch_state is not _FETCHING:
-                    append(EMPTY_FETCH_STALE)
-                    continue
-                position = state.position
-                if position is None or position.offset != answer.next_fetch_offset:
-                    append(EMPTY_FETCH_STALE)
-                    continue
-                if answer.high_watermark >= 0:
-                    state.high_watermark = answer.high_watermark
-                if answer.log_start_offset >= 0:
-                    state.log_start_offset = answer.log_start_offset
-                if answer.last_stable_offset >= 0:
-                    state.last_stable_offset = answer.last_stable_offset
-                if state.paused:
-                    append(EMPTY_FETCH_PAUSED)
-                else:
-                    append(EMPTY_FETCH_FETCHED if state.is_fetchable() else EMPTY_FETCH_UNFETCHABLE)
-        return outcomes
-
-    def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
-        if tp in self._assignment:
-            self._assignment[tp].high_watermark = high_watermark
-
-    def update_log_start_offset(self, tp: TopicPartition, log_start_offset: int) -> None:
-        if tp in self._assignment:
-            self._assignment[tp].log_start_offset = log_start_offset
-
-    def update_last_stable_offset(self, tp: TopicPartition, last_stable_offset: int) -> None:
-        if tp in self._assignment:
-            self._assignment[tp].last_stable_offset = last_stable_offset
-
-    @_lock_free
-    def high_watermark(self, tp: TopicPartition) -> Optional[int]:
-        return self._state(tp).high_watermark
-
-    @_lock_free
-    def log_start_offset(self, tp: TopicPartition) -> Optional[int]:
-        return self._state(tp).log_start_offset
-
-    @_lock_free
-    def last_stable_offset(self, tp: TopicPartition) -> Optional[int]:
-        return self._state(tp).last_stable_offset
-
-    @_locks_inside
-    def lags_and_leads(self, partitions: Iterable[TopicPartition], isolation_level: IsolationLevel
-                       ) -> list[tuple[TopicPartition, Optional[int], Optional[int]]]:
-        """``(partition, partition_lag, lead)`` of each of ``partitions`` still assigned, in
-        order, all read under one lock (the collector's metrics: a call per collection, not
-        per partition); the lead is the position minus the log start offset, None if
-        either is unknown."""
-        read_committed = isolation_level == IsolationLevel.READ_COMMITTED
-        out: list[tuple[TopicPartition, Optional[int], Optional[int]]] = []
-        append = out.append
-        with self._lock:
-            states = self._states
-            for tp in partitions:
-                state = states.get(tp)
-                if state is None:
-                    continue
-                position = state.position
-                if position is None:
-                    append((tp, None, None))
-                    continue
-                offset = position.offset
-                end = state.last_stable_offset if read_committed else state.high_watermark
-                start = state.log_start_offset
-                append((tp, None if end is None else end - offset, None if start is None else offset - start))
-        return out
-
-    def partition_lag(self, tp: TopicPartition, isolation_level: IsolationLevel) -> Optional[int]:
-        """Records between the position and the end (LSO under read_committed); None if unknown."""
-        state = self._state(tp)
-        end = state.last_stable_offset if isolation_level == IsolationLevel.READ_COMMITTED else state.high_watermark
-        if end is None or state.position is None:
-            return None
-        return end - state.position.offset
-
-    def update_preferred_read_replica(self, tp: TopicPartition, replica_id: int, expiration_ms: float) -> None:
-        state = self._assignment.get(tp)
-        if state is not None:
-            state.preferred_read_replica = replica_id
-            state.preferred_read_replica_expiration_ms = expiration_ms
-
-    @_lock_free
-    def preferred_read_replica(self, tp: TopicPartition, now_ms: float) -> Optional[int]:
-        """The follower to fetch from (KIP-392), or None once its lease expired."""
-        state = self._states.get(tp)
-        if state is None or state.preferred_read_replica is None:
-            return None  # the common case, one field read: no lock
-        with self._lock:
-            replica: Optional[int] = state.preferred_read_replica
-            expiry = state.preferred_read_replica_expiration_ms
-            if replica is not None and expiry is not None and now_ms > expiry:
-                state.preferred_read_replica = replica = None
-            return replica
-
-    def clear_preferred_read_replica(self, tp: TopicPartition) -> Optional[int]:
-        state = self._assignment.get(tp)
-        if state is None:
-            return None
-        old, state.preferred_read_replica = state.preferred_read_replica, None
-        return old

@@ -62,13 +62,15 @@ class Metrics:
         with self._lock:
             return self._sensors.get(name)
 
-    def sensor(self, name: str, config: Optional[MetricConfig] = None, parents: Iterable[Sensor] = ()) -> Sensor:
-        """The sensor called ``name``, created (with ``parents``) if there is none yet."""
+    def sensor(self, name: str, config: Optional[MetricConfig] = None, parents: Iterable[Sensor] = (),
+               lock: Optional[Any] = None) -> Sensor:
+        """The sensor called ``name``, created (with ``parents`` and, if given, a ``lock``
+        it shares with other sensors) if there is none yet."""
         with self._lock:
             sensor = self._sensors.get(name)
             if sensor is None:
                 parents = tuple(parents)
-                sensor = Sensor(self, name, parents, config or self.config, self.time_ms)
+                sensor = Sensor(self, name, parents, config or self.config, self.time_ms, lock)
                 self._sensors[name] = sensor
                 for parent in parents:
                     self._children.setdefault(parent.name, []).append(name)

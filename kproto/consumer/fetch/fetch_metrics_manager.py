@@ -26,7 +26,9 @@ Who records what (one home for both engines, the shared fetch pipeline):
   read): per-partition sensors and the ``preferred-read-replica`` gauge of partitions no
   longer assigned are removed; newly assigned partitions get the gauge.
 
-Every sensor has its own lock; this object's lock guards the assignment bookkeeping.
+Every sensor has its own lock, except the per-partition lag and lead sensors, which share
+one (a poll records a value into each partition's pair: one lock taken per poll, not two
+per partition); this object's lock guards the assignment bookkeeping.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class FetchMetricsManager:
         self.group = group = prefix + "-fetch-manager-metrics"
         name = metrics.metric_name
         self._lock = threading.Lock()
+        self._partition_lock = threading.Lock()  # the per-partition lag/lead sensors'
         self._assignment_id = -1
         self._assigned: frozenset[TopicPartition] = frozenset()
         # kind ("records-lag", "records-lead") -> partition -> its sensor: the collector
@@ -139,7 +142,7 @@ class FetchMetricsManager:
             if sensor is not None:
                 sensors[tp] = sensor
                 return sensor
-            sensor = self.metrics.sensor(sensor_name)
+            sensor = self.metrics.sensor(sensor_name, lock=self._partition_lock)
             tags = {"topic": tp.topic, "partition": str(tp.partition)}
             name = self.metrics.metric_name
             what = "latest lag" if kind == "records-lag" else "latest lead"

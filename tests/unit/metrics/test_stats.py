@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 
 import pytest
 
@@ -139,25 +140,46 @@ def test_sensor_records_into_parents_and_reads_at_the_clock():
     assert child.add(metrics.metric_name("one-max", "g"), Max()) is False
 
 
-def test_record_each_records_as_record_does():
+@pytest.mark.parametrize("shared", [False, True], ids=["own-locks", "shared-lock"])
+def test_record_each_records_as_record_does(shared):
     values = {}
     for batched in (False, True):
         metrics = Metrics(CONFIG, time_ms=FakeClock(0))
+        lock = threading.Lock() if shared else None
         parent = metrics.sensor("all")
         parent.add(metrics.metric_name("all-avg", "g"), Avg())
-        one = metrics.sensor("one", parents=[parent])
+        one = metrics.sensor("one", parents=[parent], lock=lock)
         one.add(LatestExtremeAvg(metrics.metric_name("one", "g"), metrics.metric_name("one-max", "g"),
                                  metrics.metric_name("one-avg", "g")))
-        two = metrics.sensor("two")
+        two = metrics.sensor("two", lock=lock)
         two.add(metrics.metric_name("two-min", "g"), Min())
-        pairs = [(one, 5), (two, 4), (one, 9), (two, 2), (one, 1)]
+        three = metrics.sensor("three", lock=lock)
+        three.add(metrics.metric_name("three-max", "g"), Max())
+        pairs = [(two, 4), (three, 3), (one, 5), (two, 2), (three, 8), (one, 9), (one, 1)]
         if batched:
             Sensor.record_each([s for s, _ in pairs], [v for _, v in pairs], 100)
         else:
             for sensor, value in pairs:
                 sensor.record(value, 100)
         values[batched] = {name.name: m.value(200) for name, m in metrics.metrics.items()}
-    assert values[True] == values[False] == {"all-avg": 5, "one": 1, "one-max": 9, "one-avg": 5, "two-min": 2}
+        # Every lock is free again (the shared one is held across runs of its sensors).
+        for sensor in (parent, one, two, three):
+            assert sensor.lock.acquire(blocking=False)
+            sensor.lock.release()
+    assert values[True] == values[False] == {"all-avg": 5, "one": 1, "one-max": 9, "one-avg": 5, "two-min": 2,
+                                             "three-max": 8}
+
+
+def test_record_each_releases_a_shared_lock_when_a_stat_fails():
+    metrics = Metrics(CONFIG, time_ms=FakeClock(0))
+    lock = threading.Lock()
+    good, bad = metrics.sensor("good", lock=lock), metrics.sensor("bad", lock=lock)
+    good.add(metrics.metric_name("good-max", "g"), Max())
+    bad.add(metrics.metric_name("bad-max", "g"), Max())
+    with pytest.raises(TypeError):
+        Sensor.record_each([good, bad], [1, "not a number"], 100)
+    assert lock.acquire(blocking=False)
+    lock.release()
 
 
 class Reporter:
