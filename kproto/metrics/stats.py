@@ -21,11 +21,13 @@ Stats hold no lock of their own: the owning Sensor records and measures under it
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from kproto.metrics.metric_name import MetricConfig, MetricName
 
 _NAN = float("nan")
+# MetricConfig.event_window's default (Java's Long.MAX_VALUE): no sample ends on a count.
+_UNLIMITED_EVENTS = 2 ** 63 - 1
 
 
 class Measurable:
@@ -355,6 +357,37 @@ class LatestExtremeAvg(SampledStat, CompoundStat):
         self.maximum = maximum
         self.initial_value = -math.inf if maximum else math.inf
         self.latest = _NAN
+        #: Called (under the sensor's lock) before any of the three metrics is measured: an
+        #: owner that records in bulk later (``FetchMetricsManager``'s deferred lags and
+        #: leads) hands over what it holds first, so a reader never sees a value missing.
+        self.flush: Optional[Callable[[], None]] = None
+
+    def window_end(self, config: MetricConfig) -> Optional[int]:
+        """The time from which a record opens a new sample: values recorded at earlier
+        times all go into the current one (``record_run``). None when that cannot be told
+        (no sample yet) or a sample also ends on a count of events (``event_window`` set)."""
+        samples = self._samples
+        if not samples or config.event_window < _UNLIMITED_EVENTS:
+            return None
+        return samples[self._current].last_window_ms + config.time_window_ms
+
+    def record_run(self, config: MetricConfig, values: list[int]) -> None:
+        """``record(config, value, t)`` for each of ``values`` in order, every ``t`` before
+        ``window_end(config)`` (the caller's promise): none opens a new sample, so the
+        current one takes them at once, with the state recording each would leave (for
+        integer values whose sum stays below 2**53, exactly: any lag or lead a log has)."""
+        sample = self._samples[self._current]
+        if self.maximum:
+            extreme = max(values)
+            if extreme > sample.value:
+                sample.value = extreme
+        else:
+            extreme = min(values)
+            if extreme < sample.value:
+                sample.value = extreme
+        sample.total += sum(values)  # type: ignore[attr-defined]
+        sample.event_count += len(values)
+        self.latest = values[-1]
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self.latest = value
@@ -405,5 +438,7 @@ class _Measure(Measurable):
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         stat = self._stat
+        if stat.flush is not None:
+            stat.flush()
         stat.purge_obsolete_samples(config, now_ms)
         return self._read(stat, stat._samples)

@@ -22,13 +22,17 @@ Who records what (one home for both engines, the shared fetch pipeline):
   ``partition``) and the client-wide ``records-lag-max`` and ``records-lead-min`` (the
   collection's extremes). Lag is the high watermark (last stable offset under
   read_committed) minus the position, lead the position minus the log start offset.
+  The per-partition values are held back (with their time stamps) and go into each
+  partition's stat at once, before any of them is read: what a reader sees is what
+  recording each at once shows (``record_partitions_lag_and_lead``).
 * ``maybe_update_assignment`` (from ``prepare_fetch_requests`` and before metrics are
   read): per-partition sensors and the ``preferred-read-replica`` gauge of partitions no
   longer assigned are removed; newly assigned partitions get the gauge.
 
 Every sensor has its own lock, except the per-partition lag and lead sensors, which share
-one (a poll records a value into each partition's pair: one lock taken per poll, not two
-per partition); this object's lock guards the assignment bookkeeping.
+one (the partition lock: it also guards the values held back for them, so a reader of any
+of their metrics, holding it, hands those over first); this object's lock guards the
+assignment bookkeeping. Lock order: this object's, the registry's, the partition lock.
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, Sensor, WindowedCount
+from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
+
+#: Lags and leads (rows of partitions) held back at most before they go into the stats.
+_MAX_PENDING_ROWS = 20_000
 
 if TYPE_CHECKING:
     from kproto.consumer.subscription_state import SubscriptionState
@@ -61,6 +68,13 @@ class FetchMetricsManager:
         # kind ("records-lag", "records-lead") -> partition -> its sensor: the collector
         # records per batch, no registry lookup (and no key tuple built per lookup).
         self._partition_sensors: dict[str, dict[TopicPartition, Any]] = {"records-lag": {}, "records-lead": {}}
+        # Their stats, and the lags and leads held back for them (see record_partitions_lag_and_lead):
+        # (time stamp, [(partition, lag, lead), ...]) per collection, under the partition lock.
+        self._lag_stats: dict[TopicPartition, LatestExtremeAvg] = {}
+        self._lead_stats: dict[TopicPartition, LatestExtremeAvg] = {}
+        self._pending: list[tuple[int, list[tuple[TopicPartition, Optional[int], Optional[int]]]]] = []
+        self._pending_rows = 0
+        self._partition_config = metrics.config
 
         self.bytes_fetched = metrics.sensor("bytes-fetched")
         self._add_size_stats(self.bytes_fetched, None)
@@ -131,31 +145,37 @@ class FetchMetricsManager:
                 self._add_records_stats(sensor, topic)
             sensor.record(nrecords, now)
 
-    def _partition_sensor(self, tp: TopicPartition, kind: str, extreme: Any) -> Any:
-        sensors = self._partition_sensors[kind]
-        sensor = sensors.get(tp)
-        if sensor is not None:
-            return sensor
-        sensor_name = "{}-{}.{}".format(tp.topic, tp.partition, kind)
+    def _partition_stat(self, tp: TopicPartition, kind: str) -> LatestExtremeAvg:
+        """``tp``'s ``records-lag`` or ``records-lead`` sensor's one stat, created (with the
+        sensor, on the shared partition lock) on the partition's first value, as Java's
+        ``recordPartitionLag``/``Lead`` create theirs."""
+        stats = self._lag_stats if kind == "records-lag" else self._lead_stats
         with self._lock:
-            sensor = self.metrics.get_sensor(sensor_name)
-            if sensor is not None:
-                sensors[tp] = sensor
-                return sensor
+            stat = stats.get(tp)
+            if stat is not None:
+                return stat
+            sensor_name = "{}-{}.{}".format(tp.topic, tp.partition, kind)
+            # One manager per registry: a sensor of that name from elsewhere would not be on
+            # this manager's lock, so it is replaced.
+            self.metrics.remove_sensor(sensor_name)
             sensor = self.metrics.sensor(sensor_name, lock=self._partition_lock)
             tags = {"topic": tp.topic, "partition": str(tp.partition)}
             name = self.metrics.metric_name
             what = "latest lag" if kind == "records-lag" else "latest lead"
-            maximum = extreme is Max
+            maximum = kind == "records-lag"
             # Java's Value, Max (Min) and Avg as one stat: the same metrics, one call per value.
-            sensor.add(LatestExtremeAvg(
+            stat = LatestExtremeAvg(
                 name(kind, self.group, "The {} of the partition".format(what), tags),
                 name(kind + ("-max" if maximum else "-min"), self.group,
                      "The {} {} of the partition".format("max" if maximum else "min", kind[8:]), tags),
                 name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
-                maximum=maximum))
-            sensors[tp] = sensor
-        return sensor
+                maximum=maximum)
+            stat.flush = self._fold  # a reader holds the sensor's lock: the partition lock
+            sensor.add(stat)
+            self._partition_config = sensor.config
+            self._partition_sensors[kind][tp] = sensor
+            stats[tp] = stat
+        return stat
 
     def record_partition_lag_and_lead(self, tp: TopicPartition) -> None:
         """After records of ``tp`` were taken: its lag and lead at the new position."""
@@ -163,37 +183,90 @@ class FetchMetricsManager:
 
     def record_partitions_lag_and_lead(self, partitions: Iterable[TopicPartition]) -> None:
         """``record_partition_lag_and_lead`` for each of ``partitions`` (one collection's,
-        in order), at one time stamp. Each partition's sensors get every value (their
-        latest, average and extreme); the client-wide ``records-lag-max`` and
-        ``records-lead-min``, a Max and a Min and nothing else, get the collection's
-        extremes, once: the same values as recording each (the windows close on time,
-        not on a count of events), for a fraction of the work with 1,000 partitions."""
-        lag_sensors = self._partition_sensors["records-lag"]
-        lead_sensors = self._partition_sensors["records-lead"]
+        in order), at one time stamp. The client-wide ``records-lag-max`` and
+        ``records-lead-min`` (a Max and a Min and nothing else) get the collection's
+        extremes, once: the same values as recording each, since their windows close on
+        time, not on a count of events. Each partition's own values (its latest, average
+        and extreme) are held back with their time stamp and go into its stat at once with
+        the next collections' (``_fold``): before any of these metrics is read, once
+        ``_MAX_PENDING_ROWS`` are held, and before an unassigned partition's metrics go.
+        What a reader sees is what recording each value at once would show; the work per
+        partition of a poll is a fraction (with 1,000 partitions, recording value by value
+        cost more than the rest of the partition's metrics)."""
         now = self.metrics.time_ms()
-        max_lag: Optional[int] = None
-        min_lead: Optional[int] = None
-        # Each value with its sensor, in order, in two lists (no pair made per value).
-        sensors: list[Sensor] = []
-        values: list[float] = []
-        add_sensor, add_value = sensors.append, values.append
         # Partitions unassigned meanwhile (the KIP-848 background thread reconciles) are left out.
-        for tp, lag, lead in self.subscriptions.lags_and_leads(partitions, self.isolation_level):
-            if lag is not None:
-                if max_lag is None or lag > max_lag:
-                    max_lag = lag
-                add_sensor(lag_sensors.get(tp) or self._partition_sensor(tp, "records-lag", Max))
-                add_value(lag)
-            if lead is not None:
-                if min_lead is None or lead < min_lead:
-                    min_lead = lead
-                add_sensor(lead_sensors.get(tp) or self._partition_sensor(tp, "records-lead", Min))
-                add_value(lead)
-        Sensor.record_each(sensors, values, now)
+        rows = self.subscriptions.lags_and_leads(partitions, self.isolation_level)
+        if not rows:
+            return
+        lag_stats, lead_stats = self._lag_stats, self._lead_stats
+        # A partition's first value creates its sensors now, so its metrics exist as soon as
+        # Java's would (never under the partition lock: creating one takes it).
+        for tp, lag, lead in [row for row in rows if (row[1] is not None and row[0] not in lag_stats)
+                              or (row[2] is not None and row[0] not in lead_stats)]:
+            if lag is not None and tp not in lag_stats:
+                self._partition_stat(tp, "records-lag")
+            if lead is not None and tp not in lead_stats:
+                self._partition_stat(tp, "records-lead")
+        max_lag = max([row[1] for row in rows if row[1] is not None], default=None)
+        min_lead = min([row[2] for row in rows if row[2] is not None], default=None)
+        with self._partition_lock:
+            self._pending.append((now, rows))
+            self._pending_rows += len(rows)
+            if self._pending_rows >= _MAX_PENDING_ROWS:
+                self._fold()
         if max_lag is not None:
             self.records_lag.record(max_lag, now)
         if min_lead is not None:
             self.records_lead.record(min_lead, now)
+
+    def _fold(self) -> None:
+        """Record the held lags and leads into the partitions' stats (the partition lock is
+        held). Each stat takes its values at once (``LatestExtremeAvg.record_run``) when
+        all of them fall in its current sample, else one by one at their own times, in
+        order; a partition whose sensors went (unassigned) has its values dropped with them."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._pending_rows = 0
+        lag_values: dict[TopicPartition, list[int]] = {}
+        lead_values: dict[TopicPartition, list[int]] = {}
+        for _, rows in pending:
+            for tp, lag, lead in rows:
+                if lag is not None:
+                    found = lag_values.get(tp)
+                    if found is None:
+                        lag_values[tp] = [lag]
+                    else:
+                        found.append(lag)
+                if lead is not None:
+                    found = lead_values.get(tp)
+                    if found is None:
+                        lead_values[tp] = [lead]
+                    else:
+                        found.append(lead)
+        config = self._partition_config
+        latest = max(now for now, _ in pending)  # clocks may step back: the latest of all
+        one_by_one: list[dict[TopicPartition, LatestExtremeAvg]] = [{}, {}]
+        for values_of, stats, slow in ((lag_values, self._lag_stats, one_by_one[0]),
+                                       (lead_values, self._lead_stats, one_by_one[1])):
+            for tp, values in values_of.items():
+                stat = stats.get(tp)
+                if stat is None:
+                    continue
+                end = stat.window_end(config)
+                if end is not None and latest < end:
+                    stat.record_run(config, values)
+                else:
+                    slow[tp] = stat  # a new sample opens among them (or the first one)
+        slow_lag, slow_lead = one_by_one
+        if slow_lag or slow_lead:
+            for now, rows in pending:
+                for tp, lag, lead in rows:
+                    if lag is not None and tp in slow_lag:
+                        slow_lag[tp].record(config, lag, now)
+                    if lead is not None and tp in slow_lead:
+                        slow_lead[tp].record(config, lead, now)
 
     def maybe_update_assignment(self) -> None:
         """Drop the per-partition metrics of unassigned partitions, add the new ones' gauges."""
@@ -203,7 +276,15 @@ class FetchMetricsManager:
             if assignment_id == self._assignment_id:
                 return
             assigned = subs.assigned_partitions()
-            for tp in self._assigned - assigned:
+            gone = self._assigned - assigned
+            if gone:
+                # Values held for them go in first: as if recorded at once, then removed.
+                with self._partition_lock:
+                    self._fold()
+                    for tp in gone:
+                        self._lag_stats.pop(tp, None)
+                        self._lead_stats.pop(tp, None)
+            for tp in gone:
                 for kind, sensors in self._partition_sensors.items():
                     sensors.pop(tp, None)
                     self.metrics.remove_sensor("{}-{}.{}".format(tp.topic, tp.partition, kind))

@@ -9,13 +9,15 @@ import random
 import threading
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, LatestExtremeAvg, Max, Meter, MetricConfig, MetricName,
                             Metrics, Min, Rate, Sensor, Value, WindowedCount, WindowedSum, by_group)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
-from kproto.structs import TopicPartition
+from kproto.structs import IsolationLevel, TopicPartition
 
 from tests.support.clock import FakeClock
 
@@ -371,3 +373,102 @@ def test_coordinator_metrics_rebalance_and_listener_timings():
     assert values["heartbeat-total"] == 1 and values["heartbeat-response-time-max"] == 4
     values = by_group(metrics)[group]
     assert values["last-rebalance-seconds-ago"] == 3 and values["last-heartbeat-seconds-ago"] == 3
+
+
+# --- the per-partition lags and leads, held back and recorded at once --------------------
+
+_PARTS = [TopicPartition("t", p) for p in range(4)]
+# One step of a run: ("poll", partitions collected, clock step ms, {partition: (position, high watermark)}),
+# ("read",), ("unassign", partition index) or ("reassign",) (all four again).
+_steps = st.lists(st.one_of(
+    st.tuples(st.just("poll"), st.lists(st.sampled_from(range(4)), max_size=4, unique=True),
+              st.integers(-300, 1600),
+              st.dictionaries(st.sampled_from(range(4)), st.tuples(st.integers(0, 50), st.integers(0, 80)),
+                              max_size=4)),
+    st.tuples(st.just("read")),
+    st.tuples(st.just("unassign"), st.sampled_from(range(4))),
+    st.tuples(st.just("reassign"))), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=_steps, hold=st.sampled_from([1, 3, 20_000]))
+# Held for partition 0, which goes and comes back: its new metrics start afresh.
+@example(steps=[("poll", [0], 10, {0: (5, 20)}), ("unassign", 0), ("reassign",),
+                ("poll", [0], 10, {0: (1, 2)}), ("read",)], hold=20_000)
+def test_held_back_lags_and_leads_read_as_if_recorded_at_once(steps, hold):
+    """The manager holds each poll's lags and leads back and records them in bulk; a
+    reference records each value into its own LatestExtremeAvg at once. Every read (of
+    every partition's Value, Max/Min and Avg) agrees, across sample windows closing
+    (1 s windows here), a clock stepping back, and partitions unassigned (their metrics
+    go) and assigned again (new metrics: nothing held for the old ones comes back)."""
+    import kproto.consumer.fetch.fetch_metrics_manager as fmm
+
+    saved = fmm._MAX_PENDING_ROWS
+    fmm._MAX_PENDING_ROWS = hold
+    try:
+        clock = FakeClock(0)
+        metrics = Metrics(CONFIG, time_ms=clock)
+        subs = SubscriptionState("earliest")
+        subs.assign_from_user(_PARTS)
+        for tp in _PARTS:
+            subs.update_log_start_offset(tp, 0)
+        manager = FetchMetricsManager(metrics, subs)
+        manager.maybe_update_assignment()
+        reference: dict = {}
+
+        def ref_stat(tp, kind):
+            if (tp, kind) not in reference:
+                reference[(tp, kind)] = LatestExtremeAvg(MetricName(kind, "g"), MetricName(kind + "-x", "g"),
+                                                         MetricName(kind + "-avg", "g"), maximum=kind == "records-lag")
+            return reference[(tp, kind)]
+
+        def expected():
+            out = {}
+            for (tp, kind), stat in reference.items():
+                if tp in subs.assigned_partitions():
+                    for name, measurable in stat.stats():
+                        suffix = name.name[len(kind):]
+                        key = (kind + {"": "", "-x": "-max" if kind == "records-lag" else "-min",
+                                       "-avg": "-avg"}[suffix], str(tp.partition))
+                        out[key] = measurable.measure(CONFIG, clock.now)
+            return out
+
+        def actual():
+            return {(m.name, m.tags["partition"]): v.value() for m, v in metrics.metrics.items()
+                    if "partition" in m.tags and m.name.startswith("records-")}
+
+        for step in steps:
+            if step[0] == "poll":
+                _, picked, delta, offsets = step
+                clock.now = max(0, clock.now + delta)
+                for p, (position, high) in offsets.items():
+                    tp = _PARTS[p]
+                    if subs.is_assigned(tp):
+                        subs.seek(tp, position)
+                        subs.update_high_watermark(tp, high)
+                collected = [_PARTS[p] for p in picked]
+                manager.record_partitions_lag_and_lead(collected)
+                for tp, lag, lead in subs.lags_and_leads(collected, IsolationLevel.READ_UNCOMMITTED):
+                    if lag is not None:
+                        ref_stat(tp, "records-lag").record(CONFIG, lag, clock.now)
+                    if lead is not None:
+                        ref_stat(tp, "records-lead").record(CONFIG, lead, clock.now)
+            elif step[0] == "read":
+                assert _same(actual(), expected())
+            elif step[0] == "reassign":
+                subs.assign_from_user(_PARTS)
+                manager.maybe_update_assignment()
+            else:
+                tp = _PARTS[step[1]]
+                subs.assign_from_user([p for p in subs.assigned_partitions() if p != tp])
+                manager.maybe_update_assignment()
+                for kind in ("records-lag", "records-lead"):
+                    reference.pop((tp, kind), None)
+        assert _same(actual(), expected())
+    finally:
+        fmm._MAX_PENDING_ROWS = saved
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(
+        (math.isnan(a[k]) and math.isnan(b[k])) or a[k] == b[k] for k in a)
