@@ -93,9 +93,11 @@ class KafkaShareConsumer:
 
         ``acknowledge(record, type=ACCEPT)``: one delivered record (ACCEPT, RELEASE, REJECT
         or RENEW). ``acknowledge(topic, partition, offset, type)``: a record whose delivery
-        failed (``poll`` raised a ``RecordDeserializationError`` for it, which is released
-        unless acknowledged so before the next ``poll``/``commit``), e.g. REJECT for a
-        poison record; any other offset is an ``IllegalStateError``."""
+        failed, unless acknowledged so before the next ``poll``/``commit``: ``poll`` raised
+        a ``RecordDeserializationError`` for it (released by default; e.g. REJECT for a
+        poison record) or a ``CorruptRecordError`` listing it in ``offsets`` (a corrupt
+        batch: rejected by default; e.g. RELEASE to have it delivered again); any other
+        offset is an ``IllegalStateError``."""
         record, where, kind = acknowledge_arguments(args, kwargs)
         with self._confinement as engine:
             if where is None:

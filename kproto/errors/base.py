@@ -76,13 +76,23 @@ class CorruptMessageError(KafkaError):
 
 
 class CorruptRecordError(CorruptMessageError):
-    """A record batch failed its CRC or could not be decoded."""
+    """A record batch failed its CRC or could not be decoded.
+
+    ``topic``, ``partition`` and ``offset`` say where, when known. ``offsets`` is, for a
+    share consumer, the acquired offsets of the corrupt batch (Java's
+    ``ShareInFlightBatchException.offsets()``): they are REJECTed with the next
+    acknowledgements unless, in explicit mode, the application acknowledges some by offset
+    first (``acknowledge(topic, partition, offset, type)``); empty elsewhere.
+    """
+
+    offsets: frozenset[int] = frozenset()  # also for the broker error code's subclass
 
     def __init__(self, message: str = "", *, topic: str | None = None, partition: int | None = None,
-                 offset: int | None = None) -> None:
+                 offset: int | None = None, offsets: frozenset[int] = frozenset()) -> None:
         self.topic = topic
         self.partition = partition
         self.record_offset = offset
+        self.offsets = offsets
         where = []
         if topic is not None:
             where.append("{}-{}".format(topic, partition))

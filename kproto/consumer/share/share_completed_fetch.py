@@ -13,7 +13,13 @@ delivery_count)``, ascending) and what was handed out of them. Rules:
 * a record whose key or value fails to deserialize is handed out as a
   ``RecordDeserializationError`` instead (once the records before it were returned) and
   counts as delivered, so it is no GAP: the consumer acknowledges it (``RELEASE`` unless
-  the application says otherwise by offset, Java's ``ShareInFlightBatchException``).
+  the application says otherwise by offset, Java's ``ShareInFlightBatchException``);
+* a corrupt batch (its CRC-32C fails, checked unless ``check_crcs`` is off, or a record of
+  it cannot be decoded) hands out none of its records: once the records before it were
+  returned, it is raised as a ``CorruptRecordError`` whose ``offsets`` are the batch's
+  acquired offsets, which count as delivered (no GAP); the consumer REJECTs them unless
+  the application says otherwise by offset (Java's ``ShareCompletedFetch.rejectRecordBatch``).
+  The batches after it are read as usual.
 
 The node the response came from is kept: acknowledgements go back to it; so is the
 acquisition lock duration the response gave (Java's ``ShareInFlightBatch``).
@@ -27,7 +33,7 @@ from typing import Any, Optional
 from kproto.consumer.fetch.completed_fetch import Deserialize, deserialization_error
 from kproto.consumer.share.acknowledgements import GAP, Acknowledgements
 from kproto.errors import DeserializationExceptionOrigin as Origin
-from kproto.errors import KafkaError, RecordDeserializationError
+from kproto.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kproto.records import read_batches
 from kproto.structs import ConsumerRecord, ShareConsumerRecord, TopicIdPartition
 
@@ -55,7 +61,8 @@ class ShareCompletedFetch:
         self._pending: list[ShareConsumerRecord] = []  # decoded, acquired, not yet returned
         self._index = 0
         self._next_offset = self.acquired[0][0] if self.acquired else 0
-        self.delivered: set[int] = set()  # returned, or raised as a RecordDeserializationError
+        # Returned, or raised as a RecordDeserializationError or in a CorruptRecordError's offsets.
+        self.delivered: set[int] = set()
         self._error: Optional[KafkaError] = None
         self.is_consumed = not self.acquired
         self._gaps_taken = False
@@ -86,7 +93,14 @@ class ShareCompletedFetch:
         plain = self._key_des is None and self._value_des is None
         while len(out) < max_records and not self.is_consumed:
             if self._index >= len(self._pending):
-                if not self._decode_next_batch():
+                try:
+                    more = self._decode_next_batch()
+                except CorruptRecordError as exc:
+                    if out:
+                        self._error = exc  # the records before the corrupt batch first
+                        break
+                    raise
+                if not more:
                     self.is_consumed = True
                     break
                 continue
@@ -125,19 +139,46 @@ class ShareCompletedFetch:
                 return False
             if batch.is_control_batch or batch.last_offset < self._next_offset:
                 continue
-            if self._check_crcs:
-                batch.ensure_valid()
             epoch = batch.partition_leader_epoch
             prefix = (self.partition.topic, self.partition.partition, epoch if epoch >= 0 else -1)
-            records, error = batch.decode_records(ConsumerRecord, prefix)
-            if error is not None and not records:
-                raise error
+            try:
+                if self._check_crcs:
+                    batch.ensure_valid()
+                records, error = batch.decode_records(ConsumerRecord, prefix)
+            except CorruptRecordError as exc:  # a compressed batch that cannot be decompressed
+                records, error = [], exc
+            if error is not None:
+                raise self._reject_batch(batch, error)
             wanted = self._acquired_of(records)
             self._next_offset = max(self._next_offset, batch.next_offset)
             if wanted:
                 self._pending = wanted
                 self._index = 0
                 return True
+
+    def _reject_batch(self, batch: Any, cause: CorruptRecordError) -> CorruptRecordError:
+        """The error for corrupt ``batch``: its acquired offsets not handed out before, now
+        counted as delivered, go in ``offsets`` (Java's ``rejectRecordBatch``); reading
+        goes on after the batch. Even a decodable record of it is not handed out: its bytes
+        are as suspect as the rest (Java checks the CRC before reading any)."""
+        lo, hi = max(self._next_offset, batch.base_offset), batch.last_offset
+        offsets = frozenset(
+            offset
+            for first, last, _ in self.acquired[max(0, bisect.bisect_right(self._firsts, lo) - 1):]
+            if first <= hi
+            for offset in range(max(first, lo), min(last, hi) + 1)
+            if offset not in self.delivered)
+        self.delivered.update(offsets)
+        self._next_offset = max(self._next_offset, hi + 1)
+        # The cause's text names the place already; its where-fields are carried over.
+        error = CorruptRecordError(
+            "{}. Its acquired records are rejected unless acknowledged by offset (explicit mode)".format(
+                Exception.__str__(cause)),
+            offsets=offsets)
+        error.topic, error.partition = self.partition.topic_partition
+        error.offset = error.record_offset = cause.offset
+        error.__cause__ = cause
+        return error
 
     def _acquired_of(self, records: list[Any]) -> list[ShareConsumerRecord]:
         """The records (ascending) at or after the next offset that lie in an acquired

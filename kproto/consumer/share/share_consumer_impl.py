@@ -14,8 +14,9 @@ session generation that delivered it) and the acknowledgements made since the la
   is an ``IllegalStateError`` and nothing is sent;
 - a record that failed to deserialize reaches the application as the
   ``RecordDeserializationError`` a ``poll`` raises, and is ``RELEASE``d with the next
-  acknowledgements unless, in explicit mode, the application acknowledges it by offset
-  first (``acknowledge_offset``: Java's ``acknowledge(topic, partition, offset, type)``
+  acknowledgements; the acquired records of a corrupt batch, as a ``CorruptRecordError``
+  listing them (``offsets``), are ``REJECT``ed; either unless, in explicit mode, the
+  application acknowledges it by offset first (``acknowledge_offset``: Java's ``acknowledge(topic, partition, offset, type)``
   over ``ShareInFlightBatchException.offsets()``); once those acknowledgements were taken
   (``poll``, ``commit``, ``close``) the offset can no longer be acknowledged. An error met
   after records of other partitions were collected is raised by the next ``poll``;
@@ -55,7 +56,7 @@ from kproto.consumer.share.acknowledgements import Acknowledgements, Acknowledge
 from kproto.consumer.share.share_consumer_config import ShareConsumerConfig
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
-from kproto.errors import IllegalStateError, KafkaError, KafkaTimeoutError, RecordDeserializationError
+from kproto.errors import CorruptRecordError, IllegalStateError, KafkaError, KafkaTimeoutError, RecordDeserializationError
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
 from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, metrics_view, timed_poll
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition
@@ -366,13 +367,21 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
 
     def _raise_fetch_error(self, key: AckKey, error: KafkaError) -> None:
         """Raise ``error`` to the application; a record that failed to deserialize is
-        RELEASEd by default and may be acknowledged by offset until the acknowledgements
-        are taken (Java's ``ShareCompletedFetch``/``ShareFetch``)."""
+        RELEASEd by default, the acquired records of a corrupt batch (the
+        ``CorruptRecordError``'s ``offsets``) REJECTed, and each may be acknowledged by
+        offset until the acknowledgements are taken (Java's ``ShareCompletedFetch``/``ShareFetch``)."""
         if isinstance(error, RecordDeserializationError) and error.offset >= 0:
-            tip = key[2]
-            self._failed[(tip.topic, tip.partition, error.offset)] = key
-            self._add_ack(key, error.offset, AcknowledgeType.RELEASE)
+            self._fail(key, error.offset, AcknowledgeType.RELEASE)
+        elif isinstance(error, CorruptRecordError):
+            for offset in sorted(error.offsets):
+                self._fail(key, offset, AcknowledgeType.REJECT)
         raise error
+
+    def _fail(self, key: AckKey, offset: int, default: AcknowledgeType) -> None:
+        """A record whose delivery failed: ``default`` goes out unless overridden by offset."""
+        tip = key[2]
+        self._failed[(tip.topic, tip.partition, offset)] = key
+        self._add_ack(key, offset, default)
 
     def _take_gaps(self, fetch: Any, key: AckKey) -> None:
         for offset, type_ in fetch.take_gaps().items():
@@ -411,7 +420,8 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
 
     def acknowledge_offset(self, topic: str, partition: int, offset: int, type_: Any) -> None:
         """Explicit mode: acknowledge a record whose delivery failed (a ``poll`` raised a
-        ``RecordDeserializationError`` for it) instead of the default RELEASE."""
+        ``RecordDeserializationError`` for it, or a ``CorruptRecordError`` listing it in
+        ``offsets``) instead of its default (RELEASE, REJECT)."""
         self._check_open()
         if not self.explicit:
             raise IllegalStateError("If you acknowledge records, set share_acknowledgement_mode='explicit' "

@@ -16,7 +16,7 @@ from kproto.consumer.share.acknowledgements import (GAP, Acknowledgements, Ackno
                                                    acknowledge_type)
 from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 from kproto.consumer.share.share_session_handler import FINAL_EPOCH, ShareFetchParams, ShareSessionHandler
-from kproto.errors import IllegalArgumentError, RecordDeserializationError, UnsupportedVersionError
+from kproto.errors import CorruptRecordError, IllegalArgumentError, RecordDeserializationError, UnsupportedVersionError
 from kproto.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kproto.records.builder import build_batch, build_control_batch
 from kproto.structs import TopicIdPartition, TopicPartition
@@ -118,6 +118,40 @@ def test_a_record_failing_to_deserialize_is_raised_after_the_good_ones_are_retur
     assert [r.value for r in fetch.fetch_records(10)] == ["v3"]
     # Counted as delivered (no GAP): the consumer acknowledges it (RELEASE unless told otherwise).
     assert fetch.is_consumed and fetch.take_gaps().items() == []
+
+
+def _corrupt(batch: bytes) -> bytes:
+    """``batch`` with its last value's first byte (under the CRC) flipped: v -> V."""
+    at = batch.rindex(b"v")
+    return batch[:at] + b"V" + batch[at + 1:]
+
+
+@pytest.mark.parametrize("check_crcs", [True, False])
+def test_a_corrupt_batch_is_raised_after_the_records_before_it_with_its_acquired_offsets(check_crcs):
+    # Offsets 0-2 good, 3-6 corrupt (this member acquired 1-5: 3-5 of it), 7-8 good.
+    bad = _corrupt(_records(4, base=3))
+    if not check_crcs:  # only a record that cannot be decoded is found then: cut its varints
+        bad = bad[:-6] + b"\xff" * 6
+    data = _records(3) + bad + _records(2, base=7)
+    fetch = ShareCompletedFetch(1, TIP0, data, [(1, 5, 1), (7, 8, 2)], check_crcs=check_crcs)
+    assert [r.offset for r in fetch.fetch_records(10)] == [1, 2]
+    with pytest.raises(CorruptRecordError) as info:
+        fetch.fetch_records(10)
+    error = info.value
+    assert error.offsets == {3, 4, 5}  # the batch's acquired offsets (Java's rejectRecordBatch)
+    assert (error.topic, error.partition) == ("t", 0) and "rejected unless acknowledged by offset" in str(error)
+    assert isinstance(error.__cause__, CorruptRecordError)
+    # The batches after it are read as usual; the rejected offsets count as delivered (no GAP).
+    assert [(r.offset, r.delivery_count) for r in fetch.fetch_records(10)] == [(7, 2), (8, 2)]
+    assert fetch.is_consumed and fetch.take_gaps().items() == []
+
+
+def test_without_crc_checks_a_decodable_corrupt_batch_is_handed_out():
+    data = _corrupt(_records(4))
+    fetch = ShareCompletedFetch(1, TIP0, data, [(0, 3, 1)], check_crcs=False)
+    assert [r.value for r in fetch.fetch_records(10)] == [b"v0", b"v1", b"v2", b"V3"]
+    with pytest.raises(CorruptRecordError):
+        ShareCompletedFetch(1, TIP0, data, [(0, 3, 1)]).fetch_records(10)
 
 
 # --- ShareSessionHandler --------------------------------------------------------------------
