@@ -1,9 +1,9 @@
 """Hostile Fetch data at the consumer level: a corrupt batch from a real broker.
 
 A Tansu broker advertises the address of a small proxy (so every connection goes through
-it); the proxy passes requests untouched and, in responses, flips one byte of a marker
-value, as a failing disk or network would. The batch holding the marker then fails its
-CRC-32C in every Fetch response. ``poll()`` must return every record before it, then raise
+it; :mod:`tests.brokers.corrupting_proxy`); the proxy passes requests untouched and, in
+responses, flips one byte of a marker value, as a failing disk or network would. The
+batch holding the marker then fails its CRC-32C in every Fetch response. ``poll()`` must return every record before it, then raise
 ``CorruptRecordError`` naming topic, partition and offset (again on the next poll, nothing
 skipped silently); after ``seek()`` past it, consumption goes on with no record lost or
 repeated. Without CRC checks the flipped value is returned as it arrived.
@@ -11,83 +11,14 @@ repeated. Without CRC checks the flipped value is returned as it arrived.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition, errors
 from kproto.tools.embedded import create_topic
+from tests.brokers.corrupting_proxy import FLIPPED, MARKER, CorruptingProxy
 from tests.brokers.tansu import tansu_behind
-from tests.threads import TestThread
-
-MARKER = b"corrupt-me-please"
-_SIZE = struct.Struct(">i")
-
-
-class CorruptingProxy:
-    """Forwards 127.0.0.1 connections to ``upstream``; flips MARKER's first byte in responses."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.upstream: tuple[str, int] | None = None
-        self.flipped = 0
-        self._sockets: list[socket.socket] = []
-        TestThread(target=self._accept).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            try:
-                up = socket.create_connection(self.upstream)  # type: ignore[arg-type]
-            except OSError:
-                client.close()
-                continue
-            self._sockets += [client, up]
-            TestThread(target=self._pump, args=(client, up, False)).start()
-            TestThread(target=self._pump, args=(up, client, True)).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, responses: bool) -> None:
-        buf = b""
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                if not responses:
-                    dst.sendall(data)
-                    continue
-                buf += data
-                # Whole response frames only, so a marker split across reads is still found.
-                while len(buf) >= 4 and len(buf) >= 4 + _SIZE.unpack_from(buf)[0]:
-                    end = 4 + _SIZE.unpack_from(buf)[0]
-                    frame, buf = buf[:end], buf[end:]
-                    if MARKER in frame:
-                        frame = frame.replace(MARKER, bytes([MARKER[0] ^ 0x20]) + MARKER[1:])
-                        self.flipped += 1
-                    dst.sendall(frame)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return "127.0.0.1:{}".format(self.port)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self._sockets:
-            s.close()
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +103,7 @@ def test_without_crc_checks_the_flipped_value_is_returned(proxied_tansu):
         deadline = time.monotonic() + 30
         while len(records) < len(written) and time.monotonic() < deadline:
             records += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
-    flipped = bytes([MARKER[0] ^ 0x20]) + MARKER[1:]
-    assert [(r.offset, r.value) for r in records] == [(o, v.replace(MARKER, flipped)) for o, v in written]
+    assert [(r.offset, r.value) for r in records] == [(o, v.replace(MARKER, FLIPPED)) for o, v in written]
 
 
 def test_a_corrupt_batch_among_many_small_ones_is_found_exactly(proxied_tansu):
