@@ -55,6 +55,9 @@ MIN_DECODE_CHUNK = 64
 Deserialize = Callable[[str, tuple[tuple[str, Optional[bytes]], ...], Optional[bytes]], Any]
 
 
+_SEEK_PAST = "If needed, please seek past the record to continue consumption."
+
+
 def deserialization_error(record: Any, topic_partition: Any, origin: Origin, note: str) -> RecordDeserializationError:
     """The error for ``record`` (a ConsumerRecord or ShareConsumerRecord with the raw key and
     value) whose ``origin`` deserializer failed, carrying what Java's
@@ -402,14 +405,15 @@ class CompletedFetch:
         topic = record.topic
         headers = record.headers
         key_des, value_des = self._key_deserializer, self._value_deserializer
-        origin = Origin.KEY
+        # Two try blocks (free until one raises) tell the origin: no per-record bookkeeping.
         try:
             key = record.key if key_des is None else key_des(topic, headers, record.key)
-            origin = Origin.VALUE
+        except Exception as exc:
+            raise deserialization_error(record, self.partition, Origin.KEY, _SEEK_PAST) from exc
+        try:
             value = record.value if value_des is None else value_des(topic, headers, record.value)
         except Exception as exc:
-            raise deserialization_error(record, self.partition, origin,
-                                        "If needed, please seek past the record to continue consumption.") from exc
+            raise deserialization_error(record, self.partition, Origin.VALUE, _SEEK_PAST) from exc
         # The fields around key and value are copied by position: a tuple slice is much
         # cheaper per record than NamedTuple._replace().
         return _new_record(ConsumerRecord, record[:_KEY] + (key, value) + record[_KEY + 2:])

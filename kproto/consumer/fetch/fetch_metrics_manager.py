@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
@@ -229,22 +230,14 @@ class FetchMetricsManager:
             return
         self._pending = []
         self._pending_rows = 0
-        lag_values: dict[TopicPartition, list[int]] = {}
-        lead_values: dict[TopicPartition, list[int]] = {}
+        lag_values: defaultdict[TopicPartition, list[int]] = defaultdict(list)
+        lead_values: defaultdict[TopicPartition, list[int]] = defaultdict(list)
         for _, rows in pending:
             for tp, lag, lead in rows:
                 if lag is not None:
-                    found = lag_values.get(tp)
-                    if found is None:
-                        lag_values[tp] = [lag]
-                    else:
-                        found.append(lag)
+                    lag_values[tp].append(lag)
                 if lead is not None:
-                    found = lead_values.get(tp)
-                    if found is None:
-                        lead_values[tp] = [lead]
-                    else:
-                        found.append(lead)
+                    lead_values[tp].append(lead)
         config = self._partition_config
         latest = max(now for now, _ in pending)  # clocks may step back: the latest of all
         one_by_one: list[dict[TopicPartition, LatestExtremeAvg]] = [{}, {}]
