@@ -73,6 +73,13 @@ unsecured JWS tokens: ``unsecured_jws(subject)``) and SHORT_SESSION (SCRAM-SHA-5
 2 s sessions); ``address(listener)`` and ``ports[listener]``; certificates from the
 session's ``pki`` fixture.
 
+Corrupt data in flight: :class:`~tests.brokers.corrupting_proxy.CorruptingProxy` flips a
+marker's first byte in every response frame (Fetch, ShareFetch ...), so the batch holding
+it fails its CRC; clients reach it through ``tansu_behind(proxy)`` (a Tansu of its own) or
+:class:`~tests.brokers.corrupting_proxy.KafkaBehind` (a Kafka 4.4 node of its own whose
+``CORRUPTING`` listener is advertised at the proxy). librdkafka's mock stores a raw
+Produce's batch as given, so there a corrupt batch can simply be written.
+
 Declaring what a test needs::
 
     @pytest.mark.needs("kip848", "offset_for_leader_epoch")
