@@ -145,7 +145,7 @@ class ShareCompletedFetch:
                 if self._check_crcs:
                     batch.ensure_valid()
                 records, error = batch.decode_records(ConsumerRecord, prefix)
-            except CorruptRecordError as exc:  # a compressed batch that cannot be decompressed
+            except CorruptRecordError as exc:  # a bad CRC, or a compressed batch that cannot be decompressed
                 records, error = [], exc
             if error is not None:
                 raise self._reject_batch(batch, error)
