@@ -178,7 +178,8 @@ def child_main(spec: dict) -> None:
             spec["variant"], "" if aiokafka_compiled() else "not "))
     print("RESULT " + json.dumps({
         "count": tally.count, "value_bytes": tally.value_bytes, "checksum": tally.checksum,
-        "seconds": seconds, "first_s": first[0], "first_count": first_count[0], "close_s": close_s, "cpu_s": cpu, "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
+        "seconds": seconds, "first_s": first[0], "first_count": first_count[0], "close_s": close_s, "cpu_s": cpu,
+        "gc_s": gc_time[0], "peak_rss": peak_rss_bytes(),
         "rss_before": rss_before, "samples": samples, **extra}), flush=True)
 
 

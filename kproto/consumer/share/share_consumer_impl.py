@@ -16,8 +16,8 @@ session generation that delivered it) and the acknowledgements made since the la
   ``RecordDeserializationError`` a ``poll`` raises, and is ``RELEASE``d with the next
   acknowledgements; the acquired records of a corrupt batch, as a ``CorruptRecordError``
   listing them (``offsets``), are ``REJECT``ed; either unless, in explicit mode, the
-  application acknowledges it by offset first (``acknowledge_offset``: Java's ``acknowledge(topic, partition, offset, type)``
-  over ``ShareInFlightBatchException.offsets()``); once those acknowledgements were taken
+  application acknowledges it by offset first (``acknowledge_offset``: Java's
+  ``acknowledge(topic, partition, offset, type)`` over ``ShareInFlightBatchException.offsets()``); once those acknowledgements were taken
   (``poll``, ``commit``, ``close``) the offset can no longer be acknowledged. An error met
   after records of other partitions were collected is raised by the next ``poll``;
 - RENEW (Java's renewing records): the record stays delivered; the renewal goes out in
@@ -56,7 +56,8 @@ from kproto.consumer.share.acknowledgements import Acknowledgements, Acknowledge
 from kproto.consumer.share.share_consumer_config import ShareConsumerConfig
 from kproto.consumer.share.share_fetch_buffer import ShareFetchBuffer
 from kproto.consumer.share.share_request_managers import build_share_resources
-from kproto.errors import CorruptRecordError, IllegalStateError, KafkaError, KafkaTimeoutError, RecordDeserializationError
+from kproto.errors import (CorruptRecordError, IllegalStateError, KafkaError, KafkaTimeoutError,
+                           RecordDeserializationError)
 from kproto.consumer.share.share_fetch_metrics_manager import ShareFetchMetricsManager
 from kproto.metrics.consumer_metrics import KafkaConsumerMetrics, metrics_view, timed_poll
 from kproto.structs import ShareConsumerRecord, TopicIdPartition, TopicPartition

@@ -53,7 +53,8 @@ def poll_until(consumer: Any, done: Callable[[], bool], on_record: Callable[[Any
 def assert_carries_the_record(error: RecordDeserializationError, written: Any) -> None:
     """What Java's RecordDeserializationException carries."""
     tp = error.topic_partition
-    assert (tp.topic, tp.partition, error.offset) == (written.topic, written.partition, written.offset)  # type: ignore[attr-defined]
+    assert (tp.topic, tp.partition, error.offset) == (  # type: ignore[attr-defined]
+        written.topic, written.partition, written.offset)
     assert error.origin is DeserializationExceptionOrigin.VALUE and isinstance(error.__cause__, ValueError)
     assert (error.key_buffer, error.value_buffer, error.headers) == (written.key, written.value, written.headers)
     assert error.timestamp == written.timestamp
