@@ -6,7 +6,8 @@ responses, flips one byte of a marker value, as a failing disk or network would.
 batch holding the marker then fails its CRC-32C in every Fetch response. ``poll()`` must
 return every record before it, then raise ``CorruptRecordError`` naming topic, partition
 and offset (again on the next poll, nothing skipped silently); after ``seek()`` past it,
-consumption goes on with no record lost or repeated. Without CRC checks the flipped value is returned as it arrived.
+consumption goes on with no record lost or repeated. Without CRC checks the flipped value
+is returned as it arrived.
 """
 
 from __future__ import annotations
