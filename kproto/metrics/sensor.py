@@ -12,7 +12,7 @@ recorded after the child's lock is released, so a child never holds two locks.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kproto.metrics.metric_name import MetricConfig, MetricName
 from kproto.metrics.stats import CompoundStat, Gauge, Measurable, Stat
@@ -63,7 +63,8 @@ class Sensor:
         self._recorders: tuple[Any, ...] = ()  # (stat.record, config) pairs: bound once, not per record
         self._metrics: dict[MetricName, KafkaMetric] = {}
         # Sensors may share one lock (``Metrics.sensor(lock=...)``): the consumer's
-        # per-partition sensors do, so ``record_each`` takes it once for all of them.
+        # per-partition lag and lead sensors do, and it also guards the values their
+        # FetchMetricsManager holds back for them (read under it, handed over first).
         self.lock = threading.Lock() if lock is None else lock
         for parent in parents:
             if parent is self:
@@ -78,34 +79,6 @@ class Sensor:
                 record(config, value, now_ms)
         for parent in self.parents:
             parent.record(value, now_ms)
-
-    @staticmethod
-    def record_each(sensors: Iterable["Sensor"], values: Iterable[float], now_ms: int) -> None:
-        """``sensor.record(value, now_ms)`` for each sensor and value (paired in order): the
-        same records, one call for many values. The consumer records two per partition per
-        poll; with 1,000 partitions a call (and a pair) per value cost as much as recording.
-        Consecutive sensors that share a lock have it taken once for the run of them."""
-        held = None
-        try:
-            for sensor, value in zip(sensors, values):
-                lock = sensor.lock
-                if lock is not held:
-                    if held is not None:
-                        held.release()
-                        held = None
-                    lock.acquire()
-                    held = lock
-                for record, config in sensor._recorders:
-                    record(config, value, now_ms)
-                if sensor.parents:
-                    # As ``record``: a parent records outside the child's lock.
-                    held.release()
-                    held = None
-                    for parent in sensor.parents:
-                        parent.record(value, now_ms)
-        finally:
-            if held is not None:
-                held.release()
 
     def add(self, metric: Union[MetricName, CompoundStat], stat: Optional[Stat] = None,
             config: Optional[MetricConfig] = None) -> bool:

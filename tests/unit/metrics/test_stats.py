@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kproto.consumer.fetch.fetch_metrics_manager import FetchMetricsManager
 from kproto.consumer.subscription_state import SubscriptionState
 from kproto.metrics import (Avg, CumulativeCount, CumulativeSum, LatestExtremeAvg, Max, Meter, MetricConfig, MetricName,
-                            Metrics, Min, Rate, Sensor, Value, WindowedCount, WindowedSum, by_group)
+                            Metrics, Min, Rate, Value, WindowedCount, WindowedSum, by_group)
 from kproto.metrics.consumer_metrics import CoordinatorMetrics, KafkaConsumerMetrics, build_metrics, metrics_view
 from kproto.structs import IsolationLevel, TopicPartition
 
@@ -142,44 +142,41 @@ def test_sensor_records_into_parents_and_reads_at_the_clock():
     assert child.add(metrics.metric_name("one-max", "g"), Max()) is False
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["own-locks", "shared-lock"])
-def test_record_each_records_as_record_does(shared):
-    values = {}
-    for batched in (False, True):
-        metrics = Metrics(CONFIG, time_ms=FakeClock(0))
-        lock = threading.Lock() if shared else None
-        parent = metrics.sensor("all")
-        parent.add(metrics.metric_name("all-avg", "g"), Avg())
-        one = metrics.sensor("one", parents=[parent], lock=lock)
-        one.add(LatestExtremeAvg(metrics.metric_name("one", "g"), metrics.metric_name("one-max", "g"),
-                                 metrics.metric_name("one-avg", "g")))
-        two = metrics.sensor("two", lock=lock)
-        two.add(metrics.metric_name("two-min", "g"), Min())
-        three = metrics.sensor("three", lock=lock)
-        three.add(metrics.metric_name("three-max", "g"), Max())
-        pairs = [(two, 4), (three, 3), (one, 5), (two, 2), (three, 8), (one, 9), (one, 1)]
-        if batched:
-            Sensor.record_each([s for s, _ in pairs], [v for _, v in pairs], 100)
-        else:
-            for sensor, value in pairs:
-                sensor.record(value, 100)
-        values[batched] = {name.name: m.value(200) for name, m in metrics.metrics.items()}
-        # Every lock is free again (the shared one is held across runs of its sensors).
-        for sensor in (parent, one, two, three):
-            assert sensor.lock.acquire(blocking=False)
-            sensor.lock.release()
-    assert values[True] == values[False] == {"all-avg": 5, "one": 1, "one-max": 9, "one-avg": 5, "two-min": 2,
-                                             "three-max": 8}
+class CountingLock:
+    """A lock that counts how often it was taken."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def acquire(self, blocking=True):
+        self.taken += 1
+        return self._lock.acquire(blocking)
+
+    def release(self):
+        self._lock.release()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
 
 
-def test_record_each_releases_a_shared_lock_when_a_stat_fails():
+def test_sensors_given_one_lock_record_and_are_read_under_it():
     metrics = Metrics(CONFIG, time_ms=FakeClock(0))
-    lock = threading.Lock()
-    good, bad = metrics.sensor("good", lock=lock), metrics.sensor("bad", lock=lock)
-    good.add(metrics.metric_name("good-max", "g"), Max())
-    bad.add(metrics.metric_name("bad-max", "g"), Max())
-    with pytest.raises(TypeError):
-        Sensor.record_each([good, bad], [1, "not a number"], 100)
+    lock = CountingLock()
+    one, two = metrics.sensor("one", lock=lock), metrics.sensor("two", lock=lock)
+    own = metrics.sensor("own")
+    for sensor, name in ((one, "one-max"), (two, "two-max"), (own, "own-max")):
+        sensor.add(metrics.metric_name(name, "g"), Max())
+    assert one.lock is two.lock is lock and own.lock is not lock
+    taken = lock.taken
+    one.record(3, 100)
+    two.record(5, 100)
+    own.record(7, 100)
+    values = {name.name: m.value(200) for name, m in metrics.metrics.items()}
+    assert values == {"one-max": 3, "two-max": 5, "own-max": 7}
+    assert lock.taken - taken == 4  # two records and two reads; the own sensor's are not on it
     assert lock.acquire(blocking=False)
     lock.release()
 
