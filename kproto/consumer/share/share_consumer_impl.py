@@ -17,9 +17,10 @@ session generation that delivered it) and the acknowledgements made since the la
   acknowledgements; the acquired records of a corrupt batch, as a ``CorruptRecordError``
   listing them (``offsets``), are ``REJECT``ed; either unless, in explicit mode, the
   application acknowledges it by offset first (``acknowledge_offset``: Java's
-  ``acknowledge(topic, partition, offset, type)`` over ``ShareInFlightBatchException.offsets()``); once those acknowledgements were taken
-  (``poll``, ``commit``, ``close``) the offset can no longer be acknowledged. An error met
-  after records of other partitions were collected is raised by the next ``poll``;
+  ``acknowledge(topic, partition, offset, type)`` over ``ShareInFlightBatchException.offsets()``);
+  once those acknowledgements were taken (``poll``, ``commit``, ``close``) the offset can no
+  longer be acknowledged. An error met after records of other partitions were collected is
+  raised by the next ``poll``;
 - RENEW (Java's renewing records): the record stays delivered; the renewal goes out in
   ShareAcknowledge with the next ``poll``/``commit``/``commit_async``, and the next ``poll``
   fetches nothing new but hands the renewed records out again once the broker answered
@@ -101,8 +102,9 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         # Implicit mode needs no look-ups: what the last poll returned, per partition.
         self._implicit_batch: list[tuple[AckKey, list[int]]] = []
         self._acks: dict[AckKey, Acknowledgements] = {}
-        # Records whose delivery failed (a RecordDeserializationError was raised for them) and
-        # whose default RELEASE is still in _acks: (topic, partition, offset) -> ack key.
+        # Records whose delivery failed (a RecordDeserializationError was raised for them, or a
+        # CorruptRecordError listed them) and whose default acknowledgement (RELEASE, REJECT)
+        # is still in _acks: (topic, partition, offset) -> ack key.
         self._failed: dict[tuple[str, int, int], AckKey] = {}
         # An error met while collecting after records were taken: the next poll raises it.
         self._deferred_error: Optional[tuple[AckKey, KafkaError]] = None
@@ -390,12 +392,16 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
 
     # --- acknowledgements -------------------------------------------------------------------
 
-    def acknowledge(self, record: Any, type_: Any = AcknowledgeType.ACCEPT) -> None:
+    def _explicit_acknowledgement(self, type_: Any) -> AcknowledgeType:
+        """The checks both ``acknowledge`` forms make first: open, explicit mode, a known type."""
         self._check_open()
         if not self.explicit:
             raise IllegalStateError("If you acknowledge records, set share_acknowledgement_mode='explicit' "
                                     "(this consumer uses implicit acknowledgement)")
-        kind = acknowledge_type(type_)
+        return acknowledge_type(type_)
+
+    def acknowledge(self, record: Any, type_: Any = AcknowledgeType.ACCEPT) -> None:
+        kind = self._explicit_acknowledgement(type_)
         try:
             where = (record.topic, record.partition, record.offset)
             count = record.delivery_count
@@ -423,11 +429,7 @@ class ShareConsumerImpl(BackgroundEngine[ShareFetchBuffer]):
         """Explicit mode: acknowledge a record whose delivery failed (a ``poll`` raised a
         ``RecordDeserializationError`` for it, or a ``CorruptRecordError`` listing it in
         ``offsets``) instead of its default (RELEASE, REJECT)."""
-        self._check_open()
-        if not self.explicit:
-            raise IllegalStateError("If you acknowledge records, set share_acknowledgement_mode='explicit' "
-                                    "(this consumer uses implicit acknowledgement)")
-        kind = acknowledge_type(type_)
+        kind = self._explicit_acknowledgement(type_)
         key = self._failed.get((topic, partition, offset))
         if key is None:
             raise IllegalStateError(
