@@ -39,6 +39,8 @@ from kproto.structs import ConsumerRecord, ShareConsumerRecord, TopicIdPartition
 
 _new = tuple.__new__
 _OFFSET = 3
+# What a RecordDeserializationError of a share fetch says happens to its record.
+_RELEASED = "The record is released unless it is acknowledged by offset (explicit mode)."
 
 
 class ShareCompletedFetch:
@@ -208,15 +210,15 @@ class ShareCompletedFetch:
         if key_des is None and value_des is None:
             return raw
         topic, headers = raw[0], raw[8]
-        origin = Origin.KEY
+        # Two try blocks tell the origin, as CompletedFetch's: no per-record bookkeeping.
         try:
             key = raw[6] if key_des is None else key_des(topic, headers, raw[6])
-            origin = Origin.VALUE
+        except Exception as exc:
+            raise deserialization_error(raw, self.partition.topic_partition, Origin.KEY, _RELEASED) from exc
+        try:
             value = raw[7] if value_des is None else value_des(topic, headers, raw[7])
         except Exception as exc:
-            raise deserialization_error(
-                raw, self.partition.topic_partition, origin,
-                "The record is released unless it is acknowledged by offset (explicit mode).") from exc
+            raise deserialization_error(raw, self.partition.topic_partition, Origin.VALUE, _RELEASED) from exc
         return _new(ShareConsumerRecord, raw[:6] + (key, value) + raw[8:])
 
     # --- what is left ---------------------------------------------------------------------
