@@ -48,6 +48,11 @@ from kproto.structs import IsolationLevel, TopicPartition
 #: Lags and leads (rows of partitions) held back at most before they go into the stats.
 _MAX_PENDING_ROWS = 20_000
 
+
+def _partition_sensor_name(tp: TopicPartition, kind: str) -> str:
+    """The registry name of ``tp``'s ``records-lag`` or ``records-lead`` sensor."""
+    return "{}-{}.{}".format(tp.topic, tp.partition, kind)
+
 if TYPE_CHECKING:
     from kproto.consumer.subscription_state import SubscriptionState
 
@@ -66,11 +71,10 @@ class FetchMetricsManager:
         self._partition_lock = threading.Lock()  # the per-partition lag/lead sensors'
         self._assignment_id = -1
         self._assigned: frozenset[TopicPartition] = frozenset()
-        # kind ("records-lag", "records-lead") -> partition -> its sensor: the collector
-        # records per batch, no registry lookup (and no key tuple built per lookup).
-        self._partition_sensors: dict[str, dict[TopicPartition, Any]] = {"records-lag": {}, "records-lead": {}}
-        # Their stats, and the lags and leads held back for them (see record_partitions_lag_and_lead):
-        # (time stamp, [(partition, lag, lead), ...]) per collection, under the partition lock.
+        # Each partition's records-lag and records-lead stat (the one stat of its sensor: the
+        # collector records into it, no registry lookup), and the lags and leads held back for
+        # them (see record_partitions_lag_and_lead): (time stamp, [(partition, lag, lead),
+        # ...]) per collection, under the partition lock.
         self._lag_stats: dict[TopicPartition, LatestExtremeAvg] = {}
         self._lead_stats: dict[TopicPartition, LatestExtremeAvg] = {}
         self._pending: list[tuple[int, list[tuple[TopicPartition, Optional[int], Optional[int]]]]] = []
@@ -155,7 +159,7 @@ class FetchMetricsManager:
             stat = stats.get(tp)
             if stat is not None:
                 return stat
-            sensor_name = "{}-{}.{}".format(tp.topic, tp.partition, kind)
+            sensor_name = _partition_sensor_name(tp, kind)
             # One manager per registry: a sensor of that name from elsewhere would not be on
             # this manager's lock, so it is replaced.
             self.metrics.remove_sensor(sensor_name)
@@ -174,7 +178,6 @@ class FetchMetricsManager:
             stat.flush = self._fold  # a reader holds the sensor's lock: the partition lock
             sensor.add(stat)
             self._partition_config = sensor.config
-            self._partition_sensors[kind][tp] = sensor
             stats[tp] = stat
         return stat
 
@@ -278,9 +281,8 @@ class FetchMetricsManager:
                         self._lag_stats.pop(tp, None)
                         self._lead_stats.pop(tp, None)
             for tp in gone:
-                for kind, sensors in self._partition_sensors.items():
-                    sensors.pop(tp, None)
-                    self.metrics.remove_sensor("{}-{}.{}".format(tp.topic, tp.partition, kind))
+                for kind in ("records-lag", "records-lead"):
+                    self.metrics.remove_sensor(_partition_sensor_name(tp, kind))
                 self.metrics.remove_metric(self._replica_name(tp))
             for tp in assigned - self._assigned:
                 self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
