@@ -79,7 +79,6 @@ class FetchMetricsManager:
         self._lead_stats: dict[TopicPartition, LatestExtremeAvg] = {}
         self._pending: list[tuple[int, list[tuple[TopicPartition, Optional[int], Optional[int]]]]] = []
         self._pending_rows = 0
-        self._partition_config = metrics.config
 
         self.bytes_fetched = metrics.sensor("bytes-fetched")
         self._add_size_stats(self.bytes_fetched, None)
@@ -177,7 +176,6 @@ class FetchMetricsManager:
                 maximum=maximum)
             stat.flush = self._fold  # a reader holds the sensor's lock: the partition lock
             sensor.add(stat)
-            self._partition_config = sensor.config
             stats[tp] = stat
         return stat
 
@@ -241,7 +239,7 @@ class FetchMetricsManager:
                     lag_values[tp].append(lag)
                 if lead is not None:
                     lead_values[tp].append(lead)
-        config = self._partition_config
+        config = self.metrics.config  # every partition sensor's (made without one of its own)
         latest = max(now for now, _ in pending)  # clocks may step back: the latest of all
         one_by_one: list[dict[TopicPartition, LatestExtremeAvg]] = [{}, {}]
         for values_of, stats, slow in ((lag_values, self._lag_stats, one_by_one[0]),
