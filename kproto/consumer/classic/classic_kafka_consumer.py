@@ -44,8 +44,8 @@ from kproto.clock import monotonic_ms
 from kproto.net.client import NetworkClient
 from kproto.net.future import Future
 from kproto.net.metadata import ClusterMetadata
-from kproto.structs import (ConsumerGroupMetadata, IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
-                            check_partition)
+from kproto.structs import (ConsumerGroupMetadata, IsolationLevel, OffsetAndMetadata, OffsetAndTimestamp,
+                            TopicPartition, check_partition)
 
 log = logging.getLogger("kproto.consumer.classic")
 

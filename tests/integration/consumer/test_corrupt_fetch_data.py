@@ -177,7 +177,8 @@ def test_kproto_aio_checks_crcs_ahead_in_slices_and_still_names_the_corrupt_batc
                 except errors.CorruptRecordError as exc:
                     error = exc
             assert [(r.offset, r.value) for r in before] == [w for w in written if w[0] < marker_offset]
-            assert (error.topic, error.partition, error.offset) == (topic, 0, marker_offset)  # type: ignore[attr-defined]
+            assert (error.topic, error.partition, error.offset) == (  # type: ignore[attr-defined]
+                topic, 0, marker_offset)
             with pytest.raises(errors.CorruptRecordError):
                 await consumer.getmany(timeout_ms=200)
             consumer.seek(tp, marker_offset + 1)
