@@ -126,6 +126,22 @@ class SubscriptionFetchPath:
     # --- offsets a fetch answer brings: watermarks, lags, read replicas ----------------
 
     @locks_inside
+    def any_behind(self, positions: Iterable[tuple[TopicPartition, FetchPosition]], read_committed: bool) -> bool:
+        """Whether any of these partitions is known (from its last fetch answer) to be
+        behind its high watermark, or its last stable offset when ``read_committed``: a
+        fetch of it is answered at once rather than held for ``fetch.max.wait.ms``."""
+        with self._lock:
+            states = self._states
+            for tp, position in positions:
+                state = states.get(tp)
+                if state is None:
+                    continue
+                end = state.last_stable_offset if read_committed else state.high_watermark
+                if end is not None and end > position.offset:
+                    return True
+        return False
+
+    @locks_inside
     def update_fetched_offsets(self, tp: TopicPartition, high_watermark: int, log_start_offset: int,
                                last_stable_offset: int) -> None:
         """A fetch answer's offsets of ``tp`` (each only if known, >= 0), under one lock."""

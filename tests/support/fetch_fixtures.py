@@ -52,7 +52,8 @@ def make(topic_id=TOPIC_ID, **config):
     return fetch, subs
 
 
-def response_for(fetch_requests, node, version, session_id=0, records=None, error_code=0, partition_errors=None):
+def response_for(fetch_requests, node, version, session_id=0, records=None, error_code=0, partition_errors=None,
+                 high_watermark=20, last_stable_offset=-1):
     """A broker-like response for the partitions a request names, through the real codec."""
     data = fetch_requests[node]
     topics = {}
@@ -62,7 +63,7 @@ def response_for(fetch_requests, node, version, session_id=0, records=None, erro
         entry = topics.setdefault(tp.topic, FetchResponse.FetchableTopicResponse(
             topic=tp.topic, topic_id=part.topic_id, partitions=[]))
         entry.partitions.append(FetchResponse.PartitionData(
-            partition_index=tp.partition, high_watermark=20,
+            partition_index=tp.partition, high_watermark=high_watermark, last_stable_offset=last_stable_offset,
             error_code=(partition_errors or {}).get(tp, 0),
             records=(records or {}).get(tp, b"")))
     response = FetchResponse(error_code=error_code, session_id=session_id, responses=list(topics.values()))

@@ -10,6 +10,15 @@ their leader (or preferred read replica), and skips a node that has a request in
 or that leads a partition with buffered data (fetching the others would drop the buffered
 ones from the broker's session); a paused partition's buffered data does not count (it
 waits for resume, and must not starve the node's other partitions: Java's KAFKA-17182).
+A node that answered the last full request without a session (``FetchSessionHandler.
+sessionless``: Tansu, librdkafka's mock, a Kafka whose session cache is full) has no
+session to drop partitions from, so there kproto departs from Java: while its buffered
+data is read, the node's other partitions are fetched, provided one of them is known to
+be behind its high watermark (a request the broker would hold for ``fetch.max.wait.ms``
+would keep the buffered partitions from being fetched again until it returns). A broker
+that caps each answer (Tansu: ~5.5 MB of 1,000 partitions) then answers the rest while the
+first part is read. Memory: that fetch goes only while less than ``fetch.max.bytes`` is
+buffered, so the buffer holds at most that plus one answer (Java: one answer per node).
 ``handle_fetch_success`` advances the session and buffers one ``CompletedFetch`` per
 partition; ``handle_fetch_failure`` resets the session so the next request is full.
 
@@ -50,7 +59,8 @@ from kproto.consumer.subscription_state import SubscriptionState
 from kproto.errors import ErrorCode
 from kproto.messages.fetch import (FetchRequest, FetchRequest_FetchTopic, FetchRequest_ForgottenTopic, FetchResponse,
                                    FetchResponse_NodeEndpoint, FetchResponse_PartitionData)
-from kproto.structs import BrokerMetadata, TopicPartition
+from kproto.consumer.topic_partition_state import FetchPosition
+from kproto.structs import BrokerMetadata, IsolationLevel, TopicPartition
 
 if TYPE_CHECKING:
     from kproto.net.metadata import ClusterMetadata
@@ -177,19 +187,26 @@ class AbstractFetch:
             open_nodes = {broker.node_id for broker in self.metadata.brokers()}
             open_nodes -= self.nodes_with_pending_fetch_requests
             buffered_nodes = self._buffered_nodes((cf.partition for cf in buffered_fetches), now_ms, open_nodes)
-            if open_nodes <= buffered_nodes:
+            handlers = self.session_handlers
+            # Java's rule keeps an incremental session whole; a node that keeps no session
+            # (sessionless: every request full) loses nothing when buffered partitions are
+            # left out, so the rest may be fetched while that data is read (see the module
+            # docstring).
+            sessionless = {node for node in buffered_nodes if (h := handlers.get(node)) is not None and h.sessionless}
+            if sessionless and sum(cf.records_size for cf in buffered_fetches) >= self.fetch_config.max_bytes:
+                sessionless = set()  # memory: see the module docstring
+            if open_nodes <= buffered_nodes - sessionless:
                 return {}
             buffered = {cf.partition for cf in buffered_fetches}
             # One lock for every partition's fetchability, position and read replica.
             unbuffered = self.subscriptions.fetchable_positions(buffered)
             if not unbuffered:
                 return {}
-            builders: dict[int, FetchSessionHandler.Builder] = {}
             unavailable: dict[int, bool] = {}  # asked once per node, not per partition
-            topic_ids: dict[str, uuid.UUID] = {}  # looked up once per topic, not per partition
             pending = self.nodes_with_pending_fetch_requests
-            fetch_size = self.fetch_config.fetch_size
             need_metadata = False
+            to_send: list[tuple[int, TopicPartition, FetchPosition]] = []
+            early: dict[int, list[tuple[TopicPartition, FetchPosition]]] = {}
             # Once per partition of every Fetch: locals, and the common case inline.
             for tp, position, replica in unbuffered:
                 leader = position.current_leader.leader
@@ -207,24 +224,41 @@ class AbstractFetch:
                     log.debug("skipping fetch for %s: node %s is unavailable", tp, node)
                 elif node in pending:
                     log.debug("skipping fetch for %s: a request to node %s is in flight", tp, node)
-                elif node in buffered_nodes:
-                    log.debug("skipping fetch for %s: node %s leads partitions with buffered data", tp, node)
+                elif node not in buffered_nodes:
+                    to_send.append((node, tp, position))
+                elif node in sessionless:
+                    early.setdefault(node, []).append((tp, position))
                 else:
-                    builder = builders.get(node)
-                    if builder is None:
-                        handler = self.session_handlers.get(node)
-                        if handler is None:
-                            handler = FetchSessionHandler(node, self.fetch_config.enable_incremental_fetch_sessions)
-                            self.session_handlers[node] = handler
-                        builder = builders[node] = handler.new_builder()
-                    topic = tp.topic
-                    topic_id = topic_ids.get(topic)
-                    if topic_id is None:
-                        topic_id = topic_ids[topic] = self.metadata.topic_id(topic) or ZERO_UUID
-                    epoch = position.current_leader.epoch
-                    # All six fields, through tuple.__new__: PartitionData's own __new__ is a Python call.
-                    builder.add(tp, _new_tuple(PartitionData, (topic_id, position.offset, INVALID_LOG_START_OFFSET,
-                                                               fetch_size, -1 if epoch is None else epoch, -1)))
+                    log.debug("skipping fetch for %s: node %s leads partitions with buffered data", tp, node)
+            read_committed = self.fetch_config.isolation_level == IsolationLevel.READ_COMMITTED
+            for node, partitions in early.items():
+                # Only if some partition has data to answer with at once: a fetch the broker
+                # holds for fetch.max.wait.ms would keep the node's buffered partitions, once
+                # read, from being fetched again until it returns.
+                if self.subscriptions.any_behind(partitions, read_committed):
+                    to_send += [(node, tp, position) for tp, position in partitions]
+                else:
+                    log.debug("not fetching from node %s while it has buffered data: no other partition of it is "
+                              "known to be behind", node)
+            builders: dict[int, FetchSessionHandler.Builder] = {}
+            topic_ids: dict[str, uuid.UUID] = {}  # looked up once per topic, not per partition
+            fetch_size = self.fetch_config.fetch_size
+            for node, tp, position in to_send:
+                builder = builders.get(node)
+                if builder is None:
+                    handler = handlers.get(node)
+                    if handler is None:
+                        handler = FetchSessionHandler(node, self.fetch_config.enable_incremental_fetch_sessions)
+                        handlers[node] = handler
+                    builder = builders[node] = handler.new_builder()
+                topic = tp.topic
+                topic_id = topic_ids.get(topic)
+                if topic_id is None:
+                    topic_id = topic_ids[topic] = self.metadata.topic_id(topic) or ZERO_UUID
+                epoch = position.current_leader.epoch
+                # All six fields, through tuple.__new__: PartitionData's own __new__ is a Python call.
+                builder.add(tp, _new_tuple(PartitionData, (topic_id, position.offset, INVALID_LOG_START_OFFSET,
+                                                           fetch_size, -1 if epoch is None else epoch, -1)))
             if need_metadata:
                 self.metadata.request_update_no_wait(reset_equivalent=False)
             return {node: builder.build() for node, builder in builders.items()}

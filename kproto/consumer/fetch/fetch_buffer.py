@@ -37,19 +37,23 @@ class FetchBuffer:
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._completed: collections.deque[CompletedFetch] = collections.deque()
+        # Fresh answers without records, error or read replica (CompletedFetch.empty_answer),
+        # queued apart: the collector takes them all before any data (see peek_empty_answers).
+        self._empty: collections.deque[CompletedFetch] = collections.deque()
         self._next_in_line: Optional[CompletedFetch] = None
         self._woken_up = False
         self._closed = False
 
     def _buffered(self) -> set[TopicPartition]:
         parts = {cf.partition for cf in self._completed}
+        parts.update(cf.partition for cf in self._empty)
         if self._next_in_line is not None and not self._next_in_line.is_consumed:
             parts.add(self._next_in_line.partition)
         return parts
 
     def is_empty(self) -> bool:
         with self._lock:
-            return not self._completed
+            return not self._completed and not self._empty
 
     def add(self, completed_fetch: CompletedFetch) -> None:
         self.add_all([completed_fetch])
@@ -66,7 +70,10 @@ class FetchBuffer:
                 if cf.partition in buffered:
                     raise IllegalStateError("a completed fetch for {}-{} is already buffered".format(*cf.partition))
                 buffered.add(cf.partition)
-            self._completed.extend(fetches)
+                if cf.empty_answer and not cf.initialized:
+                    self._empty.append(cf)
+                else:
+                    self._completed.append(cf)
             if notify:
                 self._woken_up = True
                 self._not_empty.notify_all()
@@ -97,25 +104,26 @@ class FetchBuffer:
             if self._completed:
                 self._completed.popleft()
 
-    def peek_empty_answers(self) -> list[CompletedFetch]:
-        """The fetches at the head of the queue that are fresh answers without records,
-        error or read replica (``CompletedFetch.empty_answer``, not initialized), in order.
-        They stay queued, their partitions buffered, until ``drop_head`` takes them."""
-        with self._lock:
-            run = []
-            for completed in self._completed:
-                if completed.initialized or not completed.empty_answer:
-                    break
-                run.append(completed)
-            return run
+    def has_empty_answers(self) -> bool:
+        """Whether fresh answers without records are queued (read without the lock: a
+        hint, which ``peek_empty_answers`` makes good)."""
+        return bool(self._empty)
 
-    def drop_head(self, fetches: list[CompletedFetch]) -> None:
-        """Remove ``fetches`` (from ``peek_empty_answers``, which the collector has dealt
-        with) from the head of the queue, with no fetch next in line: ``poll_to_next_in_line(
-        None)`` for each, under one lock."""
+    def peek_empty_answers(self) -> list[CompletedFetch]:
+        """The queued fresh answers without records, error or read replica
+        (``CompletedFetch.empty_answer``, not initialized), in arrival order, whatever data
+        was queued before them: they carry nothing to deliver, so the collector takes them
+        all at once and their partitions stop counting as buffered (a sessionless broker's
+        answer to many partitions is mostly these; see ``AbstractFetch``). They stay
+        queued until ``drop_empty_answers`` takes them."""
         with self._lock:
-            self._next_in_line = None
-            queue = self._completed
+            return list(self._empty)
+
+    def drop_empty_answers(self, fetches: list[CompletedFetch]) -> None:
+        """Remove ``fetches`` (from ``peek_empty_answers``, which the collector has dealt
+        with) from the head of the empty answers' queue, under one lock."""
+        with self._lock:
+            queue = self._empty
             for completed in fetches:
                 if not queue or queue[0] is not completed:
                     break  # cleared meanwhile (by the collecting thread, so not in practice)
@@ -153,6 +161,7 @@ class FetchBuffer:
         consumed): cheaper than ``buffered_partitions`` when the caller may stop early."""
         with self._lock:
             fetches = list(self._completed)
+            fetches += self._empty
             if self._next_in_line is not None and not self._next_in_line.is_consumed:
                 fetches.append(self._next_in_line)
             return fetches
@@ -166,6 +175,11 @@ class FetchBuffer:
                 for cf in dropped:
                     cf.drain()  # as Java: its metrics are reported, nothing more comes out
                 log.debug("dropped buffered fetches for %s", [cf.partition for cf in dropped])
+            empty_dropped = [cf for cf in self._empty if cf.partition not in partitions]
+            if empty_dropped:
+                self._empty = collections.deque(cf for cf in self._empty if cf.partition in partitions)
+                for cf in empty_dropped:
+                    cf.drain()
             if self._next_in_line is not None and self._next_in_line.partition not in partitions:
                 self._next_in_line.drain()
                 self._next_in_line = None
@@ -173,6 +187,7 @@ class FetchBuffer:
     def clear(self) -> None:
         with self._lock:
             self._completed.clear()
+            self._empty.clear()
             if self._next_in_line is not None:
                 self._next_in_line.drain()
             self._next_in_line = None
@@ -181,5 +196,6 @@ class FetchBuffer:
         with self._lock:
             self._closed = True
             self._completed.clear()
+            self._empty.clear()
             self._next_in_line = None
             self._not_empty.notify_all()

@@ -107,17 +107,18 @@ class FetchCollector:
             # The collecting thread owns the next-in-line fetch (the fetching thread only
             # adds): read once, then kept here in step with every change made to it.
             next_in_line = fetch_buffer.next_in_line_fetch
-            while remaining > 0:
+            while True:
+                if fetch_buffer.has_empty_answers():
+                    # Most partitions of a Fetch across many partitions: no records, no
+                    # error. All of them at once, before any data, so their partitions can
+                    # be fetched again while the data is read.
+                    self._collect_empty(fetch_buffer, fetch, paused)
+                if remaining <= 0:
+                    break
                 if next_in_line is None or next_in_line.is_consumed:
                     completed = fetch_buffer.peek()
                     if completed is None:
                         break
-                    if completed.empty_answer and not completed.initialized:
-                        # Most partitions of a Fetch across many partitions: no records, no
-                        # error; this one and those right after it, together.
-                        self._collect_empty(fetch_buffer, fetch, paused)
-                        next_in_line = None
-                        continue
                     if not completed.initialized:
                         try:
                             next_in_line = self.initialize(completed)
@@ -186,7 +187,7 @@ class FetchCollector:
 
     def _collect_empty(self, fetch_buffer: FetchBuffer, fetch: Fetch, paused: list[CompletedFetch]) -> None:
         """``initialize`` then ``_fetch_records`` of the fresh answers without records, error
-        or read replica at the head of the buffer (``peek_empty_answers``), with the same
+        or read replica the buffer holds (``peek_empty_answers``), with the same
         outcome for each, in order, in one call into SubscriptionState
         (``apply_empty_fetches``): its offsets are taken only if the position still is its
         fetch offset; then a paused partition's answer is kept for later, an unfetchable
@@ -218,7 +219,7 @@ class FetchCollector:
                     log.debug("not returning fetched records for %s: no longer fetchable", tp)
                 done.append(completed)
         CompletedFetch.drain_all(done)
-        fetch_buffer.drop_head(answers)
+        fetch_buffer.drop_empty_answers(answers)
 
     # --- initialization -------------------------------------------------------------------
 

@@ -113,6 +113,10 @@ class FetchSessionHandler:
         self.next_metadata = INITIAL if incremental else LEGACY
         self.session_partitions: dict[TopicPartition, PartitionData] = {}
         self.session_topic_names: dict[uuid.UUID, str] = {}
+        #: The node answered the last full request without opening a session (session id
+        #: 0: a broker without sessions, a full session cache, or incremental sessions
+        #: off), so the next request is full too and names only what it asks for.
+        self.sessionless = False
 
     @property
     def session_id(self) -> int:
@@ -212,7 +216,8 @@ class FetchSessionHandler:
                 log.info("node %s: full fetch response does not match the request: %s", self.node_id, problem)
                 self.next_metadata = self._initial()
                 return False
-            if session_id == INVALID_SESSION_ID or not self._incremental:
+            self.sessionless = session_id == INVALID_SESSION_ID or not self._incremental
+            if self.sessionless:
                 self.next_metadata = self._initial()
             else:
                 self.next_metadata = FetchMetadata.new_incremental(session_id)

@@ -259,5 +259,44 @@ def test_nothing_to_fetch_and_nodes_with_buffered_data_skipped():
     fetch.handle_fetch_success(1, requests[1], response_for(
         requests, 1, 16, session_id=3, records={T[0]: build_batch([(None, b"x")], base_offset=5)}), 16)
     fetch.handle_fetch_success(2, requests[2], response_for(requests, 2, 16, session_id=4), 16)
+    # A collection that takes no records still takes node 2's answers without any: its
+    # partitions are fetchable again; node 1 keeps a session, so t-2 waits for t-0's data.
     FetchCollector(subs, FetchConfig()).collect_fetch(fetch.fetch_buffer, max_records=0)
-    assert set(fetch.prepare_fetch_requests()) == set()
+    assert set(fetch.prepare_fetch_requests()) == {2}
+    assert fetch.fetch_buffer.buffered_partitions() == {T[0]}
+
+
+def _node_1_answered_with_t0_data(session_id: int, end_offset: int, **config):
+    """Node 1 answers its first Fetch with data for t-0 only (t-2: none, the partitions'
+    end at ``end_offset``); the collection that follows takes t-2's empty answer and no
+    record, so t-0's data stays buffered."""
+    fetch, subs = make(**config)
+    requests = fetch.prepare_fetch_requests()
+    fetch.mark_pending(1)
+    fetch.handle_fetch_success(1, requests[1], response_for(
+        requests, 1, 16, session_id=session_id, records={T[0]: build_batch([(None, b"x" * 100)], base_offset=5)},
+        high_watermark=end_offset, last_stable_offset=end_offset), 16)
+    FetchCollector(subs, FetchConfig()).collect_fetch(fetch.fetch_buffer, max_records=0)
+    assert fetch.fetch_buffer.buffered_partitions() == {T[0]}
+    return fetch
+
+
+def test_a_node_without_a_session_is_fetched_from_beside_its_buffered_data():
+    # t-2 is behind (end 20, position 5): the request names it, and not t-0.
+    fetch = _node_1_answered_with_t0_data(session_id=0, end_offset=20)
+    assert fetch.session_handlers[1].sessionless
+    assert list(fetch.prepare_fetch_requests()[1].to_send) == [T[2]]
+
+
+def test_nothing_beside_buffered_data_when_no_partition_is_known_behind():
+    # t-2 is at its end: the broker would hold the request for fetch.max.wait.ms.
+    fetch = _node_1_answered_with_t0_data(session_id=0, end_offset=5)
+    assert 1 not in fetch.prepare_fetch_requests()
+
+
+def test_nothing_beside_buffered_data_with_a_session_or_a_full_buffer():
+    fetch = _node_1_answered_with_t0_data(session_id=7, end_offset=20)
+    assert not fetch.session_handlers[1].sessionless and 1 not in fetch.prepare_fetch_requests()
+    # fetch.max.bytes of data already buffered: no more while it is read.
+    fetch = _node_1_answered_with_t0_data(session_id=0, end_offset=20, fetch_max_bytes=50)
+    assert 1 not in fetch.prepare_fetch_requests()

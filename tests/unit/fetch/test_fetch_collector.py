@@ -16,7 +16,7 @@ from kproto.consumer.subscription_state import SubscriptionState
 from kproto.messages import FetchResponse
 from kproto.metrics import Metrics, by_group
 from kproto.records import build_batch, build_control_batch
-from kproto.structs import OffsetAndMetadata, TopicPartition
+from kproto.structs import IsolationLevel, OffsetAndMetadata, TopicPartition
 from tests.threads import TestThread
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -337,3 +337,16 @@ def test_update_positions_false_leaves_positions_to_the_caller():
     assert collector.collect_fetch(buf).is_empty() and buf.buffered_partitions() == set()
     buf.add(cf(T1, 0, batch(0, 3)))
     assert offsets(collector.collect_fetch(buf), T1) == [0, 1] and subs.position(T1).offset == 2
+
+
+def test_answers_without_records_are_taken_before_data_queued_ahead_of_them():
+    # T0's data is queued first and outlasts the poll; T1's empty answer (end 40) behind it
+    # is taken in that same poll, so T1 stops counting as buffered and its end is known.
+    subs, buf, collector, _ = setup(max_poll_records=2)
+    buf.add_all([cf(T0, 0, batch(0, 5))])
+    buf.add_all([cf(T1, 0, hw=40)])
+    fetch = collector.collect_fetch(buf)
+    assert offsets(fetch, T0) == [0, 1] and fetch.next_offsets[T1].offset == 0
+    assert buf.buffered_partitions() == {T0}
+    assert subs.partition_lag(T1, IsolationLevel.READ_UNCOMMITTED) == 40
+    assert offsets(collector.collect_fetch(buf), T0) == [2, 3]
