@@ -28,7 +28,11 @@ def test_assigned_partitions_every_record_once_seek_and_offsets(broker) -> None:
             consumer.assign(tps)
             assert consumer.assignment() == set(tps)
             assert topic in await consumer.topics()
-            assert await consumer.end_offsets(tps) == {tp: ends[tp.partition] for tp in tps}
+            answered = await consumer.end_offsets(tps)
+            if "list_offsets_latest_is_log_end" in broker.capabilities:
+                assert answered == {tp: ends[tp.partition] for tp in tps}
+            else:  # Tansu: the last batch's base offset + 1 (tests.brokers docstring)
+                assert all(0 < answered[tp] <= ends[tp.partition] for tp in tps), answered
             assert set((await consumer.beginning_offsets(tps)).values()) == {0}
             seen = await drain(consumer, len(written))
             assert sorted(seen) == sorted((r.partition, r.offset) for r in written)
