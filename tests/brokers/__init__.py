@@ -197,7 +197,11 @@ tracking forgets the record: read it first),
 proxy on 127.0.0.1 in front of one broker (``addresses[0]`` of a 1-broker cluster): TLS
 termination, and ``requests() -> [RecordedRequest(api_key, api_version, correlation_id,
 client_id)]``, the request headers clients sent through it (versions included);
-``redirect(upstream)`` sends new connections elsewhere and drops the open ones.
+``redirect(upstream)`` sends new connections elsewhere and drops the open ones. A
+subclass that sets ``rewrites_responses = True`` gets every whole response frame with its
+request's API key and version in ``rewrite_response(frame, api_key, api_version)`` and
+sends what that returns (``CorruptingProxy``; the aborted-transaction index of
+``tests/integration/consumer/test_read_committed.py``).
 
 :class:`tests.brokers.fetch_sessions.FetchSessionFront(upstream, max_sessions=1000,
 eviction_ms=120_000)` answers Fetch v7+ with sessions (new session on epoch 0,

@@ -18,81 +18,30 @@ bootstrapped on ``proxy.bootstrap_servers`` stays behind the proxy, while ``new_
 
 from __future__ import annotations
 
-import socket
-import struct
-
-from tests.brokers.maven_kafka import MavenKafka
 from tests.brokers._net import free_ports
-from tests.threads import TestThread
+from tests.brokers.maven_kafka import MavenKafka
+from tests.brokers.proxy import BrokerProxy
 
 MARKER = b"corrupt-me-please"
 FLIPPED = bytes([MARKER[0] ^ 0x20]) + MARKER[1:]
-_SIZE = struct.Struct(">i")
 
 
-class CorruptingProxy:
-    """Forwards 127.0.0.1 connections to ``upstream``; flips MARKER's first byte in responses.
-    ``flipped`` counts the response frames changed so far."""
+class CorruptingProxy(BrokerProxy):
+    """Forwards 127.0.0.1 connections to ``upstream`` (set once the broker runs); flips
+    MARKER's first byte in responses. ``flipped`` counts the response frames changed so
+    far."""
+
+    rewrites_responses = True
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.upstream: tuple[str, int] | None = None
         self.flipped = 0
-        self._sockets: list[socket.socket] = []
-        TestThread(target=self._accept).start()
+        super().__init__(("127.0.0.1", 0))  # the upstream is set by tansu_behind / KafkaBehind
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            try:
-                up = socket.create_connection(self.upstream)  # type: ignore[arg-type]
-            except OSError:
-                client.close()
-                continue
-            self._sockets += [client, up]
-            TestThread(target=self._pump, args=(client, up, False)).start()
-            TestThread(target=self._pump, args=(up, client, True)).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, responses: bool) -> None:
-        buf = b""
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                if not responses:
-                    dst.sendall(data)
-                    continue
-                buf += data
-                # Whole response frames only, so a marker split across reads is still found.
-                while len(buf) >= 4 and len(buf) >= 4 + _SIZE.unpack_from(buf)[0]:
-                    end = 4 + _SIZE.unpack_from(buf)[0]
-                    frame, buf = buf[:end], buf[end:]
-                    if MARKER in frame:
-                        frame = frame.replace(MARKER, FLIPPED)
-                        self.flipped += 1
-                    dst.sendall(frame)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return "127.0.0.1:{}".format(self.port)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self._sockets:
-            s.close()
+    def rewrite_response(self, frame: bytes, api_key: int, api_version: int) -> bytes:
+        if MARKER not in frame:
+            return frame
+        self.flipped += 1
+        return frame.replace(MARKER, FLIPPED)
 
 
 class KafkaBehind(MavenKafka):

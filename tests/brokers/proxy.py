@@ -1,9 +1,15 @@
-"""A TCP proxy on 127.0.0.1 in front of one broker: optional TLS, and a request log.
+"""A TCP proxy on 127.0.0.1 in front of one broker: optional TLS, a request log, and a hook
+that may rewrite responses.
 
 Owns :class:`BrokerProxy`. The tests use it where the broker alone cannot show what they
-need: TLS termination (the local brokers speak plaintext only) and the API *version* of
+need: TLS termination (the local brokers speak plaintext only), the API *version* of
 each request a client sent (librdkafka's request tracking records broker, API key and
-time only: its ``rd_kafka_mock_request_t`` has no version field in 2.16).
+time only: its ``rd_kafka_mock_request_t`` has no version field in 2.16), and answers a
+broker would not give: a subclass that sets ``rewrites_responses`` gets each whole
+response frame, with the API key and version of the request it answers, in
+:meth:`BrokerProxy.rewrite_response` (corrupted data:
+:class:`tests.brokers.corrupting_proxy.CorruptingProxy`; an aborted-transaction index:
+``tests/integration/consumer/test_read_committed.py``).
 
 Clients must talk to the proxy's address only: the Metadata the broker returns names the
 broker's own address, so a client following it leaves the proxy (use a 1-broker cluster
@@ -25,6 +31,8 @@ import struct
 import threading
 from typing import NamedTuple
 
+from tests.threads import TestThread
+
 
 class RecordedRequest(NamedTuple):
     api_key: int
@@ -34,11 +42,21 @@ class RecordedRequest(NamedTuple):
 
 
 _HEADER = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
+_SIZE = struct.Struct(">i")
 
 
 class BrokerProxy:
     """Forwards connections to ``upstream``; TLS on the client side with ``ssl_context``;
     listens on ``port`` (0: one the system picks)."""
+
+    #: Whether responses go through :meth:`rewrite_response` (framed; otherwise the bytes
+    #: pass as they come).
+    rewrites_responses = False
+
+    def rewrite_response(self, frame: bytes, api_key: int, api_version: int) -> bytes:
+        """A whole response frame (size prefix, header and body) on its way to the client,
+        answering a request of ``api_key`` at ``api_version``: what to send instead."""
+        return frame
 
     def __init__(self, upstream: tuple[str, int], ssl_context: ssl.SSLContext | None = None,
                  port: int = 0) -> None:
@@ -54,7 +72,7 @@ class BrokerProxy:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._generation = 0  # redirects (and close) so far
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads = [TestThread(target=self._accept)]
         self._threads[0].start()
 
     @property
@@ -75,7 +93,7 @@ class BrokerProxy:
             with self._lock:
                 self._sockets.append(raw)
             self.accepted += 1
-            thread = threading.Thread(target=self._serve, args=(raw,), daemon=True)
+            thread = TestThread(target=self._serve, args=(raw,))
             self._threads.append(thread)
             thread.start()
 
@@ -113,21 +131,39 @@ class BrokerProxy:
         if not current:  # redirected meanwhile: this one is dropped too
             _shut([client, up])
             return
-        pump = threading.Thread(target=self._pump, args=(up, client, False), daemon=True)
+        # The requests of this connection awaiting their answers: correlation id ->
+        # (API key, version), for rewrite_response (both pumps, under self._lock).
+        asked: dict[int, tuple[int, int]] = {}
+        pump = TestThread(target=self._pump, args=(up, client, asked, False))
         self._threads.append(pump)
         pump.start()
-        self._pump(client, up, True)
+        self._pump(client, up, asked, True)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, asked: dict[int, tuple[int, int]],
+              requests: bool) -> None:
+        """Client to broker (``requests``: each request recorded) or broker to client
+        (each response rewritten, where the class does)."""
+        framed = requests or self.rewrites_responses
         pending = b""
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
-                if record:
-                    pending = self._record(pending + data)
-                dst.sendall(data)
+                if not framed:
+                    dst.sendall(data)
+                    continue
+                pending += data
+                # Whole frames only: a request header, or a marker a rewrite looks for,
+                # may be split across reads.
+                while len(pending) >= 4 and len(pending) >= 4 + _SIZE.unpack_from(pending)[0]:
+                    end = 4 + _SIZE.unpack_from(pending)[0]
+                    frame, pending = pending[:end], pending[end:]
+                    if requests:
+                        self._record(frame, asked)
+                    else:
+                        frame = self._rewrite_frame(frame, asked)
+                    dst.sendall(frame)
         except OSError:
             pass
         for s in (src, dst):
@@ -136,22 +172,28 @@ class BrokerProxy:
             except OSError:
                 pass
 
-    def _record(self, buf: bytes) -> bytes:
-        """Log the headers of the whole frames in ``buf``; return the partial rest."""
-        while len(buf) >= _HEADER.size:
-            size, api_key, api_version, correlation_id = _HEADER.unpack_from(buf)
-            if len(buf) < 4 + size:
-                break
-            client_id = None
-            if size >= 10:
-                (n,) = struct.unpack_from(">h", buf, 12)
-                if n >= 0 and 14 + n <= 4 + size:
-                    client_id = buf[14:14 + n].decode("utf-8", "replace")
-            with self._lock:
-                self._requests.append(RecordedRequest(api_key, api_version, correlation_id,
-                                                      client_id))
-            buf = buf[4 + size:]
-        return buf
+    def _record(self, frame: bytes, asked: dict[int, tuple[int, int]] | None = None) -> None:
+        """Log a whole request frame's header (and keep its API for the answer's rewrite)."""
+        if len(frame) < _HEADER.size:
+            return
+        size, api_key, api_version, correlation_id = _HEADER.unpack_from(frame)
+        client_id = None
+        if size >= 10:
+            (n,) = struct.unpack_from(">h", frame, 12)
+            if n >= 0 and 14 + n <= 4 + size:
+                client_id = frame[14:14 + n].decode("utf-8", "replace")
+        with self._lock:
+            self._requests.append(RecordedRequest(api_key, api_version, correlation_id, client_id))
+            if asked is not None and self.rewrites_responses:
+                asked[correlation_id] = (api_key, api_version)
+
+    def _rewrite_frame(self, frame: bytes, asked: dict[int, tuple[int, int]]) -> bytes:
+        if len(frame) < 8:
+            return frame
+        (correlation_id,) = _SIZE.unpack_from(frame, 4)
+        with self._lock:
+            request = asked.pop(correlation_id, None)
+        return frame if request is None else self.rewrite_response(frame, *request)
 
     def close(self) -> None:
         with self._lock:

@@ -10,17 +10,15 @@ of every aborted transaction). Records and markers are the broker's bytes, uncha
 
 from __future__ import annotations
 
-import socket
 import struct
-import threading
 
 import pytest
 
 from kproto import KafkaConsumer, TopicPartition
 from kproto.messages import FetchResponse, MetadataResponse
-from kproto.protocol.headers import decode_request_header, request_header_version, response_header_version
+from kproto.protocol.headers import response_header_version
 from kproto.records import read_batches
-from tests.brokers._net import recv_exact
+from tests.brokers.proxy import BrokerProxy
 from tests.support.reading import assert_same, consume
 
 FETCH, METADATA = 1, 3
@@ -43,59 +41,21 @@ def aborted_transactions(records: bytes) -> list[FetchResponse.AbortedTransactio
     return aborted
 
 
-class AbortIndexProxy:
-    """One upstream broker behind a listening socket on 127.0.0.1 (threads, stopped by close())."""
+class AbortIndexProxy(BrokerProxy):
+    """One upstream broker behind a listening socket on 127.0.0.1 (stopped by close()),
+    rewriting Fetch and Metadata answers."""
+
+    rewrites_responses = True
 
     def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.fetches_rewritten = 0
-        self._sockets: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__(upstream)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.upstream)
-            self._sockets += [client, server]
-            pending: dict[int, tuple[int, int]] = {}
-            threading.Thread(target=self._requests, args=(client, server, pending), daemon=True).start()
-            threading.Thread(target=self._responses, args=(server, client, pending), daemon=True).start()
-
-    @staticmethod
-    def _frame(sock: socket.socket) -> bytes | None:
-        head = recv_exact(sock, 4)
-        return None if head is None else recv_exact(sock, struct.unpack(">i", head)[0])
-
-    def _requests(self, client: socket.socket, server: socket.socket, pending: dict) -> None:
-        try:
-            while (frame := self._frame(client)) is not None:
-                api_key, version = struct.unpack_from(">hh", frame)
-                _, _, correlation_id, _, _ = decode_request_header(frame, request_header_version(api_key, version))
-                pending[correlation_id] = (api_key, version)
-                server.sendall(struct.pack(">i", len(frame)) + frame)
-        except OSError:
-            pass
-        finally:
-            server.close()
-
-    def _responses(self, server: socket.socket, client: socket.socket, pending: dict) -> None:
-        try:
-            while (frame := self._frame(server)) is not None:
-                correlation_id = struct.unpack_from(">i", frame)[0]
-                api_key, version = pending.pop(correlation_id)
-                if api_key in (FETCH, METADATA):
-                    frame = self._rewrite(frame, api_key, version)
-                client.sendall(struct.pack(">i", len(frame)) + frame)
-        except OSError:
-            pass
-        finally:
-            client.close()
+    def rewrite_response(self, frame: bytes, api_key: int, api_version: int) -> bytes:
+        if api_key not in (FETCH, METADATA):
+            return frame
+        body = self._rewrite(frame[4:], api_key, api_version)
+        return struct.pack(">i", len(body)) + body
 
     def _rewrite(self, frame: bytes, api_key: int, version: int) -> bytes:
         flexible = response_header_version(api_key, version) == 1
@@ -113,15 +73,6 @@ class AbortIndexProxy:
                     partition.aborted_transactions = aborted_transactions(bytes(partition.records))
         self.fetches_rewritten += 1
         return header + response.encode(version)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self._sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
 
 
 @pytest.fixture
