@@ -192,7 +192,8 @@ class AbstractFetch:
             # (sessionless: every request full) loses nothing when buffered partitions are
             # left out, so the rest may be fetched while that data is read (see the module
             # docstring).
-            sessionless = {node for node in buffered_nodes if (h := handlers.get(node)) is not None and h.sessionless}
+            sessionless = {node for node in buffered_nodes & open_nodes
+                           if (h := handlers.get(node)) is not None and h.sessionless}
             if sessionless and sum(cf.records_size for cf in buffered_fetches) >= self.fetch_config.max_bytes:
                 sessionless = set()  # memory: see the module docstring
             if open_nodes <= buffered_nodes - sessionless:
