@@ -169,17 +169,8 @@ class FetchBuffer:
     def retain_all(self, partitions: Set[TopicPartition]) -> None:
         """Drop buffered data for partitions no longer in ``partitions`` (after unassignment)."""
         with self._lock:
-            dropped = [cf for cf in self._completed if cf.partition not in partitions]
-            if dropped:
-                self._completed = collections.deque(cf for cf in self._completed if cf.partition in partitions)
-                for cf in dropped:
-                    cf.drain()  # as Java: its metrics are reported, nothing more comes out
-                log.debug("dropped buffered fetches for %s", [cf.partition for cf in dropped])
-            empty_dropped = [cf for cf in self._empty if cf.partition not in partitions]
-            if empty_dropped:
-                self._empty = collections.deque(cf for cf in self._empty if cf.partition in partitions)
-                for cf in empty_dropped:
-                    cf.drain()
+            self._completed = _retained(self._completed, partitions)
+            self._empty = _retained(self._empty, partitions)
             if self._next_in_line is not None and self._next_in_line.partition not in partitions:
                 self._next_in_line.drain()
                 self._next_in_line = None
@@ -199,3 +190,16 @@ class FetchBuffer:
             self._empty.clear()
             self._next_in_line = None
             self._not_empty.notify_all()
+
+
+def _retained(queue: collections.deque[CompletedFetch], partitions: Set[TopicPartition]
+              ) -> collections.deque[CompletedFetch]:
+    """``queue`` without the fetches of partitions not in ``partitions``, which are drained
+    (as Java: their metrics are reported, nothing more comes out)."""
+    dropped = [cf for cf in queue if cf.partition not in partitions]
+    if not dropped:
+        return queue
+    for cf in dropped:
+        cf.drain()
+    log.debug("dropped buffered fetches for %s", [cf.partition for cf in dropped])
+    return collections.deque(cf for cf in queue if cf.partition in partitions)

@@ -250,6 +250,12 @@ def test_buffer_one_fetch_per_partition():
     buf.retain_all({T1})
     assert buf.buffered_partitions() == set()
     buf.add(cf(T0, 1, batch(1, 1)))
+    # An answer without records, queued apart, is one of them too.
+    buf.add(cf(T1, 0))
+    with pytest.raises(errors.IllegalStateError, match="already buffered"):
+        buf.add(cf(T1, 0))
+    buf.retain_all({T0})
+    assert buf.buffered_partitions() == {T0}
 
 
 def test_buffer_wakes_waiter_on_data_and_on_wakeup():
