@@ -2,7 +2,9 @@
 
 Java's ``FetchBuffer``. It owns the queue of ``CompletedFetch`` objects, the one being
 read now (``next_in_line_fetch``), and a condition the application thread waits on until
-data arrives or ``wakeup()`` is called. In the KIP-848 engine the background thread adds
+data arrives or ``wakeup()`` is called. Fresh answers without records, error or read
+replica wait in a second queue, which the collector empties first at every step (they
+deliver nothing; Java keeps one queue in arrival order). In the KIP-848 engine the background thread adds
 fetches and the application thread collects them; in the classic engine both happen on
 the caller's thread and the lock is uncontended.
 
