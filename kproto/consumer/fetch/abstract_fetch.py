@@ -16,7 +16,7 @@ session to drop partitions from, so there kproto departs from Java: while its bu
 data is read, the node's other partitions are fetched, provided one of them is known to
 be behind its high watermark (a request the broker would hold for ``fetch.max.wait.ms``
 would keep the buffered partitions from being fetched again until it returns). A broker
-that caps each answer (Tansu: ~5.5 MB of 1,000 partitions) then answers the rest while the
+that caps each answer (Tansu: ~5.4 MB of 1,000 partitions) then answers the rest while the
 first part is read. Memory: that fetch goes only while less than ``fetch.max.bytes`` is
 buffered, so the buffer holds at most that plus one answer (Java: one answer per node).
 ``handle_fetch_success`` advances the session and buffers one ``CompletedFetch`` per

@@ -45,6 +45,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 from kproto.metrics import Avg, Gauge, LatestExtremeAvg, Max, Meter, Metrics, Min, WindowedCount
 from kproto.structs import IsolationLevel, TopicPartition
 
+if TYPE_CHECKING:
+    from kproto.consumer.subscription_state import SubscriptionState
+
 #: Lags and leads (rows of partitions) held back at most before they go into the stats.
 _MAX_PENDING_ROWS = 20_000
 
@@ -52,9 +55,6 @@ _MAX_PENDING_ROWS = 20_000
 def _partition_sensor_name(tp: TopicPartition, kind: str) -> str:
     """The registry name of ``tp``'s ``records-lag`` or ``records-lead`` sensor."""
     return "{}-{}.{}".format(tp.topic, tp.partition, kind)
-
-if TYPE_CHECKING:
-    from kproto.consumer.subscription_state import SubscriptionState
 
 
 class FetchMetricsManager:
