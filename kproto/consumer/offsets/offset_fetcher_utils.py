@@ -324,7 +324,11 @@ def apply_reset_result(subscriptions: SubscriptionState, metadata: ClusterMetada
             # An epoch newer than our metadata's means leadership moved: refresh it.
             metadata.update_last_seen_epoch_if_newer(tp, data.leader_epoch)
         strategy = _strategy_for(requested[tp])
-        position = FetchPosition(data.offset, data.leader_epoch, current_leader(metadata, tp))
+        # No offset epoch, as Java's OffsetFetcherUtils.resetPositionIfNeeded: the offset
+        # was just read from the leader, so there is nothing for OffsetsForLeaderEpoch to
+        # check, and validating would cost a round trip before the first Fetch. The epoch
+        # only went into the metadata above.
+        position = FetchPosition(data.offset, None, current_leader(metadata, tp))
         subscriptions.maybe_seek_unvalidated(tp, position, strategy)
     # "No offset" for earliest/latest only happens on a broken broker: ask again later.
     retry = set(result.partitions_to_retry) | set(result.no_offset)

@@ -220,9 +220,10 @@ def test_reset_results_seek_and_failures_back_off():
     result = utils.ListOffsetResult(fetched_offsets={T0: utils.ListOffsetData(77, -1, 4)},
                                     partitions_to_retry={T1})
     utils.apply_reset_result(subs, meta, requested, result, now_ms=1000, retry_backoff_ms=250)
-    # With an epoch the new position must be validated against the leader first.
-    assert subs.position(T0) == FetchPosition(77, 4, LeaderAndEpoch(1, 4))
-    assert subs.fetch_state(T0) is FetchState.AWAIT_VALIDATION
+    # As Java: a reset position carries no offset epoch (the leader just gave the offset),
+    # so it is fetched from at once, without an OffsetsForLeaderEpoch round trip first.
+    assert subs.position(T0) == FetchPosition(77, None, LeaderAndEpoch(1, 4))
+    assert subs.fetch_state(T0) is FetchState.FETCHING
     assert meta.seen_epochs == {T0: 4}  # a newer epoch would trigger a metadata refresh
     assert subs.fetch_state(T1) is FetchState.AWAIT_RESET
     assert utils.partitions_to_reset(subs, 1249) == {}
