@@ -13,7 +13,7 @@ from typing import Mapping, Optional
 class MetricName:
     """``name`` within ``group``, told apart by ``tags`` (e.g. client-id, topic, partition)."""
 
-    __slots__ = ("name", "group", "description", "tags", "_key")
+    __slots__ = ("name", "group", "description", "tags", "_key", "_hash")
 
     def __init__(self, name: str, group: str, description: str = "",
                  tags: Optional[Mapping[str, str]] = None) -> None:
@@ -24,12 +24,15 @@ class MetricName:
         self.description = description
         self.tags: dict[str, str] = dict(tags or {})
         self._key = (name, group, frozenset(self.tags.items()))
+        # Hashed once: a name is looked up several times as its metric is registered (the
+        # consumer makes six per partition, on the partition's first fetched records).
+        self._hash = hash(self._key)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MetricName) and self._key == other._key
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return self._hash
 
     def __repr__(self) -> str:
         return "MetricName(name={!r}, group={!r}, description={!r}, tags={!r})".format(

@@ -7,6 +7,14 @@ sleeps) and the reporters. Reporters follow kafka-python's ``AbstractMetricsRepo
 ``init(existing_metrics)`` when added, ``metric_change(metric)`` for every metric added,
 ``metric_removal(metric)`` for every one removed, ``close()`` when the registry closes.
 
+Deferred registration (``add_deferred``): an owner that makes many metrics on a hot path
+(the consumer's per-partition lags and leads: six metrics per partition, on the
+partition's first fetched records) may hold them back while nobody looks, registering
+them from a callback the registry runs before every read (``metrics``, ``metric``)
+and before a reporter is added. A reader sees every metric that exists by
+then, as if each had been registered at once; an owner registers at once while reporters
+are attached (they are told of each metric as it is made: ``has_reporters``).
+
 The registry's dictionaries are guarded by one RLock; reporters are called under it (as
 Java's synchronized registry does), so a reporter must not call back into the registry
 from another thread.
@@ -43,6 +51,7 @@ class Metrics:
         self._children: dict[str, list[str]] = {}
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self._reporters: list[Any] = []
+        self._deferred: list[Callable[[], None]] = []
         self._closed = False
         for reporter in reporters:
             self.add_reporter(reporter)
@@ -59,6 +68,9 @@ class Metrics:
     # --- sensors ---------------------------------------------------------------------
 
     def get_sensor(self, name: str) -> Optional[Sensor]:
+        """The sensor called ``name``, or None. An owner's lookup of its own sensors, on hot
+        paths: it does not register what owners hold back (``add_deferred``), whose
+        sensors are found once the registry was read."""
         with self._lock:
             return self._sensors.get(name)
 
@@ -123,18 +135,39 @@ class Metrics:
             return metric
 
     def metric(self, metric_name: MetricName) -> Optional[KafkaMetric]:
+        self._register_deferred()
         with self._lock:
             return self._metrics.get(metric_name)
 
     @property
     def metrics(self) -> dict[MetricName, KafkaMetric]:
         """A snapshot ``{MetricName: KafkaMetric}`` (kafka-python's ``metrics(raw=True)``)."""
+        self._register_deferred()
         with self._lock:
             return dict(self._metrics)
+
+    # --- deferred registration (see the module docstring) -------------------------------
+
+    def add_deferred(self, register: Callable[[], None]) -> None:
+        """Call ``register()`` before every read of the registry and before a reporter is
+        added: it registers the metrics its owner held back."""
+        with self._lock:
+            self._deferred.append(register)
+
+    def has_reporters(self) -> bool:
+        """Whether reporters are attached (an owner then registers at once, not deferred)."""
+        return bool(self._reporters)
+
+    def _register_deferred(self) -> None:
+        # Outside the registry's lock: an owner takes its own lock first, then the
+        # registry's (the consumer's documented lock order).
+        for register in self._deferred:
+            register()
 
     # --- reporters and lifecycle -------------------------------------------------------
 
     def add_reporter(self, reporter: Any) -> None:
+        self._register_deferred()
         with self._lock:
             reporter.init(list(self._metrics.values()))
             self._reporters.append(reporter)

@@ -350,9 +350,11 @@ class LatestExtremeAvg(SampledStat, CompoundStat):
 
     _sample_class = _ExtremeAndSumSample
 
-    def __init__(self, value_name: MetricName, extreme_name: MetricName, avg_name: MetricName,
-                 maximum: bool = True) -> None:
+    def __init__(self, value_name: Optional[MetricName] = None, extreme_name: Optional[MetricName] = None,
+                 avg_name: Optional[MetricName] = None, maximum: bool = True) -> None:
         super().__init__()
+        #: The three metrics' names; an owner that records before it registers the stat
+        #: (``FetchMetricsManager``) may set them later, before the stat joins a sensor.
         self.names = (value_name, extreme_name, avg_name)
         self.maximum = maximum
         self.initial_value = -math.inf if maximum else math.inf
@@ -402,6 +404,8 @@ class LatestExtremeAvg(SampledStat, CompoundStat):
 
     def stats(self) -> list[tuple[MetricName, Measurable]]:
         value_name, extreme_name, avg_name = self.names
+        if value_name is None or extreme_name is None or avg_name is None:
+            raise ValueError("a LatestExtremeAvg joins a sensor only once its three names are set")
         return [(value_name, _Measure(self, _latest)), (extreme_name, _Measure(self, _extreme)),
                 (avg_name, _Measure(self, _average))]
 

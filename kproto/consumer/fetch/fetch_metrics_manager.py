@@ -79,6 +79,9 @@ class FetchMetricsManager:
         self._lead_stats: dict[TopicPartition, LatestExtremeAvg] = {}
         self._pending: list[tuple[int, list[tuple[TopicPartition, Optional[int], Optional[int]]]]] = []
         self._pending_rows = 0
+        # Partition stats whose sensors are not registered yet (see _partition_stat).
+        self._unregistered: list[tuple[TopicPartition, str, LatestExtremeAvg]] = []
+        metrics.add_deferred(self._register_partition_stats)
 
         self.bytes_fetched = metrics.sensor("bytes-fetched")
         self._add_size_stats(self.bytes_fetched, None)
@@ -150,34 +153,58 @@ class FetchMetricsManager:
             sensor.record(nrecords, now)
 
     def _partition_stat(self, tp: TopicPartition, kind: str) -> LatestExtremeAvg:
-        """``tp``'s ``records-lag`` or ``records-lead`` sensor's one stat, created (with the
-        sensor, on the shared partition lock) on the partition's first value, as Java's
-        ``recordPartitionLag``/``Lead`` create theirs."""
+        """``tp``'s ``records-lag`` or ``records-lead`` stat, made on the partition's first
+        value, as Java's ``recordPartitionLag``/``Lead`` make their sensors. Its sensor and
+        metrics are registered when the registry is next read (``Metrics.add_deferred``:
+        ``_register_partition_stats``), or at once while reporters are attached: six
+        metrics per partition cost more than the partition's first records (1,000
+        partitions: ~40 ms before the first poll could return), and most applications
+        never read them."""
         stats = self._lag_stats if kind == "records-lag" else self._lead_stats
         with self._lock:
             stat = stats.get(tp)
             if stat is not None:
                 return stat
-            sensor_name = _partition_sensor_name(tp, kind)
-            # One manager per registry: a sensor of that name from elsewhere would not be on
-            # this manager's lock, so it is replaced.
-            self.metrics.remove_sensor(sensor_name)
-            sensor = self.metrics.sensor(sensor_name, lock=self._partition_lock)
-            tags = {"topic": tp.topic, "partition": str(tp.partition)}
-            name = self.metrics.metric_name
-            what = "latest lag" if kind == "records-lag" else "latest lead"
-            maximum = kind == "records-lag"
             # Java's Value, Max (Min) and Avg as one stat: the same metrics, one call per value.
-            stat = LatestExtremeAvg(
-                name(kind, self.group, "The {} of the partition".format(what), tags),
-                name(kind + ("-max" if maximum else "-min"), self.group,
-                     "The {} {} of the partition".format("max" if maximum else "min", kind[8:]), tags),
-                name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags),
-                maximum=maximum)
+            stat = LatestExtremeAvg(maximum=kind == "records-lag")
             stat.flush = self._fold  # a reader holds the sensor's lock: the partition lock
-            sensor.add(stat)
             stats[tp] = stat
+            if self.metrics.has_reporters():
+                self._register_partition_stat(tp, kind, stat)
+            else:
+                self._unregistered.append((tp, kind, stat))
         return stat
+
+    def _register_partition_stats(self) -> None:
+        """The registry's deferred registration: the sensors and metrics of the partition
+        stats made since the last read (those of partitions unassigned meanwhile went with
+        them)."""
+        if not self._unregistered:
+            return
+        with self._lock:
+            held, self._unregistered = self._unregistered, []
+            for tp, kind, stat in held:
+                stats = self._lag_stats if kind == "records-lag" else self._lead_stats
+                if stats.get(tp) is stat:
+                    self._register_partition_stat(tp, kind, stat)
+
+    def _register_partition_stat(self, tp: TopicPartition, kind: str, stat: LatestExtremeAvg) -> None:
+        """``stat``'s sensor (on the shared partition lock) and its three metrics (this
+        object's lock is held)."""
+        sensor_name = _partition_sensor_name(tp, kind)
+        # One manager per registry: a sensor of that name from elsewhere would not be on
+        # this manager's lock, so it is replaced.
+        self.metrics.remove_sensor(sensor_name)
+        sensor = self.metrics.sensor(sensor_name, lock=self._partition_lock)
+        tags = {"topic": tp.topic, "partition": str(tp.partition)}
+        name = self.metrics.metric_name
+        what = "latest lag" if kind == "records-lag" else "latest lead"
+        maximum = kind == "records-lag"
+        stat.names = (name(kind, self.group, "The {} of the partition".format(what), tags),
+                      name(kind + ("-max" if maximum else "-min"), self.group,
+                           "The {} {} of the partition".format("max" if maximum else "min", kind[8:]), tags),
+                      name(kind + "-avg", self.group, "The average {} of the partition".format(kind[8:]), tags))
+        sensor.add(stat)
 
     def record_partition_lag_and_lead(self, tp: TopicPartition) -> None:
         """After records of ``tp`` were taken: its lag and lead at the new position."""
