@@ -28,6 +28,9 @@ Who records what (one home for both engines, the shared fetch pipeline):
 * ``maybe_update_assignment`` (from ``prepare_fetch_requests`` and before metrics are
   read): per-partition sensors and the ``preferred-read-replica`` gauge of partitions no
   longer assigned are removed; newly assigned partitions get the gauge.
+* The per-partition sensors and gauges (seven metrics per partition) are registered when
+  the registry is next read (``Metrics.add_deferred``), or at once while reporters are
+  attached: with many partitions, registering them cost more than the first records.
 
 Every sensor has its own lock, except the per-partition lag and lead sensors, which share
 one (the partition lock: it also guards the values held back for them, so a reader of any
@@ -79,9 +82,11 @@ class FetchMetricsManager:
         self._lead_stats: dict[TopicPartition, LatestExtremeAvg] = {}
         self._pending: list[tuple[int, list[tuple[TopicPartition, Optional[int], Optional[int]]]]] = []
         self._pending_rows = 0
-        # Partition stats whose sensors are not registered yet (see _partition_stat).
+        # Partition stats whose sensors are not registered yet (see _partition_stat), and
+        # the assigned partitions whose preferred-read-replica gauge is.
         self._unregistered: list[tuple[TopicPartition, str, LatestExtremeAvg]] = []
-        metrics.add_deferred(self._register_partition_stats)
+        self._replica_gauges: set[TopicPartition] = set()
+        metrics.add_deferred(self._register_partition_metrics)
 
         self.bytes_fetched = metrics.sensor("bytes-fetched")
         self._add_size_stats(self.bytes_fetched, None)
@@ -156,7 +161,7 @@ class FetchMetricsManager:
         """``tp``'s ``records-lag`` or ``records-lead`` stat, made on the partition's first
         value, as Java's ``recordPartitionLag``/``Lead`` make their sensors. Its sensor and
         metrics are registered when the registry is next read (``Metrics.add_deferred``:
-        ``_register_partition_stats``), or at once while reporters are attached: six
+        ``_register_partition_metrics``), or at once while reporters are attached: six
         metrics per partition cost more than the partition's first records (1,000
         partitions: ~40 ms before the first poll could return), and most applications
         never read them."""
@@ -175,13 +180,14 @@ class FetchMetricsManager:
                 self._unregistered.append((tp, kind, stat))
         return stat
 
-    def _register_partition_stats(self) -> None:
-        """The registry's deferred registration: the sensors and metrics of the partition
-        stats made since the last read (those of partitions unassigned meanwhile went with
-        them)."""
-        if not self._unregistered:
+    def _register_partition_metrics(self) -> None:
+        """The registry's deferred registration: the gauges of the partitions assigned and
+        the sensors and metrics of the partition stats made since the last read (those of
+        partitions unassigned meanwhile went with them)."""
+        if not self._unregistered and len(self._replica_gauges) == len(self._assigned):
             return
         with self._lock:
+            self._register_replica_gauges()
             held, self._unregistered = self._unregistered, []
             for tp, kind, stat in held:
                 stats = self._lag_stats if kind == "records-lag" else self._lead_stats
@@ -290,7 +296,8 @@ class FetchMetricsManager:
                         slow_lead[tp].record(config, lead, now)
 
     def maybe_update_assignment(self) -> None:
-        """Drop the per-partition metrics of unassigned partitions, add the new ones' gauges."""
+        """Drop the per-partition metrics of unassigned partitions; the new ones' gauges
+        come with the deferred registration (``_register_partition_metrics``)."""
         subs = self.subscriptions
         with self._lock:
             assignment_id = subs.assignment_id()
@@ -308,12 +315,23 @@ class FetchMetricsManager:
             for tp in gone:
                 for kind in ("records-lag", "records-lead"):
                     self.metrics.remove_sensor(_partition_sensor_name(tp, kind))
-                self.metrics.remove_metric(self._replica_name(tp))
-            for tp in assigned - self._assigned:
-                self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
-                    functools.partial(self._preferred_read_replica, tp)))
+                if tp in self._replica_gauges:
+                    self._replica_gauges.discard(tp)
+                    self.metrics.remove_metric(self._replica_name(tp))
             self._assigned = assigned
             self._assignment_id = assignment_id
+            # The new partitions' gauges, as their lag and lead sensors: when the registry
+            # is next read, or now if reporters listen.
+            if self.metrics.has_reporters():
+                self._register_replica_gauges()
+
+    def _register_replica_gauges(self) -> None:
+        """The ``preferred-read-replica`` gauges of assigned partitions that have none yet
+        (this object's lock is held)."""
+        for tp in self._assigned - self._replica_gauges:
+            self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
+                functools.partial(self._preferred_read_replica, tp)))
+            self._replica_gauges.add(tp)
 
     def _replica_name(self, tp: TopicPartition) -> Any:
         return self.metrics.metric_name("preferred-read-replica", self.group, "The current read replica for the "

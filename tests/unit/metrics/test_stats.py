@@ -293,26 +293,30 @@ PARTITION_METRICS = ["records-lag", "records-lag-avg", "records-lag-max", "recor
 
 @pytest.mark.parametrize("attached", ["before", "after"])
 def test_reporters_learn_of_partition_metrics_as_they_exist(attached):
-    """A reporter attached before a partition's first lag is told of its six metrics when
-    the lag is recorded (their registration is not held back while reporters listen); one
-    attached after finds them among the metrics its init() gets, with the values."""
+    """A reporter attached before the assignment is told of a partition's gauge when the
+    partition is assigned and of its six lag and lead metrics when its first lag is
+    recorded (their registration is not held back while reporters listen); one attached
+    after finds all seven among the metrics its init() gets, with their values."""
     metrics = Metrics(CONFIG, time_ms=FakeClock())
     subs = _subscriptions(TP0)
     manager = FetchMetricsManager(metrics, subs)
-    manager.maybe_update_assignment()
     reporter = Reporter()
     if attached == "before":
         metrics.add_reporter(reporter)
+    manager.maybe_update_assignment()
+    if attached == "before":
+        assert reporter.events[1:] == [("change", "preferred-read-replica")]
     manager.record_partition_lag_and_lead(TP0)
     if attached == "before":
-        told = [name for event, name in reporter.events[1:] if event == "change"]
+        told = [name for event, name in reporter.events[2:] if event == "change"]
         assert sorted(told) == PARTITION_METRICS
     else:
         metrics.add_reporter(reporter)
         ((event, names),) = reporter.events
-        assert event == "init" and set(PARTITION_METRICS) <= set(names)
+        assert event == "init" and set(PARTITION_METRICS + ["preferred-read-replica"]) <= set(names)
     assert _tagged(metrics, "records-lag") == {("t", "0"): 7}
     assert _tagged(metrics, "records-lead-min") == {("t", "0"): 3}
+    assert _tagged(metrics, "preferred-read-replica") == {("t", "0"): -1}
 
 
 def test_response_totals_are_recorded_once_every_partition_reported():
