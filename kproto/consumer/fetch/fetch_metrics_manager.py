@@ -174,20 +174,22 @@ class FetchMetricsManager:
             stat = LatestExtremeAvg(maximum=kind == "records-lag")
             stat.flush = self._fold  # a reader holds the sensor's lock: the partition lock
             stats[tp] = stat
-            if self.metrics.has_reporters():
-                self._register_partition_stat(tp, kind, stat)
-            else:
-                self._unregistered.append((tp, kind, stat))
+            self._unregistered.append((tp, kind, stat))
+        if self.metrics.has_reporters():
+            self._register_partition_metrics()  # reporters hear of each metric as it is made
         return stat
 
     def _register_partition_metrics(self) -> None:
-        """The registry's deferred registration: the gauges of the partitions assigned and
-        the sensors and metrics of the partition stats made since the last read (those of
-        partitions unassigned meanwhile went with them)."""
+        """The registry's deferred registration: the ``preferred-read-replica`` gauges of
+        the partitions assigned and the sensors and metrics of the partition stats made
+        since the last read (those of partitions unassigned meanwhile went with them)."""
         if not self._unregistered and len(self._replica_gauges) == len(self._assigned):
             return
         with self._lock:
-            self._register_replica_gauges()
+            for tp in self._assigned - self._replica_gauges:
+                self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
+                    functools.partial(self._preferred_read_replica, tp)))
+                self._replica_gauges.add(tp)
             held, self._unregistered = self._unregistered, []
             for tp, kind, stat in held:
                 stats = self._lag_stats if kind == "records-lag" else self._lead_stats
@@ -320,18 +322,10 @@ class FetchMetricsManager:
                     self.metrics.remove_metric(self._replica_name(tp))
             self._assigned = assigned
             self._assignment_id = assignment_id
-            # The new partitions' gauges, as their lag and lead sensors: when the registry
-            # is next read, or now if reporters listen.
-            if self.metrics.has_reporters():
-                self._register_replica_gauges()
-
-    def _register_replica_gauges(self) -> None:
-        """The ``preferred-read-replica`` gauges of assigned partitions that have none yet
-        (this object's lock is held)."""
-        for tp in self._assigned - self._replica_gauges:
-            self.metrics.add_metric_if_absent(self._replica_name(tp), Gauge(
-                functools.partial(self._preferred_read_replica, tp)))
-            self._replica_gauges.add(tp)
+        # The new partitions' gauges, as their lag and lead sensors: when the registry is
+        # next read, or now if reporters listen.
+        if self.metrics.has_reporters():
+            self._register_partition_metrics()
 
     def _replica_name(self, tp: TopicPartition) -> Any:
         return self.metrics.metric_name("preferred-read-replica", self.group, "The current read replica for the "
