@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 
 import pytest
 
@@ -123,7 +124,11 @@ def test_deserializers_all_forms():
 
 
 def test_deserializer_failure_raised_only_without_records():
-    data = build_batch([(None, b"1"), (None, b"bad"), (None, b"3")], base_offset=0)
+    # Each record its own current timestamp: the error must carry the bad record's (left to
+    # the builder, two records a millisecond apart made an equality with the first flaky).
+    now = int(time.time() * 1000)
+    data = build_batch([(None, b"1", [], now), (None, b"bad", [], now + 1), (None, b"3", [], now + 2)],
+                       base_offset=0)
     cf = completed(data, value_deserializer=make_deserialize(int))
     first = cf.fetch_records(10)
     assert [r.value for r in first] == [1]  # stops before the bad record, returns what it has
@@ -134,7 +139,8 @@ def test_deserializer_failure_raised_only_without_records():
     # What Java's RecordDeserializationException carries: origin, the raw record, the cause.
     assert (error.origin, error.key_buffer, error.value_buffer, error.headers) == (
         DeserializationExceptionOrigin.VALUE, None, b"bad", ())
-    assert error.timestamp == first[0].timestamp and error.timestamp_type == first[0].timestamp_type
+    assert (error.timestamp, error.timestamp_type) == (now + 1, first[0].timestamp_type)
+    assert first[0].timestamp == now
     assert isinstance(error.__cause__, ValueError)
     with pytest.raises(RecordDeserializationError):
         cf.fetch_records(10)  # no silent skipping
