@@ -24,14 +24,19 @@ out, since the same poll may already have taken records from the buffer (and mar
 node) before the background thread gets to its event.
 
 ``drop_node`` forgets a node's fetches when its share session ended (the broker released
-those records, so they must not be handed out).
+those records, so they must not be handed out). Nothing else prunes the buffer, the
+assignment included, as in Java 4.4's ``ShareFetchBuffer`` (which has no ``retainAll``):
+records acquired of a partition the member has since given up are still this member's
+until their lock expires, so they are handed out and acknowledged like any others. Dropped,
+they would stay locked to it on Kafka until the lock expired (30 s by default) and then go
+to another member with their delivery count raised.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Optional
+from typing import Optional
 
 from kproto.consumer.share.share_completed_fetch import ShareCompletedFetch
 
@@ -94,13 +99,6 @@ class ShareFetchBuffer:
             dropped = [f for f in self._fetches if f.node_id == node_id]
             self._fetches = collections.deque(f for f in self._fetches if f.node_id != node_id)
             return dropped
-
-    def retain_partitions(self, partitions: set[Any]) -> None:
-        """Drop fetches of partitions no longer assigned (Java's ``retainAll``): the next
-        ShareFetch forgets those partitions and the broker releases their records, which
-        must then not be handed out here (another member gets them)."""
-        with self._lock:
-            self._fetches = collections.deque(f for f in self._fetches if f.partition in partitions)
 
     def drain(self) -> list[ShareCompletedFetch]:
         with self._lock:

@@ -6,7 +6,8 @@ target assignment by topic id and its reconciliation into the ``SubscriptionStat
 Share groups have no rebalance listener and nothing to commit before giving a partition
 up, so every hook is the base's (completed at once) and a reconciliation needs no
 application callback; revocations still wait for the application's next ``poll()``, as in
-the base, so no record of a partition being revoked is handed out after it was given up.
+the base. What the member acquired of a revoked partition before is still handed out
+(``ShareFetchBuffer``): the broker's locks, not the assignment, say whose records are whose.
 
 What the share engine adds: ``assigned_partitions`` (the owned partitions, not pending
 revocation, with their topic ids) for the share consume request manager, and the rack.

@@ -11,7 +11,7 @@ reaper fails it at its deadline otherwise.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable
 
 from kproto.consumer.background.application_event_processor import ApplicationEventProcessor
 from kproto.consumer.background.consumer_network_thread import Resources
@@ -34,21 +34,6 @@ from kproto.net.client import NetworkClient
 
 if TYPE_CHECKING:
     from kproto.net.metadata import ClusterMetadata
-
-
-class _RetainAssigned:
-    """A MemberStateListener: when the assignment changes, the share fetch buffer drops what
-    it holds of partitions no longer assigned (the broker releases those records)."""
-
-    def __init__(self, fetch_buffer: ShareFetchBuffer, membership: ShareMembershipManager) -> None:
-        self._fetch_buffer = fetch_buffer
-        self._membership = membership
-
-    def on_member_epoch_updated(self, member_epoch: Optional[int], member_id: str) -> None:
-        pass
-
-    def on_group_assignment_updated(self, partitions: set[Any]) -> None:
-        self._fetch_buffer.retain_partitions(set(self._membership.assigned_partitions()))
 
 
 class ShareApplicationEventProcessor(ApplicationEventProcessor):
@@ -130,7 +115,6 @@ def build_share_resources(settings: EngineConfig, share_config: ShareConsumerCon
     membership = ShareMembershipManager(group_id, SubscriptionState(), topic_name_for_id=metadata.topic_name,
                                         request_metadata_update=request_metadata_update,
                                         rack_id=group.rack_id, member_id=member_id, time_ms=time_ms)
-    membership.register_state_listener(_RetainAssigned(fetch_buffer, membership))
     heartbeat = ShareHeartbeatRequestManager(time_ms(), coordinator, membership, background_event_handler,
                                              max_poll_interval_ms=group.rebalance_timeout_ms,
                                              retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)

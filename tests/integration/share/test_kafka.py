@@ -496,6 +496,77 @@ def test_a_member_killed_mid_batch_loses_nothing(kafka, how):
     assert {tuple(v) for v in deliveries.values()} <= {(1,), (2,)}
 
 
+def latest_assignment(wire: WireLog, member_id: str) -> set[tuple[Any, int]]:
+    """The (topic id, partition) pairs the last ShareGroupHeartbeat answer naming an
+    assignment gave ``member_id`` (an answer without one leaves it as it was)."""
+    partitions: set[tuple[Any, int]] = set()
+    for e in wire.received("ShareGroupHeartbeat"):
+        if e.tree["member_id"] == member_id and e.tree["error_code"] == 0 and e.tree["assignment"] is not None:
+            partitions = {(t["topic_id"], p) for t in e.tree["assignment"]["topic_partitions"] for p in t["partitions"]}
+    return partitions
+
+
+def test_records_acquired_before_a_partition_is_given_up_are_handed_out(kafka):
+    """As Java 4.4's share consumer, whose fetch buffer keeps every fetch until its records
+    are handed out (the assignment never prunes it): records a member acquired of a
+    partition it then gives up (here: it subscribes to another topic) are still handed out
+    and acknowledged by it. Dropped instead, they would stay locked to it on Kafka until the
+    lock expires (30 s by default) and then come again to another member (delivery_count 2)."""
+    group, _ = earliest_group(kafka)  # Kafka's default 30 s locks
+    topic = kafka.new_topic(partitions=1)
+    elsewhere = kafka.new_topic(partitions=1)
+    written = kafka.produce(topic, 40, producer_config={"batch.num.messages": 20})
+    seen: Counter = Counter()
+    counts: set[int] = set()
+    late: list = []
+    with WireLog() as wire:
+        # batch_optimized (the default) acquires whole batches: a poll of 5 leaves 15 buffered.
+        holder = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit", max_poll_records=5)
+        members = [holder]
+        try:
+            wait_until_assigned(wire, 1)
+            (holder_id,) = assigned_members(wire)
+            (given_up,) = latest_assignment(wire, holder_id)
+
+            def take(member, record):
+                seen[(record.partition, record.offset)] += 1
+                counts.add(record.delivery_count)
+                member.acknowledge(record)
+            first: list = []
+            read_until(holder, lambda: first, lambda r: (first.append(r), take(holder, r)))
+            acquired_offsets = {o for first_offset, last_offset, _ in acquired(wire)
+                                for o in range(first_offset, last_offset + 1)}
+            assert len(acquired_offsets) > len(first), "the first ShareFetch left nothing buffered"
+            holder.subscribe([elsewhere])
+            deadline = time.monotonic() + DEADLINE_S
+            while given_up in latest_assignment(wire, holder_id):
+                assert time.monotonic() < deadline, "the holder kept the partition"
+                time.sleep(0.05)
+            # The partition is given up: what the holder acquired of it still comes out, to
+            # an application that takes its time over each poll's records (the background
+            # thread completes the reconciliation meanwhile). Well within the 30 s lock.
+            handed_out = time.monotonic() + 10
+            while len(late) < len(acquired_offsets) - len(first):
+                assert time.monotonic() < handed_out, "the holder handed out {} of {} buffered records".format(
+                    len(late), len(acquired_offsets) - len(first))
+                for record in records(holder.poll(50)):
+                    late.append(record)
+                    take(holder, record)
+                time.sleep(0.2)
+            assert all(e is None for e in holder.commit().values())
+            other = share_consumer(kafka, group, topic, share_acknowledgement_mode="explicit")
+            members.append(other)
+            read_until(other, lambda: len(seen) == len(written), lambda r: take(other, r))
+            assert all(e is None for e in other.commit().values())
+        finally:
+            for member in members:
+                member.close()
+    assert seen == Counter({(w.partition, w.offset): 1 for w in written})
+    assert counts == {1}  # no lock expired: each record delivered once
+    assert {r.offset for r in late} == acquired_offsets - {r.offset for r in first}
+    assert partition_errors(wire) == []
+
+
 def test_implicit_mode_accepts_what_the_last_poll_returned(kafka):
     group, _ = earliest_group(kafka)
     topic = kafka.new_topic(partitions=2)
