@@ -515,7 +515,8 @@ def test_records_acquired_before_a_partition_is_given_up_are_handed_out(kafka):
     group, _ = earliest_group(kafka)  # Kafka's default 30 s locks
     topic = kafka.new_topic(partitions=1)
     elsewhere = kafka.new_topic(partitions=1)
-    written = kafka.produce(topic, 40, producer_config={"batch.num.messages": 20})
+    # Two batches of exactly 20 records (librdkafka's batching depends on timing).
+    written = kafka.produce_batch(topic, 20) + kafka.produce_batch(topic, 20, start_index=20)
     seen: Counter = Counter()
     counts: set[int] = set()
     late: list = []
