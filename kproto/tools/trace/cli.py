@@ -3,7 +3,9 @@
 Owns the command line only. ``trace --upstream HOST:PORT`` runs :class:`~.proxy.TraceProxy`
 until Ctrl-C (or SIGTERM), printing one line per request/response pair (``-v``: the decoded
 trees too, ``--api``: only these APIs), optionally writing ``--jsonl`` and ``--html``, and
-a summary on exit (stderr). ``trace read CAPTURE`` decodes a pcap/pcapng file
+a summary on exit (stderr). The events of the ``--html`` page wait on disk, not in memory,
+while the proxy runs (in the ``--jsonl`` file, else in a temporary one deleted at exit), so
+a proxy left running for hours holds no more than one exchange at a time. ``trace read CAPTURE`` decodes a pcap/pcapng file
 (:mod:`.capture`) into the same lines, JSON lines and page, in time order. ``trace render
 FILE... -o page.html`` merges JSON-lines files (the proxy's trace, ``kproto.events`` files)
 into the timeline page.
@@ -12,9 +14,11 @@ into the timeline page.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import ssl
 import sys
+import tempfile
 import threading
 from typing import Any, Optional, Sequence
 
@@ -54,8 +58,8 @@ def _proxy_parser() -> argparse.ArgumentParser:
     p.add_argument("--insecure", action="store_true",
                    help="with --upstream-tls: do not verify the brokers' certificates")
     _output_options(p)
-    p.add_argument("--html", help="write the timeline page to this file on exit (keeps the "
-                   "events in memory: for long runs use --jsonl and trace render)")
+    p.add_argument("--html", help="write the timeline page to this file on exit (the events wait "
+                   "in the --jsonl file, else in a temporary file, not in memory)")
     return p
 
 
@@ -176,15 +180,17 @@ def _run_proxy(args: argparse.Namespace, out: Any) -> int:
     stats = Stats()
     keep = args.verbose or bool(args.jsonl) or bool(args.html)
     jsonl_file = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None
+    # The page's events wait on disk: the --jsonl file, else a temporary spool.
+    spool: Optional[str] = None
+    if args.html and jsonl_file is None:
+        fd, spool = tempfile.mkstemp(prefix="kproto-trace-", suffix=".jsonl")
+        jsonl_file = os.fdopen(fd, "w", encoding="utf-8")
     writer = JsonlWriter(jsonl_file) if jsonl_file else None
-    recorded: list[dict[str, Any]] = []
 
     def sink(event: dict[str, Any]) -> None:
         stats.add(event)
         if writer is not None:
             writer.write(event)
-        if args.html:
-            recorded.append(event)
         printer(event)
 
     proxy = TraceProxy(parse_address(args.upstream), sink, listen=parse_address(args.listen),
@@ -208,11 +214,16 @@ def _run_proxy(args: argparse.Namespace, out: Any) -> int:
         if jsonl_file is not None:
             jsonl_file.close()
         print(stats.text(), file=sys.stderr)
-        if args.html:
-            from kproto.tools.trace.html import write_page
+        try:
+            if args.html:
+                from kproto.tools.trace.html import write_page
+                from kproto.tools.trace.report import read_events
 
-            write_page(recorded, args.html)
-            print("kproto trace: timeline written to {}".format(args.html), file=sys.stderr)
+                write_page(read_events([spool or args.jsonl]), args.html)
+                print("kproto trace: timeline written to {}".format(args.html), file=sys.stderr)
+        finally:
+            if spool is not None:
+                os.unlink(spool)
     if proxy.failure is not None:
         print("kproto trace: error: {}".format(proxy.failure), file=sys.stderr)
         return 1

@@ -57,6 +57,12 @@ def traced(mock_cluster, tmp_path_factory):
                 deadline = time.monotonic() + 60
                 while read < RECORDS and time.monotonic() < deadline:
                     read += sum(len(r) for r in consumer.poll(200).values())
+                # The member owns its partitions a while longer, as a consumer that goes on
+                # would: on a quiet machine the read takes milliseconds after a join of
+                # seconds, and an ownership segment that short gets no label on the page.
+                held = time.monotonic() + 1.5
+                while time.monotonic() < held:
+                    consumer.poll(200)
         finally:
             handler.detach()
         assert read == RECORDS
@@ -268,3 +274,43 @@ def test_normal_handshake_steps_are_not_drawn_as_errors(traced):
     assert [m for m in model["markers"] if m["cls"] == "bad"] == []
     dom = _chromium(["--virtual-time-budget=5000", "--dump-dom", "file://" + page]).stdout
     assert 'class="arrow resp api-group step"' in dom and "arrow resp bad" not in dom
+
+
+def test_html_alone_keeps_the_events_on_disk_while_the_proxy_runs(mock_cluster, tmp_path):
+    """``--html`` without ``--jsonl``: each event goes to a temporary JSON-lines spool as it
+    happens (a proxy left running for hours holds none of them in memory), the page is
+    rendered from it at exit, and the spool is deleted."""
+    spool_dir = tmp_path / "tmp"
+    spool_dir.mkdir()
+    page = str(tmp_path / "page.html")
+    env = dict(os.environ, TMPDIR=str(spool_dir))
+    proc = subprocess.Popen([sys.executable, "-m", "kproto", "trace", "--upstream",
+                             "{}:{}".format(*mock_cluster.addresses[0]), "--html", page],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=interruptible)
+    try:
+        first = proc.stdout.readline()
+        address = re.search(r"listening on (\S+) for", first).group(1)
+        with KafkaConsumer(bootstrap_servers=address, client_id="trace-spool") as consumer:
+            for _ in range(5):
+                assert consumer.topics() is not None
+        (spool,) = list(spool_dir.iterdir())
+        deadline = time.monotonic() + 30
+        while True:  # the proxy writes each exchange as its answer passes
+            with open(spool, encoding="utf-8") as f:
+                spooled = [json.loads(line) for line in f if line.strip()]
+            if sum(1 for e in spooled if e.get("kind") == "exchange" and e["api"] == "Metadata") >= 5:
+                break
+            assert time.monotonic() < deadline, "the spool holds {} events".format(len(spooled))
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert list(spool_dir.iterdir()) == []  # the spool went with the proxy
+    text = open(page, encoding="utf-8").read()
+    payload = re.search(r'<script type="application/json" id="trace-data">(.*?)</script>', text, re.S).group(1)
+    model = json.loads(payload.replace("<\\/", "</"))
+    exchanges = [line for line in (first + out).splitlines() if re.search(r" #\d+ ", line)]
+    assert len(model["arrows"]) >= len(exchanges) >= 5
+    assert sum(1 for d in model["details"] if d.get("api") == "Metadata") >= 5
