@@ -220,7 +220,8 @@ class OffsetFetcher:
             return
         by_node, no_leader = utils.group_list_offsets_requests(timestamps, self._metadata)
         if no_leader:
-            self._retry_after_metadata_update(no_leader, now)
+            utils.retry_after_metadata_update(self._subscriptions, self._metadata, no_leader, now,
+                                              self._retry_backoff_ms, self._client.request_metadata_update)
         for node_id, partitions in by_node.items():
             requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
             try:
@@ -314,17 +315,6 @@ class OffsetFetcher:
 
     def _nodes_of(self, partitions: Iterable[TopicPartition]) -> set[Any]:
         return {self._metadata.leader_for_partition(tp) for tp in partitions}
-
-    def _retry_after_metadata_update(self, partitions: Iterable[TopicPartition], now: int) -> None:
-        """No leader known: retry when the metadata refresh is applied, not a backoff later
-        (at startup the first refresh is usually in flight already)."""
-        partitions = list(partitions)
-        self._ensure_topics(partitions)
-        # The backoff holds only if the refresh fails; the callback may run on whichever
-        # thread polls the client, and is one locked SubscriptionState call.
-        self._subscriptions.request_failed(partitions, now + self._retry_backoff_ms)
-        self._client.request_metadata_update().add_callback(
-            lambda _: self._subscriptions.set_next_allowed_retry(partitions, 0))
 
     def _retry_when_connected(self, partitions: Iterable[TopicPartition], node_id: Any, now: int) -> None:
         """The node is not ready. While it connects, the request waits for no backoff:

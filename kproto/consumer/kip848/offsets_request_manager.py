@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional
 
 from kproto.consumer.background.local_assignment import completed_future, when_complete
 from kproto.consumer.background.request_manager import MAX_WAIT_MS, PollResult, RequestBuilder, UnsentRequest
@@ -266,13 +266,8 @@ class OffsetsRequestManager:
             return
         by_node, no_leader = utils.group_list_offsets_requests(timestamps, self.metadata)
         if no_leader:
-            for topic in {tp.topic for tp in no_leader}:
-                if self.metadata.partitions_for_topic(topic) is None:
-                    self.metadata.add_topic(topic)
-            # The backoff holds only if the refresh fails: at start-up the first refresh is
-            # usually in flight already, and its answer names the leaders.
-            self.subscriptions.request_failed(no_leader, now + self.retry_backoff_ms)
-            self.metadata.request_update().add_callback(functools.partial(self._retry_after_metadata, no_leader))
+            utils.retry_after_metadata_update(self.subscriptions, self.metadata, no_leader, now, self.retry_backoff_ms,
+                                              self.metadata.request_update, self._on_positions_progress)
         for node_id, partitions in by_node.items():
             requested = {tp: ts for tp, (ts, _epoch) in partitions.items()}
             # No second request for these until this one is answered or fails.
@@ -280,10 +275,6 @@ class OffsetsRequestManager:
             self._position_requests.append(self._list_offsets_request(
                 node_id, partitions, False,
                 functools.partial(self._on_reset_response, requested)))
-
-    def _retry_after_metadata(self, partitions: Iterable[Any], _: Any) -> None:
-        self.subscriptions.set_next_allowed_retry(partitions, 0)
-        self._on_positions_progress()
 
     def _on_reset_response(self, requested: dict[Any, Any], versions: list[Any], response: ListOffsetsResponse,
                            error: Optional[BaseException]) -> None:

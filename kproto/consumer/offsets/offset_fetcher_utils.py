@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from kproto import errors
 from kproto.consumer.subscription_state import AutoOffsetResetStrategy, FetchPosition, LeaderAndEpoch
@@ -334,6 +334,28 @@ def apply_reset_result(subscriptions: SubscriptionState, metadata: ClusterMetada
     retry = set(result.partitions_to_retry) | set(result.no_offset)
     if retry:
         subscriptions.request_failed(retry, now_ms + retry_backoff_ms)
+
+
+def retry_after_metadata_update(subscriptions: SubscriptionState, metadata: ClusterMetadata,
+                                partitions: Iterable[TopicPartition], now_ms: int, retry_backoff_ms: int,
+                                request_update: Callable[[], Any],
+                                on_retry: Optional[Callable[[], None]] = None) -> None:
+    """No leader is known for ``partitions``: retry them when the metadata refresh
+    ``request_update()`` asks for is applied, not a backoff later (at start-up the first
+    refresh is usually in flight already, and its answer names the leaders). Topics the
+    metadata does not track yet are added to it. The backoff holds only if the refresh
+    fails. Both engines' resets use it, each with its own refresh call; the callback runs on
+    whichever thread polls the client (one locked SubscriptionState call, then ``on_retry``)."""
+    partitions = list(partitions)
+    for topic in {tp.topic for tp in partitions if metadata.partitions_for_topic(tp.topic) is None}:
+        metadata.add_topic(topic)
+    subscriptions.request_failed(partitions, now_ms + retry_backoff_ms)
+
+    def retry(_: Any) -> None:
+        subscriptions.set_next_allowed_retry(partitions, 0)
+        if on_retry is not None:
+            on_retry()
+    request_update().add_callback(retry)
 
 
 def position_request_failed(subscriptions: SubscriptionState, requested: Iterable[TopicPartition], exc: BaseException,
