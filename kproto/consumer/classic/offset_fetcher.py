@@ -125,7 +125,7 @@ class OffsetFetcher:
         remaining = dict(timestamps)
         fetched: dict[TopicPartition, utils.ListOffsetData] = {}
         while remaining:
-            self._ensure_topics(remaining)
+            utils.ensure_topics(self._metadata, remaining)
             pending, unsent, no_leader = self._send_list_offsets(remaining, require_timestamp)
             need_metadata = bool(no_leader)
             last_error: Optional[BaseException] = None
@@ -158,12 +158,6 @@ class OffsetFetcher:
             else:
                 self._backoff(deadline, need_metadata)
         return fetched
-
-    def _ensure_topics(self, partitions: Iterable[TopicPartition]) -> None:
-        """Lookups may name topics the consumer is not subscribed to: add them to the metadata."""
-        unknown = {tp.topic for tp in partitions if self._metadata.partitions_for_topic(tp.topic) is None}
-        for topic in unknown:
-            self._metadata.add_topic(topic)
 
     def _send_list_offsets(self, timestamps: Mapping[TopicPartition, int], require_timestamp: bool):
         """Send one ListOffsets per ready leader; returns (pending, not sent yet, leaderless)."""

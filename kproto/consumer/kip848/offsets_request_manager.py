@@ -120,9 +120,7 @@ class OffsetsRequestManager:
         """``{tp: ListOffsetData}`` for every partition with an offset (others are left out)."""
         now = self._time_ms()
         lookup = _Lookup(dict(timestamps), require_timestamp, deadline_ms, max(0, deadline_ms - now))
-        for topic in {tp.topic for tp in timestamps}:
-            if self.metadata.partitions_for_topic(topic) is None:
-                self.metadata.add_topic(topic)  # lookups may name topics outside the subscription
+        utils.ensure_topics(self.metadata, timestamps)
         if not timestamps:
             lookup.future.set_result({})
         else:

@@ -336,6 +336,13 @@ def apply_reset_result(subscriptions: SubscriptionState, metadata: ClusterMetada
         subscriptions.request_failed(retry, now_ms + retry_backoff_ms)
 
 
+def ensure_topics(metadata: ClusterMetadata, partitions: Iterable[TopicPartition]) -> None:
+    """Add the topics of ``partitions`` the metadata does not track yet (offset lookups and
+    resets may name topics outside the subscription), so its next refresh names their leaders."""
+    for topic in {tp.topic for tp in partitions if metadata.partitions_for_topic(tp.topic) is None}:
+        metadata.add_topic(topic)
+
+
 def retry_after_metadata_update(subscriptions: SubscriptionState, metadata: ClusterMetadata,
                                 partitions: Iterable[TopicPartition], now_ms: int, retry_backoff_ms: int,
                                 request_update: Callable[[], Any],
@@ -347,8 +354,7 @@ def retry_after_metadata_update(subscriptions: SubscriptionState, metadata: Clus
     fails. Both engines' resets use it, each with its own refresh call; the callback runs on
     whichever thread polls the client (one locked SubscriptionState call, then ``on_retry``)."""
     partitions = list(partitions)
-    for topic in {tp.topic for tp in partitions if metadata.partitions_for_topic(tp.topic) is None}:
-        metadata.add_topic(topic)
+    ensure_topics(metadata, partitions)
     subscriptions.request_failed(partitions, now_ms + retry_backoff_ms)
 
     def retry(_: Any) -> None:
