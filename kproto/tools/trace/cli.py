@@ -5,8 +5,8 @@ until Ctrl-C (or SIGTERM), printing one line per request/response pair (``-v``: 
 trees too, ``--api``: only these APIs), optionally writing ``--jsonl`` and ``--html``, and
 a summary on exit (stderr). The events of the ``--html`` page wait on disk, not in memory,
 while the proxy runs (in the ``--jsonl`` file, else in a temporary one deleted at exit), so
-a proxy left running for hours holds no more than one exchange at a time. ``trace read CAPTURE`` decodes a pcap/pcapng file
-(:mod:`.capture`) into the same lines, JSON lines and page, in time order. ``trace render
+a proxy left running for hours does not grow. ``trace read CAPTURE`` decodes a pcap/pcapng
+file (:mod:`.capture`) into the same lines, JSON lines and page, in time order. ``trace render
 FILE... -o page.html`` merges JSON-lines files (the proxy's trace, ``kproto.events`` files)
 into the timeline page.
 """
