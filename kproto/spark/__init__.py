@@ -13,7 +13,8 @@ schema and options, built on PySpark's Python Data Source API (PySpark >= 4.0, e
 
 Modules: ``options`` (option parsing and checks), ``planning`` (offset ranges, splitting,
 offsets JSON, rate limit), ``resolver`` (driver-side offset lookups), ``reader`` (a task's
-read into PyArrow batches), ``source`` (the PySpark classes). Importing this package
+read into PyArrow batches), ``consumer_pool`` (the task consumers a worker keeps between
+tasks), ``source`` (the PySpark classes). Importing this package
 loads neither pyspark nor pyarrow: ``register`` and ``KafkaDataSource`` load them.
 """
 

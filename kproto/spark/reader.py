@@ -1,11 +1,14 @@
 """One task's read: exactly the records of one offset range, as PyArrow record batches.
 
-Owns the executor side of the data source: :func:`read_range` runs an assign-mode
-``KafkaConsumer`` (no group, no commits, ``auto_offset_reset='none'``) positioned at the
-range's first offset, keeps the records below its end offset and stops once the
-consumer's position reaches the end (transaction markers and compacted gaps count as
-read), and :func:`arrow_schema` / :func:`to_record_batch`, the columns of Spark's Kafka
-source in Arrow form. PyArrow is imported on first use.
+Owns the executor side of the data source: :func:`read_range` borrows an assign-mode
+``KafkaConsumer`` (no group, no commits, ``auto_offset_reset='none'``) of the range's
+partition from the worker's pool (:mod:`kproto.spark.consumer_pool`, Spark's consumer
+cache), positions it at the range's first offset unless it is there already, polls no
+more records than the range has left (so what was fetched past its end stays buffered for
+the partition's next task), stops once the consumer's position reaches the end
+(transaction markers and compacted gaps count as read) and returns the consumer; and
+:func:`arrow_schema` / :func:`to_record_batch`, the columns of Spark's Kafka source in
+Arrow form. PyArrow is imported on first use.
 
 Data loss while reading (the range's first offsets deleted after planning, or the log now
 ending below the range) follows ``failOnDataLoss``; a partition that makes no progress for
@@ -17,14 +20,15 @@ from __future__ import annotations
 import logging
 import time
 from operator import itemgetter
-from typing import Any, Iterator, Sequence
+from typing import Any, Hashable, Iterator, Sequence
 
 from kproto.consumer.kafka_consumer import KafkaConsumer
 from kproto.errors import KafkaTimeoutError, OffsetOutOfRangeError
+from kproto.spark.consumer_pool import POOL
 from kproto.spark.planning import OffsetRange
 from kproto.spark.resolver import data_loss
 from kproto.spark.options import SourceOptions
-from kproto.structs import ConsumerRecord
+from kproto.structs import ConsumerRecord, TopicPartition
 
 log = logging.getLogger("kproto.spark")
 
@@ -121,57 +125,88 @@ def task_consumer_config(options: SourceOptions) -> dict[Any, Any]:
     return config
 
 
+def _pool_key(config: dict[Any, Any], tp: TopicPartition) -> Hashable:
+    # The settings by their repr: values are the parsed options (strings, numbers, bools).
+    return (tuple(sorted((key, repr(value)) for key, value in config.items())), tp)
+
+
 def read_range(options: SourceOptions, r: OffsetRange, *, batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch``es holding exactly the records of ``r`` (in offset order)."""
     if r.size == 0:
         return
     tp = r.topic_partition
-    consumer = KafkaConsumer(**task_consumer_config(options))
-    try:
+    config = task_consumer_config(options)
+    key = _pool_key(config, tp)
+
+    def new_consumer() -> KafkaConsumer:
+        consumer = KafkaConsumer(**config)
         consumer.assign([tp])
         consumer.seek(tp, r.from_offset)
-        pending: list[ConsumerRecord] = []
-        rows = batch_rows
-        position = r.from_offset
-        last_progress = time.monotonic()
-        while position < r.until_offset:
-            try:
-                polled = consumer.poll(timeout_ms=200)
-            except OffsetOutOfRangeError:
-                position = _skip_lost(consumer, options, r, position)
-                last_progress = time.monotonic()
-                continue
-            records = polled.get(tp)
-            if records:
-                # The batch size in rows for records about this big (one record sampled a poll).
-                sample = records[0]
-                size = len(sample.key or b"") + len(sample.value or b"") + 64
-                rows = max(1, min(batch_rows, BATCH_BYTES // size))
-                # In offset order: only the first and last polls of a range hold records
-                # outside it, so the others are taken whole without a look at each record.
-                if records[0].offset >= r.from_offset and records[-1].offset < r.until_offset:
-                    pending.extend(records)
-                else:
-                    pending.extend(record for record in records
-                                   if r.from_offset <= record.offset < r.until_offset)
-            new_position = consumer.position(tp)
-            if new_position is not None and new_position > position:
-                position = new_position
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > options.poll_timeout_ms / 1000.0:
-                if _log_ends_early(consumer, options, r, position):
-                    break
-                raise KafkaTimeoutError(
-                    "kproto Spark source: no progress reading {}-{} at offset {} for {} ms "
-                    "(kafkaConsumer.pollTimeoutMs); the range ends at {}".format(
-                        r.topic, r.partition, position, options.poll_timeout_ms, r.until_offset))
-            while len(pending) >= rows:
-                yield to_record_batch(pending[:rows], r.topic, r.partition, options.include_headers)
-                del pending[:rows]
-        if pending:
-            yield to_record_batch(pending, r.topic, r.partition, options.include_headers)
-    finally:
-        consumer.close()
+        return consumer
+
+    consumer = POOL.borrow(key, new_consumer)
+    try:
+        yield from _read(consumer, options, r, batch_rows, config["max_poll_records"])
+    except GeneratorExit:  # Spark stopped reading early (a LIMIT): the consumer is fine
+        POOL.release(key, consumer)
+        raise
+    except BaseException:
+        POOL.invalidate(key, consumer)
+        raise
+    else:
+        POOL.release(key, consumer)
+
+
+def _read(consumer: KafkaConsumer, options: SourceOptions, r: OffsetRange, batch_rows: int,
+          max_poll_records: int) -> Iterator[Any]:
+    tp = r.topic_partition
+    # A pooled consumer that read the range before this one is there already, with
+    # what it fetched past that range still buffered: seeking would drop it.
+    if consumer.position(tp, timeout_ms=0) != r.from_offset:
+        consumer.seek(tp, r.from_offset)
+    pending: list[ConsumerRecord] = []
+    rows = batch_rows
+    position = r.from_offset
+    last_progress = time.monotonic()
+    while position < r.until_offset:
+        try:
+            # Never past the range's end (offsets left >= records left): the rest
+            # stays buffered for the partition's next task.
+            polled = consumer.poll(timeout_ms=200,
+                                   max_records=max(1, min(max_poll_records, r.until_offset - position)))
+        except OffsetOutOfRangeError:
+            position = _skip_lost(consumer, options, r, position)
+            last_progress = time.monotonic()
+            continue
+        records = polled.get(tp)
+        if records:
+            # The batch size in rows for records about this big (one record sampled a poll).
+            sample = records[0]
+            size = len(sample.key or b"") + len(sample.value or b"") + 64
+            rows = max(1, min(batch_rows, BATCH_BYTES // size))
+            # In offset order: only the first and last polls of a range hold records
+            # outside it, so the others are taken whole without a look at each record.
+            if records[0].offset >= r.from_offset and records[-1].offset < r.until_offset:
+                pending.extend(records)
+            else:
+                pending.extend(record for record in records
+                               if r.from_offset <= record.offset < r.until_offset)
+        new_position = consumer.position(tp)
+        if new_position is not None and new_position > position:
+            position = new_position
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > options.poll_timeout_ms / 1000.0:
+            if _log_ends_early(consumer, options, r, position):
+                break
+            raise KafkaTimeoutError(
+                "kproto Spark source: no progress reading {}-{} at offset {} for {} ms "
+                "(kafkaConsumer.pollTimeoutMs); the range ends at {}".format(
+                    r.topic, r.partition, position, options.poll_timeout_ms, r.until_offset))
+        while len(pending) >= rows:
+            yield to_record_batch(pending[:rows], r.topic, r.partition, options.include_headers)
+            del pending[:rows]
+    if pending:
+        yield to_record_batch(pending, r.topic, r.partition, options.include_headers)
 
 
 def _skip_lost(consumer: KafkaConsumer, options: SourceOptions, r: OffsetRange, position: int) -> int:
