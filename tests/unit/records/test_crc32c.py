@@ -7,9 +7,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kproto.records import crc32c
-from kproto.records.crc32c import (_FOLD_CHUNK, _FOLD_MAX_BITS, _FOLD_PLAN, _FOLD_TABLE, _SPARSE_MIN_BITS,
-                                    _SPARSE_TABLE, FOLD_THRESHOLD, _crc32c_fold, _crc32c_small, _mod_p,
-                                    _search_fold_table, _x_pow_mod, crc32c_table)
+from kproto.records.crc32c import (_FOLD_CHUNK, _FOLD_MAX_BITS, _FOLD_PLAN, _FOLD_TABLE, _PIECE_BITS,
+                                    _PIECE_CHUNK, _PIECE_CUTS, _PIECE_MIN, _PIECE_TABLE, _PIECE_WIDTH,
+                                    _SPARSE_MIN_BITS, _SPARSE_TABLE, FOLD_THRESHOLD, _crc32c_fold,
+                                    _crc32c_pieces, _crc32c_small, _mod_p, _search_fold_table, _x_pow_mod,
+                                    crc32c_table)
 
 
 # RFC 3720 (iSCSI) appendix B.4 test vectors and the usual "123456789" check value.
@@ -57,12 +59,46 @@ def test_incremental_like_zlib_crc32(data, draw):
 
 
 def test_large_inputs_folded_in_pieces():
-    data = os.urandom(600_000)  # five pieces of at most 128 KiB
+    data = os.urandom(600_000)  # eighteen pieces of the cut table
     assert crc32c(data) == crc32c_table(data)
     assert crc32c(data, 7) == crc32c_table(data, 7)
     assert _crc32c_fold(data[:_FOLD_CHUNK], 0) == crc32c_table(data[:_FOLD_CHUNK])
     with pytest.raises(ValueError):
         _crc32c_fold(data[:_FOLD_CHUNK + 1], 0)
+
+
+def test_piece_table_cuts():
+    # each R = x^a + x^b + x^c is congruent to x^e, e a byte boundary; cuts a piece apart
+    for e, a, b, c in _PIECE_TABLE:
+        assert e % 8 == 0 and a < b < c < 1536
+        assert _x_pow_mod(a) ^ _x_pow_mod(b) ^ _x_pow_mod(c) == _x_pow_mod(e)
+    cuts = [e for e, _, _, _ in _PIECE_TABLE]
+    assert cuts[0] >= _PIECE_BITS and all(hi - lo >= _PIECE_BITS for lo, hi in zip(cuts, cuts[1:]))
+    # the cuts reach past the widest input taken at once, and every shift fits
+    assert cuts[-1] >= _PIECE_CHUNK * 8 + 32
+    assert _PIECE_WIDTH <= _FOLD_MAX_BITS
+
+
+# Inputs whose first piece starts exactly 64 bits above a cut, or a byte further; the
+# bounds of _crc32c_pieces; what crc32c cuts into MiB chunks.
+_PIECE_SIZES = sorted({n for cut in _PIECE_CUTS[1::7] for n in ((cut + 32) // 8, (cut + 32) // 8 + 1)
+                       if _PIECE_MIN <= n <= _PIECE_CHUNK}
+                      | {_PIECE_MIN, _FOLD_CHUNK + 1, _PIECE_CHUNK})
+
+
+@pytest.mark.parametrize("size", _PIECE_SIZES)
+def test_pieces_match_table_loop(size):
+    data = os.urandom(size)
+    assert _crc32c_pieces(data, 0) == crc32c_table(data)
+    assert _crc32c_pieces(memoryview(data), 0x12345678) == crc32c_table(data, 0x12345678)
+
+
+def test_pieces_bounds_and_chunks():
+    data = os.urandom(2 * _PIECE_CHUNK + _FOLD_CHUNK + 5)  # two MiB chunks and a folded tail
+    assert crc32c(data, 99) == crc32c_table(data, 99)
+    for size in (_PIECE_MIN - 1, _PIECE_CHUNK + 1):
+        with pytest.raises(ValueError):
+            _crc32c_pieces(data[:size], 0)
 
 
 def test_fold_table_constants():
