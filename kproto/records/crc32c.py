@@ -3,20 +3,21 @@
 Owns ``crc32c(data, crc=0)``: incremental like ``zlib.crc32`` (pass the previous result
 as ``crc`` to continue a running checksum).
 
-Two algorithms, picked by input size:
+Three algorithms, picked by input size:
 
 * short inputs: a table loop, "slicing-by-8" (eight 256-entry tables consume one 64-bit
   word per iteration; ~1.2-1.4x the one-byte loop; fastest below ~110 bytes, where the
   folding's fixed cost dominates);
-* long inputs (``_crc32c_fold``): the whole input becomes one big integer, i.e. one polynomial M(x) over
-  GF(2), and the CRC register is ``(M(x)·x^32 + s(x)·x^n) mod P(x)``. The remainder is
-  found by *folding*: split V = H·x^k + L and replace it by ``H·(x^k mod P) + L``, which
-  has the same remainder but about half the bits. ``H·c`` for a 32-bit constant c is a
-  carry-less multiplication: one shift and XOR of the big integer per set bit of c, and
-  CPython does those at C speed per machine word. A few dozen big-integer operations per
-  halving replace one Python-level loop iteration per byte. Wide folds multiply by a
-  three-term polynomial congruent to x^k instead (three shifts, not 5-9). The last ~256 bits go
-  through the table loop (small folds cost more per operation than they save).
+* long inputs (``_crc32c_fold``): the whole input becomes one big integer, i.e. one
+  polynomial M(x) over GF(2), and the CRC register is ``(M(x)·x^32 + s(x)·x^n) mod
+  P(x)``. The remainder is found by *folding*: split V = H·x^k + L and replace it by
+  ``H·(x^k mod P) + L``, which has the same remainder but about half the bits. ``H·c`` for
+  a 32-bit constant c is a carry-less multiplication: one shift and XOR of the big integer
+  per set bit of c, and CPython does those at C speed per machine word. A few dozen
+  big-integer operations per halving replace one Python-level loop iteration per byte.
+  Wide folds multiply by a three-term polynomial congruent to x^k instead (three shifts,
+  not 5-9). The last ~256 bits go through the table loop (small folds cost more per
+  operation than they save).
 * very long inputs (above 128 KiB, ``_crc32c_pieces``): the input is cut, from its end,
   at distances e where x^e mod P has a three-term representative R = x^a + x^b + x^c of
   small degree; each piece H between two cuts contributes H·x^e ≡ H·R, three shifts of

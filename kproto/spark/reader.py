@@ -184,8 +184,9 @@ def _read(consumer: KafkaConsumer, options: SourceOptions, r: OffsetRange, batch
             sample = records[0]
             size = len(sample.key or b"") + len(sample.value or b"") + 64
             rows = max(1, min(batch_rows, BATCH_BYTES // size))
-            # In offset order: only the first and last polls of a range hold records
-            # outside it, so the others are taken whole without a look at each record.
+            # In offset order, from the range's start: a poll holds records past the end
+            # only when offsets are missing before it (compaction, transaction markers),
+            # which max_records cannot foresee; the others are taken whole.
             if records[0].offset >= r.from_offset and records[-1].offset < r.until_offset:
                 pending.extend(records)
             else:
